@@ -1,0 +1,101 @@
+# ddiloco — one binary, build/ddiloco, and its tests.
+#
+#   make          build build/ddiloco
+#   make deps     install missing Debian packages (called by run and test)
+#   make test     every unit and integration test
+#   make check    every test under AddressSanitizer + UndefinedBehaviorSanitizer
+#   make bench    benchmarks (print key=value lines)
+#   make run      the quickstart job, locally, with its data-parallel baseline
+#   make clean
+
+BUILD   ?= build
+SAN     ?=
+VERSION := 0.1.0
+CC      ?= cc
+
+MODULES := common trainer syncer sidecar runner sim operator
+PKGS    := openblas jansson libcurl libmicrohttpd grpc libprotobuf-c yaml-0.1
+
+WARN    := -Wall -Wextra -Werror -Wmissing-prototypes -Wstrict-prototypes \
+           -Wvla -Wwrite-strings -fno-common -Wno-format-truncation
+OPT     := -O2 -g
+ifneq ($(SAN),)
+SANFLAGS := -fsanitize=address,undefined
+OPT     := -O1 -g -fno-omit-frame-pointer $(SANFLAGS) \
+           -fno-sanitize-recover=undefined
+endif
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+CFLAGS  += -std=c11 -D_GNU_SOURCE -DDDILOCO_VERSION=\"$(VERSION)\" $(OPT) \
+           -I. -I$(BUILD)/gen -MMD -MP $(PKG_CFLAGS)
+LDLIBS  += $(PKG_LIBS) -lgpr -lm -lpthread
+LDFLAGS += $(SANFLAGS)
+
+PROTO    := proto/ddiloco/v1/syncer.proto
+PROTO_C  := $(BUILD)/gen/ddiloco/v1/syncer.pb-c.c
+PROTO_H  := $(PROTO_C:.c=.h)
+PROTO_O  := $(BUILD)/obj/gen/syncer.pb-c.o
+
+SRCS     := $(foreach m,$(MODULES),$(wildcard $(m)/*.c))
+OBJS     := $(SRCS:%.c=$(BUILD)/obj/%.o)
+LIB      := $(BUILD)/libddiloco.a
+BIN      := $(BUILD)/ddiloco
+
+UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
+UNIT_BINS  := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+BENCH_SRCS := $(wildcard bench/*.c)
+BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
+
+.PHONY: all deps test check bench run clean unit integration
+all: $(BIN)
+
+deps:
+	@sh scripts/deps.sh
+
+$(PROTO_C) $(PROTO_H): $(PROTO)
+	@mkdir -p $(BUILD)/gen
+	protoc-c --proto_path=proto --c_out=$(BUILD)/gen $(PROTO)
+
+# generated code is compiled without -Werror: its warnings are not ours
+$(PROTO_O): $(PROTO_C)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -w -c $< -o $@
+
+$(BUILD)/obj/%.o: %.c $(PROTO_H)
+	@mkdir -p $(dir $@)
+	@echo "  CC $<"
+	@$(CC) $(CFLAGS) $(WARN) -c $< -o $@
+
+$(LIB): $(OBJS) $(PROTO_O)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BIN): $(BUILD)/obj/main.o $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+$(BUILD)/tests/%: tests/unit/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(WARN) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS) -lcmocka
+
+$(BUILD)/bench/%: bench/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(WARN) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+# Unit binaries, then tests/integration/test_*.sh; the last line counts them.
+test: deps
+	@$(MAKE) --no-print-directory all $(UNIT_BINS)
+	@BUILD=$(BUILD) sh scripts/run-tests.sh $(UNIT_BINS)
+
+check: deps
+	@$(MAKE) --no-print-directory BUILD=build/san SAN=1 test
+
+bench: deps all $(BENCH_BINS)
+	@BUILD=$(BUILD) sh scripts/run-bench.sh $(BENCH_BINS)
+
+run: deps all
+	$(BIN) run examples/quickstart.yaml --baseline
+
+clean:
+	rm -rf build
+
+-include $(OBJS:.o=.d) $(BUILD)/obj/main.d

@@ -1,0 +1,33 @@
+/* err: formatting of error messages; see err.h. */
+#include "common/err.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+int err_set(struct err *e, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!e)
+		return -1;
+	va_start(ap, fmt);
+	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+int err_wrap(struct err *e, const char *fmt, ...)
+{
+	char prefix[256], old[sizeof(e->msg)];
+	va_list ap;
+
+	if (!e)
+		return -1;
+	va_start(ap, fmt);
+	vsnprintf(prefix, sizeof(prefix), fmt, ap);
+	va_end(ap);
+	memcpy(old, e->msg, sizeof(old));
+	snprintf(e->msg, sizeof(e->msg), "%s: %s", prefix, old);
+	return -1;
+}

@@ -1,0 +1,142 @@
+/*
+ * jobspec: a DecoupledTrainingJob (YAML or JSON) read into one struct.
+ *
+ * The same code serves `ddiloco run` and the operator, so nothing here is
+ * about local processes or pods: it is the job's meaning. Every field has
+ * the default of DESIGN.md §1; every error names the field path and what
+ * was expected, e.g.
+ *   "spec.syncer.minQuorum: 5 is more than spec.learners.replicas (4)".
+ *
+ * Field paths (camelCase in the file, snake_case here):
+ *   metadata.name, metadata.namespace
+ *   spec.suspend, spec.ttlSecondsAfterFinished
+ *   spec.learners.{replicas, image, resources.{cpu, memory, gpu},
+ *                  threads}
+ *   spec.model.{vocabSize, context, layers, heads, channels, tied, seed}
+ *   spec.data.{path, valPath, format (auto|text|tokens), valFraction,
+ *              shardPattern}
+ *   spec.optimizer.{lr, beta1, beta2, eps, weightDecay, warmupSteps,
+ *                   cosineSteps, minLrRatio, gradClip, batchSize, seqLen}
+ *   spec.syncer.{minQuorum, grace, fragments, syncEvery, overlap, alpha,
+ *                outerLr, outerMomentum, nesterov, merge (rda|mean),
+ *                encoding, updateEncoding, checkpointEvery, evalEvery,
+ *                evalTokens, normOutlier, port, httpPort}
+ *   spec.budget.{tokens, outerSteps}
+ *   spec.chaos.{enabled, schedule (poisson|interval), mtbfSeconds,
+ *               intervalSeconds, targets [learners|syncer|sidecars],
+ *               maxDown, startAfterSeconds, stopAfterSeconds,
+ *               recoverySeconds, seed}
+ */
+#ifndef DDILOCO_JOBSPEC_H
+#define DDILOCO_JOBSPEC_H
+
+#include <stdint.h>
+
+#include "common/encoding.h"
+#include "common/err.h"
+
+enum merge_rule { MERGE_RDA = 0, MERGE_MEAN = 1 };
+enum data_format { DATA_AUTO = 0, DATA_TEXT = 1, DATA_TOKENS = 2 };
+enum chaos_schedule { CHAOS_POISSON = 0, CHAOS_INTERVAL = 1 };
+
+#define CHAOS_TARGET_LEARNERS 1
+#define CHAOS_TARGET_SYNCER   2
+#define CHAOS_TARGET_SIDECARS 4
+
+#define JOB_NAME_MAX 64
+#define JOB_PATH_MAX 512
+
+struct job_learners {
+	int replicas;                 /* M, default 4 */
+	int threads;                  /* trainer threads per learner, default 1 */
+	char image[256];              /* container image (operator only) */
+	char cpu[32], memory[32], gpu[32];   /* resource requests, as written */
+};
+
+struct job_model {
+	int vocab_size;               /* default 256 (bytes) */
+	int context;                  /* max sequence length, default 64 */
+	int layers, heads, channels;  /* default 2, 4, 128 */
+	int tied;                     /* output projection = embedding, default 1 */
+	uint64_t seed;                /* initial model, default 1337 */
+};
+
+struct job_data {
+	char path[JOB_PATH_MAX];      /* text file or token shard */
+	char val_path[JOB_PATH_MAX];  /* optional; else the tail of path */
+	enum data_format format;
+	double val_fraction;          /* default 0.1 */
+	char shard_pattern[JOB_PATH_MAX];  /* optional, "{learner}" replaced */
+};
+
+struct job_optimizer {
+	double lr, beta1, beta2, eps, weight_decay;  /* 4e-4, .9, .95, 1e-8, .1 */
+	int warmup_steps;             /* default 100 */
+	int cosine_steps;             /* decay horizon; 0 = from the budget */
+	double min_lr_ratio;          /* default 0.1 */
+	double grad_clip;             /* default 1.0; 0 = off */
+	int batch_size, seq_len;      /* B, T; default 8, context */
+};
+
+struct job_syncer {
+	int min_quorum;               /* K, default 1 */
+	double grace;                 /* γ, default 0.5 */
+	int fragments;                /* P, default 4 */
+	int sync_every;               /* H, default = P */
+	int overlap;                  /* τ, default 2 */
+	double alpha;                 /* update mixing, default 0 (overwrite) */
+	double outer_lr, outer_momentum;  /* η 0.7, μ 0.9 */
+	int nesterov;                 /* default 1 */
+	enum merge_rule merge;        /* default rda */
+	enum payload_enc encoding;    /* answers, default f32 */
+	enum payload_enc update_encoding;  /* updates, default f32 */
+	int checkpoint_every;         /* rounds, default 50 */
+	int eval_every;               /* rounds, default 20 */
+	int eval_tokens;              /* validation tokens per eval, default 8192 */
+	double norm_outlier;          /* reject ‖Δ‖ > k·median, default 10 */
+	int port, http_port;          /* default 7070, 7071 */
+};
+
+struct job_budget {
+	uint64_t tokens;              /* total over all learners; 0 = none */
+	uint64_t outer_steps;         /* rounds; 0 = none */
+};
+
+struct job_chaos {
+	int enabled;
+	enum chaos_schedule schedule; /* default poisson */
+	double mtbf_seconds;          /* mean time between kills, default 20 */
+	double interval_seconds;      /* fixed interval, default 20 */
+	int targets;                  /* CHAOS_TARGET_*, default learners */
+	int max_down;                 /* at most this many down, default 1 */
+	double start_after_seconds;   /* default 10 */
+	double stop_after_seconds;    /* 0 = until the job ends */
+	double recovery_seconds;      /* local restart delay, default 3 */
+	uint64_t seed;                /* default 1 */
+};
+
+struct job_spec {
+	char name[JOB_NAME_MAX];
+	char namespace_[JOB_NAME_MAX];
+	int suspend;
+	int ttl_seconds_after_finished;   /* -1 = keep */
+	struct job_learners learners;
+	struct job_model model;
+	struct job_data data;
+	struct job_optimizer optimizer;
+	struct job_syncer syncer;
+	struct job_budget budget;
+	struct job_chaos chaos;
+};
+
+/* Fills every field with its default (no data path). */
+void jobspec_defaults(struct job_spec *js);
+/* Reads a file (YAML or JSON by content), applies defaults, validates. */
+int jobspec_load(const char *path, struct job_spec *out, struct err *e);
+/* Same from a string in memory; `what` names it in errors. */
+int jobspec_parse(const char *text, size_t len, const char *what,
+		  struct job_spec *out, struct err *e);
+/* Cross-field checks; called by load/parse, callable after edits. */
+int jobspec_validate(const struct job_spec *js, struct err *e);
+
+#endif

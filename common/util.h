@@ -1,0 +1,46 @@
+/*
+ * util: small things every part needs: clocks, checksums, a seeded
+ * random generator, atomic file writes and whole-file reads.
+ */
+#ifndef DDILOCO_UTIL_H
+#define DDILOCO_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+
+/* Seconds on the monotonic clock (for durations) and the wall clock. */
+double clock_mono(void);
+double clock_wall(void);
+void sleep_seconds(double s);
+
+/* CRC-32 (IEEE); pass the previous value to continue, 0 to start. */
+uint32_t crc32_update(uint32_t crc, const void *data, size_t n);
+/* FNV-1a 64; pass the previous value to continue, FNV64_INIT to start. */
+#define FNV64_INIT 0xcbf29ce484222325ULL
+uint64_t fnv64_update(uint64_t h, const void *data, size_t n);
+
+/* splitmix64-seeded xoshiro256** generator: same seed, same stream. */
+struct rng {
+	uint64_t s[4];
+};
+void rng_seed(struct rng *r, uint64_t seed);
+uint64_t rng_next(struct rng *r);
+double rng_uniform(struct rng *r);          /* in [0, 1) */
+double rng_normal(struct rng *r);           /* mean 0, sd 1 */
+double rng_exponential(struct rng *r, double mean);
+
+/*
+ * Writes buf to path atomically: a temporary file in the same folder,
+ * fsync, rename over path, fsync of the folder. On error path is untouched.
+ */
+int file_write_atomic(const char *path, const void *buf, size_t n,
+		      struct err *e);
+/* Reads a whole file of at most max bytes into a new buffer (caller frees). */
+int file_read_all(const char *path, size_t max, void **out, size_t *outlen,
+		  struct err *e);
+/* mkdir -p. */
+int mkdir_p(const char *path, struct err *e);
+
+#endif

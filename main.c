@@ -1,0 +1,51 @@
+/*
+ * ddiloco: one binary, one subcommand per part (DESIGN.md §2).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cmds.h"
+
+static const struct {
+	const char *name;
+	int (*fn)(int, char **);
+	const char *help;
+} cmds[] = {
+	{ "run", cmd_run, "run a job on this machine: syncer, learners, sidecars, chaos" },
+	{ "train", cmd_train, "train one learner alone (the data-parallel baseline)" },
+	{ "learner", cmd_learner, "train through the exchange with a sidecar" },
+	{ "sidecar", cmd_sidecar, "move fragments between a learner and the syncer" },
+	{ "syncer", cmd_syncer, "the outer loop: quorum rounds, merges, checkpoints" },
+	{ "operator", cmd_operator, "reconcile DecoupledTrainingJobs on Kubernetes" },
+	{ "sim", cmd_sim, "simulate goodput at cluster scale" },
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: ddiloco <command> [options]   (ddiloco <command> --help)\n\n");
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		fprintf(f, "  %-9s %s\n", cmds[i].name, cmds[i].help);
+	fprintf(f, "\n  --version  print the version\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+		printf("ddiloco %s\n", DDILOCO_VERSION);
+		return 0;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+		usage(stdout);
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		if (!strcmp(argv[1], cmds[i].name))
+			return cmds[i].fn(argc - 1, argv + 1);
+	fprintf(stderr, "ddiloco: unknown command '%s'\n\n", argv[1]);
+	usage(stderr);
+	return 2;
+}

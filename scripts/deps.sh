@@ -1,0 +1,19 @@
+#!/bin/sh
+# Installs the Debian packages ddiloco needs to build, test and run the
+# quickstart. Does nothing when all are present.
+set -e
+PKGS="build-essential pkg-config libopenblas-dev libcmocka-dev libjansson-dev
+libcurl4-openssl-dev libmicrohttpd-dev libgrpc-dev protobuf-c-compiler
+libprotobuf-c-dev libyaml-dev fortunes openssl"
+missing=""
+for p in $PKGS; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
+		missing="$missing $p"
+	fi
+done
+[ -z "$missing" ] && exit 0
+echo "deps: installing:$missing"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing

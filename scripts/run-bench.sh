@@ -1,0 +1,14 @@
+#!/bin/sh
+# Runs every benchmark binary given as argument, then bench/*.sh; each
+# prints key=value lines.
+BUILD=${BUILD:-build}
+export BUILD
+for b in "$@"; do
+	echo "=== $(basename "$b")"
+	"$b" || echo "bench_failed=$(basename "$b")"
+done
+for b in bench/*.sh; do
+	[ -e "$b" ] || continue
+	echo "=== $(basename "$b" .sh)"
+	sh "$b" || echo "bench_failed=$(basename "$b" .sh)"
+done

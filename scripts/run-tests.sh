@@ -1,0 +1,32 @@
+#!/bin/sh
+# Runs the unit test binaries given as arguments, then every
+# tests/integration/test_*.sh, and ends with one line "N passed, N failed".
+# ONLY=pattern restricts both to names containing the pattern.
+BUILD=${BUILD:-build}
+export BUILD
+pass=0
+fail=0
+failed=""
+run_one() {
+	name=$1
+	shift
+	case "$name" in *"${ONLY:-}"*) ;; *) return ;; esac
+	echo "=== $name"
+	if timeout "${TEST_TIMEOUT:-900}" "$@"; then
+		pass=$((pass + 1))
+	else
+		fail=$((fail + 1))
+		failed="$failed $name"
+		echo "--- FAILED: $name"
+	fi
+}
+for t in "$@"; do
+	run_one "$(basename "$t")" "$t"
+done
+for t in tests/integration/test_*.sh; do
+	[ -e "$t" ] || continue
+	run_one "$(basename "$t" .sh)" sh "$t"
+done
+[ -n "$failed" ] && echo "failed:$failed"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,85 @@
+/* Balanced tensor fragmentation: assignment, balance, round trips. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <string.h>
+
+#include "common/fragment.h"
+
+static void packs_largest_first_into_smallest(void **state)
+{
+	/* sizes 10, 7, 5, 4, 2 into 2 bins: 10->0, 7->1, 5->1 (12), 4->0 (14), 2->1 (14) */
+	struct frag_tensor t[5] = {
+		{ 0, 10, 1 }, { 10, 7, 0 }, { 17, 5, 0 }, { 22, 4, 0 }, { 26, 2, 0 },
+	};
+	struct frag_table ft;
+
+	(void)state;
+	assert_int_equal(frag_table_init(&ft, t, 5, 2, NULL), 0);
+	assert_int_equal(ft.frags[0].numel, 14);
+	assert_int_equal(ft.frags[1].numel, 14);
+	assert_int_equal(ft.frags[0].ntensors, 2);
+	assert_int_equal(ft.frags[0].tensors[0], 0);
+	assert_int_equal(ft.frags[0].tensors[1], 3);
+	assert_int_equal(ft.frags[1].tensors[0], 1);
+	assert_int_equal(ft.frags[1].tensors[1], 2);
+	assert_int_equal(ft.frags[1].tensors[2], 4);
+	assert_true(frag_table_imbalance(&ft) == 1.0);
+	frag_table_release(&ft);
+}
+
+static void gather_scatter_round_trip(void **state)
+{
+	struct frag_tensor t[3] = { { 0, 3, 0 }, { 3, 5, 0 }, { 8, 2, 0 } };
+	float params[10], back[10], buf[10];
+	struct frag_table ft;
+
+	(void)state;
+	for (int i = 0; i < 10; i++)
+		params[i] = (float)i;
+	assert_int_equal(frag_table_init(&ft, t, 3, 2, NULL), 0);
+	/* tensor 1 (5) alone; tensors 0 and 2 together, in model order */
+	assert_int_equal(ft.frags[0].numel, 5);
+	assert_int_equal(ft.frags[1].numel, 5);
+	frag_gather(&ft, 1, params, buf);
+	assert_true(buf[0] == 0 && buf[2] == 2 && buf[3] == 8 && buf[4] == 9);
+	memset(back, 0, sizeof(back));
+	for (int p = 0; p < 2; p++) {
+		frag_gather(&ft, p, params, buf);
+		frag_scatter(&ft, p, buf, back);
+	}
+	assert_memory_equal(params, back, sizeof(params));
+	frag_table_release(&ft);
+}
+
+static void fingerprint_tracks_shapes(void **state)
+{
+	struct frag_tensor a[3] = { { 0, 3, 0 }, { 3, 5, 0 }, { 8, 2, 0 } };
+	struct frag_tensor b[3] = { { 0, 3, 0 }, { 3, 5, 0 }, { 8, 3, 0 } };
+	struct frag_table fa, fb, fc;
+	struct err e;
+
+	(void)state;
+	assert_int_equal(frag_table_init(&fa, a, 3, 2, NULL), 0);
+	assert_int_equal(frag_table_init(&fb, b, 3, 2, NULL), 0);
+	assert_int_equal(frag_table_init(&fc, a, 3, 3, NULL), 0);
+	assert_true(fa.fingerprint != fb.fingerprint);
+	assert_true(fa.fingerprint != fc.fingerprint);
+	frag_table_release(&fa);
+	frag_table_release(&fb);
+	frag_table_release(&fc);
+	assert_int_equal(frag_table_init(&fa, a, 3, 4, &e), -1);
+	assert_string_equal(e.msg, "fragment: 4 fragments for only 3 tensors");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(packs_largest_first_into_smallest),
+		cmocka_unit_test(gather_scatter_round_trip),
+		cmocka_unit_test(fingerprint_tracks_shapes),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,52 @@
+/*
+ * trainer: one learner's inner loop — model, its data shard, AdamW with
+ * warmup then cosine decay and gradient clipping — and the evaluator the
+ * syncer uses to score the global model on the validation split.
+ *
+ * Learner `learner` of `learners` reads its own shard (spec.data
+ * shardPattern) or an offset/stride share of the common data; `ddiloco
+ * train` is learner 0 of 1.
+ */
+#ifndef DDILOCO_TRAINER_H
+#define DDILOCO_TRAINER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "common/jobspec.h"
+#include "trainer/model.h"
+
+struct trainer_stats {
+	uint64_t step;          /* steps done, after this one */
+	uint64_t tokens;        /* tokens in this step (B × T) */
+	uint64_t tokens_total;  /* tokens since start */
+	float loss;             /* train loss of this step */
+	double lr;              /* learning rate used */
+	double seconds;         /* wall time of this step */
+};
+
+struct trainer;
+
+struct trainer *trainer_new(const struct job_spec *js, int learner,
+			    int learners, struct err *e);
+void trainer_free(struct trainer *t);
+/* One AdamW step on the next batch. */
+int trainer_step(struct trainer *t, struct trainer_stats *out, struct err *e);
+float *trainer_params(struct trainer *t);
+const struct model_config *trainer_config(const struct trainer *t);
+/* Mean validation loss over at most max_tokens tokens. */
+int trainer_eval(struct trainer *t, size_t max_tokens, double *loss,
+		 struct err *e);
+/* Parameters + optimizer state + step, with magic, shapes and checksum. */
+int trainer_save(struct trainer *t, const char *path, struct err *e);
+int trainer_load(struct trainer *t, const char *path, struct err *e);
+
+/* Scores any parameter vector of the job's model on the validation split. */
+struct evaluator;
+struct evaluator *evaluator_new(const struct job_spec *js, struct err *e);
+void evaluator_free(struct evaluator *ev);
+int evaluator_loss(struct evaluator *ev, const float *params,
+		   size_t max_tokens, double *loss, struct err *e);
+
+#endif
