@@ -75,14 +75,14 @@ struct job_optimizer {
 	int cosine_steps;             /* decay horizon; 0 = from the budget */
 	double min_lr_ratio;          /* default 0.1 */
 	double grad_clip;             /* default 1.0; 0 = off */
-	int batch_size, seq_len;      /* B, T; default 8, context */
+	int batch_size, seq_len;      /* B, T; default 8, 0 = context */
 };
 
 struct job_syncer {
 	int min_quorum;               /* K, default 1 */
 	double grace;                 /* γ, default 0.5 */
 	int fragments;                /* P, default 4 */
-	int sync_every;               /* H, default = P */
+	int sync_every;               /* H, default 0 = P */
 	int overlap;                  /* τ, default 2 */
 	double alpha;                 /* update mixing, default 0 (overwrite) */
 	double outer_lr, outer_momentum;  /* η 0.7, μ 0.9 */
@@ -138,5 +138,9 @@ int jobspec_parse(const char *text, size_t len, const char *what,
 		  struct job_spec *out, struct err *e);
 /* Cross-field checks; called by load/parse, callable after edits. */
 int jobspec_validate(const struct job_spec *js, struct err *e);
+
+/* The values behind the "0 = derived" defaults. */
+int jobspec_seq_len(const struct job_spec *js);     /* T: seqLen or context */
+int jobspec_sync_every(const struct job_spec *js);  /* H: syncEvery or P */
 
 #endif

@@ -1,0 +1,198 @@
+/*
+ * jobspec: defaults and cross-field validation of a job spec. The file
+ * readers (YAML, JSON) live in jobspec_parse.c and end by calling
+ * jobspec_validate, so every way into a job_spec passes the same checks.
+ */
+#include "common/jobspec.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+void jobspec_defaults(struct job_spec *js)
+{
+	memset(js, 0, sizeof(*js));
+	snprintf(js->name, sizeof(js->name), "ddjob");
+	snprintf(js->namespace_, sizeof(js->namespace_), "default");
+	js->ttl_seconds_after_finished = -1;
+
+	js->learners.replicas = 4;
+	js->learners.threads = 1;
+	snprintf(js->learners.image, sizeof(js->learners.image), "ddiloco:latest");
+
+	js->model.vocab_size = 256;
+	js->model.context = 64;
+	js->model.layers = 2;
+	js->model.heads = 4;
+	js->model.channels = 128;
+	js->model.tied = 1;
+	js->model.seed = 1337;
+
+	js->data.format = DATA_AUTO;
+	js->data.val_fraction = 0.1;
+
+	js->optimizer.lr = 4e-4;
+	js->optimizer.beta1 = 0.9;
+	js->optimizer.beta2 = 0.95;
+	js->optimizer.eps = 1e-8;
+	js->optimizer.weight_decay = 0.1;
+	js->optimizer.warmup_steps = 100;
+	js->optimizer.cosine_steps = 0;
+	js->optimizer.min_lr_ratio = 0.1;
+	js->optimizer.grad_clip = 1.0;
+	js->optimizer.batch_size = 8;
+	js->optimizer.seq_len = 0;          /* 0 = model.context */
+
+	js->syncer.min_quorum = 1;
+	js->syncer.grace = 0.5;
+	js->syncer.fragments = 4;
+	js->syncer.sync_every = 0;          /* 0 = fragments */
+	js->syncer.overlap = 2;
+	js->syncer.alpha = 0.0;
+	js->syncer.outer_lr = 0.7;
+	js->syncer.outer_momentum = 0.9;
+	js->syncer.nesterov = 1;
+	js->syncer.merge = MERGE_RDA;
+	js->syncer.encoding = ENC_F32;
+	js->syncer.update_encoding = ENC_F32;
+	js->syncer.checkpoint_every = 50;
+	js->syncer.eval_every = 20;
+	js->syncer.eval_tokens = 8192;
+	js->syncer.norm_outlier = 10.0;
+	js->syncer.port = 7070;
+	js->syncer.http_port = 7071;
+
+	js->chaos.enabled = 0;
+	js->chaos.schedule = CHAOS_POISSON;
+	js->chaos.mtbf_seconds = 20;
+	js->chaos.interval_seconds = 20;
+	js->chaos.targets = CHAOS_TARGET_LEARNERS;
+	js->chaos.max_down = 1;
+	js->chaos.start_after_seconds = 10;
+	js->chaos.stop_after_seconds = 0;
+	js->chaos.recovery_seconds = 3;
+	js->chaos.seed = 1;
+}
+
+#define CHECK(cond, ...) do { if (!(cond)) return err_set(e, __VA_ARGS__); } while (0)
+
+static int valid_name(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > 63)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		int ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+			 (c == '-' && i > 0 && i < n - 1);
+		if (!ok)
+			return 0;
+	}
+	return 1;
+}
+
+int jobspec_validate(const struct job_spec *js, struct err *e)
+{
+	const struct job_model *m = &js->model;
+	const struct job_optimizer *o = &js->optimizer;
+	const struct job_syncer *s = &js->syncer;
+	const struct job_chaos *c = &js->chaos;
+	int M = js->learners.replicas;
+
+	CHECK(valid_name(js->name),
+	      "metadata.name: '%s' is not a DNS label (lower-case letters, digits, '-', at most 63)",
+	      js->name);
+	CHECK(M >= 1 && M <= 4096, "spec.learners.replicas: %d is not in [1, 4096]", M);
+	CHECK(js->learners.threads >= 1 && js->learners.threads <= 256,
+	      "spec.learners.threads: %d is not in [1, 256]", js->learners.threads);
+
+	CHECK(m->vocab_size >= 2 && m->vocab_size <= 1 << 20,
+	      "spec.model.vocabSize: %d is not in [2, 1048576]", m->vocab_size);
+	CHECK(m->context >= 2 && m->context <= 8192,
+	      "spec.model.context: %d is not in [2, 8192]", m->context);
+	CHECK(m->layers >= 1 && m->layers <= 256,
+	      "spec.model.layers: %d is not in [1, 256]", m->layers);
+	CHECK(m->heads >= 1, "spec.model.heads: %d is less than 1", m->heads);
+	CHECK(m->channels >= 1 && m->channels <= 65536,
+	      "spec.model.channels: %d is not in [1, 65536]", m->channels);
+	CHECK(m->channels % m->heads == 0,
+	      "spec.model.channels: %d is not a multiple of spec.model.heads (%d)",
+	      m->channels, m->heads);
+
+	CHECK(js->data.val_fraction >= 0 && js->data.val_fraction < 1,
+	      "spec.data.valFraction: %g is not in [0, 1)", js->data.val_fraction);
+
+	CHECK(o->lr > 0 && isfinite(o->lr), "spec.optimizer.lr: %g is not a positive number", o->lr);
+	CHECK(o->beta1 >= 0 && o->beta1 < 1, "spec.optimizer.beta1: %g is not in [0, 1)", o->beta1);
+	CHECK(o->beta2 >= 0 && o->beta2 < 1, "spec.optimizer.beta2: %g is not in [0, 1)", o->beta2);
+	CHECK(o->eps > 0, "spec.optimizer.eps: %g is not positive", o->eps);
+	CHECK(o->weight_decay >= 0, "spec.optimizer.weightDecay: %g is negative", o->weight_decay);
+	CHECK(o->warmup_steps >= 0, "spec.optimizer.warmupSteps: %d is negative", o->warmup_steps);
+	CHECK(o->cosine_steps >= 0, "spec.optimizer.cosineSteps: %d is negative", o->cosine_steps);
+	CHECK(o->min_lr_ratio >= 0 && o->min_lr_ratio <= 1,
+	      "spec.optimizer.minLrRatio: %g is not in [0, 1]", o->min_lr_ratio);
+	CHECK(o->grad_clip >= 0, "spec.optimizer.gradClip: %g is negative", o->grad_clip);
+	CHECK(o->batch_size >= 1 && o->batch_size <= 65536,
+	      "spec.optimizer.batchSize: %d is not in [1, 65536]", o->batch_size);
+	CHECK(o->seq_len >= 0 && o->seq_len <= m->context,
+	      "spec.optimizer.seqLen: %d is more than spec.model.context (%d)",
+	      o->seq_len, m->context);
+
+	CHECK(s->min_quorum >= 1, "spec.syncer.minQuorum: %d is less than 1", s->min_quorum);
+	CHECK(s->min_quorum <= M,
+	      "spec.syncer.minQuorum: %d is more than spec.learners.replicas (%d)",
+	      s->min_quorum, M);
+	CHECK(s->grace >= 0 && s->grace <= 1, "spec.syncer.grace: %g is not in [0, 1]", s->grace);
+	CHECK(s->fragments >= 1, "spec.syncer.fragments: %d is less than 1", s->fragments);
+	CHECK(s->fragments <= 2 + 12 * m->layers + 2,
+	      "spec.syncer.fragments: %d is more than the model's %d tensors",
+	      s->fragments, 2 + 12 * m->layers + 2);
+	CHECK(s->sync_every >= 0, "spec.syncer.syncEvery: %d is negative", s->sync_every);
+	CHECK(s->overlap >= 1 && s->overlap <= 64,
+	      "spec.syncer.overlap: %d is not in [1, 64]", s->overlap);
+	CHECK(s->alpha >= 0 && s->alpha < 1, "spec.syncer.alpha: %g is not in [0, 1)", s->alpha);
+	CHECK(s->outer_lr > 0 && s->outer_lr <= 10,
+	      "spec.syncer.outerLr: %g is not in (0, 10]", s->outer_lr);
+	CHECK(s->outer_momentum >= 0 && s->outer_momentum < 1,
+	      "spec.syncer.outerMomentum: %g is not in [0, 1)", s->outer_momentum);
+	CHECK(s->checkpoint_every >= 0,
+	      "spec.syncer.checkpointEvery: %d is negative", s->checkpoint_every);
+	CHECK(s->eval_every >= 0, "spec.syncer.evalEvery: %d is negative", s->eval_every);
+	CHECK(s->eval_tokens >= 0, "spec.syncer.evalTokens: %d is negative", s->eval_tokens);
+	CHECK(s->norm_outlier > 1, "spec.syncer.normOutlier: %g is not more than 1",
+	      s->norm_outlier);
+	CHECK(s->port > 0 && s->port < 65536, "spec.syncer.port: %d is not a port", s->port);
+	CHECK(s->http_port > 0 && s->http_port < 65536 && s->http_port != s->port,
+	      "spec.syncer.httpPort: %d is not a port distinct from spec.syncer.port",
+	      s->http_port);
+
+	if (c->enabled) {
+		CHECK(c->mtbf_seconds > 0, "spec.chaos.mtbfSeconds: %g is not positive",
+		      c->mtbf_seconds);
+		CHECK(c->interval_seconds > 0,
+		      "spec.chaos.intervalSeconds: %g is not positive", c->interval_seconds);
+		CHECK(c->targets != 0, "spec.chaos.targets: empty; expected learners, syncer or sidecars");
+		CHECK(c->max_down >= 1, "spec.chaos.maxDown: %d is less than 1", c->max_down);
+		CHECK(c->max_down <= M,
+		      "spec.chaos.maxDown: %d is more than spec.learners.replicas (%d)",
+		      c->max_down, M);
+		CHECK(c->start_after_seconds >= 0,
+		      "spec.chaos.startAfterSeconds: %g is negative", c->start_after_seconds);
+		CHECK(c->stop_after_seconds >= 0,
+		      "spec.chaos.stopAfterSeconds: %g is negative", c->stop_after_seconds);
+		CHECK(c->recovery_seconds >= 0,
+		      "spec.chaos.recoverySeconds: %g is negative", c->recovery_seconds);
+	}
+	return 0;
+}
+
+int jobspec_seq_len(const struct job_spec *js)
+{
+	return js->optimizer.seq_len ? js->optimizer.seq_len : js->model.context;
+}
+
+int jobspec_sync_every(const struct job_spec *js)
+{
+	return js->syncer.sync_every ? js->syncer.sync_every : js->syncer.fragments;
+}
