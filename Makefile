@@ -68,18 +68,21 @@ $(BUILD)/obj/%.o: %.c $(PROTO_H)
 
 $(LIB): $(OBJS) $(PROTO_O)
 	@rm -f $@
-	ar rcs $@ $^
+	@ar rcs $@ $^
 
 $(BIN): $(BUILD)/obj/main.o $(LIB)
-	$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+	@echo "  LD $@"
+	@$(CC) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 $(BUILD)/tests/%: tests/unit/%.c $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(WARN) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS) -lcmocka
+	@echo "  LD $@"
+	@$(CC) $(CFLAGS) $(WARN) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS) -lcmocka
 
 $(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(WARN) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+	@echo "  LD $@"
+	@$(CC) $(CFLAGS) $(WARN) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 # Unit binaries, then tests/integration/test_*.sh; the last line counts them.
 test: deps
