@@ -1,0 +1,346 @@
+/* Job spec: good files read field by field, bad input refused by name. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/jobspec.h"
+
+#define HEAD "apiVersion: ddiloco.io/v1alpha1\nkind: DecoupledTrainingJob\n" \
+	     "metadata: {name: t}\n"
+#define DATA "  data: {path: /tmp/d.txt}\n"
+
+static int parse(const char *text, struct job_spec *js, struct err *e)
+{
+	return jobspec_parse(text, strlen(text), "job", js, e);
+}
+
+/* The message of a refused text, which must leave *js untouched. */
+static void refused(const char *text, const char *msg)
+{
+	struct job_spec js;
+	struct err e = { "" };
+
+	memset(&js, 0x5a, sizeof(js));
+	assert_int_equal(parse(text, &js, &e), -1);
+	assert_string_equal(e.msg, msg);
+	assert_int_equal(((unsigned char *)&js)[0], 0x5a);
+	assert_int_equal(js.learners.replicas, 0x5a5a5a5a);
+}
+
+static void full_yaml_file(void **state)
+{
+	struct job_spec js;
+	struct err e = { "" };
+
+	(void)state;
+	assert_int_equal(jobspec_load("tests/data/jobspec/full.yaml", &js, &e), 0);
+	assert_string_equal(js.name, "full-job");
+	assert_string_equal(js.namespace_, "research");
+	assert_int_equal(js.suspend, 0);
+	assert_int_equal(js.ttl_seconds_after_finished, 600);
+	assert_int_equal(js.learners.replicas, 8);
+	assert_string_equal(js.learners.image, "ddiloco:0.1.0");
+	assert_int_equal(js.learners.threads, 2);
+	assert_string_equal(js.learners.cpu, "2");
+	assert_string_equal(js.learners.memory, "4Gi");
+	assert_string_equal(js.learners.gpu, "0");
+	assert_int_equal(js.model.vocab_size, 512);
+	assert_int_equal(js.model.context, 128);
+	assert_int_equal(js.model.layers, 4);
+	assert_int_equal(js.model.heads, 8);
+	assert_int_equal(js.model.channels, 256);
+	assert_int_equal(js.model.tied, 0);
+	assert_int_equal(js.model.seed, 7);
+	assert_string_equal(js.data.path, "/data/train.txt");
+	assert_string_equal(js.data.val_path, "/data/val.txt");
+	assert_int_equal(js.data.format, DATA_TEXT);
+	assert_true(js.data.val_fraction == 0.05);
+	assert_string_equal(js.data.shard_pattern, "/data/shard-{learner}.txt");
+	assert_true(js.optimizer.lr == 3e-4);
+	assert_true(js.optimizer.beta1 == 0.85);
+	assert_true(js.optimizer.beta2 == 0.99);
+	assert_true(js.optimizer.eps == 1e-6);
+	assert_true(js.optimizer.weight_decay == 0.0);
+	assert_int_equal(js.optimizer.warmup_steps, 50);
+	assert_int_equal(js.optimizer.cosine_steps, 5000);
+	assert_true(js.optimizer.min_lr_ratio == 0.2);
+	assert_true(js.optimizer.grad_clip == 0.5);
+	assert_int_equal(js.optimizer.batch_size, 16);
+	assert_int_equal(js.optimizer.seq_len, 64);
+	assert_int_equal(js.syncer.min_quorum, 6);
+	assert_true(js.syncer.grace == 0.25);
+	assert_int_equal(js.syncer.fragments, 6);
+	assert_int_equal(js.syncer.sync_every, 12);
+	assert_int_equal(jobspec_sync_every(&js), 12);
+	assert_int_equal(js.syncer.overlap, 3);
+	assert_true(js.syncer.alpha == 0.1);
+	assert_true(js.syncer.outer_lr == 0.5);
+	assert_true(js.syncer.outer_momentum == 0.8);
+	assert_int_equal(js.syncer.nesterov, 0);
+	assert_int_equal(js.syncer.merge, MERGE_MEAN);
+	assert_int_equal(js.syncer.encoding, ENC_INT8);
+	assert_int_equal(js.syncer.update_encoding, ENC_BF16);
+	assert_int_equal(js.syncer.checkpoint_every, 10);
+	assert_int_equal(js.syncer.eval_every, 5);
+	assert_int_equal(js.syncer.eval_tokens, 4096);
+	assert_true(js.syncer.norm_outlier == 20);
+	assert_int_equal(js.syncer.port, 9000);
+	assert_int_equal(js.syncer.http_port, 9001);
+	assert_int_equal(js.budget.tokens, 10000000);
+	assert_int_equal(js.budget.outer_steps, 1000);
+	assert_int_equal(js.chaos.enabled, 1);
+	assert_int_equal(js.chaos.schedule, CHAOS_INTERVAL);
+	assert_true(js.chaos.mtbf_seconds == 30);
+	assert_true(js.chaos.interval_seconds == 15.5);
+	assert_int_equal(js.chaos.targets, CHAOS_TARGET_LEARNERS |
+			 CHAOS_TARGET_SYNCER | CHAOS_TARGET_SIDECARS);
+	assert_int_equal(js.chaos.max_down, 2);
+	assert_true(js.chaos.start_after_seconds == 5);
+	assert_true(js.chaos.stop_after_seconds == 100);
+	assert_true(js.chaos.recovery_seconds == 1.5);
+	assert_int_equal(js.chaos.seed, 42);
+}
+
+static void apiserver_json_object(void **state)
+{
+	struct job_spec js;
+	struct err e = { "" };
+
+	(void)state;
+	assert_int_equal(jobspec_load("tests/data/jobspec/from-apiserver.json", &js, &e), 0);
+	assert_string_equal(js.name, "web-job");
+	assert_string_equal(js.namespace_, "team-a");
+	assert_int_equal(js.learners.replicas, 6);
+	assert_string_equal(js.learners.cpu, "500m");
+	assert_string_equal(js.learners.memory, "1Gi");
+	assert_int_equal(js.syncer.min_quorum, 4);
+	assert_true(js.syncer.grace == 0);
+	assert_int_equal(js.budget.outer_steps, 200);
+	assert_int_equal(js.budget.tokens, 0);
+	assert_int_equal(js.chaos.targets, CHAOS_TARGET_SYNCER);
+	/* untouched fields keep their defaults */
+	assert_int_equal(js.model.layers, 2);
+	assert_true(js.syncer.outer_lr == 0.7);
+}
+
+static void minimal_gets_defaults(void **state)
+{
+	struct job_spec js, def;
+	struct err e = { "" };
+
+	(void)state;
+	assert_int_equal(parse(HEAD "spec:\n" DATA "  model: {layers: ~}\n", &js, &e), 0);
+	jobspec_defaults(&def);
+	snprintf(def.name, sizeof(def.name), "t");
+	snprintf(def.data.path, sizeof(def.data.path), "/tmp/d.txt");
+	assert_memory_equal(&js, &def, sizeof(js));
+	assert_int_equal(jobspec_seq_len(&js), 64);
+	assert_int_equal(jobspec_sync_every(&js), 4);
+}
+
+static void examples_load(void **state)
+{
+	struct job_spec js;
+	struct err e = { "" };
+
+	(void)state;
+	assert_int_equal(jobspec_load("examples/quickstart.yaml", &js, &e), 0);
+	assert_string_equal(js.name, "quickstart");
+	assert_int_equal(js.learners.replicas, 4);
+	assert_int_equal(js.syncer.min_quorum, 3);
+	assert_int_equal(js.chaos.enabled, 1);
+	assert_true(js.chaos.mtbf_seconds == 20);
+	assert_int_equal(jobspec_load("examples/quickstart-nochaos.yaml", &js, &e), 0);
+	assert_string_equal(js.name, "quickstart-nochaos");
+	assert_int_equal(js.learners.replicas, 4);
+	assert_int_equal(js.chaos.enabled, 0);
+}
+
+static void file_errors(void **state)
+{
+	struct job_spec js;
+	struct err e = { "" };
+	char path[] = "/tmp/test_jobspec_XXXXXX";
+	int fd;
+
+	(void)state;
+	assert_int_equal(jobspec_load("tests/data/jobspec/bad-quorum.yaml", &js, &e), -1);
+	assert_string_equal(e.msg, "tests/data/jobspec/bad-quorum.yaml: "
+			    "spec.syncer.minQuorum: 5 is more than spec.learners.replicas (4)");
+	assert_int_equal(jobspec_load("/nonexistent/job.yaml", &js, &e), -1);
+	assert_string_equal(e.msg, "job file: cannot open '/nonexistent/job.yaml': "
+			    "No such file or directory");
+
+	/* a file past the size limit is refused before it is read */
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, (1 << 20) + 1), 0);
+	close(fd);
+	assert_int_equal(jobspec_load(path, &js, &e), -1);
+	assert_non_null(strstr(e.msg, "is 1048577 bytes, more than the limit 1048576"));
+	unlink(path);
+}
+
+static void type_errors(void **state)
+{
+	(void)state;
+	refused(HEAD "spec:\n" DATA "  model: {layers: two}\n",
+		"job: spec.model.layers: expected an integer, got 'two'");
+	refused(HEAD "spec:\n" DATA "  model: {layers: 2.5}\n",
+		"job: spec.model.layers: expected an integer, got 2.5");
+	refused(HEAD "spec:\n" DATA "  model: {layers: \"2\"}\n",
+		"job: spec.model.layers: expected an integer, got '2'");
+	refused(HEAD "spec:\n" DATA "  model: {layers: 99999999999}\n",
+		"job: spec.model.layers: 99999999999 is out of range");
+	refused(HEAD "spec:\n" DATA "  model: {tied: yes}\n",
+		"job: spec.model.tied: expected true or false, got 'yes'");
+	refused(HEAD "spec:\n" DATA "  optimizer: {lr: fast}\n",
+		"job: spec.optimizer.lr: expected a number, got 'fast'");
+	refused(HEAD "spec:\n" DATA "  optimizer: {lr: .nan}\n",
+		"job: spec.optimizer.lr: expected a number, got '.nan'");
+	refused(HEAD "spec:\n" DATA "  optimizer: {lr: 1e999}\n",
+		"job: spec.optimizer.lr: expected a number, got '1e999'");
+	refused(HEAD "spec:\n" DATA "  budget: {tokens: -5}\n",
+		"job: spec.budget.tokens: expected a non-negative integer, got -5");
+	refused(HEAD "spec:\n" DATA "  syncer: {merge: median}\n",
+		"job: spec.syncer.merge: expected rda or mean, got 'median'");
+	refused(HEAD "spec:\n" DATA "  syncer: {encoding: fp8}\n",
+		"job: spec.syncer.encoding: expected f32, bf16 or int8, got 'fp8'");
+	refused(HEAD "spec:\n  data: {path: /x, format: csv}\n",
+		"job: spec.data.format: expected auto, text or tokens, got 'csv'");
+	refused(HEAD "spec:\n" DATA "  chaos: {schedule: weibull}\n",
+		"job: spec.chaos.schedule: expected poisson or interval, got 'weibull'");
+	refused(HEAD "spec:\n" DATA "  chaos: {targets: [learners, pods]}\n",
+		"job: spec.chaos.targets[1]: expected learners, syncer or sidecars, got 'pods'");
+	refused(HEAD "spec:\n" DATA "  chaos: {targets: 3}\n",
+		"job: spec.chaos.targets: expected a list of learners, syncer, sidecars, got 3");
+	refused(HEAD "spec:\n" DATA "  learners: 4\n",
+		"job: spec.learners: expected a mapping, got 4");
+	refused(HEAD "spec:\n" DATA "  learners: {image: [a]}\n",
+		"job: spec.learners.image: expected a string, got a list");
+	refused(HEAD "spec:\n" DATA "  learners: {resources: {cpu: {n: 1}}}\n",
+		"job: spec.learners.resources.cpu: expected a quantity such as 2 or 500m, got a mapping");
+}
+
+static void structure_errors(void **state)
+{
+	char big[700];
+
+	(void)state;
+	refused(HEAD "spec:\n" DATA "  model: {layer: 2}\n",
+		"job: spec.model.layer: unknown field (expected one of vocabSize, "
+		"context, layers, heads, channels, tied, seed)");
+	refused(HEAD "spec:\n" DATA "  replicas: 2\n",
+		"job: spec.replicas: unknown field (expected one of suspend, "
+		"ttlSecondsAfterFinished, learners, model, data, optimizer, "
+		"syncer, budget, chaos)");
+	refused(HEAD "spec:\n" DATA "extra: 1\n",
+		"job: extra: unknown field (expected apiVersion, kind, metadata, spec)");
+	refused(HEAD "spec:\n" DATA "metadata2: {}\n",
+		"job: metadata2: unknown field (expected apiVersion, kind, metadata, spec)");
+	refused("apiVersion: ddiloco.io/v1\nkind: DecoupledTrainingJob\nspec:\n" DATA,
+		"job: apiVersion: expected 'ddiloco.io/v1alpha1', got 'ddiloco.io/v1'");
+	refused("apiVersion: ddiloco.io/v1alpha1\nkind: Job\nspec:\n" DATA,
+		"job: kind: expected 'DecoupledTrainingJob', got 'Job'");
+	refused("kind: DecoupledTrainingJob\nspec:\n" DATA,
+		"job: apiVersion: missing; expected 'ddiloco.io/v1alpha1'");
+	refused("apiVersion: ddiloco.io/v1alpha1\nspec:\n" DATA,
+		"job: kind: missing; expected 'DecoupledTrainingJob'");
+	refused(HEAD, "job: spec: missing");
+	refused(HEAD "spec:\n  model: {layers: 2}\n",
+		"job: spec.data.path: missing; expected a text file, a folder of "
+		"text files or a token shard");
+	refused("- a\n- b\n", "job: expected a DecoupledTrainingJob mapping, got a list");
+	refused("", "job: empty document");
+	memset(big, 'a', sizeof(big));
+	memcpy(big, HEAD "spec:\n  data: {path: ", strlen(HEAD "spec:\n  data: {path: "));
+	memcpy(big + sizeof(big) - 3, "}\n", 3);
+	refused(big, "job: spec.data.path: longer than 511 characters");
+}
+
+static void yaml_errors(void **state)
+{
+	(void)state;
+	refused(HEAD "spec:\n" DATA "  model: {layers: 2, layers: 3}\n",
+		"job: line 6: duplicate key 'layers'");
+	refused(HEAD "spec:\n" DATA "  model: &m {layers: 2}\n  syncer: *m\n",
+		"job: line 7: YAML aliases are not supported");
+	refused(HEAD "spec:\n" DATA "---\nfoo: 1\n",
+		"job: line 6: more than one YAML document");
+	refused(HEAD "spec:\n  model: {layers: 2\n",
+		"job: line 6: did not find expected ',' or '}'");
+	refused(HEAD "spec:\n" DATA "  ? [a, b]\n  : 1\n",
+		"job: line 6: keys must be plain strings");
+	refused(HEAD "spec:\n" DATA "  model: [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]\n",
+		"job: line 6: nested deeper than 32");
+}
+
+static void json_errors(void **state)
+{
+	struct job_spec js;
+	struct err e = { "" };
+	const char *ok = "{\"apiVersion\":\"ddiloco.io/v1alpha1\",\"kind\":\"DecoupledTrainingJob\","
+			 "\"spec\":{\"data\":{\"path\":\"/d\"},\"budget\":{\"tokens\":1e6}}}";
+	char *big;
+
+	(void)state;
+	assert_int_equal(parse(ok, &js, &e), 0);
+	assert_int_equal(js.budget.tokens, 1000000);
+	assert_string_equal(js.name, "ddjob");
+	refused("{\"apiVersion\":\"ddiloco.io/v1alpha1\",\"kind\":\"DecoupledTrainingJob\","
+		"\"spec\":{\"data\":{\"path\":\"/d\"},\"model\":{\"layers\":\"two\"}}}",
+		"job: spec.model.layers: expected an integer, got 'two'");
+	refused("{\"apiVersion\":\"ddiloco.io/v1alpha1\",\"kind\":\"DecoupledTrainingJob\","
+		"\"spec\":{\"data\":{\"path\":\"/d\"},\"chaos\":{\"enabled\":1}}}",
+		"job: spec.chaos.enabled: expected true or false, got 1");
+	refused("{\"apiVersion\": \"ddiloco.io/v1alpha1\",\n \"kind\": ",
+		"job: line 2: unexpected token near end of file");
+	refused("{\"kind\": 1, \"kind\": 2}", "job: line 1: duplicate object key near '\"kind\"'");
+
+	big = malloc((1 << 20) + 2);
+	assert_non_null(big);
+	memset(big, ' ', (1 << 20) + 1);
+	big[(1 << 20) + 1] = 0;
+	assert_int_equal(jobspec_parse(big, (1 << 20) + 1, "big", &js, &e), -1);
+	assert_string_equal(e.msg, "big: 1048577 bytes, more than the limit 1048576");
+	free(big);
+}
+
+static void validation_errors(void **state)
+{
+	(void)state;
+	refused(HEAD "spec:\n" DATA "  learners: {replicas: 4}\n  syncer: {minQuorum: 5}\n",
+		"job: spec.syncer.minQuorum: 5 is more than spec.learners.replicas (4)");
+	refused("apiVersion: ddiloco.io/v1alpha1\nkind: DecoupledTrainingJob\n"
+		"metadata: {name: My_Job}\nspec:\n" DATA,
+		"job: metadata.name: 'My_Job' is not a DNS label (lower-case letters, digits, '-', at most 63)");
+	refused(HEAD "spec:\n" DATA "  model: {channels: 100, heads: 3}\n",
+		"job: spec.model.channels: 100 is not a multiple of spec.model.heads (3)");
+	refused(HEAD "spec:\n" DATA "  chaos: {enabled: true, maxDown: 9}\n",
+		"job: spec.chaos.maxDown: 9 is more than spec.learners.replicas (4)");
+	refused(HEAD "spec:\n" DATA "  chaos: {enabled: true, targets: []}\n",
+		"job: spec.chaos.targets: empty; expected learners, syncer or sidecars");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(full_yaml_file),
+		cmocka_unit_test(apiserver_json_object),
+		cmocka_unit_test(minimal_gets_defaults),
+		cmocka_unit_test(examples_load),
+		cmocka_unit_test(file_errors),
+		cmocka_unit_test(type_errors),
+		cmocka_unit_test(structure_errors),
+		cmocka_unit_test(yaml_errors),
+		cmocka_unit_test(json_errors),
+		cmocka_unit_test(validation_errors),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
