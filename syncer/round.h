@@ -1,0 +1,131 @@
+/*
+ * round: the syncer's round state machine — when to pull, when a quorum
+ * is reached, how long the grace window lasts, when to merge, and which
+ * answers are late. It holds no fragment data and no clock of its own:
+ * every call takes `now` (seconds, any monotonic origin), so tests drive
+ * it on a fake clock and the server on clock_mono().
+ *
+ * Learners are numbered 0 .. max_learners-1. A learner is *joined* once
+ * it has been sent every current fragment; only joined learners are
+ * pulled and count for pacing.
+ *
+ * Pacing (DESIGN.md §1): round r starts when fewer than τ rounds are in
+ * flight, at least K learners are joined, and the K-th most advanced
+ * joined learner's step has moved H/P steps past the mark of the previous
+ * start (the first mark is that step when K learners are first joined).
+ * On a start the mark moves H/P forward, but never more than H/P behind
+ * the current K-th step, so a stall is caught up by at most one extra
+ * round. Round r works on fragment r mod P.
+ *
+ * Quorum and grace: when K answers have been accepted the round enters
+ * its grace window of
+ *   clamp(γ · (τ·ξ_step − ξ_quorum − ξ_sync), 0, ξ_step)
+ * (ξ: EMAs of the learners' step time, of start-to-quorum time, and of
+ * merge time as reported by syncer_round_done). It is ready to merge when
+ * the window ends, or earlier when every pulled learner that is still
+ * joined has answered. A learner joining while rounds are in flight is
+ * pulled for them too (syncer_round_join lists them), so a round never
+ * waits on a learner that left and came back. Answers for a round that is
+ * no longer in flight are late.
+ */
+#ifndef DDILOCO_SYNCER_ROUND_H
+#define DDILOCO_SYNCER_ROUND_H
+
+#include <stdint.h>
+
+#include "common/err.h"
+
+struct round_config {
+	int quorum;              /* K */
+	double grace;            /* γ */
+	int overlap;             /* τ: rounds in flight at most */
+	int nfrags;              /* P */
+	double steps_per_round;  /* H / P */
+	int max_learners;
+	double ema;              /* weight of a new sample in each EMA, (0, 1] */
+};
+
+enum round_verdict {
+	ROUND_ACCEPTED = 0,   /* counted (or recorded as rejected) */
+	ROUND_LATE,           /* the round was merged or abandoned */
+	ROUND_DUPLICATE,      /* this learner already answered it */
+	ROUND_UNKNOWN,        /* never started, wrong fragment, not pulled */
+};
+
+enum round_action_kind { ROUND_NONE = 0, ROUND_PULL, ROUND_MERGE };
+
+struct round_action {
+	enum round_action_kind kind;
+	uint64_t round;
+	int frag;
+	int slot;   /* for ROUND_MERGE: pass to syncer_round_done */
+};
+
+struct round_slot {
+	int active;
+	uint64_t round;
+	int frag;
+	double t_start, t_quorum, deadline;   /* t_quorum < 0: no quorum yet */
+	int answers;     /* accepted, counting toward the quorum */
+	int pending;     /* pulled, still joined, not answered */
+	unsigned char *state;   /* per learner: see round.c */
+};
+
+struct syncer_round {
+	struct round_config cfg;
+	uint64_t started, completed;   /* round numbers started; rounds done */
+	int stopped;                   /* no new rounds */
+	struct round_slot *slots;      /* cfg.overlap of them */
+	unsigned char *joined;
+	double *step;                  /* last step each learner reported */
+	double mark;
+	int have_mark;
+	double ema_step, ema_quorum, ema_sync;
+	int have_step, have_quorum, have_sync;
+	double last_quorum_wait, last_grace;   /* of the latest quorum */
+};
+
+int syncer_round_init(struct syncer_round *rs, const struct round_config *cfg,
+		      uint64_t started, uint64_t completed, struct err *e);
+void syncer_round_release(struct syncer_round *rs);
+
+/*
+ * Learner id is now joined at `step`; writes the in-flight rounds it must
+ * be pulled for into pulls (room for cfg.overlap) and returns their count.
+ */
+int syncer_round_join(struct syncer_round *rs, int id, uint64_t step,
+		      struct round_action *pulls);
+void syncer_round_leave(struct syncer_round *rs, int id);
+/* A heartbeat or answer told us the learner's step (and step time > 0). */
+void syncer_round_progress(struct syncer_round *rs, int id, uint64_t step,
+			   double step_time);
+
+/*
+ * An answer from learner id for (round, frag) arrived. `valid` = 0 for an
+ * answer that was refused on arrival (not finite, wrong size): it stops
+ * the round waiting for that learner but does not count toward quorum.
+ */
+enum round_verdict syncer_round_answer(struct syncer_round *rs, int id,
+				       uint64_t round, int frag, int valid,
+				       double now);
+
+/*
+ * What to do next: a round to merge (ready ones first, lowest round
+ * first), a round to start (the caller sends Pull to every joined
+ * learner), or nothing. Call until it returns ROUND_NONE.
+ */
+void syncer_round_poll(struct syncer_round *rs, double now,
+		       struct round_action *out);
+/* The merge of slot finished; it took sync_seconds (for ξ_sync). */
+void syncer_round_done(struct syncer_round *rs, int slot, double sync_seconds);
+/* Drops every round in flight (answers to them become late). */
+void syncer_round_abandon(struct syncer_round *rs);
+/* Earliest grace deadline in flight, or a huge value when none. */
+double syncer_round_next_deadline(const struct syncer_round *rs);
+/* ξ_step (0 before any report). */
+double syncer_round_step_time(const struct syncer_round *rs);
+int syncer_round_in_flight(const struct syncer_round *rs);
+/* Whether learner id has answered (validly or not) the round in slot. */
+int syncer_round_answered(const struct syncer_round *rs, int slot, int id);
+
+#endif

@@ -1,0 +1,261 @@
+/* The round state machine on a fake clock: pacing, quorum, grace, lateness. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+
+#include "syncer/round.h"
+
+#define near(a, b) assert_true(fabs((double)(a) - (double)(b)) < 1e-9)
+
+static void setup(struct syncer_round *rs, int K, double gamma, int tau,
+		  double spr, int M)
+{
+	struct round_config c = {
+		.quorum = K, .grace = gamma, .overlap = tau, .nfrags = 4,
+		.steps_per_round = spr, .max_learners = M, .ema = 0.5,
+	};
+	struct round_action pulls[8];
+
+	assert_int_equal(syncer_round_init(rs, &c, 0, 0, NULL), 0);
+	for (int i = 0; i < M; i++)
+		assert_int_equal(syncer_round_join(rs, i, 0, pulls), 0);
+}
+
+static void all_step(struct syncer_round *rs, int M, uint64_t step, double st)
+{
+	for (int i = 0; i < M; i++)
+		syncer_round_progress(rs, i, step, st);
+}
+
+static void quorum_then_grace_then_late(void **state)
+{
+	struct syncer_round rs;
+	struct round_action a;
+
+	(void)state;
+	setup(&rs, 2, 0.5, 2, 1.0, 3);
+	syncer_round_poll(&rs, 0.0, &a);       /* sets the pacing mark */
+	assert_int_equal(a.kind, ROUND_NONE);
+	all_step(&rs, 3, 1, 1.0);
+	syncer_round_poll(&rs, 1.0, &a);
+	assert_int_equal(a.kind, ROUND_PULL);
+	assert_int_equal(a.round, 1);
+	assert_int_equal(a.frag, 1);           /* r mod P */
+	syncer_round_poll(&rs, 1.0, &a);
+	assert_int_equal(a.kind, ROUND_NONE);  /* needs one more step */
+
+	assert_int_equal(syncer_round_answer(&rs, 0, 1, 1, 1, 1.2), ROUND_ACCEPTED);
+	syncer_round_poll(&rs, 1.2, &a);
+	assert_int_equal(a.kind, ROUND_NONE);  /* 1 of K = 2 */
+	assert_int_equal(syncer_round_answer(&rs, 1, 1, 1, 1, 1.5), ROUND_ACCEPTED);
+	/* quorum after 0.5 s; grace = 0.5·(2·1.0 − 0.5 − 0) = 0.75 */
+	near(rs.last_quorum_wait, 0.5);
+	near(rs.last_grace, 0.75);
+	near(syncer_round_next_deadline(&rs), 2.25);
+	syncer_round_poll(&rs, 2.2, &a);
+	assert_int_equal(a.kind, ROUND_NONE);  /* learner 2 may still come */
+	syncer_round_poll(&rs, 2.25, &a);
+	assert_int_equal(a.kind, ROUND_MERGE);
+	assert_int_equal(a.round, 1);
+	syncer_round_done(&rs, a.slot, 0.1);
+	assert_int_equal(rs.completed, 1);
+	assert_int_equal(syncer_round_in_flight(&rs), 0);
+	/* learner 2 was silent; now it is late */
+	assert_int_equal(syncer_round_answer(&rs, 2, 1, 1, 1, 2.3), ROUND_LATE);
+	assert_int_equal(syncer_round_answer(&rs, 2, 9, 1, 1, 2.3), ROUND_UNKNOWN);
+
+	/* second round: ξ_quorum = 0.5, ξ_sync = 0.1; quorum after 0.2 s:
+	 * ξ_quorum = 0.35, grace = 0.5·(2 − 0.35 − 0.1) = 0.775 */
+	all_step(&rs, 3, 2, 1.0);
+	syncer_round_poll(&rs, 3.0, &a);
+	assert_int_equal(a.kind, ROUND_PULL);
+	assert_int_equal(a.round, 2);
+	assert_int_equal(a.frag, 2);
+	assert_int_equal(syncer_round_answer(&rs, 2, 2, 2, 1, 3.1), ROUND_ACCEPTED);
+	assert_int_equal(syncer_round_answer(&rs, 2, 2, 2, 1, 3.1), ROUND_DUPLICATE);
+	assert_int_equal(syncer_round_answer(&rs, 0, 2, 3, 1, 3.2), ROUND_UNKNOWN);
+	assert_int_equal(syncer_round_answer(&rs, 0, 2, 2, 1, 3.2), ROUND_ACCEPTED);
+	near(rs.last_grace, 0.775);
+	syncer_round_release(&rs);
+}
+
+static void everyone_answered_merges_at_once(void **state)
+{
+	struct syncer_round rs;
+	struct round_action a;
+
+	(void)state;
+	setup(&rs, 1, 0.5, 2, 1.0, 2);
+	syncer_round_poll(&rs, 0.0, &a);
+	all_step(&rs, 2, 1, 4.0);
+	syncer_round_poll(&rs, 1.0, &a);
+	assert_int_equal(a.kind, ROUND_PULL);
+	assert_int_equal(syncer_round_answer(&rs, 1, 1, 1, 1, 1.5), ROUND_ACCEPTED);
+	/* grace = min(0.5·(2·4 − 0.5), 4) = 3.75 */
+	near(rs.last_grace, 3.75);
+	syncer_round_poll(&rs, 1.6, &a);
+	assert_int_equal(a.kind, ROUND_NONE);
+	assert_int_equal(syncer_round_answer(&rs, 0, 1, 1, 1, 1.7), ROUND_ACCEPTED);
+	syncer_round_poll(&rs, 1.7, &a);
+	assert_int_equal(a.kind, ROUND_MERGE);
+	syncer_round_release(&rs);
+}
+
+static void grace_is_bounded(void **state)
+{
+	struct syncer_round rs;
+	struct round_action a;
+
+	(void)state;
+	/* γ = 1, τ = 4: 1·(4·1 − 0.1) = 3.9 is cut to one step, 1.0 */
+	setup(&rs, 1, 1.0, 4, 1.0, 2);
+	syncer_round_poll(&rs, 0.0, &a);
+	all_step(&rs, 2, 1, 1.0);
+	syncer_round_poll(&rs, 10.0, &a);
+	assert_int_equal(a.kind, ROUND_PULL);
+	syncer_round_answer(&rs, 0, 1, 1, 1, 10.1);
+	near(rs.last_grace, 1.0);
+	syncer_round_release(&rs);
+	/* no step time known yet: γ·(0 − 0.1) < 0 is cut to 0 */
+	setup(&rs, 1, 1.0, 4, 1.0, 2);
+	syncer_round_poll(&rs, 0.0, &a);
+	all_step(&rs, 2, 1, 0.0);
+	syncer_round_poll(&rs, 10.0, &a);
+	syncer_round_answer(&rs, 0, 1, 1, 1, 10.1);
+	near(rs.last_grace, 0.0);
+	syncer_round_poll(&rs, 10.1, &a);
+	assert_int_equal(a.kind, ROUND_MERGE);
+	syncer_round_release(&rs);
+}
+
+static void at_most_tau_in_flight(void **state)
+{
+	struct syncer_round rs;
+	struct round_action a, merge;
+
+	(void)state;
+	setup(&rs, 1, 0.0, 2, 1.0, 2);
+	syncer_round_poll(&rs, 0.0, &a);
+	all_step(&rs, 2, 1, 1.0);
+	syncer_round_poll(&rs, 1.0, &a);
+	assert_int_equal(a.round, 1);
+	all_step(&rs, 2, 2, 1.0);
+	syncer_round_poll(&rs, 2.0, &a);
+	assert_int_equal(a.round, 2);
+	all_step(&rs, 2, 10, 1.0);
+	syncer_round_poll(&rs, 3.0, &a);
+	assert_int_equal(a.kind, ROUND_NONE);      /* τ = 2 in flight */
+	assert_int_equal(syncer_round_in_flight(&rs), 2);
+	/* round 2 reaches quorum first and merges first (γ = 0) */
+	syncer_round_answer(&rs, 0, 2, 2, 1, 3.5);
+	syncer_round_poll(&rs, 3.5, &merge);
+	assert_int_equal(merge.kind, ROUND_MERGE);
+	assert_int_equal(merge.round, 2);
+	syncer_round_done(&rs, merge.slot, 0.01);
+	/* the stall is caught up by one round, not eight */
+	syncer_round_poll(&rs, 3.6, &a);
+	assert_int_equal(a.kind, ROUND_PULL);
+	assert_int_equal(a.round, 3);
+	near(rs.mark, 9.0);                        /* max(2 + 1, 10 − 1) */
+	syncer_round_poll(&rs, 3.6, &a);
+	assert_int_equal(a.kind, ROUND_NONE);      /* full again */
+	syncer_round_release(&rs);
+}
+
+static void half_a_step_per_round(void **state)
+{
+	struct syncer_round rs;
+	struct round_action a;
+
+	(void)state;
+	/* H = 2, P = 4: two rounds per learner step */
+	setup(&rs, 1, 0.0, 4, 0.5, 1);
+	syncer_round_poll(&rs, 0.0, &a);
+	all_step(&rs, 1, 1, 1.0);
+	syncer_round_poll(&rs, 1.0, &a);
+	assert_int_equal(a.round, 1);
+	syncer_round_poll(&rs, 1.0, &a);
+	assert_int_equal(a.round, 2);
+	syncer_round_poll(&rs, 1.0, &a);
+	assert_int_equal(a.kind, ROUND_NONE);
+	syncer_round_release(&rs);
+}
+
+static void quorum_waits_for_k_joined(void **state)
+{
+	struct syncer_round rs;
+	struct round_action a, pulls[4];
+
+	(void)state;
+	setup(&rs, 2, 0.0, 2, 1.0, 3);
+	syncer_round_leave(&rs, 1);
+	syncer_round_leave(&rs, 2);
+	syncer_round_poll(&rs, 0.0, &a);
+	all_step(&rs, 3, 5, 1.0);
+	syncer_round_poll(&rs, 1.0, &a);
+	assert_int_equal(a.kind, ROUND_NONE);   /* one joined, K = 2 */
+	assert_int_equal(syncer_round_join(&rs, 1, 5, pulls), 0);
+	syncer_round_poll(&rs, 1.0, &a);        /* mark set at step 5 */
+	all_step(&rs, 3, 6, 1.0);
+	syncer_round_poll(&rs, 2.0, &a);
+	assert_int_equal(a.kind, ROUND_PULL);
+	/* learner 1 leaves before answering, learner 0 answers */
+	syncer_round_leave(&rs, 1);
+	assert_int_equal(syncer_round_answer(&rs, 1, 1, 1, 1, 2.1), ROUND_UNKNOWN);
+	syncer_round_answer(&rs, 0, 1, 1, 1, 2.2);
+	syncer_round_poll(&rs, 5.0, &a);
+	assert_int_equal(a.kind, ROUND_NONE);   /* 1 of 2, nobody else pulled */
+	/* learner 2 joins and is pulled for the round in flight */
+	assert_int_equal(syncer_round_join(&rs, 2, 0, pulls), 1);
+	assert_int_equal(pulls[0].round, 1);
+	assert_int_equal(pulls[0].frag, 1);
+	/* a refused answer does not make the quorum */
+	assert_int_equal(syncer_round_answer(&rs, 2, 1, 1, 0, 5.5), ROUND_ACCEPTED);
+	syncer_round_poll(&rs, 5.5, &a);
+	assert_int_equal(a.kind, ROUND_NONE);
+	assert_int_equal(syncer_round_answer(&rs, 2, 1, 1, 1, 5.6), ROUND_DUPLICATE);
+	/* learner 1 comes back: pulled again, its answer makes the quorum;
+	 * nobody else is waited for, so the merge is immediate */
+	assert_int_equal(syncer_round_join(&rs, 1, 7, pulls), 1);
+	assert_int_equal(syncer_round_answer(&rs, 1, 1, 1, 1, 6.0), ROUND_ACCEPTED);
+	syncer_round_poll(&rs, 6.0, &a);
+	assert_int_equal(a.kind, ROUND_MERGE);
+	assert_true(syncer_round_answered(&rs, a.slot, 0));
+	assert_true(syncer_round_answered(&rs, a.slot, 1));
+	syncer_round_abandon(&rs);
+	assert_int_equal(syncer_round_in_flight(&rs), 0);
+	assert_int_equal(syncer_round_answer(&rs, 2, 1, 1, 1, 7.0), ROUND_LATE);
+	syncer_round_release(&rs);
+}
+
+static void stopped_starts_nothing(void **state)
+{
+	struct syncer_round rs;
+	struct round_action a;
+
+	(void)state;
+	setup(&rs, 1, 0.0, 2, 1.0, 1);
+	syncer_round_poll(&rs, 0.0, &a);
+	rs.stopped = 1;
+	all_step(&rs, 1, 5, 1.0);
+	syncer_round_poll(&rs, 1.0, &a);
+	assert_int_equal(a.kind, ROUND_NONE);
+	syncer_round_release(&rs);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(quorum_then_grace_then_late),
+		cmocka_unit_test(everyone_answered_merges_at_once),
+		cmocka_unit_test(grace_is_bounded),
+		cmocka_unit_test(at_most_tau_in_flight),
+		cmocka_unit_test(half_a_step_per_round),
+		cmocka_unit_test(quorum_waits_for_k_joined),
+		cmocka_unit_test(stopped_starts_nothing),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
