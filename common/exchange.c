@@ -1,0 +1,736 @@
+/*
+ * exchange: the shared region and sockets between a learner and its
+ * sidecar; the format is drawn in exchange.h.
+ *
+ * Shared words are read and written with __atomic builtins; slot payloads
+ * are plain memcpy inside a sequence-counter critical section (writer:
+ * seq odd, release fence, data, seq even with release, then the box
+ * generation with release; reader: generation and seq with acquire, copy,
+ * acquire fence, seq again). Each box has one writer: the sidecar writes
+ * inboxes and pull rounds, the learner writes outboxes, served rounds,
+ * applied generations and stats.
+ *
+ * The learner keeps its private per-fragment state here too: the base
+ * (fragment right after the last applied update), steps and tokens since
+ * then, and the base version. A restarted learner starts over from the
+ * inbox, so none of it needs to be shared.
+ */
+#include "common/exchange.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "common/util.h"
+
+#define XMAGIC   0x3130474843584444ULL   /* "DDXCHG01" little-endian */
+#define XLAYOUT  1
+#define XHDR_SIZE 4096
+#define XSLOT_HDR 64
+#define READ_TRIES 8
+#define PATH_MAX_EXCH 4096
+
+struct xhdr {
+	uint64_t magic;
+	uint32_t layout, nfrags;
+	uint64_t size, fingerprint, data_off;
+	uint64_t done;                  /* sidecar */
+	uint64_t alpha_bits;            /* sidecar, a double */
+	uint64_t sidecar_pid;           /* sidecar */
+	uint64_t st_seq;                /* learner stats, seqlock */
+	uint64_t st_incarnation, st_pid, st_step, st_tokens;
+	uint64_t st_loss, st_step_time, st_wall;   /* doubles */
+};
+
+struct xfrag {
+	uint64_t numel;
+	uint64_t in_gen;        /* sidecar: newest inbox generation */
+	uint64_t in_applied;    /* learner: generation applied */
+	uint64_t pull_round;    /* sidecar: round asked for (0 = none) */
+	uint64_t pull_served;   /* learner: round answered */
+	uint64_t out_gen;       /* learner: newest outbox generation */
+	uint64_t pad[10];
+};
+
+struct xslot {
+	uint64_t seq;           /* odd while being written */
+	uint64_t gen;
+	uint64_t version;       /* inbox: fragment version; outbox: round */
+	uint64_t base_version, steps, tokens, step;
+	uint64_t flags;
+};
+
+_Static_assert(sizeof(struct xhdr) <= XHDR_SIZE, "header too large");
+_Static_assert(sizeof(struct xfrag) == 128, "fragment entry is 128 bytes");
+_Static_assert(sizeof(struct xslot) == XSLOT_HDR, "slot header is 64 bytes");
+
+struct exchange {
+	enum exchange_role role;
+	const struct frag_table *ft;
+	int nfrags;
+	int fd, sock;
+	unsigned char *map;
+	size_t size;
+	struct xhdr *h;
+	struct xfrag *f;
+	size_t *slot_off;       /* per fragment: offset of inbox[0] */
+	size_t *slot_size;      /* per fragment: bytes per slot */
+	struct sockaddr_un own, peer;
+	/* sidecar */
+	uint64_t *taken;        /* outbox generation taken, per fragment */
+	/* learner */
+	int started;
+	float *base, *scratch;
+	size_t *base_off;       /* per fragment: offset into base, in floats */
+	uint64_t *steps, *tokens, *base_version;
+	uint64_t incarnation;
+	struct exchange_counters c;
+};
+
+#define LOAD(p)      __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define LOADR(p)     __atomic_load_n((p), __ATOMIC_RELAXED)
+#define STORE(p, v)  __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+#define STORER(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+#define COUNT(x, field) __atomic_add_fetch(&(x)->c.field, 1, __ATOMIC_RELAXED)
+
+static uint64_t dbits(double d)
+{
+	uint64_t u;
+
+	memcpy(&u, &d, sizeof(u));
+	return u;
+}
+
+static double bitsd(uint64_t u)
+{
+	double d;
+
+	memcpy(&d, &u, sizeof(d));
+	return d;
+}
+
+static size_t align64(size_t n)
+{
+	return (n + 63) & ~(size_t)63;
+}
+
+static struct xslot *slot_at(struct exchange *x, int p, int box, uint64_t gen)
+{
+	/* box 0 = inbox, 1 = outbox; generation g lives in slot g mod 2 */
+	size_t k = (size_t)box * 2 + (gen & 1);
+
+	return (struct xslot *)(x->map + x->slot_off[p] + k * x->slot_size[p]);
+}
+
+static float *slot_data(struct xslot *s)
+{
+	return (float *)((unsigned char *)s + XSLOT_HDR);
+}
+
+static void slot_begin(struct xslot *s)
+{
+	uint64_t q = LOADR(&s->seq);
+
+	STORER(&s->seq, (q + 1) | 1);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
+static void slot_end(struct xslot *s)
+{
+	STORE(&s->seq, LOADR(&s->seq) + 1);
+}
+
+/*
+ * Copies generation *gen of a box (meta into m, data into buf when
+ * ndata > 0). 1 = copied, 0 = nothing newer than seen, -1 = kept racing.
+ */
+static int box_read(struct exchange *x, int p, int box, uint64_t seen,
+		    uint64_t *gen, struct xslot *m, float *buf, int want_data)
+{
+	uint64_t *genp = box ? &x->f[p].out_gen : &x->f[p].in_gen;
+
+	for (int tries = 0; tries < READ_TRIES; tries++) {
+		uint64_t g = LOAD(genp);
+		struct xslot *s;
+		uint64_t s1, s2;
+
+		if (g == seen || g == 0)
+			return 0;
+		s = slot_at(x, p, box, g);
+		s1 = LOAD(&s->seq);
+		if (s1 & 1) {
+			COUNT(x, torn_reads);
+			continue;
+		}
+		m->gen = LOADR(&s->gen);
+		m->version = LOADR(&s->version);
+		m->base_version = LOADR(&s->base_version);
+		m->steps = LOADR(&s->steps);
+		m->tokens = LOADR(&s->tokens);
+		m->step = LOADR(&s->step);
+		m->flags = LOADR(&s->flags);
+		if (want_data && (box == 0 || m->steps > 0))
+			memcpy(buf, slot_data(s), x->f[p].numel * sizeof(float));
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		s2 = LOADR(&s->seq);
+		if (s1 != s2 || m->gen != g) {
+			COUNT(x, torn_reads);
+			continue;
+		}
+		*gen = g;
+		return 1;
+	}
+	return -1;
+}
+
+/* Builds the whole region in a temporary file and links it into place;
+ * 0 when it is in place (made by us or by the other side). */
+static int create_region(const char *path, const struct frag_table *ft,
+			 size_t size, size_t data_off, struct err *e)
+{
+	char tmp[PATH_MAX_EXCH];
+	struct xhdr *h;
+	struct xfrag *f;
+	void *m;
+	int fd, rc = -1;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
+	fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC, 0660);
+	if (fd < 0)
+		return err_set(e, "exchange: cannot create '%s': %s", tmp,
+			       strerror(errno));
+	if (ftruncate(fd, (off_t)size)) {
+		err_set(e, "exchange: cannot size '%s' to %zu bytes: %s", tmp,
+			size, strerror(errno));
+		goto out;
+	}
+	m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED) {
+		err_set(e, "exchange: cannot map '%s': %s", tmp, strerror(errno));
+		goto out;
+	}
+	h = m;
+	h->magic = XMAGIC;
+	h->layout = XLAYOUT;
+	h->nfrags = (uint32_t)ft->nfrags;
+	h->size = size;
+	h->fingerprint = ft->fingerprint;
+	h->data_off = data_off;
+	f = (struct xfrag *)((unsigned char *)m + XHDR_SIZE);
+	for (int p = 0; p < ft->nfrags; p++)
+		f[p].numel = ft->frags[p].numel;
+	munmap(m, size);
+	if (link(tmp, path) && errno != EEXIST) {
+		err_set(e, "exchange: cannot link '%s': %s", path,
+			strerror(errno));
+		goto out;
+	}
+	rc = 0;
+out:
+	close(fd);
+	unlink(tmp);
+	return rc;
+}
+
+static int check_region(struct exchange *x, const char *path, struct err *e)
+{
+	const struct frag_table *ft = x->ft;
+	struct xhdr *h = x->h;
+
+	if (h->magic != XMAGIC || h->layout != XLAYOUT)
+		return err_set(e, "exchange: '%s' is not an exchange region "
+			       "(layout %u)", path, h->layout);
+	if (h->fingerprint != ft->fingerprint || h->nfrags != (uint32_t)ft->nfrags)
+		return err_set(e, "exchange: '%s' was made for model fingerprint "
+			       "%016llx with %u fragments, this one is %016llx "
+			       "with %d", path, (unsigned long long)h->fingerprint,
+			       h->nfrags, (unsigned long long)ft->fingerprint,
+			       ft->nfrags);
+	if (h->size != x->size)
+		return err_set(e, "exchange: '%s' has size %llu, expected %zu",
+			       path, (unsigned long long)h->size, x->size);
+	for (int p = 0; p < ft->nfrags; p++)
+		if (x->f[p].numel != ft->frags[p].numel)
+			return err_set(e, "exchange: '%s': fragment %d has %llu "
+				       "values, expected %zu", path, p,
+				       (unsigned long long)x->f[p].numel,
+				       ft->frags[p].numel);
+	return 0;
+}
+
+static int open_socket(struct exchange *x, const char *dir, struct err *e)
+{
+	const char *own = x->role == EXCHANGE_LEARNER ? EXCHANGE_LEARNER_SOCK
+						      : EXCHANGE_SIDECAR_SOCK;
+	const char *peer = x->role == EXCHANGE_LEARNER ? EXCHANGE_SIDECAR_SOCK
+						       : EXCHANGE_LEARNER_SOCK;
+	int n1, n2;
+
+	x->own.sun_family = AF_UNIX;
+	x->peer.sun_family = AF_UNIX;
+	n1 = snprintf(x->own.sun_path, sizeof(x->own.sun_path), "%s/%s", dir, own);
+	n2 = snprintf(x->peer.sun_path, sizeof(x->peer.sun_path), "%s/%s", dir,
+		      peer);
+	if (n1 < 0 || n2 < 0 || (size_t)n1 >= sizeof(x->own.sun_path) ||
+	    (size_t)n2 >= sizeof(x->peer.sun_path))
+		return err_set(e, "exchange: folder '%s' is too long for a Unix "
+			       "socket path (at most %zu bytes)", dir,
+			       sizeof(x->own.sun_path) - 14);
+	x->sock = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (x->sock < 0)
+		return err_set(e, "exchange: socket: %s", strerror(errno));
+	unlink(x->own.sun_path);   /* left by an earlier incarnation */
+	if (bind(x->sock, (struct sockaddr *)&x->own, sizeof(x->own)))
+		return err_set(e, "exchange: cannot bind '%s': %s",
+			       x->own.sun_path, strerror(errno));
+	return 0;
+}
+
+static int learner_alloc(struct exchange *x)
+{
+	size_t total = 0, maxn = 0;
+	int P = x->nfrags;
+
+	x->base_off = calloc((size_t)P, sizeof(size_t));
+	x->steps = calloc((size_t)P, sizeof(uint64_t));
+	x->tokens = calloc((size_t)P, sizeof(uint64_t));
+	x->base_version = calloc((size_t)P, sizeof(uint64_t));
+	if (!x->base_off || !x->steps || !x->tokens || !x->base_version)
+		return -1;
+	for (int p = 0; p < P; p++) {
+		x->base_off[p] = total;
+		total += x->ft->frags[p].numel;
+		if (x->ft->frags[p].numel > maxn)
+			maxn = x->ft->frags[p].numel;
+	}
+	x->base = malloc((total ? total : 1) * sizeof(float));
+	x->scratch = malloc((maxn ? maxn : 1) * sizeof(float));
+	return x->base && x->scratch ? 0 : -1;
+}
+
+int exchange_open(const char *dir, enum exchange_role role,
+		  const struct frag_table *ft, struct exchange **out,
+		  struct err *e)
+{
+	char path[PATH_MAX_EXCH];
+	struct exchange *x;
+	struct stat st;
+	size_t off;
+	int n;
+
+	if (ft->nfrags < 1 || ft->nfrags > EXCHANGE_MAX_FRAGS)
+		return err_set(e, "exchange: %d fragments (1 to %d allowed)",
+			       ft->nfrags, EXCHANGE_MAX_FRAGS);
+	n = snprintf(path, sizeof(path), "%s/%s", dir, EXCHANGE_FILE);
+	if (n < 0 || (size_t)n >= sizeof(path) - 32)
+		return err_set(e, "exchange: folder name too long: '%s'", dir);
+	x = calloc(1, sizeof(*x));
+	if (!x)
+		return err_set(e, "exchange: out of memory");
+	x->role = role;
+	x->ft = ft;
+	x->nfrags = ft->nfrags;
+	x->fd = -1;
+	x->sock = -1;
+	x->slot_off = calloc((size_t)ft->nfrags, sizeof(size_t));
+	x->slot_size = calloc((size_t)ft->nfrags, sizeof(size_t));
+	x->taken = calloc((size_t)ft->nfrags, sizeof(uint64_t));
+	if (!x->slot_off || !x->slot_size || !x->taken ||
+	    (role == EXCHANGE_LEARNER && learner_alloc(x))) {
+		err_set(e, "exchange: out of memory");
+		goto fail;
+	}
+	off = XHDR_SIZE + align64((size_t)ft->nfrags * sizeof(struct xfrag));
+	off = (off + 4095) & ~(size_t)4095;
+	for (int p = 0; p < ft->nfrags; p++) {
+		size_t numel = ft->frags[p].numel;
+
+		if (numel > ((size_t)1 << 34)) {
+			err_set(e, "exchange: fragment %d has %zu values (too many)",
+				p, numel);
+			goto fail;
+		}
+		x->slot_off[p] = off;
+		x->slot_size[p] = align64(XSLOT_HDR + numel * sizeof(float));
+		off += 4 * x->slot_size[p];
+	}
+	x->size = off;
+	if (mkdir_p(dir, e))
+		goto fail;
+	if (access(path, F_OK) &&
+	    create_region(path, ft, x->size,
+			  x->slot_off[0], e))
+		goto fail;
+	x->fd = open(path, O_RDWR | O_CLOEXEC);
+	if (x->fd < 0) {
+		err_set(e, "exchange: cannot open '%s': %s", path, strerror(errno));
+		goto fail;
+	}
+	if (fstat(x->fd, &st) || (size_t)st.st_size != x->size) {
+		err_set(e, "exchange: '%s' has %lld bytes, this model needs %zu "
+			"(made for another job?)", path, (long long)st.st_size,
+			x->size);
+		goto fail;
+	}
+	x->map = mmap(NULL, x->size, PROT_READ | PROT_WRITE, MAP_SHARED, x->fd,
+		      0);
+	if (x->map == MAP_FAILED) {
+		x->map = NULL;
+		err_set(e, "exchange: cannot map '%s': %s", path, strerror(errno));
+		goto fail;
+	}
+	x->h = (struct xhdr *)x->map;
+	x->f = (struct xfrag *)(x->map + XHDR_SIZE);
+	if (check_region(x, path, e))
+		goto fail;
+	if (open_socket(x, dir, e))
+		goto fail;
+	if (role == EXCHANGE_SIDECAR) {
+		/* answers left from an earlier sidecar belong to its stream */
+		for (int p = 0; p < x->nfrags; p++)
+			x->taken[p] = LOAD(&x->f[p].out_gen);
+		STORE(&x->h->sidecar_pid, (uint64_t)getpid());
+		STORE(&x->h->done, 0);
+	} else {
+		x->incarnation = ((uint64_t)(clock_wall() * 1e6) << 16) ^
+				 (uint64_t)getpid();
+		if (!x->incarnation)
+			x->incarnation = 1;
+	}
+	*out = x;
+	return 0;
+fail:
+	exchange_close(x);
+	return -1;
+}
+
+void exchange_close(struct exchange *x)
+{
+	if (!x)
+		return;
+	if (x->sock >= 0) {
+		close(x->sock);
+		unlink(x->own.sun_path);
+	}
+	if (x->map)
+		munmap(x->map, x->size);
+	if (x->fd >= 0)
+		close(x->fd);
+	free(x->slot_off);
+	free(x->slot_size);
+	free(x->taken);
+	free(x->base);
+	free(x->scratch);
+	free(x->base_off);
+	free(x->steps);
+	free(x->tokens);
+	free(x->base_version);
+	free(x);
+}
+
+static void notify(struct exchange *x)
+{
+	char b = 1;
+
+	/* the other side may be away: a lost wake-up is harmless */
+	(void)sendto(x->sock, &b, 1, MSG_DONTWAIT, (struct sockaddr *)&x->peer,
+		     sizeof(x->peer));
+}
+
+int exchange_wait(struct exchange *x, double timeout)
+{
+	struct pollfd pfd = { .fd = x->sock, .events = POLLIN };
+	char b[64];
+	int got = 0, ms = timeout > 0 ? (int)(timeout * 1000 + 0.5) : 0;
+
+	if (poll(&pfd, 1, ms) > 0)
+		while (recv(x->sock, b, sizeof(b), MSG_DONTWAIT) > 0)
+			got = 1;
+	return got;
+}
+
+/* ---- learner side ---- */
+
+void exchange_put_stats(struct exchange *x, const struct exchange_step *st)
+{
+	struct xhdr *h = x->h;
+	uint64_t q = LOADR(&h->st_seq);
+
+	STORER(&h->st_seq, (q + 1) | 1);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	STORER(&h->st_incarnation, x->incarnation);
+	STORER(&h->st_pid, (uint64_t)getpid());
+	STORER(&h->st_step, st->step);
+	STORER(&h->st_tokens, st->tokens_total);
+	STORER(&h->st_loss, dbits(st->loss));
+	STORER(&h->st_step_time, dbits(st->step_time));
+	STORER(&h->st_wall, dbits(clock_wall()));
+	STORE(&h->st_seq, LOADR(&h->st_seq) + 1);
+}
+
+/* Writes fragment p of params as the new base and applies Θ (in scratch)
+ * with mixing alpha. */
+static void apply_update(struct exchange *x, int p, float *params,
+			 const float *theta, double alpha)
+{
+	const struct frag_table *ft = x->ft;
+	const struct fragment *fr = &ft->frags[p];
+	float *base = x->base + x->base_off[p];
+	float a = (float)alpha, b = (float)(1.0 - alpha);
+	size_t k = 0;
+
+	for (int j = 0; j < fr->ntensors; j++) {
+		const struct frag_tensor *t = &ft->tensors[fr->tensors[j]];
+		float *w = params + t->offset;
+
+		if (alpha == 0.0) {
+			memcpy(w, theta + k, t->numel * sizeof(float));
+		} else {
+			for (size_t i = 0; i < t->numel; i++)
+				w[i] = a * w[i] + b * theta[k + i];
+		}
+		memcpy(base + k, w, t->numel * sizeof(float));
+		k += t->numel;
+	}
+}
+
+int exchange_learner_start(struct exchange *x, float *params)
+{
+	uint64_t gen;
+	struct xslot m;
+
+	for (int p = 0; p < x->nfrags; p++)
+		if (LOAD(&x->f[p].in_gen) == 0)
+			return 0;
+	for (int p = 0; p < x->nfrags; p++) {
+		if (box_read(x, p, 0, 0, &gen, &m, x->scratch, 1) != 1)
+			return 0;   /* being rewritten: try again */
+		apply_update(x, p, params, x->scratch, 0.0);
+		x->base_version[p] = m.version;
+		x->steps[p] = x->tokens[p] = 0;
+		STORE(&x->f[p].in_applied, gen);
+	}
+	x->started = 1;
+	return 1;
+}
+
+static void serve_pull(struct exchange *x, int p, uint64_t round,
+		       const float *params, uint64_t step)
+{
+	const struct frag_table *ft = x->ft;
+	const struct fragment *fr = &ft->frags[p];
+	uint64_t gen = LOADR(&x->f[p].out_gen) + 1;
+	struct xslot *s = slot_at(x, p, 1, gen);
+	const float *base = x->base + x->base_off[p];
+	float *d = slot_data(s);
+	size_t k = 0;
+
+	slot_begin(s);
+	STORER(&s->gen, gen);
+	STORER(&s->version, round);
+	STORER(&s->base_version, x->base_version[p]);
+	STORER(&s->steps, x->steps[p]);
+	STORER(&s->tokens, x->tokens[p]);
+	STORER(&s->step, step);
+	STORER(&s->flags, 0);
+	if (x->steps[p] > 0) {
+		for (int j = 0; j < fr->ntensors; j++) {
+			const struct frag_tensor *t = &ft->tensors[fr->tensors[j]];
+			const float *w = params + t->offset;
+
+			for (size_t i = 0; i < t->numel; i++)
+				d[k + i] = base[k + i] - w[i];
+			k += t->numel;
+		}
+	}
+	slot_end(s);
+	STORE(&x->f[p].out_gen, gen);
+	STORE(&x->f[p].pull_served, round);
+	COUNT(x, pulls_served);
+}
+
+void exchange_poll(struct exchange *x, float *params,
+		   const struct exchange_step *st,
+		   struct exchange_poll_result *res)
+{
+	double alpha = bitsd(LOAD(&x->h->alpha_bits));
+	int applied = 0, served = 0;
+
+	exchange_put_stats(x, st);
+	for (int p = 0; p < x->nfrags; p++) {
+		x->steps[p] += 1;
+		x->tokens[p] += st->tokens;
+	}
+	for (int p = 0; p < x->nfrags; p++) {
+		uint64_t r = LOAD(&x->f[p].pull_round);
+
+		if (r && r != LOADR(&x->f[p].pull_served)) {
+			serve_pull(x, p, r, params, st->step);
+			served++;
+		}
+	}
+	if (!(alpha >= 0.0 && alpha < 1.0))
+		alpha = 0.0;
+	for (int p = 0; p < x->nfrags; p++) {
+		uint64_t seen = LOADR(&x->f[p].in_applied), gen;
+		struct xslot m;
+
+		if (box_read(x, p, 0, seen, &gen, &m, x->scratch, 1) != 1)
+			continue;
+		if (m.version == x->base_version[p]) {
+			COUNT(x, updates_skipped);
+		} else {
+			apply_update(x, p, params, x->scratch, alpha);
+			x->base_version[p] = m.version;
+			x->steps[p] = x->tokens[p] = 0;
+			COUNT(x, updates_applied);
+			applied++;
+		}
+		STORE(&x->f[p].in_applied, gen);
+	}
+	if (served)
+		notify(x);
+	if (res) {
+		res->applied = applied;
+		res->served = served;
+		res->done = LOAD(&x->h->done) != 0;
+	}
+}
+
+/* ---- sidecar side ---- */
+
+int exchange_nfrags(const struct exchange *x)
+{
+	return x->nfrags;
+}
+
+size_t exchange_frag_numel(const struct exchange *x, int p)
+{
+	return x->ft->frags[p].numel;
+}
+
+float *exchange_inbox_begin(struct exchange *x, int p)
+{
+	struct xslot *s = slot_at(x, p, 0, LOADR(&x->f[p].in_gen) + 1);
+
+	slot_begin(s);
+	return slot_data(s);
+}
+
+void exchange_inbox_commit(struct exchange *x, int p, uint64_t version)
+{
+	uint64_t gen = LOADR(&x->f[p].in_gen) + 1;
+	struct xslot *s = slot_at(x, p, 0, gen);
+
+	STORER(&s->gen, gen);
+	STORER(&s->version, version);
+	slot_end(s);
+	if (LOAD(&x->f[p].in_applied) != gen - 1)
+		COUNT(x, updates_superseded);
+	STORE(&x->f[p].in_gen, gen);
+	COUNT(x, updates_published);
+	notify(x);
+}
+
+uint64_t exchange_inbox_version(struct exchange *x, int p)
+{
+	uint64_t gen = LOAD(&x->f[p].in_gen);
+
+	return gen ? LOAD(&slot_at(x, p, 0, gen)->version) : 0;
+}
+
+void exchange_post_pull(struct exchange *x, int p, uint64_t round)
+{
+	uint64_t old = LOAD(&x->f[p].pull_round);
+
+	if (old && old != LOAD(&x->f[p].pull_served))
+		COUNT(x, pulls_superseded);
+	STORE(&x->f[p].pull_round, round);
+	COUNT(x, pulls_posted);
+}
+
+int exchange_take_answer(struct exchange *x, int p, struct exchange_answer *a,
+			 float *buf)
+{
+	struct xslot m;
+	uint64_t gen;
+
+	if (box_read(x, p, 1, x->taken[p], &gen, &m, buf, 1) != 1)
+		return 0;
+	x->taken[p] = gen;
+	a->round = m.version;
+	a->base_version = m.base_version;
+	a->steps = m.steps;
+	a->tokens = m.tokens;
+	a->step = m.step;
+	COUNT(x, answers_taken);
+	return 1;
+}
+
+int exchange_read_stats(struct exchange *x, struct exchange_stats *out)
+{
+	struct xhdr *h = x->h;
+
+	for (int tries = 0; tries < 64; tries++) {
+		uint64_t s1 = LOAD(&h->st_seq), s2;
+		struct exchange_stats st;
+
+		if (s1 & 1)
+			continue;
+		st.incarnation = LOADR(&h->st_incarnation);
+		st.pid = LOADR(&h->st_pid);
+		st.step = LOADR(&h->st_step);
+		st.tokens_total = LOADR(&h->st_tokens);
+		st.loss = bitsd(LOADR(&h->st_loss));
+		st.step_time = bitsd(LOADR(&h->st_step_time));
+		st.wall = bitsd(LOADR(&h->st_wall));
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		s2 = LOADR(&h->st_seq);
+		if (s1 == s2) {
+			*out = st;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+void exchange_set_done(struct exchange *x, int done)
+{
+	STORE(&x->h->done, (uint64_t)(done != 0));
+	notify(x);
+}
+
+int exchange_is_done(struct exchange *x)
+{
+	return LOAD(&x->h->done) != 0;
+}
+
+void exchange_set_alpha(struct exchange *x, double alpha)
+{
+	STORE(&x->h->alpha_bits, dbits(alpha));
+}
+
+void exchange_counters(struct exchange *x, struct exchange_counters *out)
+{
+	uint64_t ip = 0, pp = 0;
+
+	for (int p = 0; p < x->nfrags; p++) {
+		uint64_t r = LOAD(&x->f[p].pull_round);
+
+		if (LOAD(&x->f[p].in_gen) != LOAD(&x->f[p].in_applied))
+			ip++;
+		if (r && r != LOAD(&x->f[p].pull_served))
+			pp++;
+	}
+	*out = x->c;
+	out->inbox_pending = ip;
+	out->pulls_pending = pp;
+}

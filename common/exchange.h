@@ -1,0 +1,174 @@
+/*
+ * exchange: where a learner and its sidecar meet (DESIGN.md §2).
+ *
+ * One file, DIR/exchange, mapped shared by both processes, and one Unix
+ * datagram socket per side (DIR/learner.sock, DIR/sidecar.sock) for small
+ * wake-up notifications. Whoever comes first creates the file (fully built
+ * under a temporary name, then linked into place); the other attaches and
+ * checks that it was made for the same fragment table. Either side may
+ * restart and attach again: everything the other needs is in the file.
+ *
+ * The region (all integers little-endian, offsets in bytes):
+ *
+ *   | offset           | size          | what                                   |
+ *   |------------------|---------------|----------------------------------------|
+ *   | 0                | 4096          | header (struct xhdr)                   |
+ *   | 4096             | 128 · P       | fragment table (struct xfrag each)     |
+ *   | data_off         | per fragment: | 4 slots: inbox[0], inbox[1],           |
+ *   |                  | 4 · slot      |          outbox[0], outbox[1]          |
+ *   | slot             | 64 + 4·numel  | slot header (struct xslot) + floats    |
+ *   |                  | (64-aligned)  |                                        |
+ *
+ *   header:   magic "DDXCHG01", layout version, P, region size, fragment
+ *             table fingerprint, data_off; done flag and α (written by the
+ *             sidecar); learner stats under their own sequence counter
+ *             (incarnation, pid, step, tokens, loss, step time, wall time);
+ *             sidecar pid.
+ *   fragment: numel; inbox generation (sidecar) and applied generation
+ *             (learner); pull round (sidecar) and served round (learner);
+ *             outbox generation (learner).
+ *   slot:     sequence counter (odd while being written), generation,
+ *             version or round, base_version, steps, tokens, step, flags.
+ *
+ * Each box (inbox: sidecar → learner, the global fragment and its
+ * version; outbox: learner → sidecar, Δ = base − θ and its counters) is
+ * double-buffered: generation g lives in slot g mod 2, and the box's
+ * generation is advanced only after the slot is complete. A writer killed
+ * in the middle of a copy leaves that slot's sequence counter odd and the
+ * generation pointing at the other, complete slot; a reader that races a
+ * writer reusing its slot sees the sequence counter move and retries (a
+ * few times, then gives up until the next poll: the learner never waits).
+ *
+ * Learner side: exchange_learner_start once (takes every fragment from the
+ * inbox), then exchange_poll once per step. Sidecar side: inbox
+ * begin/commit for updates, exchange_post_pull, exchange_take_answer,
+ * exchange_read_stats, exchange_set_done. The exchange knows nothing of
+ * the network or the trainer: params is a flat float array cut by the
+ * fragment table.
+ */
+#ifndef DDILOCO_EXCHANGE_H
+#define DDILOCO_EXCHANGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "common/fragment.h"
+
+#define EXCHANGE_FILE         "exchange"
+#define EXCHANGE_LEARNER_SOCK "learner.sock"
+#define EXCHANGE_SIDECAR_SOCK "sidecar.sock"
+#define EXCHANGE_MAX_FRAGS    4096
+
+enum exchange_role { EXCHANGE_LEARNER = 0, EXCHANGE_SIDECAR = 1 };
+
+struct exchange;
+
+/*
+ * Creates or attaches DIR/exchange for this fragment table and binds this
+ * side's socket. Fails with a clear message when the file exists but was
+ * made for another table.
+ */
+int exchange_open(const char *dir, enum exchange_role role,
+		  const struct frag_table *ft, struct exchange **out,
+		  struct err *e);
+void exchange_close(struct exchange *x);
+
+/* Waits at most timeout seconds for a notification from the other side;
+ * 1 if one came, 0 if not. */
+int exchange_wait(struct exchange *x, double timeout);
+
+/* ---- learner side ---- */
+
+struct exchange_step {
+	uint64_t step;          /* learner steps done */
+	uint64_t tokens;        /* tokens in the step just done */
+	uint64_t tokens_total;  /* tokens since the learner started */
+	double loss;            /* train loss of the step */
+	double step_time;       /* seconds per step (EMA) */
+};
+
+/*
+ * When every inbox holds a fragment, copies them all into params
+ * (overwrite), records them as bases and returns 1; else returns 0 and
+ * changes nothing.
+ */
+int exchange_learner_start(struct exchange *x, float *params);
+
+struct exchange_poll_result {
+	int applied;            /* updates applied this poll */
+	int served;             /* pulls answered this poll */
+	int done;               /* the sidecar marked the job done */
+};
+
+/*
+ * Once per step, after the step: counts the step into every fragment,
+ * publishes stats, answers pending pulls with Δ = base − θ, then applies
+ * arrived updates (θ ← α·θ + (1−α)·Θ, base ← θ, counters reset). An update
+ * whose version equals the fragment's base version is already applied and
+ * is skipped. Never waits.
+ */
+void exchange_poll(struct exchange *x, float *params,
+		   const struct exchange_step *st,
+		   struct exchange_poll_result *res);
+/* Publishes stats only (e.g. while waiting at start). */
+void exchange_put_stats(struct exchange *x, const struct exchange_step *st);
+
+/* ---- sidecar side ---- */
+
+int exchange_nfrags(const struct exchange *x);
+size_t exchange_frag_numel(const struct exchange *x, int p);
+
+/* Inbox writes: begin returns the slot to fill with numel floats, commit
+ * publishes it. A begin without commit publishes nothing. */
+float *exchange_inbox_begin(struct exchange *x, int p);
+void exchange_inbox_commit(struct exchange *x, int p, uint64_t version);
+/* Newest version in the inbox of p (0: none). */
+uint64_t exchange_inbox_version(struct exchange *x, int p);
+
+/* Asks the learner to answer round on fragment p at its next step. */
+void exchange_post_pull(struct exchange *x, int p, uint64_t round);
+
+struct exchange_answer {
+	uint64_t round, base_version, steps, tokens, step;
+};
+
+/*
+ * If fragment p has an answer not taken yet, copies it (numel floats into
+ * buf; nothing when steps = 0) and returns 1; 0 when there is none, or
+ * the learner is rewriting it right now (try again later).
+ */
+int exchange_take_answer(struct exchange *x, int p, struct exchange_answer *a,
+			 float *buf);
+
+struct exchange_stats {
+	uint64_t incarnation;   /* 0: no learner attached yet */
+	uint64_t pid;
+	uint64_t step, tokens_total;
+	double loss, step_time;
+	double wall;            /* clock_wall of the last poll */
+};
+/* 0 with a consistent copy; -1 if it kept changing under us. */
+int exchange_read_stats(struct exchange *x, struct exchange_stats *out);
+
+void exchange_set_done(struct exchange *x, int done);
+int exchange_is_done(struct exchange *x);
+void exchange_set_alpha(struct exchange *x, double alpha);
+
+/* Counters of this process's side, for /metrics. */
+struct exchange_counters {
+	uint64_t updates_published;    /* sidecar */
+	uint64_t updates_superseded;   /* sidecar: overwritten before applied */
+	uint64_t pulls_posted;         /* sidecar */
+	uint64_t pulls_superseded;     /* sidecar: replaced before served */
+	uint64_t answers_taken;        /* sidecar */
+	uint64_t torn_reads;           /* both: a read raced a writer, retried */
+	uint64_t updates_applied;      /* learner */
+	uint64_t updates_skipped;      /* learner: version already applied */
+	uint64_t pulls_served;         /* learner */
+	uint64_t inbox_pending;        /* now: updates not yet applied */
+	uint64_t pulls_pending;        /* now: pulls not yet served */
+};
+void exchange_counters(struct exchange *x, struct exchange_counters *out);
+
+#endif

@@ -1,0 +1,582 @@
+/*
+ * The learner ↔ sidecar exchange: the conversation, concurrent readers and
+ * writers in two processes, writers killed mid-copy, re-attach.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/exchange.h"
+#include "common/util.h"
+
+/* three tensors in two fragments: {1: 6 values}, {0: 5 values + 2: 2} */
+static const struct frag_tensor small_t[3] = {
+	{ 0, 5, 1 }, { 5, 6, 0 }, { 11, 2, 0 },
+};
+#define SMALL_N 13
+
+struct fx {
+	char dir[64];
+	struct frag_table ft;
+};
+
+static void rm_dir(const char *dir)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+static int setup_small(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+
+	strcpy(f->dir, "/tmp/ddx-test-XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	assert_int_equal(frag_table_init(&f->ft, small_t, 3, 2, NULL), 0);
+	*state = f;
+	return 0;
+}
+
+static int setup_big(void **state)
+{
+	/* two fragments of 128K values: copies take long enough to race */
+	static const struct frag_tensor t[2] = {
+		{ 0, 131072, 0 }, { 131072, 131072, 0 },
+	};
+	struct fx *f = calloc(1, sizeof(*f));
+
+	strcpy(f->dir, "/tmp/ddx-test-XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	assert_int_equal(frag_table_init(&f->ft, t, 2, 2, NULL), 0);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+
+	rm_dir(f->dir);
+	frag_table_release(&f->ft);
+	free(f);
+	return 0;
+}
+
+static void publish_const(struct exchange *sc, int p, uint64_t version,
+			  float v)
+{
+	float *d = exchange_inbox_begin(sc, p);
+
+	for (size_t i = 0; i < exchange_frag_numel(sc, p); i++)
+		d[i] = v;
+	exchange_inbox_commit(sc, p, version);
+}
+
+static struct exchange_step step_of(uint64_t step, uint64_t tokens)
+{
+	struct exchange_step st = {
+		.step = step, .tokens = tokens, .tokens_total = step * tokens,
+		.loss = 2.5, .step_time = 0.01,
+	};
+	return st;
+}
+
+static void conversation(void **state)
+{
+	struct fx *f = *state;
+	struct exchange *ln, *sc;
+	struct exchange_poll_result res;
+	struct exchange_answer a;
+	struct exchange_counters c;
+	struct exchange_stats stats;
+	struct exchange_step st;
+	float params[SMALL_N], buf[8];
+
+	assert_int_equal(exchange_open(f->dir, EXCHANGE_LEARNER, &f->ft, &ln,
+				       NULL), 0);
+	assert_int_equal(exchange_open(f->dir, EXCHANGE_SIDECAR, &f->ft, &sc,
+				       NULL), 0);
+	assert_int_equal(exchange_nfrags(sc), 2);
+	assert_int_equal(exchange_frag_numel(sc, 0), 6);
+	assert_int_equal(exchange_frag_numel(sc, 1), 7);
+	for (int i = 0; i < SMALL_N; i++)
+		params[i] = -1.0f;
+
+	/* not every fragment delivered: the learner cannot start */
+	assert_int_equal(exchange_learner_start(ln, params), 0);
+	publish_const(sc, 0, 7, 1.0f);
+	assert_int_equal(exchange_learner_start(ln, params), 0);
+	assert_true(params[5] == -1.0f);
+	publish_const(sc, 1, 3, 2.0f);
+	assert_int_equal(exchange_wait(ln, 1.0), 1);
+	assert_int_equal(exchange_learner_start(ln, params), 1);
+	/* fragment 0 = tensor 1, fragment 1 = tensors 0 and 2 */
+	for (int i = 5; i < 11; i++)
+		assert_true(params[i] == 1.0f);
+	for (int i = 0; i < 5; i++)
+		assert_true(params[i] == 2.0f);
+	assert_true(params[11] == 2.0f && params[12] == 2.0f);
+	assert_int_equal(exchange_inbox_version(sc, 0), 7);
+
+	/* two steps of training, then a pull of fragment 1 */
+	for (int i = 0; i < SMALL_N; i++)
+		params[i] += 0.25f * (float)i;
+	st = step_of(1, 64);
+	exchange_poll(ln, params, &st, &res);
+	assert_int_equal(res.served, 0);
+	exchange_post_pull(sc, 1, 11);
+	assert_int_equal(exchange_take_answer(sc, 1, &a, buf), 0);
+	st = step_of(2, 64);
+	exchange_poll(ln, params, &st, &res);
+	assert_int_equal(res.served, 1);
+	assert_int_equal(res.applied, 0);
+	assert_int_equal(res.done, 0);
+	assert_int_equal(exchange_wait(sc, 1.0), 1);
+	assert_int_equal(exchange_take_answer(sc, 1, &a, buf), 1);
+	assert_int_equal(a.round, 11);
+	assert_int_equal(a.base_version, 3);
+	assert_int_equal(a.steps, 2);
+	assert_int_equal(a.tokens, 128);
+	assert_int_equal(a.step, 2);
+	/* Δ = base − θ in fragment order: tensor 0 then tensor 2 */
+	for (int i = 0; i < 5; i++)
+		assert_float_equal(buf[i], -0.25f * (float)i, 1e-6);
+	assert_float_equal(buf[5], -0.25f * 11, 1e-6);
+	assert_float_equal(buf[6], -0.25f * 12, 1e-6);
+	/* taken once */
+	assert_int_equal(exchange_take_answer(sc, 1, &a, buf), 0);
+
+	/* the learner's stats, for heartbeats */
+	assert_int_equal(exchange_read_stats(sc, &stats), 0);
+	assert_int_equal(stats.step, 2);
+	assert_int_equal(stats.tokens_total, 128);
+	assert_float_equal(stats.loss, 2.5, 1e-12);
+	assert_int_equal(stats.pid, (uint64_t)getpid());
+	assert_true(stats.incarnation != 0);
+
+	/* an update of fragment 0 overwrites θ and resets its counters */
+	publish_const(sc, 0, 4, 5.0f);
+	st = step_of(3, 64);
+	exchange_poll(ln, params, &st, &res);
+	assert_int_equal(res.applied, 1);
+	for (int i = 5; i < 11; i++)
+		assert_true(params[i] == 5.0f);
+	exchange_post_pull(sc, 0, 12);
+	st = step_of(4, 64);
+	params[5] = 4.5f;
+	exchange_poll(ln, params, &st, &res);
+	assert_int_equal(exchange_take_answer(sc, 0, &a, buf), 1);
+	assert_int_equal(a.base_version, 4);
+	assert_int_equal(a.steps, 1);
+	assert_int_equal(a.tokens, 64);
+	assert_float_equal(buf[0], 0.5f, 1e-6);
+	assert_float_equal(buf[1], 0.0f, 1e-6);
+
+	/* a repeated version (a reconnected sidecar) is skipped */
+	params[5] = 4.0f;
+	publish_const(sc, 0, 4, 9.0f);
+	st = step_of(5, 64);
+	exchange_poll(ln, params, &st, &res);
+	assert_int_equal(res.applied, 0);
+	assert_true(params[5] == 4.0f);
+	exchange_counters(ln, &c);
+	assert_int_equal(c.updates_skipped, 1);
+	assert_int_equal(c.updates_applied, 1);
+	assert_int_equal(c.pulls_served, 2);
+
+	/* mixing: θ ← α·θ + (1 − α)·Θ */
+	exchange_set_alpha(sc, 0.25);
+	publish_const(sc, 0, 5, 8.0f);
+	st = step_of(6, 64);
+	exchange_poll(ln, params, &st, &res);
+	assert_float_equal(params[5], 0.25f * 4.0f + 0.75f * 8.0f, 1e-6);
+	assert_float_equal(params[6], 0.25f * 5.0f + 0.75f * 8.0f, 1e-6);
+
+	/* a pull after an update counts the steps since it, this one included */
+	exchange_post_pull(sc, 0, 13);
+	exchange_poll(ln, params, &st, &res);
+	assert_int_equal(exchange_take_answer(sc, 0, &a, buf), 1);
+	assert_int_equal(a.steps, 1);
+
+	/* queue depths and superseded work */
+	exchange_post_pull(sc, 0, 14);
+	exchange_post_pull(sc, 0, 16);
+	publish_const(sc, 0, 8, 1.0f);
+	publish_const(sc, 0, 9, 1.0f);
+	exchange_counters(sc, &c);
+	assert_int_equal(c.pulls_superseded, 1);
+	assert_int_equal(c.updates_superseded, 1);
+	assert_int_equal(c.pulls_pending, 1);
+	assert_int_equal(c.inbox_pending, 1);
+	exchange_poll(ln, params, &st, &res);
+	assert_int_equal(exchange_take_answer(sc, 0, &a, buf), 1);
+	assert_int_equal(a.round, 16);
+	exchange_counters(sc, &c);
+	assert_int_equal(c.pulls_pending, 0);
+	assert_int_equal(c.inbox_pending, 0);
+
+	/* done reaches the learner */
+	exchange_set_done(sc, 1);
+	exchange_poll(ln, params, &st, &res);
+	assert_int_equal(res.done, 1);
+	exchange_close(sc);
+	exchange_close(ln);
+}
+
+static void wrong_model_is_refused(void **state)
+{
+	struct fx *f = *state;
+	static const struct frag_tensor other_t[3] = {
+		{ 0, 6, 1 }, { 6, 4, 0 }, { 10, 2, 0 },
+	};
+	struct frag_table other;
+	struct exchange *a, *b;
+	struct err e;
+
+	assert_int_equal(exchange_open(f->dir, EXCHANGE_SIDECAR, &f->ft, &a,
+				       NULL), 0);
+	assert_int_equal(frag_table_init(&other, other_t, 3, 2, NULL), 0);
+	assert_int_equal(exchange_open(f->dir, EXCHANGE_LEARNER, &other, &b, &e),
+			 -1);
+	assert_non_null(strstr(e.msg, "fingerprint"));
+	assert_non_null(strstr(e.msg, "/exchange'"));
+	frag_table_release(&other);
+	exchange_close(a);
+}
+
+static void long_folder_is_refused(void **state)
+{
+	struct fx *f = *state;
+	char dir[256];
+	struct exchange *x;
+	struct err e;
+
+	snprintf(dir, sizeof(dir), "%s/%0120d", f->dir, 0);
+	assert_int_equal(exchange_open(dir, EXCHANGE_LEARNER, &f->ft, &x, &e),
+			 -1);
+	assert_non_null(strstr(e.msg, "too long"));
+}
+
+static void restart_reattaches(void **state)
+{
+	struct fx *f = *state;
+	struct exchange *ln, *sc;
+	struct exchange_poll_result res;
+	struct exchange_answer a;
+	struct exchange_stats s1, s2;
+	struct exchange_step st = step_of(1, 10);
+	float params[SMALL_N], buf[8];
+
+	assert_int_equal(exchange_open(f->dir, EXCHANGE_SIDECAR, &f->ft, &sc,
+				       NULL), 0);
+	publish_const(sc, 0, 1, 1.0f);
+	publish_const(sc, 1, 1, 2.0f);
+	assert_int_equal(exchange_open(f->dir, EXCHANGE_LEARNER, &f->ft, &ln,
+				       NULL), 0);
+	assert_int_equal(exchange_learner_start(ln, params), 1);
+	exchange_poll(ln, params, &st, &res);
+	assert_int_equal(exchange_read_stats(sc, &s1), 0);
+	exchange_post_pull(sc, 0, 5);
+	exchange_poll(ln, params, &st, &res);
+
+	/* the sidecar restarts: the answer left behind is not re-sent */
+	exchange_set_done(sc, 1);
+	exchange_close(sc);
+	assert_int_equal(exchange_open(f->dir, EXCHANGE_SIDECAR, &f->ft, &sc,
+				       NULL), 0);
+	assert_int_equal(exchange_take_answer(sc, 0, &a, buf), 0);
+	assert_int_equal(exchange_is_done(sc), 0);
+	exchange_post_pull(sc, 0, 6);
+	exchange_poll(ln, params, &st, &res);
+	assert_int_equal(res.done, 0);
+	assert_int_equal(exchange_take_answer(sc, 0, &a, buf), 1);
+	assert_int_equal(a.round, 6);
+
+	/* the learner restarts: it starts from the inbox as it is now */
+	publish_const(sc, 1, 2, 3.0f);
+	exchange_close(ln);
+	memset(params, 0, sizeof(params));
+	assert_int_equal(exchange_open(f->dir, EXCHANGE_LEARNER, &f->ft, &ln,
+				       NULL), 0);
+	assert_int_equal(exchange_learner_start(ln, params), 1);
+	assert_true(params[5] == 1.0f && params[0] == 3.0f);
+	exchange_poll(ln, params, &st, &res);
+	assert_int_equal(exchange_read_stats(sc, &s2), 0);
+	assert_true(s2.incarnation != s1.incarnation);
+	exchange_close(ln);
+	exchange_close(sc);
+}
+
+static int all_equal(const float *v, size_t n)
+{
+	for (size_t i = 1; i < n; i++)
+		if (v[i] != v[0])
+			return 0;
+	return 1;
+}
+
+/* A sidecar killed in the middle of writing an update: the learner gets
+ * the last complete one, and a new sidecar carries on. */
+static void sidecar_killed_mid_copy(void **state)
+{
+	struct fx *f = *state;
+	struct exchange *ln, *sc;
+	struct exchange_poll_result res;
+	struct exchange_step st = step_of(1, 1);
+	size_t n = f->ft.frags[0].numel;
+	float *params = calloc(262144, sizeof(float));
+	int pfd[2], status;
+	char c;
+	pid_t pid;
+
+	assert_int_equal(pipe(pfd), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		float *d;
+
+		if (exchange_open(f->dir, EXCHANGE_SIDECAR, &f->ft, &sc, NULL))
+			_exit(1);
+		publish_const(sc, 0, 1, 1.0f);
+		publish_const(sc, 1, 1, 1.0f);
+		d = exchange_inbox_begin(sc, 0);
+		for (size_t i = 0; i < n / 2; i++)
+			d[i] = 2.0f;
+		if (write(pfd[1], "x", 1) != 1)
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	assert_int_equal(read(pfd[0], &c, 1), 1);
+	kill(pid, SIGKILL);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status));
+	close(pfd[0]);
+	close(pfd[1]);
+
+	assert_int_equal(exchange_open(f->dir, EXCHANGE_LEARNER, &f->ft, &ln,
+				       NULL), 0);
+	assert_int_equal(exchange_learner_start(ln, params), 1);
+	assert_true(all_equal(params, 262144));
+	assert_true(params[0] == 1.0f);
+	exchange_poll(ln, params, &st, &res);
+	assert_int_equal(res.applied, 0);
+
+	/* a new sidecar writes over the abandoned slot */
+	assert_int_equal(exchange_open(f->dir, EXCHANGE_SIDECAR, &f->ft, &sc,
+				       NULL), 0);
+	assert_int_equal(exchange_inbox_version(sc, 0), 1);
+	publish_const(sc, 0, 2, 3.0f);
+	exchange_poll(ln, params, &st, &res);
+	assert_int_equal(res.applied, 1);
+	assert_true(params[0] == 3.0f && all_equal(params, n));
+	exchange_close(sc);
+	exchange_close(ln);
+	free(params);
+}
+
+/* Learner in a child: sets θ to −step everywhere, then polls. Base is 0,
+ * so every answer must be Δ = step uniformly, whatever the timing. */
+static void learner_child(struct fx *f)
+{
+	struct exchange *ln;
+	struct exchange_poll_result res;
+	float *params = calloc(262144, sizeof(float));
+
+	if (!params || exchange_open(f->dir, EXCHANGE_LEARNER, &f->ft, &ln, NULL))
+		_exit(1);
+	while (!exchange_learner_start(ln, params))
+		exchange_wait(ln, 0.05);
+	for (uint64_t step = 1;; step++) {
+		struct exchange_step st = step_of(step, 1);
+
+		for (size_t i = 0; i < 262144; i++)
+			params[i] = -(float)step;
+		exchange_poll(ln, params, &st, &res);
+		if (res.done)
+			break;
+	}
+	exchange_close(ln);
+	_exit(0);
+}
+
+static void check_answer(const struct exchange_answer *a, const float *buf,
+			 size_t n)
+{
+	/* the answer's counters and payload come from the same step */
+	assert_true(a->steps > 0);
+	assert_true(all_equal(buf, n));
+	assert_true(buf[0] == (float)a->step);
+}
+
+/* Concurrent learner and sidecar in two processes, the learner killed at
+ * random moments and restarted: every answer and update read is whole. */
+static void concurrent_and_killed(void **state)
+{
+	struct fx *f = *state;
+	struct exchange *sc;
+	struct exchange_answer a;
+	struct rng rng;
+	size_t n = f->ft.frags[0].numel;
+	float *buf = malloc(n * sizeof(float));
+	uint64_t round = 0, answers = 0;
+	int status;
+
+	rng_seed(&rng, 42);
+	assert_int_equal(exchange_open(f->dir, EXCHANGE_SIDECAR, &f->ft, &sc,
+				       NULL), 0);
+	publish_const(sc, 0, 1, 0.0f);
+	publish_const(sc, 1, 1, 0.0f);
+	for (int life = 0; life < 4; life++) {
+		pid_t pid = fork();
+		double until;
+
+		assert_true(pid >= 0);
+		if (pid == 0)
+			learner_child(f);
+		until = clock_mono() + 0.15 + 0.2 * rng_uniform(&rng);
+		while (clock_mono() < until) {
+			for (int p = 0; p < 2; p++) {
+				exchange_post_pull(sc, p, ++round);
+				if (exchange_take_answer(sc, p, &a, buf)) {
+					check_answer(&a, buf, n);
+					answers++;
+				}
+			}
+			exchange_wait(sc, 0.001);
+		}
+		kill(pid, SIGKILL);
+		assert_int_equal(waitpid(pid, &status, 0), pid);
+		/* whatever the learner was doing, what is published is whole */
+		for (int p = 0; p < 2; p++)
+			if (exchange_take_answer(sc, p, &a, buf)) {
+				check_answer(&a, buf, n);
+				answers++;
+			}
+	}
+	assert_true(answers > 4);
+
+	/* the learner ends cleanly on done */
+	{
+		pid_t pid = fork();
+
+		assert_true(pid >= 0);
+		if (pid == 0)
+			learner_child(f);
+		sleep_seconds(0.05);
+		exchange_set_done(sc, 1);
+		assert_int_equal(waitpid(pid, &status, 0), pid);
+		assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	exchange_close(sc);
+	free(buf);
+}
+
+/* Learner in a child applying updates; exits 3 if it ever holds a
+ * fragment that is not one whole version, or sees versions go back. */
+static void applying_child(struct fx *f)
+{
+	struct exchange *ln;
+	struct exchange_poll_result res;
+	size_t n = f->ft.frags[0].numel;
+	float *params = calloc(262144, sizeof(float));
+	float last[2] = { 0, 0 };
+
+	if (!params || exchange_open(f->dir, EXCHANGE_LEARNER, &f->ft, &ln, NULL))
+		_exit(1);
+	while (!exchange_learner_start(ln, params))
+		exchange_wait(ln, 0.05);
+	for (uint64_t step = 1;; step++) {
+		struct exchange_step st = step_of(step, 1);
+
+		exchange_poll(ln, params, &st, &res);
+		for (int p = 0; p < 2; p++) {
+			float *frag = params + (size_t)p * n;
+
+			if (!all_equal(frag, n) || frag[0] < last[p])
+				_exit(3);
+			last[p] = frag[0];
+		}
+		if (res.done)
+			break;
+	}
+	exchange_close(ln);
+	_exit(0);
+}
+
+/* The sidecar publishes as fast as it can while the learner applies; now
+ * and then the learner is frozen (SIGSTOP) wherever it is, possibly in
+ * the middle of copying a slot, while the sidecar laps it. */
+static void concurrent_updates(void **state)
+{
+	struct fx *f = *state;
+	struct exchange *sc;
+	struct exchange_counters c;
+	struct rng rng;
+	uint64_t v = 1;
+	int status;
+	pid_t pid;
+	double until;
+
+	rng_seed(&rng, 7);
+	assert_int_equal(exchange_open(f->dir, EXCHANGE_SIDECAR, &f->ft, &sc,
+				       NULL), 0);
+	publish_const(sc, 0, v, (float)v);
+	publish_const(sc, 1, v, (float)v);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		applying_child(f);
+	until = clock_mono() + 0.6;
+	while (clock_mono() < until) {
+		v++;
+		for (int p = 0; p < 2; p++)
+			publish_const(sc, p, v, (float)v);
+		if (rng_uniform(&rng) < 0.3) {
+			sleep_seconds(0.0002 * rng_uniform(&rng));
+			kill(pid, SIGSTOP);
+			for (int k = 0; k < 3; k++, v++)
+				for (int p = 0; p < 2; p++)
+					publish_const(sc, p, v + 1, (float)(v + 1));
+			kill(pid, SIGCONT);
+		}
+	}
+	exchange_set_done(sc, 1);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	exchange_counters(sc, &c);
+	assert_true(c.updates_published > 10);
+	assert_true(c.updates_superseded > 0);
+	exchange_close(sc);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(conversation, setup_small, teardown),
+		cmocka_unit_test_setup_teardown(wrong_model_is_refused, setup_small,
+						teardown),
+		cmocka_unit_test_setup_teardown(long_folder_is_refused, setup_small,
+						teardown),
+		cmocka_unit_test_setup_teardown(restart_reattaches, setup_small,
+						teardown),
+		cmocka_unit_test_setup_teardown(sidecar_killed_mid_copy, setup_big,
+						teardown),
+		cmocka_unit_test_setup_teardown(concurrent_and_killed, setup_big,
+						teardown),
+		cmocka_unit_test_setup_teardown(concurrent_updates, setup_big,
+						teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
