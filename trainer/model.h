@@ -36,6 +36,7 @@ struct model_tensor {
 	char name[32];
 	size_t offset, numel;   /* in floats */
 	int is_embedding;
+	int is_matrix;          /* 2-D weight: AdamW decays it */
 };
 
 #define MODEL_MAX_TENSORS 1024
@@ -70,5 +71,12 @@ size_t model_size(const struct model *m);      /* parameters, in floats */
 float model_forward(struct model *m, const int *inputs, const int *targets);
 /* Backward of the last forward (which must have had targets); sets grads. */
 void model_backward(struct model *m);
+
+/* The batch shape the model was made for. */
+int model_batch(const struct model *m, int *B, int *T);
+/* The model's tensor table (n entries), in parameter order. */
+const struct model_tensor *model_tensor_table(const struct model *m, int *n);
+/* Per-position losses (B × T) of the last forward with targets. */
+const float *model_losses(const struct model *m);
 
 #endif

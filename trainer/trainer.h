@@ -6,6 +6,26 @@
  * Learner `learner` of `learners` reads its own shard (spec.data
  * shardPattern) or an offset/stride share of the common data; `ddiloco
  * train` is learner 0 of 1.
+ *
+ * Checkpoint file (trainer_save / trainer_load), little-endian, n floats
+ * of parameters:
+ *
+ *   | offset  | size | field                                         |
+ *   |---------|------|-----------------------------------------------|
+ *   | 0       | 4    | magic "DDTC"                                  |
+ *   | 4       | 4    | uint32 version (1)                            |
+ *   | 8       | 24   | int32 V, maxT, L, NH, C, tied (the shapes)    |
+ *   | 32      | 8    | uint64 step (steps done)                      |
+ *   | 40      | 8    | uint64 tokens trained                         |
+ *   | 48      | 8    | uint64 n (parameter count)                    |
+ *   | 56      | 4·n  | float32 parameters (tensor table order)       |
+ *   | 56+4n   | 4·n  | float32 AdamW first moments m                 |
+ *   | 56+8n   | 4·n  | float32 AdamW second moments v                |
+ *   | 56+12n  | 4    | uint32 CRC-32 of every byte before it         |
+ *
+ * It is written atomically (temporary file, fsync, rename). Loading
+ * refuses, naming the file: a short file, a bad magic or version, a size
+ * or shape that is not the job's model, and a checksum mismatch.
  */
 #ifndef DDILOCO_TRAINER_H
 #define DDILOCO_TRAINER_H
@@ -41,6 +61,18 @@ int trainer_eval(struct trainer *t, size_t max_tokens, double *loss,
 /* Parameters + optimizer state + step, with magic, shapes and checksum. */
 int trainer_save(struct trainer *t, const char *path, struct err *e);
 int trainer_load(struct trainer *t, const char *path, struct err *e);
+
+#define TRAINER_CKPT_MAGIC   "DDTC"
+#define TRAINER_CKPT_VERSION 1u
+#define TRAINER_CKPT_HEADER  56
+
+/* Steps done and tokens trained so far. */
+uint64_t trainer_steps(const struct trainer *t);
+uint64_t trainer_tokens(const struct trainer *t);
+/* The batch shape: B rows of T tokens. */
+void trainer_batch(const struct trainer *t, int *B, int *T);
+/* The schedule's decay horizon in steps (0 = constant after warmup). */
+uint64_t trainer_decay_steps(const struct trainer *t);
 
 /* Scores any parameter vector of the job's model on the validation split. */
 struct evaluator;

@@ -1,0 +1,278 @@
+/*
+ * Data loading: text and llm.c token shards, folders, the train/validation
+ * split, learner shares, and the exact errors for bad files.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "trainer/data.h"
+
+static char dir[64];
+
+static void path_of(char *out, size_t cap, const char *name)
+{
+	snprintf(out, cap, "%s/%s", dir, name);
+}
+
+static void write_file(const char *name, const void *buf, size_t n)
+{
+	char p[256];
+
+	path_of(p, sizeof(p), name);
+	assert_int_equal(file_write_atomic(p, buf, n, NULL), 0);
+}
+
+static void write_shard(const char *name, size_t n, uint16_t mod)
+{
+	uint16_t *tok = malloc(n * sizeof(uint16_t));
+	char p[256];
+
+	for (size_t i = 0; i < n; i++)
+		tok[i] = (uint16_t)(i % mod);
+	path_of(p, sizeof(p), name);
+	assert_int_equal(data_write_shard(p, tok, n, NULL), 0);
+	free(tok);
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	snprintf(dir, sizeof(dir), "/tmp/ddiloco-test-data-XXXXXX");
+	return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	char cmd[128];
+
+	(void)state;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	return system(cmd);
+}
+
+static void text_file_is_bytes(void **state)
+{
+	struct dataset d;
+	char p[256];
+
+	(void)state;
+	write_file("hello.txt", "hi\xff", 3);
+	path_of(p, sizeof(p), "hello.txt");
+	assert_int_equal(dataset_load(&d, p, DATA_AUTO, 256, NULL), 0);
+	assert_int_equal(d.n, 3);
+	assert_int_equal(d.format, DATA_TEXT);
+	assert_int_equal(d.tok[0], 'h');
+	assert_int_equal(d.tok[2], 255);
+	dataset_release(&d);
+}
+
+static void folder_in_name_order(void **state)
+{
+	struct dataset d;
+	struct err e;
+	char p[256], link[256];
+
+	(void)state;
+	path_of(p, sizeof(p), "corpus");
+	assert_int_equal(mkdir_p(p, NULL), 0);
+	write_file("corpus/b", "BB", 2);
+	write_file("corpus/a", "A", 1);
+	write_file("corpus/a.dat", "XXXX", 4);     /* skipped: .dat */
+	write_file("corpus/.hidden", "YYYY", 4);   /* skipped: hidden */
+	path_of(link, sizeof(link), "corpus/a.u8");
+	assert_int_equal(symlink("a", link), 0);   /* skipped: symbolic link */
+	assert_int_equal(dataset_load(&d, p, DATA_AUTO, 256, NULL), 0);
+	assert_int_equal(d.n, 3);
+	assert_int_equal(d.tok[0], 'A');
+	assert_int_equal(d.tok[1], 'B');
+	dataset_release(&d);
+
+	path_of(p, sizeof(p), "empty");
+	assert_int_equal(mkdir_p(p, NULL), 0);
+	assert_int_equal(dataset_load(&d, p, DATA_AUTO, 256, &e), -1);
+	assert_non_null(strstr(e.msg, "data: no data files in folder '"));
+}
+
+static void shard_round_trip(void **state)
+{
+	struct dataset d;
+	char p[256];
+
+	(void)state;
+	write_shard("s.bin", 1000, 50000);
+	path_of(p, sizeof(p), "s.bin");
+	assert_int_equal(dataset_load(&d, p, DATA_AUTO, 50257, NULL), 0);
+	assert_int_equal(d.format, DATA_TOKENS);
+	assert_int_equal(d.n, 1000);
+	for (int i = 0; i < 1000; i++)
+		assert_int_equal(d.tok[i], i);
+	dataset_release(&d);
+	/* forced text reads the same file as bytes */
+	assert_int_equal(dataset_load(&d, p, DATA_TEXT, 256, NULL), 0);
+	assert_int_equal(d.n, 1024 + 2000);
+	dataset_release(&d);
+}
+
+static void expect_error(const char *name, enum data_format fmt, int vocab,
+			 const char *what)
+{
+	struct dataset d;
+	struct err e;
+	char p[256], want[512];
+
+	path_of(p, sizeof(p), name);
+	assert_int_equal(dataset_load(&d, p, fmt, vocab, &e), -1);
+	snprintf(want, sizeof(want), "data: '%s': %s", p, what);
+	assert_string_equal(e.msg, want);
+	assert_null(d.tok);
+}
+
+static void bad_shards_are_refused(void **state)
+{
+	void *buf;
+	size_t len;
+	char p[256];
+	int32_t *h;
+
+	(void)state;
+	write_shard("t.bin", 100, 256);
+	path_of(p, sizeof(p), "t.bin");
+	assert_int_equal(file_read_all(p, 1 << 20, &buf, &len, NULL), 0);
+
+	write_file("trunc.bin", buf, len - 1);
+	expect_error("trunc.bin", DATA_AUTO, 256,
+		     "truncated token shard: the header says 100 tokens, the file holds 99");
+	write_file("short.bin", buf, 500);
+	expect_error("short.bin", DATA_TOKENS, 256,
+		     "truncated token shard header (500 of 1024 bytes)");
+	write_file("long.bin", buf, len);
+	{
+		char *more = malloc(len + 3);
+
+		memcpy(more, buf, len);
+		memset(more + len, 0, 3);
+		write_file("long.bin", more, len + 3);
+		free(more);
+	}
+	expect_error("long.bin", DATA_AUTO, 256,
+		     "corrupt token shard: 3 bytes after the 100 tokens the header announces");
+	expect_error("t.bin", DATA_AUTO, 50,
+		     "token 50 at index 50 is outside the vocabulary (50)");
+	h = buf;
+	h[1] = 2;
+	write_file("v2.bin", buf, len);
+	expect_error("v2.bin", DATA_AUTO, 256,
+		     "unsupported token shard version 2 (expected 1)");
+	h[1] = 1;
+	h[2] = -5;
+	write_file("neg.bin", buf, len);
+	expect_error("neg.bin", DATA_AUTO, 256,
+		     "corrupt token shard header (token count -5)");
+	free(buf);
+
+	write_file("text.txt", "just some text that is long enough", 34);
+	expect_error("text.txt", DATA_TOKENS, 256,
+		     "not a token shard (magic 1953723754, expected 20240520)");
+	{
+		struct dataset d;
+		struct err e;
+
+		path_of(p, sizeof(p), "text.txt");
+		assert_int_equal(dataset_load(&d, p, DATA_AUTO, 100, &e), -1);
+		assert_non_null(strstr(e.msg, "is text (bytes) but spec.model.vocabSize is 100, less than 256"));
+		path_of(p, sizeof(p), "missing");
+		assert_int_equal(dataset_load(&d, p, DATA_AUTO, 256, &e), -1);
+		assert_non_null(strstr(e.msg, "data: cannot open '"));
+		assert_non_null(strstr(e.msg, "missing': No such file or directory"));
+	}
+}
+
+static void split_and_learner_windows(void **state)
+{
+	struct job_data jd = { .val_fraction = 0.25 };
+	struct data d;
+	int in[8], tg[8];
+
+	(void)state;
+	write_shard("w.bin", 100, 1000);   /* tokens 0..99 */
+	path_of(jd.path, sizeof(jd.path), "w.bin");
+	assert_int_equal(data_open(&d, &jd, 1000, 1, 3, NULL), 0);
+	assert_int_equal(d.ntrain, 75);
+	assert_int_equal(d.nval, 25);
+	assert_int_equal(d.val[0], 75);
+	/* B 2 × T 4: windows of 9 tokens every 8, (75 − 1)/8 = 9 of them */
+	assert_int_equal(data_windows(&d, 2, 4), 9);
+	data_batch(&d, 0, 2, 4, in, tg);        /* learner 1: window 1 */
+	assert_int_equal(in[0], 8);
+	assert_int_equal(tg[0], 9);
+	assert_int_equal(in[7], 15);
+	assert_int_equal(tg[7], 16);
+	data_batch(&d, 1, 2, 4, in, tg);        /* window 4 */
+	assert_int_equal(in[0], 32);
+	data_batch(&d, 3, 2, 4, in, tg);        /* window 10 mod 9 = 1 */
+	assert_int_equal(in[0], 8);
+	/* validation rows of T + 1 every T: (25 − 1)/4 = 6 */
+	assert_int_equal(data_val_rows(&d, 4), 6);
+	data_val_row(&d, 2, 4, in, tg);
+	assert_int_equal(in[0], 83);
+	assert_int_equal(tg[3], 87);
+	data_close(&d);
+
+	/* valPath: all of path trains */
+	path_of(jd.val_path, sizeof(jd.val_path), "t.bin");
+	assert_int_equal(data_open(&d, &jd, 1000, 0, 1, NULL), 0);
+	assert_int_equal(d.ntrain, 100);
+	assert_int_equal(d.nval, 100);
+	data_close(&d);
+	assert_int_equal(data_open_val(&d, &jd, 1000, NULL), 0);
+	assert_int_equal(d.nval, 100);
+	data_close(&d);
+}
+
+static void own_shards(void **state)
+{
+	struct job_data jd = { .val_fraction = 0.1 };
+	struct data d;
+	struct err e;
+	int in[4], tg[4];
+	uint16_t tok[50];
+
+	(void)state;
+	for (int i = 0; i < 50; i++)
+		tok[i] = (uint16_t)(500 + i);
+	path_of(jd.shard_pattern, sizeof(jd.shard_pattern), "own-1.bin");
+	assert_int_equal(data_write_shard(jd.shard_pattern, tok, 50, NULL), 0);
+	path_of(jd.shard_pattern, sizeof(jd.shard_pattern), "own-{learner}.bin");
+	assert_int_equal(data_open(&d, &jd, 1000, 1, 2, NULL), 0);
+	assert_int_equal(d.ntrain, 45);
+	data_batch(&d, 1, 1, 4, in, tg);        /* own shard: window 1 */
+	assert_int_equal(in[0], 504);
+	data_close(&d);
+	assert_int_equal(data_open(&d, &jd, 1000, 0, 2, &e), -1);   /* own-0 missing */
+	assert_non_null(strstr(e.msg, "own-0.bin': No such file or directory"));
+	path_of(jd.shard_pattern, sizeof(jd.shard_pattern), "own.bin");
+	assert_int_equal(data_open(&d, &jd, 1000, 0, 2, &e), -1);
+	assert_non_null(strstr(e.msg, "has no {learner}"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(text_file_is_bytes),
+		cmocka_unit_test(folder_in_name_order),
+		cmocka_unit_test(shard_round_trip),
+		cmocka_unit_test(bad_shards_are_refused),
+		cmocka_unit_test(split_and_learner_windows),
+		cmocka_unit_test(own_shards),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

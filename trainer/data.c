@@ -1,0 +1,363 @@
+/*
+ * data: reads text and llm.c token shards into one uint16 token array per
+ * path, splits train/validation and hands out batch windows.
+ *
+ * Everything is held in memory (at most DATA_MAX_BYTES per path): the
+ * reference learner trains on small corpora, and a plain array keeps the
+ * batch logic a few lines of index arithmetic.
+ */
+#include "trainer/data.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/util.h"
+
+/* Appends the tokens of one file's bytes to d. */
+static int add_file(struct dataset *d, const char *path, const uint8_t *buf,
+		    size_t len, enum data_format fmt, int vocab, struct err *e)
+{
+	int32_t hdr[3];
+	size_t ntok, expect;
+	uint16_t *grown;
+
+	if (fmt == DATA_AUTO) {
+		int32_t magic = 0;
+
+		if (len >= 4)
+			memcpy(&magic, buf, 4);
+		fmt = magic == DATA_SHARD_MAGIC ? DATA_TOKENS : DATA_TEXT;
+	}
+	if (d->format != DATA_AUTO && d->format != fmt)
+		return err_set(e, "data: '%s' is %s but the files before it are %s",
+			       path, fmt == DATA_TEXT ? "text" : "a token shard",
+			       d->format == DATA_TEXT ? "text" : "token shards");
+	d->format = fmt;
+	if (fmt == DATA_TEXT) {
+		if (vocab < 256)
+			return err_set(e, "data: '%s' is text (bytes) but spec.model.vocabSize is %d, less than 256",
+				       path, vocab);
+		ntok = len;
+	} else {
+		memset(hdr, 0, sizeof(hdr));
+		memcpy(hdr, buf, len < 4 ? len : 4);
+		if (hdr[0] != DATA_SHARD_MAGIC)
+			return err_set(e, "data: '%s': not a token shard (magic %d, expected %d)",
+				       path, hdr[0], DATA_SHARD_MAGIC);
+		if (len < DATA_SHARD_HEADER)
+			return err_set(e, "data: '%s': truncated token shard header (%zu of %d bytes)",
+				       path, len, DATA_SHARD_HEADER);
+		memcpy(hdr, buf, sizeof(hdr));
+		if (hdr[1] != DATA_SHARD_VERSION)
+			return err_set(e, "data: '%s': unsupported token shard version %d (expected %d)",
+				       path, hdr[1], DATA_SHARD_VERSION);
+		if (hdr[2] < 0)
+			return err_set(e, "data: '%s': corrupt token shard header (token count %d)",
+				       path, hdr[2]);
+		ntok = (size_t)hdr[2];
+		expect = DATA_SHARD_HEADER + 2 * ntok;
+		if (len < expect)
+			return err_set(e, "data: '%s': truncated token shard: the header says %zu tokens, the file holds %zu",
+				       path, ntok, (len - DATA_SHARD_HEADER) / 2);
+		if (len > expect)
+			return err_set(e, "data: '%s': corrupt token shard: %zu bytes after the %zu tokens the header announces",
+				       path, len - expect, ntok);
+	}
+	grown = realloc(d->tok, (d->n + ntok + 1) * sizeof(uint16_t));
+	if (!grown)
+		return err_set(e, "data: out of memory reading '%s'", path);
+	d->tok = grown;
+	if (fmt == DATA_TEXT) {
+		for (size_t i = 0; i < ntok; i++)
+			d->tok[d->n + i] = buf[i];
+	} else {
+		const uint8_t *p = buf + DATA_SHARD_HEADER;
+
+		for (size_t i = 0; i < ntok; i++) {
+			uint16_t t = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
+
+			if (t >= vocab)
+				return err_set(e, "data: '%s': token %u at index %zu is outside the vocabulary (%d)",
+					       path, t, i, vocab);
+			d->tok[d->n + i] = t;
+		}
+	}
+	d->n += ntok;
+	return 0;
+}
+
+static int load_one(struct dataset *d, const char *path, enum data_format fmt,
+		    int vocab, size_t *budget, struct err *e)
+{
+	void *buf;
+	size_t len;
+	int rc;
+
+	if (file_read_all(path, *budget, &buf, &len, e))
+		return err_wrap(e, "data");
+	*budget -= len;
+	rc = add_file(d, path, buf, len, fmt, vocab, e);
+	free(buf);
+	return rc;
+}
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int wanted(const char *name)
+{
+	size_t n = strlen(name);
+
+	if (name[0] == '.')
+		return 0;
+	return !(n >= 4 && !strcmp(name + n - 4, ".dat"));
+}
+
+static int load_dir(struct dataset *d, const char *dir, enum data_format fmt,
+		    int vocab, size_t *budget, struct err *e)
+{
+	DIR *dh = opendir(dir);
+	struct dirent *de;
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	int rc = 0;
+
+	if (!dh)
+		return err_set(e, "data: cannot open folder '%s'", dir);
+	while ((de = readdir(dh))) {
+		char path[4096];
+		struct stat st;
+
+		if (!wanted(de->d_name))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		if (lstat(path, &st) || !S_ISREG(st.st_mode))
+			continue;
+		if (n == cap) {
+			char **g = realloc(names, (cap = cap ? 2 * cap : 64) * sizeof(*names));
+
+			if (!g) {
+				rc = err_set(e, "data: out of memory listing '%s'", dir);
+				goto out;
+			}
+			names = g;
+		}
+		if (n >= 100000) {
+			rc = err_set(e, "data: folder '%s' has more than 100000 files", dir);
+			goto out;
+		}
+		names[n++] = strdup(path);
+	}
+	if (n == 0) {
+		rc = err_set(e, "data: no data files in folder '%s'", dir);
+		goto out;
+	}
+	qsort(names, n, sizeof(*names), by_name);
+	for (size_t i = 0; i < n && !rc; i++)
+		rc = load_one(d, names[i], fmt, vocab, budget, e);
+out:
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	closedir(dh);
+	return rc;
+}
+
+int dataset_load(struct dataset *d, const char *path, enum data_format fmt,
+		 int vocab, struct err *e)
+{
+	struct stat st;
+	size_t budget = DATA_MAX_BYTES;
+	int rc;
+
+	memset(d, 0, sizeof(*d));
+	if (!path[0])
+		return err_set(e, "data: spec.data.path is empty");
+	if (stat(path, &st))
+		return err_set(e, "data: cannot open '%s': %s", path, strerror(errno));
+	if (S_ISDIR(st.st_mode))
+		rc = load_dir(d, path, fmt, vocab, &budget, e);
+	else
+		rc = load_one(d, path, fmt, vocab, &budget, e);
+	if (rc)
+		dataset_release(d);
+	return rc;
+}
+
+void dataset_release(struct dataset *d)
+{
+	free(d->tok);
+	memset(d, 0, sizeof(*d));
+}
+
+int data_write_shard(const char *path, const uint16_t *tok, size_t n,
+		     struct err *e)
+{
+	size_t len = DATA_SHARD_HEADER + 2 * n;
+	uint8_t *buf;
+	int32_t hdr[3] = { DATA_SHARD_MAGIC, DATA_SHARD_VERSION, (int32_t)n };
+	int rc;
+
+	if (n > INT32_MAX)
+		return err_set(e, "data: %zu tokens do not fit one shard", n);
+	buf = calloc(1, len);
+	if (!buf)
+		return err_set(e, "data: out of memory writing '%s'", path);
+	memcpy(buf, hdr, sizeof(hdr));
+	for (size_t i = 0; i < n; i++) {
+		buf[DATA_SHARD_HEADER + 2 * i] = (uint8_t)(tok[i] & 0xff);
+		buf[DATA_SHARD_HEADER + 2 * i + 1] = (uint8_t)(tok[i] >> 8);
+	}
+	rc = file_write_atomic(path, buf, len, e);
+	free(buf);
+	return rc;
+}
+
+/* pattern with every "{learner}" replaced by m. */
+static int shard_path(char *out, size_t cap, const char *pattern, int m,
+		      struct err *e)
+{
+	const char *key = "{learner}", *p = pattern;
+	size_t used = 0;
+
+	if (!strstr(pattern, key))
+		return err_set(e, "data: spec.data.shardPattern '%s' has no {learner}",
+			       pattern);
+	while (*p) {
+		int w;
+
+		if (!strncmp(p, key, strlen(key))) {
+			w = snprintf(out + used, cap - used, "%d", m);
+			p += strlen(key);
+		} else {
+			w = snprintf(out + used, cap - used, "%c", *p);
+			p++;
+		}
+		if (w < 0 || (size_t)w >= cap - used)
+			return err_set(e, "data: shard path from '%s' is too long", pattern);
+		used += (size_t)w;
+	}
+	return 0;
+}
+
+/* Sets train/val from src (tail split) or from valsrc. */
+static void split(struct data *d, double val_fraction, int have_valsrc)
+{
+	if (have_valsrc) {
+		d->train = d->src.tok;
+		d->ntrain = d->src.n;
+		d->val = d->valsrc.tok;
+		d->nval = d->valsrc.n;
+	} else {
+		size_t nval = (size_t)((double)d->src.n * val_fraction);
+
+		d->train = d->src.tok;
+		d->ntrain = d->src.n - nval;
+		d->val = d->src.tok + d->ntrain;
+		d->nval = nval;
+	}
+}
+
+int data_open(struct data *d, const struct job_data *jd, int vocab,
+	      int learner, int learners, struct err *e)
+{
+	char path[JOB_PATH_MAX + 64];
+
+	memset(d, 0, sizeof(*d));
+	d->offset = learner;
+	d->stride = learners;
+	if (jd->shard_pattern[0]) {
+		if (shard_path(path, sizeof(path), jd->shard_pattern, learner, e))
+			return -1;
+		d->offset = 0;     /* the whole shard is this learner's */
+		d->stride = 1;
+	} else {
+		snprintf(path, sizeof(path), "%s", jd->path);
+	}
+	snprintf(d->train_name, sizeof(d->train_name), "%s", path);
+	if (dataset_load(&d->src, path, jd->format, vocab, e))
+		return -1;
+	if (jd->val_path[0] &&
+	    dataset_load(&d->valsrc, jd->val_path, jd->format, vocab, e)) {
+		data_close(d);
+		return -1;
+	}
+	split(d, jd->val_fraction, jd->val_path[0] != 0);
+	return 0;
+}
+
+int data_open_val(struct data *d, const struct job_data *jd, int vocab,
+		  struct err *e)
+{
+	char path[JOB_PATH_MAX + 64];
+
+	memset(d, 0, sizeof(*d));
+	d->stride = 1;
+	if (jd->val_path[0]) {
+		if (dataset_load(&d->valsrc, jd->val_path, jd->format, vocab, e))
+			return -1;
+		split(d, 0, 1);
+		return 0;
+	}
+	if (jd->path[0])
+		snprintf(path, sizeof(path), "%s", jd->path);
+	else if (jd->shard_pattern[0]) {
+		if (shard_path(path, sizeof(path), jd->shard_pattern, 0, e))
+			return -1;
+	} else
+		return err_set(e, "data: neither spec.data.valPath nor spec.data.path is set");
+	snprintf(d->train_name, sizeof(d->train_name), "%s", path);
+	if (dataset_load(&d->src, path, jd->format, vocab, e))
+		return -1;
+	split(d, jd->val_fraction, 0);
+	return 0;
+}
+
+void data_close(struct data *d)
+{
+	dataset_release(&d->src);
+	dataset_release(&d->valsrc);
+	memset(d, 0, sizeof(*d));
+}
+
+size_t data_windows(const struct data *d, int B, int T)
+{
+	size_t bt = (size_t)B * T;
+
+	return d->ntrain > bt ? (d->ntrain - 1) / bt : 0;
+}
+
+void data_batch(const struct data *d, uint64_t step, int B, int T,
+		int *inputs, int *targets)
+{
+	size_t bt = (size_t)B * T, W = data_windows(d, B, T);
+	size_t w = (size_t)((step * (uint64_t)d->stride + (uint64_t)d->offset) % W);
+	const uint16_t *p = d->train + w * bt;
+
+	for (size_t i = 0; i < bt; i++) {
+		inputs[i] = p[i];
+		targets[i] = p[i + 1];
+	}
+}
+
+size_t data_val_rows(const struct data *d, int T)
+{
+	return d->nval > (size_t)T ? (d->nval - 1) / (size_t)T : 0;
+}
+
+void data_val_row(const struct data *d, size_t r, int T, int *inputs,
+		  int *targets)
+{
+	const uint16_t *p = d->val + r * (size_t)T;
+
+	for (int i = 0; i < T; i++) {
+		inputs[i] = p[i];
+		targets[i] = p[i + 1];
+	}
+}

@@ -1,0 +1,84 @@
+/*
+ * data: token streams for training and validation.
+ *
+ * Two formats, detected from the first four bytes unless spec.data.format
+ * says which:
+ *   text    any file, read as bytes: token = byte (vocabulary 256)
+ *   tokens  the llm.c token shard, little-endian:
+ *
+ *     | offset | size      | field                               |
+ *     |--------|-----------|-------------------------------------|
+ *     | 0      | 4         | int32 magic 20240520                |
+ *     | 4      | 4         | int32 version 1                     |
+ *     | 8      | 4         | int32 token count n                 |
+ *     | 12     | 1012      | int32 × 253, unused (zero)          |
+ *     | 1024   | 2·n       | uint16 tokens                       |
+ *
+ * A path may be a file or a folder; a folder means all its regular files
+ * (symbolic links and names starting with '.' or ending in ".dat" are
+ * skipped), concatenated in name order. A shard whose size disagrees with
+ * its header, or holding a token outside the vocabulary, is an error that
+ * names the file.
+ *
+ * Split: validation is spec.data.valPath when given, else the last
+ * valFraction of the data. Learner m of M trains on its own shard when
+ * spec.data.shardPattern is set ("{learner}" replaced by m), else on every
+ * M-th batch window of the common data starting at window m.
+ * A batch window is B·T + 1 consecutive tokens; window w starts at w·B·T.
+ */
+#ifndef DDILOCO_DATA_H
+#define DDILOCO_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+#include "common/jobspec.h"
+
+#define DATA_SHARD_MAGIC   20240520
+#define DATA_SHARD_VERSION 1
+#define DATA_SHARD_HEADER  1024            /* bytes */
+#define DATA_MAX_BYTES     ((size_t)4 << 30)   /* per path, all files */
+
+struct dataset {
+	uint16_t *tok;
+	size_t n;
+	enum data_format format;     /* as found: DATA_TEXT or DATA_TOKENS */
+};
+
+/* Loads a file or folder; vocab bounds the tokens. */
+int dataset_load(struct dataset *d, const char *path, enum data_format fmt,
+		 int vocab, struct err *e);
+void dataset_release(struct dataset *d);
+
+/* Writes tokens as an llm.c shard (atomically). */
+int data_write_shard(const char *path, const uint16_t *tok, size_t n,
+		     struct err *e);
+
+struct data {
+	struct dataset src, valsrc;  /* valsrc used only with valPath */
+	const uint16_t *train, *val;
+	size_t ntrain, nval;
+	int offset, stride;          /* window w of step s: s·stride + offset */
+	char train_name[512];        /* for messages */
+};
+
+/* Training and validation streams of learner `learner` of `learners`. */
+int data_open(struct data *d, const struct job_data *jd, int vocab,
+	      int learner, int learners, struct err *e);
+/* Only the validation stream (what the syncer's evaluator reads). */
+int data_open_val(struct data *d, const struct job_data *jd, int vocab,
+		  struct err *e);
+void data_close(struct data *d);
+
+/* Number of B × T training windows; 0 when the data holds less than one. */
+size_t data_windows(const struct data *d, int B, int T);
+/* inputs/targets (B·T) of the batch for this learner's step `step`. */
+void data_batch(const struct data *d, uint64_t step, int B, int T,
+		int *inputs, int *targets);
+/* Row r (T + 1 tokens at r·T) of the validation stream. */
+size_t data_val_rows(const struct data *d, int T);
+void data_val_row(const struct data *d, size_t r, int T, int *inputs,
+		  int *targets);
+
+#endif
