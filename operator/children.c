@@ -1,0 +1,290 @@
+/*
+ * children: builds each child with json_pack. The learner pod's restart
+ * policy is Never: the operator recreates a failed learner itself, with
+ * per-learner backoff and a restart count in the job's status, and no
+ * other pod is touched. The sidecar is an init container with
+ * restartPolicy Always (a native sidecar): it starts before the learner
+ * and ends when the learner ends, so a finished pod finishes.
+ */
+#include "operator/children.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *sget(json_t *o, const char *a, const char *b)
+{
+	return json_string_value(json_object_get(json_object_get(o, a), b));
+}
+
+json_t *job_core(json_t *obj)
+{
+	json_t *meta = json_object_get(obj, "metadata");
+	json_t *spec = json_deep_copy(json_object_get(obj, "spec"));
+	json_t *o;
+
+	if (!spec)
+		spec = json_object();
+	json_object_del(spec, "backoffLimit");
+	json_object_del(json_object_get(spec, "learners"), "imagePullPolicy");
+	json_object_del(json_object_get(spec, "learners"), "nodeSelector");
+	json_object_del(json_object_get(spec, "learners"), "tolerations");
+	json_object_del(json_object_get(spec, "data"), "claimName");
+	json_object_del(json_object_get(spec, "data"), "mountPath");
+	json_object_del(json_object_get(spec, "syncer"), "storage");
+	json_object_del(json_object_get(spec, "syncer"), "storageClassName");
+	o = json_pack("{s:s, s:s, s:{s:O?, s:O?}, s:o}",
+		      "apiVersion", "ddiloco.io/v1alpha1",
+		      "kind", "DecoupledTrainingJob",
+		      "metadata",
+		      "name", json_object_get(meta, "name"),
+		      "namespace", json_object_get(meta, "namespace"),
+		      "spec", spec);
+	return o;
+}
+
+static json_t *labels(const struct child_ctx *c, const char *role)
+{
+	return json_pack("{s:s, s:s, s:s, s:s}",
+			 "app.kubernetes.io/name", "ddiloco",
+			 "app.kubernetes.io/managed-by", "ddiloco-operator",
+			 LABEL_JOB, c->name, LABEL_ROLE, role);
+}
+
+static json_t *meta(const struct child_ctx *c, const char *name,
+		    const char *role)
+{
+	return json_pack("{s:s, s:s, s:o, s:[{s:s, s:s, s:s, s:s, s:b, s:b}]}",
+			 "name", name, "namespace", c->ns,
+			 "labels", labels(c, role),
+			 "ownerReferences",
+			 "apiVersion", "ddiloco.io/v1alpha1",
+			 "kind", "DecoupledTrainingJob",
+			 "name", c->name, "uid", c->uid,
+			 "controller", 1, "blockOwnerDeletion", 1);
+}
+
+static json_t *object(const char *api, const char *kind, json_t *m, json_t *spec)
+{
+	return json_pack("{s:s, s:s, s:o, s:o}", "apiVersion", api, "kind", kind,
+			 "metadata", m, "spec", spec);
+}
+
+json_t *child_configmap(const struct child_ctx *c)
+{
+	char name[128];
+
+	snprintf(name, sizeof(name), "%s-spec", c->name);
+	return json_pack("{s:s, s:s, s:o, s:{s:s}}", "apiVersion", "v1",
+			 "kind", "ConfigMap", "metadata", meta(c, name, "spec"),
+			 "data", "job.json", c->job_json);
+}
+
+json_t *child_service(const struct child_ctx *c)
+{
+	char name[128];
+
+	snprintf(name, sizeof(name), "%s-syncer", c->name);
+	return object("v1", "Service", meta(c, name, "syncer"),
+		      json_pack("{s:s, s:b, s:{s:s, s:s}, s:[{s:s, s:i, s:i}, {s:s, s:i, s:i}]}",
+				"clusterIP", "None",
+				"publishNotReadyAddresses", 1,
+				"selector", LABEL_JOB, c->name, LABEL_ROLE, "syncer",
+				"ports",
+				"name", "grpc", "port", c->js->syncer.port,
+				"targetPort", c->js->syncer.port,
+				"name", "http", "port", c->js->syncer.http_port,
+				"targetPort", c->js->syncer.http_port));
+}
+
+static const char *storage(const struct child_ctx *c)
+{
+	const char *s = sget(c->spec, "syncer", "storage");
+
+	return s ? s : "1Gi";
+}
+
+json_t *child_pvc(const struct child_ctx *c)
+{
+	char name[128];
+	json_t *spec;
+	const char *cls = sget(c->spec, "syncer", "storageClassName");
+
+	snprintf(name, sizeof(name), "%s-checkpoints", c->name);
+	spec = json_pack("{s:[s], s:{s:{s:s}}}", "accessModes", "ReadWriteOnce",
+			 "resources", "requests", "storage", storage(c));
+	if (cls)
+		json_object_set_new(spec, "storageClassName", json_string(cls));
+	return object("v1", "PersistentVolumeClaim", meta(c, name, "checkpoints"), spec);
+}
+
+/* Volumes and mounts every container of the job has: spec, data. */
+static void common_volumes(const struct child_ctx *c, json_t *volumes,
+			   json_t *mounts)
+{
+	const char *claim = sget(c->spec, "data", "claimName");
+	const char *mount = sget(c->spec, "data", "mountPath");
+	char cm[128];
+
+	snprintf(cm, sizeof(cm), "%s-spec", c->name);
+	json_array_append_new(volumes, json_pack("{s:s, s:{s:s}}", "name", "spec",
+						 "configMap", "name", cm));
+	json_array_append_new(mounts, json_pack("{s:s, s:s, s:b}", "name", "spec",
+						"mountPath", SPEC_DIR, "readOnly", 1));
+	if (claim) {
+		json_array_append_new(volumes, json_pack(
+			"{s:s, s:{s:s, s:b}}", "name", "data",
+			"persistentVolumeClaim", "claimName", claim, "readOnly", 1));
+		json_array_append_new(mounts, json_pack(
+			"{s:s, s:s, s:b}", "name", "data",
+			"mountPath", mount ? mount : "/data", "readOnly", 1));
+	}
+}
+
+static const char *pull_policy(const struct child_ctx *c)
+{
+	const char *p = sget(c->spec, "learners", "imagePullPolicy");
+
+	return p ? p : "IfNotPresent";
+}
+
+/* Pod-level placement: nodeSelector and tolerations passed through. */
+static void placement(const struct child_ctx *c, json_t *podspec)
+{
+	json_t *l = json_object_get(c->spec, "learners");
+	json_t *ns = json_object_get(l, "nodeSelector");
+	json_t *tol = json_object_get(l, "tolerations");
+
+	if (json_is_object(ns) && json_object_size(ns))
+		json_object_set(podspec, "nodeSelector", ns);
+	if (json_is_array(tol) && json_array_size(tol))
+		json_object_set(podspec, "tolerations", tol);
+}
+
+json_t *child_syncer(const struct child_ctx *c)
+{
+	char name[128], claim[128];
+	json_t *volumes = json_array(), *mounts = json_array(), *podspec, *sel;
+	const char *st = storage(c);
+
+	snprintf(name, sizeof(name), "%s-syncer", c->name);
+	snprintf(claim, sizeof(claim), "%s-checkpoints", c->name);
+	common_volumes(c, volumes, mounts);
+	if (st[0])
+		json_array_append_new(volumes, json_pack(
+			"{s:s, s:{s:s}}", "name", "checkpoints",
+			"persistentVolumeClaim", "claimName", claim));
+	else
+		json_array_append_new(volumes, json_pack(
+			"{s:s, s:{}}", "name", "checkpoints", "emptyDir"));
+	json_array_append_new(mounts, json_pack("{s:s, s:s}", "name", "checkpoints",
+						"mountPath", CHECKPOINT_DIR));
+	podspec = json_pack(
+		"{s:[{s:s, s:s, s:s, s:[s,s,s,s,s,s], s:[{s:s, s:i}, {s:s, s:i}],"
+		" s:{s:{s:s, s:i}, s:i}, s:o}], s:o}",
+		"containers",
+		"name", "syncer", "image", c->js->learners.image,
+		"imagePullPolicy", pull_policy(c),
+		"command", "ddiloco", "syncer", "--job", SPEC_DIR "/job.json",
+		"--checkpoint-dir", CHECKPOINT_DIR,
+		"ports", "name", "grpc", "containerPort", c->js->syncer.port,
+		"name", "http", "containerPort", c->js->syncer.http_port,
+		"readinessProbe", "httpGet", "path", "/readyz",
+		"port", c->js->syncer.http_port, "periodSeconds", 5,
+		"volumeMounts", mounts,
+		"volumes", volumes);
+	placement(c, podspec);
+	sel = json_pack("{s:s, s:s}", LABEL_JOB, c->name, LABEL_ROLE, "syncer");
+	return object("apps/v1", "StatefulSet", meta(c, name, "syncer"),
+		      json_pack("{s:i, s:s, s:s, s:{s:o}, s:{s:{s:o}, s:o}}",
+				"replicas", 1, "serviceName", name,
+				"podManagementPolicy", "Parallel",
+				"selector", "matchLabels", sel,
+				"template", "metadata", "labels", labels(c, "syncer"),
+				"spec", podspec));
+}
+
+static json_t *resources(const struct child_ctx *c)
+{
+	const struct job_learners *l = &c->js->learners;
+	json_t *req = json_object(), *lim = json_object();
+
+	if (l->cpu[0])
+		json_object_set_new(req, "cpu", json_string(l->cpu));
+	if (l->memory[0]) {
+		json_object_set_new(req, "memory", json_string(l->memory));
+		json_object_set_new(lim, "memory", json_string(l->memory));
+	}
+	if (l->gpu[0] && strcmp(l->gpu, "0")) {
+		json_object_set_new(req, "nvidia.com/gpu", json_string(l->gpu));
+		json_object_set_new(lim, "nvidia.com/gpu", json_string(l->gpu));
+	}
+	return json_pack("{s:o, s:o}", "requests", req, "limits", lim);
+}
+
+void syncer_address(const char *job, const char *ns, int port, char *out,
+		    size_t n)
+{
+	snprintf(out, n, "%s-syncer-0.%s-syncer.%s.svc:%d", job, job, ns, port);
+}
+
+json_t *child_learner(const struct child_ctx *c, int index)
+{
+	char name[128], idx[16], addr[300];
+	json_t *volumes = json_array(), *mounts = json_array(), *m, *podspec;
+	json_t *side_mounts;
+
+	snprintf(name, sizeof(name), "%s-learner-%d", c->name, index);
+	snprintf(idx, sizeof(idx), "%d", index);
+	syncer_address(c->name, c->ns, c->js->syncer.port, addr, sizeof(addr));
+	json_array_append_new(volumes, json_pack(
+		"{s:s, s:{s:s}}", "name", "exchange", "emptyDir", "medium", "Memory"));
+	json_array_append_new(mounts, json_pack("{s:s, s:s}", "name", "exchange",
+						"mountPath", EXCHANGE_DIR));
+	common_volumes(c, volumes, mounts);
+	side_mounts = json_deep_copy(mounts);
+	podspec = json_pack(
+		"{s:s, s:i, s:[{s:s, s:s, s:s, s:s,"
+		"  s:[s,s,s,s,s,s,s,s,s,s], s:o}],"
+		" s:[{s:s, s:s, s:s, s:[s,s,s,s,s,s,s,s], s:[{s:s, s:s}], s:o, s:o}],"
+		" s:o}",
+		"restartPolicy", "Never",
+		"terminationGracePeriodSeconds", 10,
+		"initContainers",
+		"name", "sidecar", "image", c->js->learners.image,
+		"imagePullPolicy", pull_policy(c), "restartPolicy", "Always",
+		"command", "ddiloco", "sidecar", "--job", SPEC_DIR "/job.json",
+		"--id", idx, "--exchange", EXCHANGE_DIR, "--syncer", addr,
+		"volumeMounts", side_mounts,
+		"containers",
+		"name", "learner", "image", c->js->learners.image,
+		"imagePullPolicy", pull_policy(c),
+		"command", "ddiloco", "learner", "--job", SPEC_DIR "/job.json",
+		"--id", idx, "--exchange", EXCHANGE_DIR,
+		"env", "name", "DDILOCO_LEARNER_ID", "value", idx,
+		"resources", resources(c),
+		"volumeMounts", mounts,
+		"volumes", volumes);
+	placement(c, podspec);
+	m = meta(c, name, "learner");
+	json_object_set_new(json_object_get(m, "labels"), LABEL_INDEX, json_string(idx));
+	return object("v1", "Pod", m, podspec);
+}
+
+int learner_index(const char *job, const char *pod)
+{
+	size_t n = strlen(job);
+	const char *p;
+	char *end;
+	long v;
+
+	if (strncmp(pod, job, n) || strncmp(pod + n, "-learner-", 9))
+		return -1;
+	p = pod + n + 9;
+	if (*p < '0' || *p > '9' || (*p == '0' && p[1]))
+		return -1;
+	v = strtol(p, &end, 10);
+	if (*end || v > 1000000)
+		return -1;
+	return (int)v;
+}

@@ -1,0 +1,60 @@
+/*
+ * children: the objects a DecoupledTrainingJob owns, as JSON ready for
+ * server-side apply. Pure functions of the job; no I/O.
+ *
+ *   <job>-spec         ConfigMap  job.json: the job as jobspec reads it
+ *   <job>-syncer       Service    headless; learners dial
+ *                                 <job>-syncer-0.<job>-syncer.<ns>.svc
+ *   <job>-checkpoints  PVC        the syncer's checkpoints (unless
+ *                                 spec.syncer.storage is "")
+ *   <job>-syncer       StatefulSet one replica: `ddiloco syncer`
+ *   <job>-learner-<i>  Pod        container learner + native sidecar,
+ *                                 shared emptyDir (medium Memory)
+ *
+ * Every child carries the labels ddiloco.io/job and ddiloco.io/role and
+ * a controller owner reference (blockOwnerDeletion) to the job.
+ */
+#ifndef DDILOCO_CHILDREN_H
+#define DDILOCO_CHILDREN_H
+
+#include <jansson.h>
+
+#include "common/err.h"
+#include "common/jobspec.h"
+
+#define LABEL_JOB   "ddiloco.io/job"
+#define LABEL_ROLE  "ddiloco.io/role"
+#define LABEL_INDEX "ddiloco.io/learner-index"
+#define EXCHANGE_DIR "/run/ddiloco"
+#define SPEC_DIR "/etc/ddiloco"
+#define CHECKPOINT_DIR "/var/lib/ddiloco"
+
+struct child_ctx {
+	const char *name, *ns, *uid;
+	const struct job_spec *js;
+	json_t *spec;                 /* the object's raw spec (pass-through) */
+	const char *job_json;         /* job_core as text, for the ConfigMap */
+};
+
+/*
+ * The part of a DecoupledTrainingJob object that jobspec reads: apiVersion,
+ * kind, metadata.{name,namespace} and spec without the fields that only
+ * the operator uses (backoffLimit, learners.{imagePullPolicy,
+ * nodeSelector, tolerations}, data.{claimName,mountPath},
+ * syncer.{storage,storageClassName}). A new reference.
+ */
+json_t *job_core(json_t *obj);
+
+json_t *child_configmap(const struct child_ctx *c);
+json_t *child_service(const struct child_ctx *c);
+json_t *child_pvc(const struct child_ctx *c);
+json_t *child_syncer(const struct child_ctx *c);
+json_t *child_learner(const struct child_ctx *c, int index);
+
+/* "<job>-learner-<i>" → i; -1 when the name is not one of the job's. */
+int learner_index(const char *job, const char *pod);
+/* The syncer's gRPC address as learners see it. */
+void syncer_address(const char *job, const char *ns, int port, char *out,
+		    size_t n);
+
+#endif
