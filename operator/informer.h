@@ -1,0 +1,58 @@
+/*
+ * informer: a cache of one resource kind kept current by list + watch.
+ *
+ * One thread per informer, with its own connection: list (pages of
+ * INFORMER_PAGE, `continue` tokens) into a fresh cache, then watch from
+ * the list's resourceVersion with bookmarks, re-watching from the last
+ * resourceVersion seen when the stream ends or is cut. A 410 Gone — as
+ * the watch's HTTP status or as an in-stream ERROR event — means that
+ * version is too old: list again. After a relist, objects that vanished
+ * are reported DELETED and every other one MODIFIED, so no change is
+ * lost across the gap.
+ *
+ * The handler is called on the informer's thread after the cache is
+ * updated; it must be quick (the operator only queues a key).
+ * Cached objects lose metadata.managedFields (memory).
+ */
+#ifndef DDILOCO_INFORMER_H
+#define DDILOCO_INFORMER_H
+
+#include <jansson.h>
+
+#include "operator/kube.h"
+
+#define INFORMER_PAGE 500
+
+typedef void (*informer_fn)(void *ctx, enum kube_event type, json_t *obj);
+
+struct informer_stats {
+	long lists, watches, events, relists_410, errors;
+};
+
+struct informer;
+
+/*
+ * path: the collection, e.g. "/api/v1/namespaces/ns/pods";
+ * selector: a label selector or NULL.
+ */
+struct informer *informer_new(const struct kube_config *cfg, const char *name,
+			      const char *path, const char *selector,
+			      informer_fn fn, void *ctx);
+int informer_start(struct informer *inf, struct err *e);
+/* Stops the thread (a running watch ends within a second) and frees. */
+void informer_free(struct informer *inf);
+
+/* 1 once the first list has filled the cache. */
+int informer_synced(struct informer *inf);
+/* A deep copy of ns/name, or NULL. */
+json_t *informer_get(struct informer *inf, const char *ns, const char *name);
+/* Deep copies of the objects in ns whose label key has value val. */
+json_t *informer_select(struct informer *inf, const char *ns,
+			const char *key, const char *val);
+/* The keys "ns/name" of every cached object. */
+json_t *informer_keys(struct informer *inf);
+int informer_size(struct informer *inf);
+void informer_get_stats(struct informer *inf, struct informer_stats *out);
+const char *informer_name(const struct informer *inf);
+
+#endif

@@ -1,0 +1,28 @@
+/*
+ * operator: the controller that runs DecoupledTrainingJobs. It wires the
+ * informers (jobs and the five child kinds) to a work queue of job keys,
+ * and its workers turn reconcile()'s decisions into API calls, Events and
+ * a status written through the status subresource.
+ */
+#ifndef DDILOCO_OPERATOR_H
+#define DDILOCO_OPERATOR_H
+
+#include "operator/kube.h"
+
+struct operator_opts {
+	struct kube_config cfg;
+	char namespace_[64];          /* "" = every namespace */
+	char http_addr[64];
+	int http_port;                /* -1: no HTTP server */
+	int chaos;                    /* run the chaos controller */
+	int leader_elect;
+	char lease_ns[64], lease_name[64], identity[128];
+	char status_url[256];         /* {job} {namespace} {port} replaced */
+	int workers;
+	double resync;                /* seconds between full resyncs */
+};
+
+/* Runs until *stop becomes non-zero or leadership is lost (returns 1). */
+int operator_run(const struct operator_opts *o, const volatile int *stop);
+
+#endif

@@ -1,0 +1,383 @@
+/*
+ * kube: the client pieces that need no server: Status decoding, watch
+ * line parsing (410 in-stream ERROR included), kubeconfig reading,
+ * YAML to JSON, query escaping, RFC 3339 times. Plus the work queue:
+ * dedupe, in-flight re-adds, delays, backoff and the overall bucket.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common/util.h"
+#include "operator/kube.h"
+#include "operator/workqueue.h"
+#include "operator/yamljson.h"
+
+static void test_status_decode(void **state)
+{
+	struct kube_status st;
+	const char *conflict =
+		"{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\","
+		"\"message\":\"Operation cannot be fulfilled on pods \\\"a\\\": the object has been modified\","
+		"\"reason\":\"Conflict\",\"code\":409}";
+	const char *invalid =
+		"{\"kind\":\"Status\",\"status\":\"Failure\",\"reason\":\"Invalid\",\"code\":422,"
+		"\"message\":\"DecoupledTrainingJob.ddiloco.io \\\"bad\\\" is invalid: spec: Invalid value: "
+		"\\\"object\\\": spec.syncer.minQuorum is more than spec.learners.replicas\"}";
+
+	(void)state;
+	kube_status_decode(conflict, strlen(conflict), 409, &st);
+	assert_int_equal(st.code, 409);
+	assert_string_equal(st.reason, "Conflict");
+	assert_non_null(strstr(st.message, "the object has been modified"));
+
+	kube_status_decode(invalid, strlen(invalid), 422, &st);
+	assert_int_equal(st.code, 422);
+	assert_string_equal(st.reason, "Invalid");
+	assert_non_null(strstr(st.message, "minQuorum is more than"));
+
+	/* not a Status: the body's first line is the message */
+	kube_status_decode("upstream connect error\nmore", 27, 502, &st);
+	assert_int_equal(st.code, 502);
+	assert_string_equal(st.reason, "");
+	assert_string_equal(st.message, "upstream connect error");
+
+	/* truncated JSON is not a Status either */
+	kube_status_decode("{\"kind\":\"Status\",\"co", 20, 500, &st);
+	assert_int_equal(st.code, 500);
+	assert_string_equal(st.message, "{\"kind\":\"Status\",\"co");
+
+	kube_status_decode(NULL, 0, 503, &st);
+	assert_int_equal(st.code, 503);
+	assert_string_equal(st.message, "");
+}
+
+static void test_watch_parse(void **state)
+{
+	enum kube_event t;
+	json_t *o;
+	struct kube_status st;
+	struct err e;
+	const char *added = "{\"type\":\"ADDED\",\"object\":{\"kind\":\"Pod\","
+			    "\"metadata\":{\"name\":\"p\",\"resourceVersion\":\"17\"}}}";
+	const char *bookmark = "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"Pod\","
+			       "\"metadata\":{\"resourceVersion\":\"99\"}}}";
+	const char *gone = "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\","
+			   "\"apiVersion\":\"v1\",\"status\":\"Failure\","
+			   "\"message\":\"too old resource version: 5 (120)\","
+			   "\"reason\":\"Expired\",\"code\":410}}";
+
+	(void)state;
+	assert_int_equal(kube_watch_parse(added, strlen(added), &t, &o, &st, &e), 0);
+	assert_int_equal(t, KUBE_ADDED);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(o, "metadata"),
+							      "resourceVersion")), "17");
+	json_decref(o);
+
+	assert_int_equal(kube_watch_parse(bookmark, strlen(bookmark), &t, &o, &st, &e), 0);
+	assert_int_equal(t, KUBE_BOOKMARK);
+	json_decref(o);
+
+	assert_int_equal(kube_watch_parse(gone, strlen(gone), &t, &o, &st, &e), 0);
+	assert_int_equal(t, KUBE_ERROR);
+	assert_int_equal(st.code, 410);
+	assert_string_equal(st.reason, "Expired");
+	assert_string_equal(st.message, "too old resource version: 5 (120)");
+	json_decref(o);
+
+	/* cut mid-line, unknown type, no object */
+	assert_int_equal(kube_watch_parse(added, 30, &t, &o, &st, &e), -1);
+	assert_non_null(strstr(e.msg, "not JSON"));
+	assert_int_equal(kube_watch_parse("{\"type\":\"RENAMED\",\"object\":{}}", 30,
+					  &t, &o, &st, &e), -1);
+	assert_non_null(strstr(e.msg, "RENAMED"));
+	assert_int_equal(kube_watch_parse("{\"type\":\"ADDED\"}", 16, &t, &o, &st, &e), -1);
+}
+
+static void test_escape_and_time(void **state)
+{
+	char out[64], small[6], now[48];
+	double t;
+
+	(void)state;
+	assert_int_equal(kube_escape("app.kubernetes.io/managed-by=x", out, sizeof(out)), 0);
+	assert_string_equal(out, "app.kubernetes.io%2Fmanaged-by%3Dx");
+	assert_int_equal(kube_escape("a b&c", out, sizeof(out)), 0);
+	assert_string_equal(out, "a%20b%26c");
+	assert_int_equal(kube_escape("abc/def", small, sizeof(small)), -1);
+
+	t = kube_time_parse("2026-11-29T09:15:24Z");
+	assert_true(t == 1795943724.0);
+	t = kube_time_parse("2026-11-29T09:15:24.250000Z");
+	assert_true(fabs(t - 1795943724.25) < 1e-6);
+	assert_true(kube_time_parse("2026-11-29T09:15:24+01:00") < 0);
+	assert_true(kube_time_parse("yesterday") < 0);
+	assert_true(kube_time_parse(NULL) < 0);
+	kube_time_now(now, sizeof(now), 1);
+	assert_int_equal(strlen(now), 27);
+	assert_true(fabs(kube_time_parse(now) - clock_wall()) < 5);
+}
+
+static void test_yaml_to_json(void **state)
+{
+	struct err e;
+	const char *y = "a: 1\nb: [x, 'y', true, null, 2.5]\nc: {d: \"7\"}\n";
+	json_t *j = yaml_to_json(y, strlen(y), &e);
+
+	(void)state;
+	assert_non_null(j);
+	assert_int_equal(json_integer_value(json_object_get(j, "a")), 1);
+	assert_string_equal(json_string_value(json_array_get(json_object_get(j, "b"), 1)), "y");
+	assert_true(json_is_true(json_array_get(json_object_get(j, "b"), 2)));
+	assert_true(json_is_null(json_array_get(json_object_get(j, "b"), 3)));
+	assert_true(json_real_value(json_array_get(json_object_get(j, "b"), 4)) == 2.5);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(j, "c"), "d")), "7");
+	json_decref(j);
+	assert_null(yaml_to_json("a: [1, 2\n", 9, &e));
+	assert_non_null(strstr(e.msg, "yaml: line"));
+	/* aliases expanded into a huge tree are refused */
+	{
+		const char *bomb =
+			"a: &a [x,x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\n"
+			"c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]\n"
+			"e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e,*e]\n";
+		assert_null(yaml_to_json(bomb, strlen(bomb), &e));
+		assert_non_null(strstr(e.msg, "more than"));
+	}
+}
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static void test_kubeconfig(void **state)
+{
+	char dir[] = "/tmp/test_kube_XXXXXX", path[128];
+	struct kube_config c;
+	struct err e;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/config", dir);
+	/* "LS0tLS1CRUdJTg==" is base64 of "-----BEGIN" */
+	write_file(path,
+		   "apiVersion: v1\nkind: Config\ncurrent-context: test\n"
+		   "clusters:\n- name: other\n  cluster: {server: https://wrong:1}\n"
+		   "- name: local\n  cluster:\n    server: https://127.0.0.1:6443/\n"
+		   "    certificate-authority-data: LS0tLS1CRUdJTg==\n"
+		   "users:\n- name: admin\n  user:\n    token: secret-token\n"
+		   "contexts:\n- name: test\n  context: {cluster: local, user: admin, namespace: team}\n");
+	assert_int_equal(kube_config_load(path, &c, &e), 0);
+	assert_string_equal(c.server, "https://127.0.0.1:6443");
+	assert_string_equal(c.token, "secret-token");
+	assert_string_equal(c.namespace_, "team");
+	assert_int_equal(c.ca_pem_len, 10);
+	assert_memory_equal(c.ca_pem, "-----BEGIN", 10);
+	kube_config_release(&c);
+
+	write_file(path, "current-context: nope\ncontexts: []\n");
+	assert_int_equal(kube_config_load(path, &c, &e), -1);
+	assert_non_null(strstr(e.msg, "context 'nope' not found"));
+
+	write_file(path,
+		   "current-context: t\nclusters:\n- name: c\n  cluster: {server: https://x:1}\n"
+		   "users:\n- name: u\n  user: {client-certificate: /x}\n"
+		   "contexts:\n- name: t\n  context: {cluster: c, user: u}\n");
+	assert_int_equal(kube_config_load(path, &c, &e), -1);
+	assert_non_null(strstr(e.msg, "no token"));
+
+	write_file(path,
+		   "current-context: t\nclusters:\n- name: c\n  cluster: {server: https://x:1, "
+		   "certificate-authority-data: \"@@@\"}\n"
+		   "users:\n- name: u\n  user: {token: t}\n"
+		   "contexts:\n- name: t\n  context: {cluster: c, user: u}\n");
+	assert_int_equal(kube_config_load(path, &c, &e), -1);
+	assert_non_null(strstr(e.msg, "not base64"));
+	unlink(path);
+	rmdir(dir);
+}
+
+/* ---- work queue ----------------------------------------------------- */
+
+static void test_wq_dedupe_and_order(void **state)
+{
+	struct workqueue *q = wq_new(NULL);
+	char k[WQ_KEY_MAX];
+
+	(void)state;
+	wq_add(q, "ns/a");
+	wq_add(q, "ns/b");
+	wq_add(q, "ns/a");
+	assert_int_equal(wq_len(q), 2);
+	assert_int_equal(wq_get(q, k, 1), 1);
+	assert_string_equal(k, "ns/a");
+	/* re-added while processing: not handed out twice, queued on done */
+	wq_add(q, "ns/a");
+	assert_int_equal(wq_get(q, k, 1), 1);
+	assert_string_equal(k, "ns/b");
+	assert_int_equal(wq_get(q, k, 0.05), 0);
+	wq_done(q, "ns/a");
+	assert_int_equal(wq_get(q, k, 1), 1);
+	assert_string_equal(k, "ns/a");
+	wq_done(q, "ns/a");
+	wq_done(q, "ns/b");
+	assert_int_equal(wq_len(q), 0);
+	wq_shutdown(q);
+	assert_int_equal(wq_get(q, k, 1), -1);
+	wq_free(q);
+}
+
+static void test_wq_delay(void **state)
+{
+	struct workqueue *q = wq_new(NULL);
+	char k[WQ_KEY_MAX];
+	double t0 = clock_mono();
+
+	(void)state;
+	wq_add_after(q, "late", 0.3);
+	wq_add_after(q, "late", 5);      /* the earliest due time wins */
+	assert_int_equal(wq_get(q, k, 0.1), 0);
+	assert_int_equal(wq_get(q, k, 10), 1);
+	assert_string_equal(k, "late");
+	assert_true(clock_mono() - t0 >= 0.29);
+	assert_true(clock_mono() - t0 < 5);   /* not the 5 s one */
+	wq_done(q, "late");
+	wq_free(q);
+}
+
+static void test_wq_backoff(void **state)
+{
+	struct wq_limits l;
+	struct workqueue *q;
+	double d;
+
+	(void)state;
+	wq_limits_default(&l);
+	assert_true(wq_backoff(&l, 0) == 0.005);
+	assert_true(wq_backoff(&l, 1) == 0.01);
+	assert_true(wq_backoff(&l, 10) == 0.005 * 1024);
+	assert_true(wq_backoff(&l, 30) == 1000);
+	assert_true(wq_backoff(&l, 1000) == 1000);
+
+	l.base = 0.01;
+	l.cap = 0.08;
+	q = wq_new(&l);
+	d = wq_add_rate_limited(q, "k");
+	assert_true(d == 0.01);
+	d = wq_add_rate_limited(q, "k");
+	assert_true(d == 0.02);
+	d = wq_add_rate_limited(q, "k");
+	assert_true(d == 0.04);
+	d = wq_add_rate_limited(q, "k");
+	assert_true(d == 0.08);
+	d = wq_add_rate_limited(q, "k");
+	assert_true(d == 0.08);
+	assert_int_equal(wq_failures(q, "k"), 5);
+	assert_int_equal(wq_failures(q, "other"), 0);
+	wq_forget(q, "k");
+	assert_int_equal(wq_failures(q, "k"), 0);
+	assert_true(wq_add_rate_limited(q, "k") == 0.01);
+	wq_free(q);
+}
+
+static void test_wq_bucket(void **state)
+{
+	struct wq_limits l = { 0.001, 0.001, 10, 2 };
+	struct workqueue *q = wq_new(&l);
+	double d1, d2, d3, d4;
+
+	(void)state;
+	/* two tokens in the bucket, then one slot every 1/qps = 0.1 s */
+	d1 = wq_add_rate_limited(q, "a");
+	d2 = wq_add_rate_limited(q, "b");
+	d3 = wq_add_rate_limited(q, "c");
+	d4 = wq_add_rate_limited(q, "d");
+	assert_true(d1 == 0.001 && d2 == 0.001);
+	assert_true(d3 > 0.05 && d3 <= 0.1 + 1e-6);
+	assert_true(d4 > d3 + 0.09 && d4 <= 0.2 + 1e-6);
+	wq_free(q);
+}
+
+struct consumer {
+	struct workqueue *q;
+	int got[4];
+	int concurrent, max_concurrent;
+	pthread_mutex_t mu;
+};
+
+static void *consume(void *arg)
+{
+	struct consumer *c = arg;
+	char k[WQ_KEY_MAX];
+
+	while (wq_get(c->q, k, 2) > 0) {
+		pthread_mutex_lock(&c->mu);
+		c->got[k[0] - 'a']++;
+		if (k[0] == 'a' && ++c->concurrent > c->max_concurrent)
+			c->max_concurrent = c->concurrent;
+		pthread_mutex_unlock(&c->mu);
+		sleep_seconds(0.01);
+		pthread_mutex_lock(&c->mu);
+		if (k[0] == 'a')
+			c->concurrent--;
+		pthread_mutex_unlock(&c->mu);
+		wq_done(c->q, k);
+	}
+	return NULL;
+}
+
+static void test_wq_one_worker_per_key(void **state)
+{
+	struct consumer c;
+	pthread_t th[3];
+
+	(void)state;
+	memset(&c, 0, sizeof(c));
+	pthread_mutex_init(&c.mu, NULL);
+	c.q = wq_new(NULL);
+	for (int i = 0; i < 3; i++)
+		pthread_create(&th[i], NULL, consume, &c);
+	for (int i = 0; i < 50; i++) {
+		wq_add(c.q, "a");
+		wq_add(c.q, "b");
+		sleep_seconds(0.002);
+	}
+	sleep_seconds(0.3);
+	wq_shutdown(c.q);
+	for (int i = 0; i < 3; i++)
+		pthread_join(th[i], NULL);
+	assert_int_equal(c.max_concurrent, 1);
+	assert_true(c.got[0] >= 2 && c.got[0] <= 50);   /* coalesced, never lost */
+	assert_true(c.got[1] >= 2);
+	wq_free(c.q);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_status_decode),
+		cmocka_unit_test(test_watch_parse),
+		cmocka_unit_test(test_escape_and_time),
+		cmocka_unit_test(test_yaml_to_json),
+		cmocka_unit_test(test_kubeconfig),
+		cmocka_unit_test(test_wq_dedupe_and_order),
+		cmocka_unit_test(test_wq_delay),
+		cmocka_unit_test(test_wq_backoff),
+		cmocka_unit_test(test_wq_bucket),
+		cmocka_unit_test(test_wq_one_worker_per_key),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

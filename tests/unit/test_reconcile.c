@@ -1,0 +1,640 @@
+/*
+ * reconcile: the operator's decisions without a server. Each test states
+ * a situation (spec, pods in the cache, memory) and checks the actions,
+ * the phase and the conditions that come out. Also the children's
+ * manifests (owner references, native sidecar, pass-through fields).
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "operator/children.h"
+#include "operator/reconcile.h"
+
+#define NOW 1800000000.0
+
+struct fx {
+	struct job_spec js;
+	struct rc_input in;
+	struct learner_mem mem[8];
+	struct obs_pod pods[8];
+	struct rc_output out;
+};
+
+static void setup_fx(struct fx *f, int M)
+{
+	memset(f, 0, sizeof(*f));
+	jobspec_defaults(&f->js);
+	f->js.learners.replicas = M;
+	f->in.spec = &f->js;
+	f->in.now = NOW;
+	f->in.backoff_limit = -1;
+	f->in.pods = f->pods;
+	f->in.want_pvc = 1;
+}
+
+/* Everything exists, Created is True, every learner Running and ready. */
+static void running(struct fx *f)
+{
+	int M = f->js.learners.replicas;
+
+	f->in.configmap = f->in.service = f->in.pvc = f->in.statefulset = 1;
+	f->in.syncer_ready = 1;
+	f->in.phase = PHASE_RUNNING;
+	f->in.start_time = NOW - 100;
+	cond_set(&f->in.conds[COND_CREATED], 1, "ChildrenCreated", "", "t0");
+	for (int i = 0; i < M; i++) {
+		f->pods[i].index = i;
+		snprintf(f->pods[i].uid, sizeof(f->pods[i].uid), "uid-%d", i);
+		f->pods[i].state = POD_RUNNING;
+		f->pods[i].ready = 1;
+		f->pods[i].ready_since = NOW - 100;
+	}
+	f->in.npods = M;
+}
+
+static int count(const struct rc_output *o, enum rc_kind k)
+{
+	int n = 0;
+
+	for (int i = 0; i < o->nacts; i++)
+		n += o->acts[i].kind == k;
+	return n;
+}
+
+static const struct rc_action *find(const struct rc_output *o, enum rc_kind k)
+{
+	for (int i = 0; i < o->nacts; i++)
+		if (o->acts[i].kind == k)
+			return &o->acts[i];
+	return NULL;
+}
+
+static const struct rc_action *find_event(const struct rc_output *o,
+					  const char *reason)
+{
+	for (int i = 0; i < o->nacts; i++)
+		if (o->acts[i].kind == ACT_EVENT && !strcmp(o->acts[i].reason, reason))
+			return &o->acts[i];
+	return NULL;
+}
+
+static void test_new_job_creates_everything(void **state)
+{
+	struct fx f;
+
+	(void)state;
+	setup_fx(&f, 4);
+	assert_int_equal(reconcile(&f.in, f.mem, &f.out), 0);
+	assert_int_equal(count(&f.out, ACT_APPLY_CONFIGMAP), 1);
+	assert_int_equal(count(&f.out, ACT_APPLY_SERVICE), 1);
+	assert_int_equal(count(&f.out, ACT_APPLY_PVC), 1);
+	assert_int_equal(count(&f.out, ACT_APPLY_SYNCER), 1);
+	assert_int_equal(count(&f.out, ACT_APPLY_LEARNER), 4);
+	assert_int_equal(count(&f.out, ACT_DELETE_LEARNER), 0);
+	assert_int_equal(f.out.phase, PHASE_PENDING);
+	assert_int_equal(f.out.conds[COND_CREATED].set, 1);
+	assert_int_equal(f.out.conds[COND_CREATED].status, 0);
+	assert_string_equal(f.out.conds[COND_CREATED].reason, "Creating");
+	assert_string_equal(f.out.conds[COND_RUNNING].reason, "SyncerNotReady");
+	/* first creations are not restarts */
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(f.mem[i].restarts, 0);
+		assert_true(f.mem[i].create_sent == NOW);
+	}
+	rc_output_release(&f.out);
+
+	/* the cache has not caught up: the same pass again creates no more */
+	f.in.now = NOW + 1;
+	assert_int_equal(reconcile(&f.in, f.mem, &f.out), 0);
+	assert_int_equal(count(&f.out, ACT_APPLY_LEARNER), 0);
+	assert_true(f.out.requeue_after > 0 && f.out.requeue_after <= RC_EXPECT_SECONDS);
+	rc_output_release(&f.out);
+}
+
+static void test_no_pvc_when_storage_empty(void **state)
+{
+	struct fx f;
+
+	(void)state;
+	setup_fx(&f, 2);
+	f.in.want_pvc = 0;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(count(&f.out, ACT_APPLY_PVC), 0);
+	assert_int_equal(count(&f.out, ACT_APPLY_SYNCER), 1);
+	rc_output_release(&f.out);
+}
+
+static void test_all_seen_sets_created_and_running(void **state)
+{
+	struct fx f;
+
+	(void)state;
+	setup_fx(&f, 3);
+	running(&f);
+	memset(f.in.conds, 0, sizeof(f.in.conds));
+	f.in.phase = PHASE_PENDING;
+	f.in.start_time = 0;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.nacts - count(&f.out, ACT_EVENT), 0);
+	assert_int_equal(f.out.conds[COND_CREATED].status, 1);
+	assert_string_equal(f.out.conds[COND_CREATED].reason, "ChildrenCreated");
+	assert_non_null(find_event(&f.out, "Created"));
+	assert_non_null(find_event(&f.out, "Running"));
+	assert_int_equal(f.out.phase, PHASE_RUNNING);
+	assert_int_equal(f.out.ready, 3);
+	assert_int_equal(f.out.total, 3);
+	assert_true(f.out.start_time == NOW);
+	assert_string_equal(f.out.conds[COND_RUNNING].message,
+			    "3/3 learners ready, syncer ready");
+	rc_output_release(&f.out);
+}
+
+static void test_steady_state_does_nothing(void **state)
+{
+	struct fx f;
+
+	(void)state;
+	setup_fx(&f, 4);
+	running(&f);
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.nacts, 0);
+	assert_int_equal(f.out.phase, PHASE_RUNNING);
+	rc_output_release(&f.out);
+}
+
+static void test_deleted_learner_only_it_recreated(void **state)
+{
+	struct fx f;
+
+	(void)state;
+	setup_fx(&f, 4);
+	running(&f);
+	f.pods[2] = f.pods[3];   /* learner 2 is gone */
+	f.in.npods = 3;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(count(&f.out, ACT_APPLY_LEARNER), 1);
+	assert_int_equal(find(&f.out, ACT_APPLY_LEARNER)->index, 2);
+	assert_int_equal(count(&f.out, ACT_DELETE_LEARNER), 0);
+	assert_int_equal(count(&f.out, ACT_APPLY_SYNCER), 0);
+	assert_int_equal(f.mem[2].restarts, 1);
+	assert_int_equal(f.mem[0].restarts + f.mem[1].restarts + f.mem[3].restarts, 0);
+	assert_non_null(find_event(&f.out, "LearnerRecreated"));
+	assert_string_equal(find_event(&f.out, "LearnerRecreated")->message,
+			    "learner 2 recreated (restart 1, backoff 0s)");
+	/* still Running: 3 ready ≥ quorum 1 */
+	assert_int_equal(f.out.phase, PHASE_RUNNING);
+	rc_output_release(&f.out);
+}
+
+static void test_backoff_grows_with_repeated_failures(void **state)
+{
+	struct fx f;
+	double t;
+
+	(void)state;
+	setup_fx(&f, 2);
+	running(&f);
+	f.in.npods = 1;   /* learner 1 missing */
+	/* first loss: immediate */
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(count(&f.out, ACT_APPLY_LEARNER), 1);
+	rc_output_release(&f.out);
+	/* it came back, was not stable, and is gone again: 1 s */
+	f.mem[1].create_sent = 0;
+	f.in.now = NOW + 2;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(count(&f.out, ACT_APPLY_LEARNER), 0);
+	assert_true(fabs(f.out.requeue_after - 1.0) < 1e-9);
+	assert_int_equal(f.mem[1].fails, 2);
+	rc_output_release(&f.out);
+	f.in.now = NOW + 3;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(count(&f.out, ACT_APPLY_LEARNER), 1);
+	assert_int_equal(f.mem[1].restarts, 2);
+	rc_output_release(&f.out);
+	/* third: 2 s, fourth: 4 s */
+	for (int k = 3, want = 2; k <= 4; k++, want *= 2) {
+		f.mem[1].create_sent = 0;
+		t = f.in.now = f.in.now + 1;
+		reconcile(&f.in, f.mem, &f.out);
+		assert_int_equal(count(&f.out, ACT_APPLY_LEARNER), 0);
+		assert_true(fabs(f.out.requeue_after - want) < 1e-9);
+		rc_output_release(&f.out);
+		f.in.now = t + want;
+		reconcile(&f.in, f.mem, &f.out);
+		assert_int_equal(count(&f.out, ACT_APPLY_LEARNER), 1);
+		rc_output_release(&f.out);
+	}
+	assert_int_equal(f.mem[1].restarts, 4);
+	assert_int_equal(f.mem[0].restarts, 0);
+	/* stable for 30 s: the backoff resets */
+	f.pods[1].index = 1;
+	f.pods[1].state = POD_RUNNING;
+	f.pods[1].ready = 1;
+	f.pods[1].ready_since = f.in.now;
+	f.in.npods = 2;
+	f.in.now += RC_STABLE_SECONDS;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.mem[1].fails, 0);
+	rc_output_release(&f.out);
+	assert_true(rc_backoff(0) == 0 && rc_backoff(1) == 0);
+	assert_true(rc_backoff(2) == 1 && rc_backoff(5) == 8);
+	assert_true(rc_backoff(40) == RC_BACKOFF_CAP);
+}
+
+static void test_failed_pod_deleted_with_uid(void **state)
+{
+	struct fx f;
+	const struct rc_action *a;
+
+	(void)state;
+	setup_fx(&f, 3);
+	running(&f);
+	f.pods[1].state = POD_FAILED;
+	f.pods[1].ready = 0;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(count(&f.out, ACT_DELETE_LEARNER), 1);
+	a = find(&f.out, ACT_DELETE_LEARNER);
+	assert_int_equal(a->index, 1);
+	assert_string_equal(a->uid, "uid-1");
+	assert_int_equal(count(&f.out, ACT_APPLY_LEARNER), 0);
+	assert_non_null(find_event(&f.out, "LearnerFailed"));
+	assert_true(find_event(&f.out, "LearnerFailed")->warning);
+	assert_int_equal(f.out.ready, 2);
+	rc_output_release(&f.out);
+	/* while it is being deleted: nothing more */
+	f.pods[1].deleting = 1;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.nacts, 0);
+	rc_output_release(&f.out);
+}
+
+static void test_below_quorum_is_restarting(void **state)
+{
+	struct fx f;
+
+	(void)state;
+	setup_fx(&f, 4);
+	f.js.syncer.min_quorum = 3;
+	running(&f);
+	f.pods[0].ready = 0;
+	f.pods[1].ready = 0;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.phase, PHASE_RESTARTING);
+	assert_int_equal(f.out.conds[COND_RUNNING].status, 0);
+	assert_string_equal(f.out.conds[COND_RUNNING].reason, "BelowQuorum");
+	assert_string_equal(f.out.conds[COND_RUNNING].message,
+			    "2/4 learners ready (quorum 3), syncer ready");
+	rc_output_release(&f.out);
+}
+
+static void test_budget_done_succeeds_and_stays(void **state)
+{
+	struct fx f;
+
+	(void)state;
+	setup_fx(&f, 2);
+	running(&f);
+	f.in.progress.have = 1;
+	f.in.progress.done = 1;
+	f.in.progress.round = 120;
+	f.in.progress.tokens = 5000;
+	f.js.ttl_seconds_after_finished = 60;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.phase, PHASE_SUCCEEDED);
+	assert_int_equal(f.out.conds[COND_SUCCEEDED].status, 1);
+	assert_string_equal(f.out.conds[COND_SUCCEEDED].reason, "BudgetReached");
+	assert_string_equal(f.out.conds[COND_SUCCEEDED].message,
+			    "the budget is reached (round 120, 5000 tokens)");
+	assert_int_equal(f.out.conds[COND_RUNNING].status, 0);
+	assert_int_equal(count(&f.out, ACT_DELETE_LEARNER), 2);   /* stop them */
+	assert_int_equal(count(&f.out, ACT_DELETE_SYNCER), 1);
+	assert_true(f.out.completion_time == NOW);
+	assert_true(fabs(f.out.requeue_after - 60) < 1e-9);
+	rc_output_release(&f.out);
+
+	/* terminal stays terminal: children gone, nothing is recreated */
+	f.in.phase = PHASE_SUCCEEDED;
+	f.in.completion_time = NOW;
+	f.in.npods = 0;
+	f.in.statefulset = 0;
+	f.in.configmap = 0;
+	f.in.progress.done = 0;
+	f.in.now = NOW + 30;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.phase, PHASE_SUCCEEDED);
+	assert_int_equal(f.out.nacts, 0);
+	assert_true(fabs(f.out.requeue_after - 30) < 1e-9);
+	rc_output_release(&f.out);
+	/* after the ttl: the job is deleted */
+	f.in.now = NOW + 61;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(count(&f.out, ACT_DELETE_JOB), 1);
+	rc_output_release(&f.out);
+}
+
+static void test_all_learners_exit_zero_succeeds(void **state)
+{
+	struct fx f;
+
+	(void)state;
+	setup_fx(&f, 2);
+	running(&f);
+	f.pods[0].state = f.pods[1].state = POD_SUCCEEDED;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.phase, PHASE_SUCCEEDED);
+	assert_string_equal(f.out.conds[COND_SUCCEEDED].reason, "LearnersCompleted");
+	assert_int_equal(count(&f.out, ACT_APPLY_LEARNER), 0);
+	assert_int_equal(count(&f.out, ACT_DELETE_LEARNER), 0);
+	rc_output_release(&f.out);
+}
+
+static void test_backoff_limit_fails(void **state)
+{
+	struct fx f;
+
+	(void)state;
+	setup_fx(&f, 2);
+	running(&f);
+	f.in.backoff_limit = 3;
+	f.mem[0].restarts = 2;
+	f.mem[1].restarts = 2;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.phase, PHASE_FAILED);
+	assert_string_equal(f.out.conds[COND_FAILED].reason, "BackoffLimitExceeded");
+	assert_non_null(find_event(&f.out, "Failed"));
+	assert_true(find_event(&f.out, "Failed")->warning);
+	rc_output_release(&f.out);
+}
+
+static void test_invalid_spec_fails(void **state)
+{
+	struct fx f;
+
+	(void)state;
+	setup_fx(&f, 2);
+	f.in.spec_error = 1;
+	f.in.spec_error_msg = "spec.syncer.minQuorum: 5 is more than spec.learners.replicas (2)";
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.phase, PHASE_FAILED);
+	assert_string_equal(f.out.conds[COND_FAILED].reason, "InvalidSpec");
+	assert_string_equal(f.out.conds[COND_FAILED].message, f.in.spec_error_msg);
+	assert_int_equal(count(&f.out, ACT_APPLY_LEARNER), 0);
+	assert_int_equal(count(&f.out, ACT_APPLY_SYNCER), 0);
+	rc_output_release(&f.out);
+}
+
+static void test_suspend_and_resume(void **state)
+{
+	struct fx f;
+
+	(void)state;
+	setup_fx(&f, 3);
+	running(&f);
+	f.js.suspend = 1;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.phase, PHASE_SUSPENDED);
+	assert_int_equal(count(&f.out, ACT_DELETE_LEARNER), 3);
+	assert_int_equal(count(&f.out, ACT_DELETE_SYNCER), 1);
+	assert_int_equal(count(&f.out, ACT_APPLY_LEARNER), 0);
+	assert_int_equal(f.out.conds[COND_SUSPENDED].status, 1);
+	assert_non_null(find_event(&f.out, "Suspended"));
+	rc_output_release(&f.out);
+
+	/* suspended, children gone: quiet */
+	f.in.phase = PHASE_SUSPENDED;
+	f.in.conds[COND_SUSPENDED] = f.out.conds[COND_SUSPENDED];
+	f.in.npods = 0;
+	f.in.statefulset = 0;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.nacts, 0);
+	rc_output_release(&f.out);
+
+	/* resume: everything comes back, not counted as restarts */
+	f.js.suspend = 0;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_non_null(find_event(&f.out, "Resumed"));
+	assert_int_equal(count(&f.out, ACT_APPLY_SYNCER), 1);
+	assert_int_equal(count(&f.out, ACT_APPLY_LEARNER), 3);
+	assert_int_equal(f.mem[0].restarts + f.mem[1].restarts + f.mem[2].restarts, 0);
+	assert_int_equal(f.out.conds[COND_SUSPENDED].status, 0);
+	assert_string_equal(f.out.conds[COND_SUSPENDED].reason, "JobResumed");
+	assert_int_equal(f.out.phase, PHASE_RESTARTING);   /* it had started */
+	rc_output_release(&f.out);
+}
+
+static void test_deleting_job_does_nothing(void **state)
+{
+	struct fx f;
+
+	(void)state;
+	setup_fx(&f, 2);
+	f.in.deleting = 1;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.nacts, 0);
+	rc_output_release(&f.out);
+}
+
+static void test_stray_pod_index_deleted(void **state)
+{
+	struct fx f;
+
+	(void)state;
+	setup_fx(&f, 2);
+	running(&f);
+	f.pods[2].index = 5;   /* replicas were 6 once */
+	snprintf(f.pods[2].uid, sizeof(f.pods[2].uid), "stray");
+	f.pods[2].state = POD_RUNNING;
+	f.in.npods = 3;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(count(&f.out, ACT_DELETE_LEARNER), 1);
+	assert_string_equal(find(&f.out, ACT_DELETE_LEARNER)->uid, "stray");
+	assert_int_equal(f.out.ready, 2);
+	rc_output_release(&f.out);
+}
+
+static void test_condition_time_kept_when_unchanged(void **state)
+{
+	struct condition c;
+
+	(void)state;
+	memset(&c, 0, sizeof(c));
+	cond_set(&c, 1, "A", "m1", "2026-01-01T00:00:00Z");
+	cond_set(&c, 1, "B", "m2", "2026-01-01T00:05:00Z");
+	assert_string_equal(c.time, "2026-01-01T00:00:00Z");
+	assert_string_equal(c.reason, "B");
+	cond_set(&c, 0, "C", "m3", "2026-01-01T00:09:00Z");
+	assert_string_equal(c.time, "2026-01-01T00:09:00Z");
+	assert_string_equal(job_phase_name(job_phase_parse("Restarting")), "Restarting");
+	assert_int_equal(job_phase_parse("bogus"), PHASE_PENDING);
+	assert_int_equal(job_phase_parse(NULL), PHASE_PENDING);
+}
+
+/* ---- children ------------------------------------------------------- */
+
+static json_t *sample_job(void)
+{
+	return json_loads(
+		"{\"apiVersion\":\"ddiloco.io/v1alpha1\",\"kind\":\"DecoupledTrainingJob\","
+		"\"metadata\":{\"name\":\"demo\",\"namespace\":\"team\",\"uid\":\"u-1\","
+		" \"resourceVersion\":\"42\",\"managedFields\":[]},"
+		"\"spec\":{\"backoffLimit\":5,"
+		" \"learners\":{\"replicas\":2,\"image\":\"ddiloco:test\","
+		"  \"imagePullPolicy\":\"Never\",\"nodeSelector\":{\"pool\":\"a\"},"
+		"  \"tolerations\":[{\"key\":\"kwok\",\"operator\":\"Exists\"}],"
+		"  \"resources\":{\"cpu\":\"2\",\"memory\":\"1Gi\"}},"
+		" \"data\":{\"path\":\"/data/x.txt\",\"claimName\":\"corpus\",\"mountPath\":\"/data\"},"
+		" \"syncer\":{\"storage\":\"2Gi\",\"port\":7070,\"httpPort\":7071}},"
+		"\"status\":{\"phase\":\"Running\"}}", 0, NULL);
+}
+
+static const char *path_str(json_t *o, const char *path)
+{
+	char buf[256], *save, *tok;
+	json_t *cur = o;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (tok = strtok_r(buf, ".", &save); tok && cur; tok = strtok_r(NULL, ".", &save)) {
+		if (*tok >= '0' && *tok <= '9')
+			cur = json_array_get(cur, (size_t)atoi(tok));
+		else
+			cur = json_object_get(cur, tok);
+	}
+	return json_string_value(cur);
+}
+
+static void test_job_core_strips_operator_fields(void **state)
+{
+	json_t *job = sample_job(), *core = job_core(job);
+	struct job_spec js;
+	struct err e;
+	char *txt = json_dumps(core, JSON_COMPACT);
+
+	(void)state;
+	assert_null(json_object_get(json_object_get(core, "spec"), "backoffLimit"));
+	assert_null(json_object_get(json_object_get(json_object_get(core, "spec"),
+						    "learners"), "nodeSelector"));
+	assert_null(json_object_get(core, "status"));
+	assert_null(strstr(txt, "uid"));
+	/* the one parser accepts what is left */
+	assert_int_equal(jobspec_parse(txt, strlen(txt), "demo", &js, &e), 0);
+	assert_string_equal(js.name, "demo");
+	assert_string_equal(js.namespace_, "team");
+	assert_int_equal(js.learners.replicas, 2);
+	assert_string_equal(js.learners.image, "ddiloco:test");
+	free(txt);
+	json_decref(core);
+	json_decref(job);
+}
+
+static void test_learner_pod_manifest(void **state)
+{
+	json_t *job = sample_job(), *core = job_core(job), *pod, *ref, *init;
+	struct job_spec js;
+	struct err e;
+	char *txt = json_dumps(core, JSON_COMPACT);
+	struct child_ctx c;
+
+	(void)state;
+	assert_int_equal(jobspec_parse(txt, strlen(txt), "demo", &js, &e), 0);
+	c = (struct child_ctx){ "demo", "team", "u-1", &js,
+				json_object_get(job, "spec"), txt };
+	pod = child_learner(&c, 1);
+	assert_non_null(pod);
+	assert_string_equal(path_str(pod, "metadata.name"), "demo-learner-1");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(
+		json_object_get(pod, "metadata"), "labels"), LABEL_INDEX)), "1");
+	ref = json_array_get(json_object_get(json_object_get(pod, "metadata"),
+					     "ownerReferences"), 0);
+	assert_string_equal(json_string_value(json_object_get(ref, "uid")), "u-1");
+	assert_string_equal(json_string_value(json_object_get(ref, "kind")),
+			    "DecoupledTrainingJob");
+	assert_true(json_is_true(json_object_get(ref, "controller")));
+	assert_true(json_is_true(json_object_get(ref, "blockOwnerDeletion")));
+	assert_string_equal(path_str(pod, "spec.restartPolicy"), "Never");
+	init = json_array_get(json_object_get(json_object_get(pod, "spec"),
+					      "initContainers"), 0);
+	assert_string_equal(json_string_value(json_object_get(init, "name")), "sidecar");
+	assert_string_equal(json_string_value(json_object_get(init, "restartPolicy")),
+			    "Always");
+	assert_string_equal(json_string_value(json_array_get(json_object_get(init, "command"), 9)),
+			    "demo-syncer-0.demo-syncer.team.svc:7070");
+	assert_string_equal(path_str(pod, "spec.containers.0.name"), "learner");
+	assert_string_equal(path_str(pod, "spec.containers.0.image"), "ddiloco:test");
+	assert_string_equal(path_str(pod, "spec.containers.0.imagePullPolicy"), "Never");
+	assert_string_equal(path_str(pod, "spec.containers.0.resources.requests.cpu"), "2");
+	assert_string_equal(path_str(pod, "spec.containers.0.resources.limits.memory"), "1Gi");
+	assert_string_equal(path_str(pod, "spec.volumes.0.emptyDir.medium"), "Memory");
+	assert_string_equal(path_str(pod, "spec.volumes.2.persistentVolumeClaim.claimName"),
+			    "corpus");
+	assert_string_equal(path_str(pod, "spec.nodeSelector.pool"), "a");
+	assert_string_equal(path_str(pod, "spec.tolerations.0.key"), "kwok");
+	json_decref(pod);
+
+	pod = child_syncer(&c);
+	assert_non_null(pod);
+	assert_string_equal(path_str(pod, "kind"), "StatefulSet");
+	assert_string_equal(path_str(pod, "spec.serviceName"), "demo-syncer");
+	assert_string_equal(path_str(pod, "spec.template.spec.volumes.2.persistentVolumeClaim.claimName"),
+			    "demo-checkpoints");
+	json_decref(pod);
+	pod = child_pvc(&c);
+	assert_string_equal(path_str(pod, "spec.resources.requests.storage"), "2Gi");
+	json_decref(pod);
+	pod = child_service(&c);
+	assert_string_equal(path_str(pod, "spec.clusterIP"), "None");
+	json_decref(pod);
+	pod = child_configmap(&c);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(pod, "data"),
+							      "job.json")), txt);
+	json_decref(pod);
+	free(txt);
+	json_decref(core);
+	json_decref(job);
+}
+
+static void test_learner_index(void **state)
+{
+	(void)state;
+	assert_int_equal(learner_index("demo", "demo-learner-0"), 0);
+	assert_int_equal(learner_index("demo", "demo-learner-17"), 17);
+	assert_int_equal(learner_index("demo", "demo-learner-"), -1);
+	assert_int_equal(learner_index("demo", "demo-learner-01"), -1);
+	assert_int_equal(learner_index("demo", "demo-learner-1x"), -1);
+	assert_int_equal(learner_index("demo", "demo-syncer-0"), -1);
+	assert_int_equal(learner_index("demo", "demo2-learner-1"), -1);
+	assert_int_equal(learner_index("de", "demo-learner-1"), -1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_new_job_creates_everything),
+		cmocka_unit_test(test_no_pvc_when_storage_empty),
+		cmocka_unit_test(test_all_seen_sets_created_and_running),
+		cmocka_unit_test(test_steady_state_does_nothing),
+		cmocka_unit_test(test_deleted_learner_only_it_recreated),
+		cmocka_unit_test(test_backoff_grows_with_repeated_failures),
+		cmocka_unit_test(test_failed_pod_deleted_with_uid),
+		cmocka_unit_test(test_below_quorum_is_restarting),
+		cmocka_unit_test(test_budget_done_succeeds_and_stays),
+		cmocka_unit_test(test_all_learners_exit_zero_succeeds),
+		cmocka_unit_test(test_backoff_limit_fails),
+		cmocka_unit_test(test_invalid_spec_fails),
+		cmocka_unit_test(test_suspend_and_resume),
+		cmocka_unit_test(test_deleting_job_does_nothing),
+		cmocka_unit_test(test_stray_pod_index_deleted),
+		cmocka_unit_test(test_condition_time_kept_when_unchanged),
+		cmocka_unit_test(test_job_core_strips_operator_fields),
+		cmocka_unit_test(test_learner_pod_manifest),
+		cmocka_unit_test(test_learner_index),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
