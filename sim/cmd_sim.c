@@ -541,10 +541,14 @@ static int run_harvest(const struct sim_cli *c)
 			printf("%.2f,%.4f,%.4f,%.4f,%.4f\n", extra[i],
 			       h.time_ratio.mean, h.time_ratio.lo, h.time_ratio.hi,
 			       h.goodput.mean);
-		else
-			printf("+%-6.0f%% %.4f (95%% CI %.4f .. %.4f), goodput %.4f\n",
-			       100 * extra[i], h.time_ratio.mean, h.time_ratio.lo,
+		else {
+			char label[16];
+
+			snprintf(label, sizeof(label), "+%.0f%%", 100 * extra[i]);
+			printf("%-8s %.4f (95%% CI %.4f .. %.4f), goodput %.4f\n",
+			       label, h.time_ratio.mean, h.time_ratio.lo,
 			       h.time_ratio.hi, h.goodput.mean);
+		}
 	}
 	return arr ? print_json(arr) : 0;
 }

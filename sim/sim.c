@@ -144,15 +144,14 @@ int sim_params_check(const struct sim_params *p, struct err *e)
  * Speed of a synchronous group of n slices: the slowest slice's, each
  * 1 - h·|Z|. max|Z| over n has CDF erf(z/√2)^n, so it is drawn by
  * inversion: erfc(z/√2) = q with q = 1 - u^(1/n), solved by Newton on
- * log erfc (a few steps from the tail asymptote).
+ * log erfc from the tail asymptote.
  */
-static double draw_speed(struct rng *r, long n, double h)
+double sim_group_speed(double u, long n, double h)
 {
-	double u, q, lq, z, s;
+	double q, lq, z, s;
 
 	if (h <= 0 || n <= 0)
 		return 1.0;
-	u = rng_uniform(r);
 	if (u < 1e-300)
 		u = 1e-300;
 	q = -expm1(log(u) / (double)n);
@@ -161,7 +160,11 @@ static double draw_speed(struct rng *r, long n, double h)
 	if (q < 1e-300)
 		q = 1e-300;
 	lq = log(q);
-	z = q < 0.3 ? sqrt(-2.0 * lq) : 1.0;
+	z = 1.0;
+	if (q < 0.3) { /* erfc(z/√2) ≈ √(2/π)·exp(-z²/2)/z, one fixed-point step */
+		z = sqrt(-2.0 * lq);
+		z = sqrt(fmax(0.0, 2.0 * (0.5 * log(2.0 / M_PI) - lq - log(z))));
+	}
 	for (int i = 0; i < 20; i++) {
 		double c = erfc(z / M_SQRT2), f, df, dz;
 
@@ -173,11 +176,18 @@ static double draw_speed(struct rng *r, long n, double h)
 		z -= dz;
 		if (z < 0)
 			z = 0;
-		if (fabs(dz) < 1e-9)
+		if (fabs(dz) < 1e-7)
 			break;
 	}
 	s = 1.0 - h * z;
 	return s < 0.05 ? 0.05 : s;
+}
+
+static double draw_speed(struct rng *r, long n, double h)
+{
+	if (h <= 0 || n <= 0)
+		return 1.0;
+	return sim_group_speed(rng_uniform(r), n, h);
 }
 
 struct lrn {
@@ -187,10 +197,12 @@ struct lrn {
 	double stop_until; /* restarting or pausing until then */
 	int present;     /* 0: a harvest learner whose capacity is gone */
 	unsigned epoch;  /* bumped when it leaves: its repairs are void */
-	int running;     /* as of the last event */
-	double work;     /* useful chip-s since it last started running */
+	int running;     /* as of the last settle */
+	double rate;     /* useful chip-s per s while running */
+	double work;     /* useful chip-s since it started running, up to t_seg */
+	double t_seg;
 	double at_risk;  /* unmerged work when it stopped */
-	double missed_s; /* round time it missed since it stopped */
+	double stop_clock; /* round clock (uptime) when it stopped */
 };
 
 struct away {
@@ -229,6 +241,13 @@ static int fifo_push(struct fifo *q, struct away x, struct err *e)
 	return 0;
 }
 
+/*
+ * Sums kept up to date by settle() so that advancing time is O(1): the
+ * slices that can fail, the slices allocated, the running learners and
+ * their useful rate. The round clock is the uptime integral: rounds go on
+ * exactly while at least K learners run, so a stopped learner has missed
+ * (uptime now − uptime when it stopped) of round time.
+ */
 struct state {
 	const struct sim_params *p;
 	struct rng rng;
@@ -237,6 +256,9 @@ struct state {
 	int nbase;
 	struct fifo q;
 	double grace_s;
+	long up_slices, alloc_slices;
+	int nrun;
+	double rate;
 	double useful, alloc, uptime;
 };
 
@@ -249,95 +271,65 @@ static int is_running(const struct lrn *l, double t)
 static double missed_loss(const struct state *s, const struct lrn *l,
 			  double grace_s)
 {
-	double rounds = floor(fmax(0.0, l->missed_s - grace_s) / s->p->step_s);
+	double missed = s->uptime - l->stop_clock;
+	double rounds = floor(fmax(0.0, missed - grace_s) / s->p->step_s);
 
 	if (rounds > s->p->fragments)
 		rounds = s->p->fragments;
 	return l->at_risk * rounds / s->p->fragments;
 }
 
-/* Unmerged work of a running learner: one outer period (H = P steps). */
-static double unmerged(const struct state *s, const struct lrn *l)
+/* Unmerged work of a running learner at t: one outer period (H = P steps). */
+static double unmerged(const struct state *s, const struct lrn *l, double t)
 {
-	double cap = (double)s->p->fragments * s->p->step_s * (double)l->up *
-		     (double)s->p->slice * l->speed;
+	double cap = (double)s->p->fragments * s->p->step_s * l->rate;
+	double w = l->work + l->rate * (t - l->t_seg);
 
-	return l->work < cap ? l->work : cap;
+	return w < cap ? w : cap;
 }
 
-/* Notes every learner's start and stop at time t. */
-static void settle(struct state *s, double t)
+/* Brings learner l's running state and the sums up to date at time t. */
+static void settle(struct state *s, struct lrn *l, double t)
 {
-	for (int i = 0; i < s->nl; i++) {
-		struct lrn *l = &s->l[i];
-		int run = is_running(l, t);
+	int run = is_running(l, t);
 
-		if (run && !l->running) {
-			l->speed = draw_speed(&s->rng, l->up, s->p->hetero);
-			s->useful -= missed_loss(s, l, s->grace_s);
-			l->work = 0;
-			l->at_risk = 0;
-			l->missed_s = 0;
-		} else if (!run && l->running) {
-			l->at_risk = unmerged(s, l);
-			l->missed_s = 0;
+	if (l->running) {
+		s->rate -= l->rate;
+		s->nrun--;
+		if (!run) {
+			l->at_risk = unmerged(s, l, t);
+			l->stop_clock = s->uptime;
+		} else {
+			l->work += l->rate * (t - l->t_seg);
 		}
-		l->running = run;
+	} else if (run) {
+		l->speed = draw_speed(&s->rng, l->up, s->p->hetero);
+		s->useful -= missed_loss(s, l, s->grace_s);
+		l->work = 0;
+		l->at_risk = 0;
 	}
+	if (run) {
+		l->rate = (double)l->up * (double)s->p->slice * l->speed;
+		l->t_seg = t;
+		s->rate += l->rate;
+		s->nrun++;
+	}
+	l->running = run;
 }
 
 /* Advances time by dt with the current states. */
 static void integrate(struct state *s, double dt)
 {
-	int nrun = 0;
-	long alloc_slices = 0;
-
-	for (int i = 0; i < s->nl; i++) {
-		struct lrn *l = &s->l[i];
-
-		if (l->present)
-			alloc_slices += l->slices;
-		if (l->running) {
-			double w = (double)l->up * (double)s->p->slice * l->speed * dt;
-
-			s->useful += w;
-			l->work += w;
-			nrun++;
-		}
-	}
-	s->alloc += (double)alloc_slices * (double)s->p->slice * dt;
-	if (nrun >= s->p->quorum) {
+	s->useful += s->rate * dt;
+	s->alloc += (double)s->alloc_slices * (double)s->p->slice * dt;
+	if (s->nrun >= s->p->quorum)
 		s->uptime += dt;
-		for (int i = 0; i < s->nl; i++)
-			if (s->l[i].present && !s->l[i].running)
-				s->l[i].missed_s += dt;
-	}
-}
-
-static double useful_rate(const struct state *s)
-{
-	double r = 0;
-
-	for (int i = 0; i < s->nl; i++)
-		if (s->l[i].running)
-			r += (double)s->l[i].up * (double)s->p->slice * s->l[i].speed;
-	return r;
-}
-
-static long up_chips(const struct state *s)
-{
-	long n = 0;
-
-	for (int i = 0; i < s->nl; i++)
-		if (s->l[i].present)
-			n += s->l[i].up;
-	return n * s->p->slice;
 }
 
 static int fail_one(struct state *s, double t, struct err *e)
 {
 	const struct sim_params *p = s->p;
-	double x = rng_uniform(&s->rng) * (double)(up_chips(s) / p->slice);
+	double x = rng_uniform(&s->rng) * (double)s->up_slices;
 	struct lrn *l = NULL;
 
 	for (int i = 0; i < s->nl; i++) {
@@ -354,11 +346,14 @@ static int fail_one(struct state *s, double t, struct err *e)
 		/* a spare takes its place; the whole job restarts */
 		if (t >= l->stop_until)
 			l->stop_until = t + p->restart_s;
+		settle(s, l, t);
 		return 0;
 	}
 	if (t >= l->stop_until && l->up > 0)
 		l->stop_until = t + p->pause_down_s;
 	l->up--;
+	s->up_slices--;
+	settle(s, l, t);
 	return fifo_push(&s->q,
 			 (struct away){ t + p->repair_s, (int)(l - s->l), l->epoch },
 			 e);
@@ -373,6 +368,8 @@ static void repaired(struct state *s, double t, struct away a)
 	if (t >= l->stop_until)
 		l->stop_until = t + s->p->pause_up_s;
 	l->up++;
+	s->up_slices++;
+	settle(s, l, t);
 }
 
 /* Harvest capacity arrives (joins after a restart) or leaves. */
@@ -385,11 +382,21 @@ static void harvest_toggle(struct state *s, double t, int arrive)
 			l->present = 1;
 			l->up = l->slices;
 			l->stop_until = t + s->p->restart_s;
-			l->work = l->at_risk = l->missed_s = 0;
+			l->work = l->at_risk = 0;
+			l->stop_clock = s->uptime;
+			s->up_slices += l->up;
+			s->alloc_slices += l->slices;
+			settle(s, l, t);
 			continue;
 		}
 		/* what it had not merged yet is gone with it */
-		s->useful -= l->running ? unmerged(s, l) : l->at_risk;
+		s->useful -= l->running ? unmerged(s, l, t) : l->at_risk;
+		if (l->running) {
+			s->rate -= l->rate;
+			s->nrun--;
+		}
+		s->up_slices -= l->up;
+		s->alloc_slices -= l->slices;
 		l->present = 0;
 		l->running = 0;
 		l->up = 0;
@@ -446,20 +453,20 @@ int sim_run_once(const struct sim_params *p, int rep, double budget,
 		}
 		next_toggle = rng_exponential(&s.rng, p->harvest_off_h * HOUR);
 	}
+	s.up_slices = s.alloc_slices = base_slices;
 	s.q.max = (size_t)(base_slices + extra_slices);
 	s.grace_s = fmin(p->grace * p->overlap * p->step_s, p->step_s);
 	for (int i = 0; i < s.nl; i++)
-		s.l[i].running = 0;
-	settle(&s, 0);
+		settle(&s, &s.l[i], 0);
 
 	for (;;) {
-		long upc = up_chips(&s);
 		double tn = tend, dt;
 		int what = 0; /* 0 end, 1 failure, 2 repair, 3 toggle, 4 stop ends */
 
-		next_fail = upc > 0 ? t + rng_exponential(&s.rng, p->mtbi_h * HOUR /
-							   (double)upc)
-				    : INFINITY;
+		next_fail = s.up_slices > 0
+			? t + rng_exponential(&s.rng, p->mtbi_h * HOUR /
+					      (double)(s.up_slices * p->slice))
+			: INFINITY;
 		if (next_fail < tn) {
 			tn = next_fail;
 			what = 1;
@@ -479,15 +486,11 @@ int sim_run_once(const struct sim_params *p, int rep, double budget,
 				what = 4;
 			}
 		dt = tn - t;
-		if (budget > 0) {
-			double rate = useful_rate(&s);
-
-			if (rate > 0 && s.useful + rate * dt >= budget) {
-				dt = (budget - s.useful) / rate;
-				integrate(&s, dt);
-				t += dt;
-				break;
-			}
+		if (budget > 0 && s.rate > 0 && s.useful + s.rate * dt >= budget) {
+			dt = (budget - s.useful) / s.rate;
+			integrate(&s, dt);
+			t += dt;
+			break;
 		}
 		integrate(&s, dt);
 		t = tn;
@@ -509,8 +512,11 @@ int sim_run_once(const struct sim_params *p, int rep, double budget,
 			harvest_toggle(&s, t, harvest_on);
 			next_toggle = t + rng_exponential(&s.rng,
 				(harvest_on ? p->harvest_on_h : p->harvest_off_h) * HOUR);
+		} else {
+			for (int i = 0; i < s.nl; i++)
+				if (s.l[i].present && !s.l[i].running)
+					settle(&s, &s.l[i], t);
 		}
-		settle(&s, t);
 	}
 	/* learners still stopped lose what they have missed so far */
 	for (int i = 0; i < s.nl; i++)

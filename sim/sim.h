@@ -107,6 +107,10 @@ struct sim_result {
 int sim_estimate(const struct sim_params *p, struct sim_result *out,
 		 struct err *e);
 
+/* Speed of a group of n slices at quantile u of its slowest slice
+ * (slice speeds 1 - h·|Z|); at least 0.05. */
+double sim_group_speed(double u, long n, double h);
+
 /* Mean and interval of x[0..n), n >= 2. */
 void sim_stat_of(const double *x, int n, struct sim_stat *out);
 

@@ -277,6 +277,21 @@ static void svg_has_one_line_per_mode(void **state)
 	free(buf);
 }
 
+/* Median of max|Z| over n, found by bisection of erf(z/√2)^n = 1/2. */
+static void group_speed_quantiles(void **state)
+{
+	(void)state;
+	assert_true(fabs(sim_group_speed(0.5, 10, 0.1) - (1 - 0.1 * 1.831895)) < 1e-6);
+	assert_true(fabs(sim_group_speed(0.5, 1000, 0.1) - (1 - 0.1 * 3.392370)) < 1e-6);
+	assert_true(fabs(sim_group_speed(0.5, 100000, 0.1) - (1 - 0.1 * 4.495783)) < 1e-6);
+	/* one slice: |Z| at u = 0.5 is 0.674490 */
+	assert_true(fabs(sim_group_speed(0.5, 1, 0.1) - (1 - 0.1 * 0.674490)) < 1e-6);
+	assert_true(sim_group_speed(0.5, 1000, 0) == 1.0);
+	assert_true(sim_group_speed(0.999999, 10, 0.5) == 0.05);
+	/* more slices, slower: the slowest member sets the pace */
+	assert_true(sim_group_speed(0.3, 5000, 0.01) < sim_group_speed(0.3, 50, 0.01));
+}
+
 static void stat_interval(void **state)
 {
 	double x[4] = { 1, 2, 3, 4 };
@@ -304,6 +319,7 @@ int main(void)
 		cmocka_unit_test(bad_parameters_refused),
 		cmocka_unit_test(good_arguments_parsed),
 		cmocka_unit_test(svg_has_one_line_per_mode),
+		cmocka_unit_test(group_speed_quantiles),
 		cmocka_unit_test(stat_interval),
 	};
 
