@@ -71,8 +71,30 @@ static int parse_double(const char *flag, const char *v, double *out,
 	return 0;
 }
 
+/* A whole number of chips, with an optional k or M: 150000, 150k, 2.4M
+ * (decimal only: no hex). */
 static int parse_long(const char *flag, const char *v, long *out,
 		      struct err *e)
+{
+	char *end;
+	double x, mult = 1;
+
+	errno = 0;
+	x = strtod(v, &end);
+	if (end != v && (*end == 'k' || *end == 'M') && end[1] == '\0') {
+		mult = *end == 'k' ? 1e3 : 1e6;
+		end++;
+	}
+	x *= mult;
+	if (end == v || *end || errno || !isfinite(x) || x != floor(x) ||
+	    fabs(x) > 1e15 || strpbrk(v, "xX"))
+		return err_set(e, "sim: %s wants a whole number (150000, 150k, 2.4M), got '%s'",
+			       flag, v);
+	*out = (long)x;
+	return 0;
+}
+
+static int parse_int(const char *flag, const char *v, int *out, struct err *e)
 {
 	char *end;
 	long x;
@@ -81,16 +103,6 @@ static int parse_long(const char *flag, const char *v, long *out,
 	x = strtol(v, &end, 10);
 	if (end == v || *end || errno)
 		return err_set(e, "sim: %s wants a whole number, got '%s'", flag, v);
-	*out = x;
-	return 0;
-}
-
-static int parse_int(const char *flag, const char *v, int *out, struct err *e)
-{
-	long x;
-
-	if (parse_long(flag, v, &x, e))
-		return -1;
 	if (x < -1000000000L || x > 1000000000L)
 		return err_set(e, "sim: %s is out of range, got '%s'", flag, v);
 	*out = (int)x;

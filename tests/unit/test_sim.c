@@ -208,7 +208,10 @@ static void bad_parameters_refused(void **state)
 	R("--learners must be 1 with --mode elastic", "--mode", "elastic", "--learners", "4");
 	R("--quorum must be between 1 and 4, got 5", "--mode", "decoupled", "--learners", "4", "--quorum", "5");
 	R("--chips must be at least --slice × --learners", "--mode", "decoupled", "--learners", "16", "--chips", "1000");
-	R("--chips wants a whole number, got '1.5M'", "--chips", "1.5M");
+	R("--chips wants a whole number (150000, 150k, 2.4M), got 'lots'", "--chips", "lots");
+	R("--chips wants a whole number (150000, 150k, 2.4M), got '1.5'", "--chips", "1.5");
+	R("--chips wants a whole number (150000, 150k, 2.4M), got '2G'", "--chips", "2G");
+	R("--learners wants a whole number, got '4.5'", "--learners", "4.5");
 	R("--chips must be between 1 and", "--chips", "-5");
 	R("--slice must be between 1 and", "--slice", "0");
 	R("--mtbi-hours must be between", "--mtbi-hours", "0");
@@ -241,7 +244,7 @@ static void bad_parameters_refused(void **state)
 static void good_arguments_parsed(void **state)
 {
 	char *argv[] = { (char *)"sim", (char *)"--mode", (char *)"decoupled",
-			 (char *)"--learners=8", (char *)"--chips", (char *)"1200000",
+			 (char *)"--learners=8", (char *)"--chips", (char *)"1.2M",
 			 (char *)"--quorum", (char *)"2", (char *)"--format", (char *)"json" };
 	struct sim_cli c;
 
