@@ -1,12 +1,206 @@
-/* `ddiloco learner`: not built yet. */
+/*
+ * `ddiloco learner`: the reference trainer driven through the exchange.
+ *
+ * At start it waits (bounded by --init-timeout) until its sidecar has put
+ * every fragment of the global model in the exchange, takes them as its
+ * parameters, then trains: one trainer_step, one exchange_poll, again.
+ * It never waits for the network; it exits 0 when the sidecar marks the
+ * exchange done (the syncer said "job done").
+ */
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cmds.h"
+#include "common/exchange.h"
+#include "common/jobspec.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "trainer/model.h"
+#include "trainer/trainer.h"
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop_requested = 1;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: ddiloco learner --job JOB.yaml --learner I --exchange DIR\n"
+		"                       [--init-timeout SECONDS]\n\n"
+		"Trains learner I of the job. Its sidecar (`ddiloco sidecar` with the\n"
+		"same --exchange DIR) brings the global model and carries fragments\n"
+		"to and from the syncer; the learner never waits for it.\n\n"
+		"  --init-timeout S  how long to wait for the global model (default 300)\n");
+}
+
+/* Waits until the sidecar delivered every fragment. 0 = started, 1 = the
+ * job is already done, -1 = timed out. */
+static int wait_for_model(struct exchange *x, float *params, double timeout,
+			  const struct exchange_step *st)
+{
+	double start = clock_mono(), next_note = start + 10;
+
+	for (;;) {
+		if (exchange_learner_start(x, params))
+			return 0;
+		if (exchange_is_done(x))
+			return 1;
+		if (stop_requested || clock_mono() - start > timeout)
+			return -1;
+		if (clock_mono() > next_note) {
+			log_info("waiting for the global model from the sidecar "
+				 "(%.0f s so far)", clock_mono() - start);
+			next_note += 10;
+		}
+		exchange_put_stats(x, st);
+		exchange_wait(x, 0.2);
+	}
+}
 
 int cmd_learner(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	fprintf(stderr, "ddiloco learner: not available in this build\n");
-	return 2;
+	const char *job = NULL, *dir = NULL;
+	int learner = -1, rc = 1, ft_ok = 0;
+	double init_timeout = 300, poll_time = 0, step_time = 0, ema = 0;
+	double t0, next_log;
+	struct job_spec js;
+	struct trainer *t = NULL;
+	struct frag_table ft;
+	struct exchange *x = NULL;
+	struct exchange_step st = { 0 };
+	struct err e;
+	char comp[32];
+	uint64_t polls = 0;
+
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		char *end;
+
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			usage(stdout);
+			return 0;
+		}
+		if (!v) {
+			fprintf(stderr, "ddiloco learner: '%s' needs a value\n", a);
+			usage(stderr);
+			return 2;
+		}
+		if (!strcmp(a, "--job")) {
+			job = v;
+		} else if (!strcmp(a, "--exchange")) {
+			dir = v;
+		} else if (!strcmp(a, "--learner")) {
+			learner = (int)strtol(v, &end, 10);
+			if (*end || end == v || learner < 0) {
+				fprintf(stderr, "ddiloco learner: --learner: '%s' is "
+					"not a learner index\n", v);
+				return 2;
+			}
+		} else if (!strcmp(a, "--init-timeout")) {
+			init_timeout = strtod(v, &end);
+			if (*end || end == v || !(init_timeout > 0)) {
+				fprintf(stderr, "ddiloco learner: --init-timeout: '%s' "
+					"is not a positive number of seconds\n", v);
+				return 2;
+			}
+		} else {
+			fprintf(stderr, "ddiloco learner: unknown option '%s'\n", a);
+			usage(stderr);
+			return 2;
+		}
+		i++;
+	}
+	if (!job || learner < 0 || !dir) {
+		fprintf(stderr, "ddiloco learner: --job, --learner and --exchange "
+			"are required\n");
+		usage(stderr);
+		return 2;
+	}
+	snprintf(comp, sizeof(comp), "learner-%d", learner);
+	log_init(comp);
+	if (jobspec_load(job, &js, &e))
+		goto out;
+	if (learner >= js.learners.replicas) {
+		err_set(&e, "learner %d: the job has %d learners (0 to %d)",
+			learner, js.learners.replicas, js.learners.replicas - 1);
+		goto out;
+	}
+	t = trainer_new(&js, learner, js.learners.replicas, &e);
+	if (!t)
+		goto out;
+	if (model_frag_table(trainer_config(t), js.syncer.fragments, &ft, &e))
+		goto out;
+	ft_ok = 1;
+	if (exchange_open(dir, EXCHANGE_LEARNER, &ft, &x, &e))
+		goto out;
+	signal(SIGTERM, on_signal);
+	signal(SIGINT, on_signal);
+
+	switch (wait_for_model(x, trainer_params(t), init_timeout, &st)) {
+	case 1:
+		log_info("the job is already done");
+		rc = 0;
+		goto out;
+	case -1:
+		if (stop_requested) {
+			rc = 0;
+			goto out;
+		}
+		err_set(&e, "learner %d: no global model from the sidecar within "
+			"%.0f s (exchange '%s'): is `ddiloco sidecar` running "
+			"and connected to the syncer?", learner, init_timeout, dir);
+		goto out;
+	}
+	log_info("got the global model (%d fragments); training", ft.nfrags);
+	t0 = clock_mono();
+	next_log = t0 + 5;
+	while (!stop_requested) {
+		struct trainer_stats ts;
+		struct exchange_poll_result res;
+		double a;
+
+		if (trainer_step(t, &ts, &e))
+			goto out;
+		ema = ema > 0 ? 0.9 * ema + 0.1 * ts.seconds : ts.seconds;
+		st.step = ts.step;
+		st.tokens = ts.tokens;
+		st.tokens_total = ts.tokens_total;
+		st.loss = ts.loss;
+		st.step_time = ema;
+		a = clock_mono();
+		exchange_poll(x, trainer_params(t), &st, &res);
+		poll_time += clock_mono() - a;
+		step_time += ts.seconds;
+		polls++;
+		if (res.done) {
+			log_info("job done at step %llu",
+				 (unsigned long long)ts.step);
+			break;
+		}
+		if (clock_mono() > next_log) {
+			log_info("step %llu loss %.4f step %.1f ms poll %.3f ms",
+				 (unsigned long long)ts.step, ts.loss, ema * 1e3,
+				 poll_time / (double)polls * 1e3);
+			next_log += 5;
+		}
+	}
+	log_info("%llu steps; exchange_poll took %.4f of step time",
+		 (unsigned long long)polls,
+		 step_time > 0 ? poll_time / step_time : 0.0);
+	rc = 0;
+out:
+	if (rc)
+		log_error("%s", e.msg);
+	exchange_close(x);
+	if (ft_ok)
+		frag_table_release(&ft);
+	trainer_free(t);
+	return rc;
 }

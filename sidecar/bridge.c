@@ -1,0 +1,402 @@
+/*
+ * bridge: the sidecar's exchange side. Received SyncerMessages become
+ * exchange writes (an Update is decoded straight into the inbox slot);
+ * answers the learner published become encoded, framed LearnerMessages in
+ * a queue of one entry per fragment. Nothing here touches gRPC.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "ddiloco/v1/syncer.pb-c.h"
+#include "sidecar/sidecar_int.h"
+
+struct sidecar *sidecar_new(const struct sidecar_opts *o, struct exchange *x,
+			    const struct frag_table *ft, struct err *e)
+{
+	struct sidecar *s = calloc(1, sizeof(*s));
+	size_t maxn = 1;
+
+	if (!s)
+		return err_set(e, "sidecar: out of memory"), NULL;
+	s->o = *o;
+	if (s->o.heartbeat_every <= 0)
+		s->o.heartbeat_every = 1.0;
+	if (s->o.backoff_min <= 0)
+		s->o.backoff_min = 0.1;
+	if (s->o.backoff_max <= 0)
+		s->o.backoff_max = 5.0;
+	s->x = x;
+	s->ft = ft;
+	s->nfrags = ft->nfrags;
+	for (int p = 0; p < ft->nfrags; p++)
+		if (ft->frags[p].numel > maxn)
+			maxn = ft->frags[p].numel;
+	s->queue = calloc((size_t)s->nfrags, sizeof(*s->queue));
+	s->pulls = calloc((size_t)s->nfrags, sizeof(*s->pulls));
+	s->take_buf = malloc(maxn * sizeof(float));
+	s->check_vals = malloc(maxn * sizeof(float));
+	if (!s->queue || !s->pulls || !s->take_buf || !s->check_vals) {
+		sidecar_free(s);
+		return err_set(e, "sidecar: out of memory"), NULL;
+	}
+	if (enc_size(ENC_F32, maxn) + SIDECAR_ANSWER_HDR_MAX > SIDECAR_MAX_MESSAGE) {
+		sidecar_free(s);
+		return err_set(e, "sidecar: largest fragment has %zu values: more "
+			       "than a %u-byte message holds", maxn,
+			       SIDECAR_MAX_MESSAGE), NULL;
+	}
+	pthread_mutex_init(&s->mu, NULL);
+	return s;
+}
+
+void sidecar_queue_free_entry(struct qanswer *q)
+{
+	free(q->payload);
+	memset(q, 0, sizeof(*q));
+}
+
+void sidecar_free(struct sidecar *s)
+{
+	if (!s)
+		return;
+	if (s->queue) {
+		for (int p = 0; p < s->nfrags; p++)
+			sidecar_queue_free_entry(&s->queue[p]);
+		pthread_mutex_destroy(&s->mu);
+	}
+	free(s->queue);
+	free(s->pulls);
+	free(s->take_buf);
+	free(s->check_vals);
+	free(s);
+}
+
+void sidecar_stop(struct sidecar *s)
+{
+	s->stop = 1;
+}
+
+void sidecar_stream_begin(struct sidecar *s)
+{
+	pthread_mutex_lock(&s->mu);
+	s->epoch++;
+	s->welcomed = 0;
+	for (int p = 0; p < s->nfrags; p++) {
+		if (s->queue[p].used) {
+			s->m.answers_dropped++;
+			sidecar_queue_free_entry(&s->queue[p]);
+		}
+	}
+	pthread_mutex_unlock(&s->mu);
+}
+
+static size_t put_varint(uint8_t *out, uint64_t v)
+{
+	size_t n = 0;
+
+	while (v >= 0x80) {
+		out[n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	out[n++] = (uint8_t)v;
+	return n;
+}
+
+size_t sidecar_answer_header(uint8_t *out, uint32_t fragment,
+			     const struct exchange_answer *a,
+			     enum payload_enc enc, size_t payload_len)
+{
+	uint8_t body[SIDECAR_ANSWER_HDR_MAX];
+	size_t n = 0, h = 0;
+
+	/* Answer fields 1-6 and 8, then field 7 (payload) whose bytes follow */
+	body[n++] = 0x08, n += put_varint(body + n, fragment);
+	body[n++] = 0x10, n += put_varint(body + n, a->round);
+	body[n++] = 0x18, n += put_varint(body + n, a->base_version);
+	body[n++] = 0x20, n += put_varint(body + n, a->steps);
+	body[n++] = 0x28, n += put_varint(body + n, a->tokens);
+	body[n++] = 0x30, n += put_varint(body + n, (uint64_t)enc);
+	body[n++] = 0x40, n += put_varint(body + n, a->step);
+	body[n++] = 0x3a, n += put_varint(body + n, payload_len);
+	/* LearnerMessage field 2 (answer), length-delimited */
+	out[h++] = 0x12;
+	h += put_varint(out + h, n + payload_len);
+	memcpy(out + h, body, n);
+	return h + n;
+}
+
+static int handle_update(struct sidecar *s, const Ddiloco__V1__Update *u,
+			 struct err *e)
+{
+	size_t n;
+	float *slot;
+
+	if (u->fragment >= (uint32_t)s->nfrags)
+		return err_set(e, "sidecar: update for fragment %u, the model "
+			       "has %d", u->fragment, s->nfrags);
+	if ((unsigned)u->encoding > ENC_INT8)
+		return err_set(e, "sidecar: update of fragment %u: unknown "
+			       "encoding %d", u->fragment, (int)u->encoding);
+	n = exchange_frag_numel(s->x, (int)u->fragment);
+	slot = exchange_inbox_begin(s->x, (int)u->fragment);
+	/* a failed decode leaves the slot unpublished: the learner keeps
+	 * the previous version */
+	if (enc_decode((enum payload_enc)u->encoding, u->payload.data,
+		       u->payload.len, slot, n, e))
+		return err_wrap(e, "sidecar: update of fragment %u version %llu",
+				u->fragment, (unsigned long long)u->version);
+	exchange_inbox_commit(s->x, (int)u->fragment, u->version);
+	return 0;
+}
+
+static int handle_welcome(struct sidecar *s, const Ddiloco__V1__Welcome *w,
+			  struct err *e)
+{
+	if (w->fragments != (uint32_t)s->nfrags)
+		return err_set(e, "sidecar: welcome for %u fragments, this "
+			       "model has %d", w->fragments, s->nfrags);
+	if ((unsigned)w->answer_encoding > ENC_INT8)
+		return err_set(e, "sidecar: welcome asks for unknown encoding %d",
+			       (int)w->answer_encoding);
+	if (!(w->alpha >= 0.0 && w->alpha < 1.0))
+		return err_set(e, "sidecar: welcome has alpha %g (0 <= alpha < 1)",
+			       w->alpha);
+	exchange_set_alpha(s->x, w->alpha);
+	pthread_mutex_lock(&s->mu);
+	s->enc = (enum payload_enc)w->answer_encoding;
+	s->welcomed = 1;
+	s->m.welcomes++;
+	pthread_mutex_unlock(&s->mu);
+	log_info("welcome: %u fragments, round %llu, alpha %g, answers in %s",
+		 w->fragments, (unsigned long long)w->round, w->alpha,
+		 enc_name((enum payload_enc)w->answer_encoding));
+	return 0;
+}
+
+int sidecar_handle(struct sidecar *s, const uint8_t *msg, size_t len,
+		   struct err *e)
+{
+	Ddiloco__V1__SyncerMessage *m;
+	int rc = 0;
+
+	m = ddiloco__v1__syncer_message__unpack(NULL, len, msg);
+	if (!m)
+		return err_set(e, "sidecar: cannot parse a %zu-byte message from "
+			       "the syncer", len);
+	switch (m->kind_case) {
+	case DDILOCO__V1__SYNCER_MESSAGE__KIND_WELCOME:
+		rc = handle_welcome(s, m->welcome, e) ? -2 : 0;
+		break;
+	case DDILOCO__V1__SYNCER_MESSAGE__KIND_PULL:
+		SC_ADD(s, pulls_received, 1);
+		if (m->pull->fragment >= (uint32_t)s->nfrags) {
+			SC_ADD(s, pulls_rejected, 1);
+			rc = err_set(e, "sidecar: pull of fragment %u, the model "
+				     "has %d", m->pull->fragment, s->nfrags);
+			break;
+		}
+		pthread_mutex_lock(&s->mu);
+		s->pulls[m->pull->fragment].epoch = s->epoch;
+		s->pulls[m->pull->fragment].round = m->pull->round;
+		s->pulls[m->pull->fragment].at = clock_mono();
+		pthread_mutex_unlock(&s->mu);
+		exchange_post_pull(s->x, (int)m->pull->fragment, m->pull->round);
+		break;
+	case DDILOCO__V1__SYNCER_MESSAGE__KIND_UPDATE:
+		SC_ADD(s, updates_received, 1);
+		rc = handle_update(s, m->update, e);
+		if (rc)
+			SC_ADD(s, updates_rejected, 1);
+		break;
+	default:
+		rc = err_set(e, "sidecar: message from the syncer of unknown "
+			     "kind %d", (int)m->kind_case);
+	}
+	ddiloco__v1__syncer_message__free_unpacked(m, NULL);
+	return rc;
+}
+
+static double rel_error(const float *x, const float *y, size_t n)
+{
+	double d = 0, t = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		double a = x[i], b = y[i];
+
+		d += (a - b) * (a - b);
+		t += a * a;
+	}
+	return t > 0 ? sqrt(d / t) : 0;
+}
+
+/* Encodes one taken answer and queues it, replacing an older one. */
+static void queue_answer(struct sidecar *s, int p,
+			 const struct exchange_answer *a, uint64_t epoch,
+			 enum payload_enc enc, double pulled_at)
+{
+	size_t n = a->steps ? exchange_frag_numel(s->x, p) : 0;
+	size_t plen = enc_size(enc, n);
+	uint8_t *payload = malloc(plen ? plen : 1);
+	struct qanswer q = { 0 };
+	struct err e;
+
+	if (!payload) {
+		SC_ADD(s, answers_dropped, 1);
+		return;
+	}
+	if (n && enc_encode(enc, s->take_buf, n, payload, &e)) {
+		/* int8 refuses non-finite values: the syncer would reject
+		 * them anyway, send them as f32 and let it count them */
+		free(payload);
+		log_warn("%s; sending fragment %d as f32", e.msg, p);
+		enc = ENC_F32;
+		plen = enc_size(enc, n);
+		payload = malloc(plen);
+		if (!payload || enc_encode(enc, s->take_buf, n, payload, &e)) {
+			free(payload);
+			SC_ADD(s, answers_dropped, 1);
+			return;
+		}
+	}
+	if (n && enc != ENC_F32 &&
+	    !enc_decode(enc, payload, plen, s->check_vals, n, NULL)) {
+		double r = rel_error(s->take_buf, s->check_vals, n);
+
+		pthread_mutex_lock(&s->mu);
+		s->m.encoding_error_last = r;
+		if (r > s->m.encoding_error_max)
+			s->m.encoding_error_max = r;
+		pthread_mutex_unlock(&s->mu);
+	}
+	q.used = 1;
+	q.epoch = epoch;
+	q.round = a->round;
+	q.hlen = sidecar_answer_header(q.hdr, (uint32_t)p, a, enc, plen);
+	q.payload = payload;
+	q.plen = plen;
+	q.pulled_at = pulled_at;
+	pthread_mutex_lock(&s->mu);
+	if (epoch != s->epoch) {
+		s->m.answers_dropped++;
+		free(payload);
+	} else {
+		if (s->queue[p].used) {
+			s->m.answers_replaced++;
+			sidecar_queue_free_entry(&s->queue[p]);
+		}
+		s->queue[p] = q;
+		s->m.answers_queued++;
+	}
+	pthread_mutex_unlock(&s->mu);
+}
+
+int sidecar_collect(struct sidecar *s)
+{
+	int n = 0;
+
+	for (int p = 0; p < s->nfrags; p++) {
+		struct exchange_answer a;
+		uint64_t epoch;
+		enum payload_enc enc;
+		double at;
+		int ok;
+
+		if (!exchange_take_answer(s->x, p, &a, s->take_buf))
+			continue;
+		pthread_mutex_lock(&s->mu);
+		/* only an answer to the Pull of this stream is worth sending */
+		ok = s->connected && s->welcomed &&
+		     s->pulls[p].epoch == s->epoch && s->pulls[p].round == a.round;
+		epoch = s->epoch;
+		enc = s->enc;
+		at = s->pulls[p].at;
+		if (!ok)
+			s->m.answers_dropped++;
+		pthread_mutex_unlock(&s->mu);
+		if (!ok)
+			continue;
+		queue_answer(s, p, &a, epoch, enc, at);
+		n++;
+	}
+	return n;
+}
+
+void sidecar_get_metrics(struct sidecar *s, struct sidecar_metrics *m)
+{
+	pthread_mutex_lock(&s->mu);
+	*m = s->m;
+	m->connected = s->connected;
+	m->welcomed = s->welcomed;
+	m->encoding = (int)s->enc;
+	m->queue_answers = m->queue_bytes = 0;
+	for (int p = 0; p < s->nfrags; p++)
+		if (s->queue[p].used) {
+			m->queue_answers++;
+			m->queue_bytes += s->queue[p].plen + s->queue[p].hlen;
+		}
+	pthread_mutex_unlock(&s->mu);
+	exchange_counters(s->x, &m->x);
+}
+
+void sidecar_metrics_text(struct sidecar *s, struct buf *b)
+{
+	struct sidecar_metrics m;
+	struct exchange_stats st = { 0 };
+
+	sidecar_get_metrics(s, &m);
+	exchange_read_stats(s->x, &st);
+#define C(name, help, v) \
+	buf_printf(b, "# HELP ddiloco_sidecar_" name " " help "\n" \
+		   "# TYPE ddiloco_sidecar_" name " counter\n" \
+		   "ddiloco_sidecar_" name " %llu\n", (unsigned long long)(v))
+#define G(name, help, fmt, v) \
+	buf_printf(b, "# HELP ddiloco_sidecar_" name " " help "\n" \
+		   "# TYPE ddiloco_sidecar_" name " gauge\n" \
+		   "ddiloco_sidecar_" name " " fmt "\n", v)
+	C("bytes_sent_total", "gRPC message bytes sent to the syncer", m.bytes_sent);
+	C("bytes_received_total", "gRPC message bytes received", m.bytes_received);
+	C("messages_sent_total", "messages sent", m.messages_sent);
+	C("messages_received_total", "messages received", m.messages_received);
+	C("connects_total", "streams opened (Welcome received)", m.welcomes);
+	C("reconnects_total", "connection attempts after the first",
+	  m.reconnect_attempts ? m.reconnect_attempts - 1 : 0);
+	C("disconnects_total", "streams that ended without job done", m.disconnects);
+	C("round_trips_total", "pulls answered on the same stream", m.round_trips);
+	G("round_trip_seconds", "last Pull-to-Answer time", "%.6f", m.round_trip_last);
+	C("updates_received_total", "updates received", m.updates_received);
+	C("updates_rejected_total", "updates that could not be decoded", m.updates_rejected);
+	C("updates_superseded_total", "updates replaced before the learner applied them",
+	  m.x.updates_superseded);
+	C("pulls_received_total", "pulls received", m.pulls_received);
+	C("pulls_superseded_total", "pulls replaced before the learner served them",
+	  m.x.pulls_superseded);
+	C("answers_sent_total", "answers sent", m.answers_sent);
+	C("answers_replaced_total", "queued answers replaced by a newer one",
+	  m.answers_replaced);
+	C("answers_dropped_total", "answers for a stream that is gone",
+	  m.answers_dropped);
+	C("heartbeats_sent_total", "heartbeats sent", m.heartbeats_sent);
+	G("encoding_error", "relative L2 error of the last encoded answer", "%.6g",
+	  m.encoding_error_last);
+	G("encoding_error_max", "largest relative L2 error of an answer", "%.6g",
+	  m.encoding_error_max);
+	G("queue_answers", "answers waiting to be sent", "%llu",
+	  (unsigned long long)m.queue_answers);
+	G("queue_bytes", "bytes waiting to be sent", "%llu",
+	  (unsigned long long)m.queue_bytes);
+	G("inbox_pending", "updates the learner has not applied yet", "%llu",
+	  (unsigned long long)m.x.inbox_pending);
+	G("pulls_pending", "pulls the learner has not served yet", "%llu",
+	  (unsigned long long)m.x.pulls_pending);
+	G("connected", "1 while the stream is open and welcomed", "%d",
+	  m.connected && m.welcomed);
+	G("learner_step", "the learner's step", "%llu", (unsigned long long)st.step);
+	G("learner_seconds_since_poll", "time since the learner last polled", "%.3f",
+	  st.wall > 0 ? clock_wall() - st.wall : -1.0);
+#undef C
+#undef G
+}

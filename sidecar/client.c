@@ -1,0 +1,547 @@
+/*
+ * client: the sidecar's gRPC side on the C core (GRPC-NOTES.md).
+ *
+ * One channel for the process, one call (the Train stream) at a time, one
+ * completion queue polled by the client thread with a short deadline as
+ * its clock. Per call: a start batch (send + receive initial metadata),
+ * the status batch, one receive and at most one send in flight. A call's
+ * context is freed only when all its batches have completed.
+ *
+ * Send order: Hello first, then a due heartbeat, then the queued answer of
+ * the oldest round. An answer goes out as two slices — the framing and the
+ * encoded payload — so its bytes are not copied again.
+ */
+#include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/slice.h>
+#include <grpc/support/alloc.h>
+#include <grpc/support/time.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/util.h"
+#include "ddiloco/v1/syncer.pb-c.h"
+#include "sidecar/sidecar_int.h"
+
+#define TICK_MS 5
+
+enum tag_kind { T_START, T_RECV, T_SEND, T_STATUS };
+
+struct call;
+
+struct tag {
+	struct call *c;
+	enum tag_kind kind;
+};
+
+struct call {
+	grpc_call *call;
+	int pending;             /* batches not completed yet */
+	int ended;               /* status received */
+	int recv_armed, send_busy, hello_sent;
+	grpc_metadata_array md_initial, md_trailing;
+	grpc_status_code status;
+	grpc_slice details;
+	grpc_byte_buffer *recv_buf, *send_buf;
+	size_t send_len;
+	int send_frag;           /* -1: not an answer */
+	double send_pulled_at;
+	struct tag t_start, t_recv, t_send, t_status;
+};
+
+struct client {
+	struct sidecar *s;
+	grpc_completion_queue *cq;
+	grpc_channel *ch;
+	struct call *live;       /* the current stream, if any */
+	int draining;            /* ended streams whose batches drain */
+	double backoff, next_attempt, next_heartbeat;
+	int done, refused;
+	struct err refusal;
+	struct rng rng;
+};
+
+static gpr_timespec after_ms(int ms)
+{
+	return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+			    gpr_time_from_millis(ms, GPR_TIMESPAN));
+}
+
+static grpc_arg int_arg(const char *key, int v)
+{
+	grpc_arg a;
+
+	a.type = GRPC_ARG_INTEGER;
+	a.key = (char *)key;   /* grpc_arg has no const; it is only read */
+	a.value.integer = v;
+	return a;
+}
+
+static grpc_channel *make_channel(const char *target)
+{
+	grpc_arg args[] = {
+		int_arg(GRPC_ARG_KEEPALIVE_TIME_MS, 1000),
+		int_arg(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 2000),
+		int_arg(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1),
+		int_arg(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0),
+		int_arg(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, (int)SIDECAR_MAX_MESSAGE),
+		int_arg(GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, (int)SIDECAR_MAX_MESSAGE),
+		int_arg(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100),
+		int_arg(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100),
+		int_arg(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500),
+		int_arg(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 16 << 20),
+		int_arg(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 64 << 20),
+		int_arg(GRPC_ARG_HTTP2_WRITE_BUFFER_SIZE, 8 << 20),
+	};
+	grpc_channel_args ca = { sizeof(args) / sizeof(args[0]), args };
+	grpc_channel_credentials *cred = grpc_insecure_credentials_create();
+	grpc_channel *ch = grpc_channel_create(target, cred, &ca);
+
+	grpc_channel_credentials_release(cred);
+	return ch;
+}
+
+static void call_free(struct call *c)
+{
+	grpc_metadata_array_destroy(&c->md_initial);
+	grpc_metadata_array_destroy(&c->md_trailing);
+	grpc_slice_unref(c->details);
+	if (c->recv_buf)
+		grpc_byte_buffer_destroy(c->recv_buf);
+	if (c->send_buf)
+		grpc_byte_buffer_destroy(c->send_buf);
+	if (c->call)
+		grpc_call_unref(c->call);
+	free(c);
+}
+
+static void schedule_retry(struct client *cl)
+{
+	double j = 0.8 + 0.4 * rng_uniform(&cl->rng);
+
+	cl->next_attempt = clock_mono() + cl->backoff * j;
+	cl->backoff *= 2;
+	if (cl->backoff > cl->s->o.backoff_max)
+		cl->backoff = cl->s->o.backoff_max;
+}
+
+/* The live stream is over (or failed to start): keep its context until
+ * its batches drain, and plan the next attempt. */
+static void end_live(struct client *cl)
+{
+	struct sidecar *s = cl->s;
+	struct call *c = cl->live;
+
+	if (!c)
+		return;
+	cl->live = NULL;
+	grpc_call_cancel(c->call, NULL);
+	if (c->pending == 0)
+		call_free(c);
+	else
+		cl->draining++;   /* freed when its last batch completes */
+	pthread_mutex_lock(&s->mu);
+	s->connected = 0;
+	s->welcomed = 0;
+	pthread_mutex_unlock(&s->mu);
+	sidecar_stream_begin(s);   /* drop answers meant for this stream */
+	if (!cl->done && !cl->refused)
+		schedule_retry(cl);
+}
+
+static int start_batch(struct call *c, const grpc_op *ops, size_t n,
+		       struct tag *t)
+{
+	grpc_call_error rc = grpc_call_start_batch(c->call, ops, n, t, NULL);
+
+	if (rc != GRPC_CALL_OK) {
+		log_error("grpc: start_batch failed (%d)", (int)rc);
+		return -1;
+	}
+	c->pending++;
+	return 0;
+}
+
+static void arm_recv(struct call *c)
+{
+	grpc_op op = { 0 };
+
+	op.op = GRPC_OP_RECV_MESSAGE;
+	op.data.recv_message.recv_message = &c->recv_buf;
+	if (!start_batch(c, &op, 1, &c->t_recv))
+		c->recv_armed = 1;
+}
+
+static void start_call(struct client *cl)
+{
+	struct sidecar *s = cl->s;
+	struct call *c = calloc(1, sizeof(*c));
+	grpc_slice method = grpc_slice_from_static_string("/ddiloco.v1.Syncer/Train");
+	grpc_op ops[2];
+
+	SC_ADD(s, reconnect_attempts, 1);
+	if (!c) {
+		schedule_retry(cl);
+		return;
+	}
+	c->t_start = (struct tag){ c, T_START };
+	c->t_recv = (struct tag){ c, T_RECV };
+	c->t_send = (struct tag){ c, T_SEND };
+	c->t_status = (struct tag){ c, T_STATUS };
+	c->send_frag = -1;
+	c->details = grpc_empty_slice();
+	grpc_metadata_array_init(&c->md_initial);
+	grpc_metadata_array_init(&c->md_trailing);
+	grpc_channel_reset_connect_backoff(cl->ch);
+	c->call = grpc_channel_create_call(cl->ch, NULL, GRPC_PROPAGATE_DEFAULTS,
+					   cl->cq, method, NULL,
+					   gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+	cl->live = c;
+	sidecar_stream_begin(s);
+	pthread_mutex_lock(&s->mu);
+	s->connected = 1;
+	pthread_mutex_unlock(&s->mu);
+
+	memset(ops, 0, sizeof(ops));
+	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+	ops[1].op = GRPC_OP_RECV_INITIAL_METADATA;
+	ops[1].data.recv_initial_metadata.recv_initial_metadata = &c->md_initial;
+	if (start_batch(c, ops, 2, &c->t_start))
+		goto fail;
+	memset(ops, 0, sizeof(ops));
+	ops[0].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+	ops[0].data.recv_status_on_client.trailing_metadata = &c->md_trailing;
+	ops[0].data.recv_status_on_client.status = &c->status;
+	ops[0].data.recv_status_on_client.status_details = &c->details;
+	if (start_batch(c, ops, 1, &c->t_status))
+		goto fail;
+	arm_recv(c);
+	return;
+fail:
+	end_live(cl);
+}
+
+static int send_bytes(struct call *c, grpc_slice *slices, size_t n,
+		      size_t len)
+{
+	grpc_op op = { 0 };
+
+	c->send_buf = grpc_raw_byte_buffer_create(slices, n);
+	for (size_t i = 0; i < n; i++)
+		grpc_slice_unref(slices[i]);
+	op.op = GRPC_OP_SEND_MESSAGE;
+	op.data.send_message.send_message = c->send_buf;
+	if (start_batch(c, &op, 1, &c->t_send)) {
+		grpc_byte_buffer_destroy(c->send_buf);
+		c->send_buf = NULL;
+		return -1;
+	}
+	c->send_busy = 1;
+	c->send_len = len;
+	return 0;
+}
+
+static int send_packed(struct call *c, const Ddiloco__V1__LearnerMessage *m)
+{
+	size_t n = ddiloco__v1__learner_message__get_packed_size(m);
+	grpc_slice sl = grpc_slice_malloc(n);
+
+	ddiloco__v1__learner_message__pack(m, GRPC_SLICE_START_PTR(sl));
+	c->send_frag = -1;
+	return send_bytes(c, &sl, 1, n);
+}
+
+static int send_hello(struct client *cl, struct call *c)
+{
+	struct sidecar *s = cl->s;
+	Ddiloco__V1__LearnerMessage m = DDILOCO__V1__LEARNER_MESSAGE__INIT;
+	Ddiloco__V1__Hello h = DDILOCO__V1__HELLO__INIT;
+	struct exchange_stats st = { 0 };
+	uint64_t *sizes = malloc((size_t)s->nfrags * sizeof(uint64_t));
+	int rc;
+
+	if (!sizes)
+		return -1;
+	exchange_read_stats(s->x, &st);
+	for (int p = 0; p < s->nfrags; p++)
+		sizes[p] = s->ft->frags[p].numel;
+	h.learner_id = s->o.learner_id;
+	h.fingerprint = s->ft->fingerprint;
+	h.fragments = (uint32_t)s->nfrags;
+	h.n_fragment_sizes = (size_t)s->nfrags;
+	h.fragment_sizes = sizes;
+	h.incarnation = st.incarnation;
+	h.step = st.step;
+	h.job = (char *)(s->o.job ? s->o.job : "");
+	m.kind_case = DDILOCO__V1__LEARNER_MESSAGE__KIND_HELLO;
+	m.hello = &h;
+	rc = send_packed(c, &m);
+	free(sizes);
+	return rc;
+}
+
+static int send_heartbeat(struct client *cl, struct call *c)
+{
+	Ddiloco__V1__LearnerMessage m = DDILOCO__V1__LEARNER_MESSAGE__INIT;
+	Ddiloco__V1__Heartbeat hb = DDILOCO__V1__HEARTBEAT__INIT;
+	struct exchange_stats st = { 0 };
+
+	exchange_read_stats(cl->s->x, &st);
+	hb.step = st.step;
+	hb.tokens = st.tokens_total;
+	hb.step_time = st.step_time;
+	hb.train_loss = st.loss;
+	hb.incarnation = st.incarnation;
+	m.kind_case = DDILOCO__V1__LEARNER_MESSAGE__KIND_HEARTBEAT;
+	m.heartbeat = &hb;
+	if (send_packed(c, &m))
+		return -1;
+	SC_ADD(cl->s, heartbeats_sent, 1);
+	return 0;
+}
+
+/* Sends the queued answer of the oldest round, if any. 1 = sent one. */
+static int send_answer(struct client *cl, struct call *c)
+{
+	struct sidecar *s = cl->s;
+	struct qanswer q;
+	grpc_slice sl[2];
+	int best = -1;
+
+	pthread_mutex_lock(&s->mu);
+	for (int p = 0; p < s->nfrags; p++)
+		if (s->queue[p].used &&
+		    (best < 0 || s->queue[p].round < s->queue[best].round))
+			best = p;
+	if (best >= 0) {
+		q = s->queue[best];
+		memset(&s->queue[best], 0, sizeof(s->queue[best]));
+	}
+	pthread_mutex_unlock(&s->mu);
+	if (best < 0)
+		return 0;
+	sl[0] = grpc_slice_from_copied_buffer((const char *)q.hdr, q.hlen);
+	sl[1] = q.plen ? grpc_slice_new(q.payload, q.plen, free)
+		       : grpc_empty_slice();
+	if (!q.plen)
+		free(q.payload);
+	c->send_frag = best;
+	c->send_pulled_at = q.pulled_at;
+	if (send_bytes(c, sl, 2, q.hlen + q.plen))
+		return -1;
+	return 1;
+}
+
+static void pump_send(struct client *cl)
+{
+	struct call *c = cl->live;
+	double now = clock_mono();
+	int welcomed;
+
+	if (!c || c->ended || c->send_busy)
+		return;
+	if (!c->hello_sent) {
+		if (send_hello(cl, c) == 0)
+			c->hello_sent = 1;
+		return;
+	}
+	pthread_mutex_lock(&cl->s->mu);
+	welcomed = cl->s->welcomed;
+	pthread_mutex_unlock(&cl->s->mu);
+	if (!welcomed)
+		return;
+	if (now >= cl->next_heartbeat) {
+		cl->next_heartbeat = now + cl->s->o.heartbeat_every;
+		send_heartbeat(cl, c);
+		return;
+	}
+	send_answer(cl, c);
+}
+
+static void on_recv(struct client *cl, struct call *c, int ok)
+{
+	struct sidecar *s = cl->s;
+	grpc_byte_buffer_reader r;
+	grpc_slice all;
+	struct err e;
+	int rc;
+
+	c->recv_armed = 0;
+	if (!ok || !c->recv_buf)
+		return;   /* the syncer half-closed; the status follows */
+	if (!grpc_byte_buffer_reader_init(&r, c->recv_buf)) {
+		grpc_byte_buffer_destroy(c->recv_buf);
+		c->recv_buf = NULL;
+		return;
+	}
+	all = grpc_byte_buffer_reader_readall(&r);
+	grpc_byte_buffer_reader_destroy(&r);
+	grpc_byte_buffer_destroy(c->recv_buf);
+	c->recv_buf = NULL;
+	SC_ADD(s, messages_received, 1);
+	SC_ADD(s, bytes_received, GRPC_SLICE_LENGTH(all));
+	rc = c == cl->live ? sidecar_handle(s, GRPC_SLICE_START_PTR(all),
+					    GRPC_SLICE_LENGTH(all), &e) : 0;
+	grpc_slice_unref(all);
+	if (rc)
+		log_warn("%s", e.msg);
+	if (rc == -2) {
+		/* a Welcome we cannot work with: retry later, with backoff */
+		end_live(cl);
+		return;
+	}
+	pthread_mutex_lock(&s->mu);
+	if (s->welcomed)
+		cl->backoff = s->o.backoff_min;
+	pthread_mutex_unlock(&s->mu);
+	if (c == cl->live && !c->ended)
+		arm_recv(c);
+}
+
+static void on_send(struct client *cl, struct call *c, int ok)
+{
+	struct sidecar *s = cl->s;
+
+	c->send_busy = 0;
+	grpc_byte_buffer_destroy(c->send_buf);
+	c->send_buf = NULL;
+	if (!ok)
+		return;
+	SC_ADD(s, messages_sent, 1);
+	SC_ADD(s, bytes_sent, c->send_len);
+	if (c->send_frag >= 0) {
+		double rt = clock_mono() - c->send_pulled_at;
+
+		pthread_mutex_lock(&s->mu);
+		s->m.answers_sent++;
+		s->m.round_trips++;
+		s->m.round_trip_last = rt;
+		pthread_mutex_unlock(&s->mu);
+	}
+}
+
+static void on_status(struct client *cl, struct call *c)
+{
+	char *details = grpc_slice_to_c_string(c->details);
+
+	c->ended = 1;
+	if (c->status == GRPC_STATUS_OK && strstr(details, "job done")) {
+		log_info("syncer: job done");
+		cl->done = 1;
+	} else if (c->status == GRPC_STATUS_FAILED_PRECONDITION) {
+		err_set(&cl->refusal, "sidecar: the syncer refused learner %u: %s",
+			cl->s->o.learner_id, details);
+		cl->refused = 1;
+	} else if (c == cl->live) {
+		SC_ADD(cl->s, disconnects, 1);
+		log_warn("syncer stream ended: status %d '%s'; reconnecting",
+			 (int)c->status, details);
+	}
+	gpr_free(details);
+	if (c == cl->live)
+		end_live(cl);
+}
+
+static void on_event(struct client *cl, grpc_event ev)
+{
+	struct tag *t = ev.tag;
+	struct call *c = t->c;
+
+	c->pending--;
+	switch (t->kind) {
+	case T_START:
+		break;
+	case T_RECV:
+		on_recv(cl, c, ev.success);
+		break;
+	case T_SEND:
+		on_send(cl, c, ev.success);
+		break;
+	case T_STATUS:
+		on_status(cl, c);
+		break;
+	}
+	if (c != cl->live && c->pending == 0) {
+		cl->draining--;
+		call_free(c);
+	}
+}
+
+static void *bridge_main(void *arg)
+{
+	struct sidecar *s = arg;
+
+	while (!s->stop) {
+		exchange_wait(s->x, 0.05);
+		sidecar_collect(s);
+	}
+	return NULL;
+}
+
+int sidecar_run(struct sidecar *s, struct err *e)
+{
+	struct client cl = { 0 };
+	pthread_t bridge;
+	int rc;
+
+	grpc_init();
+	cl.s = s;
+	cl.backoff = s->o.backoff_min;
+	rng_seed(&cl.rng, (uint64_t)getpid() ^ (uint64_t)(clock_wall() * 1e6));
+	cl.cq = grpc_completion_queue_create_for_next(NULL);
+	cl.ch = make_channel(s->o.target);
+	s->stop = 0;
+	if (pthread_create(&bridge, NULL, bridge_main, s)) {
+		grpc_channel_destroy(cl.ch);
+		grpc_completion_queue_destroy(cl.cq);
+		grpc_shutdown();
+		return err_set(e, "sidecar: cannot start the bridge thread");
+	}
+	log_info("syncer at '%s'", s->o.target);
+	while (!s->stop && !cl.done && !cl.refused) {
+		grpc_event ev;
+
+		if (!cl.live && clock_mono() >= cl.next_attempt)
+			start_call(&cl);
+		pump_send(&cl);
+		ev = grpc_completion_queue_next(cl.cq, after_ms(TICK_MS), NULL);
+		if (ev.type == GRPC_OP_COMPLETE)
+			on_event(&cl, ev);
+	}
+	/* the end: cancel what is open, drain, tear down in order */
+	s->stop = 1;
+	pthread_join(bridge, NULL);
+	if (cl.live)
+		end_live(&cl);
+	while (cl.draining > 0) {
+		grpc_event ev = grpc_completion_queue_next(cl.cq, after_ms(1000),
+							   NULL);
+
+		if (ev.type == GRPC_OP_COMPLETE)
+			on_event(&cl, ev);
+		else if (ev.type == GRPC_QUEUE_TIMEOUT)
+			break;
+	}
+	grpc_channel_destroy(cl.ch);
+	grpc_completion_queue_shutdown(cl.cq);
+	while (grpc_completion_queue_next(cl.cq, gpr_inf_future(GPR_CLOCK_REALTIME),
+					  NULL).type != GRPC_QUEUE_SHUTDOWN)
+		;
+	grpc_completion_queue_destroy(cl.cq);
+	grpc_shutdown();
+	if (cl.done) {
+		exchange_set_done(s->x, 1);
+		rc = 0;
+	} else if (cl.refused) {
+		*e = cl.refusal;
+		rc = -1;
+	} else {
+		rc = 1;
+	}
+	return rc;
+}

@@ -1,0 +1,100 @@
+/*
+ * sidecar: moves fragments between one learner's exchange and the syncer
+ * (docs/protocol.md, docs/sidecar.md).
+ *
+ * Two threads. The client thread owns the gRPC channel and the one call
+ * (the Train stream): it sends Hello, heartbeats and queued answers with
+ * one send in flight, and turns what it receives into exchange writes
+ * (Update → inbox, Pull → pull round, Welcome → α and answer encoding).
+ * The bridge thread sleeps on the exchange socket, takes each answer the
+ * learner published, encodes it in the encoding the Welcome asked for and
+ * queues it. The queue holds at most one answer per fragment (a newer one
+ * replaces it), so memory is bounded by one encoded model plus the message
+ * in flight, whatever the learner or the syncer do.
+ *
+ * The syncer is found through the gRPC resolver: "host:port" is a DNS name
+ * or an address. When the stream ends with anything but OK "job done" the
+ * client reconnects with exponential backoff (100 ms doubling to 5 s, ±20%
+ * jitter) and says Hello again; the learner never waits for any of it.
+ */
+#ifndef DDILOCO_SIDECAR_H
+#define DDILOCO_SIDECAR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+#include "common/encoding.h"
+#include "common/err.h"
+#include "common/exchange.h"
+#include "common/fragment.h"
+
+#define SIDECAR_MAX_MESSAGE (64u << 20)   /* gRPC send/receive limit */
+#define SIDECAR_ANSWER_HDR_MAX 96
+
+struct sidecar_opts {
+	const char *target;       /* "host:port" (DNS name or address) */
+	unsigned learner_id;
+	const char *job;          /* metadata.name, sent in Hello */
+	double heartbeat_every;   /* seconds; 0 = 1 */
+	double backoff_min, backoff_max;   /* seconds; 0 = 0.1 and 5 */
+};
+
+struct sidecar_metrics {
+	uint64_t bytes_sent, bytes_received;        /* gRPC message bytes */
+	uint64_t messages_sent, messages_received;
+	uint64_t connects, disconnects, reconnect_attempts;
+	uint64_t welcomes;
+	uint64_t updates_received, updates_rejected;
+	uint64_t pulls_received, pulls_rejected;
+	uint64_t answers_queued, answers_sent;
+	uint64_t answers_replaced;   /* a newer answer for the same fragment */
+	uint64_t answers_dropped;    /* for a stream that is gone */
+	uint64_t heartbeats_sent;
+	uint64_t round_trips;        /* pulls answered on the same stream */
+	double round_trip_last;      /* seconds from Pull received to Answer sent */
+	double encoding_error_last, encoding_error_max;   /* relative L2 */
+	uint64_t queue_answers, queue_bytes;         /* now */
+	int connected, welcomed;
+	int encoding;                /* enum payload_enc of answers */
+	struct exchange_counters x;
+};
+
+struct sidecar;
+
+struct sidecar *sidecar_new(const struct sidecar_opts *o, struct exchange *x,
+			    const struct frag_table *ft, struct err *e);
+void sidecar_free(struct sidecar *s);
+/*
+ * Runs until the syncer ends the stream with OK "job done" (marks the
+ * exchange done, returns 0), sidecar_stop was called (returns 1), or the
+ * syncer refused this learner for good (returns -1 with e filled).
+ */
+int sidecar_run(struct sidecar *s, struct err *e);
+/* Safe from a signal handler. */
+void sidecar_stop(struct sidecar *s);
+void sidecar_get_metrics(struct sidecar *s, struct sidecar_metrics *m);
+/* Prometheus text for /metrics. */
+void sidecar_metrics_text(struct sidecar *s, struct buf *b);
+
+/* ---- the pieces below are shared by client.c and the tests ---- */
+
+/*
+ * Writes the LearnerMessage{answer} framing that precedes a payload of
+ * payload_len bytes (the payload is field 7, written last, so it can be a
+ * separate slice). Returns the header length (≤ SIDECAR_ANSWER_HDR_MAX).
+ */
+size_t sidecar_answer_header(uint8_t *out, uint32_t fragment,
+			     const struct exchange_answer *a,
+			     enum payload_enc enc, size_t payload_len);
+/* One received SyncerMessage applied to the exchange. -1 with e filled
+ * for a message that cannot be used (it is counted and dropped); -2 for a
+ * Welcome this sidecar cannot work with (the stream should end). */
+int sidecar_handle(struct sidecar *s, const uint8_t *msg, size_t len,
+		   struct err *e);
+/* Takes and queues every answer the learner published; returns how many. */
+int sidecar_collect(struct sidecar *s);
+/* Marks a new stream; answers for older streams are dropped. */
+void sidecar_stream_begin(struct sidecar *s);
+
+#endif

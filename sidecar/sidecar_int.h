@@ -1,0 +1,52 @@
+/*
+ * sidecar internals shared by bridge.c (exchange side, message handling)
+ * and client.c (gRPC). Not for other modules.
+ */
+#ifndef DDILOCO_SIDECAR_INT_H
+#define DDILOCO_SIDECAR_INT_H
+
+#include <pthread.h>
+
+#include "sidecar/sidecar.h"
+
+/* One encoded answer waiting for the stream (at most one per fragment). */
+struct qanswer {
+	int used;
+	uint64_t epoch, round;
+	uint8_t hdr[SIDECAR_ANSWER_HDR_MAX];
+	size_t hlen;
+	uint8_t *payload;        /* malloc'd; handed to gRPC when sent */
+	size_t plen;
+	double pulled_at;        /* clock_mono when the Pull arrived */
+};
+
+struct pull_note {
+	uint64_t epoch, round;
+	double at;
+};
+
+struct sidecar {
+	struct sidecar_opts o;
+	struct exchange *x;
+	const struct frag_table *ft;
+	int nfrags;
+
+	pthread_mutex_t mu;      /* guards everything below up to metrics */
+	uint64_t epoch;          /* stream number; 0 = none yet */
+	int connected, welcomed;
+	enum payload_enc enc;    /* answers, from Welcome */
+	struct qanswer *queue;   /* nfrags entries */
+	struct pull_note *pulls; /* nfrags entries: last Pull per fragment */
+
+	struct sidecar_metrics m;   /* counters: atomics or under mu */
+	volatile int stop;
+	float *take_buf;         /* bridge thread: one fragment */
+	uint8_t *check_buf;      /* bridge thread: decode for the error */
+	float *check_vals;
+};
+
+#define SC_ADD(s, field, n) __atomic_add_fetch(&(s)->m.field, (n), __ATOMIC_RELAXED)
+
+void sidecar_queue_free_entry(struct qanswer *q);
+
+#endif

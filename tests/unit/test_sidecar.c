@@ -1,0 +1,331 @@
+/*
+ * The sidecar's bridge without the network: answer framing read back by
+ * protobuf-c, syncer messages applied to a real exchange, bad payloads
+ * (truncated, oversize, wrong fragment, wrong model) refused and counted,
+ * bounded answer queue.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/exchange.h"
+#include "common/util.h"
+#include "ddiloco/v1/syncer.pb-c.h"
+#include "sidecar/sidecar_int.h"
+
+/* fragment 0: tensor 1 (600 values); fragment 1: tensors 0 and 2 (500 + 200) */
+static const struct frag_tensor tens[3] = {
+	{ 0, 500, 1 }, { 500, 600, 0 }, { 1100, 200, 0 },
+};
+#define NPARAM 1300
+
+struct fx {
+	char dir[64];
+	struct frag_table ft;
+	struct exchange *sx, *lx;
+	struct sidecar *s;
+	float params[NPARAM];
+};
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+	struct sidecar_opts o = { .target = "localhost:1", .learner_id = 2,
+				  .job = "t" };
+
+	strcpy(f->dir, "/tmp/ddsc-test-XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	assert_int_equal(frag_table_init(&f->ft, tens, 3, 2, NULL), 0);
+	assert_int_equal(exchange_open(f->dir, EXCHANGE_SIDECAR, &f->ft, &f->sx,
+				       NULL), 0);
+	assert_int_equal(exchange_open(f->dir, EXCHANGE_LEARNER, &f->ft, &f->lx,
+				       NULL), 0);
+	f->s = sidecar_new(&o, f->sx, &f->ft, NULL);
+	assert_non_null(f->s);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+	char cmd[128];
+
+	sidecar_free(f->s);
+	exchange_close(f->lx);
+	exchange_close(f->sx);
+	frag_table_release(&f->ft);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
+	assert_int_equal(system(cmd), 0);
+	free(f);
+	return 0;
+}
+
+/* Packs a SyncerMessage into a new buffer. */
+static uint8_t *pack(const Ddiloco__V1__SyncerMessage *m, size_t *len)
+{
+	uint8_t *b;
+
+	*len = ddiloco__v1__syncer_message__get_packed_size(m);
+	b = malloc(*len ? *len : 1);
+	ddiloco__v1__syncer_message__pack(m, b);
+	return b;
+}
+
+static int send_welcome(struct fx *f, uint32_t frags, int enc, double alpha,
+			struct err *e)
+{
+	Ddiloco__V1__SyncerMessage m = DDILOCO__V1__SYNCER_MESSAGE__INIT;
+	Ddiloco__V1__Welcome w = DDILOCO__V1__WELCOME__INIT;
+	size_t len;
+	uint8_t *b;
+	int rc;
+
+	w.fragments = frags;
+	w.answer_encoding = (Ddiloco__V1__Encoding)enc;
+	w.alpha = alpha;
+	m.kind_case = DDILOCO__V1__SYNCER_MESSAGE__KIND_WELCOME;
+	m.welcome = &w;
+	b = pack(&m, &len);
+	rc = sidecar_handle(f->s, b, len, e);
+	free(b);
+	return rc;
+}
+
+static int send_update(struct fx *f, uint32_t p, uint64_t version,
+		       enum payload_enc enc, const float *v, size_t n,
+		       long len_delta, struct err *e)
+{
+	Ddiloco__V1__SyncerMessage m = DDILOCO__V1__SYNCER_MESSAGE__INIT;
+	Ddiloco__V1__Update u = DDILOCO__V1__UPDATE__INIT;
+	size_t plen = enc_size(enc, n), len;
+	uint8_t *payload = calloc(plen + 16, 1), *b;
+	int rc;
+
+	assert_int_equal(enc_encode(enc, v, n, payload, NULL), 0);
+	u.fragment = p;
+	u.version = version;
+	u.encoding = (Ddiloco__V1__Encoding)enc;
+	u.payload.data = payload;
+	u.payload.len = (size_t)((long)plen + len_delta);
+	m.kind_case = DDILOCO__V1__SYNCER_MESSAGE__KIND_UPDATE;
+	m.update = &u;
+	b = pack(&m, &len);
+	rc = sidecar_handle(f->s, b, len, e);
+	free(b);
+	free(payload);
+	return rc;
+}
+
+static int send_pull(struct fx *f, uint32_t p, uint64_t round)
+{
+	Ddiloco__V1__SyncerMessage m = DDILOCO__V1__SYNCER_MESSAGE__INIT;
+	Ddiloco__V1__Pull pl = DDILOCO__V1__PULL__INIT;
+	size_t len;
+	uint8_t *b;
+	int rc;
+
+	pl.fragment = p;
+	pl.round = round;
+	m.kind_case = DDILOCO__V1__SYNCER_MESSAGE__KIND_PULL;
+	m.pull = &pl;
+	b = pack(&m, &len);
+	rc = sidecar_handle(f->s, b, len, NULL);
+	free(b);
+	return rc;
+}
+
+static void answer_framing_reads_back(void **state)
+{
+	struct exchange_answer a = {
+		.round = 300, .base_version = 1ULL << 40, .steps = 7,
+		.tokens = 123456789, .step = 99999,
+	};
+	uint8_t payload[1000], msg[SIDECAR_ANSWER_HDR_MAX + 1000];
+	Ddiloco__V1__LearnerMessage *m;
+	size_t h;
+
+	(void)state;
+	for (int i = 0; i < 1000; i++)
+		payload[i] = (uint8_t)(i * 7);
+	h = sidecar_answer_header(msg, 3, &a, ENC_INT8, sizeof(payload));
+	assert_true(h <= SIDECAR_ANSWER_HDR_MAX);
+	memcpy(msg + h, payload, sizeof(payload));
+	m = ddiloco__v1__learner_message__unpack(NULL, h + sizeof(payload), msg);
+	assert_non_null(m);
+	assert_int_equal(m->kind_case, DDILOCO__V1__LEARNER_MESSAGE__KIND_ANSWER);
+	assert_int_equal(m->answer->fragment, 3);
+	assert_int_equal(m->answer->round, 300);
+	assert_int_equal(m->answer->base_version, 1ULL << 40);
+	assert_int_equal(m->answer->steps, 7);
+	assert_int_equal(m->answer->tokens, 123456789);
+	assert_int_equal(m->answer->step, 99999);
+	assert_int_equal(m->answer->encoding, DDILOCO__V1__ENCODING__ENCODING_INT8);
+	assert_int_equal(m->answer->payload.len, sizeof(payload));
+	assert_memory_equal(m->answer->payload.data, payload, sizeof(payload));
+	ddiloco__v1__learner_message__free_unpacked(m, NULL);
+
+	/* an empty answer (steps = 0) */
+	a.steps = 0;
+	h = sidecar_answer_header(msg, 0, &a, ENC_F32, 0);
+	m = ddiloco__v1__learner_message__unpack(NULL, h, msg);
+	assert_non_null(m);
+	assert_int_equal(m->answer->steps, 0);
+	assert_int_equal(m->answer->payload.len, 0);
+	ddiloco__v1__learner_message__free_unpacked(m, NULL);
+}
+
+static void welcome_checks_the_model(void **state)
+{
+	struct fx *f = *state;
+	struct err e;
+
+	assert_int_equal(send_welcome(f, 3, 0, 0.0, &e), -2);
+	assert_non_null(strstr(e.msg, "3 fragments"));
+	assert_int_equal(send_welcome(f, 2, 7, 0.0, &e), -2);
+	assert_non_null(strstr(e.msg, "encoding"));
+	assert_int_equal(send_welcome(f, 2, 0, 1.5, &e), -2);
+	assert_non_null(strstr(e.msg, "alpha"));
+	assert_int_equal(send_welcome(f, 2, ENC_BF16, 0.0, &e), 0);
+	assert_int_equal(f->s->enc, ENC_BF16);
+	assert_int_equal(f->s->welcomed, 1);
+}
+
+static void updates_reach_the_learner_or_are_refused(void **state)
+{
+	struct fx *f = *state;
+	float v0[600], v1[700];
+	struct sidecar_metrics m;
+	struct err e;
+	uint8_t junk[5] = { 0xff, 0xff, 0xff, 0xff, 0xff };
+
+	for (int i = 0; i < 600; i++)
+		v0[i] = (float)i * 0.5f;
+	for (int i = 0; i < 700; i++)
+		v1[i] = -(float)i;
+	/* truncated, oversize, wrong fragment: nothing reaches the inbox */
+	assert_int_equal(send_update(f, 0, 1, ENC_F32, v0, 600, -4, &e), -1);
+	assert_non_null(strstr(e.msg, "fragment 0 version 1"));
+	assert_int_equal(send_update(f, 0, 1, ENC_F32, v0, 600, +4, &e), -1);
+	assert_int_equal(send_update(f, 0, 1, ENC_INT8, v0, 600, -1, &e), -1);
+	assert_int_equal(send_update(f, 5, 1, ENC_F32, v0, 600, 0, &e), -1);
+	assert_non_null(strstr(e.msg, "fragment 5"));
+	assert_int_equal(sidecar_handle(f->s, junk, sizeof(junk), &e), -1);
+	assert_non_null(strstr(e.msg, "cannot parse"));
+	assert_int_equal(exchange_inbox_version(f->sx, 0), 0);
+	assert_int_equal(exchange_learner_start(f->lx, f->params), 0);
+
+	assert_int_equal(send_update(f, 0, 4, ENC_F32, v0, 600, 0, &e), 0);
+	assert_int_equal(send_update(f, 1, 6, ENC_BF16, v1, 700, 0, &e), 0);
+	/* a bad update after a good one leaves the good one in place */
+	assert_int_equal(send_update(f, 0, 5, ENC_F32, v0, 600, -8, &e), -1);
+	assert_int_equal(exchange_inbox_version(f->sx, 0), 4);
+	assert_int_equal(exchange_learner_start(f->lx, f->params), 1);
+	for (int i = 0; i < 600; i++)
+		assert_true(f->params[500 + i] == v0[i]);
+	for (int i = 0; i < 500; i++)   /* bf16: within 2^-8 relative */
+		assert_float_equal(f->params[i], v1[i], fabsf(v1[i]) / 256.0f);
+	assert_true(f->params[100] == v1[100]);   /* small integers are exact */
+	for (int i = 0; i < 200; i++)
+		assert_float_equal(f->params[1100 + i], v1[500 + i],
+				   fabsf(v1[500 + i]) / 256.0f);
+	sidecar_get_metrics(f->s, &m);
+	assert_int_equal(m.updates_received, 7);
+	assert_int_equal(m.updates_rejected, 5);
+}
+
+static void answers_queue_bounded(void **state)
+{
+	struct fx *f = *state;
+	float v0[600], v1[700];
+	struct exchange_step st = { .step = 1, .tokens = 32, .tokens_total = 32,
+				    .loss = 3.0, .step_time = 0.1 };
+	struct exchange_poll_result res;
+	struct sidecar_metrics m;
+	struct qanswer *q;
+	Ddiloco__V1__LearnerMessage *lm;
+	uint8_t *msg;
+
+	for (int i = 0; i < 600; i++)
+		v0[i] = 1.0f;
+	for (int i = 0; i < 700; i++)
+		v1[i] = 2.0f;
+	assert_int_equal(send_update(f, 0, 1, ENC_F32, v0, 600, 0, NULL), 0);
+	assert_int_equal(send_update(f, 1, 1, ENC_F32, v1, 700, 0, NULL), 0);
+	assert_int_equal(exchange_learner_start(f->lx, f->params), 1);
+
+	/* an answer while no stream is open is dropped */
+	assert_int_equal(send_pull(f, 0, 10), 0);
+	exchange_poll(f->lx, f->params, &st, &res);
+	assert_int_equal(sidecar_collect(f->s), 0);
+	sidecar_get_metrics(f->s, &m);
+	assert_int_equal(m.answers_dropped, 1);
+
+	/* a welcomed stream: int8 answers, queued one per fragment */
+	sidecar_stream_begin(f->s);
+	f->s->connected = 1;
+	assert_int_equal(send_welcome(f, 2, ENC_INT8, 0.0, NULL), 0);
+	for (int i = 0; i < 600; i++)
+		f->params[500 + i] = 1.0f - 0.001f * (float)(i % 37);
+	assert_int_equal(send_pull(f, 0, 11), 0);
+	st.step = 2;
+	exchange_poll(f->lx, f->params, &st, &res);
+	assert_int_equal(sidecar_collect(f->s), 1);
+	assert_int_equal(send_pull(f, 0, 13), 0);
+	st.step = 3;
+	exchange_poll(f->lx, f->params, &st, &res);
+	assert_int_equal(sidecar_collect(f->s), 1);
+	sidecar_get_metrics(f->s, &m);
+	assert_int_equal(m.answers_replaced, 1);
+	assert_int_equal(m.queue_answers, 1);
+	assert_int_equal(m.queue_bytes, f->s->queue[0].hlen + 4 * 3 + 600);
+	assert_true(m.encoding_error_last > 0 && m.encoding_error_last < 0.01);
+
+	/* the queued message is a valid Answer with the learner's Δ */
+	q = &f->s->queue[0];
+	msg = malloc(q->hlen + q->plen);
+	memcpy(msg, q->hdr, q->hlen);
+	memcpy(msg + q->hlen, q->payload, q->plen);
+	lm = ddiloco__v1__learner_message__unpack(NULL, q->hlen + q->plen, msg);
+	assert_non_null(lm);
+	assert_int_equal(lm->answer->round, 13);
+	assert_int_equal(lm->answer->steps, 3);   /* since the base */
+	assert_int_equal(lm->answer->tokens, 96);
+	assert_int_equal(lm->answer->base_version, 1);
+	{
+		float d[600];
+
+		assert_int_equal(enc_decode(ENC_INT8, lm->answer->payload.data,
+					    lm->answer->payload.len, d, 600, NULL), 0);
+		for (int i = 0; i < 600; i++)
+			assert_float_equal(d[i], 0.001f * (float)(i % 37), 0.04 / 254);
+	}
+	ddiloco__v1__learner_message__free_unpacked(lm, NULL);
+	free(msg);
+
+	/* a new stream drops what was queued for the old one */
+	sidecar_stream_begin(f->s);
+	sidecar_get_metrics(f->s, &m);
+	assert_int_equal(m.queue_answers, 0);
+	assert_int_equal(m.answers_dropped, 2);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(answer_framing_reads_back),
+		cmocka_unit_test_setup_teardown(welcome_checks_the_model, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(updates_reach_the_learner_or_are_refused,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(answers_queue_bounded, setup,
+						teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
