@@ -44,6 +44,7 @@ struct call {
 	int pending;             /* batches not completed yet */
 	int ended;               /* status received */
 	int recv_armed, send_busy, hello_sent;
+	int welcomed_here;       /* a Welcome came on this call */
 	grpc_metadata_array md_initial, md_trailing;
 	grpc_status_code status;
 	grpc_slice details;
@@ -60,7 +61,7 @@ struct client {
 	grpc_channel *ch;
 	struct call *live;       /* the current stream, if any */
 	int draining;            /* ended streams whose batches drain */
-	double backoff, next_attempt, next_heartbeat;
+	double backoff, next_attempt, next_heartbeat, next_warn;
 	int done, refused;
 	struct err refusal;
 	struct rng rng;
@@ -396,8 +397,13 @@ static void on_recv(struct client *cl, struct call *c, int ok)
 		return;
 	}
 	pthread_mutex_lock(&s->mu);
-	if (s->welcomed)
+	if (s->welcomed && c == cl->live) {
+		if (!c->welcomed_here)
+			log_info("connected to the syncer");
+		c->welcomed_here = 1;
 		cl->backoff = s->o.backoff_min;
+		cl->next_warn = 0;
+	}
 	pthread_mutex_unlock(&s->mu);
 	if (c == cl->live && !c->ended)
 		arm_recv(c);
@@ -439,8 +445,16 @@ static void on_status(struct client *cl, struct call *c)
 		cl->refused = 1;
 	} else if (c == cl->live) {
 		SC_ADD(cl->s, disconnects, 1);
-		log_warn("syncer stream ended: status %d '%s'; reconnecting",
-			 (int)c->status, details);
+		/* one line per outage, then one every 30 s while it lasts */
+		if (c->hello_sent && (c->welcomed_here ||
+				      clock_mono() > cl->next_warn)) {
+			log_warn("syncer stream ended: status %d '%s'; "
+				 "reconnecting", (int)c->status, details);
+			cl->next_warn = clock_mono() + 30;
+		} else {
+			log_debug("syncer still away: status %d '%s'",
+				  (int)c->status, details);
+		}
 	}
 	gpr_free(details);
 	if (c == cl->live)
