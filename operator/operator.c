@@ -34,6 +34,7 @@
 #include "common/jobspec.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "operator/chaos_ctl.h"
 #include "operator/children.h"
 #include "operator/informer.h"
 #include "operator/leader.h"
@@ -53,6 +54,8 @@ struct jobmem {
 	struct learner_mem *learners;
 	struct obs_progress progress;
 	double progress_at;           /* monotonic */
+	struct { char text[320]; double at; } sent[8];  /* recent Events */
+	int nsent;
 	struct jobmem *next;
 };
 
@@ -62,6 +65,7 @@ struct op {
 	struct workqueue *q;
 	pthread_mutex_t mu;           /* mems, counters */
 	struct jobmem *mems;
+	struct chaos_ctl *chaos;
 	const volatile int *stop;
 	volatile int quit;
 	int leader;
@@ -401,9 +405,6 @@ static int delete_obj(struct worker *w, const char *api, const char *res,
 }
 
 int operator_event(struct kube *k, json_t *job, int warning,
-		   const char *reason, const char *message);
-
-int operator_event(struct kube *k, json_t *job, int warning,
 		   const char *reason, const char *message)
 {
 	const char *ns = jget(job, "metadata", "namespace");
@@ -459,9 +460,11 @@ static void fmt_time(double t, char *out, size_t n)
 	strftime(out, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-static json_t *build_status(const struct rc_output *out, const struct jobmem *m,
-			    long long gen, int syncer_ready, json_t *old)
+static json_t *build_status(struct op *op, const struct rc_output *out,
+			    const struct jobmem *m, long long gen,
+			    int syncer_ready, json_t *old)
 {
+	json_t *chaos = op->chaos ? chaos_ctl_status(op->chaos, m->key, m->uid) : NULL;
 	json_t *st = json_object(), *restarts = json_array(), *conds = json_array();
 	char buf[48];
 
@@ -495,7 +498,9 @@ static json_t *build_status(const struct rc_output *out, const struct jobmem *m,
 			json_object_set_new(p, "loss", json_real(m->progress.loss));
 		json_object_set_new(st, "progress", p);
 	}
-	if (json_object_get(old, "chaos"))
+	if (chaos)
+		json_object_set_new(st, "chaos", chaos);
+	else if (json_object_get(old, "chaos"))
 		json_object_set(st, "chaos", json_object_get(old, "chaos"));
 	for (int k = 0; k < COND_N; k++)
 		if (out->conds[k].set)
@@ -544,6 +549,28 @@ struct job_view {
 	struct err spec_err;
 };
 
+/*
+ * A pass whose status write lost a race (409) decides again from the same
+ * cache and would say the same thing twice: an Event identical to one
+ * sent in the last EVENT_DEDUPE seconds is dropped.
+ */
+#define EVENT_DEDUPE 30.0
+
+static int event_repeated(struct jobmem *m, const char *reason, const char *msg)
+{
+	char text[320];
+	double now = clock_mono();
+
+	snprintf(text, sizeof(text), "%s: %s", reason, msg);
+	for (int i = 0; i < 8; i++)
+		if (m->sent[i].at > 0 && now - m->sent[i].at < EVENT_DEDUPE &&
+		    !strcmp(m->sent[i].text, text))
+			return 1;
+	snprintf(m->sent[m->nsent % 8].text, sizeof(m->sent[0].text), "%s", text);
+	m->sent[m->nsent++ % 8].at = now;
+	return 0;
+}
+
 static int act(struct worker *w, struct job_view *v, struct jobmem *m,
 	       const struct rc_action *a, struct err *e)
 {
@@ -582,10 +609,10 @@ static int act(struct worker *w, struct job_view *v, struct jobmem *m,
 		return delete_obj(w, CRD_PATH, "decoupledtrainingjobs", v->ns, v->name,
 				  v->uid, -1, e);
 	case ACT_EVENT:
-		operator_event(w->k, v->job, a->warning, a->reason, a->message);
+		if (!event_repeated(m, a->reason, a->message))
+			operator_event(w->k, v->job, a->warning, a->reason, a->message);
 		return 0;
 	}
-	(void)m;
 	return 0;
 }
 
@@ -747,9 +774,13 @@ static int sync_job(struct worker *w, const char *key, double *requeue)
 				cond_set(&out.conds[COND_CREATED], 0, "CreateFailed", msg, now);
 				operator_event(w->k, v.job, 1, "CreateFailed", msg);
 			}
-			/* an apply that failed was not sent: do not expect it */
-			if (a->kind == ACT_APPLY_LEARNER)
+			/* an apply that failed made nothing: neither expect
+			 * it nor count it as a restart (its event is not sent) */
+			if (a->kind == ACT_APPLY_LEARNER) {
 				m->learners[a->index].create_sent = 0;
+				if (a->recreate)
+					m->learners[a->index].restarts--;
+			}
 			break;
 		}
 		pthread_mutex_lock(&op->mu);
@@ -758,7 +789,7 @@ static int sync_job(struct worker *w, const char *key, double *requeue)
 	}
 
 	if (!in.deleting) {
-		newst = build_status(&out, m, in.generation, in.syncer_ready, status);
+		newst = build_status(op, &out, m, in.generation, in.syncer_ready, status);
 		if (!json_equal(newst, status)) {
 			int r = write_status(w, v.job, newst, &e);
 
@@ -873,6 +904,9 @@ static int serve(void *ctx, const char *path, struct buf *b, const char **ct)
 		buf_printf(b, "ddiloco_operator_actions_total{action=\"%s\"} %ld\n",
 			   kind_names[k], op->actions[k]);
 	pthread_mutex_unlock(&op->mu);
+	buf_printf(b, "# TYPE ddiloco_chaos_kills_total counter\n"
+		   "ddiloco_chaos_kills_total %ld\n",
+		   op->chaos ? chaos_ctl_kills(op->chaos) : 0L);
 	buf_printf(b, "# TYPE ddiloco_operator_queue_depth gauge\n"
 		   "ddiloco_operator_queue_depth %d\n", wq_len(op->q));
 	buf_printf(b, "# TYPE ddiloco_operator_cached_objects gauge\n");
@@ -901,6 +935,13 @@ static void resync_all(struct op *op)
 	json_array_foreach(keys, i, k)
 		wq_add(op->q, json_string_value(k));
 	json_decref(keys);
+}
+
+static void on_touched(void *ctx, const char *key)
+{
+	struct op *op = ctx;
+
+	wq_add(op->q, key);
 }
 
 static struct informer *start_informer(struct op *op, const char *name,
@@ -968,6 +1009,8 @@ int operator_run(const struct operator_opts *o, const volatile int *stop)
 		log_info("serving /metrics /healthz /readyz on %s:%d", o->http_addr,
 			 httpd_port(http));
 	}
+	if (o->chaos)
+		op.chaos = chaos_ctl_new(op.jobs, op.pods, on_touched, &op);
 	leader_init(&lead, main_k, o->lease_ns, o->lease_name, o->identity);
 	ws = calloc((size_t)nw, sizeof(*ws));
 	next_resync = clock_mono() + o->resync;
@@ -1003,6 +1046,8 @@ int operator_run(const struct operator_opts *o, const volatile int *stop)
 			log_info("%d workers started%s", nw, o->leader_elect ? " (leader)" : "");
 			resync_all(&op);
 		}
+		if (started && op.chaos)
+			chaos_ctl_tick(op.chaos, main_k);
 		if (started && now >= next_resync) {
 			resync_all(&op);
 			next_resync = now + o->resync;
@@ -1024,6 +1069,7 @@ out:
 	free(ws);
 	if (http)
 		httpd_stop(http);
+	chaos_ctl_free(op.chaos);
 	informer_free(op.jobs);
 	informer_free(op.pods);
 	informer_free(op.sts);

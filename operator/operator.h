@@ -22,6 +22,10 @@ struct operator_opts {
 	double resync;                /* seconds between full resyncs */
 };
 
+/* Posts an Event about a job (Warning when warning); logs it. */
+int operator_event(struct kube *k, json_t *job, int warning,
+		   const char *reason, const char *message);
+
 /* Runs until *stop becomes non-zero or leadership is lost (returns 1). */
 int operator_run(const struct operator_opts *o, const volatile int *stop);
 

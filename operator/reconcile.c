@@ -184,6 +184,7 @@ static void learners(const struct rc_input *in, struct learner_mem *mem,
 	for (int i = 0; i < M; i++) {
 		const struct obs_pod *p = seen[i];
 		struct learner_mem *m = &mem[i];
+		struct rc_action *ra;
 		double wait;
 
 		if (p) {
@@ -229,7 +230,8 @@ static void learners(const struct rc_input *in, struct learner_mem *mem,
 		}
 		m->restarts++;
 		m->not_before = 0;
-		act(o, ACT_APPLY_LEARNER, i);
+		if ((ra = act(o, ACT_APPLY_LEARNER, i)))
+			ra->recreate = 1;
 		m->create_sent = in->now;
 		event(o, 0, "LearnerRecreated",
 		      "learner %d recreated (restart %d, backoff %.0fs)", i,

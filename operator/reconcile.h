@@ -107,6 +107,7 @@ struct rc_action {
 	enum rc_kind kind;
 	int index;                    /* learner */
 	char uid[64];                 /* delete precondition */
+	int recreate;                 /* apply of a learner that existed before */
 	int warning;                  /* event type Warning, else Normal */
 	char reason[64];
 	char message[256];

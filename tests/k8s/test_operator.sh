@@ -1,0 +1,333 @@
+#!/usr/bin/env bash
+# The operator against the real control plane, run as a local process
+# behind tests/k8s/faultproxy.py (which forwards to the API server and
+# misbehaves on command):
+#  - deploy/ and the Helm chart pass a server-side dry run; the CRD refuses
+#    invalid jobs with its own messages and immutable changes;
+#  - a job gets every child with a controller owner reference, pods on the
+#    fake nodes, `kubectl get ddjobs` columns, status and conditions;
+#  - a deleted learner pod is recreated alone (others keep their uid),
+#    with growing backoff when it keeps going away;
+#  - a watch cut, an in-stream 410, an HTTP 410, 409s on status and 500s
+#    on apply: recovery without duplicate or lost children;
+#  - suspend/resume, Succeeded stays terminal, ttlSecondsAfterFinished,
+#    deletion collects the children, leader election with two operators.
+# Needs the variables of /tmp/ddiloco-k8s/env (tests/k8s/run.sh sets them).
+set -euo pipefail
+
+: "${KUBECTL:?run through make test-k8s}" "${KUBE_SERVER:?}" "${KUBE_CA:?}" "${KUBE_TOKEN:?}"
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${BUILD:-build}
+case $BUILD in /*) BIN=$BUILD/ddiloco ;; *) BIN=$ROOT/$BUILD/ddiloco ;; esac
+NS=op-$$-$RANDOM
+WORK=$(mktemp -d /tmp/test_operator.XXXXXX)
+PIDS=()
+K() { "$KUBECTL" "$@"; }
+KN() { "$KUBECTL" -n "$NS" "$@"; }
+
+fail() {
+	echo "test_operator: FAIL: $*" >&2
+	KN get ddjobs,pods,statefulsets,services,configmaps,pvc -o wide >&2 2>/dev/null || true
+	KN get events --sort-by=.lastTimestamp 2>/dev/null | tail -20 >&2 || true
+	for f in "$WORK"/op*.log; do
+		[ -e "$f" ] && { echo "--- $f" >&2; tail -30 "$f" >&2; }
+	done
+	exit 1
+}
+
+cleanup() {
+	for p in "${PIDS[@]:-}"; do
+		[ -n "$p" ] && kill "$p" 2>/dev/null && wait "$p" 2>/dev/null
+	done
+	K delete namespace "$NS" --wait=false >/dev/null 2>&1 || true
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# until_ok SECONDS DESCRIPTION CMD...: poll until CMD succeeds
+until_ok() {
+	local secs=$1 what=$2 end
+	shift 2
+	end=$(($(date +%s) + secs))
+	until "$@" >/dev/null 2>&1; do
+		[ "$(date +%s)" -lt "$end" ] || fail "timed out after $secs s: $what"
+		sleep 0.5
+	done
+}
+
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+jp() { KN get "$1" -o "jsonpath=$2" 2>/dev/null; }
+learner_pods() { KN get pods -l ddiloco.io/job="$1",ddiloco.io/role=learner -o name 2>/dev/null | wc -l; }
+uid_of() { jp "pod/$1" '{.metadata.uid}'; }
+phase_is() { [ "$(jp "ddjob/$1" '{.status.phase}')" = "$2" ]; }
+cond_is() { [ "$(jp "ddjob/$1" "{.status.conditions[?(@.type==\"$2\")].status}")" = "$3" ]; }
+pod_running() { [ "$(jp "pod/$1" '{.status.phase}')" = Running ]; }
+gone() { ! KN get "$1" >/dev/null 2>&1; }
+metric() { curl -sf "http://127.0.0.1:$1/metrics" | awk -v m="$2" '$1 == m { print $2 }'; }
+fault() { curl -sf -X POST "http://127.0.0.1:$PROXY_PORT/__fault/$1" >/dev/null; }
+
+[ -x "$BIN" ] || fail "no $BIN (make first)"
+
+# --- install: CRD, deploy/ dry run, chart dry run ----------------------
+K apply --server-side -f "$ROOT/crds/decoupledtrainingjobs.yaml" >/dev/null \
+	|| fail "the CRD was refused"
+until_ok 30 "CRD established" K wait --for=condition=Established --timeout=1s \
+	crd/decoupledtrainingjobs.ddiloco.io
+cmp -s "$ROOT/crds/decoupledtrainingjobs.yaml" "$ROOT/deploy/01-crd.yaml" \
+	|| fail "deploy/01-crd.yaml differs from crds/"
+cmp -s "$ROOT/crds/decoupledtrainingjobs.yaml" "$ROOT/charts/ddiloco/crds/decoupledtrainingjobs.yaml" \
+	|| fail "charts/ddiloco/crds differs from crds/"
+K get namespace ddiloco-system >/dev/null 2>&1 || K create namespace ddiloco-system >/dev/null
+K apply --dry-run=server -f "$ROOT/deploy/" >"$WORK/dry.txt" 2>&1 \
+	|| { cat "$WORK/dry.txt" >&2; fail "kubectl apply --dry-run=server -f deploy/ refused"; }
+grep -q "deployment.apps/ddiloco-operator created (server dry run)" "$WORK/dry.txt" \
+	|| fail "deploy/ dry run did not reach the Deployment"
+if [ -n "${HELM:-}" ] && [ -x "${HELM:-}" ]; then
+	"$HELM" template ddiloco "$ROOT/charts/ddiloco" --namespace ddiloco-system >"$WORK/chart.yaml" \
+		|| fail "helm template failed"
+	K apply --dry-run=server -f "$WORK/chart.yaml" >/dev/null 2>"$WORK/chart.err" \
+		|| { cat "$WORK/chart.err" >&2; fail "the chart's manifests were refused"; }
+fi
+K create namespace "$NS" >/dev/null
+
+# --- invalid jobs are refused by the CRD -------------------------------
+refused() {   # refused MESSAGE YAML
+	if printf '%s\n' "$2" | KN apply -f - >"$WORK/out" 2>&1; then
+		fail "accepted an invalid job (expected: $1)"
+	fi
+	grep -q "$1" "$WORK/out" || { cat "$WORK/out" >&2; fail "refusal without '$1'"; }
+}
+HEAD="apiVersion: ddiloco.io/v1alpha1
+kind: DecoupledTrainingJob
+metadata: {name: bad}"
+D="data: {path: /x}"
+refused "spec.syncer.minQuorum is more than spec.learners.replicas" \
+	"$HEAD
+spec: {$D, learners: {replicas: 2}, syncer: {minQuorum: 5}}"
+refused "spec.model.channels is not a multiple of spec.model.heads" \
+	"$HEAD
+spec: {$D, model: {channels: 100, heads: 3}}"
+refused "spec.chaos.maxDown is more than spec.learners.replicas" \
+	"$HEAD
+spec: {$D, learners: {replicas: 2}, chaos: {enabled: true, maxDown: 3}}"
+refused "spec.learners.replicas: Invalid value: 0" \
+	"$HEAD
+spec: {$D, learners: {replicas: 0}}"
+refused "spec.data: Required value" \
+	"$HEAD
+spec: {learners: {replicas: 2}}"
+
+# --- the operator, behind the fault proxy -------------------------------
+echo "$KUBE_TOKEN" >/dev/null
+python3 "$ROOT/tests/k8s/faultproxy.py" 0 "$KUBE_SERVER" "$KUBE_CA" "$WORK/proxy.port" \
+	>"$WORK/proxy.log" 2>&1 &
+PIDS+=($!)
+until_ok 10 "fault proxy up" test -s "$WORK/proxy.port"
+PROXY_PORT=$(cat "$WORK/proxy.port")
+cat >"$WORK/kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: proxy
+  cluster: {server: "http://127.0.0.1:$PROXY_PORT"}
+users:
+- name: admin
+  user: {token: "$KUBE_TOKEN"}
+contexts:
+- name: proxy
+  context: {cluster: proxy, user: admin, namespace: $NS}
+current-context: proxy
+EOF
+OP1=$(free_port)
+DDILOCO_LOG=debug "$BIN" operator --kubeconfig "$WORK/kubeconfig" --namespace "$NS" \
+	--http "127.0.0.1:$OP1" --leader-elect --lease-namespace "$NS" --identity op-a \
+	--no-chaos --resync 5 >"$WORK/op1.log" 2>&1 &
+PIDS+=($!)
+OP1_PID=$!
+until_ok 30 "operator ready" curl -sf "http://127.0.0.1:$OP1/readyz"
+until_ok 30 "operator leads" test "$(metric "$OP1" ddiloco_operator_leader)" = 1
+
+# --- a job: children, owner references, fake nodes, columns -------------
+cat >"$WORK/job.yaml" <<EOF
+apiVersion: ddiloco.io/v1alpha1
+kind: DecoupledTrainingJob
+metadata: {name: demo}
+spec:
+  learners:
+    replicas: 4
+    image: ddiloco:0.1.0
+    resources: {cpu: "1", memory: 512Mi}
+    nodeSelector: {type: kwok}
+  syncer: {minQuorum: 2, storage: ""}
+  data: {path: /data/tiny.txt}
+EOF
+KN apply -f "$WORK/job.yaml" >/dev/null || fail "job refused"
+JOB_UID=$(jp ddjob/demo '{.metadata.uid}')
+until_ok 60 "4 learner pods" test "$(learner_pods demo)" = 4
+until_ok 30 "syncer StatefulSet" KN get statefulset demo-syncer
+for obj in pod/demo-learner-0 pod/demo-learner-3 statefulset/demo-syncer service/demo-syncer configmap/demo-spec; do
+	ref=$(jp "$obj" '{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].uid}/{.metadata.ownerReferences[0].controller}/{.metadata.ownerReferences[0].blockOwnerDeletion}')
+	[ "$ref" = "DecoupledTrainingJob/$JOB_UID/true/true" ] || fail "$obj owner reference: $ref"
+done
+[ "$(jp service/demo-syncer '{.spec.clusterIP}')" = None ] || fail "syncer Service is not headless"
+[ "$(jp pod/demo-learner-1 '{.spec.initContainers[0].restartPolicy}')" = Always ] \
+	|| fail "sidecar is not a native sidecar"
+[ "$(jp pod/demo-learner-1 '{.spec.volumes[0].emptyDir.medium}')" = Memory ] \
+	|| fail "exchange volume is not in memory"
+[ "$(jp pod/demo-learner-1 '{.spec.containers[0].resources.requests.memory}')" = 512Mi ] \
+	|| fail "resources not passed through"
+KN get configmap demo-spec -o 'jsonpath={.data.job\.json}' | grep -q '"replicas":4' \
+	|| fail "the spec ConfigMap does not hold the job"
+for i in 0 1 2 3; do
+	until_ok 60 "learner $i Running" pod_running "demo-learner-$i"
+	case $(jp "pod/demo-learner-$i" '{.spec.nodeName}') in
+	kwok-node-*) ;;
+	*) fail "demo-learner-$i is not on a fake node" ;;
+	esac
+done
+until_ok 60 "syncer pod Running" pod_running demo-syncer-0
+until_ok 60 "job Running" phase_is demo Running
+cond_is demo Created True || fail "Created is not True"
+cond_is demo Running True || fail "Running is not True"
+[ "$(jp ddjob/demo '{.status.observedGeneration}')" = "$(jp ddjob/demo '{.metadata.generation}')" ] \
+	|| fail "observedGeneration is not the generation"
+until_ok 30 "4/4 learners ready" test "$(jp ddjob/demo '{.status.learnersReady}')" = 4/4
+KN get ddjobs >"$WORK/get.txt"
+head -1 "$WORK/get.txt" | grep -Eq '^NAME +PHASE +LEARNERS +ROUND +TOKENS +LOSS +GOODPUT +AGE' \
+	|| { cat "$WORK/get.txt" >&2; fail "kubectl get ddjobs columns"; }
+grep -Eq '^demo +Running +4/4 ' "$WORK/get.txt" || { cat "$WORK/get.txt" >&2; fail "kubectl get ddjobs row"; }
+KN get events --field-selector involvedObject.name=demo -o jsonpath='{.items[*].reason}' \
+	| grep -q Created || fail "no Created event"
+
+# --- a deleted learner: only it comes back; backoff grows ---------------
+declare -A UID0
+for i in 0 1 2 3; do UID0[$i]=$(uid_of "demo-learner-$i"); done
+KN delete pod demo-learner-2 --wait=false >/dev/null
+until_ok 60 "learner 2 recreated" test -n "$(uid_of demo-learner-2)" -a "$(uid_of demo-learner-2)" != "${UID0[2]}"
+for i in 0 1 3; do
+	[ "$(uid_of "demo-learner-$i")" = "${UID0[$i]}" ] || fail "learner $i was restarted too"
+done
+until_ok 30 "restart counted" test "$(jp ddjob/demo '{.status.learners.restarts[2]}')" = 1
+for n in 2 3; do
+	u=$(uid_of demo-learner-2)
+	KN delete pod demo-learner-2 --wait=false >/dev/null
+	until_ok 60 "learner 2 recreated ($n)" test -n "$(uid_of demo-learner-2)" -a "$(uid_of demo-learner-2)" != "$u"
+done
+KN get events --field-selector involvedObject.name=demo,reason=LearnerRecreated \
+	-o jsonpath='{range .items[*]}{.message}{"\n"}{end}' >"$WORK/recreated.txt"
+grep -q "learner 2 recreated (restart 1, backoff 0s)" "$WORK/recreated.txt" || fail "restart 1 event"
+grep -q "learner 2 recreated (restart 2, backoff 1s)" "$WORK/recreated.txt" || fail "restart 2 event"
+grep -q "learner 2 recreated (restart 3, backoff 2s)" "$WORK/recreated.txt" || fail "restart 3 event"
+until_ok 30 "3 restarts in status" test "$(jp ddjob/demo '{.status.learners.restarts}')" = "[0,0,3,0]"
+
+# --- the API server misbehaving -----------------------------------------
+same_children() {
+	[ "$(learner_pods demo)" = 4 ] || return 1
+	[ "$(KN get statefulsets -l ddiloco.io/job=demo -o name | wc -l)" = 1 ] || return 1
+	[ "$(KN get services -l ddiloco.io/job=demo -o name | wc -l)" = 1 ] || return 1
+	for i in 0 1 2 3; do pod_running "demo-learner-$i" || return 1; done
+}
+recreated_after() {   # recreated_after INDEX: delete it, wait for a new one
+	local u
+	u=$(uid_of "demo-learner-$1")
+	KN delete pod "demo-learner-$1" --wait=false >/dev/null
+	until_ok 90 "learner $1 recreated after $2" \
+		test -n "$(uid_of "demo-learner-$1")" -a "$(uid_of "demo-learner-$1")" != "$u"
+}
+# a watch cut mid-stream
+fault "cut?match=/pods"
+recreated_after 1 "a cut watch"
+[ "$(curl -sf "http://127.0.0.1:$PROXY_PORT/__fault/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["cut"])')" -ge 1 ] \
+	|| fail "no watch was cut"
+# 410 as an in-stream ERROR event, then as the watch's HTTP status
+g0=$(metric "$OP1" 'ddiloco_operator_relists_gone_total{resource="pods"}')
+fault "expire?match=/pods"
+until_ok 30 "relist after in-stream 410" test "$(metric "$OP1" 'ddiloco_operator_relists_gone_total{resource="pods"}')" -gt "$g0"
+recreated_after 0 "an in-stream 410"
+g1=$(metric "$OP1" 'ddiloco_operator_relists_gone_total{resource="pods"}')
+fault "answer?code=410&method=GET&match=/pods%5C?watch&n=1"
+fault "cut?match=/pods"
+until_ok 30 "relist after HTTP 410" test "$(metric "$OP1" 'ddiloco_operator_relists_gone_total{resource="pods"}')" -gt "$g1"
+# 409 on status writes
+c0=$(metric "$OP1" ddiloco_operator_status_conflicts_total)
+fault "answer?code=409&method=PUT&match=/status&n=2"
+recreated_after 3 "409s on status"
+until_ok 30 "conflicts counted" test "$(metric "$OP1" ddiloco_operator_status_conflicts_total)" -gt "$c0"
+until_ok 30 "status after 409s" test "$(jp ddjob/demo '{.status.learners.restarts[3]}')" = 1
+# 500 on apply
+fault "answer?code=500&method=PATCH&match=/pods/demo-learner-1&n=3"
+recreated_after 1 "500s on apply"
+KN get events --field-selector involvedObject.name=demo,reason=CreateFailed \
+	-o jsonpath='{.items[*].message}' | grep -q "500" || fail "no CreateFailed event for a 500"
+until_ok 30 "Created back to True" cond_is demo Created True
+# after all that: exactly the children there should be
+until_ok 60 "children intact" same_children
+sleep 3
+same_children || fail "children changed after recovery"
+[ "$(jp ddjob/demo '{.status.learners.restarts}')" = "[1,2,3,1]" ] \
+	|| fail "restarts after faults: $(jp ddjob/demo '{.status.learners.restarts}')"
+
+# --- immutable spec, suspend and resume ---------------------------------
+if KN patch ddjob demo --type merge -p '{"spec":{"model":{"layers":3}}}' >"$WORK/out" 2>&1; then
+	fail "model change accepted on a running job"
+fi
+grep -q "spec.model is immutable" "$WORK/out" || { cat "$WORK/out" >&2; fail "immutable message"; }
+KN patch ddjob demo --type merge -p '{"spec":{"suspend":true}}' >/dev/null
+until_ok 60 "suspended" phase_is demo Suspended
+until_ok 60 "learners gone" test "$(learner_pods demo)" = 0
+until_ok 60 "syncer gone" gone statefulset/demo-syncer
+cond_is demo Suspended True || fail "Suspended condition"
+KN get configmap demo-spec >/dev/null || fail "suspend deleted the spec ConfigMap"
+KN patch ddjob demo --type merge -p '{"spec":{"suspend":false}}' >/dev/null
+until_ok 60 "learners back" test "$(learner_pods demo)" = 4
+until_ok 90 "running again" phase_is demo Running
+cond_is demo Suspended False || fail "Suspended condition after resume"
+
+# --- Succeeded stays terminal; ttlSecondsAfterFinished ------------------
+cat >"$WORK/one.yaml" <<EOF
+apiVersion: ddiloco.io/v1alpha1
+kind: DecoupledTrainingJob
+metadata: {name: one}
+spec:
+  ttlSecondsAfterFinished: 4
+  learners: {replicas: 1}
+  syncer: {storage: ""}
+  data: {path: /data/tiny.txt}
+EOF
+KN apply -f "$WORK/one.yaml" >/dev/null
+until_ok 60 "one: learner Running" pod_running one-learner-0
+KN patch pod one-learner-0 --subresource=status --type merge \
+	-p '{"status":{"phase":"Succeeded"}}' >/dev/null || fail "cannot mark the learner Succeeded"
+until_ok 60 "one: Succeeded" phase_is one Succeeded
+cond_is one Succeeded True || fail "Succeeded condition"
+[ "$(jp ddjob/one '{.status.conditions[?(@.type=="Succeeded")].reason}')" = LearnersCompleted ] \
+	|| fail "Succeeded reason"
+KN delete pod one-learner-0 --wait=false >/dev/null 2>&1 || true
+sleep 2
+[ "$(learner_pods one)" = 0 ] || fail "a finished job got its learner back"
+until_ok 60 "ttl deleted the job" gone ddjob/one
+
+# --- leader election: a second operator waits, then takes over ----------
+OP2=$(free_port)
+"$BIN" operator --kubeconfig "$WORK/kubeconfig" --namespace "$NS" \
+	--http "127.0.0.1:$OP2" --leader-elect --lease-namespace "$NS" --identity op-b \
+	--no-chaos >"$WORK/op2.log" 2>&1 &
+PIDS+=($!)
+until_ok 30 "second operator ready" curl -sf "http://127.0.0.1:$OP2/readyz"
+sleep 3
+[ "$(metric "$OP2" ddiloco_operator_leader)" = 0 ] || fail "two leaders"
+[ "$(metric "$OP2" ddiloco_operator_reconciles_total)" = 0 ] || fail "the standby reconciled"
+[ "$(KN get lease ddiloco-operator -o jsonpath='{.spec.holderIdentity}')" = op-a ] || fail "lease holder"
+kill "$OP1_PID"
+wait "$OP1_PID" 2>/dev/null || true
+until_ok 30 "standby leads" test "$(metric "$OP2" ddiloco_operator_leader)" = 1
+[ "$(KN get lease ddiloco-operator -o jsonpath='{.spec.holderIdentity}')" = op-b ] || fail "lease not taken over"
+recreated_after 2 "a leader change"
+
+# --- deleting the job collects its children -----------------------------
+KN delete ddjob demo --wait=false >/dev/null
+until_ok 90 "children collected" test "$(KN get pods,statefulsets,services,configmaps -l ddiloco.io/job=demo -o name | wc -l)" = 0
+echo "test_operator: ok"
