@@ -10,8 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cmds.h"
+#include "common/util.h"
 #include "sim/sim.h"
 
 static const char usage_text[] =
@@ -263,8 +265,15 @@ int sim_cli_parse(int argc, char **argv, struct sim_cli *c, struct err *e)
 		p->harvest = 0;
 		return 0;
 	}
-	if (c->action == SIM_ONE)
-		return sim_params_check(p, e);
+	if (c->action == SIM_ONE) {
+		if (sim_params_check(p, e))
+			return -1;
+		if (!seen_mode)
+			return err_set(e, "sim: --mode is required (nonelastic, elastic or decoupled), or ask for --table (see --help)");
+		return 0;
+	}
+	if (c->action == SIM_CALIBRATE && c->format != SIM_TEXT)
+		return err_set(e, "sim: --calibrate prints text only; drop --format");
 	/* the grid sets mode, learners, chips: check the rest with M = 16 */
 	{
 		struct sim_params q = *p;
@@ -377,6 +386,55 @@ static int run_one(const struct sim_cli *c)
 	return 0;
 }
 
+/* The folder must be writable before minutes of simulation are spent. */
+static int svg_writable(const char *path)
+{
+	char dir[4096];
+	char *slash;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == dir)
+		dir[1] = '\0';
+	else
+		*slash = '\0';
+	if (access(dir, W_OK)) {
+		fprintf(stderr, "ddiloco sim: --svg: cannot write in '%s': %s\n",
+			dir, strerror(errno));
+		return 0;
+	}
+	return 1;
+}
+
+/* Written whole or not at all (file_write_atomic). */
+static int write_svg(const char *path, const char *const *labels,
+		     const double *good)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	struct err e;
+	int rc = -1, bad;
+
+	if (!f) {
+		fprintf(stderr, "ddiloco sim: --svg: out of memory\n");
+		return -1;
+	}
+	bad = sim_svg_write(f, sim_table_chips, SIM_TABLE_SIZES, labels,
+			    SIM_TABLE_MODES, good);
+	bad |= fclose(f) != 0;
+	if (bad)
+		fprintf(stderr, "ddiloco sim: --svg: cannot format the plot\n");
+	else if (file_write_atomic(path, buf, len, &e))
+		fprintf(stderr, "ddiloco sim: --svg: %s\n", e.msg);
+	else
+		rc = 0;
+	free(buf);
+	return rc;
+}
+
 static int run_table(const struct sim_cli *c)
 {
 	struct sim_result res[SIM_TABLE_MODES][SIM_TABLE_SIZES];
@@ -388,6 +446,8 @@ static int run_table(const struct sim_cli *c)
 	double cpu = 0;
 	uint64_t events = 0;
 
+	if (c->svg && !svg_writable(c->svg))
+		return 1;
 	for (int m = 0; m < SIM_TABLE_MODES; m++)
 		for (int i = 0; i < SIM_TABLE_SIZES; i++) {
 			labels[m] = sim_table_mode(&p, m);
@@ -400,16 +460,8 @@ static int run_table(const struct sim_cli *c)
 			cpu += res[m][i].cpu_s;
 			events += res[m][i].events;
 		}
-	if (c->svg) {
-		FILE *f = fopen(c->svg, "w");
-
-		if (!f || sim_svg_write(f, sim_table_chips, SIM_TABLE_SIZES,
-					labels, SIM_TABLE_MODES, good) ||
-		    fclose(f)) {
-			fprintf(stderr, "ddiloco sim: cannot write '%s'\n", c->svg);
-			return 1;
-		}
-	}
+	if (c->svg && write_svg(c->svg, labels, good))
+		return 1;
 	if (c->format == SIM_JSON)
 		arr = json_array();
 	if (c->format == SIM_CSV)

@@ -238,6 +238,8 @@ static void bad_parameters_refused(void **state)
 	R("do not go with --table", "--table", "--chips", "150000");
 	R("--svg goes with --table", "--svg", "x.svg");
 	R("unexpected argument 'fast'", "fast");
+	R("--mode is required", "--chips", "150000");
+	R("--calibrate prints text only", "--calibrate", "--format", "json");
 #undef R
 }
 
