@@ -1,0 +1,385 @@
+/*
+ * report: a run_record as report.json (figures, for scripts) and
+ * report.html (the same figures and three SVG plots, for people).
+ *
+ * Where the figures come from:
+ *   uptime, goodput, rounds, tokens, final eval loss, answers, bytes —
+ *     the syncer's last /status (docs/status.md);
+ *   kills, restarts, crashes, learners up over time — the runner itself;
+ *   bytes data parallel would have moved — run_dp_bytes (run.h).
+ */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/svg.h"
+#include "common/util.h"
+#include "runner/run.h"
+
+#define REPORT_MAX (64u << 20)
+
+static json_t *num_or_null(double v)
+{
+	return isfinite(v) ? json_real(v) : json_null();
+}
+
+static void iso_time(double epoch, char *out, size_t n)
+{
+	time_t t = (time_t)epoch;
+	struct tm tm;
+
+	gmtime_r(&t, &tm);
+	strftime(out, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static int kills_of(const struct run_record *r, enum chaos_kind kind, int index)
+{
+	int n = 0;
+
+	for (size_t i = 0; i < r->nkills; i++)
+		if (r->kills[i].k.kind == kind && (index < 0 || r->kills[i].k.index == index))
+			n++;
+	return n;
+}
+
+/* Final loss of this run divided by the other's; NAN if either is unknown. */
+static double loss_ratio(const struct run_record *r, const struct run_compare *c)
+{
+	if (!isfinite(r->final.eval_loss) || !isfinite(c->loss) || c->loss <= 0)
+		return NAN;
+	return r->final.eval_loss / c->loss;
+}
+
+static json_t *evals_json(const struct run_eval *ev, size_t n)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; a && i < n; i++)
+		json_array_append_new(a, json_pack("{s:I,s:I,s:o,s:o}",
+			"round", (json_int_t)ev[i].round, "tokens", (json_int_t)ev[i].tokens,
+			"loss", num_or_null(ev[i].loss), "time", num_or_null(ev[i].time)));
+	return a;
+}
+
+static json_t *compare_json(const struct run_record *r, const struct run_compare *c,
+			    double tolerance, const char *what)
+{
+	double ratio = loss_ratio(r, c);
+
+	if (!c->ran)
+		return json_null();
+	return json_pack("{s:s,s:b,s:o,s:I,s:f,s:o,s:f,s:o,s:s}",
+		"what", what, "ok", c->ok,
+		"final_eval_loss", num_or_null(c->loss),
+		"tokens", (json_int_t)c->tokens, "seconds", c->seconds,
+		"loss_ratio", num_or_null(ratio),
+		"tolerance", tolerance,
+		"within_tolerance", isfinite(ratio) ? json_boolean(fabs(ratio - 1) <= tolerance)
+						    : json_null(),
+		"log", c->log);
+}
+
+int run_report_json(const struct run_record *r, struct buf *out, struct err *e)
+{
+	const struct run_status *f = &r->final;
+	double dp = run_dp_bytes(r->params, r->learners, f->tokens, r->tokens_per_step);
+	double exchanged = (double)f->bytes_in + (double)f->bytes_out;
+	char started[32];
+	json_t *root, *kills, *log, *per;
+	char *text;
+
+	iso_time(r->started_wall, started, sizeof(started));
+	log = json_array();
+	for (size_t i = 0; i < r->nkills; i++) {
+		char name[32];
+		json_array_append_new(log, json_pack("{s:f,s:s}", "time", r->kills[i].t,
+			"target", chaos_kill_name(&r->kills[i].k, name, sizeof(name))));
+	}
+	kills = json_pack("{s:I,s:i,s:i,s:i,s:I,s:o}",
+		"total", (json_int_t)r->nkills,
+		"learners", kills_of(r, CHAOS_LEARNER, -1),
+		"sidecars", kills_of(r, CHAOS_SIDECAR, -1),
+		"syncer", kills_of(r, CHAOS_SYNCER, -1),
+		"skipped", (json_int_t)r->kills_skipped, "log", log);
+	per = json_array();
+	for (int i = 0; i < r->learners; i++)
+		json_array_append_new(per, json_pack("{s:i,s:i,s:i,s:i}", "learner", i,
+			"restarts", r->restarts[i], "crashes", r->crashes[i],
+			"kills", kills_of(r, CHAOS_LEARNER, i) + kills_of(r, CHAOS_SIDECAR, i)));
+	root = json_pack("{s:s,s:s,s:s,s:s,s:f,s:b,s:s,s:i,s:i,s:b}",
+		"job", r->job, "job_file", r->job_file, "run_dir", r->dir,
+		"started", started, "seconds", r->seconds, "success", r->success,
+		"outcome", r->outcome, "learners", r->learners,
+		"min_quorum", r->quorum, "chaos", r->chaos);
+	if (!root || !kills || !per) {
+		json_decref(root);
+		json_decref(kills);
+		json_decref(per);
+		return err_set(e, "report: out of memory");
+	}
+	json_object_set_new(root, "uptime", num_or_null(f->uptime));
+	json_object_set_new(root, "goodput", num_or_null(f->goodput));
+	json_object_set_new(root, "rounds", json_integer((json_int_t)f->round));
+	json_object_set_new(root, "tokens", json_integer((json_int_t)f->tokens));
+	json_object_set_new(root, "tokens_merged", json_integer((json_int_t)f->tokens_merged));
+	json_object_set_new(root, "final_eval_loss", num_or_null(f->eval_loss));
+	json_object_set_new(root, "kills", kills);
+	json_object_set_new(root, "per_learner", per);
+	json_object_set_new(root, "syncer", json_pack("{s:i,s:i}",
+		"restarts", r->syncer_restarts, "crashes", r->syncer_crashes));
+	json_object_set_new(root, "answers", json_pack("{s:I,s:I,s:I,s:I}",
+		"merged", (json_int_t)f->merged, "late", (json_int_t)f->late,
+		"rejected", (json_int_t)f->rejected, "empty", (json_int_t)f->empty));
+	json_object_set_new(root, "bytes", json_pack("{s:I,s:I,s:f,s:I,s:f,s:o,s:s}",
+		"received", (json_int_t)f->bytes_in, "sent", (json_int_t)f->bytes_out,
+		"exchanged", exchanged, "params", (json_int_t)r->params,
+		"data_parallel", dp,
+		"ratio", dp > 0 ? json_real(exchanged / dp) : json_null(),
+		"how", "exchanged = payload bytes the syncer received + sent; "
+		       "data_parallel = steps x 8 N (M-1): a ring all-reduce of the f32 "
+		       "gradient (N parameters) in which each of M workers sends and "
+		       "receives 2 (M-1)/M of it every step, over steps = tokens / (M B T)"));
+	json_object_set_new(root, "baseline", compare_json(r, &r->baseline, 0.05,
+		"ddiloco train with an M times larger batch (data parallel as one learner), same tokens"));
+	json_object_set_new(root, "twin", compare_json(r, &r->twin, 0.03,
+		"the same job without chaos"));
+	json_object_set_new(root, "eval_history", evals_json(f->evals, f->nevals));
+
+	text = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(8));
+	json_decref(root);
+	if (!text)
+		return err_set(e, "report: cannot encode JSON");
+	if (buf_append(out, text, strlen(text)) || buf_append(out, "\n", 1)) {
+		free(text);
+		return err_set(e, "report: JSON larger than the limit");
+	}
+	free(text);
+	return 0;
+}
+
+static void fmt_opt(char *b, size_t n, const char *fmt, double v)
+{
+	if (isfinite(v))
+		snprintf(b, n, fmt, v);
+	else
+		snprintf(b, n, "–");
+}
+
+#define EMIT(...) do { if (buf_printf(out, __VA_ARGS__)) goto full; } while (0)
+
+int run_report_html(const struct run_record *r, struct buf *out, struct err *e)
+{
+	const struct run_status *f = &r->final;
+	size_t ns = r->nsamples, nk = r->nkills, ne = f->nevals;
+	double *t = NULL, *up = NULL, *rounds = NULL, *kt = NULL;
+	double *etok = NULL, *eloss = NULL, *ttok = NULL, *tloss = NULL;
+	double *btok = NULL, *bloss = NULL;
+	double dp = run_dp_bytes(r->params, r->learners, f->tokens, r->tokens_per_step);
+	char a[64], b[64], c[64], started[32];
+	struct svg_hline hl[2];
+	struct svg_series ss[3];
+	size_t nh = 0, nss;
+	int rc = -1;
+
+	t = calloc(ns + 1, sizeof(double));
+	up = calloc(ns + 1, sizeof(double));
+	rounds = calloc(ns + 1, sizeof(double));
+	kt = calloc(nk + 1, sizeof(double));
+	etok = calloc(ne + 1, sizeof(double));
+	eloss = calloc(ne + 1, sizeof(double));
+	ttok = calloc(r->twin.nevals + 1, sizeof(double));
+	tloss = calloc(r->twin.nevals + 1, sizeof(double));
+	btok = calloc(r->baseline.nevals + 1, sizeof(double));
+	bloss = calloc(r->baseline.nevals + 1, sizeof(double));
+	if (!t || !up || !rounds || !kt || !etok || !eloss || !ttok || !tloss ||
+	    !btok || !bloss) {
+		err_set(e, "report: out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < ns; i++) {
+		t[i] = r->samples[i].t;
+		up[i] = r->samples[i].up;
+		rounds[i] = (double)r->samples[i].round;
+	}
+	for (size_t i = 0; i < nk; i++)
+		kt[i] = r->kills[i].t;
+	for (size_t i = 0; i < ne; i++) {
+		etok[i] = (double)f->evals[i].tokens;
+		eloss[i] = f->evals[i].loss;
+	}
+	for (size_t i = 0; i < r->twin.nevals; i++) {
+		ttok[i] = (double)r->twin.evals[i].tokens;
+		tloss[i] = r->twin.evals[i].loss;
+	}
+	for (size_t i = 0; i < r->baseline.nevals; i++) {
+		btok[i] = (double)r->baseline.evals[i].tokens;
+		bloss[i] = r->baseline.evals[i].loss;
+	}
+
+	iso_time(r->started_wall, started, sizeof(started));
+	EMIT("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>ddiloco run ");
+	if (svg_escape(out, r->job))
+		goto full;
+	EMIT("</title>\n<style>body{font-family:sans-serif;max-width:720px;margin:1em auto}"
+	     "td,th{padding:2px 10px;text-align:left}td.n{text-align:right}"
+	     ".ok{color:#2ca02c}.bad{color:#d62728}</style></head><body>\n<h1>");
+	if (svg_escape(out, r->job))
+		goto full;
+	EMIT("</h1>\n<p><span class=\"%s\">", r->success ? "ok" : "bad");
+	if (svg_escape(out, r->outcome))
+		goto full;
+	EMIT("</span>, started %s, %.0f s, %d learners, quorum %d, chaos %s.</p>\n",
+	     started, r->seconds, r->learners, r->quorum, r->chaos ? "on" : "off");
+	EMIT("<table>\n");
+	fmt_opt(a, sizeof(a), "%.4f", f->uptime);
+	EMIT("<tr><th>uptime</th><td class=\"n\">%s</td><td>share of wall time the syncer kept completing rounds at its cadence</td></tr>\n", a);
+	fmt_opt(a, sizeof(a), "%.4f", f->goodput);
+	EMIT("<tr><th>goodput</th><td class=\"n\">%s</td><td>share of learner compute that ended in a merged contribution</td></tr>\n", a);
+	EMIT("<tr><th>rounds</th><td class=\"n\">%llu</td><td></td></tr>\n",
+	     (unsigned long long)f->round);
+	EMIT("<tr><th>tokens</th><td class=\"n\">%llu</td><td>%llu in merged contributions</td></tr>\n",
+	     (unsigned long long)f->tokens, (unsigned long long)f->tokens_merged);
+	fmt_opt(a, sizeof(a), "%.4f", f->eval_loss);
+	EMIT("<tr><th>final eval loss</th><td class=\"n\">%s</td><td>global model, validation split</td></tr>\n", a);
+	EMIT("<tr><th>kills</th><td class=\"n\">%zu</td><td>%d learners, %d sidecars, %d syncer; %llu skipped (maxDown)</td></tr>\n",
+	     nk, kills_of(r, CHAOS_LEARNER, -1), kills_of(r, CHAOS_SIDECAR, -1),
+	     kills_of(r, CHAOS_SYNCER, -1), (unsigned long long)r->kills_skipped);
+	EMIT("<tr><th>restarts</th><td class=\"n\">");
+	for (int i = 0; i < r->learners; i++)
+		EMIT("%s%d", i ? " " : "", r->restarts[i]);
+	EMIT("</td><td>per learner; syncer %d</td></tr>\n", r->syncer_restarts);
+	EMIT("<tr><th>bytes exchanged</th><td class=\"n\">%.3g</td><td>data parallel would have moved %.3g (ratio %.3g): ring all-reduce of the f32 gradient every step, 8·N·(M−1) bytes per step, N = %llu</td></tr>\n",
+	     (double)f->bytes_in + (double)f->bytes_out, dp,
+	     dp > 0 ? ((double)f->bytes_in + (double)f->bytes_out) / dp : NAN,
+	     (unsigned long long)r->params);
+	if (r->baseline.ran) {
+		double q = loss_ratio(r, &r->baseline);
+		fmt_opt(a, sizeof(a), "%.4f", r->baseline.loss);
+		fmt_opt(b, sizeof(b), "%.4f", q);
+		snprintf(c, sizeof(c), "%s", isfinite(q) && fabs(q - 1) <= 0.05 ? "within 5%" : "not within 5%");
+		EMIT("<tr><th>data-parallel baseline</th><td class=\"n\">%s</td><td>loss ratio %s (%s), %llu tokens</td></tr>\n",
+		     a, b, c, (unsigned long long)r->baseline.tokens);
+	}
+	if (r->twin.ran) {
+		double q = loss_ratio(r, &r->twin);
+		fmt_opt(a, sizeof(a), "%.4f", r->twin.loss);
+		fmt_opt(b, sizeof(b), "%.4f", q);
+		snprintf(c, sizeof(c), "%s", isfinite(q) && fabs(q - 1) <= 0.03 ? "within 3%" : "not within 3%");
+		EMIT("<tr><th>no-chaos twin</th><td class=\"n\">%s</td><td>loss ratio %s (%s), %llu tokens</td></tr>\n",
+		     a, b, c, (unsigned long long)r->twin.tokens);
+	}
+	EMIT("</table>\n");
+
+	nss = 0;
+	ss[nss++] = (struct svg_series){ "this run", NULL, etok, eloss, ne, 0, 1 };
+	if (r->twin.nevals)
+		ss[nss++] = (struct svg_series){ "no-chaos twin", NULL, ttok, tloss,
+						 r->twin.nevals, 0, 0 };
+	if (r->baseline.nevals)
+		ss[nss++] = (struct svg_series){ "data-parallel baseline", NULL, btok, bloss,
+						 r->baseline.nevals, 0, 0 };
+	if (r->baseline.ran && isfinite(r->baseline.loss))
+		hl[nh++] = (struct svg_hline){ "baseline final", r->baseline.loss, "#ff7f0e" };
+	if (r->twin.ran && isfinite(r->twin.loss))
+		hl[nh++] = (struct svg_hline){ "twin final", r->twin.loss, "#2ca02c" };
+	EMIT("<h2>Eval loss of the global model</h2>\n");
+	if (svg_plot(out, &(struct svg_plot){ "eval loss vs tokens", "tokens (all learners)",
+			"loss (nats/token)", 0, 0, NULL, 0, NULL, hl, nh, 0 }, ss, nss))
+		goto full;
+	EMIT("<h2>Learners up</h2>\n");
+	ss[0] = (struct svg_series){ "learners up", "#1f77b4", t, up, ns, 1, 0 };
+	if (svg_plot(out, &(struct svg_plot){ "learners up over time", "seconds",
+			"learners", 0, 0, kt, nk, "kill", NULL, 0, 1 }, ss, 1))
+		goto full;
+	EMIT("<h2>Rounds</h2>\n");
+	ss[0] = (struct svg_series){ "rounds completed", "#2ca02c", t, rounds, ns, 0, 0 };
+	if (svg_plot(out, &(struct svg_plot){ "rounds over time", "seconds",
+			"rounds", 0, 0, kt, nk, "kill", NULL, 0, 1 }, ss, 1))
+		goto full;
+	if (nk) {
+		EMIT("<h2>Kills</h2>\n<table><tr><th>time (s)</th><th>target</th></tr>\n");
+		for (size_t i = 0; i < nk; i++) {
+			char name[32];
+			EMIT("<tr><td class=\"n\">%.1f</td><td>%s</td></tr>\n", r->kills[i].t,
+			     chaos_kill_name(&r->kills[i].k, name, sizeof(name)));
+		}
+		EMIT("</table>\n");
+	}
+	EMIT("</body></html>\n");
+	rc = 0;
+	goto out;
+full:
+	err_set(e, "report: HTML larger than the limit");
+out:
+	free(t);
+	free(up);
+	free(rounds);
+	free(kt);
+	free(etok);
+	free(eloss);
+	free(ttok);
+	free(tloss);
+	free(btok);
+	free(bloss);
+	return rc;
+}
+
+int run_report_write(const struct run_record *r, struct err *e)
+{
+	struct buf b;
+	char path[4200];
+	int rc = -1;
+
+	buf_init(&b, REPORT_MAX);
+	if (run_report_json(r, &b, e))
+		goto out;
+	snprintf(path, sizeof(path), "%s/report.json", r->dir);
+	if (file_write_atomic(path, b.data, b.len, e))
+		goto out;
+	buf_reset(&b);
+	if (run_report_html(r, &b, e))
+		goto out;
+	snprintf(path, sizeof(path), "%s/report.html", r->dir);
+	if (file_write_atomic(path, b.data, b.len, e))
+		goto out;
+	rc = 0;
+out:
+	buf_release(&b);
+	return rc;
+}
+
+void run_summary(const struct run_record *r, struct buf *out)
+{
+	const struct run_status *f = &r->final;
+	char loss[32], upt[32], gp[32];
+	int restarts = r->syncer_restarts;
+
+	for (int i = 0; i < r->learners; i++)
+		restarts += r->restarts[i];
+	fmt_opt(loss, sizeof(loss), "%.4f", f->eval_loss);
+	fmt_opt(upt, sizeof(upt), "%.4f", f->uptime);
+	fmt_opt(gp, sizeof(gp), "%.4f", f->goodput);
+	buf_printf(out, "%s: %s in %.0f s: %llu rounds, %llu tokens, eval loss %s, "
+		   "uptime %s, goodput %s, %zu kills, %d restarts\n",
+		   r->job, r->outcome, r->seconds, (unsigned long long)f->round,
+		   (unsigned long long)f->tokens, loss, upt, gp, r->nkills,
+		   restarts);
+	if (r->twin.ran) {
+		double q = loss_ratio(r, &r->twin);
+		fmt_opt(loss, sizeof(loss), "%.4f", r->twin.loss);
+		fmt_opt(gp, sizeof(gp), "%.4f", q);
+		buf_printf(out, "no-chaos twin: eval loss %s, ratio %s%s\n", loss, gp,
+			   isfinite(q) ? (fabs(q - 1) <= 0.03 ? " (within 3%)" : " (NOT within 3%)") : "");
+	}
+	if (r->baseline.ran) {
+		double q = loss_ratio(r, &r->baseline);
+		fmt_opt(loss, sizeof(loss), "%.4f", r->baseline.loss);
+		fmt_opt(gp, sizeof(gp), "%.4f", q);
+		buf_printf(out, "data-parallel baseline: eval loss %s at %llu tokens, ratio %s%s\n",
+			   loss, (unsigned long long)r->baseline.tokens, gp,
+			   isfinite(q) ? (fabs(q - 1) <= 0.05 ? " (within 5%)" : " (NOT within 5%)") : "");
+	}
+	buf_printf(out, "report: %s/report.json\nreport: %s/report.html\n", r->dir, r->dir);
+}

@@ -1,0 +1,664 @@
+/*
+ * run: one job as local processes (see run.h).
+ *
+ *   syncer   ddiloco syncer --job J --listen 127.0.0.1:P --http 127.0.0.1:Q
+ *                           --checkpoint-dir RUN/checkpoints
+ *   pair i   ddiloco learner --job J --learner i --exchange X_i
+ *            ddiloco sidecar --job J --learner i --exchange X_i
+ *                            --syncer 127.0.0.1:P --http 127.0.0.1:R_i
+ *
+ * X_i is a folder under /dev/shm (the pod's memory emptyDir), removed at
+ * the end. Ports are free ones chosen here. Every child logs to RUN/<name>.log.
+ *
+ * The loop, ten times a second: reap exits; restart what is due; let the
+ * chaos schedule kill (SIGKILL to the process group); poll /status twice
+ * a second; record a sample every second; redraw the view.
+ *
+ * What an exit means:
+ *   learner  the pod is gone: its sidecar is killed too, the exchange
+ *            folder emptied, and the pair started again after
+ *            recoverySeconds (chaos) or 1 s (a crash);
+ *   sidecar  only the sidecar restarts (the learner keeps training);
+ *   syncer   restarted from its newest checkpoint in RUN/checkpoints;
+ *   exit 0   the part finished its job: never restarted.
+ * A part that fails within 10 s of its start 5 times in a row ends the run
+ * (it will not get better by itself). When /status says done, the parts
+ * get 30 s to finish on their own, then are stopped.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "runner/proc.h"
+#include "runner/run.h"
+
+volatile sig_atomic_t run_interrupted;
+
+#define TICK            0.1
+#define POLL_EVERY      0.5
+#define SAMPLE_EVERY    1.0
+#define CRASH_DELAY     1.0     /* restart delay after an unasked-for exit */
+#define FAST_FAIL       10.0    /* an exit this soon after a start is "fast" */
+#define FAST_FAILS_MAX  5
+#define READY_TIMEOUT   60.0
+#define DONE_GRACE      30.0
+#define STOP_GRACE      5.0
+
+struct slot {
+	struct proc learner, sidecar;
+	char xdir[4096];
+	int http_port;
+	int down;                       /* 1 = pair to restart, 2 = sidecar only */
+	double restart_at;              /* run time of the restart */
+	int killed;                     /* the current down was chaos */
+	int finished;                   /* both exited 0 */
+	int fast_fails;
+};
+
+struct runner {
+	const struct job_spec *js;
+	const struct run_opts *o;
+	struct run_record *r;
+	char job[4096];                 /* absolute job file */
+	char shm[4096];                 /* parent of the exchange folders */
+	char addr[64], http[64];
+	struct proc syncer;
+	int syncer_down, syncer_killed, syncer_fast_fails, syncer_finished;
+	double syncer_restart_at;
+	struct slot *slots;
+	int M;
+	struct chaos chaos;
+	int chaos_on;
+	double t0;                      /* clock_mono at start */
+	struct run_view view;
+	FILE *events;
+	int done;                       /* /status said done */
+	double done_at;
+	double last_poll, last_sample;
+	uint64_t rate_tokens;           /* tokens at rate_t, for tokens/s */
+	double rate_t;
+	char fatal[512];
+};
+
+static double now_of(const struct runner *R)
+{
+	return clock_mono() - R->t0;
+}
+
+static void event(struct runner *R, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void event(struct runner *R, const char *fmt, ...)
+{
+	char line[600];
+	double t = now_of(R);
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (R->events) {
+		fprintf(R->events, "%.3f %s\n", t, line);
+		fflush(R->events);
+	}
+	if (!R->o->quiet)
+		run_view_event(&R->view, t, "%s", line);
+}
+
+/* ---- setup ---- */
+
+/* n distinct free loopback ports: all bound at once, then released. */
+static int free_ports(int *ports, int n, struct err *e)
+{
+	int fds[64], rc = 0;
+
+	if (n > 64)
+		return err_set(e, "run: too many ports");
+	for (int i = 0; i < n; i++)
+		fds[i] = -1;
+	for (int i = 0; i < n && !rc; i++) {
+		struct sockaddr_in a = { .sin_family = AF_INET,
+					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		socklen_t len = sizeof(a);
+
+		fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fds[i] < 0 || bind(fds[i], (struct sockaddr *)&a, sizeof(a)) ||
+		    getsockname(fds[i], (struct sockaddr *)&a, &len))
+			rc = err_set(e, "run: cannot find a free port: %s", strerror(errno));
+		else
+			ports[i] = ntohs(a.sin_port);
+	}
+	for (int i = 0; i < n; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	return rc;
+}
+
+static int rm_tree(const char *path)
+{
+	DIR *d = opendir(path);
+	struct dirent *de;
+	char sub[4400];
+
+	if (!d)
+		return unlink(path) && errno != ENOENT ? -1 : 0;
+	while ((de = readdir(d))) {
+		struct stat st;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name);
+		if (!lstat(sub, &st) && S_ISDIR(st.st_mode))
+			rm_tree(sub);
+		else
+			unlink(sub);
+	}
+	closedir(d);
+	return rmdir(path);
+}
+
+static int empty_dir(const char *path, struct err *e)
+{
+	rm_tree(path);
+	if (mkdir(path, 0700) && errno != EEXIST)
+		return err_set(e, "run: cannot create '%s': %s", path, strerror(errno));
+	return 0;
+}
+
+static int init_procs(struct runner *R, const char *dir, struct err *e)
+{
+	char ckpt[4200], log[4200], listen[64], http[64], id[16], xarg[4200];
+	int ports[66];
+	int M = R->M;
+	const char *exe = R->o->exe;
+
+	if (free_ports(ports, M + 2, e))
+		return -1;
+	snprintf(R->addr, sizeof(R->addr), "127.0.0.1:%d", ports[0]);
+	snprintf(R->http, sizeof(R->http), "127.0.0.1:%d", ports[1]);
+	snprintf(ckpt, sizeof(ckpt), "%s/checkpoints", dir);
+	if (mkdir_p(ckpt, e))
+		return -1;
+	snprintf(listen, sizeof(listen), "%s", R->addr);
+	snprintf(http, sizeof(http), "%s", R->http);
+	snprintf(log, sizeof(log), "%s/syncer.log", dir);
+	{
+		char *argv[] = { (char *)exe, (char *)"syncer", (char *)"--job", R->job,
+				 (char *)"--listen", listen, (char *)"--http", http,
+				 (char *)"--checkpoint-dir", ckpt, NULL };
+		if (proc_init(&R->syncer, "syncer", log, argv, e))
+			return -1;
+	}
+	for (int i = 0; i < M; i++) {
+		struct slot *s = &R->slots[i];
+		char name[32], sh[64];
+
+		s->http_port = ports[2 + i];
+		snprintf(s->xdir, sizeof(s->xdir), "%s/learner-%d", R->shm, i);
+		snprintf(xarg, sizeof(xarg), "%s", s->xdir);
+		snprintf(id, sizeof(id), "%d", i);
+		snprintf(sh, sizeof(sh), "127.0.0.1:%d", s->http_port);
+		snprintf(name, sizeof(name), "learner-%d", i);
+		snprintf(log, sizeof(log), "%s/%s.log", dir, name);
+		{
+			char *argv[] = { (char *)exe, (char *)"learner", (char *)"--job", R->job,
+					 (char *)"--learner", id, (char *)"--exchange", xarg, NULL };
+			if (proc_init(&s->learner, name, log, argv, e))
+				return -1;
+		}
+		snprintf(name, sizeof(name), "sidecar-%d", i);
+		snprintf(log, sizeof(log), "%s/%s.log", dir, name);
+		{
+			char *argv[] = { (char *)exe, (char *)"sidecar", (char *)"--job", R->job,
+					 (char *)"--learner", id, (char *)"--exchange", xarg,
+					 (char *)"--syncer", listen, (char *)"--http", sh, NULL };
+			if (proc_init(&s->sidecar, name, log, argv, e))
+				return -1;
+		}
+	}
+	return 0;
+}
+
+/* ---- starting and stopping ---- */
+
+static int start_pair(struct runner *R, int i, struct err *e)
+{
+	struct slot *s = &R->slots[i];
+
+	if (empty_dir(s->xdir, e))
+		return -1;
+	if (proc_start(&s->learner, e) || proc_start(&s->sidecar, e))
+		return -1;
+	s->down = 0;
+	return 0;
+}
+
+static void stop_everything(struct runner *R)
+{
+	struct proc *ps[2 * 4096 + 1];
+	int n = 0;
+
+	for (int i = 0; i < R->M; i++) {
+		ps[n++] = &R->slots[i].learner;
+		ps[n++] = &R->slots[i].sidecar;
+	}
+	/* the learners' side first, so the syncer sees them go */
+	proc_stop_all(ps, n, STOP_GRACE);
+	proc_stop(&R->syncer, STOP_GRACE);
+}
+
+/* The last line of a log, for errors that point at it. */
+static void log_tail(const char *path, char *out, size_t n)
+{
+	char buf[1024];
+	int fd = open(path, O_RDONLY);
+	off_t end;
+	ssize_t got;
+	char *p;
+
+	out[0] = 0;
+	if (fd < 0)
+		return;
+	end = lseek(fd, 0, SEEK_END);
+	got = pread(fd, buf, sizeof(buf) - 1, end > (off_t)sizeof(buf) - 1
+					      ? end - (off_t)sizeof(buf) + 1 : 0);
+	close(fd);
+	if (got <= 0)
+		return;
+	buf[got] = 0;
+	while (got > 0 && (buf[got - 1] == '\n' || buf[got - 1] == '\r'))
+		buf[--got] = 0;
+	p = strrchr(buf, '\n');
+	snprintf(out, n, "%s", p ? p + 1 : buf);
+}
+
+static void fail(struct runner *R, struct proc *p)
+{
+	char st[64], tail[300];
+
+	log_tail(p->log, tail, sizeof(tail));
+	snprintf(R->fatal, sizeof(R->fatal), "%s keeps failing (%s): %s [%s]",
+		 p->name, proc_describe_status(p->status, st, sizeof(st)),
+		 tail[0] ? tail : "no output", p->log);
+}
+
+/* An exit nobody asked for: counts fast failures; 1 = give up. */
+static int crashed(struct runner *R, struct proc *p, int *fast)
+{
+	char st[64];
+
+	if (clock_mono() - p->started < FAST_FAIL)
+		(*fast)++;
+	else
+		*fast = 0;
+	event(R, "%s exited (%s), restarting", p->name,
+	      proc_describe_status(p->status, st, sizeof(st)));
+	if (*fast >= FAST_FAILS_MAX) {
+		fail(R, p);
+		return 1;
+	}
+	return 0;
+}
+
+static int exited_ok(const struct proc *p)
+{
+	return WIFEXITED(p->status) && WEXITSTATUS(p->status) == 0;
+}
+
+/* ---- the loop's steps ---- */
+
+static void reap(struct runner *R)
+{
+	double t = now_of(R);
+
+	if (proc_reap(&R->syncer)) {
+		if (R->done || exited_ok(&R->syncer)) {
+			R->syncer_finished = 1;
+		} else if (R->syncer_killed) {
+			R->syncer_killed = 0;
+			R->syncer_down = 1;
+			R->syncer_restart_at = t + R->js->chaos.recovery_seconds;
+		} else {
+			R->r->syncer_crashes++;
+			if (crashed(R, &R->syncer, &R->syncer_fast_fails))
+				return;
+			R->syncer_down = 1;
+			R->syncer_restart_at = t + CRASH_DELAY;
+		}
+	}
+	for (int i = 0; i < R->M; i++) {
+		struct slot *s = &R->slots[i];
+		int l = proc_reap(&s->learner), c = proc_reap(&s->sidecar);
+
+		if (l && !(R->done || exited_ok(&s->learner))) {
+			/* the pod is gone, whatever the sidecar was doing */
+			if (!s->killed && !s->down) {
+				R->r->crashes[i]++;
+				if (crashed(R, &s->learner, &s->fast_fails))
+					return;
+			}
+			proc_signal(&s->sidecar, SIGKILL);
+			if (s->down != 1)
+				s->restart_at = t + (s->killed ? R->js->chaos.recovery_seconds
+							       : CRASH_DELAY);
+			s->down = 1;
+		}
+		if (c && !s->down) {
+			if (R->done || exited_ok(&s->sidecar)) {
+				/* finished */
+			} else {
+				if (!s->killed) {
+					R->r->crashes[i]++;
+					if (crashed(R, &s->sidecar, &s->fast_fails))
+						return;
+				}
+				s->down = 2;
+				s->restart_at = t + (s->killed ? R->js->chaos.recovery_seconds
+							       : CRASH_DELAY);
+			}
+		}
+		if (!s->learner.pid && !s->sidecar.pid && !s->down &&
+		    exited_ok(&s->learner) && exited_ok(&s->sidecar))
+			s->finished = 1;
+	}
+}
+
+static int restart_due(struct runner *R, struct err *e)
+{
+	double t = now_of(R);
+
+	if (R->done)
+		return 0;
+	if (R->syncer_down && t >= R->syncer_restart_at) {
+		if (proc_start(&R->syncer, e))
+			return -1;
+		R->syncer_down = 0;
+		R->r->syncer_restarts++;
+		event(R, "syncer restarted (from its newest checkpoint)");
+	}
+	for (int i = 0; i < R->M; i++) {
+		struct slot *s = &R->slots[i];
+
+		if (!s->down || t < s->restart_at)
+			continue;
+		/* a pair restarts only once both are gone */
+		if (s->down == 1 && (s->learner.pid || s->sidecar.pid))
+			continue;
+		if (s->down == 1 ? start_pair(R, i, e) : proc_start(&s->sidecar, e))
+			return -1;
+		event(R, "%s restarted", s->down == 1 ? s->learner.name : s->sidecar.name);
+		s->down = 0;
+		s->killed = 0;
+		R->r->restarts[i]++;
+	}
+	return 0;
+}
+
+static int chaos_kill(void *ctx, const struct chaos_kill *k, struct err *e)
+{
+	struct runner *R = ctx;
+	char name[32];
+
+	(void)e;
+	if (k->kind == CHAOS_SYNCER) {
+		R->syncer_killed = 1;
+		proc_signal(&R->syncer, SIGKILL);
+	} else {
+		struct slot *s = &R->slots[k->index];
+
+		s->killed = 1;
+		if (k->kind == CHAOS_LEARNER) {
+			/* the pod: learner and sidecar together */
+			proc_signal(&s->learner, SIGKILL);
+			proc_signal(&s->sidecar, SIGKILL);
+		} else {
+			proc_signal(&s->sidecar, SIGKILL);
+		}
+	}
+	run_record_kill(R->r, now_of(R), k);
+	event(R, "chaos: killed %s (kill %llu)", chaos_kill_name(k, name, sizeof(name)),
+	      (unsigned long long)k->seq);
+	return 0;
+}
+
+static int slot_down(const struct slot *s)
+{
+	return s->down || !s->learner.pid || !s->sidecar.pid;
+}
+
+static void do_chaos(struct runner *R)
+{
+	unsigned char down[4096];
+	struct chaos_view v = { R->M, down, R->syncer_down || !R->syncer.pid };
+	struct chaos_executor x = { chaos_kill, R };
+
+	if (!R->chaos_on || R->done)
+		return;
+	for (int i = 0; i < R->M; i++)
+		down[i] = (unsigned char)slot_down(&R->slots[i]);
+	chaos_run_due(&R->chaos, now_of(R), &v, &x, NULL);
+	R->r->kills_skipped = R->chaos.skipped;
+}
+
+static void poll_status(struct runner *R)
+{
+	struct run_status st;
+	double t = now_of(R);
+
+	if (t - R->last_poll < POLL_EVERY)
+		return;
+	R->last_poll = t;
+	if (!R->syncer.pid)
+		return;
+	if (run_status_fetch(R->http, 2.0, &st, NULL))
+		return;
+	run_status_move(&R->r->final, &st);
+	R->r->have_final = 1;
+	if (R->r->final.done && !R->done) {
+		R->done = 1;
+		R->done_at = t;
+		event(R, "syncer: job done");
+	}
+}
+
+static void sample(struct runner *R)
+{
+	double t = now_of(R);
+	struct run_sample s;
+	int up = 0;
+
+	if (t - R->last_sample < SAMPLE_EVERY)
+		return;
+	R->last_sample = t;
+	for (int i = 0; i < R->M; i++)
+		up += !slot_down(&R->slots[i]);
+	s.t = t;
+	s.round = R->r->final.round;
+	s.tokens = R->r->final.tokens;
+	s.eval_loss = R->r->final.eval_loss;
+	s.up = up;
+	s.connected = R->r->final.connected;
+	s.tokens_per_s = NAN;
+	if (t - R->rate_t >= 5 || R->rate_t == 0) {
+		if (R->rate_t > 0)
+			s.tokens_per_s = (double)(s.tokens - R->rate_tokens) / (t - R->rate_t);
+		R->rate_t = t;
+		R->rate_tokens = s.tokens;
+	} else if (R->r->nsamples) {
+		s.tokens_per_s = R->r->samples[R->r->nsamples - 1].tokens_per_s;
+	}
+	run_record_sample(R->r, &s);
+}
+
+static int all_finished(const struct runner *R)
+{
+	for (int i = 0; i < R->M; i++)
+		if (R->slots[i].learner.pid || R->slots[i].sidecar.pid)
+			return 0;
+	return 1;
+}
+
+static int wait_ready(struct runner *R, struct err *e)
+{
+	double end = clock_mono() + READY_TIMEOUT;
+	struct err fe = { "" };
+
+	for (;;) {
+		struct run_status st;
+
+		if (run_interrupted)
+			return err_set(e, "interrupted");
+		if (proc_reap(&R->syncer)) {
+			char tail[300], s[64];
+			log_tail(R->syncer.log, tail, sizeof(tail));
+			return err_set(e, "syncer exited at start (%s): %s [%s]",
+				       proc_describe_status(R->syncer.status, s, sizeof(s)),
+				       tail, R->syncer.log);
+		}
+		if (!run_status_fetch(R->http, 1.0, &st, &fe)) {
+			run_status_move(&R->r->final, &st);
+			R->r->have_final = 1;
+			return 0;
+		}
+		if (clock_mono() > end)
+			return err_set(e, "syncer not answering /status within %.0f s: %s",
+				       READY_TIMEOUT, fe.msg);
+		sleep_seconds(0.1);
+	}
+}
+
+/* ---- the whole job ---- */
+
+int run_job(const struct job_spec *js, const struct run_opts *o,
+	    const char *dir, struct run_record *r, struct err *e)
+{
+	struct runner R;
+	char path[4200];
+	int rc = -1;
+
+	memset(&R, 0, sizeof(R));
+	R.js = js;
+	R.o = o;
+	R.r = r;
+	R.M = js->learners.replicas;
+	R.view.tty = isatty(1);
+	if (R.M > 4096)
+		return err_set(e, "run: at most 4096 learners locally");
+	if (run_record_init(r, js, o->job_file, dir, e))
+		return -1;
+	if (!realpath(o->job_file, R.job)) {
+		err_set(e, "run: cannot resolve '%s': %s", o->job_file, strerror(errno));
+		return -1;
+	}
+	R.slots = calloc((size_t)R.M, sizeof(*R.slots));
+	if (!R.slots)
+		return err_set(e, "run: out of memory");
+	snprintf(R.shm, sizeof(R.shm), "%s/ddiloco-%s-%d",
+		 access("/dev/shm", W_OK) ? "/tmp" : "/dev/shm", js->name, (int)getpid());
+	if (mkdir_p(dir, e) || empty_dir(R.shm, e) || init_procs(&R, dir, e))
+		goto out;
+	snprintf(path, sizeof(path), "%s/events.log", dir);
+	R.events = fopen(path, "a");
+
+	R.chaos_on = js->chaos.enabled && !o->no_chaos;
+	chaos_init(&R.chaos, &js->chaos, R.M);
+	if (!R.chaos_on)
+		chaos_init(&R.chaos, &(struct job_chaos){ .enabled = 0 }, R.M);
+
+	R.t0 = clock_mono();
+	if (proc_start(&R.syncer, e))
+		goto out;
+	event(&R, "syncer started on %s (http %s), log %s", R.addr, R.http, R.syncer.log);
+	if (wait_ready(&R, e))
+		goto stop;
+	for (int i = 0; i < R.M; i++)
+		if (start_pair(&R, i, e))
+			goto stop;
+	event(&R, "%d learner + sidecar pairs started; exchange folders in %s", R.M, R.shm);
+	if (R.chaos_on)
+		event(&R, "chaos on: %s every %.0f s on average, from %.0f s, at most %d down",
+		      js->chaos.schedule == CHAOS_POISSON ? "poisson" : "interval",
+		      js->chaos.schedule == CHAOS_POISSON ? js->chaos.mtbf_seconds
+							  : js->chaos.interval_seconds,
+		      js->chaos.start_after_seconds, js->chaos.max_down);
+
+	for (;;) {
+		double t;
+
+		if (run_interrupted) {
+			snprintf(r->outcome, sizeof(r->outcome), "interrupted");
+			err_set(e, "interrupted");
+			break;
+		}
+		reap(&R);
+		if (R.fatal[0]) {
+			snprintf(r->outcome, sizeof(r->outcome), "failed: %s", R.fatal);
+			err_set(e, "%s", R.fatal);
+			break;
+		}
+		if (restart_due(&R, e)) {
+			snprintf(r->outcome, sizeof(r->outcome), "failed: %s", e->msg);
+			break;
+		}
+		do_chaos(&R);
+		poll_status(&R);
+		sample(&R);
+		if (!o->quiet)
+			run_view_update(&R.view, r, now_of(&R), 10);
+		t = now_of(&R);
+		if (R.done && (all_finished(&R) || t - R.done_at > DONE_GRACE)) {
+			snprintf(r->outcome, sizeof(r->outcome), "done");
+			rc = 0;
+			break;
+		}
+		if (!R.done && R.syncer_finished) {
+			snprintf(r->outcome, sizeof(r->outcome), "done (syncer exited 0)");
+			rc = 0;
+			break;
+		}
+		if (o->timeout > 0 && t > o->timeout) {
+			snprintf(r->outcome, sizeof(r->outcome), "timed out after %.0f s",
+				 o->timeout);
+			err_set(e, "timed out after %.0f s", o->timeout);
+			break;
+		}
+		sleep_seconds(TICK);
+	}
+stop:
+	if (!r->outcome[0])
+		snprintf(r->outcome, sizeof(r->outcome), "%s%s",
+			 run_interrupted ? "" : "failed: ", e->msg);
+	stop_everything(&R);
+	/* one last look at /status is gone with the syncer; keep the last poll */
+	sample(&R);
+	if (!o->quiet) {
+		run_view_update(&R.view, r, now_of(&R), 0);
+		run_view_end(&R.view);
+	}
+	r->success = rc == 0;
+out:
+	r->seconds = R.t0 > 0 ? now_of(&R) : 0;
+	if (R.shm[0])
+		rm_tree(R.shm);
+	proc_release(&R.syncer);
+	for (int i = 0; i < R.M; i++) {
+		proc_release(&R.slots[i].learner);
+		proc_release(&R.slots[i].sidecar);
+	}
+	free(R.slots);
+	if (R.events)
+		fclose(R.events);
+	return rc;
+}

@@ -1,0 +1,179 @@
+/*
+ * run: `ddiloco run` — one job as local processes, watched and reported.
+ *
+ * run_job starts the syncer and M learner + sidecar pairs (runner/proc),
+ * kills and restarts them by spec.chaos (common/chaos), polls the syncer's
+ * /status (docs/status.md) and records what it sees in a run_record, from
+ * which report.c writes report.json and report.html and progress.c draws
+ * the live view. The record is plain data: the report and the progress
+ * view can be tested without processes.
+ */
+#ifndef DDILOCO_RUN_H
+#define DDILOCO_RUN_H
+
+#include <stddef.h>
+#include <signal.h>
+#include <stdint.h>
+
+#include "common/buf.h"
+#include "common/chaos.h"
+#include "common/err.h"
+#include "common/jobspec.h"
+
+/* ---- the syncer's /status, as far as the runner uses it ---- */
+
+#define RUN_STATUS_MAX (4u << 20)     /* largest /status body read */
+#define RUN_MAX_EVALS  100000
+
+struct run_eval {
+	uint64_t round, tokens;
+	double loss, time;
+};
+
+struct run_status {
+	uint64_t round, tokens, tokens_merged;
+	int done;
+	double eval_loss;               /* NAN while none */
+	int connected, total;
+	uint64_t merged, late, rejected, empty;
+	uint64_t bytes_in, bytes_out;
+	double uptime, goodput, elapsed;
+	struct run_eval *evals;         /* eval_history, owned */
+	size_t nevals;
+};
+
+/* Parses a /status body; fields missing from it keep zero / NAN. */
+int run_status_parse(const char *text, size_t len, struct run_status *out,
+		     struct err *e);
+void run_status_release(struct run_status *s);
+/* Moves src into dst (releasing dst's old history). */
+void run_status_move(struct run_status *dst, struct run_status *src);
+/* GET http://addr/status within timeout seconds. */
+int run_status_fetch(const char *addr, double timeout, struct run_status *out,
+		     struct err *e);
+
+/* ---- what a run records ---- */
+
+#define RUN_MAX_SAMPLES 200000
+#define RUN_MAX_KILLS   100000
+
+struct run_sample {
+	double t;                       /* seconds since the run started */
+	uint64_t round, tokens;
+	double eval_loss;               /* NAN while none */
+	int up;                         /* learner slots up (runner's view) */
+	int connected;                  /* learners connected (syncer's view) */
+	double tokens_per_s;
+};
+
+struct run_kill {
+	double t;
+	struct chaos_kill k;
+};
+
+/* A second run beside the job: the data-parallel baseline or the no-chaos twin. */
+struct run_compare {
+	int ran, ok;
+	double loss;                    /* final eval loss, NAN if unknown */
+	uint64_t tokens;
+	double seconds;
+	char log[4096];
+	struct run_eval *evals;         /* its loss curve, owned */
+	size_t nevals;
+};
+
+struct run_record {
+	char job[JOB_NAME_MAX];
+	char job_file[JOB_PATH_MAX];
+	char dir[4096];
+	int learners, quorum, chaos;
+	double started_wall;            /* epoch seconds */
+	double seconds;                 /* wall time of the run */
+	uint64_t params;                /* model parameters N */
+	uint64_t tokens_per_step;       /* B × T of one learner */
+
+	struct run_sample *samples;
+	size_t nsamples, cap_samples;
+	struct run_kill *kills;
+	size_t nkills, cap_kills;
+	uint64_t kills_skipped;
+	int *restarts;                  /* per learner slot: pair or sidecar restarts */
+	int *crashes;                   /* per slot: exits nobody asked for */
+	int syncer_restarts, syncer_crashes;
+
+	struct run_status final;        /* the last /status read */
+	int have_final;
+	int success;
+	char outcome[256];              /* "done", "interrupted", the error */
+
+	struct run_compare baseline, twin;
+};
+
+int run_record_init(struct run_record *r, const struct job_spec *js,
+		    const char *job_file, const char *dir, struct err *e);
+void run_record_release(struct run_record *r);
+int run_record_sample(struct run_record *r, const struct run_sample *s);
+int run_record_kill(struct run_record *r, double t, const struct chaos_kill *k);
+
+/* Model parameters of the job's model (the tensor table of trainer/model.h). */
+uint64_t run_param_count(const struct job_model *m);
+/*
+ * Bytes data parallel would move for the same tokens: every step each of
+ * M workers sends and receives 2·(M−1)/M of the f32 gradient in a ring
+ * all-reduce, so M·2·(M−1)/M·4N = 8N(M−1) bytes per step, over
+ * tokens / (M·B·T) steps.
+ */
+double run_dp_bytes(uint64_t params, int learners, uint64_t tokens,
+		    uint64_t tokens_per_step);
+
+/* ---- the report ---- */
+
+int run_report_json(const struct run_record *r, struct buf *out, struct err *e);
+int run_report_html(const struct run_record *r, struct buf *out, struct err *e);
+/* Writes DIR/report.json and DIR/report.html. */
+int run_report_write(const struct run_record *r, struct err *e);
+/* The final summary lines, printed after a run. */
+void run_summary(const struct run_record *r, struct buf *out);
+
+/* ---- the live view ---- */
+
+struct run_view {
+	int tty;
+	int lines;                      /* table lines drawn last time */
+	double last;                    /* when the last line was printed */
+};
+
+/* Redraws the table (tty) or prints a line every `every` seconds. */
+void run_view_update(struct run_view *v, const struct run_record *r,
+		     double now, double every);
+/* An event line ("killed learner-2"), above the table on a terminal. */
+void run_view_event(struct run_view *v, double t, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Leaves the last table on screen and moves below it. */
+void run_view_end(struct run_view *v);
+
+/* ---- the whole job ---- */
+
+struct run_opts {
+	const char *job_file;
+	const char *run_dir;            /* NULL = runs/<name>-<UTC time> */
+	const char *exe;                /* the ddiloco binary for the children */
+	int no_chaos;
+	int baseline;
+	int twin;
+	double timeout;                 /* give up after this many seconds; 0 = never */
+	int quiet;                      /* no live view */
+};
+
+/*
+ * Runs the job to its end (done, interrupted, failed or timed out),
+ * recording into r (initialized here). Returns 0 when the syncer
+ * reported done and every part stopped cleanly.
+ */
+int run_job(const struct job_spec *js, const struct run_opts *o,
+	    const char *dir, struct run_record *r, struct err *e);
+
+/* Set by SIGINT/SIGTERM handlers; run_job stops when it is nonzero. */
+extern volatile sig_atomic_t run_interrupted;
+
+#endif
