@@ -245,7 +245,7 @@ json_t *child_learner(const struct child_ctx *c, int index)
 	side_mounts = json_deep_copy(mounts);
 	podspec = json_pack(
 		"{s:s, s:i, s:[{s:s, s:s, s:s, s:s,"
-		"  s:[s,s,s,s,s,s,s,s,s,s], s:o}],"
+		"  s:[s,s,s,s,s,s,s,s,s,s,s,s], s:o}],"
 		" s:[{s:s, s:s, s:s, s:[s,s,s,s,s,s,s,s], s:[{s:s, s:s}], s:o, s:o}],"
 		" s:o}",
 		"restartPolicy", "Never",
@@ -254,13 +254,14 @@ json_t *child_learner(const struct child_ctx *c, int index)
 		"name", "sidecar", "image", c->js->learners.image,
 		"imagePullPolicy", pull_policy(c), "restartPolicy", "Always",
 		"command", "ddiloco", "sidecar", "--job", SPEC_DIR "/job.json",
-		"--id", idx, "--exchange", EXCHANGE_DIR, "--syncer", addr,
+		"--learner", idx, "--exchange", EXCHANGE_DIR, "--syncer", addr,
+		"--http", "0.0.0.0:9090",
 		"volumeMounts", side_mounts,
 		"containers",
 		"name", "learner", "image", c->js->learners.image,
 		"imagePullPolicy", pull_policy(c),
 		"command", "ddiloco", "learner", "--job", SPEC_DIR "/job.json",
-		"--id", idx, "--exchange", EXCHANGE_DIR,
+		"--learner", idx, "--exchange", EXCHANGE_DIR,
 		"env", "name", "DDILOCO_LEARNER_ID", "value", idx,
 		"resources", resources(c),
 		"volumeMounts", mounts,
