@@ -208,6 +208,7 @@ static void *run(void *arg)
 	while (!inf->stop) {
 		struct kube_status st;
 		char path[1024], rv[64];
+		double t0;
 		int r;
 
 		if (need_list) {
@@ -230,7 +231,10 @@ static void *run(void *arg)
 			 inf->selector[0] ? "&labelSelector=" : "", inf->selector);
 		inf->gone = 0;
 		inf->st.watches++;
+		t0 = clock_mono();
 		r = kube_watch(k, path, on_event, inf, &inf->stop, &st, &e);
+		if (clock_mono() - t0 > 10)
+			backoff = 1;   /* it ran well for a while: start over */
 		if (inf->stop)
 			break;
 		if (inf->gone || (r < 0 && st.code == 410)) {

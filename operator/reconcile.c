@@ -189,6 +189,7 @@ static void learners(const struct rc_input *in, struct learner_mem *mem,
 
 		if (p) {
 			m->create_sent = 0;
+			m->seen = 1;
 			if (p->deleting)
 				continue;
 			if (p->state == POD_FAILED) {
@@ -214,7 +215,7 @@ static void learners(const struct rc_input *in, struct learner_mem *mem,
 			m->create_sent = in->now;
 			continue;
 		}
-		if (!created) {
+		if (!created && !m->seen) {   /* a first creation */
 			act(o, ACT_APPLY_LEARNER, i);
 			m->create_sent = in->now;
 			continue;
@@ -300,6 +301,7 @@ int reconcile(const struct rc_input *in, struct learner_mem *mem,
 		for (int i = 0; i < M; i++) {
 			mem[i].not_before = 0;
 			mem[i].create_sent = 0;
+			mem[i].seen = 0;   /* resumed pods are not restarts */
 		}
 		goto out;
 	}

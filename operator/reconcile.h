@@ -69,6 +69,7 @@ struct learner_mem {
 	int fails;                    /* recent ones, for backoff */
 	double not_before;            /* no recreation before (wall) */
 	double create_sent;           /* an apply not yet seen in the cache */
+	int seen;                     /* its pod was in the cache once */
 };
 
 #define RC_MAX_LEARNERS 4096

@@ -16,7 +16,7 @@ streams watch responses line by line. On command it misbehaves:
         every open watch whose path matches receives an in-stream ERROR
         event with a 410 Status, then ends
   GET  /__fault/stats
-        counters as JSON: requests, injected, cut, expired, watches
+        counters as JSON: requests, injected, cut, expire, watches
 
 usage: faultproxy.py LISTEN_PORT UPSTREAM_URL CA_FILE PORT_FILE
 (LISTEN_PORT 0 picks a free port, written to PORT_FILE).
@@ -36,7 +36,7 @@ CTX = ssl.create_default_context(cafile=sys.argv[3])
 LOCK = threading.Lock()
 RULES = []            # [method, regex, code, remaining]
 WATCHES = set()       # open watch handlers
-STATS = {"requests": 0, "injected": 0, "cut": 0, "expired": 0, "watches": 0}
+STATS = {"requests": 0, "injected": 0, "cut": 0, "expire": 0, "watches": 0}
 HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer",
        "upgrade", "proxy-connection", "content-length", "host"}
 

@@ -249,6 +249,25 @@ static void test_backoff_grows_with_repeated_failures(void **state)
 	assert_true(rc_backoff(40) == RC_BACKOFF_CAP);
 }
 
+/* A failed apply turns Created False; a learner seen before still counts. */
+static void test_recreation_counted_after_create_failed(void **state)
+{
+	struct fx f;
+
+	(void)state;
+	setup_fx(&f, 2);
+	running(&f);
+	reconcile(&f.in, f.mem, &f.out);   /* both seen */
+	rc_output_release(&f.out);
+	cond_set(&f.in.conds[COND_CREATED], 0, "CreateFailed", "500", "t1");
+	f.in.npods = 1;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(count(&f.out, ACT_APPLY_LEARNER), 1);
+	assert_true(find(&f.out, ACT_APPLY_LEARNER)->recreate);
+	assert_int_equal(f.mem[1].restarts, 1);
+	rc_output_release(&f.out);
+}
+
 static void test_failed_pod_deleted_with_uid(void **state)
 {
 	struct fx f;
@@ -622,6 +641,7 @@ int main(void)
 		cmocka_unit_test(test_steady_state_does_nothing),
 		cmocka_unit_test(test_deleted_learner_only_it_recreated),
 		cmocka_unit_test(test_backoff_grows_with_repeated_failures),
+		cmocka_unit_test(test_recreation_counted_after_create_failed),
 		cmocka_unit_test(test_failed_pod_deleted_with_uid),
 		cmocka_unit_test(test_below_quorum_is_restarting),
 		cmocka_unit_test(test_budget_done_succeeds_and_stays),
