@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cmds.h"
+#include "common/buf.h"
 #include "common/util.h"
 #include "sim/sim.h"
 
@@ -412,26 +413,18 @@ static int svg_writable(const char *path)
 static int write_svg(const char *path, const char *const *labels,
 		     const double *good)
 {
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
+	struct buf b;
 	struct err e;
-	int rc = -1, bad;
+	int rc = -1;
 
-	if (!f) {
-		fprintf(stderr, "ddiloco sim: --svg: out of memory\n");
-		return -1;
-	}
-	bad = sim_svg_write(f, sim_table_chips, SIM_TABLE_SIZES, labels,
-			    SIM_TABLE_MODES, good);
-	bad |= fclose(f) != 0;
-	if (bad)
-		fprintf(stderr, "ddiloco sim: --svg: cannot format the plot\n");
-	else if (file_write_atomic(path, buf, len, &e))
+	buf_init(&b, 1 << 20);
+	if (sim_table_svg(&b, labels, good))
+		fprintf(stderr, "ddiloco sim: --svg: cannot draw the plot\n");
+	else if (file_write_atomic(path, b.data, b.len, &e))
 		fprintf(stderr, "ddiloco sim: --svg: %s\n", e.msg);
 	else
 		rc = 0;
-	free(buf);
+	buf_release(&b);
 	return rc;
 }
 

@@ -145,10 +145,13 @@ extern const double sim_published[2][SIM_TABLE_SIZES];
 int sim_calibrate(struct sim_params *p, FILE *out, double *rms_out,
 		  struct err *e);
 
-/* SVG of goodput vs chips, one line per column (x log scale). */
-int sim_svg_write(FILE *f, const long *chips, int nsizes,
-		  const char *const *labels, int nlines,
-		  const double *goodput /* [nlines][nsizes] */);
+/*
+ * The figure of the table: goodput[m * SIM_TABLE_SIZES + i] for column m
+ * (labels[m]) at size i, one line each, and the published rows.
+ */
+struct buf;
+int sim_table_svg(struct buf *out, const char *const *labels,
+		  const double *goodput);
 
 /* What `ddiloco sim` was asked to do (cmd_sim.c). */
 enum sim_action {

@@ -42,6 +42,6 @@ head -1 "$tmp/a" | grep -q "^label,mode,learners,quorum,chips,goodput,goodput_lo
 [ "$(wc -l <"$tmp/t.csv")" -eq 31 ] || fail "table: want 31 csv lines"
 grep -q "^nonelastic,nonelastic,1,1,2400000,.*,0.18$" "$tmp/t.csv" || fail "table: published 2.4M"
 grep -q "^M=16,decoupled,16,1,150000," "$tmp/t.csv" || fail "table: M=16 row"
-[ "$(grep -c "<polyline" "$tmp/g.svg")" -eq 6 ] || fail "svg: want 6 lines"
+[ "$(grep -c "<polyline" "$tmp/g.svg")" -eq 8 ] || fail "svg: want 6 lines + 2 published"
 grep -q "</svg>" "$tmp/g.svg" || fail "svg not closed"
 exit 0

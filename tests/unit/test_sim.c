@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/buf.h"
 #include "sim/sim.h"
 
 static void base(struct sim_params *p, enum sim_mode mode, int m, long chips)
@@ -262,24 +263,29 @@ static void good_arguments_parsed(void **state)
 
 static void svg_has_one_line_per_mode(void **state)
 {
-	const char *labels[2] = { "elastic", "M=2" };
-	long chips[3] = { 150000, 300000, 600000 };
-	double g[6] = { 0.9, 0.8, 0.7, 0.95, 0.9, 0.8 };
-	char *buf = NULL, *s;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
+	const char *labels[SIM_TABLE_MODES] = { "nonelastic", "elastic", "M=2",
+						"M=4", "M=8", "M=16" };
+	double g[SIM_TABLE_MODES * SIM_TABLE_SIZES];
+	struct buf b;
+	char *s;
 	int lines = 0;
 
 	(void)state;
-	assert_non_null(f);
-	assert_int_equal(sim_svg_write(f, chips, 3, labels, 2, g), 0);
-	fclose(f);
-	for (s = buf; (s = strstr(s, "<polyline")); s++)
+	for (int i = 0; i < SIM_TABLE_MODES * SIM_TABLE_SIZES; i++)
+		g[i] = 0.5 + 0.01 * i;
+	buf_init(&b, 1 << 20);
+	assert_int_equal(sim_table_svg(&b, labels, g), 0);
+	for (s = b.data; (s = strstr(s, "<polyline")); s++)
 		lines++;
-	assert_int_equal(lines, 2);
-	assert_non_null(strstr(buf, ">M=2</text>"));
-	assert_non_null(strstr(buf, "</svg>"));
-	free(buf);
+	assert_int_equal(lines, SIM_TABLE_MODES + 2); /* + the published rows */
+	assert_non_null(strstr(b.data, ">M=16<"));
+	assert_non_null(strstr(b.data, ">published elastic<"));
+	assert_non_null(strstr(b.data, "</svg>"));
+	buf_release(&b);
+	/* a buffer too small is an error, not a cut plot */
+	buf_init(&b, 100);
+	assert_int_equal(sim_table_svg(&b, labels, g), -1);
+	buf_release(&b);
 }
 
 /* Median of max|Z| over n, found by bisection of erf(z/√2)^n = 1/2. */
