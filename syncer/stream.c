@@ -1,0 +1,882 @@
+/*
+ * stream: the gRPC side of the syncer and its run loop, on the C core's
+ * completion-queue API (GRPC-NOTES.md). One thread, one queue; every
+ * learner stream is a `struct conn` with at most one operation of each
+ * kind in flight:
+ *
+ *   accepted ─► RECV_CLOSE_ON_SERVER armed (tells us the call ended)
+ *            ─► RECV_MESSAGE, re-armed after each message
+ *            ─► SEND_MESSAGE, one at a time from the conn's queue
+ *   closing  ─► SEND_STATUS_FROM_SERVER once no send is in flight
+ *   freed    when nothing is in flight any more
+ *
+ * The queue is bounded as docs/protocol.md says: one unsent Update per
+ * fragment (a newer one replaces it), one Pull per round, one Welcome.
+ * Outgoing messages are packed once into a slice and shared by reference.
+ *
+ * The loop wakes at least every 50 ms (cq_next's deadline is the only
+ * timer) to pace rounds, end grace windows and notice a stop request.
+ */
+#include "syncer/syncer_int.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc_security.h>
+#include <grpc/slice.h>
+#include <grpc/support/time.h>
+
+#include "common/encoding.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "ddiloco/v1/syncer.pb-c.h"
+
+#define TICK 0.05
+#define STOP_GRACE 3.0   /* seconds for streams to close on a stop */
+
+enum tag_kind { T_NEW, T_RECV, T_SEND, T_STATUS, T_CLOSE, T_SHUTDOWN };
+
+struct tag {
+	enum tag_kind kind;
+	struct conn *c;
+};
+
+enum out_kind { OUT_WELCOME, OUT_PULL, OUT_UPDATE };
+
+struct out_msg {
+	struct out_msg *next;
+	enum out_kind kind;
+	int frag;
+	grpc_slice msg;
+	size_t payload;
+};
+
+struct conn {
+	struct conn *prev, *next;
+	struct stream_server *sv;
+	grpc_call *call;
+	gpr_timespec deadline;
+	grpc_metadata_array md;
+	struct tag t_new, t_recv, t_send, t_status, t_close;
+	grpc_byte_buffer *rbuf, *sbuf;
+	int recv_pending, send_pending, status_pending, close_pending;
+	int md_sent, closing, ended, status_sent, cancelled;
+	grpc_status_code code;
+	grpc_slice details;
+	int learner;
+	struct out_msg *qhead;
+	size_t send_payload;
+};
+
+struct stream_server {
+	struct syncer *s;
+	grpc_server *srv;
+	grpc_completion_queue *cq;
+	void *method;
+	struct conn *conns;      /* accepted calls */
+	struct conn *waiting;    /* the one request for a new call */
+	struct tag t_shutdown;
+	int shut;
+};
+
+static void conn_close(struct conn *c, grpc_status_code code, const char *fmt,
+		       ...) __attribute__((format(printf, 3, 4)));
+
+static gpr_timespec deadline_in(double seconds)
+{
+	if (seconds < 0)
+		seconds = 0;
+	return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+			    gpr_time_from_micros((int64_t)(seconds * 1e6),
+						 GPR_TIMESPAN));
+}
+
+/* ---- calls ------------------------------------------------------------ */
+
+static void request_call(struct stream_server *sv)
+{
+	struct conn *c = calloc(1, sizeof(*c));
+	grpc_call_error rc;
+
+	if (!c) {
+		log_error("out of memory for a new stream");
+		return;
+	}
+	c->sv = sv;
+	c->learner = -1;
+	c->t_new = (struct tag){ T_NEW, c };
+	c->t_recv = (struct tag){ T_RECV, c };
+	c->t_send = (struct tag){ T_SEND, c };
+	c->t_status = (struct tag){ T_STATUS, c };
+	c->t_close = (struct tag){ T_CLOSE, c };
+	grpc_metadata_array_init(&c->md);
+	rc = grpc_server_request_registered_call(sv->srv, sv->method, &c->call,
+						 &c->deadline, &c->md, NULL,
+						 sv->cq, sv->cq, &c->t_new);
+	if (rc != GRPC_CALL_OK) {
+		log_error("cannot wait for streams: gRPC error %d", rc);
+		grpc_metadata_array_destroy(&c->md);
+		free(c);
+		return;
+	}
+	sv->waiting = c;
+}
+
+static void drop_queue(struct conn *c)
+{
+	while (c->qhead) {
+		struct out_msg *m = c->qhead;
+
+		c->qhead = m->next;
+		grpc_slice_unref(m->msg);
+		free(m);
+	}
+}
+
+static void maybe_free(struct conn *c)
+{
+	struct stream_server *sv = c->sv;
+
+	if (!c->closing || c->recv_pending || c->send_pending ||
+	    c->status_pending || c->close_pending)
+		return;
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		sv->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	drop_queue(c);
+	grpc_metadata_array_destroy(&c->md);
+	grpc_call_unref(c->call);
+	free(c);
+}
+
+static void start_recv(struct conn *c)
+{
+	grpc_op op;
+
+	memset(&op, 0, sizeof(op));
+	op.op = GRPC_OP_RECV_MESSAGE;
+	op.data.recv_message.recv_message = &c->rbuf;
+	c->rbuf = NULL;
+	if (grpc_call_start_batch(c->call, &op, 1, &c->t_recv, NULL) ==
+	    GRPC_CALL_OK)
+		c->recv_pending = 1;
+}
+
+static void send_status(struct conn *c)
+{
+	grpc_op ops[2];
+	int n = 0;
+
+	memset(ops, 0, sizeof(ops));
+	if (!c->md_sent) {
+		ops[n].op = GRPC_OP_SEND_INITIAL_METADATA;
+		n++;
+		c->md_sent = 1;
+	}
+	ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+	ops[n].data.send_status_from_server.status = c->code;
+	ops[n].data.send_status_from_server.status_details = &c->details;
+	n++;
+	c->status_sent = 1;
+	if (grpc_call_start_batch(c->call, ops, (size_t)n, &c->t_status, NULL) ==
+	    GRPC_CALL_OK)
+		c->status_pending = 1;
+	else
+		grpc_slice_unref(c->details);
+}
+
+static void pump(struct conn *c)
+{
+	struct out_msg *m;
+	grpc_op ops[2];
+	int n = 0;
+
+	if (c->send_pending)
+		return;
+	if (c->closing) {
+		if (!c->status_sent && !c->ended)
+			send_status(c);
+		return;
+	}
+	if (!(m = c->qhead))
+		return;
+	c->qhead = m->next;
+	memset(ops, 0, sizeof(ops));
+	if (!c->md_sent) {
+		ops[n].op = GRPC_OP_SEND_INITIAL_METADATA;
+		n++;
+		c->md_sent = 1;
+	}
+	c->sbuf = grpc_raw_byte_buffer_create(&m->msg, 1);
+	ops[n].op = GRPC_OP_SEND_MESSAGE;
+	ops[n].data.send_message.send_message = c->sbuf;
+	n++;
+	c->send_payload = m->payload;
+	grpc_slice_unref(m->msg);
+	free(m);
+	if (grpc_call_start_batch(c->call, ops, (size_t)n, &c->t_send, NULL) ==
+	    GRPC_CALL_OK) {
+		c->send_pending = 1;
+	} else {
+		grpc_byte_buffer_destroy(c->sbuf);
+		c->sbuf = NULL;
+		conn_close(c, GRPC_STATUS_INTERNAL, "cannot send");
+	}
+}
+
+/* Queues msg (a reference is taken); an unsent Update of frag is replaced. */
+static void push(struct conn *c, enum out_kind kind, int frag, grpc_slice msg,
+		 size_t payload)
+{
+	struct out_msg *m, **tail = &c->qhead;
+
+	if (c->closing)
+		return;
+	for (m = c->qhead; m; m = m->next) {
+		if (kind == OUT_UPDATE && m->kind == OUT_UPDATE && m->frag == frag) {
+			grpc_slice_unref(m->msg);
+			m->msg = grpc_slice_ref(msg);
+			m->payload = payload;
+			return;
+		}
+		tail = &m->next;
+	}
+	if (!(m = calloc(1, sizeof(*m)))) {
+		conn_close(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+		return;
+	}
+	m->kind = kind;
+	m->frag = frag;
+	m->msg = grpc_slice_ref(msg);
+	m->payload = payload;
+	*tail = m;
+	pump(c);
+}
+
+static void detach_learner(struct conn *c)
+{
+	struct syncer *s = c->sv->s;
+	struct learner *l;
+
+	if (c->learner < 0)
+		return;
+	l = &s->learners[c->learner];
+	if (l->conn == c) {
+		l->conn = NULL;
+		l->joined = 0;
+		s->learners_connected--;
+		syncer_round_leave(&s->rs, c->learner);
+		log_info("learner %d left", c->learner);
+	}
+	c->learner = -1;
+}
+
+static void conn_close(struct conn *c, grpc_status_code code, const char *fmt,
+		       ...)
+{
+	char msg[512];
+	va_list ap;
+
+	if (c->closing)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	c->closing = 1;
+	c->code = code;
+	c->details = grpc_slice_from_copied_string(msg);
+	detach_learner(c);
+	drop_queue(c);
+	if (c->ended) {
+		grpc_slice_unref(c->details);
+		c->status_sent = 1;
+	}
+	pump(c);
+}
+
+/* ---- messages ---------------------------------------------------------- */
+
+static grpc_slice pack(const Ddiloco__V1__SyncerMessage *m)
+{
+	size_t len = ddiloco__v1__syncer_message__get_packed_size(m);
+	grpc_slice sl = grpc_slice_malloc(len);
+
+	ddiloco__v1__syncer_message__pack(m, GRPC_SLICE_START_PTR(sl));
+	return sl;
+}
+
+static void send_pull(struct conn *c, uint64_t round, int frag)
+{
+	Ddiloco__V1__SyncerMessage m = DDILOCO__V1__SYNCER_MESSAGE__INIT;
+	Ddiloco__V1__Pull pl = DDILOCO__V1__PULL__INIT;
+	grpc_slice sl;
+
+	pl.fragment = (uint32_t)frag;
+	pl.round = round;
+	m.kind_case = DDILOCO__V1__SYNCER_MESSAGE__KIND_PULL;
+	m.pull = &pl;
+	sl = pack(&m);
+	push(c, OUT_PULL, frag, sl, 0);
+	grpc_slice_unref(sl);
+}
+
+void stream_broadcast_update(struct syncer *s, int p, grpc_slice msg,
+			     size_t payload_bytes)
+{
+	for (int i = 0; i < s->M; i++)
+		if (s->learners[i].conn && s->learners[i].joined)
+			push(s->learners[i].conn, OUT_UPDATE, p, msg,
+			     payload_bytes);
+}
+
+static void on_hello(struct conn *c, const Ddiloco__V1__Hello *h, double now)
+{
+	struct syncer *s = c->sv->s;
+	Ddiloco__V1__SyncerMessage m = DDILOCO__V1__SYNCER_MESSAGE__INIT;
+	Ddiloco__V1__Welcome w = DDILOCO__V1__WELCOME__INIT;
+	struct round_action pulls[64];
+	struct learner *l;
+	int sizes_ok, npull;
+	grpc_slice sl;
+
+	if (c->learner >= 0) {
+		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "second hello on one stream");
+		return;
+	}
+	if (h->learner_id >= (uint32_t)s->M) {
+		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT,
+			   "learner id %u is out of range: job '%s' has %d learners",
+			   h->learner_id, s->js->name, s->M);
+		return;
+	}
+	if (h->job && h->job[0] && strcmp(h->job, s->js->name)) {
+		conn_close(c, GRPC_STATUS_FAILED_PRECONDITION,
+			   "learner %u belongs to job '%s', this syncer to '%s'",
+			   h->learner_id, h->job, s->js->name);
+		return;
+	}
+	sizes_ok = h->fragments == (uint32_t)s->P &&
+		   h->n_fragment_sizes == (size_t)s->P;
+	for (int p = 0; sizes_ok && p < s->P; p++)
+		sizes_ok = h->fragment_sizes[p] == s->ft->frags[p].numel;
+	if (h->fingerprint != s->ft->fingerprint || !sizes_ok) {
+		log_warn("learner %u refused: model fingerprint %016" PRIx64
+			 " (%u fragments), ours %016" PRIx64 " (%d)",
+			 h->learner_id, h->fingerprint, h->fragments,
+			 s->ft->fingerprint, s->P);
+		conn_close(c, GRPC_STATUS_FAILED_PRECONDITION,
+			   "model fingerprint mismatch: learner %016" PRIx64
+			   " (%u fragments), syncer %016" PRIx64 " (%d fragments)",
+			   h->fingerprint, h->fragments, s->ft->fingerprint, s->P);
+		return;
+	}
+	if (s->done) {
+		conn_close(c, GRPC_STATUS_OK, "job done");
+		return;
+	}
+	l = &s->learners[h->learner_id];
+	if (l->conn)
+		conn_close(l->conn, GRPC_STATUS_ABORTED,
+			   "replaced by a newer stream for learner %u", h->learner_id);
+	l->conn = c;
+	l->seen = 1;
+	l->last_seen = now;
+	l->step = h->step;
+	l->incarnation = h->incarnation;
+	c->learner = (int)h->learner_id;
+	s->learners_connected++;
+
+	w.fragments = (uint32_t)s->P;
+	w.n_versions = (size_t)s->P;
+	w.versions = s->versions;
+	w.round = s->rs.completed;
+	w.alpha = s->js->syncer.alpha;
+	w.answer_encoding = (Ddiloco__V1__Encoding)s->js->syncer.encoding;
+	m.kind_case = DDILOCO__V1__SYNCER_MESSAGE__KIND_WELCOME;
+	m.welcome = &w;
+	sl = pack(&m);
+	push(c, OUT_WELCOME, -1, sl, 0);
+	grpc_slice_unref(sl);
+	for (int p = 0; p < s->P; p++) {
+		sl = core_update_slice(s, p, 0);
+		push(c, OUT_UPDATE, p, sl, GRPC_SLICE_LENGTH(sl));
+		grpc_slice_unref(sl);
+	}
+	l->joined = 1;
+	npull = s->rs.cfg.overlap <= 64
+		? syncer_round_join(&s->rs, c->learner, h->step, pulls) : 0;
+	for (int i = 0; i < npull; i++)
+		send_pull(c, pulls[i].round, pulls[i].frag);
+	log_info("learner %u joined (step %" PRIu64 ", incarnation %" PRIu64 ")",
+		 h->learner_id, h->step, h->incarnation);
+}
+
+static void on_heartbeat(struct conn *c, const Ddiloco__V1__Heartbeat *hb,
+			 double now)
+{
+	struct syncer *s = c->sv->s;
+	struct learner *l = &s->learners[c->learner];
+	struct ckpt_learner *cl = &s->acc.learners[c->learner];
+
+	/* a count that went back is a learner that started over */
+	if (hb->tokens >= cl->tokens)
+		s->acc.tokens_trained += hb->tokens - cl->tokens;
+	else
+		s->acc.tokens_trained += hb->tokens;
+	cl->tokens = hb->tokens;
+	cl->incarnation = hb->incarnation;
+	l->step = hb->step;
+	l->tokens = hb->tokens;
+	l->step_time = hb->step_time;
+	l->train_loss = hb->train_loss;
+	l->incarnation = hb->incarnation;
+	l->last_seen = now;
+	syncer_round_progress(&s->rs, c->learner, hb->step, hb->step_time);
+}
+
+static int slot_of(const struct syncer *s, uint64_t round)
+{
+	for (int i = 0; i < s->rs.cfg.overlap; i++)
+		if (s->rs.slots[i].active && s->rs.slots[i].round == round)
+			return i;
+	return -1;
+}
+
+static void on_answer(struct conn *c, const Ddiloco__V1__Answer *a, double now)
+{
+	struct syncer *s = c->sv->s;
+	struct learner *l = &s->learners[c->learner];
+	int id = c->learner, p = (int)a->fragment, valid = 1, nseg, slot;
+	const char *why = NULL;
+	struct answer *ans = NULL;
+	enum round_verdict v;
+	struct err e;
+
+	l->last_seen = now;
+	s->acc.bytes_in += a->payload.len;
+	if (a->step > l->step)
+		l->step = a->step;
+	syncer_round_progress(&s->rs, id, l->step, 0);
+	if (a->fragment >= (uint32_t)s->P) {
+		s->acc.rejected++;
+		log_warn("learner %d: answer for fragment %u of %d refused", id,
+			 a->fragment, s->P);
+		return;
+	}
+	nseg = s->ft->frags[p].ntensors;
+	ans = calloc(1, sizeof(*ans));
+	if (!ans || !(ans->sq = calloc((size_t)nseg, sizeof(double)))) {
+		why = "out of memory";
+		valid = 0;
+	} else if (a->steps > 0) {
+		size_t n = s->ft->frags[p].numel;
+
+		if ((unsigned)a->encoding > ENC_INT8) {
+			why = "unknown encoding";
+			valid = 0;
+		} else if (!(ans->delta = malloc(n * sizeof(float)))) {
+			why = "out of memory";
+			valid = 0;
+		} else if (enc_decode((enum payload_enc)a->encoding, a->payload.data,
+				      a->payload.len, ans->delta, n, &e)) {
+			why = "payload size does not match the fragment";
+			valid = 0;
+		} else if (outer_seg_sqnorms(ans->delta, s->segs[p], nseg, ans->sq)) {
+			why = "values are not finite";
+			valid = 0;
+		}
+	}
+	v = syncer_round_answer(&s->rs, id, a->round, p, valid, now);
+	switch (v) {
+	case ROUND_LATE:
+		s->acc.late++;
+		break;
+	case ROUND_DUPLICATE:
+	case ROUND_UNKNOWN:
+		s->acc.rejected++;
+		log_warn("learner %d: answer for round %" PRIu64 " fragment %d "
+			 "refused: %s", id, a->round, p,
+			 v == ROUND_DUPLICATE ? "already answered"
+					      : "no such round in flight");
+		break;
+	case ROUND_ACCEPTED:
+		if (!valid) {
+			s->acc.rejected++;
+			log_warn("learner %d: answer for round %" PRIu64 " fragment %d "
+				 "rejected: %s", id, a->round, p, why);
+			break;
+		}
+		slot = slot_of(s, a->round);
+		ans->learner = id;
+		ans->steps = a->steps;
+		ans->tokens = a->tokens;
+		ans->weight = outer_weight(a->steps, a->tokens);
+		ans->next = s->answers[slot];
+		s->answers[slot] = ans;
+		return;
+	}
+	if (ans) {
+		free(ans->delta);
+		free(ans->sq);
+		free(ans);
+	}
+}
+
+static void on_message(struct conn *c, const uint8_t *data, size_t len,
+		       double now)
+{
+	Ddiloco__V1__LearnerMessage *m;
+
+	m = ddiloco__v1__learner_message__unpack(NULL, len, data);
+	if (!m) {
+		log_warn("stream of learner %d: cannot parse a message of %zu bytes",
+			 c->learner, len);
+		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT,
+			   "cannot parse message (%zu bytes): not a LearnerMessage",
+			   len);
+		return;
+	}
+	if (m->kind_case != DDILOCO__V1__LEARNER_MESSAGE__KIND_HELLO &&
+	    c->learner < 0) {
+		conn_close(c, GRPC_STATUS_FAILED_PRECONDITION,
+			   "the first message must be a hello");
+	} else {
+		switch (m->kind_case) {
+		case DDILOCO__V1__LEARNER_MESSAGE__KIND_HELLO:
+			on_hello(c, m->hello, now);
+			break;
+		case DDILOCO__V1__LEARNER_MESSAGE__KIND_ANSWER:
+			on_answer(c, m->answer, now);
+			break;
+		case DDILOCO__V1__LEARNER_MESSAGE__KIND_HEARTBEAT:
+			on_heartbeat(c, m->heartbeat, now);
+			break;
+		default:
+			conn_close(c, GRPC_STATUS_INVALID_ARGUMENT,
+				   "empty message");
+		}
+	}
+	ddiloco__v1__learner_message__free_unpacked(m, NULL);
+}
+
+/* ---- events ------------------------------------------------------------ */
+
+static void on_event(struct stream_server *sv, struct tag *t, int ok,
+		     double now)
+{
+	struct conn *c = t->c;
+
+	switch (t->kind) {
+	case T_SHUTDOWN:
+		sv->shut = 1;
+		return;
+	case T_NEW: {
+		grpc_op op;
+
+		sv->waiting = NULL;
+		if (!ok) {   /* the server is shutting down */
+			grpc_metadata_array_destroy(&c->md);
+			free(c);
+			return;
+		}
+		c->next = sv->conns;
+		if (sv->conns)
+			sv->conns->prev = c;
+		sv->conns = c;
+		memset(&op, 0, sizeof(op));
+		op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+		op.data.recv_close_on_server.cancelled = &c->cancelled;
+		if (grpc_call_start_batch(c->call, &op, 1, &c->t_close, NULL) ==
+		    GRPC_CALL_OK)
+			c->close_pending = 1;
+		if (!sv->s->stopping)
+			request_call(sv);
+		if (sv->s->stopping)
+			conn_close(c, GRPC_STATUS_UNAVAILABLE, "syncer shutting down");
+		else
+			start_recv(c);
+		break;
+	}
+	case T_RECV:
+		c->recv_pending = 0;
+		if (!ok || !c->rbuf) {
+			conn_close(c, GRPC_STATUS_OK, "stream closed by the learner");
+		} else if (!c->closing) {
+			grpc_byte_buffer_reader r;
+			grpc_slice sl;
+
+			if (grpc_byte_buffer_reader_init(&r, c->rbuf)) {
+				sl = grpc_byte_buffer_reader_readall(&r);
+				grpc_byte_buffer_reader_destroy(&r);
+				on_message(c, GRPC_SLICE_START_PTR(sl),
+					   GRPC_SLICE_LENGTH(sl), now);
+				grpc_slice_unref(sl);
+			} else {
+				conn_close(c, GRPC_STATUS_INVALID_ARGUMENT,
+					   "unreadable message");
+			}
+			if (!c->closing)
+				start_recv(c);
+		}
+		if (c->rbuf)
+			grpc_byte_buffer_destroy(c->rbuf);
+		c->rbuf = NULL;
+		break;
+	case T_SEND:
+		c->send_pending = 0;
+		grpc_byte_buffer_destroy(c->sbuf);
+		c->sbuf = NULL;
+		if (ok)
+			sv->s->acc.bytes_out += c->send_payload;
+		else
+			conn_close(c, GRPC_STATUS_UNAVAILABLE, "send failed");
+		pump(c);
+		break;
+	case T_STATUS:
+		c->status_pending = 0;
+		grpc_slice_unref(c->details);
+		break;
+	case T_CLOSE:
+		c->close_pending = 0;
+		c->ended = 1;
+		if (!c->closing)
+			conn_close(c, GRPC_STATUS_CANCELLED, "cancelled");
+		break;
+	}
+	maybe_free(c);
+}
+
+static void run_rounds(struct syncer *s, double now)
+{
+	struct round_action a;
+
+	for (int guard = 0; guard < 64 && !s->done; guard++) {
+		syncer_round_poll(&s->rs, now, &a);
+		if (a.kind == ROUND_NONE)
+			break;
+		if (a.kind == ROUND_MERGE) {
+			core_merge(s, a.slot, now);
+			continue;
+		}
+		for (int i = 0; i < s->M; i++)
+			if (s->learners[i].conn && s->learners[i].joined)
+				send_pull(s->learners[i].conn, a.round, a.frag);
+		log_debug("round %" PRIu64 " fragment %d: pulled", a.round, a.frag);
+	}
+}
+
+static void close_all(struct stream_server *sv, grpc_status_code code,
+		      const char *msg)
+{
+	struct conn *c = sv->conns, *next;
+
+	for (; c; c = next) {
+		next = c->next;
+		conn_close(c, code, "%s", msg);
+		maybe_free(c);
+	}
+}
+
+static int start_server(struct stream_server *sv, const char *listen,
+			struct err *e)
+{
+	grpc_arg args[] = {
+		{ GRPC_ARG_INTEGER, (char *)GRPC_ARG_ALLOW_REUSEPORT, { .integer = 0 } },
+		{ GRPC_ARG_INTEGER, (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
+		  { .integer = (int)SYNCER_MAX_MSG } },
+		{ GRPC_ARG_INTEGER, (char *)GRPC_ARG_MAX_SEND_MESSAGE_LENGTH,
+		  { .integer = (int)SYNCER_MAX_MSG } },
+		{ GRPC_ARG_INTEGER,
+		  (char *)GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+		  { .integer = 500 } },
+		{ GRPC_ARG_INTEGER, (char *)GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS,
+		  { .integer = 1 } },
+		{ GRPC_ARG_INTEGER, (char *)GRPC_ARG_KEEPALIVE_TIME_MS,
+		  { .integer = 2000 } },
+		{ GRPC_ARG_INTEGER, (char *)GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+		  { .integer = 4000 } },
+	};
+	grpc_channel_args ca = { sizeof(args) / sizeof(args[0]), args };
+	grpc_server_credentials *cred;
+	int port;
+
+	sv->cq = grpc_completion_queue_create_for_next(NULL);
+	sv->srv = grpc_server_create(&ca, NULL);
+	grpc_server_register_completion_queue(sv->srv, sv->cq, NULL);
+	sv->method = grpc_server_register_method(sv->srv,
+						 "/ddiloco.v1.Syncer/Train", NULL,
+						 GRPC_SRM_PAYLOAD_NONE, 0);
+	cred = grpc_insecure_server_credentials_create();
+	port = grpc_server_add_http2_port(sv->srv, listen, cred);
+	grpc_server_credentials_release(cred);
+	if (!port) {
+		grpc_event ev;
+
+		grpc_server_destroy(sv->srv);
+		sv->srv = NULL;
+		grpc_completion_queue_shutdown(sv->cq);
+		do
+			ev = grpc_completion_queue_next(sv->cq, deadline_in(1.0), NULL);
+		while (ev.type != GRPC_QUEUE_SHUTDOWN);
+		grpc_completion_queue_destroy(sv->cq);
+		sv->cq = NULL;
+		return err_set(e, "syncer: cannot listen on '%s' for gRPC", listen);
+	}
+	grpc_server_start(sv->srv);
+	request_call(sv);
+	log_info("gRPC on %s", listen);
+	return 0;
+}
+
+/* Shutdown order from GRPC-NOTES.md. */
+static void stop_server(struct stream_server *sv)
+{
+	grpc_event ev;
+
+	if (!sv->srv) {
+		if (sv->cq)
+			grpc_completion_queue_destroy(sv->cq);
+		return;
+	}
+	sv->t_shutdown = (struct tag){ T_SHUTDOWN, NULL };
+	grpc_server_shutdown_and_notify(sv->srv, sv->cq, &sv->t_shutdown);
+	grpc_server_cancel_all_calls(sv->srv);
+	double give_up = clock_mono() + 5.0;
+
+	/* a call the core never finishes is left behind, not freed early */
+	while ((!sv->shut || sv->conns || sv->waiting) &&
+	       clock_mono() < give_up) {
+		ev = grpc_completion_queue_next(sv->cq, deadline_in(1.0), NULL);
+		if (ev.type == GRPC_OP_COMPLETE) {
+			pthread_mutex_lock(&sv->s->mu);
+			on_event(sv, ev.tag, ev.success, clock_mono());
+			pthread_mutex_unlock(&sv->s->mu);
+		}
+	}
+	grpc_server_destroy(sv->srv);
+	grpc_completion_queue_shutdown(sv->cq);
+	do
+		ev = grpc_completion_queue_next(sv->cq, deadline_in(1.0), NULL);
+	while (ev.type != GRPC_QUEUE_SHUTDOWN);
+	grpc_completion_queue_destroy(sv->cq);
+}
+
+/* The job is done: last eval, last checkpoint, `job done` everywhere. */
+static void finish_job(struct stream_server *sv, double now)
+{
+	struct syncer *s = sv->s;
+	struct err e;
+
+	syncer_round_abandon(&s->rs);
+	for (int slot = 0; slot < s->rs.cfg.overlap; slot++)
+		core_free_answers(s, slot);
+	core_eval_sync(s, now);
+	if (core_checkpoint(s, now, &e))
+		log_error("%s", e.msg);
+	close_all(sv, GRPC_STATUS_OK, "job done");
+	log_info("job done: round %" PRIu64 ", uptime %.3f, goodput %.3f",
+		 s->rs.completed, core_uptime(s, now), core_goodput(s, now));
+}
+
+static void stop_job(struct stream_server *sv, double now)
+{
+	struct syncer *s = sv->s;
+	struct err e;
+
+	s->stopping = 1;
+	s->ready = 0;
+	if (syncer_round_in_flight(&s->rs))
+		log_info("stopping: %d round(s) in flight abandoned",
+			 syncer_round_in_flight(&s->rs));
+	syncer_round_abandon(&s->rs);
+	for (int slot = 0; slot < s->rs.cfg.overlap; slot++)
+		core_free_answers(s, slot);
+	if (!s->done && core_checkpoint(s, now, &e))
+		log_error("%s", e.msg);
+	close_all(sv, GRPC_STATUS_UNAVAILABLE, "syncer shutting down");
+}
+
+int syncer_run(const struct syncer_params *p, struct err *e)
+{
+	struct syncer *s = calloc(1, sizeof(*s));
+	struct stream_server sv;
+	double finish_at = -1;
+	int rc = -1, finishing = 0;
+
+	memset(&sv, 0, sizeof(sv));
+	if (!s)
+		return err_set(e, "syncer: out of memory");
+	grpc_init();
+	if (core_init(s, p, e))
+		goto out;
+	sv.s = s;
+	s->http = httpd_start(p->http_addr, p->http_port, status_http, s, e);
+	if (!s->http)
+		goto out;
+	log_info("HTTP on %s:%d", p->http_addr ? p->http_addr : "0.0.0.0",
+		 httpd_port(s->http));
+	if (start_server(&sv, p->listen, e))
+		goto out;
+	pthread_mutex_lock(&s->mu);
+	s->ready = 1;
+	if (s->done) {   /* resumed a finished job: answer `job done` briefly */
+		finishing = 1;
+		finish_at = clock_mono() + p->drain_seconds;
+	}
+	pthread_mutex_unlock(&s->mu);
+	for (;;) {
+		double now = clock_mono(), wait = TICK;
+		grpc_event ev;
+
+		pthread_mutex_lock(&s->mu);
+		wait = fmin(wait, syncer_round_next_deadline(&s->rs) - now);
+		pthread_mutex_unlock(&s->mu);
+		ev = grpc_completion_queue_next(sv.cq, deadline_in(wait), NULL);
+		pthread_mutex_lock(&s->mu);
+		now = clock_mono();
+		s->last_loop = now;
+		if (ev.type == GRPC_OP_COMPLETE)
+			on_event(&sv, ev.tag, ev.success, now);
+		core_eval_collect(s);
+		if (!finishing && !s->stopping) {
+			run_rounds(s, now);
+			core_check_budget(s, now);
+			if (s->done) {
+				finish_job(&sv, now);
+				finishing = 1;
+				finish_at = now + p->drain_seconds;
+			}
+		}
+		if (p->stop && *p->stop && !s->stopping) {
+			stop_job(&sv, now);
+			finish_at = now + STOP_GRACE;
+		}
+		int leave = finish_at >= 0 &&
+			    (now >= finish_at || (s->stopping && !sv.conns));
+		pthread_mutex_unlock(&s->mu);
+		if (leave)
+			break;
+	}
+	rc = 0;
+out:
+	pthread_mutex_lock(&s->mu);
+	s->ready = 0;
+	s->stopping = 1;
+	pthread_mutex_unlock(&s->mu);
+	stop_server(&sv);
+	if (s->http)
+		httpd_stop(s->http);
+	core_release(s);
+	free(s);
+	grpc_shutdown();
+	return rc;
+}

@@ -1,0 +1,46 @@
+/*
+ * syncer: the Decoupled DiLoCo outer loop as a service — the global model
+ * Θ and its momentum, quorum rounds (round.h), merges (outer.h),
+ * checkpoints (ckpt.h), the gRPC stream per learner (docs/protocol.md)
+ * and HTTP /healthz /readyz /metrics /status (docs/status.md).
+ *
+ * syncer_run owns one thread of the caller (the gRPC completion queue and
+ * every state change), starts the HTTP server's thread and, when an
+ * evaluator is given, one evaluation thread. It returns when the job's
+ * budget is reached (after a last evaluation, a checkpoint, `job done` on
+ * every stream and a short drain) or when *stop becomes non-zero (the
+ * round in flight is abandoned, a checkpoint is written, every stream is
+ * closed with UNAVAILABLE so sidecars reconnect to the next syncer).
+ */
+#ifndef DDILOCO_SYNCER_H
+#define DDILOCO_SYNCER_H
+
+#include <signal.h>
+#include <stddef.h>
+
+#include "common/err.h"
+#include "common/fragment.h"
+#include "common/jobspec.h"
+
+/* Scores a flat parameter vector (model order); 0 on success. */
+typedef int (*syncer_eval_fn)(void *ctx, const float *params, size_t max_tokens,
+			      double *loss, struct err *e);
+
+struct syncer_params {
+	const struct job_spec *js;
+	const struct frag_table *ft;     /* model_frag_table(config, P) */
+	const float *init_params;        /* flat, model order, ft's size */
+	size_t nparams;
+	const char *listen;              /* "host:port" for gRPC */
+	const char *http_addr;           /* host for HTTP */
+	int http_port;
+	const char *ckpt_dir;
+	syncer_eval_fn eval;             /* NULL: no evaluation */
+	void *eval_ctx;
+	double drain_seconds;            /* after `job done`, before return */
+	volatile sig_atomic_t *stop;     /* set by a signal handler */
+};
+
+int syncer_run(const struct syncer_params *p, struct err *e);
+
+#endif
