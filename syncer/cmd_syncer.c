@@ -1,12 +1,194 @@
-/* `ddiloco syncer`: not built yet. */
+/*
+ * `ddiloco syncer --job JOB.yaml [--listen HOST:PORT] [--http HOST:PORT]
+ *                 [--checkpoint-dir DIR]`
+ *
+ * Reads the job, builds the model's fragment table and its seeded initial
+ * parameters (the same as `ddiloco train` builds), an evaluator on the
+ * validation split, and runs the syncer until the budget is reached
+ * (exit 0) or SIGTERM/SIGINT (checkpoint, exit 0). Exit 1 on a runtime
+ * error, 2 on bad usage or a bad job file.
+ */
+#include <getopt.h>
+#include <malloc.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cmds.h"
+#include "common/jobspec.h"
+#include "common/log.h"
+#include "syncer/syncer.h"
+#include "trainer/model.h"
+#include "trainer/trainer.h"
+
+static volatile sig_atomic_t stop_flag;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop_flag = 1;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: ddiloco syncer --job JOB.yaml [--listen HOST:PORT] "
+		"[--http HOST:PORT]\n"
+		"                      [--checkpoint-dir DIR]\n\n"
+		"  --job FILE            the DecoupledTrainingJob (YAML or JSON)\n"
+		"  --listen HOST:PORT    gRPC address (default 0.0.0.0:spec.syncer.port)\n"
+		"  --http HOST:PORT      HTTP address for /healthz /readyz /metrics /status\n"
+		"                        (default 0.0.0.0:spec.syncer.httpPort)\n"
+		"  --checkpoint-dir DIR  where checkpoints are written and resumed from\n"
+		"                        (default ./checkpoints)\n");
+}
+
+static int eval_cb(void *ctx, const float *params, size_t max_tokens,
+		   double *loss, struct err *e)
+{
+	return evaluator_loss(ctx, params, max_tokens, loss, e);
+}
+
+/* "host:port" -> host (static buffer) and port; 0 on success. */
+static int split_addr(const char *s, char *host, size_t hlen, int *port)
+{
+	const char *colon = strrchr(s, ':');
+	char *end;
+	long p;
+
+	if (!colon || (size_t)(colon - s) >= hlen)
+		return -1;
+	p = strtol(colon + 1, &end, 10);
+	if (*end || end == colon + 1 || p < 0 || p > 65535)
+		return -1;
+	memcpy(host, s, (size_t)(colon - s));
+	host[colon - s] = 0;
+	if (!host[0])
+		snprintf(host, hlen, "0.0.0.0");
+	*port = (int)p;
+	return 0;
+}
 
 int cmd_syncer(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	fprintf(stderr, "ddiloco syncer: not available in this build\n");
-	return 2;
+	static const struct option opts[] = {
+		{ "job", required_argument, NULL, 'j' },
+		{ "listen", required_argument, NULL, 'l' },
+		{ "http", required_argument, NULL, 'H' },
+		{ "checkpoint-dir", required_argument, NULL, 'c' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *job = NULL, *listen = NULL, *http = NULL;
+	const char *ckpt_dir = "checkpoints";
+	char listen_buf[300], http_host[256];
+	int http_port, opt, rc = 1;
+	struct job_spec js;
+	struct model_config cfg;
+	struct frag_table ft;
+	struct evaluator *ev = NULL;
+	struct syncer_params prm;
+	struct sigaction sa;
+	float *params = NULL;
+	size_t n;
+	struct err e;
+
+	log_init("syncer");
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'j': job = optarg; break;
+		case 'l': listen = optarg; break;
+		case 'H': http = optarg; break;
+		case 'c': ckpt_dir = optarg; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (!job || optind < argc) {
+		usage(stderr);
+		return 2;
+	}
+	if (jobspec_load(job, &js, &e)) {
+		fprintf(stderr, "ddiloco syncer: %s\n", e.msg);
+		return 2;
+	}
+	if (!listen) {
+		snprintf(listen_buf, sizeof(listen_buf), "0.0.0.0:%d", js.syncer.port);
+		listen = listen_buf;
+	} else {
+		int lp;
+
+		if (split_addr(listen, http_host, sizeof(http_host), &lp)) {
+			fprintf(stderr, "ddiloco syncer: --listen '%s': expected HOST:PORT\n",
+				listen);
+			return 2;
+		}
+	}
+	snprintf(http_host, sizeof(http_host), "0.0.0.0");
+	http_port = js.syncer.http_port;
+	if (http && split_addr(http, http_host, sizeof(http_host), &http_port)) {
+		fprintf(stderr, "ddiloco syncer: --http '%s': expected HOST:PORT\n", http);
+		return 2;
+	}
+	/* large fragments: keep freed buffers instead of paying page faults
+	 * on every message (GRPC-NOTES.md) */
+	mallopt(M_MMAP_THRESHOLD, 32 << 20);
+	mallopt(M_TRIM_THRESHOLD, 1 << 30);
+	mallopt(M_TOP_PAD, 64 << 20);
+
+	if (model_config_from_job(&js.model, &cfg, &e) ||
+	    model_frag_table(&cfg, js.syncer.fragments, &ft, &e)) {
+		fprintf(stderr, "ddiloco syncer: %s\n", e.msg);
+		return 2;
+	}
+	n = model_num_params(&cfg);
+	params = malloc(n * sizeof(float));
+	if (!params) {
+		log_error("out of memory for %zu parameters", n);
+		goto out;
+	}
+	model_init_params(&cfg, params, js.model.seed);
+	if (js.syncer.eval_every > 0 && js.syncer.eval_tokens > 0 &&
+	    !(ev = evaluator_new(&js, &e))) {
+		log_error("cannot evaluate: %s", e.msg);
+		goto out;
+	}
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	memset(&prm, 0, sizeof(prm));
+	prm.js = &js;
+	prm.ft = &ft;
+	prm.init_params = params;
+	prm.nparams = n;
+	prm.listen = listen;
+	prm.http_addr = http_host;
+	prm.http_port = http_port;
+	prm.ckpt_dir = ckpt_dir;
+	prm.eval = ev ? eval_cb : NULL;
+	prm.eval_ctx = ev;
+	prm.drain_seconds = 2.0;
+	prm.stop = &stop_flag;
+	log_info("job '%s': %zu parameters in %d fragments (imbalance %.3f), "
+		 "%d learners, quorum %d, overlap %d", js.name, n, ft.nfrags,
+		 frag_table_imbalance(&ft), js.learners.replicas,
+		 js.syncer.min_quorum, js.syncer.overlap);
+	if (syncer_run(&prm, &e)) {
+		log_error("%s", e.msg);
+		goto out;
+	}
+	rc = 0;
+out:
+	if (ev)
+		evaluator_free(ev);
+	free(params);
+	frag_table_release(&ft);
+	return rc;
 }

@@ -187,11 +187,15 @@ static void send_status(struct conn *c)
 	ops[n].data.send_status_from_server.status_details = &c->details;
 	n++;
 	c->status_sent = 1;
-	if (grpc_call_start_batch(c->call, ops, (size_t)n, &c->t_status, NULL) ==
-	    GRPC_CALL_OK)
+	grpc_call_error rc = grpc_call_start_batch(c->call, ops, (size_t)n,
+						   &c->t_status, NULL);
+	if (rc == GRPC_CALL_OK) {
 		c->status_pending = 1;
-	else
+	} else {
+		log_warn("stream of learner %d: cannot send its status: gRPC error %d",
+			 c->learner, rc);
 		grpc_slice_unref(c->details);
+	}
 }
 
 static void pump(struct conn *c)
@@ -262,7 +266,7 @@ static void push(struct conn *c, enum out_kind kind, int frag, grpc_slice msg,
 	pump(c);
 }
 
-static void detach_learner(struct conn *c)
+static void detach_learner(struct conn *c, const char *why)
 {
 	struct syncer *s = c->sv->s;
 	struct learner *l;
@@ -275,7 +279,7 @@ static void detach_learner(struct conn *c)
 		l->joined = 0;
 		s->learners_connected--;
 		syncer_round_leave(&s->rs, c->learner);
-		log_info("learner %d left", c->learner);
+		log_info("learner %d left: %s", c->learner, why);
 	}
 	c->learner = -1;
 }
@@ -294,7 +298,7 @@ static void conn_close(struct conn *c, grpc_status_code code, const char *fmt,
 	c->closing = 1;
 	c->code = code;
 	c->details = grpc_slice_from_copied_string(msg);
-	detach_learner(c);
+	detach_learner(c, msg);
 	drop_queue(c);
 	if (c->ended) {
 		grpc_slice_unref(c->details);
