@@ -284,6 +284,9 @@ int sim_cli_parse(int argc, char **argv, struct sim_cli *c, struct err *e)
 		q.chips = sim_table_chips[0];
 		if (q.harvest > 0)
 			return err_set(e, "sim: --harvest goes with one configuration or --harvest-table");
+		if (q.slice > q.chips / q.learners)
+			return err_set(e, "sim: --slice must be at most %ld for the grid (16 learners on %ld chips), got %ld",
+				       q.chips / q.learners, q.chips, q.slice);
 		return sim_params_check(&q, e);
 	}
 }

@@ -314,6 +314,8 @@ static void settle(struct state *s, struct lrn *l, double t)
 		s->rate += l->rate;
 		s->nrun++;
 	}
+	if (s->nrun == 0)
+		s->rate = 0; /* no rounding residue from the sums */
 	l->running = run;
 }
 

@@ -238,6 +238,7 @@ static void bad_parameters_refused(void **state)
 	R("--table takes no value", "--table=1");
 	R("do not go with --table", "--table", "--chips", "150000");
 	R("--svg goes with --table", "--svg", "x.svg");
+	R("--slice must be at most 9375 for the grid", "--table", "--slice", "10000");
 	R("unexpected argument 'fast'", "fast");
 	R("--mode is required", "--chips", "150000");
 	R("--calibrate prints text only", "--calibrate", "--format", "json");
