@@ -65,10 +65,10 @@ static int default_dir(const struct job_spec *js, char *out, size_t n)
 
 /*
  * The baseline's log: `key=value` lines from `ddiloco train`. Every line
- * with eval_loss= is a point of its curve (with tokens= when present); the
- * last is its final loss.
+ * with eval_loss= is a point of its curve, at tokens= when present, else
+ * at step= times the tokens of one step; the last is its final loss.
  */
-static void parse_train_log(struct run_compare *c)
+static void parse_train_log(struct run_compare *c, uint64_t tokens_per_step)
 {
 	FILE *f = fopen(c->log, "r");
 	char line[1024];
@@ -78,7 +78,7 @@ static void parse_train_log(struct run_compare *c)
 		return;
 	while (fgets(line, sizeof(line), f)) {
 		char *l = strstr(line, "eval_loss=");
-		char *tk = strstr(line, "tokens=");
+		char *tk = strstr(line, " tokens="), *st = strstr(line, "step=");
 		double loss;
 
 		if (!l)
@@ -100,7 +100,8 @@ static void parse_train_log(struct run_compare *c)
 		}
 		memset(&c->evals[c->nevals], 0, sizeof(c->evals[0]));
 		c->evals[c->nevals].loss = loss;
-		c->evals[c->nevals].tokens = tk ? strtoull(tk + 7, NULL, 10) : 0;
+		c->evals[c->nevals].tokens = tk ? strtoull(tk + 8, NULL, 10)
+					    : st ? strtoull(st + 5, NULL, 10) * tokens_per_step : 0;
 		c->evals[c->nevals].time = NAN;
 		c->nevals++;
 	}
@@ -112,7 +113,9 @@ static int run_baseline(const struct job_spec *js, const char *exe,
 			struct run_record *r, struct err *e)
 {
 	struct run_compare *c = &r->baseline;
-	char mult[16], tokens[32];
+	char mult[16], tokens[32], every[32];
+	uint64_t per_step = (uint64_t)js->optimizer.batch_size *
+			    (uint64_t)jobspec_seq_len(js) * (uint64_t)js->learners.replicas;
 	struct proc p;
 	double t0 = clock_mono(), last = t0;
 	uint64_t tok = js->budget.tokens ? js->budget.tokens : r->final.tokens;
@@ -122,9 +125,13 @@ static int run_baseline(const struct job_spec *js, const char *exe,
 	snprintf(c->log, sizeof(c->log), "%s/baseline.log", dir);
 	snprintf(mult, sizeof(mult), "%d", js->learners.replicas);
 	snprintf(tokens, sizeof(tokens), "%llu", (unsigned long long)tok);
+	/* about 15 points on its loss curve */
+	snprintf(every, sizeof(every), "%llu",
+		 (unsigned long long)(tok / per_step / 15 > 0 ? tok / per_step / 15 : 1));
 	{
 		char *argv[] = { (char *)exe, (char *)"train", (char *)job_file,
-				 (char *)"--batch-mult", mult, (char *)"--tokens", tokens, NULL };
+				 (char *)"--batch-mult", mult, (char *)"--tokens", tokens,
+				 (char *)"--eval-every", every, NULL };
 		if (proc_init(&p, "baseline", c->log, argv, e))
 			return -1;
 	}
@@ -149,7 +156,7 @@ static int run_baseline(const struct job_spec *js, const char *exe,
 		sleep_seconds(0.1);
 	}
 	c->seconds = clock_mono() - t0;
-	parse_train_log(c);
+	parse_train_log(c, per_step);
 	c->ok = WIFEXITED(p.status) && WEXITSTATUS(p.status) == 0 && isfinite(c->loss);
 	if (!c->ok) {
 		char st[64];

@@ -64,6 +64,8 @@ void run_view_update(struct run_view *v, const struct run_record *r,
 {
 	struct cells c;
 
+	if (v->tty && v->lines && now - v->last < 0.5)
+		return;
 	fill(&c, r);
 	if (v->tty) {
 		if (v->lines)
