@@ -23,7 +23,7 @@
  *   exit 0   the part finished its job: never restarted.
  * A part that fails within 10 s of its start 5 times in a row ends the run
  * (it will not get better by itself). When /status says done, the parts
- * get 30 s to finish on their own, then are stopped.
+ * get 10 s to finish on their own, then are stopped.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -53,7 +53,7 @@ volatile sig_atomic_t run_interrupted;
 #define FAST_FAIL       10.0    /* an exit this soon after a start is "fast" */
 #define FAST_FAILS_MAX  5
 #define READY_TIMEOUT   60.0
-#define DONE_GRACE      30.0
+#define DONE_GRACE      10.0
 #define STOP_GRACE      5.0
 
 struct slot {
@@ -396,9 +396,11 @@ static int restart_due(struct runner *R, struct err *e)
 		/* a pair restarts only once both are gone */
 		if (s->down == 1 && (s->learner.pid || s->sidecar.pid))
 			continue;
-		if (s->down == 1 ? start_pair(R, i, e) : proc_start(&s->sidecar, e))
+		int pair = s->down == 1;
+
+		if (pair ? start_pair(R, i, e) : proc_start(&s->sidecar, e))
 			return -1;
-		event(R, "%s restarted", s->down == 1 ? s->learner.name : s->sidecar.name);
+		event(R, "%s restarted", pair ? s->learner.name : s->sidecar.name);
 		s->down = 0;
 		s->killed = 0;
 		R->r->restarts[i]++;
