@@ -325,6 +325,22 @@ int sidecar_collect(struct sidecar *s)
 	return n;
 }
 
+void sidecar_learner_stats(struct sidecar *s, struct exchange_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	exchange_read_stats(s->x, st);
+	pthread_mutex_lock(&s->mu);
+	if (st->incarnation && st->incarnation != s->incarnation) {
+		if (s->incarnation) {
+			s->m.learner_restarts++;
+			log_info("learner restarted (pid %llu)",
+				 (unsigned long long)st->pid);
+		}
+		s->incarnation = st->incarnation;
+	}
+	pthread_mutex_unlock(&s->mu);
+}
+
 void sidecar_get_metrics(struct sidecar *s, struct sidecar_metrics *m)
 {
 	pthread_mutex_lock(&s->mu);
@@ -345,10 +361,10 @@ void sidecar_get_metrics(struct sidecar *s, struct sidecar_metrics *m)
 void sidecar_metrics_text(struct sidecar *s, struct buf *b)
 {
 	struct sidecar_metrics m;
-	struct exchange_stats st = { 0 };
+	struct exchange_stats st;
 
+	sidecar_learner_stats(s, &st);
 	sidecar_get_metrics(s, &m);
-	exchange_read_stats(s->x, &st);
 #define C(name, help, v) \
 	buf_printf(b, "# HELP ddiloco_sidecar_" name " " help "\n" \
 		   "# TYPE ddiloco_sidecar_" name " counter\n" \
@@ -380,6 +396,8 @@ void sidecar_metrics_text(struct sidecar *s, struct buf *b)
 	C("answers_dropped_total", "answers for a stream that is gone",
 	  m.answers_dropped);
 	C("heartbeats_sent_total", "heartbeats sent", m.heartbeats_sent);
+	C("learner_restarts_total", "learner restarts seen in the exchange",
+	  m.learner_restarts);
 	G("encoding_error", "relative L2 error of the last encoded answer", "%.6g",
 	  m.encoding_error_last);
 	G("encoding_error_max", "largest relative L2 error of an answer", "%.6g",

@@ -95,7 +95,7 @@ static grpc_channel *make_channel(const char *target)
 		int_arg(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100),
 		int_arg(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100),
 		int_arg(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500),
-		int_arg(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, 16 << 20),
+		int_arg(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, (16 << 20) - 1),
 		int_arg(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 64 << 20),
 		int_arg(GRPC_ARG_HTTP2_WRITE_BUFFER_SIZE, 8 << 20),
 	};
@@ -142,10 +142,7 @@ static void end_live(struct client *cl)
 		return;
 	cl->live = NULL;
 	grpc_call_cancel(c->call, NULL);
-	if (c->pending == 0)
-		call_free(c);
-	else
-		cl->draining++;   /* freed when its last batch completes */
+	cl->draining++;   /* freed by reap when its last batch completed */
 	pthread_mutex_lock(&s->mu);
 	s->connected = 0;
 	s->welcomed = 0;
@@ -153,6 +150,15 @@ static void end_live(struct client *cl)
 	sidecar_stream_begin(s);   /* drop answers meant for this stream */
 	if (!cl->done && !cl->refused)
 		schedule_retry(cl);
+}
+
+/* Frees an ended call once none of its batches is pending. */
+static void reap(struct client *cl, struct call *c)
+{
+	if (c != cl->live && c->pending == 0) {
+		cl->draining--;
+		call_free(c);
+	}
 }
 
 static int start_batch(struct call *c, const grpc_op *ops, size_t n,
@@ -225,6 +231,7 @@ static void start_call(struct client *cl)
 	return;
 fail:
 	end_live(cl);
+	reap(cl, c);
 }
 
 static int send_bytes(struct call *c, grpc_slice *slices, size_t n,
@@ -262,13 +269,13 @@ static int send_hello(struct client *cl, struct call *c)
 	struct sidecar *s = cl->s;
 	Ddiloco__V1__LearnerMessage m = DDILOCO__V1__LEARNER_MESSAGE__INIT;
 	Ddiloco__V1__Hello h = DDILOCO__V1__HELLO__INIT;
-	struct exchange_stats st = { 0 };
+	struct exchange_stats st;
 	uint64_t *sizes = malloc((size_t)s->nfrags * sizeof(uint64_t));
 	int rc;
 
 	if (!sizes)
 		return -1;
-	exchange_read_stats(s->x, &st);
+	sidecar_learner_stats(s, &st);
 	for (int p = 0; p < s->nfrags; p++)
 		sizes[p] = s->ft->frags[p].numel;
 	h.learner_id = s->o.learner_id;
@@ -290,9 +297,9 @@ static int send_heartbeat(struct client *cl, struct call *c)
 {
 	Ddiloco__V1__LearnerMessage m = DDILOCO__V1__LEARNER_MESSAGE__INIT;
 	Ddiloco__V1__Heartbeat hb = DDILOCO__V1__HEARTBEAT__INIT;
-	struct exchange_stats st = { 0 };
+	struct exchange_stats st;
 
-	exchange_read_stats(cl->s->x, &st);
+	sidecar_learner_stats(cl->s, &st);
 	hb.step = st.step;
 	hb.tokens = st.tokens_total;
 	hb.step_time = st.step_time;
@@ -480,10 +487,7 @@ static void on_event(struct client *cl, grpc_event ev)
 		on_status(cl, c);
 		break;
 	}
-	if (c != cl->live && c->pending == 0) {
-		cl->draining--;
-		call_free(c);
-	}
+	reap(cl, c);
 }
 
 static void *bridge_main(void *arg)
@@ -530,8 +534,12 @@ int sidecar_run(struct sidecar *s, struct err *e)
 	/* the end: cancel what is open, drain, tear down in order */
 	s->stop = 1;
 	pthread_join(bridge, NULL);
-	if (cl.live)
+	if (cl.live) {
+		struct call *c = cl.live;
+
 		end_live(&cl);
+		reap(&cl, c);
+	}
 	while (cl.draining > 0) {
 		grpc_event ev = grpc_completion_queue_next(cl.cq, after_ms(1000),
 							   NULL);

@@ -51,6 +51,7 @@ struct sidecar_metrics {
 	uint64_t answers_replaced;   /* a newer answer for the same fragment */
 	uint64_t answers_dropped;    /* for a stream that is gone */
 	uint64_t heartbeats_sent;
+	uint64_t learner_restarts;   /* incarnation changes seen */
 	uint64_t round_trips;        /* pulls answered on the same stream */
 	double round_trip_last;      /* seconds from Pull received to Answer sent */
 	double encoding_error_last, encoding_error_max;   /* relative L2 */

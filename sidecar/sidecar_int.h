@@ -39,6 +39,7 @@ struct sidecar {
 	struct pull_note *pulls; /* nfrags entries: last Pull per fragment */
 
 	struct sidecar_metrics m;   /* counters: atomics or under mu */
+	uint64_t incarnation;    /* learner's, last seen */
 	volatile int stop;
 	float *take_buf;         /* bridge thread: one fragment */
 	uint8_t *check_buf;      /* bridge thread: decode for the error */
@@ -48,5 +49,8 @@ struct sidecar {
 #define SC_ADD(s, field, n) __atomic_add_fetch(&(s)->m.field, (n), __ATOMIC_RELAXED)
 
 void sidecar_queue_free_entry(struct qanswer *q);
+/* Reads the learner's stats and counts a restart when its incarnation
+ * changed. */
+void sidecar_learner_stats(struct sidecar *s, struct exchange_stats *st);
 
 #endif

@@ -1,0 +1,154 @@
+#!/bin/sh
+# Learners, sidecars and a syncer as real processes on loopback: the
+# global eval loss goes down; a learner killed with -9 does not stop the
+# rounds and re-attaches when restarted; the syncer killed with -9 and
+# restarted resumes from its checkpoint while learners keep stepping and
+# sidecars reconnect; everything exits 0 at "job done".
+set -eu
+BIN=$(cd "$(dirname "${BUILD:-build}/ddiloco")" && pwd)/ddiloco
+dir=$(mktemp -d /tmp/ddiloco-learners-XXXXXX)
+pids=""
+cleanup() {
+	for p in $pids; do kill -9 "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	[ -n "${KEEP:-}" ] || rm -rf "$dir"
+}
+trap cleanup EXIT
+fail() {
+	echo "FAIL: $*"
+	for f in "$dir"/*.log; do echo "--- $f"; tail -n 8 "$f"; done
+	exit 1
+}
+
+# five free loopback ports: syncer gRPC + HTTP, three sidecar HTTP
+# (python3 once here; jq for /status)
+set -- $(python3 -c '
+import socket
+ss = [socket.socket() for _ in range(5)]
+for s in ss: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in ss))')
+GRPC=$1 HTTP=$2 SC0=$3 SC1=$4 SC2=$5
+
+cat > "$dir/job.yaml" <<YAML
+apiVersion: ddiloco.io/v1alpha1
+kind: DecoupledTrainingJob
+metadata:
+  name: learners-test
+spec:
+  learners: {replicas: 3, threads: 1}
+  model: {context: 32, layers: 1, heads: 2, channels: 32}
+  data: {path: /usr/share/games/fortunes, valFraction: 0.05}
+  optimizer: {lr: 0.003, warmupSteps: 5, batchSize: 4}
+  syncer: {fragments: 4, minQuorum: 2, evalEvery: 20, evalTokens: 2048,
+           checkpointEvery: 10}
+  budget: {outerSteps: 800}
+YAML
+
+status() { curl -sf "http://127.0.0.1:$HTTP/status"; }
+# a value of /status by a jq filter, e.g. st .round
+st() { status | jq -r "$1"; }
+# a sidecar's metric: scmetric PORT NAME
+scmetric() {
+	curl -sf "http://127.0.0.1:$1/metrics" |
+		awk -v n="ddiloco_sidecar_$2" '$1 == n { print $2 }'
+}
+# wait_for SECONDS 'shell condition' what
+wait_for() {
+	t=0
+	while ! eval "$2" 2>/dev/null; do
+		t=$((t + 1))
+		[ "$t" -le $(($1 * 5)) ] || fail "timed out waiting for $3"
+		sleep 0.2
+	done
+}
+
+start_syncer() {
+	"$BIN" syncer --job "$dir/job.yaml" --listen "127.0.0.1:$GRPC" \
+		--http "127.0.0.1:$HTTP" --checkpoint-dir "$dir/ckpt" \
+		>> "$dir/syncer.log" 2>&1 &
+	syncer=$!
+	pids="$pids $syncer"
+}
+start_learner() {
+	"$BIN" learner --job "$dir/job.yaml" --learner "$1" \
+		--exchange "$dir/x$1" --init-timeout 60 >> "$dir/learner$1.log" 2>&1 &
+	eval "learner$1=$!"
+	pids="$pids $!"
+}
+start_sidecar() {
+	"$BIN" sidecar --job "$dir/job.yaml" --learner "$1" \
+		--exchange "$dir/x$1" --syncer "localhost:$GRPC" \
+		--http "127.0.0.1:$2" >> "$dir/sidecar$1.log" 2>&1 &
+	eval "sidecar$1=$!"
+	pids="$pids $!"
+}
+
+# sidecars first, the syncer a moment later: they must find it by retrying
+start_sidecar 0 "$SC0"
+start_sidecar 1 "$SC1"
+start_sidecar 2 "$SC2"
+for i in 0 1 2; do start_learner $i; done
+sleep 0.5
+start_syncer
+
+# 1. rounds complete and the global model is evaluated
+wait_for 60 '[ "$(st ".eval_history | length")" -ge 2 ]' "two evaluations"
+wait_for 30 '[ "$(st .learners_connected)" -eq 3 ]' "three learners connected"
+
+# 2. kill -9 learner 1: rounds go on with the other two
+kill -9 "$learner1"
+wait "$learner1" 2>/dev/null || true
+r1=$(st .round)
+wait_for 60 '[ "$(st .round)" -ge $((r1 + 30)) ]' "30 rounds without learner 1"
+# restarted, it re-attaches to the exchange and trains again
+start_learner 1
+wait_for 60 '[ "$(scmetric "$SC1" learner_restarts_total)" -ge 1 ]' "sidecar 1 to see learner 1 restarted"
+a1=$(scmetric "$SC1" learner_step)
+wait_for 30 '[ "$(scmetric "$SC1" learner_step)" -gt "$a1" ]' "learner 1 stepping again"
+
+# 3. kill -9 the syncer: learners keep stepping, sidecars notice
+wait_for 60 '[ -n "$(ls "$dir/ckpt" 2>/dev/null)" ]' "a checkpoint"
+[ "$(st .done)" = false ] || fail "the job ended before the syncer could be killed"
+kill -9 "$syncer"
+wait "$syncer" 2>/dev/null || true
+sleep 0.5
+s0=$(scmetric "$SC0" learner_step)
+sleep 2
+s1=$(scmetric "$SC0" learner_step)
+[ "$s1" -gt "$s0" ] || fail "learner 0 stopped stepping while the syncer was away ($s0 -> $s1)"
+[ "$(scmetric "$SC0" connected)" -eq 0 ] || fail "sidecar 0 still says connected"
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$SC0/readyz")
+[ "$code" = 503 ] || fail "sidecar 0 /readyz is $code while the syncer is away"
+
+# 4. restart it: it resumes from its checkpoint, the sidecars reconnect
+start_syncer
+wait_for 60 'status > /dev/null' "the restarted syncer"
+rr=$(st .round)
+[ "$rr" -ge 10 ] || fail "restarted syncer is at round $rr: not from its checkpoint"
+wait_for 60 '[ "$(st .learners_connected)" -eq 3 ]' "three learners reconnected"
+for p in $SC0 $SC1 $SC2; do
+	c=$(scmetric "$p" connects_total)
+	[ "$c" -ge 2 ] || fail "sidecar on $p connected $c times"
+done
+wait_for 60 '[ "$(st .round)" -ge $((rr + 20)) ]' "rounds after the restart"
+
+# 5. to the end of the budget: everyone exits 0 on "job done"
+wait_for 90 '[ "$(st .done)" = true ]' "job done"
+status > "$dir/final.json"
+for v in sidecar0 sidecar1 sidecar2 learner0 learner1 learner2; do
+	eval "p=\$$v"
+	rc=0
+	wait "$p" || rc=$?
+	[ "$rc" -eq 0 ] || fail "$v exited $rc"
+done
+
+# the global model learned: last eval well below the first
+n=$(jq '.eval_history | length' "$dir/final.json")
+first=$(jq '.eval_history[0].loss' "$dir/final.json")
+last=$(jq '.eval_history[-1].loss' "$dir/final.json")
+echo "eval loss $first -> $last over $n evaluations, round $(jq .round "$dir/final.json")"
+[ "$n" -ge 3 ] || fail "only $n evaluations"
+awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 0.1) }' ||
+	fail "eval loss did not go down: $first -> $last"
+kill "$syncer" 2>/dev/null || true
+echo ok
