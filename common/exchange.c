@@ -681,6 +681,11 @@ int exchange_take_answer(struct exchange *x, int p, struct exchange_answer *a,
 	return 1;
 }
 
+int exchange_answer_ready(struct exchange *x, int p)
+{
+	return LOAD(&x->f[p].out_gen) != x->taken[p];
+}
+
 int exchange_read_stats(struct exchange *x, struct exchange_stats *out)
 {
 	struct xhdr *h = x->h;

@@ -140,6 +140,8 @@ struct exchange_answer {
  */
 int exchange_take_answer(struct exchange *x, int p, struct exchange_answer *a,
 			 float *buf);
+/* 1 when fragment p has an answer not taken yet (a cheap look). */
+int exchange_answer_ready(struct exchange *x, int p);
 
 struct exchange_stats {
 	uint64_t incarnation;   /* 0: no learner attached yet */

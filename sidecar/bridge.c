@@ -233,14 +233,25 @@ static double rel_error(const float *x, const float *y, size_t n)
 	return t > 0 ? sqrt(d / t) : 0;
 }
 
-/* Encodes one taken answer and queues it, replacing an older one. */
+/* f32 on a little-endian host is the floats as they are: the answer is
+ * taken straight into the payload, with no encoding pass. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define F32_IS_NATIVE 1
+#else
+#define F32_IS_NATIVE 0
+#endif
+
+/*
+ * Encodes one taken answer (values in s->take_buf, or already the f32
+ * payload in raw) and queues it, replacing an older one for p.
+ */
 static void queue_answer(struct sidecar *s, int p,
 			 const struct exchange_answer *a, uint64_t epoch,
-			 enum payload_enc enc, double pulled_at)
+			 enum payload_enc enc, double pulled_at, uint8_t *raw)
 {
 	size_t n = a->steps ? exchange_frag_numel(s->x, p) : 0;
 	size_t plen = enc_size(enc, n);
-	uint8_t *payload = malloc(plen ? plen : 1);
+	uint8_t *payload = raw ? raw : malloc(plen ? plen : 1);
 	struct qanswer q = { 0 };
 	struct err e;
 
@@ -248,7 +259,7 @@ static void queue_answer(struct sidecar *s, int p,
 		SC_ADD(s, answers_dropped, 1);
 		return;
 	}
-	if (n && enc_encode(enc, s->take_buf, n, payload, &e)) {
+	if (!raw && n && enc_encode(enc, s->take_buf, n, payload, &e)) {
 		/* int8 refuses non-finite values: the syncer would reject
 		 * them anyway, send them as f32 and let it count them */
 		free(payload);
@@ -302,24 +313,37 @@ int sidecar_collect(struct sidecar *s)
 		struct exchange_answer a;
 		uint64_t epoch;
 		enum payload_enc enc;
+		uint8_t *raw = NULL;
 		double at;
 		int ok;
 
-		if (!exchange_take_answer(s->x, p, &a, s->take_buf))
+		if (!exchange_answer_ready(s->x, p))
 			continue;
 		pthread_mutex_lock(&s->mu);
-		/* only an answer to the Pull of this stream is worth sending */
-		ok = s->connected && s->welcomed &&
+		enc = s->enc;
+		pthread_mutex_unlock(&s->mu);
+		if (enc == ENC_F32 && F32_IS_NATIVE)
+			raw = malloc(exchange_frag_numel(s->x, p) * sizeof(float));
+		if (!exchange_take_answer(s->x, p, &a,
+					  raw ? (float *)raw : s->take_buf)) {
+			free(raw);
+			continue;
+		}
+		pthread_mutex_lock(&s->mu);
+		/* only an answer to the Pull of this stream is worth sending,
+		 * in the encoding it was taken for */
+		ok = s->connected && s->welcomed && s->enc == enc &&
 		     s->pulls[p].epoch == s->epoch && s->pulls[p].round == a.round;
 		epoch = s->epoch;
-		enc = s->enc;
 		at = s->pulls[p].at;
 		if (!ok)
 			s->m.answers_dropped++;
 		pthread_mutex_unlock(&s->mu);
-		if (!ok)
+		if (!ok) {
+			free(raw);
 			continue;
-		queue_answer(s, p, &a, epoch, enc, at);
+		}
+		queue_answer(s, p, &a, epoch, enc, at, raw);
 		n++;
 	}
 	return n;

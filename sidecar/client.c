@@ -28,7 +28,7 @@
 #include "ddiloco/v1/syncer.pb-c.h"
 #include "sidecar/sidecar_int.h"
 
-#define TICK_MS 5
+#define TICK_MS 1
 
 enum tag_kind { T_START, T_RECV, T_SEND, T_STATUS };
 

@@ -1,0 +1,390 @@
+/*
+ * sidecar_vs_tcp: how fast the sidecar moves answers to a syncer, against
+ * raw loopback TCP in the same run (target ≥ 0.7).
+ *
+ * Sidecar path: a learner thread polls the exchange (4 fragments of 1 Mi
+ * floats, f32 answers of 4 MiB); the real sidecar (sidecar_run) carries
+ * them over gRPC to a sink server in this process that keeps one Pull per
+ * fragment outstanding and counts the answer bytes it receives.
+ * TCP path: one thread writes 4 MiB buffers into a loopback socket, another
+ * reads them. Both run for SECONDS; prints bytes/s of each and the ratio.
+ */
+#include <arpa/inet.h>
+#include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/support/time.h>
+#include <malloc.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/exchange.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "ddiloco/v1/syncer.pb-c.h"
+#include "sidecar/sidecar.h"
+
+#define P 4
+#define N (1 << 20)
+#define SECONDS 3.0
+#define CHUNK (4u << 20)
+
+/* ---- the sink server ---- */
+
+struct sink {
+	grpc_server *srv;
+	grpc_completion_queue *cq;
+	int port;
+	struct sidecar *sc;
+	double t0, t1;
+	uint64_t bytes, answers;
+	volatile int shutdown;   /* set by main once the sidecar is done */
+};
+
+static grpc_byte_buffer *pack_syncer(const Ddiloco__V1__SyncerMessage *m)
+{
+	size_t n = ddiloco__v1__syncer_message__get_packed_size(m);
+	grpc_slice sl = grpc_slice_malloc(n);
+	grpc_byte_buffer *bb;
+
+	ddiloco__v1__syncer_message__pack(m, GRPC_SLICE_START_PTR(sl));
+	bb = grpc_raw_byte_buffer_create(&sl, 1);
+	grpc_slice_unref(sl);
+	return bb;
+}
+
+static grpc_byte_buffer *welcome_msg(void)
+{
+	Ddiloco__V1__SyncerMessage m = DDILOCO__V1__SYNCER_MESSAGE__INIT;
+	Ddiloco__V1__Welcome w = DDILOCO__V1__WELCOME__INIT;
+
+	w.fragments = P;
+	m.kind_case = DDILOCO__V1__SYNCER_MESSAGE__KIND_WELCOME;
+	m.welcome = &w;
+	return pack_syncer(&m);
+}
+
+static grpc_byte_buffer *pull_msg(uint32_t p, uint64_t round)
+{
+	Ddiloco__V1__SyncerMessage m = DDILOCO__V1__SYNCER_MESSAGE__INIT;
+	Ddiloco__V1__Pull pl = DDILOCO__V1__PULL__INIT;
+
+	pl.fragment = p;
+	pl.round = round;
+	m.kind_case = DDILOCO__V1__SYNCER_MESSAGE__KIND_PULL;
+	m.pull = &pl;
+	return pack_syncer(&m);
+}
+
+/* Runs one call: Welcome, P pulls, then a new pull per answer. */
+static void *sink_main(void *arg)
+{
+	struct sink *k = arg;
+	grpc_call *call = NULL;
+	grpc_call_details det;
+	grpc_metadata_array md;
+	grpc_byte_buffer *rbuf = NULL, *sq[P + 2];
+	int nq = 0, sending = 0, cancelled = 0, pending = 0;
+	uint64_t round = 0;
+	grpc_op op;
+	void *t_new = (void *)1, *t_recv = (void *)2, *t_send = (void *)3,
+	     *t_close = (void *)4;
+	int stop = 0, notified = 0;
+
+	grpc_call_details_init(&det);
+	grpc_metadata_array_init(&md);
+	grpc_server_request_call(k->srv, &call, &det, &md, k->cq, k->cq, t_new);
+	pending++;
+	while (pending > 0 || !notified) {
+		gpr_timespec dl = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+					       gpr_time_from_millis(20, GPR_TIMESPAN));
+		grpc_event ev = grpc_completion_queue_next(k->cq, dl, NULL);
+
+		if (!stop && k->t0 > 0 && clock_mono() - k->t0 > SECONDS) {
+			stop = 1;
+			k->t1 = clock_mono();
+			sidecar_stop(k->sc);
+		}
+		if (k->shutdown && !notified) {
+			/* the shutdown order of GRPC-NOTES.md */
+			grpc_server_shutdown_and_notify(k->srv, k->cq, (void *)9);
+			grpc_server_cancel_all_calls(k->srv);
+			notified = 1;
+			pending++;
+		}
+		if (ev.type != GRPC_OP_COMPLETE)
+			goto pump;
+		pending--;
+		if (ev.tag == t_new) {
+			if (!ev.success)
+				continue;
+			memset(&op, 0, sizeof(op));
+			op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+			op.data.recv_close_on_server.cancelled = &cancelled;
+			grpc_call_start_batch(call, &op, 1, t_close, NULL);
+			pending++;
+			memset(&op, 0, sizeof(op));
+			op.op = GRPC_OP_SEND_INITIAL_METADATA;
+			grpc_call_start_batch(call, &op, 1, (void *)5, NULL);
+			pending++;
+			sq[nq++] = welcome_msg();
+			for (uint32_t p = 0; p < P; p++)
+				sq[nq++] = pull_msg(p, ++round);
+			memset(&op, 0, sizeof(op));
+			op.op = GRPC_OP_RECV_MESSAGE;
+			op.data.recv_message.recv_message = &rbuf;
+			grpc_call_start_batch(call, &op, 1, t_recv, NULL);
+			pending++;
+		} else if (ev.tag == t_recv) {
+			if (!ev.success || !rbuf)
+				continue;
+			{
+				size_t len = grpc_byte_buffer_length(rbuf);
+				uint8_t b0 = 0;
+				grpc_byte_buffer_reader r;
+				grpc_slice *s;
+
+				/* LearnerMessage field 2 (answer): check the first
+				 * byte, never unpack the payload */
+				grpc_byte_buffer_reader_init(&r, rbuf);
+				if (grpc_byte_buffer_reader_peek(&r, &s) &&
+				    GRPC_SLICE_LENGTH(*s) > 0)
+					b0 = GRPC_SLICE_START_PTR(*s)[0];
+				grpc_byte_buffer_reader_destroy(&r);
+				if (b0 == 0x12 && len > 1000) {
+					if (k->t0 == 0)
+						k->t0 = clock_mono();
+					else
+						k->bytes += len;
+					k->answers++;
+					if (!stop && nq < P + 2)
+						sq[nq++] = pull_msg((uint32_t)(round % P),
+								    round + 1),
+						round++;
+				}
+			}
+			grpc_byte_buffer_destroy(rbuf);
+			rbuf = NULL;
+			memset(&op, 0, sizeof(op));
+			op.op = GRPC_OP_RECV_MESSAGE;
+			op.data.recv_message.recv_message = &rbuf;
+			grpc_call_start_batch(call, &op, 1, t_recv, NULL);
+			pending++;
+		} else if (ev.tag == t_send) {
+			sending = 0;
+			grpc_byte_buffer_destroy(sq[0]);
+			memmove(sq, sq + 1, (size_t)(nq - 1) * sizeof(sq[0]));
+			nq--;
+		}
+pump:
+		if (call && !sending && nq > 0 && !cancelled) {
+			memset(&op, 0, sizeof(op));
+			op.op = GRPC_OP_SEND_MESSAGE;
+			op.data.send_message.send_message = sq[0];
+			if (grpc_call_start_batch(call, &op, 1, t_send, NULL) ==
+			    GRPC_CALL_OK) {
+				sending = 1;
+				pending++;
+			}
+		}
+	}
+	for (int i = 0; i < nq; i++)
+		grpc_byte_buffer_destroy(sq[i]);
+	if (rbuf)
+		grpc_byte_buffer_destroy(rbuf);
+	if (call)
+		grpc_call_unref(call);
+	grpc_call_details_destroy(&det);
+	grpc_metadata_array_destroy(&md);
+	return NULL;
+}
+
+/* ---- the learner ---- */
+
+struct learner {
+	struct exchange *x;
+	float *params;
+	volatile int stop;
+};
+
+static void *learner_main(void *arg)
+{
+	struct learner *l = arg;
+
+	while (!exchange_learner_start(l->x, l->params) && !l->stop)
+		exchange_wait(l->x, 0.01);
+	for (uint64_t step = 1; !l->stop; step++) {
+		struct exchange_step st = { .step = step, .tokens = 1 };
+		struct exchange_poll_result res;
+
+		l->params[step % ((size_t)P * N)] += 1e-3f;
+		exchange_poll(l->x, l->params, &st, &res);
+		if (!res.served)
+			exchange_wait(l->x, 0.0005);
+	}
+	return NULL;
+}
+
+static double sidecar_rate(void)
+{
+	struct frag_tensor t[P];
+	struct frag_table ft;
+	struct exchange *sx, *lx;
+	struct sink k = { 0 };
+	struct learner l = { 0 };
+	struct sidecar *sc;
+	struct sidecar_opts o = { 0 };
+	pthread_t th_sink, th_learner;
+	char dir[] = "/dev/shm/ddsc-bench-XXXXXX", target[64], cmd[64];
+	grpc_server_credentials *cred;
+	grpc_arg args[3];
+	grpc_channel_args ca = { 3, args };
+	struct err e;
+
+	for (int p = 0; p < P; p++)
+		t[p] = (struct frag_tensor){ (size_t)p * N, N, 0 };
+	if (frag_table_init(&ft, t, P, P, &e) || !mkdtemp(dir) ||
+	    exchange_open(dir, EXCHANGE_SIDECAR, &ft, &sx, &e) ||
+	    exchange_open(dir, EXCHANGE_LEARNER, &ft, &lx, &e)) {
+		fprintf(stderr, "sidecar_vs_tcp: %s\n", e.msg);
+		exit(1);
+	}
+	for (int p = 0; p < P; p++) {
+		memset(exchange_inbox_begin(sx, p), 0, N * sizeof(float));
+		exchange_inbox_commit(sx, p, 1);
+	}
+	grpc_init();
+	args[0].type = GRPC_ARG_INTEGER;
+	args[0].key = (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
+	args[0].value.integer = 64 << 20;
+	args[1].type = GRPC_ARG_INTEGER;
+	args[1].key = (char *)GRPC_ARG_HTTP2_MAX_FRAME_SIZE;
+	args[1].value.integer = (16 << 20) - 1;
+	args[2].type = GRPC_ARG_INTEGER;
+	args[2].key = (char *)GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES;
+	args[2].value.integer = 64 << 20;
+	k.cq = grpc_completion_queue_create_for_next(NULL);
+	k.srv = grpc_server_create(&ca, NULL);
+	grpc_server_register_completion_queue(k.srv, k.cq, NULL);
+	cred = grpc_insecure_server_credentials_create();
+	k.port = grpc_server_add_http2_port(k.srv, "127.0.0.1:0", cred);
+	grpc_server_credentials_release(cred);
+	grpc_server_start(k.srv);
+
+	snprintf(target, sizeof(target), "127.0.0.1:%d", k.port);
+	o.target = target;
+	o.job = "bench";
+	sc = sidecar_new(&o, sx, &ft, &e);
+	k.sc = sc;
+	l.x = lx;
+	l.params = calloc((size_t)P * N, sizeof(float));
+	pthread_create(&th_sink, NULL, sink_main, &k);
+	pthread_create(&th_learner, NULL, learner_main, &l);
+	if (sidecar_run(sc, &e) < 0)
+		fprintf(stderr, "sidecar_vs_tcp: %s\n", e.msg);
+	l.stop = 1;
+	pthread_join(th_learner, NULL);
+	k.shutdown = 1;
+	pthread_join(th_sink, NULL);
+	grpc_server_destroy(k.srv);
+	grpc_completion_queue_shutdown(k.cq);
+	while (grpc_completion_queue_next(k.cq, gpr_inf_future(GPR_CLOCK_REALTIME),
+					  NULL).type != GRPC_QUEUE_SHUTDOWN)
+		;
+	grpc_completion_queue_destroy(k.cq);
+	grpc_shutdown();
+	printf("sidecar_answers=%llu\n", (unsigned long long)k.answers);
+	sidecar_free(sc);
+	exchange_close(lx);
+	exchange_close(sx);
+	frag_table_release(&ft);
+	free(l.params);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd))
+		return 0;
+	return k.t1 > k.t0 && k.t0 > 0 ? (double)k.bytes / (k.t1 - k.t0) : 0;
+}
+
+/* ---- raw TCP ---- */
+
+struct tcp_reader {
+	int fd;
+	uint64_t bytes;
+};
+
+static void *tcp_read_main(void *arg)
+{
+	struct tcp_reader *r = arg;
+	char *b = malloc(CHUNK);
+	ssize_t n;
+
+	while ((n = read(r->fd, b, CHUNK)) > 0)
+		r->bytes += (uint64_t)n;
+	free(b);
+	return NULL;
+}
+
+static double tcp_rate(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t al = sizeof(a);
+	int ls = socket(AF_INET, SOCK_STREAM, 0), cs, ss;
+	struct tcp_reader r = { 0 };
+	pthread_t th;
+	char *b = calloc(1, CHUNK);
+	double t0, t1;
+	uint64_t sent = 0;
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(ls, (struct sockaddr *)&a, sizeof(a)) || listen(ls, 1) ||
+	    getsockname(ls, (struct sockaddr *)&a, &al))
+		return 0;
+	cs = socket(AF_INET, SOCK_STREAM, 0);
+	if (connect(cs, (struct sockaddr *)&a, sizeof(a)))
+		return 0;
+	ss = accept(ls, NULL, NULL);
+	r.fd = ss;
+	pthread_create(&th, NULL, tcp_read_main, &r);
+	t0 = clock_mono();
+	while ((t1 = clock_mono()) - t0 < SECONDS) {
+		/* fresh contents each time, as a learner's Δ would be */
+		b[sent % CHUNK] ^= 1;
+		for (size_t off = 0; off < CHUNK;) {
+			ssize_t n = write(cs, b + off, CHUNK - off);
+
+			if (n <= 0)
+				return 0;
+			off += (size_t)n;
+		}
+		sent += CHUNK;
+	}
+	shutdown(cs, SHUT_WR);
+	pthread_join(th, NULL);
+	t1 = clock_mono();
+	close(cs);
+	close(ss);
+	close(ls);
+	free(b);
+	return (double)r.bytes / (t1 - t0);
+}
+
+int main(void)
+{
+	double s, t;
+
+	log_init("bench");
+	mallopt(M_MMAP_THRESHOLD, 32 << 20);
+	mallopt(M_TRIM_THRESHOLD, 1 << 30);
+	mallopt(M_TOP_PAD, 64 << 20);
+	t = tcp_rate();
+	s = sidecar_rate();
+	printf("tcp_bytes_per_s=%.0f\nsidecar_bytes_per_s=%.0f\n", t, s);
+	printf("sidecar_vs_tcp=%.3f\n", t > 0 ? s / t : 0.0);
+	return s > 0 && t > 0 ? 0 : 1;
+}
