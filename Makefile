@@ -66,6 +66,12 @@ $(BUILD)/obj/%.o: %.c $(PROTO_H)
 	@echo "  CC $<"
 	@$(CC) $(CFLAGS) $(WARN) -c $< -o $@
 
+# The trainer's elementwise loops must vectorise: the full cost model, and
+# float math without errno or trap bookkeeping. Values are unchanged (no
+# fast-math: no reassociation, no contraction).
+$(BUILD)/obj/trainer/%.o: CFLAGS += -fvect-cost-model=dynamic -fno-math-errno \
+                                    -fno-trapping-math
+
 $(LIB): $(OBJS) $(PROTO_O)
 	@rm -f $@
 	@ar rcs $@ $^

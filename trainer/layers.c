@@ -5,10 +5,15 @@
  * Matrix products are cblas_sgemm calls with explicit leading dimensions,
  * so attention reads q, k and v of one head straight out of the (B,T,3C)
  * qkv buffer and writes its output straight into the (B,T,C) buffer: no
- * copies, no transposes. The remaining loops are O(N·C) and are written as
- * plain inner loops over contiguous memory with no calls, so the compiler
- * vectorises them; exp and tanh are local polynomial versions for that
- * reason (libm's are opaque calls).
+ * copies, no transposes. Attention runs in phases — every head's sgemm,
+ * then all softmax rows at once on the pool, then every head's sgemm — so
+ * the loops between products use every thread.
+ *
+ * The remaining loops are O(N·C): each is a pool_run over rows (or over
+ * channels when rows would race on a shared gradient), with plain inner
+ * loops over contiguous memory and no calls, so the compiler vectorises
+ * them; exp and tanh are local polynomial versions for that reason
+ * (libm's are opaque calls).
  */
 #include "trainer/layers.h"
 
@@ -20,16 +25,14 @@
  * exp(x) for x ≤ 0 (Cephes single-precision polynomial, relative error
  * about 1e-7); inputs below -87 are clamped.
  */
-static inline float exp_neg(float x)
+static inline __attribute__((always_inline)) float exp_neg(float x)
 {
 	union { float f; int i; } s;
 	float t, p;
 	int k;
 
-	if (x < -87.0f)
-		x = -87.0f;
-	if (x > 0.0f)
-		x = 0.0f;
+	x = x < -87.0f ? -87.0f : x;
+	x = x > 0.0f ? 0.0f : x;
 	/* k = floor(x·log2(e) + 0.5), computed with a positive truncation */
 	k = (int)(x * 1.44269504088896341f + 128.5f) - 128;
 	t = x - (float)k * 0.693359375f;
@@ -45,7 +48,8 @@ static inline float exp_neg(float x)
 	return p * s.f;
 }
 
-float layers_tanhf(float x)
+/* tanh(x) = sign(x)·(1 − e)/(1 + e), e = exp(−2|x|) */
+static inline __attribute__((always_inline)) float tanh_fast(float x)
 {
 	float a = x < 0 ? -x : x;
 	float e = exp_neg(-2.0f * a);
@@ -54,101 +58,211 @@ float layers_tanhf(float x)
 	return x < 0 ? -r : r;
 }
 
-void encoder_forward(float *out, const int *inp, const float *wte,
-		     const float *wpe, int B, int T, int C)
+float layers_tanhf(float x)
 {
-	for (int b = 0; b < B; b++)
-		for (int t = 0; t < T; t++) {
-			float *o = out + ((size_t)b * T + t) * C;
-			const float *we = wte + (size_t)inp[b * T + t] * C;
-			const float *pe = wpe + (size_t)t * C;
-
-			for (int i = 0; i < C; i++)
-				o[i] = we[i] + pe[i];
-		}
+	return tanh_fast(x);
 }
 
-void encoder_backward(float *dwte, float *dwpe, const float *dout,
-		      const int *inp, int B, int T, int C)
+/* ---- encoder ---- */
+
+struct enc_arg {
+	float *out, *dwte, *dwpe;
+	const float *wte, *wpe, *dout;
+	const int *inp;
+	int B, T, C;
+};
+
+static void encoder_rows(void *a, size_t lo, size_t hi, int chunk)
 {
-	for (int b = 0; b < B; b++)
-		for (int t = 0; t < T; t++) {
-			const float *d = dout + ((size_t)b * T + t) * C;
-			float *dwe = dwte + (size_t)inp[b * T + t] * C;
-			float *dpe = dwpe + (size_t)t * C;
+	struct enc_arg *e = a;
+	size_t C = (size_t)e->C;
 
-			for (int i = 0; i < C; i++) {
-				dwe[i] += d[i];
-				dpe[i] += d[i];
-			}
-		}
-}
+	(void)chunk;
+	for (size_t r = lo; r < hi; r++) {
+		float *o = e->out + r * C;
+		const float *we = e->wte + (size_t)e->inp[r] * C;
+		const float *pe = e->wpe + (r % (size_t)e->T) * C;
 
-void layernorm_forward(float *out, float *mean, float *rstd,
-		       const float *inp, const float *weight,
-		       const float *bias, int N, int C)
-{
-	const float eps = 1e-5f;
-
-	for (int n = 0; n < N; n++) {
-		const float *x = inp + (size_t)n * C;
-		float *o = out + (size_t)n * C;
-		float m = 0, v = 0, s;
-
-		for (int i = 0; i < C; i++)
-			m += x[i];
-		m /= (float)C;
-		for (int i = 0; i < C; i++)
-			v += (x[i] - m) * (x[i] - m);
-		v /= (float)C;
-		s = 1.0f / sqrtf(v + eps);
-		for (int i = 0; i < C; i++)
-			o[i] = (x[i] - m) * s * weight[i] + bias[i];
-		mean[n] = m;
-		rstd[n] = s;
+		for (size_t i = 0; i < C; i++)
+			o[i] = we[i] + pe[i];
 	}
 }
 
-void layernorm_backward(float *dinp, float *dweight, float *dbias,
-			const float *dout, const float *inp,
-			const float *weight, const float *mean,
-			const float *rstd, int N, int C)
+void encoder_forward(struct pool *p, float *out, const int *inp,
+		     const float *wte, const float *wpe, int B, int T, int C)
 {
-	for (int n = 0; n < N; n++) {
-		const float *d = dout + (size_t)n * C;
-		const float *x = inp + (size_t)n * C;
-		float *dx = dinp + (size_t)n * C;
-		float m = mean[n], s = rstd[n];
+	struct enc_arg e = { .out = out, .wte = wte, .wpe = wpe, .inp = inp,
+			     .B = B, .T = T, .C = C };
+
+	pool_run(p, encoder_rows, &e, (size_t)B * T);
+}
+
+/* split over channels: rows sharing a token never race */
+static void encoder_back_cols(void *a, size_t lo, size_t hi, int chunk)
+{
+	struct enc_arg *e = a;
+	size_t C = (size_t)e->C, N = (size_t)e->B * e->T;
+
+	(void)chunk;
+	for (size_t r = 0; r < N; r++) {
+		const float *d = e->dout + r * C;
+		float *dwe = e->dwte + (size_t)e->inp[r] * C;
+		float *dpe = e->dwpe + (r % (size_t)e->T) * C;
+
+		for (size_t i = lo; i < hi; i++) {
+			dwe[i] += d[i];
+			dpe[i] += d[i];
+		}
+	}
+}
+
+void encoder_backward(struct pool *p, float *dwte, float *dwpe,
+		      const float *dout, const int *inp, int B, int T, int C)
+{
+	struct enc_arg e = { .dwte = dwte, .dwpe = dwpe, .dout = dout,
+			     .inp = inp, .B = B, .T = T, .C = C };
+
+	pool_run(p, encoder_back_cols, &e, (size_t)C);
+}
+
+/* ---- layernorm ---- */
+
+struct ln_arg {
+	float *out, *mean, *rstd, *dinp, *dweight, *dbias;
+	const float *inp, *weight, *bias, *dout, *cmean, *crstd;
+	int N, C;
+};
+
+static void layernorm_rows(void *a, size_t lo, size_t hi, int chunk)
+{
+	struct ln_arg *l = a;
+	size_t C = (size_t)l->C;
+	const float eps = 1e-5f;
+
+	(void)chunk;
+	for (size_t n = lo; n < hi; n++) {
+		const float *x = l->inp + n * C;
+		float *o = l->out + n * C;
+		float m = 0, v = 0, s;
+
+		for (size_t i = 0; i < C; i++)
+			m += x[i];
+		m /= (float)C;
+		for (size_t i = 0; i < C; i++)
+			v += (x[i] - m) * (x[i] - m);
+		v /= (float)C;
+		s = 1.0f / sqrtf(v + eps);
+		for (size_t i = 0; i < C; i++)
+			o[i] = (x[i] - m) * s * l->weight[i] + l->bias[i];
+		l->mean[n] = m;
+		l->rstd[n] = s;
+	}
+}
+
+void layernorm_forward(struct pool *p, float *out, float *mean, float *rstd,
+		       const float *inp, const float *weight,
+		       const float *bias, int N, int C)
+{
+	struct ln_arg l = { .out = out, .mean = mean, .rstd = rstd,
+			    .inp = inp, .weight = weight, .bias = bias,
+			    .N = N, .C = C };
+
+	pool_run(p, layernorm_rows, &l, (size_t)N);
+}
+
+static void layernorm_back_rows(void *a, size_t lo, size_t hi, int chunk)
+{
+	struct ln_arg *l = a;
+	size_t C = (size_t)l->C;
+	const float *restrict w = l->weight;
+
+	(void)chunk;
+	for (size_t n = lo; n < hi; n++) {
+		const float *restrict d = l->dout + n * C;
+		const float *restrict x = l->inp + n * C;
+		float *restrict dx = l->dinp + n * C;
+		float m = l->cmean[n], s = l->crstd[n];
 		float dnorm_mean = 0, dnorm_norm_mean = 0;
 
-		for (int i = 0; i < C; i++) {
+		for (size_t i = 0; i < C; i++) {
 			float norm = (x[i] - m) * s;
-			float dnorm = weight[i] * d[i];
+			float dnorm = w[i] * d[i];
 
 			dnorm_mean += dnorm;
 			dnorm_norm_mean += dnorm * norm;
 		}
 		dnorm_mean /= (float)C;
 		dnorm_norm_mean /= (float)C;
-		for (int i = 0; i < C; i++) {
+		for (size_t i = 0; i < C; i++) {
 			float norm = (x[i] - m) * s;
-			float dnorm = weight[i] * d[i];
+			float dnorm = w[i] * d[i];
 
-			dbias[i] += d[i];
-			dweight[i] += norm * d[i];
 			dx[i] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * s;
 		}
 	}
 }
 
-void matmul_forward(float *out, const float *inp, const float *weight,
-		    const float *bias, int N, int C, int OC)
+/* dweight and dbias sum over rows: split over channels */
+static void layernorm_back_cols(void *a, size_t lo, size_t hi, int chunk)
+{
+	struct ln_arg *l = a;
+	size_t C = (size_t)l->C;
+	float *restrict dw = l->dweight, *restrict db = l->dbias;
+
+	(void)chunk;
+	for (size_t n = 0; n < (size_t)l->N; n++) {
+		const float *restrict d = l->dout + n * C;
+		const float *restrict x = l->inp + n * C;
+		float m = l->cmean[n], s = l->crstd[n];
+
+		for (size_t i = lo; i < hi; i++) {
+			db[i] += d[i];
+			dw[i] += (x[i] - m) * s * d[i];
+		}
+	}
+}
+
+void layernorm_backward(struct pool *p, float *dinp, float *dweight,
+			float *dbias, const float *dout, const float *inp,
+			const float *weight, const float *mean,
+			const float *rstd, int N, int C)
+{
+	struct ln_arg l = { .dinp = dinp, .dweight = dweight, .dbias = dbias,
+			    .dout = dout, .inp = inp, .weight = weight,
+			    .cmean = mean, .crstd = rstd, .N = N, .C = C };
+
+	pool_run(p, layernorm_back_rows, &l, (size_t)N);
+	pool_run(p, layernorm_back_cols, &l, (size_t)C);
+}
+
+/* ---- matmul ---- */
+
+struct mm_arg {
+	float *out, *dbias;
+	const float *bias, *dout;
+	int N, OC;
+};
+
+static void bias_rows(void *a, size_t lo, size_t hi, int chunk)
+{
+	struct mm_arg *m = a;
+
+	(void)chunk;
+	for (size_t n = lo; n < hi; n++)
+		memcpy(m->out + n * (size_t)m->OC, m->bias,
+		       (size_t)m->OC * sizeof(float));
+}
+
+void matmul_forward(struct pool *p, float *out, const float *inp,
+		    const float *weight, const float *bias, int N, int C,
+		    int OC)
 {
 	float beta = 0.0f;
 
 	if (bias) {
-		for (int n = 0; n < N; n++)
-			memcpy(out + (size_t)n * OC, bias, (size_t)OC * sizeof(float));
+		struct mm_arg m = { .out = out, .bias = bias, .N = N, .OC = OC };
+
+		pool_run(p, bias_rows, &m, (size_t)N);
 		beta = 1.0f;
 	}
 	/* out (N,OC) = inp (N,C) · weight (OC,C)ᵀ [+ out] */
@@ -156,9 +270,22 @@ void matmul_forward(float *out, const float *inp, const float *weight,
 		    1.0f, inp, C, weight, C, beta, out, OC);
 }
 
-void matmul_backward(float *dinp, float *dweight, float *dbias,
-		     const float *dout, const float *inp, const float *weight,
-		     int N, int C, int OC)
+static void bias_back_cols(void *a, size_t lo, size_t hi, int chunk)
+{
+	struct mm_arg *m = a;
+
+	(void)chunk;
+	for (size_t n = 0; n < (size_t)m->N; n++) {
+		const float *d = m->dout + n * (size_t)m->OC;
+
+		for (size_t o = lo; o < hi; o++)
+			m->dbias[o] += d[o];
+	}
+}
+
+void matmul_backward(struct pool *p, float *dinp, float *dweight,
+		     float *dbias, const float *dout, const float *inp,
+		     const float *weight, int N, int C, int OC)
 {
 	/* dinp (N,C) = dout (N,OC) · weight (OC,C) */
 	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC,
@@ -166,75 +293,114 @@ void matmul_backward(float *dinp, float *dweight, float *dbias,
 	/* dweight (OC,C) += dout (N,OC)ᵀ · inp (N,C) */
 	cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N,
 		    1.0f, dout, OC, inp, C, 1.0f, dweight, C);
-	if (dbias)
-		for (int n = 0; n < N; n++) {
-			const float *d = dout + (size_t)n * OC;
+	if (dbias) {
+		struct mm_arg m = { .dbias = dbias, .dout = dout, .N = N, .OC = OC };
 
-			for (int o = 0; o < OC; o++)
-				dbias[o] += d[o];
-		}
+		pool_run(p, bias_back_cols, &m, (size_t)OC);
+	}
 }
 
-/* Row-wise causal softmax of a (T,T) score block, in place. */
-static void causal_softmax(float *a, int T)
+/* ---- attention ---- */
+
+struct att_arg {
+	float *a, *da;
+	const float *ca;
+	int T;
+	float scale;
+};
+
+/* Causal softmax of score rows, in place; row r is row r % T of its head. */
+static void softmax_rows(void *arg, size_t lo, size_t hi, int chunk)
 {
-	for (int i = 0; i < T; i++) {
-		float *row = a + (size_t)i * T;
+	struct att_arg *s = arg;
+	size_t T = (size_t)s->T;
+
+	(void)chunk;
+	for (size_t r = lo; r < hi; r++) {
+		float *row = s->a + r * T;
+		size_t i = r % T;
 		float max = row[0], sum = 0, inv;
 
-		for (int j = 1; j <= i; j++)
+		for (size_t j = 1; j <= i; j++)
 			max = row[j] > max ? row[j] : max;
-		for (int j = 0; j <= i; j++) {
+		for (size_t j = 0; j <= i; j++) {
 			row[j] = exp_neg(row[j] - max);
 			sum += row[j];
 		}
 		inv = 1.0f / sum;
-		for (int j = 0; j <= i; j++)
+		for (size_t j = 0; j <= i; j++)
 			row[j] *= inv;
-		for (int j = i + 1; j < T; j++)
+		for (size_t j = i + 1; j < T; j++)
 			row[j] = 0.0f;
 	}
 }
 
-void attention_forward(float *out, float *att, const float *qkv,
-		       int B, int T, int C, int NH)
+void attention_forward(struct pool *p, float *out, float *att,
+		       const float *qkv, int B, int T, int C, int NH)
 {
 	int hs = C / NH, C3 = 3 * C;
-	float scale = 1.0f / sqrtf((float)hs);
+	struct att_arg s = { .a = att, .T = T, .scale = 1.0f / sqrtf((float)hs) };
 
 	for (int b = 0; b < B; b++)
 		for (int h = 0; h < NH; h++) {
 			const float *q = qkv + (size_t)b * T * C3 + h * hs;
-			const float *k = q + C, *v = q + 2 * C;
+			const float *k = q + C;
 			float *a = att + ((size_t)b * NH + h) * T * T;
-			float *o = out + (size_t)b * T * C + h * hs;
 
 			/* a (T,T) = q (T,hs) · k (T,hs)ᵀ / √hs */
 			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans,
-				    T, T, hs, scale, q, C3, k, C3, 0.0f, a, T);
-			causal_softmax(a, T);
+				    T, T, hs, s.scale, q, C3, k, C3, 0.0f, a, T);
+		}
+	pool_run(p, softmax_rows, &s, (size_t)B * NH * T);
+	for (int b = 0; b < B; b++)
+		for (int h = 0; h < NH; h++) {
+			const float *v = qkv + (size_t)b * T * C3 + h * hs + 2 * C;
+			const float *a = att + ((size_t)b * NH + h) * T * T;
+			float *o = out + (size_t)b * T * C + h * hs;
+
 			/* o (T,hs) = a (T,T) · v (T,hs) */
 			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans,
 				    T, hs, T, 1.0f, a, T, v, C3, 0.0f, o, C);
 		}
 }
 
-void attention_backward(float *dqkv, float *scratch, const float *dout,
-			const float *qkv, const float *att,
+/* Softmax backward, scaled: da ← scale·a·(da − Σ a·da), zero above. */
+static void softmax_back_rows(void *arg, size_t lo, size_t hi, int chunk)
+{
+	struct att_arg *s = arg;
+	size_t T = (size_t)s->T;
+
+	(void)chunk;
+	for (size_t r = lo; r < hi; r++) {
+		const float *ar = s->ca + r * T;
+		float *dr = s->da + r * T;
+		size_t i = r % T;
+		float dot = 0;
+
+		for (size_t j = 0; j <= i; j++)
+			dot += ar[j] * dr[j];
+		for (size_t j = 0; j <= i; j++)
+			dr[j] = s->scale * ar[j] * (dr[j] - dot);
+		for (size_t j = i + 1; j < T; j++)
+			dr[j] = 0.0f;
+	}
+}
+
+void attention_backward(struct pool *p, float *dqkv, float *scratch,
+			const float *dout, const float *qkv, const float *att,
 			int B, int T, int C, int NH)
 {
 	int hs = C / NH, C3 = 3 * C;
-	float scale = 1.0f / sqrtf((float)hs);
+	struct att_arg s = { .da = scratch, .ca = att, .T = T,
+			     .scale = 1.0f / sqrtf((float)hs) };
 
 	for (int b = 0; b < B; b++)
 		for (int h = 0; h < NH; h++) {
-			const float *q = qkv + (size_t)b * T * C3 + h * hs;
-			const float *k = q + C, *v = q + 2 * C;
+			const float *v = qkv + (size_t)b * T * C3 + h * hs + 2 * C;
 			const float *a = att + ((size_t)b * NH + h) * T * T;
 			const float *d = dout + (size_t)b * T * C + h * hs;
-			float *dq = dqkv + (size_t)b * T * C3 + h * hs;
-			float *dk = dq + C, *dv = dq + 2 * C;
-			float *da = scratch;
+			float *dv = dqkv + (size_t)b * T * C3 + h * hs + 2 * C;
+			float *da = scratch + ((size_t)b * NH + h) * T * T;
 
 			/* da (T,T) = d (T,hs) · v (T,hs)ᵀ */
 			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans,
@@ -242,19 +408,16 @@ void attention_backward(float *dqkv, float *scratch, const float *dout,
 			/* dv (T,hs) = a (T,T)ᵀ · d (T,hs) */
 			cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans,
 				    T, hs, T, 1.0f, a, T, d, C, 0.0f, dv, C3);
-			/* softmax backward, scaled: da ← scale·a·(da − Σ a·da) */
-			for (int i = 0; i < T; i++) {
-				const float *ar = a + (size_t)i * T;
-				float *dr = da + (size_t)i * T;
-				float dot = 0;
+		}
+	pool_run(p, softmax_back_rows, &s, (size_t)B * NH * T);
+	for (int b = 0; b < B; b++)
+		for (int h = 0; h < NH; h++) {
+			const float *q = qkv + (size_t)b * T * C3 + h * hs;
+			const float *k = q + C;
+			const float *da = scratch + ((size_t)b * NH + h) * T * T;
+			float *dq = dqkv + (size_t)b * T * C3 + h * hs;
+			float *dk = dq + C;
 
-				for (int j = 0; j <= i; j++)
-					dot += ar[j] * dr[j];
-				for (int j = 0; j <= i; j++)
-					dr[j] = scale * ar[j] * (dr[j] - dot);
-				for (int j = i + 1; j < T; j++)
-					dr[j] = 0.0f;
-			}
 			/* dq (T,hs) = da (T,T) · k (T,hs) */
 			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans,
 				    T, hs, T, 1.0f, da, T, k, C3, 0.0f, dq, C3);
@@ -264,25 +427,49 @@ void attention_backward(float *dqkv, float *scratch, const float *dout,
 		}
 }
 
+/* ---- elementwise ---- */
+
 #define GELU_SCALE 0.7978845608028654f   /* √(2/π) */
 
-void gelu_forward(float *out, const float *inp, size_t n)
+struct ew_arg {
+	float *out;
+	const float *a, *b;
+};
+
+static void gelu_chunk(void *arg, size_t lo, size_t hi, int chunk)
 {
-	for (size_t i = 0; i < n; i++) {
+	struct ew_arg *e = arg;
+	float *restrict out = e->out;
+	const float *restrict inp = e->a;
+
+	(void)chunk;
+	for (size_t i = lo; i < hi; i++) {
 		float x = inp[i];
 		float u = GELU_SCALE * (x + 0.044715f * x * x * x);
 
-		out[i] = 0.5f * x * (1.0f + layers_tanhf(u));
+		out[i] = 0.5f * x * (1.0f + tanh_fast(u));
 	}
 }
 
-void gelu_backward(float *dinp, const float *inp, const float *dout,
-		   size_t n)
+void gelu_forward(struct pool *p, float *out, const float *inp, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
+	struct ew_arg e = { .out = out, .a = inp };
+
+	pool_run(p, gelu_chunk, &e, n);
+}
+
+static void gelu_back_chunk(void *arg, size_t lo, size_t hi, int chunk)
+{
+	struct ew_arg *e = arg;
+	float *dinp = e->out;
+	const float *restrict inp = e->a;
+	const float *dout = e->b;
+
+	(void)chunk;
+	for (size_t i = lo; i < hi; i++) {
 		float x = inp[i];
 		float u = GELU_SCALE * (x + 0.044715f * x * x * x);
-		float th = layers_tanhf(u);
+		float th = tanh_fast(u);
 		float sech2 = 1.0f - th * th;
 		float g = 0.5f * (1.0f + th) +
 			  0.5f * x * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
@@ -291,52 +478,105 @@ void gelu_backward(float *dinp, const float *inp, const float *dout,
 	}
 }
 
-void residual_forward(float *out, const float *a, const float *b, size_t n)
+void gelu_backward(struct pool *p, float *dinp, const float *inp,
+		   const float *dout, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		out[i] = a[i] + b[i];
+	struct ew_arg e = { .out = dinp, .a = inp, .b = dout };
+
+	pool_run(p, gelu_back_chunk, &e, n);
 }
 
-float crossentropy_forward(float *probs, float *losses, const float *logits,
-			   const int *targets, int N, int V)
+static void residual_chunk(void *arg, size_t lo, size_t hi, int chunk)
 {
-	double total = 0;
+	struct ew_arg *e = arg;
 
-	for (int n = 0; n < N; n++) {
-		const float *l = logits + (size_t)n * V;
-		float *p = probs + (size_t)n * V;
+	(void)chunk;
+	for (size_t i = lo; i < hi; i++)
+		e->out[i] = e->a[i] + e->b[i];
+}
+
+void residual_forward(struct pool *p, float *out, const float *a,
+		      const float *b, size_t n)
+{
+	struct ew_arg e = { .out = out, .a = a, .b = b };
+
+	pool_run(p, residual_chunk, &e, n);
+}
+
+/* ---- cross-entropy ---- */
+
+struct ce_arg {
+	float *probs, *losses, *dlogits;
+	const float *logits, *cprobs;
+	const int *targets;
+	float dloss;
+	int V;
+};
+
+static void ce_rows(void *arg, size_t lo, size_t hi, int chunk)
+{
+	struct ce_arg *c = arg;
+	size_t V = (size_t)c->V;
+
+	(void)chunk;
+	for (size_t n = lo; n < hi; n++) {
+		const float *l = c->logits + n * V;
+		float *p = c->probs + n * V;
 		float max = l[0], sum = 0, inv;
-		float lt = targets ? l[targets[n]] : 0.0f;  /* p may alias l */
+		float lt = c->targets ? l[c->targets[n]] : 0.0f;  /* p may alias l */
 
-		for (int i = 1; i < V; i++)
+		for (size_t i = 1; i < V; i++)
 			max = l[i] > max ? l[i] : max;
-		for (int i = 0; i < V; i++) {
+		for (size_t i = 0; i < V; i++) {
 			p[i] = exp_neg(l[i] - max);
 			sum += p[i];
 		}
 		inv = 1.0f / sum;
-		for (int i = 0; i < V; i++)
+		for (size_t i = 0; i < V; i++)
 			p[i] *= inv;
-		if (targets) {
-			/* −log p, from the logits so a tiny p loses nothing */
-			float ce = logf(sum) - (lt - max);
-
-			losses[n] = ce;
-			total += ce;
-		}
+		/* −log p, from the logits so a tiny p loses nothing */
+		if (c->targets)
+			c->losses[n] = logf(sum) - (lt - max);
 	}
-	return targets ? (float)(total / N) : 0.0f;
 }
 
-void crossentropy_backward(float *dlogits, const float *probs,
+float crossentropy_forward(struct pool *p, float *probs, float *losses,
+			   const float *logits, const int *targets, int N,
+			   int V)
+{
+	struct ce_arg c = { .probs = probs, .losses = losses, .logits = logits,
+			    .targets = targets, .V = V };
+	double total = 0;
+
+	pool_run(p, ce_rows, &c, (size_t)N);
+	if (!targets)
+		return 0.0f;
+	for (int n = 0; n < N; n++)
+		total += losses[n];
+	return (float)(total / N);
+}
+
+static void ce_back_rows(void *arg, size_t lo, size_t hi, int chunk)
+{
+	struct ce_arg *c = arg;
+	size_t V = (size_t)c->V;
+
+	(void)chunk;
+	for (size_t n = lo; n < hi; n++) {
+		const float *pr = c->cprobs + n * V;
+		float *d = c->dlogits + n * V;
+
+		for (size_t i = 0; i < V; i++)
+			d[i] = pr[i] * c->dloss;
+		d[c->targets[n]] -= c->dloss;
+	}
+}
+
+void crossentropy_backward(struct pool *p, float *dlogits, const float *probs,
 			   const int *targets, float dloss, int N, int V)
 {
-	for (int n = 0; n < N; n++) {
-		const float *p = probs + (size_t)n * V;
-		float *d = dlogits + (size_t)n * V;
+	struct ce_arg c = { .dlogits = dlogits, .cprobs = probs,
+			    .targets = targets, .dloss = dloss, .V = V };
 
-		for (int i = 0; i < V; i++)
-			d[i] = p[i] * dloss;
-		d[targets[n]] -= dloss;
-	}
+	pool_run(p, ce_back_rows, &c, (size_t)N);
 }

@@ -23,6 +23,7 @@
 
 #include "common/util.h"
 #include "trainer/layers.h"
+#include "trainer/pool.h"
 
 /* per-layer tensors, in table order */
 enum {
@@ -59,10 +60,11 @@ struct model {
 	float *dln;                   /* (B,T,C) */
 	float *dqkv;                  /* (B,T,3C) */
 	float *dfch;                  /* (B,T,4C) */
-	float *datt;                  /* (T,T) */
+	float *datt;                  /* (B,NH,T,T) */
 	float *proj;                  /* (B,T,C) forward scratch */
 	int *inputs, *targets;        /* (B,T) copies of the last batch */
 	int have_targets;
+	struct pool *pool;            /* NULL: one thread */
 };
 
 int model_config_from_job(const struct job_model *jm, struct model_config *out,
@@ -269,7 +271,7 @@ struct model *model_new(const struct model_config *c, int B, int T,
 	per_layer = 16 * BT * C + NH * BT * T + 4 * BT + 13 * 16;
 	total = BT * C + (size_t)c->L * per_layer + BT * C + 2 * BT +
 		BT * (size_t)c->V + BT + 3 * BT * C + 3 * BT * C + 4 * BT * C +
-		(size_t)T * T + 20 * 16;
+		NH * BT * T + 20 * 16;
 	m->acts = alloc_floats(total);
 	if (!m->acts)
 		goto oom;
@@ -303,7 +305,7 @@ struct model *model_new(const struct model_config *c, int B, int T,
 	m->proj = carve(&p, BT * C);
 	m->dqkv = carve(&p, 3 * BT * C);
 	m->dfch = carve(&p, 4 * BT * C);
-	m->datt = carve(&p, (size_t)T * T);
+	m->datt = carve(&p, NH * BT * T);
 	if ((size_t)(p - m->acts) > total) {
 		/* the sum above and the carving disagree: a bug, not input */
 		model_free(m);
@@ -320,6 +322,7 @@ void model_free(struct model *m)
 {
 	if (!m)
 		return;
+	pool_free(m->pool);
 	free(m->tensors);
 	free(m->layer);
 	free(m->inputs);
@@ -343,6 +346,25 @@ float *model_grads(struct model *m)
 size_t model_size(const struct model *m)
 {
 	return m->nparams;
+}
+
+int model_set_threads(struct model *m, int threads, struct err *e)
+{
+	struct pool *p = NULL;
+
+	if (threads > 1) {
+		p = pool_new(threads);
+		if (!p)
+			return err_set(e, "model: cannot start %d threads", threads);
+	}
+	pool_free(m->pool);
+	m->pool = p;
+	return 0;
+}
+
+struct pool *model_pool(struct model *m)
+{
+	return m->pool;
 }
 
 int model_batch(const struct model *m, int *B, int *T)
@@ -386,36 +408,36 @@ float model_forward(struct model *m, const int *inputs, const int *targets)
 		memcpy(m->targets, targets, (size_t)BT * sizeof(int));
 	m->have_targets = targets != NULL;
 
-	encoder_forward(m->encoded, inputs, tensor(m, P, 0), tensor(m, P, 1),
+	encoder_forward(m->pool, m->encoded, inputs, tensor(m, P, 0), tensor(m, P, 1),
 			B, T, C);
 	residual = m->encoded;
 	for (int l = 0; l < m->c.L; l++) {
 		struct layer_acts *a = &m->layer[l];
 
-		layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, residual,
+		layernorm_forward(m->pool, a->ln1, a->ln1_mean, a->ln1_rstd, residual,
 				  lt(m, P, l, LN1W), lt(m, P, l, LN1B), BT, C);
-		matmul_forward(a->qkv, a->ln1, lt(m, P, l, QKVW),
+		matmul_forward(m->pool, a->qkv, a->ln1, lt(m, P, l, QKVW),
 			       lt(m, P, l, QKVB), BT, C, 3 * C);
-		attention_forward(a->atty, a->att, a->qkv, B, T, C, NH);
-		matmul_forward(m->proj, a->atty, lt(m, P, l, ATTPROJW),
+		attention_forward(m->pool, a->atty, a->att, a->qkv, B, T, C, NH);
+		matmul_forward(m->pool, m->proj, a->atty, lt(m, P, l, ATTPROJW),
 			       lt(m, P, l, ATTPROJB), BT, C, C);
-		residual_forward(a->res2, residual, m->proj, (size_t)BT * C);
-		layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->res2,
+		residual_forward(m->pool, a->res2, residual, m->proj, (size_t)BT * C);
+		layernorm_forward(m->pool, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2,
 				  lt(m, P, l, LN2W), lt(m, P, l, LN2B), BT, C);
-		matmul_forward(a->fch, a->ln2, lt(m, P, l, FCW),
+		matmul_forward(m->pool, a->fch, a->ln2, lt(m, P, l, FCW),
 			       lt(m, P, l, FCB), BT, C, 4 * C);
-		gelu_forward(a->fch_gelu, a->fch, (size_t)BT * 4 * C);
-		matmul_forward(m->proj, a->fch_gelu, lt(m, P, l, FCPROJW),
+		gelu_forward(m->pool, a->fch_gelu, a->fch, (size_t)BT * 4 * C);
+		matmul_forward(m->pool, m->proj, a->fch_gelu, lt(m, P, l, FCPROJW),
 			       lt(m, P, l, FCPROJB), BT, 4 * C, C);
-		residual_forward(a->res3, a->res2, m->proj, (size_t)BT * C);
+		residual_forward(m->pool, a->res3, a->res2, m->proj, (size_t)BT * C);
 		residual = a->res3;
 	}
-	layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, residual,
+	layernorm_forward(m->pool, m->lnf, m->lnf_mean, m->lnf_rstd, residual,
 			  tensor(m, P, lnf_index(m)),
 			  tensor(m, P, lnf_index(m) + 1), BT, C);
 	head = m->c.tied ? tensor(m, P, 0) : tensor(m, P, lnf_index(m) + 2);
-	matmul_forward(m->probs, m->lnf, head, NULL, BT, C, V);
-	loss = crossentropy_forward(m->probs, m->losses, m->probs,
+	matmul_forward(m->pool, m->probs, m->lnf, head, NULL, BT, C, V);
+	loss = crossentropy_forward(m->pool, m->probs, m->losses, m->probs,
 				    targets ? m->targets : NULL, BT, V);
 	return loss;
 }
@@ -438,12 +460,12 @@ void model_backward(struct model *m)
 	memset(m->dres, 0, (size_t)BT * C * sizeof(float));
 
 	/* the loss is the mean over B·T positions */
-	crossentropy_backward(m->probs, m->probs, m->targets,
+	crossentropy_backward(m->pool, m->probs, m->probs, m->targets,
 			      1.0f / (float)BT, BT, V);
 	head = m->c.tied ? tensor(m, P, 0) : tensor(m, P, fi + 2);
 	dhead = m->c.tied ? tensor(m, G, 0) : tensor(m, G, fi + 2);
-	matmul_backward(m->dln, dhead, NULL, m->probs, m->lnf, head, BT, C, V);
-	layernorm_backward(m->dres, tensor(m, G, fi), tensor(m, G, fi + 1),
+	matmul_backward(m->pool, m->dln, dhead, NULL, m->probs, m->lnf, head, BT, C, V);
+	layernorm_backward(m->pool, m->dres, tensor(m, G, fi), tensor(m, G, fi + 1),
 			   m->dln, L ? m->layer[L - 1].res3 : m->encoded,
 			   tensor(m, P, fi), m->lnf_mean, m->lnf_rstd, BT, C);
 
@@ -452,27 +474,27 @@ void model_backward(struct model *m)
 		float *residual = l ? m->layer[l - 1].res3 : m->encoded;
 
 		/* dres is the grad of res3 here */
-		matmul_backward(m->dfch, lt(m, G, l, FCPROJW), lt(m, G, l, FCPROJB),
+		matmul_backward(m->pool, m->dfch, lt(m, G, l, FCPROJW), lt(m, G, l, FCPROJB),
 				m->dres, a->fch_gelu, lt(m, P, l, FCPROJW),
 				BT, 4 * C, C);
-		gelu_backward(m->dfch, a->fch, m->dfch, (size_t)BT * 4 * C);
-		matmul_backward(m->dln, lt(m, G, l, FCW), lt(m, G, l, FCB),
+		gelu_backward(m->pool, m->dfch, a->fch, m->dfch, (size_t)BT * 4 * C);
+		matmul_backward(m->pool, m->dln, lt(m, G, l, FCW), lt(m, G, l, FCB),
 				m->dfch, a->ln2, lt(m, P, l, FCW), BT, C, 4 * C);
-		layernorm_backward(m->dres, lt(m, G, l, LN2W), lt(m, G, l, LN2B),
+		layernorm_backward(m->pool, m->dres, lt(m, G, l, LN2W), lt(m, G, l, LN2B),
 				   m->dln, a->res2, lt(m, P, l, LN2W),
 				   a->ln2_mean, a->ln2_rstd, BT, C);
 		/* now the grad of res2 */
-		matmul_backward(m->dln, lt(m, G, l, ATTPROJW), lt(m, G, l, ATTPROJB),
+		matmul_backward(m->pool, m->dln, lt(m, G, l, ATTPROJW), lt(m, G, l, ATTPROJB),
 				m->dres, a->atty, lt(m, P, l, ATTPROJW), BT, C, C);
-		attention_backward(m->dqkv, m->datt, m->dln, a->qkv, a->att,
+		attention_backward(m->pool, m->dqkv, m->datt, m->dln, a->qkv, a->att,
 				   B, T, C, NH);
-		matmul_backward(m->dln, lt(m, G, l, QKVW), lt(m, G, l, QKVB),
+		matmul_backward(m->pool, m->dln, lt(m, G, l, QKVW), lt(m, G, l, QKVB),
 				m->dqkv, a->ln1, lt(m, P, l, QKVW), BT, C, 3 * C);
-		layernorm_backward(m->dres, lt(m, G, l, LN1W), lt(m, G, l, LN1B),
+		layernorm_backward(m->pool, m->dres, lt(m, G, l, LN1W), lt(m, G, l, LN1B),
 				   m->dln, residual, lt(m, P, l, LN1W),
 				   a->ln1_mean, a->ln1_rstd, BT, C);
 		/* now the grad of this layer's input */
 	}
-	encoder_backward(tensor(m, G, 0), tensor(m, G, 1), m->dres, m->inputs,
+	encoder_backward(m->pool, tensor(m, G, 0), tensor(m, G, 1), m->dres, m->inputs,
 			 B, T, C);
 }

@@ -72,6 +72,13 @@ float model_forward(struct model *m, const int *inputs, const int *targets);
 /* Backward of the last forward (which must have had targets); sets grads. */
 void model_backward(struct model *m);
 
+/*
+ * Threads for the loops between matrix products (default 1; OpenBLAS's
+ * own count is set apart, with openblas_set_num_threads).
+ */
+int model_set_threads(struct model *m, int threads, struct err *e);
+/* The model's thread pool (NULL with one thread). */
+struct pool *model_pool(struct model *m);
 /* The batch shape the model was made for. */
 int model_batch(const struct model *m, int *B, int *T);
 /* The model's tensor table (n entries), in parameter order. */

@@ -27,6 +27,7 @@
 #include "common/util.h"
 #include "trainer/data.h"
 #include "trainer/optim.h"
+#include "trainer/pool.h"
 
 struct evaluator {
 	struct data own;              /* loaded by evaluator_new */
@@ -35,6 +36,16 @@ struct evaluator {
 	struct model *m;
 	int B, T;
 	int *inputs, *targets;
+};
+
+/* The optimizer pass, split over the flat parameter array. */
+struct opt_arg {
+	const struct model_tensor *tab;
+	int ntab;
+	float *P, *G, *m, *v;
+	struct adamw_step s;
+	float weight_decay;
+	double partial[POOL_MAX_THREADS];          /* per chunk: Σg², for the norm */
 };
 
 struct trainer {
@@ -48,11 +59,12 @@ struct trainer {
 	int *inputs, *targets;        /* (B,T) */
 	uint64_t step, tokens_total, decay_steps;
 	struct evaluator *ev;         /* made at the first trainer_eval */
+	struct opt_arg opt;
 };
 
 static struct evaluator *evaluator_make(const struct model_config *cfg,
 					const struct data *d, int B, int T,
-					struct err *e);
+					int threads, struct err *e);
 
 struct trainer *trainer_new(const struct job_spec *js, int learner,
 			    int learners, struct err *e)
@@ -82,7 +94,7 @@ struct trainer *trainer_new(const struct job_spec *js, int learner,
 		goto fail;
 	}
 	t->model = model_new(&t->cfg, t->B, t->T, e);
-	if (!t->model)
+	if (!t->model || model_set_threads(t->model, js->learners.threads, e))
 		goto fail;
 	n = model_size(t->model);
 	t->m = calloc(n, sizeof(float));
@@ -115,14 +127,41 @@ void trainer_free(struct trainer *t)
 	free(t);
 }
 
+static void norm_chunk(void *a, size_t lo, size_t hi, int chunk)
+{
+	struct opt_arg *o = a;
+
+	o->partial[chunk] = grad_norm(o->G + lo, hi - lo);
+	o->partial[chunk] *= o->partial[chunk];
+}
+
+/* AdamW over [lo, hi), tensor by tensor: weight decay on matrices only. */
+static void adamw_chunk(void *a, size_t lo, size_t hi, int chunk)
+{
+	struct opt_arg *o = a;
+
+	(void)chunk;
+	for (int i = 0; i < o->ntab; i++) {
+		size_t b = o->tab[i].offset, e = b + o->tab[i].numel;
+		struct adamw_step s = o->s;
+
+		b = b > lo ? b : lo;
+		e = e < hi ? e : hi;
+		if (b >= e)
+			continue;
+		s.weight_decay = o->tab[i].is_matrix ? o->weight_decay : 0.0f;
+		adamw_update(o->P + b, o->G + b, o->m + b, o->v + b, e - b, &s);
+	}
+}
+
 int trainer_step(struct trainer *t, struct trainer_stats *out, struct err *e)
 {
 	const struct job_optimizer *o = &t->js.optimizer;
-	double t0 = clock_mono(), lr, norm;
-	float loss, scale;
-	float *P = model_params(t->model), *G = model_grads(t->model);
-	const struct model_tensor *tab;
-	int ntab;
+	struct pool *pool = model_pool(t->model);
+	size_t n = model_size(t->model);
+	double t0 = clock_mono(), lr, norm = 0;
+	struct opt_arg *oa;
+	float loss;
 
 	data_batch(&t->data, t->step, t->B, t->T, t->inputs, t->targets);
 	loss = model_forward(t->model, t->inputs, t->targets);
@@ -130,27 +169,30 @@ int trainer_step(struct trainer *t, struct trainer_stats *out, struct err *e)
 		return err_set(e, "trainer: loss is not finite at step %llu",
 			       (unsigned long long)t->step);
 	model_backward(t->model);
-	norm = grad_norm(G, model_size(t->model));
+
+	oa = &t->opt;
+	oa->tab = model_tensor_table(t->model, &oa->ntab);
+	oa->P = model_params(t->model);
+	oa->G = model_grads(t->model);
+	oa->m = t->m;
+	oa->v = t->v;
+	/* the norm: partial sums per chunk, added in chunk order */
+	pool_run(pool, norm_chunk, oa, n);
+	for (int c = 0; c < pool_threads(pool); c++)
+		norm += oa->partial[c];
+	norm = sqrt(norm);
 	if (!isfinite(norm))
 		return err_set(e, "trainer: gradient is not finite at step %llu",
 			       (unsigned long long)t->step);
-	scale = clip_scale(norm, o->grad_clip);
 	lr = schedule_lr(o, t->step, t->decay_steps);
+	oa->s = (struct adamw_step){
+		.lr = (float)lr, .beta1 = (float)o->beta1,
+		.beta2 = (float)o->beta2, .eps = (float)o->eps,
+		.grad_scale = clip_scale(norm, o->grad_clip), .t = t->step + 1,
+	};
+	oa->weight_decay = (float)o->weight_decay;
+	pool_run(pool, adamw_chunk, oa, n);
 
-	/* one update per tensor: weight decay on matrices only */
-	tab = model_tensor_table(t->model, &ntab);
-	for (int i = 0; i < ntab; i++) {
-		struct adamw_step s = {
-			.lr = (float)lr, .beta1 = (float)o->beta1,
-			.beta2 = (float)o->beta2, .eps = (float)o->eps,
-			.weight_decay = tab[i].is_matrix ? (float)o->weight_decay : 0.0f,
-			.grad_scale = scale, .t = t->step + 1,
-		};
-		size_t off = tab[i].offset;
-
-		adamw_update(P + off, G + off, t->m + off, t->v + off,
-			     tab[i].numel, &s);
-	}
 	t->step++;
 	t->tokens_total += (uint64_t)t->B * t->T;
 	if (out) {
@@ -199,7 +241,8 @@ int trainer_eval(struct trainer *t, size_t max_tokens, double *loss,
 		 struct err *e)
 {
 	if (!t->ev) {
-		t->ev = evaluator_make(&t->cfg, &t->data, t->B, t->T, e);
+		t->ev = evaluator_make(&t->cfg, &t->data, t->B, t->T,
+					t->js.learners.threads, e);
 		if (!t->ev)
 			return -1;
 	}
@@ -347,7 +390,7 @@ out:
 
 static struct evaluator *evaluator_make(const struct model_config *cfg,
 					const struct data *d, int B, int T,
-					struct err *e)
+					int threads, struct err *e)
 {
 	struct evaluator *ev;
 	size_t rows = data_val_rows(d, T);
@@ -366,6 +409,10 @@ static struct evaluator *evaluator_make(const struct model_config *cfg,
 	ev->inputs = calloc((size_t)ev->B * T, sizeof(int));
 	ev->targets = calloc((size_t)ev->B * T, sizeof(int));
 	ev->m = model_new(cfg, ev->B, T, e);
+	if (ev->m && model_set_threads(ev->m, threads, e)) {
+		model_free(ev->m);
+		ev->m = NULL;
+	}
 	if (!ev->inputs || !ev->targets || !ev->m) {
 		if (ev->m)
 			err_set(e, "evaluator: out of memory");
@@ -392,7 +439,7 @@ struct evaluator *evaluator_new(const struct job_spec *js, struct err *e)
 		return NULL;
 	}
 	ev = evaluator_make(&cfg, d, js->optimizer.batch_size,
-			    jobspec_seq_len(js), e);
+			    jobspec_seq_len(js), js->learners.threads, e);
 	if (ev) {
 		ev->own = *d;      /* the evaluator now owns the streams */
 		ev->d = &ev->own;

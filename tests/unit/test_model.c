@@ -216,10 +216,10 @@ static void matmul_matches_naive(void **state)
 	c.dout = to_double(dout, N * OC);
 	c.out = want;
 
-	matmul_forward(out, inp, w, b, N, C, OC);
+	matmul_forward(NULL, out, inp, w, b, N, C, OC);
 	ref_matmul(want, c.inp, c.w, c.b, N, C, OC);
 	expect_close("matmul out", out, want, N * OC, FWD_ATOL, FWD_RTOL);
-	matmul_forward(out, inp, w, NULL, N, C, OC);
+	matmul_forward(NULL, out, inp, w, NULL, N, C, OC);
 	ref_matmul(want, c.inp, c.w, NULL, N, C, OC);
 	expect_close("matmul out (no bias)", out, want, N * OC, FWD_ATOL, FWD_RTOL);
 
@@ -228,12 +228,12 @@ static void matmul_matches_naive(void **state)
 		dinp[i] = 1e6f;
 	memset(dw, 0, sizeof(dw));
 	memset(db, 0, sizeof(db));
-	matmul_backward(dinp, dw, db, dout, inp, w, N, C, OC);
+	matmul_backward(NULL, dinp, dw, db, dout, inp, w, N, C, OC);
 	check_grad("matmul dinp", c.inp, N * C, dinp, mm_loss, &c);
 	check_grad("matmul dweight", c.w, OC * C, dw, mm_loss, &c);
 	check_grad("matmul dbias", c.b, OC, db, mm_loss, &c);
 	/* a second backward adds the same again */
-	matmul_backward(dinp, dw, db, dout, inp, w, N, C, OC);
+	matmul_backward(NULL, dinp, dw, db, dout, inp, w, N, C, OC);
 	for (int i = 0; i < OC; i++)
 		dw[i] *= 0.5f, db[i] *= 0.5f;
 	check_grad("matmul dbias twice", c.b, OC, db, mm_loss, &c);
@@ -273,13 +273,13 @@ static void layernorm_matches_naive(void **state)
 	c.w = to_double(w, C);
 	c.b = to_double(b, C);
 	c.dout = to_double(dout, N * C);
-	layernorm_forward(out, mean, rstd, x, w, b, N, C);
+	layernorm_forward(NULL, out, mean, rstd, x, w, b, N, C);
 	ref_layernorm(want, c.x, c.w, c.b, N, C);
 	expect_close("layernorm out", out, want, N * C, FWD_ATOL, FWD_RTOL);
 	memset(dx, 0, sizeof(dx));
 	memset(dw, 0, sizeof(dw));
 	memset(db, 0, sizeof(db));
-	layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, C);
+	layernorm_backward(NULL, dx, dw, db, dout, x, w, mean, rstd, N, C);
 	check_grad("layernorm dinp", c.x, N * C, dx, ln_loss, &c);
 	check_grad("layernorm dweight", c.w, C, dw, ln_loss, &c);
 	check_grad("layernorm dbias", c.b, C, db, ln_loss, &c);
@@ -306,7 +306,7 @@ static void attention_matches_naive(void **state)
 {
 	enum { B = 2, T = 5, C = 6, NH = 2 };
 	float qkv[B * T * 3 * C], out[B * T * C], att[B * NH * T * T];
-	float dout[B * T * C], dqkv[B * T * 3 * C], scratch[T * T];
+	float dout[B * T * C], dqkv[B * T * 3 * C], scratch[B * NH * T * T];
 	double want[B * T * C];
 	struct att_ctx c = { .B = B, .T = T, .C = C, .NH = NH, .out = want };
 
@@ -315,7 +315,7 @@ static void attention_matches_naive(void **state)
 	fill(dout, B * T * C, 1);
 	c.qkv = to_double(qkv, B * T * 3 * C);
 	c.dout = to_double(dout, B * T * C);
-	attention_forward(out, att, qkv, B, T, C, NH);
+	attention_forward(NULL, out, att, qkv, B, T, C, NH);
 	ref_attention(want, c.qkv, B, T, C, NH);
 	expect_close("attention out", out, want, B * T * C, FWD_ATOL, FWD_RTOL);
 	/* probabilities: rows sum to 1, zero above the diagonal */
@@ -331,7 +331,7 @@ static void attention_matches_naive(void **state)
 	}
 	for (int i = 0; i < B * T * 3 * C; i++)
 		dqkv[i] = 1e6f;   /* overwritten */
-	attention_backward(dqkv, scratch, dout, qkv, att, B, T, C, NH);
+	attention_backward(NULL, dqkv, scratch, dout, qkv, att, B, T, C, NH);
 	check_grad("attention dqkv", c.qkv, B * T * 3 * C, dqkv, att_loss, &c);
 	free(c.qkv);
 	free(c.dout);
@@ -364,11 +364,11 @@ static void gelu_matches_naive(void **state)
 	fill(dout, N, 1);
 	c.x = to_double(x, N);
 	c.dout = to_double(dout, N);
-	gelu_forward(out, x, N);
+	gelu_forward(NULL, out, x, N);
 	for (int i = 0; i < N; i++)
 		want[i] = ref_gelu(c.x[i]);
 	expect_close("gelu out", out, want, N, FWD_ATOL, FWD_RTOL);
-	gelu_backward(dx, x, dout, N);
+	gelu_backward(NULL, dx, x, dout, N);
 	check_grad("gelu dinp", c.x, N, dx, gelu_loss, &c);
 	free(c.x);
 	free(c.dout);
@@ -409,12 +409,12 @@ static void crossentropy_matches_naive(void **state)
 	(void)state;
 	fill(logits, N * V, 3);
 	c.logits = to_double(logits, N * V);
-	loss = crossentropy_forward(probs, losses, logits, targets, N, V);
+	loss = crossentropy_forward(NULL, probs, losses, logits, targets, N, V);
 	assert_true(fabs(loss - ce_loss(&c)) < 1e-5);
 	/* in place gives the same */
 	memcpy(d, logits, sizeof(d));
-	assert_true(crossentropy_forward(d, losses, d, targets, N, V) == loss);
-	crossentropy_backward(d, probs, targets, 1.0f / N, N, V);
+	assert_true(crossentropy_forward(NULL, d, losses, d, targets, N, V) == loss);
+	crossentropy_backward(NULL, d, probs, targets, 1.0f / N, N, V);
 	check_grad("crossentropy dlogits", c.logits, N * V, d, ce_loss, &c);
 	free(c.logits);
 }
@@ -430,13 +430,13 @@ static void encoder_adds_rows(void **state)
 	fill(wte, V * C, 1);
 	fill(wpe, T * C, 1);
 	fill(dout, B * T * C, 1);
-	encoder_forward(out, inp, wte, wpe, B, T, C);
+	encoder_forward(NULL, out, inp, wte, wpe, B, T, C);
 	for (int b = 0; b < B; b++)
 		for (int t = 0; t < T; t++)
 			for (int i = 0; i < C; i++)
 				assert_true(out[(b * T + t) * C + i] ==
 					    wte[inp[b * T + t] * C + i] + wpe[t * C + i]);
-	encoder_backward(dwte, dwpe, dout, inp, B, T, C);
+	encoder_backward(NULL, dwte, dwpe, dout, inp, B, T, C);
 	/* token 1 appears at (0,0), (0,2), (1,2) */
 	for (int i = 0; i < C; i++) {
 		float want = dout[0 * C + i] + dout[2 * C + i] + dout[5 * C + i];
@@ -615,6 +615,35 @@ static void model_gradient_matches_differences(void **state)
 	}
 }
 
+static void threads_give_identical_results(void **state)
+{
+	/* rows and channels split over threads: every sum keeps its order */
+	struct model_config c = { .V = 40, .maxT = 16, .L = 2, .NH = 4, .C = 32, .tied = 1 };
+	struct model *a = model_new(&c, 3, 16, NULL), *b = model_new(&c, 3, 16, NULL);
+	int in[48], tg[48];
+	float la, lb;
+
+	(void)state;
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_int_equal(model_set_threads(b, 3, NULL), 0);
+	assert_non_null(model_pool(b));
+	for (int i = 0; i < 48; i++) {
+		in[i] = (int)(rng_next(&rng) % 40);
+		tg[i] = (int)(rng_next(&rng) % 40);
+	}
+	model_init_params(&c, model_params(a), 11);
+	model_init_params(&c, model_params(b), 11);
+	la = model_forward(a, in, tg);
+	lb = model_forward(b, in, tg);
+	assert_true(la == lb);
+	model_backward(a);
+	model_backward(b);
+	assert_memory_equal(model_grads(a), model_grads(b), model_size(a) * sizeof(float));
+	model_free(a);
+	model_free(b);
+}
+
 static void forward_without_targets(void **state)
 {
 	struct model *m = model_new(&small, 1, 4, NULL);
@@ -644,6 +673,7 @@ int main(void)
 		cmocka_unit_test(flops_count),
 		cmocka_unit_test(config_from_job),
 		cmocka_unit_test(model_gradient_matches_differences),
+		cmocka_unit_test(threads_give_identical_results),
 		cmocka_unit_test(forward_without_targets),
 	};
 
