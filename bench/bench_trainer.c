@@ -10,8 +10,9 @@
  *   tokens_per_s            trained tokens per second (fastest step;
  *                           _mean: over all steps)
  *   gflops                  model FLOPs per token (model.h) × tokens/s
- *   sgemm_gflops            the same FLOPs over the time sgemm alone takes
- *                           for the step's matrix products
+ *   sgemm_gflops            the same FLOPs over the time OpenBLAS alone
+ *                           (threading itself) takes for the step's
+ *                           matrix products
  *   trainer_mfu_vs_sgemm    gflops / sgemm_gflops (target ≥ 0.6)
  *
  * Trainer steps and sgemm calls are interleaved and the fastest of each
@@ -169,8 +170,12 @@ static int run(int C, int threads, const char *corpus)
 	do {
 		struct trainer_stats st;
 
+		/* the trainer runs OpenBLAS single-threaded inside its pool;
+		 * the reference is OpenBLAS threading itself */
+		openblas_set_num_threads(1);
 		if (trainer_step(t, &st, &e))
 			goto fail;
+		openblas_set_num_threads(threads);
 		tokens += st.tokens;
 		el += st.seconds;
 		best_step = st.seconds < best_step ? st.seconds : best_step;
@@ -224,6 +229,15 @@ int main(void)
 	if (write_corpus(corpus, 1 << 20))
 		return 1;
 	printf("config=L4_T256_B4_V256_heads_of_64\n");
+	{
+		FILE *f = fopen("/proc/loadavg", "r");
+		double l;
+
+		if (f && fscanf(f, "%lf", &l) == 1)
+			printf("load_avg_1m=%.2f\n", l);
+		if (f)
+			fclose(f);
+	}
 	for (int C = 256; C <= 512 && !rc; C *= 2)
 		for (int th = 1; th <= 2 && !rc; th++)
 			rc = run(C, th, corpus);

@@ -5,9 +5,10 @@
  * Matrix products are cblas_sgemm calls with explicit leading dimensions,
  * so attention reads q, k and v of one head straight out of the (B,T,3C)
  * qkv buffer and writes its output straight into the (B,T,C) buffer: no
- * copies, no transposes. Attention runs in phases — every head's sgemm,
- * then all softmax rows at once on the pool, then every head's sgemm — so
- * the loops between products use every thread.
+ * copies, no transposes. The pool is the only set of threads: a product
+ * is split by rows of its result into single-threaded OpenBLAS calls, and
+ * attention runs one (batch, head) per item, products and softmax
+ * together.
  *
  * The remaining loops are O(N·C): each is a pool_run over rows (or over
  * channels when rows would race on a shared gradient), with plain inner
@@ -61,6 +62,55 @@ static inline __attribute__((always_inline)) float tanh_fast(float x)
 float layers_tanhf(float x)
 {
 	return tanh_fast(x);
+}
+
+/*
+ * The heaviest elementwise loops also get an AVX2 build, picked at load
+ * time; with no contraction or reassociation it gives the same bits.
+ */
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#define VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define VECTOR_CLONES
+#endif
+
+/* ---- sgemm on the pool ---- */
+
+struct gemm_arg {
+	enum CBLAS_TRANSPOSE ta, tb;
+	int M, N, K, lda, ldb, ldc;
+	float alpha, beta;
+	const float *A, *B;
+	float *C;
+};
+
+/* Rows [lo, hi) of C (M,N) = alpha·op(A)·op(B) + beta·C. */
+static void gemm_rows(void *a, size_t lo, size_t hi, int chunk)
+{
+	struct gemm_arg *g = a;
+	const float *A = g->ta == CblasNoTrans ? g->A + lo * (size_t)g->lda
+					       : g->A + lo;
+
+	(void)chunk;
+	cblas_sgemm(CblasRowMajor, g->ta, g->tb, (int)(hi - lo), g->N, g->K,
+		    g->alpha, A, g->lda, g->B, g->ldb, g->beta,
+		    g->C + lo * (size_t)g->ldc, g->ldc);
+}
+
+/*
+ * cblas_sgemm (row-major) with the rows of C split over the pool, each
+ * part a single-threaded OpenBLAS call: one set of threads for products
+ * and loops alike.
+ */
+static void psgemm(struct pool *p, enum CBLAS_TRANSPOSE ta,
+		   enum CBLAS_TRANSPOSE tb, int M, int N, int K, float alpha,
+		   const float *A, int lda, const float *B, int ldb, float beta,
+		   float *C, int ldc)
+{
+	struct gemm_arg g = { ta, tb, M, N, K, lda, ldb, ldc, alpha, beta,
+			      A, B, C };
+
+	pool_run(p, gemm_rows, &g, (size_t)M);
 }
 
 /* ---- encoder ---- */
@@ -266,8 +316,8 @@ void matmul_forward(struct pool *p, float *out, const float *inp,
 		beta = 1.0f;
 	}
 	/* out (N,OC) = inp (N,C) · weight (OC,C)ᵀ [+ out] */
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C,
-		    1.0f, inp, C, weight, C, beta, out, OC);
+	psgemm(p, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, weight, C,
+	       beta, out, OC);
 }
 
 static void bias_back_cols(void *a, size_t lo, size_t hi, int chunk)
@@ -288,11 +338,11 @@ void matmul_backward(struct pool *p, float *dinp, float *dweight,
 		     const float *weight, int N, int C, int OC)
 {
 	/* dinp (N,C) = dout (N,OC) · weight (OC,C) */
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC,
-		    1.0f, dout, OC, weight, C, 0.0f, dinp, C);
+	psgemm(p, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, weight,
+	       C, 0.0f, dinp, C);
 	/* dweight (OC,C) += dout (N,OC)ᵀ · inp (N,C) */
-	cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N,
-		    1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+	psgemm(p, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C,
+	       1.0f, dweight, C);
 	if (dbias) {
 		struct mm_arg m = { .dbias = dbias, .dout = dout, .N = N, .OC = OC };
 
@@ -302,23 +352,22 @@ void matmul_backward(struct pool *p, float *dinp, float *dweight,
 
 /* ---- attention ---- */
 
+/*
+ * One (batch, head) pair per item: its products and its softmax rows run
+ * together on one thread, while the (T,T) block is still in cache.
+ */
 struct att_arg {
-	float *a, *da;
-	const float *ca;
-	int T;
+	float *out, *att, *dqkv, *scratch;
+	const float *qkv, *dout, *catt;
+	int B, T, C, NH;
 	float scale;
 };
 
-/* Causal softmax of score rows, in place; row r is row r % T of its head. */
-static void softmax_rows(void *arg, size_t lo, size_t hi, int chunk)
+/* Causal softmax of a (T,T) score block, in place. */
+VECTOR_CLONES static void causal_softmax(float *a, size_t T)
 {
-	struct att_arg *s = arg;
-	size_t T = (size_t)s->T;
-
-	(void)chunk;
-	for (size_t r = lo; r < hi; r++) {
-		float *row = s->a + r * T;
-		size_t i = r % T;
+	for (size_t i = 0; i < T; i++) {
+		float *row = a + i * T;
 		float max = row[0], sum = 0, inv;
 
 		for (size_t j = 1; j <= i; j++)
@@ -335,54 +384,80 @@ static void softmax_rows(void *arg, size_t lo, size_t hi, int chunk)
 	}
 }
 
+static void attention_heads(void *arg, size_t lo, size_t hi, int chunk)
+{
+	struct att_arg *s = arg;
+	int T = s->T, C = s->C, NH = s->NH, hs = C / NH, C3 = 3 * C;
+
+	(void)chunk;
+	for (size_t bh = lo; bh < hi; bh++) {
+		size_t b = bh / (size_t)NH, h = bh % (size_t)NH;
+		const float *q = s->qkv + b * T * C3 + h * hs;
+		const float *k = q + C, *v = q + 2 * C;
+		float *a = s->att + bh * T * T;
+		float *o = s->out + b * T * C + h * hs;
+
+		/* a (T,T) = q (T,hs) · k (T,hs)ᵀ / √hs */
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans,
+			    T, T, hs, s->scale, q, C3, k, C3, 0.0f, a, T);
+		causal_softmax(a, (size_t)T);
+		/* o (T,hs) = a (T,T) · v (T,hs) */
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans,
+			    T, hs, T, 1.0f, a, T, v, C3, 0.0f, o, C);
+	}
+}
+
 void attention_forward(struct pool *p, float *out, float *att,
 		       const float *qkv, int B, int T, int C, int NH)
 {
-	int hs = C / NH, C3 = 3 * C;
-	struct att_arg s = { .a = att, .T = T, .scale = 1.0f / sqrtf((float)hs) };
+	struct att_arg s = { .out = out, .att = att, .qkv = qkv, .B = B,
+			     .T = T, .C = C, .NH = NH,
+			     .scale = 1.0f / sqrtf((float)(C / NH)) };
 
-	for (int b = 0; b < B; b++)
-		for (int h = 0; h < NH; h++) {
-			const float *q = qkv + (size_t)b * T * C3 + h * hs;
-			const float *k = q + C;
-			float *a = att + ((size_t)b * NH + h) * T * T;
-
-			/* a (T,T) = q (T,hs) · k (T,hs)ᵀ / √hs */
-			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans,
-				    T, T, hs, s.scale, q, C3, k, C3, 0.0f, a, T);
-		}
-	pool_run(p, softmax_rows, &s, (size_t)B * NH * T);
-	for (int b = 0; b < B; b++)
-		for (int h = 0; h < NH; h++) {
-			const float *v = qkv + (size_t)b * T * C3 + h * hs + 2 * C;
-			const float *a = att + ((size_t)b * NH + h) * T * T;
-			float *o = out + (size_t)b * T * C + h * hs;
-
-			/* o (T,hs) = a (T,T) · v (T,hs) */
-			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans,
-				    T, hs, T, 1.0f, a, T, v, C3, 0.0f, o, C);
-		}
+	pool_run(p, attention_heads, &s, (size_t)B * NH);
 }
 
-/* Softmax backward, scaled: da ← scale·a·(da − Σ a·da), zero above. */
-static void softmax_back_rows(void *arg, size_t lo, size_t hi, int chunk)
+static void attention_back_heads(void *arg, size_t lo, size_t hi, int chunk)
 {
 	struct att_arg *s = arg;
-	size_t T = (size_t)s->T;
+	int T = s->T, C = s->C, NH = s->NH, hs = C / NH, C3 = 3 * C;
 
 	(void)chunk;
-	for (size_t r = lo; r < hi; r++) {
-		const float *ar = s->ca + r * T;
-		float *dr = s->da + r * T;
-		size_t i = r % T;
-		float dot = 0;
+	for (size_t bh = lo; bh < hi; bh++) {
+		size_t b = bh / (size_t)NH, h = bh % (size_t)NH;
+		const float *q = s->qkv + b * T * C3 + h * hs;
+		const float *k = q + C, *v = q + 2 * C;
+		const float *a = s->catt + bh * T * T;
+		const float *d = s->dout + b * T * C + h * hs;
+		float *dq = s->dqkv + b * T * C3 + h * hs;
+		float *dk = dq + C, *dv = dq + 2 * C;
+		float *da = s->scratch + bh * T * T;
 
-		for (size_t j = 0; j <= i; j++)
-			dot += ar[j] * dr[j];
-		for (size_t j = 0; j <= i; j++)
-			dr[j] = s->scale * ar[j] * (dr[j] - dot);
-		for (size_t j = i + 1; j < T; j++)
-			dr[j] = 0.0f;
+		/* da (T,T) = d (T,hs) · v (T,hs)ᵀ */
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans,
+			    T, T, hs, 1.0f, d, C, v, C3, 0.0f, da, T);
+		/* dv (T,hs) = a (T,T)ᵀ · d (T,hs) */
+		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans,
+			    T, hs, T, 1.0f, a, T, d, C, 0.0f, dv, C3);
+		/* softmax backward, scaled: da ← scale·a·(da − Σ a·da) */
+		for (size_t i = 0; i < (size_t)T; i++) {
+			const float *ar = a + i * T;
+			float *dr = da + i * T;
+			float dot = 0;
+
+			for (size_t j = 0; j <= i; j++)
+				dot += ar[j] * dr[j];
+			for (size_t j = 0; j <= i; j++)
+				dr[j] = s->scale * ar[j] * (dr[j] - dot);
+			for (size_t j = i + 1; j < (size_t)T; j++)
+				dr[j] = 0.0f;
+		}
+		/* dq (T,hs) = da (T,T) · k (T,hs) */
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans,
+			    T, hs, T, 1.0f, da, T, k, C3, 0.0f, dq, C3);
+		/* dk (T,hs) = da (T,T)ᵀ · q (T,hs) */
+		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans,
+			    T, hs, T, 1.0f, da, T, q, C3, 0.0f, dk, C3);
 	}
 }
 
@@ -390,41 +465,11 @@ void attention_backward(struct pool *p, float *dqkv, float *scratch,
 			const float *dout, const float *qkv, const float *att,
 			int B, int T, int C, int NH)
 {
-	int hs = C / NH, C3 = 3 * C;
-	struct att_arg s = { .da = scratch, .ca = att, .T = T,
-			     .scale = 1.0f / sqrtf((float)hs) };
+	struct att_arg s = { .dqkv = dqkv, .scratch = scratch, .dout = dout,
+			     .qkv = qkv, .catt = att, .B = B, .T = T, .C = C,
+			     .NH = NH, .scale = 1.0f / sqrtf((float)(C / NH)) };
 
-	for (int b = 0; b < B; b++)
-		for (int h = 0; h < NH; h++) {
-			const float *v = qkv + (size_t)b * T * C3 + h * hs + 2 * C;
-			const float *a = att + ((size_t)b * NH + h) * T * T;
-			const float *d = dout + (size_t)b * T * C + h * hs;
-			float *dv = dqkv + (size_t)b * T * C3 + h * hs + 2 * C;
-			float *da = scratch + ((size_t)b * NH + h) * T * T;
-
-			/* da (T,T) = d (T,hs) · v (T,hs)ᵀ */
-			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans,
-				    T, T, hs, 1.0f, d, C, v, C3, 0.0f, da, T);
-			/* dv (T,hs) = a (T,T)ᵀ · d (T,hs) */
-			cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans,
-				    T, hs, T, 1.0f, a, T, d, C, 0.0f, dv, C3);
-		}
-	pool_run(p, softmax_back_rows, &s, (size_t)B * NH * T);
-	for (int b = 0; b < B; b++)
-		for (int h = 0; h < NH; h++) {
-			const float *q = qkv + (size_t)b * T * C3 + h * hs;
-			const float *k = q + C;
-			const float *da = scratch + ((size_t)b * NH + h) * T * T;
-			float *dq = dqkv + (size_t)b * T * C3 + h * hs;
-			float *dk = dq + C;
-
-			/* dq (T,hs) = da (T,T) · k (T,hs) */
-			cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans,
-				    T, hs, T, 1.0f, da, T, k, C3, 0.0f, dq, C3);
-			/* dk (T,hs) = da (T,T)ᵀ · q (T,hs) */
-			cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans,
-				    T, hs, T, 1.0f, da, T, q, C3, 0.0f, dk, C3);
-		}
+	pool_run(p, attention_back_heads, &s, (size_t)B * NH);
 }
 
 /* ---- elementwise ---- */
@@ -436,7 +481,7 @@ struct ew_arg {
 	const float *a, *b;
 };
 
-static void gelu_chunk(void *arg, size_t lo, size_t hi, int chunk)
+VECTOR_CLONES static void gelu_chunk(void *arg, size_t lo, size_t hi, int chunk)
 {
 	struct ew_arg *e = arg;
 	float *restrict out = e->out;
@@ -458,7 +503,7 @@ void gelu_forward(struct pool *p, float *out, const float *inp, size_t n)
 	pool_run(p, gelu_chunk, &e, n);
 }
 
-static void gelu_back_chunk(void *arg, size_t lo, size_t hi, int chunk)
+VECTOR_CLONES static void gelu_back_chunk(void *arg, size_t lo, size_t hi, int chunk)
 {
 	struct ew_arg *e = arg;
 	float *dinp = e->out;
@@ -513,7 +558,7 @@ struct ce_arg {
 	int V;
 };
 
-static void ce_rows(void *arg, size_t lo, size_t hi, int chunk)
+VECTOR_CLONES static void ce_rows(void *arg, size_t lo, size_t hi, int chunk)
 {
 	struct ce_arg *c = arg;
 	size_t V = (size_t)c->V;

@@ -447,6 +447,12 @@ const float *model_losses(const struct model *m)
 	return m->losses;
 }
 
+static void zero_chunk(void *a, size_t lo, size_t hi, int chunk)
+{
+	(void)chunk;
+	memset((float *)a + lo, 0, (hi - lo) * sizeof(float));
+}
+
 void model_backward(struct model *m)
 {
 	int B = m->B, T = m->T, C = m->c.C, NH = m->c.NH, V = m->c.V;
@@ -456,7 +462,7 @@ void model_backward(struct model *m)
 
 	if (!m->have_targets)
 		return;
-	memset(G, 0, m->nparams * sizeof(float));
+	pool_run(m->pool, zero_chunk, G, m->nparams);
 	memset(m->dres, 0, (size_t)BT * C * sizeof(float));
 
 	/* the loss is the mean over B·T positions */

@@ -7,6 +7,10 @@
 
 #include <math.h>
 
+/* an AVX2 build too, picked at load time: same bits (no contraction) */
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+__attribute__((target_clones("avx2", "default")))
+#endif
 void adamw_update(float *p, const float *g, float *m, float *v, size_t n,
 		  const struct adamw_step *s)
 {

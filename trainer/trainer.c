@@ -85,7 +85,7 @@ struct trainer *trainer_new(const struct job_spec *js, int learner,
 	t->T = jobspec_seq_len(js);
 	if (model_config_from_job(&js->model, &t->cfg, e))
 		goto fail;
-	openblas_set_num_threads(js->learners.threads);
+	openblas_set_num_threads(1);   /* the pool splits the products */
 	if (data_open(&t->data, &js->data, t->cfg.V, learner, learners, e))
 		goto fail;
 	if (data_windows(&t->data, t->B, t->T) == 0) {
@@ -433,7 +433,7 @@ struct evaluator *evaluator_new(const struct job_spec *js, struct err *e)
 	d = calloc(1, sizeof(*d));
 	if (!d)
 		return err_set(e, "evaluator: out of memory"), NULL;
-	openblas_set_num_threads(js->learners.threads);
+	openblas_set_num_threads(1);   /* the pool splits the products */
 	if (data_open_val(d, &js->data, cfg.V, e)) {
 		free(d);
 		return NULL;

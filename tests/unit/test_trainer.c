@@ -137,6 +137,28 @@ static void steps_are_deterministic(void **state)
 	trainer_free(c);
 }
 
+static void two_threads_are_deterministic(void **state)
+{
+	struct job_spec js;
+	struct trainer *a, *b;
+
+	(void)state;
+	tiny_job(&js);
+	js.learners.threads = 2;
+	a = trainer_new(&js, 0, 1, NULL);
+	b = trainer_new(&js, 0, 1, NULL);
+	assert_non_null(a);
+	assert_non_null(b);
+	for (int i = 0; i < 5; i++) {
+		assert_int_equal(trainer_step(a, NULL, NULL), 0);
+		assert_int_equal(trainer_step(b, NULL, NULL), 0);
+	}
+	assert_memory_equal(trainer_params(a), trainer_params(b),
+			    model_num_params(trainer_config(a)) * sizeof(float));
+	trainer_free(a);
+	trainer_free(b);
+}
+
 static void learns_and_follows_schedule(void **state)
 {
 	struct job_spec js;
@@ -217,6 +239,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(overfits_one_batch),
 		cmocka_unit_test(steps_are_deterministic),
+		cmocka_unit_test(two_threads_are_deterministic),
 		cmocka_unit_test(learns_and_follows_schedule),
 		cmocka_unit_test(evaluator_scores_params),
 		cmocka_unit_test(refuses_bad_setups),
