@@ -258,7 +258,8 @@ static int list_ckpts(const char *dir, uint64_t **out, size_t *n,
 		v[cnt++] = num;
 	}
 	closedir(d);
-	qsort(v, cnt, sizeof(*v), cmp_desc_u64);
+	if (cnt)
+		qsort(v, cnt, sizeof(*v), cmp_desc_u64);
 	*out = v;
 	*n = cnt;
 	return 0;

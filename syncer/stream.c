@@ -610,15 +610,18 @@ static void on_event(struct stream_server *sv, struct tag *t, int ok,
 			start_recv(c);
 		break;
 	}
-	case T_RECV:
+	case T_RECV: {
+		grpc_byte_buffer *bb = c->rbuf;   /* ours now */
+
+		c->rbuf = NULL;
 		c->recv_pending = 0;
-		if (!ok || !c->rbuf) {
+		if (!ok || !bb) {
 			conn_close(c, GRPC_STATUS_OK, "stream closed by the learner");
 		} else if (!c->closing) {
 			grpc_byte_buffer_reader r;
 			grpc_slice sl;
 
-			if (grpc_byte_buffer_reader_init(&r, c->rbuf)) {
+			if (grpc_byte_buffer_reader_init(&r, bb)) {
 				sl = grpc_byte_buffer_reader_readall(&r);
 				grpc_byte_buffer_reader_destroy(&r);
 				/* freed before the next receive is armed: that
@@ -637,10 +640,10 @@ static void on_event(struct stream_server *sv, struct tag *t, int ok,
 				break;
 			}
 		}
-		if (c->rbuf)
-			grpc_byte_buffer_destroy(c->rbuf);
-		c->rbuf = NULL;
+		if (bb)
+			grpc_byte_buffer_destroy(bb);
 		break;
+	}
 	case T_SEND:
 		c->send_pending = 0;
 		grpc_byte_buffer_destroy(c->sbuf);
