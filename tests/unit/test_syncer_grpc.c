@@ -920,8 +920,8 @@ static void budget_ends_the_job(void **state)
 	float *d = make_delta(n, 0.01f);
 	answer(&a, r, f, d, n, 2);
 	answer(&b, r, f, d, n, 2);
-	while (tl_recv(&a, WAIT))
-		;
+	for (Ddiloco__V1__SyncerMessage *m; (m = tl_recv(&a, WAIT));)
+		ddiloco__v1__syncer_message__free_unpacked(m, NULL);
 	assert_int_equal(tl_status(&a, msg, sizeof(msg)), GRPC_STATUS_OK);
 	assert_string_equal(msg, "job done");
 	st = status(p);
