@@ -17,7 +17,7 @@
 
 #define MAGIC "DDLSYNC1"
 #define FORMAT 1
-#define FIXED 168
+#define FIXED 176
 
 int syncer_ckpt_init(struct syncer_ckpt *c, uint32_t nfrags, uint64_t nparams,
 		     uint32_t nlearners, struct err *e)
@@ -78,9 +78,9 @@ int syncer_ckpt_encode(const struct syncer_ckpt *c, void **out, size_t *len,
 		c->merged, c->late, c->rejected, c->empty, c->bytes_in,
 		c->bytes_out,
 	};
-	double f64[6] = {
+	double f64[7] = {
 		c->tokens_merged, c->elapsed, c->down, c->compute_merged,
-		c->wall_time, c->last_round_elapsed,
+		c->wall_time, c->last_round_elapsed, c->uptime_start,
 	};
 
 	if (!buf)
@@ -124,7 +124,7 @@ int syncer_ckpt_decode(const void *data, size_t len, const char *name,
 	const uint8_t *buf = data, *p = buf;
 	uint32_t format, P, L, E, done, pad, crc;
 	uint64_t N, fp, u64[9];
-	double f64[6];
+	double f64[7];
 
 	memset(c, 0, sizeof(*c));
 	if (len < FIXED + 4)
@@ -186,6 +186,7 @@ int syncer_ckpt_decode(const void *data, size_t len, const char *name,
 	c->compute_merged = f64[3];
 	c->wall_time = f64[4];
 	c->last_round_elapsed = f64[5];
+	c->uptime_start = f64[6];
 	p = get(p, c->versions, 8 * (size_t)P);
 	for (uint32_t i = 0; i < L; i++) {
 		p = get(p, &c->learners[i].incarnation, 8);

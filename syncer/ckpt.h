@@ -21,10 +21,12 @@
  *   48            9×8    u64: rounds started, rounds completed, tokens
  *                        trained, answers merged, late, rejected, empty,
  *                        bytes in, bytes out
- *   120           6×8    f64: tokens merged, elapsed seconds, down seconds,
+ *   120           7×8    f64: tokens merged, elapsed seconds, down seconds,
  *                        merged learner compute seconds, wall clock at
- *                        write, elapsed at the last completed round
- *   168           P×8    u64 version of each fragment
+ *                        write, elapsed at the last completed round,
+ *                        elapsed when K learners were first joined (−1:
+ *                        not yet; uptime is measured from there)
+ *   176           P×8    u64 version of each fragment
  *   ..            L×16   per learner: u64 incarnation, u64 tokens reported
  *   ..            E×32   per evaluation: u64 round, u64 tokens, f64 loss,
  *                        f64 time (elapsed seconds)
@@ -62,7 +64,7 @@ struct syncer_ckpt {
 	uint64_t rounds_started, rounds_completed, tokens_trained;
 	uint64_t merged, late, rejected, empty, bytes_in, bytes_out;
 	double tokens_merged, elapsed, down, compute_merged, wall_time;
-	double last_round_elapsed;
+	double last_round_elapsed, uptime_start;
 	uint64_t *versions;            /* nfrags */
 	uint32_t nlearners;
 	struct ckpt_learner *learners; /* nlearners */

@@ -8,9 +8,10 @@
  * Accounting (docs/syncer.md has the definitions):
  *   elapsed  = elapsed in the checkpoint + wall time the syncer was away
  *              + monotonic time since this process started
- *   uptime   = 1 − down / elapsed, where each gap between two completed
- *              rounds (and the gap still open) counts as down for its part
- *              beyond B = max(1 s, 3 · ξ_step · H/P)
+ *   uptime   = 1 − down / (elapsed − elapsed when K learners were first
+ *              joined), where each gap between two completed rounds (the
+ *              first from that moment, and the one still open) counts as
+ *              down for its part beyond B = max(1 s, 3 · ξ_step · H/P)
  *   goodput  = Σ over merged answers of steps · step time · (fragment's
  *              share of parameters), over M · elapsed
  */
@@ -96,6 +97,7 @@ static int load_checkpoint(struct syncer *s, struct err *e)
 	s->acc.compute_merged = c.compute_merged;
 	s->acc.wall_time = c.wall_time;
 	s->acc.last_round_elapsed = c.last_round_elapsed;
+	s->acc.uptime_start = c.uptime_start;
 	log_info("resumed from '%s': round %" PRIu64 ", %" PRIu64
 		 " tokens trained, %.1f s elapsed", path, c.rounds_completed,
 		 c.tokens_trained, c.elapsed);
@@ -153,6 +155,7 @@ int core_init(struct syncer *s, const struct syncer_params *p, struct err *e)
 	s->acc.nfrags = (uint32_t)s->P;
 	s->acc.nparams = s->nparams;
 	s->acc.nlearners = (uint32_t)s->M;
+	s->acc.uptime_start = -1;
 	for (int q = 0; q < s->P; q++)
 		frag_gather(s->ft, q, p->init_params, s->theta + s->frag_off[q]);
 	if ((loaded = load_checkpoint(s, e)) < 0)
@@ -167,7 +170,9 @@ int core_init(struct syncer *s, const struct syncer_params *p, struct err *e)
 	 * past every round that could have been in flight since */
 	started = s->acc.rounds_started;
 	if (loaded)
-		started += (uint64_t)sy->overlap + (uint64_t)sy->checkpoint_every;
+		started += (uint64_t)sy->overlap +
+			   (uint64_t)(sy->checkpoint_every > 0 ? sy->checkpoint_every
+							     : 1000);
 	rc = (struct round_config){
 		.quorum = sy->min_quorum, .grace = sy->grace,
 		.overlap = sy->overlap, .nfrags = s->P,
@@ -233,15 +238,33 @@ static double expected_gap(const struct syncer *s)
 	return b > 1.0 ? b : 1.0;
 }
 
+/* Opens the uptime window the first time K learners are joined. */
+void core_note_joined(struct syncer *s, double now)
+{
+	int n = 0;
+
+	if (s->acc.uptime_start >= 0)
+		return;
+	for (int i = 0; i < s->M; i++)
+		n += s->learners[i].joined;
+	if (n >= s->js->syncer.min_quorum) {
+		s->acc.uptime_start = core_elapsed(s, now);
+		s->acc.last_round_elapsed = s->acc.uptime_start;
+	}
+}
+
 double core_uptime(const struct syncer *s, double now)
 {
-	double E = core_elapsed(s, now), down = s->acc.down;
+	double E = core_elapsed(s, now), down = s->acc.down, span;
 
+	if (s->acc.uptime_start < 0)
+		return 1.0;   /* nothing to measure before a quorum could exist */
 	if (!s->done)
 		down += fmax(0, E - s->acc.last_round_elapsed - expected_gap(s));
-	if (!(E > 0))
+	span = E - s->acc.uptime_start;
+	if (!(span > 0))
 		return 1.0;
-	return fmin(1.0, fmax(0.0, 1.0 - down / E));
+	return fmin(1.0, fmax(0.0, 1.0 - down / span));
 }
 
 double core_goodput(const struct syncer *s, double now)

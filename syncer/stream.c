@@ -416,6 +416,7 @@ static void on_hello(struct conn *c, const Ddiloco__V1__Hello *h, double now)
 		grpc_slice_unref(sl);
 	}
 	l->joined = 1;
+	core_note_joined(s, now);
 	npull = s->rs.cfg.overlap <= 64
 		? syncer_round_join(&s->rs, c->learner, h->step, pulls) : 0;
 	for (int i = 0; i < npull; i++)

@@ -88,6 +88,7 @@ int core_init(struct syncer *s, const struct syncer_params *p, struct err *e);
 void core_release(struct syncer *s);
 double core_elapsed(const struct syncer *s, double now);
 double core_uptime(const struct syncer *s, double now);
+void core_note_joined(struct syncer *s, double now);
 double core_goodput(const struct syncer *s, double now);
 int core_checkpoint(struct syncer *s, double now, struct err *e);
 /* Runs the merge of round slot; broadcasts through stream_broadcast_update. */

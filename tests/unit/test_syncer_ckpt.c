@@ -54,6 +54,7 @@ static void fill(struct syncer_ckpt *c, uint64_t round)
 	c->compute_merged = 42.0;
 	c->wall_time = 1.7e9;
 	c->last_round_elapsed = 98.0;
+	c->uptime_start = 2.5;
 	c->done = 1;
 	for (int p = 0; p < P; p++)
 		c->versions[p] = round * 10 + (uint64_t)p;
@@ -86,6 +87,7 @@ static void assert_same(const struct syncer_ckpt *a, const struct syncer_ckpt *b
 	assert_true(a->compute_merged == b->compute_merged);
 	assert_true(a->wall_time == b->wall_time);
 	assert_true(a->last_round_elapsed == b->last_round_elapsed);
+	assert_true(a->uptime_start == b->uptime_start);
 	assert_int_equal(a->done, b->done);
 	assert_int_equal(a->nevals, b->nevals);
 	assert_memory_equal(a->versions, b->versions, P * 8);
@@ -105,8 +107,8 @@ static void round_trip_is_exact(void **state)
 	(void)state;
 	fill(&a, 7);
 	assert_int_equal(syncer_ckpt_encode(&a, &buf, &len, NULL), 0);
-	/* 168 + 3·8 + 4·16 + 2·32 + 1000·8 + 4 */
-	assert_int_equal(len, 168 + 24 + 64 + 64 + 8000 + 4);
+	/* 176 + 3·8 + 4·16 + 2·32 + 1000·8 + 4 */
+	assert_int_equal(len, 176 + 24 + 64 + 64 + 8000 + 4);
 	assert_int_equal(syncer_ckpt_decode(buf, len, "x", FP, P, N, L, &b, &e), 0);
 	assert_same(&a, &b);
 	syncer_ckpt_release(&b);
