@@ -200,6 +200,13 @@ static void jobmem_drop(struct op *op, const char *key)
 	pthread_mutex_unlock(&op->mu);
 }
 
+static void count(struct op *op, long *counter)
+{
+	pthread_mutex_lock(&op->mu);
+	(*counter)++;
+	pthread_mutex_unlock(&op->mu);
+}
+
 /* ---- observing ------------------------------------------------------ */
 
 static int cond_true(json_t *obj, const char *type, double *since)
@@ -728,9 +735,9 @@ static int sync_job(struct worker *w, const char *key, double *requeue)
 		m->progress_at = clock_mono();
 		if (!read_progress(w, url, &p, &e)) {
 			m->progress = p;
-			op->progress_reads++;
+			count(op, &op->progress_reads);
 		} else {
-			op->progress_errors++;
+			count(op, &op->progress_errors);
 			log_debug("%s: %s", key, e.msg);
 		}
 	}
@@ -803,7 +810,7 @@ static int sync_job(struct worker *w, const char *key, double *requeue)
 				log_warn("%s: %s", key, e.msg);
 				failed = 1;
 			} else {
-				op->status_writes++;
+				count(op, &op->status_writes);
 			}
 		}
 		json_decref(newst);
