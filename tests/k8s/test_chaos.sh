@@ -35,11 +35,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-until_ok() {
+until_ok() {   # CMD is evaluated again on every try
 	local secs=$1 what=$2 end
 	shift 2
 	end=$(($(date +%s) + secs))
-	until "$@" >/dev/null 2>&1; do
+	until eval "$*" >/dev/null 2>&1; do
 		[ "$(date +%s)" -lt "$end" ] || fail "timed out after $secs s: $what"
 		sleep 0.5
 	done
@@ -104,11 +104,11 @@ sed -n 's/^chaos kill \([0-9]*\): pod wild-learner-[0-3] deleted (planned at \([
 awk 'BEGIN { prev = 0 }
      { k = ($2 - 2) / 4; if ($1 != NR || k < 1 || k != int(k) || $2 <= prev) exit 1; prev = $2 }' \
 	"$WORK/planned.txt" || { cat "$WORK/kills.txt" >&2; fail "kills off the planned schedule"; }
-until_ok 30 "status.chaos counts the kills" test "$(jp ddjob/wild '{.status.chaos.kills}')" -ge 3
+until_ok 30 "status.chaos counts the kills" "test \"\$(jp ddjob/wild '{.status.chaos.kills}')\" -ge 3"
 [ "$(jp ddjob/wild '{.status.chaos.active}')" = true ] || fail "status.chaos.active"
 [ -n "$(jp ddjob/wild '{.status.chaos.nextKill}')" ] || fail "status.chaos.nextKill"
 # killed learners come back; learners never killed keep their pod
-until_ok 60 "killed learners back" test "$(KN get pods -l ddiloco.io/job=wild,ddiloco.io/role=learner -o name | wc -l)" = 4
+until_ok 60 "killed learners back" "test \"\$(KN get pods -l ddiloco.io/job=wild,ddiloco.io/role=learner -o name | wc -l)\" = 4"
 W1=$(uids wild)
 victims=$(grep -o 'wild-learner-[0-9]*' "$WORK/kills.txt" | sort -u)
 for line in $W0; do
@@ -130,7 +130,7 @@ sleep 1
 n0=$(nkills wild)
 sleep 7
 [ "$(nkills wild)" = "$n0" ] || fail "kills went on after chaos was disabled"
-until_ok 30 "status.chaos inactive" test "$(jp ddjob/wild '{.status.chaos.active}')" = false
+until_ok 30 "status.chaos inactive" "test \"\$(jp ddjob/wild '{.status.chaos.active}')\" = false"
 
 # a job that ends stops its chaos: backoffLimit 1 and a kill every 2 s
 job brief 2 "  backoffLimit: 1

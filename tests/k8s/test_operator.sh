@@ -29,6 +29,7 @@ fail() {
 	echo "test_operator: FAIL: $*" >&2
 	KN get ddjobs,pods,statefulsets,services,configmaps,pvc -o wide >&2 2>/dev/null || true
 	KN get events --sort-by=.lastTimestamp 2>/dev/null | tail -20 >&2 || true
+	cp "$WORK"/op1.log /tmp/test_operator.op1.log 2>/dev/null || true
 	for f in "$WORK"/op*.log; do
 		[ -e "$f" ] && { echo "--- $f" >&2; tail -30 "$f" >&2; }
 	done
@@ -44,12 +45,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# until_ok SECONDS DESCRIPTION CMD...: poll until CMD succeeds
+# until_ok SECONDS DESCRIPTION CMD...: poll until CMD succeeds; CMD is
+# evaluated again on every try (quote what must be expanded then)
 until_ok() {
 	local secs=$1 what=$2 end
 	shift 2
 	end=$(($(date +%s) + secs))
-	until "$@" >/dev/null 2>&1; do
+	until eval "$*" >/dev/null 2>&1; do
 		[ "$(date +%s)" -lt "$end" ] || fail "timed out after $secs s: $what"
 		sleep 0.5
 	done
@@ -62,6 +64,7 @@ free_port() {
 jp() { KN get "$1" -o "jsonpath=$2" 2>/dev/null; }
 learner_pods() { KN get pods -l ddiloco.io/job="$1",ddiloco.io/role=learner -o name 2>/dev/null | wc -l; }
 uid_of() { jp "pod/$1" '{.metadata.uid}'; }
+replaced() { local now; now=$(uid_of "$1"); [ -n "$now" ] && [ "$now" != "$2" ]; }
 phase_is() { [ "$(jp "ddjob/$1" '{.status.phase}')" = "$2" ]; }
 cond_is() { [ "$(jp "ddjob/$1" "{.status.conditions[?(@.type==\"$2\")].status}")" = "$3" ]; }
 pod_running() { [ "$(jp "pod/$1" '{.status.phase}')" = Running ]; }
@@ -148,7 +151,7 @@ DDILOCO_LOG=debug "$BIN" operator --kubeconfig "$WORK/kubeconfig" --namespace "$
 PIDS+=($!)
 OP1_PID=$!
 until_ok 30 "operator ready" curl -sf "http://127.0.0.1:$OP1/readyz"
-until_ok 30 "operator leads" test "$(metric "$OP1" ddiloco_operator_leader)" = 1
+until_ok 30 "operator leads" "test \"\$(metric \"\$OP1\" ddiloco_operator_leader)\" = 1"
 
 # --- a job: children, owner references, fake nodes, columns -------------
 cat >"$WORK/job.yaml" <<EOF
@@ -166,7 +169,7 @@ spec:
 EOF
 KN apply -f "$WORK/job.yaml" >/dev/null || fail "job refused"
 JOB_UID=$(jp ddjob/demo '{.metadata.uid}')
-until_ok 60 "4 learner pods" test "$(learner_pods demo)" = 4
+until_ok 60 "4 learner pods" "test \"\$(learner_pods demo)\" = 4"
 until_ok 30 "syncer StatefulSet" KN get statefulset demo-syncer
 for obj in pod/demo-learner-0 pod/demo-learner-3 statefulset/demo-syncer service/demo-syncer configmap/demo-spec; do
 	ref=$(jp "$obj" '{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].uid}/{.metadata.ownerReferences[0].controller}/{.metadata.ownerReferences[0].blockOwnerDeletion}')
@@ -194,7 +197,7 @@ cond_is demo Created True || fail "Created is not True"
 cond_is demo Running True || fail "Running is not True"
 [ "$(jp ddjob/demo '{.status.observedGeneration}')" = "$(jp ddjob/demo '{.metadata.generation}')" ] \
 	|| fail "observedGeneration is not the generation"
-until_ok 30 "4/4 learners ready" test "$(jp ddjob/demo '{.status.learnersReady}')" = 4/4
+until_ok 30 "4/4 learners ready" "test \"\$(jp ddjob/demo '{.status.learnersReady}')\" = 4/4"
 KN get ddjobs >"$WORK/get.txt"
 head -1 "$WORK/get.txt" | grep -Eq '^NAME +PHASE +LEARNERS +ROUND +TOKENS +LOSS +GOODPUT +AGE' \
 	|| { cat "$WORK/get.txt" >&2; fail "kubectl get ddjobs columns"; }
@@ -206,22 +209,22 @@ KN get events --field-selector involvedObject.name=demo -o jsonpath='{.items[*].
 declare -A UID0
 for i in 0 1 2 3; do UID0[$i]=$(uid_of "demo-learner-$i"); done
 KN delete pod demo-learner-2 --wait=false >/dev/null
-until_ok 60 "learner 2 recreated" test -n "$(uid_of demo-learner-2)" -a "$(uid_of demo-learner-2)" != "${UID0[2]}"
+until_ok 60 "learner 2 recreated" replaced demo-learner-2 "${UID0[2]}"
 for i in 0 1 3; do
 	[ "$(uid_of "demo-learner-$i")" = "${UID0[$i]}" ] || fail "learner $i was restarted too"
 done
-until_ok 30 "restart counted" test "$(jp ddjob/demo '{.status.learners.restarts[2]}')" = 1
+until_ok 30 "restart counted" "test \"\$(jp ddjob/demo '{.status.learners.restarts[2]}')\" = 1"
 for n in 2 3; do
 	u=$(uid_of demo-learner-2)
 	KN delete pod demo-learner-2 --wait=false >/dev/null
-	until_ok 60 "learner 2 recreated ($n)" test -n "$(uid_of demo-learner-2)" -a "$(uid_of demo-learner-2)" != "$u"
+	until_ok 60 "learner 2 recreated ($n)" replaced demo-learner-2 "$u"
 done
 KN get events --field-selector involvedObject.name=demo,reason=LearnerRecreated \
 	-o jsonpath='{range .items[*]}{.message}{"\n"}{end}' >"$WORK/recreated.txt"
 grep -q "learner 2 recreated (restart 1, backoff 0s)" "$WORK/recreated.txt" || fail "restart 1 event"
 grep -q "learner 2 recreated (restart 2, backoff 1s)" "$WORK/recreated.txt" || fail "restart 2 event"
 grep -q "learner 2 recreated (restart 3, backoff 2s)" "$WORK/recreated.txt" || fail "restart 3 event"
-until_ok 30 "3 restarts in status" test "$(jp ddjob/demo '{.status.learners.restarts}')" = "[0,0,3,0]"
+until_ok 30 "3 restarts in status" "test \"\$(jp ddjob/demo '{.status.learners.restarts}')\" = \"[0,0,3,0]\""
 
 # --- the API server misbehaving -----------------------------------------
 same_children() {
@@ -234,8 +237,7 @@ recreated_after() {   # recreated_after INDEX: delete it, wait for a new one
 	local u
 	u=$(uid_of "demo-learner-$1")
 	KN delete pod "demo-learner-$1" --wait=false >/dev/null
-	until_ok 90 "learner $1 recreated after $2" \
-		test -n "$(uid_of "demo-learner-$1")" -a "$(uid_of "demo-learner-$1")" != "$u"
+	until_ok 90 "learner $1 recreated after $2" replaced "demo-learner-$1" "$u"
 }
 # a watch cut mid-stream
 fault "cut?match=/pods"
@@ -245,18 +247,18 @@ recreated_after 1 "a cut watch"
 # 410 as an in-stream ERROR event, then as the watch's HTTP status
 g0=$(metric "$OP1" 'ddiloco_operator_relists_gone_total{resource="pods"}')
 fault "expire?match=/pods"
-until_ok 30 "relist after in-stream 410" test "$(metric "$OP1" 'ddiloco_operator_relists_gone_total{resource="pods"}')" -gt "$g0"
+until_ok 30 "relist after in-stream 410" "test \"\$(metric \"\$OP1\" 'ddiloco_operator_relists_gone_total{resource=\"pods\"}')\" -gt \"\$g0\""
 recreated_after 0 "an in-stream 410"
 g1=$(metric "$OP1" 'ddiloco_operator_relists_gone_total{resource="pods"}')
 fault "answer?code=410&method=GET&match=/pods%5C?watch&n=1"
 fault "cut?match=/pods"
-until_ok 30 "relist after HTTP 410" test "$(metric "$OP1" 'ddiloco_operator_relists_gone_total{resource="pods"}')" -gt "$g1"
+until_ok 30 "relist after HTTP 410" "test \"\$(metric \"\$OP1\" 'ddiloco_operator_relists_gone_total{resource=\"pods\"}')\" -gt \"\$g1\""
 # 409 on status writes
 c0=$(metric "$OP1" ddiloco_operator_status_conflicts_total)
 fault "answer?code=409&method=PUT&match=/status&n=2"
 recreated_after 3 "409s on status"
-until_ok 30 "conflicts counted" test "$(metric "$OP1" ddiloco_operator_status_conflicts_total)" -gt "$c0"
-until_ok 30 "status after 409s" test "$(jp ddjob/demo '{.status.learners.restarts[3]}')" = 1
+until_ok 30 "conflicts counted" "test \"\$(metric \"\$OP1\" ddiloco_operator_status_conflicts_total)\" -gt \"\$c0\""
+until_ok 30 "status after 409s" "test \"\$(jp ddjob/demo '{.status.learners.restarts[3]}')\" = 1"
 # 500 on apply
 fault "answer?code=500&method=PATCH&match=/pods/demo-learner-1&n=3"
 recreated_after 1 "500s on apply"
@@ -277,12 +279,12 @@ fi
 grep -q "spec.model is immutable" "$WORK/out" || { cat "$WORK/out" >&2; fail "immutable message"; }
 KN patch ddjob demo --type merge -p '{"spec":{"suspend":true}}' >/dev/null
 until_ok 60 "suspended" phase_is demo Suspended
-until_ok 60 "learners gone" test "$(learner_pods demo)" = 0
+until_ok 60 "learners gone" "test \"\$(learner_pods demo)\" = 0"
 until_ok 60 "syncer gone" gone statefulset/demo-syncer
 cond_is demo Suspended True || fail "Suspended condition"
 KN get configmap demo-spec >/dev/null || fail "suspend deleted the spec ConfigMap"
 KN patch ddjob demo --type merge -p '{"spec":{"suspend":false}}' >/dev/null
-until_ok 60 "learners back" test "$(learner_pods demo)" = 4
+until_ok 60 "learners back" "test \"\$(learner_pods demo)\" = 4"
 until_ok 90 "running again" phase_is demo Running
 cond_is demo Suspended False || fail "Suspended condition after resume"
 
@@ -323,11 +325,11 @@ sleep 3
 [ "$(KN get lease ddiloco-operator -o jsonpath='{.spec.holderIdentity}')" = op-a ] || fail "lease holder"
 kill "$OP1_PID"
 wait "$OP1_PID" 2>/dev/null || true
-until_ok 30 "standby leads" test "$(metric "$OP2" ddiloco_operator_leader)" = 1
+until_ok 30 "standby leads" "test \"\$(metric \"\$OP2\" ddiloco_operator_leader)\" = 1"
 [ "$(KN get lease ddiloco-operator -o jsonpath='{.spec.holderIdentity}')" = op-b ] || fail "lease not taken over"
 recreated_after 2 "a leader change"
 
 # --- deleting the job collects its children -----------------------------
 KN delete ddjob demo --wait=false >/dev/null
-until_ok 90 "children collected" test "$(KN get pods,statefulsets,services,configmaps -l ddiloco.io/job=demo -o name | wc -l)" = 0
+until_ok 90 "children collected" "test \"\$(KN get pods,statefulsets,services,configmaps -l ddiloco.io/job=demo -o name | wc -l)\" = 0"
 echo "test_operator: ok"
