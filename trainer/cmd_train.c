@@ -72,6 +72,7 @@ static int parse_u64(const char *opt, const char *s, uint64_t max,
 struct opts {
 	const char *job, *checkpoint, *resume;
 	uint64_t batch_mult, tokens, steps, threads, eval_every, log_every;
+	int threads_set;
 };
 
 /* Returns 0 to go on, 1 after --help, 2 on a usage error. */
@@ -95,7 +96,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		else if (!strcmp(a, "--steps"))
 			num = &o->steps;
 		else if (!strcmp(a, "--threads"))
-			num = &o->threads, max = 256;
+			num = &o->threads, max = 256, o->threads_set = 1;
 		else if (!strcmp(a, "--eval-every"))
 			num = &o->eval_every;
 		else if (!strcmp(a, "--log-every"))
@@ -129,7 +130,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
 		usage(stderr);
 		return 2;
 	}
-	if (o->batch_mult < 1 || (o->threads && o->threads < 1)) {
+	if (o->batch_mult < 1) {
 		fprintf(stderr, "ddiloco train: --batch-mult must be at least 1\n");
 		return 2;
 	}
@@ -169,8 +170,8 @@ int cmd_train(int argc, char **argv)
 		fprintf(stderr, "ddiloco train: %s\n", e.msg);
 		return 1;
 	}
-	if (o.threads)
-		js.learners.threads = (int)o.threads;
+	if (o.threads_set)
+		js.learners.threads = (int)o.threads;   /* 0 is refused below */
 	if ((uint64_t)js.optimizer.batch_size * o.batch_mult > 65536) {
 		fprintf(stderr, "ddiloco train: batch %d × --batch-mult %llu is more than 65536 rows\n",
 			js.optimizer.batch_size, (unsigned long long)o.batch_mult);

@@ -272,10 +272,10 @@ struct model *model_new(const struct model_config *c, int B, int T,
 	total = BT * C + (size_t)c->L * per_layer + BT * C + 2 * BT +
 		BT * (size_t)c->V + BT + 3 * BT * C + 3 * BT * C + 4 * BT * C +
 		NH * BT * T + 20 * 16;
+	/* not cleared: every activation is written before it is read */
 	m->acts = alloc_floats(total);
 	if (!m->acts)
 		goto oom;
-	memset(m->acts, 0, total * sizeof(float));
 	p = m->acts;
 	m->encoded = carve(&p, BT * C);
 	for (int l = 0; l < c->L; l++) {
