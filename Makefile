@@ -7,6 +7,9 @@
 #   make bench    benchmarks (print key=value lines)
 #   make run      the quickstart job, locally, with its data-parallel baseline
 #   make clean
+#   make cluster-up     build (once, cached) and start the test control plane
+#   make cluster-down   stop it
+#   make test-k8s       cluster-up, every tests/k8s/test_*.sh, cluster-down
 
 BUILD   ?= build
 SAN     ?=
@@ -46,7 +49,8 @@ UNIT_BINS  := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 BENCH_SRCS := $(wildcard bench/*.c)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps test check bench run clean unit integration
+.PHONY: all deps test check bench run clean unit integration \
+        k8s-build cluster-up cluster-down test-k8s
 all: $(BIN)
 
 deps:
@@ -106,5 +110,17 @@ run: deps all
 
 clean:
 	rm -rf build
+
+# A real Kubernetes control plane for tests/k8s (docs/k8s-testing.md).
+K8S_CLUSTER := tests/k8s/cluster
+k8s-build:
+	@$(K8S_CLUSTER)/build.sh
+cluster-up: k8s-build
+	@$(K8S_CLUSTER)/up.sh
+cluster-down:
+	@$(K8S_CLUSTER)/down.sh
+test-k8s: deps
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) bash tests/k8s/run.sh
 
 -include $(OBJS:.o=.d) $(BUILD)/obj/main.d

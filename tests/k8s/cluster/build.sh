@@ -1,0 +1,101 @@
+#!/bin/sh
+# Build the control-plane binaries from the pinned Go modules beside this
+# script into the cache folder, one at a time, and print their versions.
+# A binary already in the cache is reused: delete it to rebuild.
+#
+#   build.sh            build whatever is missing, then print versions
+#   build.sh NAME...    only those (kube-apiserver, etcd, kwok, helm, ...)
+#
+# Environment: DDILOCO_K8S_CACHE (default $HOME/.cache/ddiloco-k8s).
+set -eu
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/versions.sh"
+CACHE=${DDILOCO_K8S_CACHE:-$HOME/.cache/ddiloco-k8s}
+BIN=$CACHE/bin
+mkdir -p "$BIN" "$CACHE/logs"
+
+export CGO_ENABLED=0
+# The build is long; use both cores but no more (the machine is shared).
+GOFLAGS_BUILD="-p 2 -trimpath"
+
+KV_LDFLAGS="-s -w \
+ -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION \
+ -X k8s.io/component-base/version.gitMajor=$KUBE_MAJOR \
+ -X k8s.io/component-base/version.gitMinor=$KUBE_MINOR \
+ -X k8s.io/component-base/version.gitTreeState=clean \
+ -X k8s.io/component-base/version.buildDate=$KUBE_BUILD_DATE \
+ -X k8s.io/client-go/pkg/version.gitVersion=$KUBE_VERSION \
+ -X k8s.io/client-go/pkg/version.gitMajor=$KUBE_MAJOR \
+ -X k8s.io/client-go/pkg/version.gitMinor=$KUBE_MINOR \
+ -X k8s.io/client-go/pkg/version.gitTreeState=clean \
+ -X k8s.io/client-go/pkg/version.buildDate=$KUBE_BUILD_DATE"
+
+now() { date +%s; }
+
+# build NAME MODULE_DIR PACKAGE LDFLAGS
+build() {
+	name=$1 dir=$2 pkg=$3 ldflags=$4
+	if [ -x "$BIN/$name" ]; then
+		return 0
+	fi
+	log=$CACHE/logs/build-$name.log
+	echo "build: $name from $pkg (log: $log)"
+	t0=$(now)
+	if ! (cd "$HERE/$dir" && go build $GOFLAGS_BUILD -ldflags "$ldflags" \
+		-o "$BIN/$name.tmp" "$pkg") >"$log" 2>&1; then
+		rm -f "$BIN/$name.tmp"
+		tail -30 "$log" >&2
+		echo "build: $name FAILED after $(($(now) - t0)) s (see $log)" >&2
+		exit 1
+	fi
+	mv "$BIN/$name.tmp" "$BIN/$name"
+	t=$(($(now) - t0))
+	echo "build: $name took $t s"
+	echo "$name $t" >>"$CACHE/build-times.txt"
+}
+
+build_one() {
+	case $1 in
+	kube-apiserver|kube-controller-manager|kube-scheduler|kubectl)
+		build "$1" kube "k8s.io/kubernetes/cmd/$1" "$KV_LDFLAGS" ;;
+	etcd)
+		build etcd etcd go.etcd.io/etcd/server/v3 \
+			"-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=$ETCD_VERSION" ;;
+	kwok)
+		build kwok kwok sigs.k8s.io/kwok/cmd/kwok "-s -w" ;;
+	helm)
+		build helm helm helm.sh/helm/v3/cmd/helm \
+			"-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean" ;;
+	*)
+		echo "build: unknown binary '$1'" >&2
+		exit 2 ;;
+	esac
+}
+
+ALL="etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubectl helm"
+[ $# -gt 0 ] && ALL=$*
+
+t_all=$(now)
+missing=0
+for b in $ALL; do
+	[ -x "$BIN/$b" ] || missing=$((missing + 1))
+done
+for b in $ALL; do
+	build_one "$b"
+done
+if [ "$missing" -gt 0 ]; then
+	echo "build: $missing binaries built in $(($(now) - t_all)) s on $(nproc) cores"
+fi
+
+# Versions, as each binary reports itself.
+for b in $ALL; do
+	case $b in
+	etcd) v=$("$BIN/etcd" --version 2>&1 | head -1) ;;
+	kubectl) v=$("$BIN/kubectl" version --client 2>&1 | head -1) ;;
+	helm) v=$("$BIN/helm" version --short 2>&1 | head -1) ;;
+	kwok) v=$("$BIN/kwok" --version 2>&1 | head -1) ;;
+	*) v=$("$BIN/$b" --version 2>&1 | head -1) ;;
+	esac
+	echo "version: $b: $v"
+done

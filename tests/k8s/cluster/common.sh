@@ -1,0 +1,84 @@
+# Shared by up.sh, down.sh and the tests: paths, ports and helpers.
+# Ports are fixed (loopback only); override them through the environment.
+CACHE=${DDILOCO_K8S_CACHE:-$HOME/.cache/ddiloco-k8s}
+BIN=$CACHE/bin
+RUN=/tmp/ddiloco-k8s
+API_PORT=${DDILOCO_K8S_API_PORT:-16443}
+ETCD_PORT=${DDILOCO_K8S_ETCD_PORT:-16379}
+ETCD_PEER_PORT=${DDILOCO_K8S_ETCD_PEER_PORT:-16380}
+KUBE_SERVER=https://127.0.0.1:$API_PORT
+SERVICE_CIDR=10.96.0.0/16
+SERVICE_IP=10.96.0.1
+POD_CIDR=127.64.0.1/16
+NODES=${DDILOCO_K8S_NODES:-3}
+# stop order is the reverse of this
+COMPONENTS="etcd kube-apiserver kube-controller-manager kube-scheduler kwok"
+
+die() {
+	echo "cluster: $*" >&2
+	exit 1
+}
+
+port_busy() {
+	ss -Hltn "sport = :$1" 2>/dev/null | grep -q .
+}
+
+# start NAME BINARY ARGS...: in its own session, output to logs/NAME.log;
+# the pid file holds the pid and the binary, so down.sh stops only it.
+start() {
+	local name=$1
+	shift
+	setsid "$@" >"$RUN/logs/$name.log" 2>&1 </dev/null &
+	printf '%s\n%s\n' "$!" "$1" >"$RUN/pids/$name.pid"
+}
+
+# pid_of NAME: the pid if the recorded process still runs that binary
+pid_of() {
+	local f=$RUN/pids/$1.pid pid bin exe
+	[ -f "$f" ] || return 1
+	{ read -r pid; read -r bin; } <"$f"
+	[ -n "$pid" ] || return 1
+	exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 1
+	case $exe in
+	"$bin" | "$bin (deleted)") echo "$pid" ;;
+	*) return 1 ;;
+	esac
+}
+
+all_running() {
+	local c
+	for c in $COMPONENTS; do
+		pid_of "$c" >/dev/null || return 1
+	done
+}
+
+api_ready() {
+	local tok
+	[ -f "$RUN/pki/tokens.csv" ] || return 1
+	tok=$(head -1 "$RUN/pki/tokens.csv" | cut -d, -f1)
+	curl -sf --max-time 5 --cacert "$RUN/pki/ca.crt" \
+		-H "Authorization: Bearer $tok" "$KUBE_SERVER/readyz" >/dev/null 2>&1
+}
+
+# wait_for WHAT SECONDS CMD...: poll CMD until it succeeds; on timeout show
+# the logs and fail. A component that exits meanwhile fails at once.
+wait_for() {
+	local what=$1 secs=$2 end c
+	shift 2
+	end=$(($(date +%s) + secs))
+	while ! "$@" >/dev/null 2>&1; do
+		for c in $COMPONENTS; do
+			if [ -f "$RUN/pids/$c.pid" ] && ! pid_of "$c" >/dev/null; then
+				tail -20 "$RUN/logs/$c.log" >&2
+				die "$c exited while waiting for $what (log: $RUN/logs/$c.log)"
+			fi
+		done
+		if [ "$(date +%s)" -ge "$end" ]; then
+			for c in $COMPONENTS; do
+				[ -f "$RUN/logs/$c.log" ] && { echo "--- $c" >&2; tail -5 "$RUN/logs/$c.log" >&2; }
+			done
+			die "timed out after $secs s waiting for $what"
+		fi
+		sleep 0.5
+	done
+}

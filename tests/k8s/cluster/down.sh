@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Stop exactly the processes up.sh started (by the pids it recorded, and
+# only while each still runs the binary it started), then remove
+# /tmp/ddiloco-k8s. Harmless when nothing runs.
+set -uo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/common.sh"
+
+stopped=0
+for c in $(echo "$COMPONENTS" | tr ' ' '\n' | tac); do
+	pid=$(pid_of "$c") || continue
+	kill -TERM "$pid" 2>/dev/null || continue
+	for _ in $(seq 1 40); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.25
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		echo "cluster-down: $c ($pid) did not stop on TERM; killing it"
+		kill -KILL "$pid" 2>/dev/null
+	fi
+	stopped=$((stopped + 1))
+done
+rm -rf "$RUN"
+echo "cluster-down: stopped $stopped processes"

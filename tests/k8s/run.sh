@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# make test-k8s: build what is missing, bring the test control plane up,
+# run every tests/k8s/test_*.sh against it, bring it down even when a test
+# fails, and end with "N passed, N failed".
+#
+# Each test runs with the variables of /tmp/ddiloco-k8s/env exported
+# (KUBECONFIG KUBE_SERVER KUBE_TOKEN KUBE_CA KUBECTL HELM) and BUILD.
+# ONLY=name runs only the tests whose file name contains it.
+set -uo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+CL=$HERE/cluster
+
+"$CL/build.sh" || { echo "0 passed, 1 failed"; exit 1; }
+trap '"$CL/down.sh"' EXIT
+if ! "$CL/up.sh"; then
+	echo "test-k8s: the control plane did not start"
+	echo "0 passed, 1 failed"
+	exit 1
+fi
+set -a
+. /tmp/ddiloco-k8s/env
+set +a
+export BUILD=${BUILD:-build}
+
+pass=0 fail=0 failed=""
+for t in "$HERE"/test_*.sh; do
+	[ -e "$t" ] || continue
+	name=$(basename "$t" .sh)
+	case $name in *"${ONLY:-}"*) ;; *) continue ;; esac
+	t0=$(date +%s)
+	if timeout 600 bash "$t"; then
+		echo "PASS $name ($(($(date +%s) - t0)) s)"
+		pass=$((pass + 1))
+	else
+		echo "FAIL $name ($(($(date +%s) - t0)) s)"
+		fail=$((fail + 1))
+		failed="$failed $name"
+	fi
+done
+if [ "$fail" -gt 0 ]; then
+	echo "failed:$failed"
+	for c in kube-apiserver kube-controller-manager kube-scheduler kwok; do
+		echo "--- last lines of $c.log"
+		tail -5 "/tmp/ddiloco-k8s/logs/$c.log" 2>/dev/null
+	done
+fi
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
