@@ -625,10 +625,6 @@ static void on_event(struct stream_server *sv, struct tag *t, int ok,
 			if (grpc_byte_buffer_reader_init(&r, bb)) {
 				sl = grpc_byte_buffer_reader_readall(&r);
 				grpc_byte_buffer_reader_destroy(&r);
-				/* freed before the next receive is armed: that
-				 * receive may complete at once into c->rbuf */
-				grpc_byte_buffer_destroy(c->rbuf);
-				c->rbuf = NULL;
 				on_message(c, GRPC_SLICE_START_PTR(sl),
 					   GRPC_SLICE_LENGTH(sl), now);
 				grpc_slice_unref(sl);
@@ -636,10 +632,10 @@ static void on_event(struct stream_server *sv, struct tag *t, int ok,
 				conn_close(c, GRPC_STATUS_INVALID_ARGUMENT,
 					   "unreadable message");
 			}
-			if (!c->closing && !c->rbuf) {
+			/* the next receive may fill c->rbuf at once: bb is
+			 * a separate pointer, freed below */
+			if (!c->closing)
 				start_recv(c);
-				break;
-			}
 		}
 		if (bb)
 			grpc_byte_buffer_destroy(bb);
