@@ -27,8 +27,8 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: ddiloco operator [--kubeconfig PATH] [--namespace NS] [--http HOST:PORT]\n"
 		"                        [--no-chaos] [--leader-elect] [--lease-namespace NS]\n"
-		"                        [--identity ID] [--workers N] [--status-url TEMPLATE]\n"
-		"                        [--resync SECONDS]\n"
+		"                        [--lease-name NAME] [--identity ID] [--workers N]\n"
+		"                        [--status-url TEMPLATE] [--resync SECONDS]\n"
 		"\n"
 		"Reconciles DecoupledTrainingJob objects (ddiloco.io/v1alpha1): learner pods\n"
 		"with their sidecar, the syncer StatefulSet, status and Events.\n"
@@ -41,6 +41,7 @@ static void usage(FILE *f)
 		"  --no-chaos            never run the chaos controller\n"
 		"  --leader-elect        act only while holding the Lease\n"
 		"  --lease-namespace NS  the Lease's namespace (default: the config's)\n"
+		"  --lease-name NAME     the Lease's name (default ddiloco-operator)\n"
 		"  --identity ID         this replica's name in the Lease (default: hostname-pid)\n"
 		"  --workers N           reconcile workers (default 2)\n"
 		"  --status-url T        the syncer's /status URL; {job} {namespace} {port}\n"
@@ -108,6 +109,8 @@ int cmd_operator(int argc, char **argv)
 			snprintf(o.namespace_, sizeof(o.namespace_), "%s", v), i++;
 		} else if (!strcmp(a, "--lease-namespace")) {
 			lease_ns = v, i++;
+		} else if (!strcmp(a, "--lease-name")) {
+			snprintf(o.lease_name, sizeof(o.lease_name), "%s", v), i++;
 		} else if (!strcmp(a, "--identity")) {
 			snprintf(o.identity, sizeof(o.identity), "%s", v), i++;
 		} else if (!strcmp(a, "--status-url")) {

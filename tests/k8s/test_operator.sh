@@ -11,7 +11,8 @@
 #  - a watch cut, an in-stream 410, an HTTP 410, 409s on status and 500s
 #    on apply: recovery without duplicate or lost children;
 #  - suspend/resume, Succeeded stays terminal, ttlSecondsAfterFinished,
-#    deletion collects the children, leader election with two operators.
+#    deletion collects the children, leader election with two operators;
+#  - all of it as the deploy/ service account (its RBAC suffices).
 # Needs the variables of /tmp/ddiloco-k8s/env (tests/k8s/run.sh sets them).
 set -euo pipefail
 
@@ -41,6 +42,7 @@ cleanup() {
 		[ -n "$p" ] && kill "$p" 2>/dev/null && wait "$p" 2>/dev/null
 	done
 	K delete namespace "$NS" --wait=false >/dev/null 2>&1 || true
+	K -n ddiloco-system delete lease "$NS" >/dev/null 2>&1 || true
 	rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -95,6 +97,11 @@ if [ -n "${HELM:-}" ] && [ -x "${HELM:-}" ]; then
 		|| { cat "$WORK/chart.err" >&2; fail "the chart's manifests were refused"; }
 fi
 K create namespace "$NS" >/dev/null
+# the operator runs as the deploy/ service account: its RBAC is enough
+K apply -f "$ROOT/deploy/02-rbac.yaml" -f "$ROOT/deploy/03-chaos-rbac.yaml" >/dev/null \
+	|| fail "deploy/ RBAC refused"
+SA_TOKEN=$(K -n ddiloco-system create token ddiloco-operator --duration=1h) \
+	|| fail "no token for the ddiloco-operator service account"
 
 # --- invalid jobs are refused by the CRD -------------------------------
 refused() {   # refused MESSAGE YAML
@@ -124,7 +131,6 @@ refused "spec.data: Required value" \
 spec: {learners: {replicas: 2}}"
 
 # --- the operator, behind the fault proxy -------------------------------
-echo "$KUBE_TOKEN" >/dev/null
 python3 "$ROOT/tests/k8s/faultproxy.py" 0 "$KUBE_SERVER" "$KUBE_CA" "$WORK/proxy.port" \
 	>"$WORK/proxy.log" 2>&1 &
 PIDS+=($!)
@@ -137,16 +143,16 @@ clusters:
 - name: proxy
   cluster: {server: "http://127.0.0.1:$PROXY_PORT"}
 users:
-- name: admin
-  user: {token: "$KUBE_TOKEN"}
+- name: ddiloco-operator
+  user: {token: "$SA_TOKEN"}
 contexts:
 - name: proxy
-  context: {cluster: proxy, user: admin, namespace: $NS}
+  context: {cluster: proxy, user: ddiloco-operator, namespace: $NS}
 current-context: proxy
 EOF
 OP1=$(free_port)
 DDILOCO_LOG=debug "$BIN" operator --kubeconfig "$WORK/kubeconfig" --namespace "$NS" \
-	--http "127.0.0.1:$OP1" --leader-elect --lease-namespace "$NS" --identity op-a \
+	--http "127.0.0.1:$OP1" --leader-elect --lease-namespace ddiloco-system --lease-name "$NS" --identity op-a \
 	--no-chaos --resync 5 >"$WORK/op1.log" 2>&1 &
 PIDS+=($!)
 OP1_PID=$!
@@ -315,18 +321,18 @@ until_ok 60 "ttl deleted the job" gone ddjob/one
 # --- leader election: a second operator waits, then takes over ----------
 OP2=$(free_port)
 "$BIN" operator --kubeconfig "$WORK/kubeconfig" --namespace "$NS" \
-	--http "127.0.0.1:$OP2" --leader-elect --lease-namespace "$NS" --identity op-b \
+	--http "127.0.0.1:$OP2" --leader-elect --lease-namespace ddiloco-system --lease-name "$NS" --identity op-b \
 	--no-chaos >"$WORK/op2.log" 2>&1 &
 PIDS+=($!)
 until_ok 30 "second operator ready" curl -sf "http://127.0.0.1:$OP2/readyz"
 sleep 3
 [ "$(metric "$OP2" ddiloco_operator_leader)" = 0 ] || fail "two leaders"
 [ "$(metric "$OP2" ddiloco_operator_reconciles_total)" = 0 ] || fail "the standby reconciled"
-[ "$(KN get lease ddiloco-operator -o jsonpath='{.spec.holderIdentity}')" = op-a ] || fail "lease holder"
+[ "$(K -n ddiloco-system get lease "$NS" -o jsonpath='{.spec.holderIdentity}')" = op-a ] || fail "lease holder"
 kill "$OP1_PID"
 wait "$OP1_PID" 2>/dev/null || true
 until_ok 30 "standby leads" "test \"\$(metric \"\$OP2\" ddiloco_operator_leader)\" = 1"
-[ "$(KN get lease ddiloco-operator -o jsonpath='{.spec.holderIdentity}')" = op-b ] || fail "lease not taken over"
+[ "$(K -n ddiloco-system get lease "$NS" -o jsonpath='{.spec.holderIdentity}')" = op-b ] || fail "lease not taken over"
 recreated_after 2 "a leader change"
 
 # --- deleting the job collects its children -----------------------------
