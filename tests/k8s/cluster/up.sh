@@ -30,7 +30,7 @@ done
 
 for p in "$ETCD_PORT" "$ETCD_PEER_PORT" "$API_PORT"; do
 	if port_busy "$p"; then
-		die "port 127.0.0.1:$p is already in use; free it or set DDILOCO_K8S_PORT_BASE"
+		die "port 127.0.0.1:$p is already in use; free it, or choose other ports with DDILOCO_K8S_API_PORT, DDILOCO_K8S_ETCD_PORT, DDILOCO_K8S_ETCD_PEER_PORT"
 	fi
 done
 
