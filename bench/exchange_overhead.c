@@ -19,7 +19,8 @@
 #include "trainer/model.h"
 #include "trainer/trainer.h"
 
-#define STEPS 60
+#define STEPS 80
+#define WARMUP 10   /* steps not counted: first touches, caches */
 
 struct side {
 	struct exchange *x;
@@ -118,8 +119,10 @@ int main(void)
 		st.loss = ts.loss;
 		st.step_time = ts.seconds;
 		exchange_poll(lx, trainer_params(t), &st, &res);
-		poll += clock_mono() - b;
-		step += clock_mono() - a;
+		if (i >= WARMUP) {
+			poll += clock_mono() - b;
+			step += clock_mono() - a;
+		}
 		sd.step = ts.step;
 		/* let the sidecar publish before the next step, as it would */
 		while (sd.step && i + 1 < STEPS && !exchange_wait(lx, 0.0005) &&
@@ -130,8 +133,8 @@ int main(void)
 	pthread_join(th, NULL);
 	printf("params=%zu fragments=%d\n", model_num_params(trainer_config(t)),
 	       ft.nfrags);
-	printf("step_ms=%.3f\npoll_ms=%.4f\n", step / STEPS * 1e3,
-	       poll / STEPS * 1e3);
+	printf("step_ms=%.3f\npoll_ms=%.4f\n", step / (STEPS - WARMUP) * 1e3,
+	       poll / (STEPS - WARMUP) * 1e3);
 	printf("exchange_overhead=%.5f\n", poll / step);
 	exchange_close(lx);
 	exchange_close(sx);

@@ -380,7 +380,9 @@ int exchange_open(const char *dir, enum exchange_role role,
 			x->size);
 		goto fail;
 	}
-	x->map = mmap(NULL, x->size, PROT_READ | PROT_WRITE, MAP_SHARED, x->fd,
+	/* populated up front: no page faults later, in the middle of a step */
+	x->map = mmap(NULL, x->size, PROT_READ | PROT_WRITE,
+		      MAP_SHARED | MAP_POPULATE, x->fd,
 		      0);
 	if (x->map == MAP_FAILED) {
 		x->map = NULL;

@@ -507,6 +507,10 @@ int sidecar_run(struct sidecar *s, struct err *e)
 	pthread_t bridge;
 	int rc;
 
+	/* the system resolver (getaddrinfo: /etc/hosts, search domains, as
+	 * any program) unless the environment says otherwise; this gRPC's
+	 * c-ares path also leaks a few bytes per lookup */
+	setenv("GRPC_DNS_RESOLVER", "native", 0);
 	grpc_init();
 	cl.s = s;
 	cl.backoff = s->o.backoff_min;
@@ -555,7 +559,7 @@ int sidecar_run(struct sidecar *s, struct err *e)
 					  NULL).type != GRPC_QUEUE_SHUTDOWN)
 		;
 	grpc_completion_queue_destroy(cl.cq);
-	grpc_shutdown();
+	grpc_shutdown_blocking();
 	if (cl.done) {
 		exchange_set_done(s->x, 1);
 		rc = 0;

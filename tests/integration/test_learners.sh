@@ -8,17 +8,25 @@ set -eu
 BIN=$(cd "$(dirname "${BUILD:-build}/ddiloco")" && pwd)/ddiloco
 dir=$(mktemp -d /tmp/ddiloco-learners-XXXXXX)
 pids=""
+failed=""
+report() {
+	echo "FAIL: $*"
+	for f in "$dir"/*.log; do echo "--- $f"; tail -n 8 "$f"; done
+}
+fail() {
+	failed=1
+	report "$@"
+	exit 1
+}
 cleanup() {
+	rc=$?
+	# a command that failed under set -e says so too
+	[ "$rc" -eq 0 ] || [ -n "$failed" ] || report "a step failed (exit $rc)"
 	for p in $pids; do kill -9 "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
 	[ -n "${KEEP:-}" ] || rm -rf "$dir"
 }
 trap cleanup EXIT
-fail() {
-	echo "FAIL: $*"
-	for f in "$dir"/*.log; do echo "--- $f"; tail -n 8 "$f"; done
-	exit 1
-}
 
 # five free loopback ports: syncer gRPC + HTTP, three sidecar HTTP
 # (python3 once here; jq for /status)
@@ -133,8 +141,9 @@ done
 wait_for 60 '[ "$(st .round)" -ge $((rr + 20)) ]' "rounds after the restart"
 
 # 5. to the end of the budget: everyone exits 0 on "job done"
-wait_for 90 '[ "$(st .done)" = true ]' "job done"
-status > "$dir/final.json"
+# (the last /status that says done is kept: the syncer exits soon after)
+wait_for 90 'status > "$dir/s.json" && [ "$(jq -r .done "$dir/s.json")" = true ]' "job done"
+mv "$dir/s.json" "$dir/final.json"
 for v in sidecar0 sidecar1 sidecar2 learner0 learner1 learner2; do
 	eval "p=\$$v"
 	rc=0
