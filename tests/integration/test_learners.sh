@@ -103,6 +103,15 @@ start_syncer
 wait_for 60 '[ "$(st ".eval_history | length")" -ge 2 ]' "two evaluations"
 wait_for 30 '[ "$(st .learners_connected)" -eq 3 ]' "three learners connected"
 
+# a sidecar for another model is refused and says so (exit 1)
+sed 's/channels: 32/channels: 16/' "$dir/job.yaml" > "$dir/other.yaml"
+rc=0
+timeout 60 "$BIN" sidecar --job "$dir/other.yaml" --learner 2 \
+	--exchange "$dir/xo" --syncer "127.0.0.1:$GRPC" > "$dir/other.out" 2>&1 || rc=$?
+[ "$rc" -eq 1 ] || fail "sidecar for another model exited $rc"
+grep -q "refused learner 2" "$dir/other.out" || fail "no refusal message: $(cat "$dir/other.out")"
+[ "$(st .learners_connected)" -eq 3 ] || fail "the refused sidecar disturbed the others"
+
 # 2. kill -9 learner 1: rounds go on with the other two
 kill -9 "$learner1"
 wait "$learner1" 2>/dev/null || true
