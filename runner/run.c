@@ -250,13 +250,13 @@ static void stop_everything(struct runner *R)
 	struct proc *ps[2 * 4096 + 1];
 	int n = 0;
 
+	/* all at once: one shared grace, the syncer checkpoints meanwhile */
 	for (int i = 0; i < R->M; i++) {
 		ps[n++] = &R->slots[i].learner;
 		ps[n++] = &R->slots[i].sidecar;
 	}
-	/* the learners' side first, so the syncer sees them go */
+	ps[n++] = &R->syncer;
 	proc_stop_all(ps, n, STOP_GRACE);
-	proc_stop(&R->syncer, STOP_GRACE);
 }
 
 /* The last line of a log, for errors that point at it. */

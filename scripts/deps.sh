@@ -4,7 +4,7 @@
 set -e
 PKGS="build-essential pkg-config libopenblas-dev libcmocka-dev libjansson-dev
 libcurl4-openssl-dev libmicrohttpd-dev libgrpc-dev protobuf-c-compiler
-libprotobuf-c-dev libyaml-dev fortunes openssl jq curl iproute2"
+libprotobuf-c-dev libyaml-dev fortunes openssl jq curl iproute2 procps"
 missing=""
 for p in $PKGS; do
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
