@@ -222,6 +222,13 @@ void syncer_round_poll(struct syncer_round *rs, double now,
 		rs->have_mark = 1;
 		return;
 	}
+	/*
+	 * The K-th step went back: learners restarted from step 0 (or the
+	 * most advanced left). Pace from where the K-th is now instead of
+	 * waiting for it to climb back to the old mark.
+	 */
+	if (kth < rs->mark)
+		rs->mark = kth;
 	if (kth < rs->mark + spr)
 		return;
 	rs->mark = fmax(rs->mark + spr, kth - spr);

@@ -15,7 +15,9 @@
  * start (the first mark is that step when K learners are first joined).
  * On a start the mark moves H/P forward, but never more than H/P behind
  * the current K-th step, so a stall is caught up by at most one extra
- * round. Round r works on fragment r mod P.
+ * round. When the K-th step goes back (learners restarted at step 0) the
+ * mark follows it down, so restarts never stall the rounds. Round r works
+ * on fragment r mod P.
  *
  * Quorum and grace: when K answers have been accepted the round enters
  * its grace window of

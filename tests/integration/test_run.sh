@@ -36,7 +36,8 @@ spec:
   model: {context: 32, layers: 1, heads: 2, channels: 32}
   data: {path: /usr/share/games/fortunes, valFraction: 0.05}
   optimizer: {lr: 0.005, warmupSteps: 5, batchSize: 8}
-  syncer: {minQuorum: 1, fragments: 2, evalEvery: 10, evalTokens: 2048, checkpointEvery: 10}
+  syncer: {minQuorum: 1, fragments: 2, evalEvery: 10, evalTokens: 2048, checkpointEvery: 10,
+           outerLr: 1.0, outerMomentum: 0.0}
   budget: {tokens: 200000}
   chaos: {enabled: true, schedule: interval, intervalSeconds: 2.5, startAfterSeconds: 1,
           recoverySeconds: 1, maxDown: 1, seed: 5}

@@ -246,6 +246,60 @@ static void stopped_starts_nothing(void **state)
 	syncer_round_release(&rs);
 }
 
+/* Learners killed and restarted at step 0 do not stall the rounds. */
+static void restarted_learners_do_not_stall(void **state)
+{
+	struct syncer_round rs;
+	struct round_action a, pulls[8];
+	uint64_t before;
+
+	(void)state;
+	setup(&rs, 2, 0.0, 1, 1.0, 3);
+	syncer_round_poll(&rs, 0.0, &a);           /* mark at step 0 */
+	for (uint64_t step = 1; step <= 100; step++) {
+		all_step(&rs, 3, step, 1.0);
+		syncer_round_poll(&rs, (double)step, &a);
+		if (a.kind == ROUND_PULL) {
+			syncer_round_answer(&rs, 0, a.round, a.frag, 1, (double)step);
+			syncer_round_answer(&rs, 1, a.round, a.frag, 1, (double)step);
+			syncer_round_answer(&rs, 2, a.round, a.frag, 1, (double)step);
+			syncer_round_poll(&rs, (double)step, &a);
+			assert_int_equal(a.kind, ROUND_MERGE);
+			syncer_round_done(&rs, a.slot, 0.0);
+		}
+	}
+	before = rs.completed;
+	assert_true(before >= 99);
+	/* two of three restart: the K-th (2nd) step is now 1, not 100 */
+	syncer_round_leave(&rs, 0);
+	syncer_round_leave(&rs, 1);
+	syncer_round_join(&rs, 0, 0, pulls);
+	syncer_round_join(&rs, 1, 0, pulls);
+	syncer_round_progress(&rs, 0, 1, 1.0);
+	syncer_round_progress(&rs, 1, 1, 1.0);
+	syncer_round_poll(&rs, 101.0, &a);         /* the mark follows down to 1 */
+	assert_int_equal(a.kind, ROUND_NONE);
+	syncer_round_progress(&rs, 0, 2, 1.0);
+	syncer_round_progress(&rs, 1, 2, 1.0);
+	syncer_round_poll(&rs, 102.0, &a);
+	assert_int_equal(a.kind, ROUND_PULL);      /* not after 98 more steps */
+	syncer_round_answer(&rs, 0, a.round, a.frag, 1, 102.0);
+	syncer_round_answer(&rs, 1, a.round, a.frag, 1, 102.0);
+	syncer_round_answer(&rs, 2, a.round, a.frag, 1, 102.0);
+	syncer_round_poll(&rs, 102.0, &a);
+	assert_int_equal(a.kind, ROUND_MERGE);
+	syncer_round_done(&rs, a.slot, 0.0);
+	assert_int_equal(rs.completed, before + 1);
+	/* and then one round per step of the K-th again */
+	syncer_round_poll(&rs, 102.0, &a);
+	assert_int_equal(a.kind, ROUND_NONE);
+	syncer_round_progress(&rs, 0, 3, 1.0);
+	syncer_round_progress(&rs, 1, 3, 1.0);
+	syncer_round_poll(&rs, 103.0, &a);
+	assert_int_equal(a.kind, ROUND_PULL);
+	syncer_round_release(&rs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -256,6 +310,7 @@ int main(void)
 		cmocka_unit_test(half_a_step_per_round),
 		cmocka_unit_test(quorum_waits_for_k_joined),
 		cmocka_unit_test(stopped_starts_nothing),
+		cmocka_unit_test(restarted_learners_do_not_stall),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
