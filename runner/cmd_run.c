@@ -113,7 +113,8 @@ static int run_baseline(const struct job_spec *js, const char *exe,
 			struct run_record *r, struct err *e)
 {
 	struct run_compare *c = &r->baseline;
-	char mult[16], tokens[32], every[32];
+	char mult[16], tokens[32], every[32], threads[16];
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	uint64_t per_step = (uint64_t)js->optimizer.batch_size *
 			    (uint64_t)jobspec_seq_len(js) * (uint64_t)js->learners.replicas;
 	struct proc p;
@@ -125,13 +126,15 @@ static int run_baseline(const struct job_spec *js, const char *exe,
 	snprintf(c->log, sizeof(c->log), "%s/baseline.log", dir);
 	snprintf(mult, sizeof(mult), "%d", js->learners.replicas);
 	snprintf(tokens, sizeof(tokens), "%llu", (unsigned long long)tok);
+	/* it runs alone after the job: all the cores (the loss does not depend on it) */
+	snprintf(threads, sizeof(threads), "%ld", ncpu > 0 ? (ncpu < 8 ? ncpu : 8) : 1);
 	/* about 15 points on its loss curve */
 	snprintf(every, sizeof(every), "%llu",
 		 (unsigned long long)(tok / per_step / 15 > 0 ? tok / per_step / 15 : 1));
 	{
 		char *argv[] = { (char *)exe, (char *)"train", (char *)job_file,
 				 (char *)"--batch-mult", mult, (char *)"--tokens", tokens,
-				 (char *)"--eval-every", every, NULL };
+				 (char *)"--eval-every", every, (char *)"--threads", threads, NULL };
 		if (proc_init(&p, "baseline", c->log, argv, e))
 			return -1;
 	}
@@ -183,6 +186,11 @@ static int run_twin(const struct job_spec *js, const struct run_opts *o,
 	printf("twin: the same job without chaos, in %s\n", tdir);
 	fflush(stdout);
 	rc = run_job(&tj, &to, tdir, &tr, e);
+	{
+		struct err we;
+		if (run_report_write(&tr, &we))
+			fprintf(stderr, "ddiloco run: twin: %s\n", we.msg);
+	}
 	r->twin.ran = 1;
 	r->twin.ok = rc == 0;
 	r->twin.loss = tr.final.eval_loss;
@@ -193,11 +201,6 @@ static int run_twin(const struct job_spec *js, const struct run_opts *o,
 	r->twin.nevals = tr.final.nevals;
 	tr.final.evals = NULL;
 	tr.final.nevals = 0;
-	{
-		struct err we;
-		if (run_report_write(&tr, &we))
-			fprintf(stderr, "ddiloco run: twin: %s\n", we.msg);
-	}
 	run_record_release(&tr);
 	return rc;
 }
