@@ -38,9 +38,9 @@ spec:
   optimizer: {lr: 0.005, warmupSteps: 5, batchSize: 8}
   syncer: {minQuorum: 1, fragments: 2, evalEvery: 10, evalTokens: 2048, checkpointEvery: 10,
            outerLr: 1.0, outerMomentum: 0.0}
-  budget: {tokens: 200000}
-  chaos: {enabled: true, schedule: interval, intervalSeconds: 2.5, startAfterSeconds: 1,
-          recoverySeconds: 1, maxDown: 1, seed: 5}
+  budget: {tokens: 400000}
+  chaos: {enabled: true, schedule: interval, intervalSeconds: 1, startAfterSeconds: 0.5,
+          recoverySeconds: 0.5, maxDown: 1, seed: 5}
 YAML
 
 # 1. to done, with kills
@@ -67,7 +67,7 @@ grep -q "^report: $dir/run1/report.json\$" "$dir/out1" || fail "no report path i
 
 stamp "run to done passed"
 # 2. Ctrl-C while training: everything stops, exit 130
-sed -i 's/tokens: 200000}/tokens: 100000000}/' "$dir/job.yaml"
+sed -i 's/tokens: 400000}/tokens: 100000000}/' "$dir/job.yaml"
 "$BIN" run "$dir/job.yaml" --run-dir "$dir/run2" --no-chaos > "$dir/out2" 2>&1 &
 pid=$!
 i=0
