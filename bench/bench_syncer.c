@@ -7,10 +7,14 @@
  *                                   screening norms + RDA merge + Nesterov step,
  *                                   counted as M·4 MB of answers per merge
  *   syncer_merge_vs_memcpy          the smaller of the two (target ≥ 0.5)
- *   syncer_round_latency_ms_p50/p90 16 test learners on loopback, quorum 16:
+ *   syncer_round_m16_latency_ms_p50/p90
+ *                                   16 test learners on loopback, quorum 16:
  *                                   from the last answer sent to the update
- *                                   received by all 16
- *   syncer_round_period_ms          wall time per round, heartbeat to update
+ *                                   received by all 16 (115k-parameter
+ *                                   fragments)
+ *   syncer_round_m16_period_ms      wall time per round, heartbeat to update
+ *   syncer_round_m200_*             the same with 200 learners and a small
+ *                                   model (hundreds of learners, one syncer)
  */
 #include <arpa/inet.h>
 #include <grpc/byte_buffer.h>
@@ -134,11 +138,10 @@ static double memcpy_once(char *dst, const char *src)
 
 /* ---- round latency with 16 learners ------------------------------------- */
 
-#define L 16
-#define ROUNDS 30
+#define ROUNDS 30   /* at most */
 
 struct learner_arg {
-	int id, port;
+	int id, port, rounds;
 	struct frag_table *ft;
 	double t_ans[ROUNDS + 1], t_upd[ROUNDS + 1], t_hb[ROUNDS + 1];
 	int ok;
@@ -264,7 +267,7 @@ static void *learner_main(void *arg)
 			goto out;
 		ddiloco__v1__syncer_message__free_unpacked(m, NULL);
 	}
-	for (int s = 1; s <= ROUNDS; s++) {
+	for (int s = 1; s <= a->rounds; s++) {
 		Ddiloco__V1__Heartbeat hb = DDILOCO__V1__HEARTBEAT__INIT;
 		Ddiloco__V1__Answer an = DDILOCO__V1__ANSWER__INIT;
 		uint64_t round = 0;
@@ -362,13 +365,13 @@ static int cmp_d(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-static int round_latency(void)
+static int round_latency(int L, int channels, int rounds)
 {
 	const char *build = getenv("BUILD") ? getenv("BUILD") : "build";
 	char dir[] = "/tmp/ddiloco-bench-XXXXXX", job[128], bin[256], lis[64];
 	char http[64], ck[128], cmd[160];
-	struct learner_arg *args = calloc(L, sizeof(*args));
-	pthread_t th[L];
+	struct learner_arg *args = calloc((size_t)L, sizeof(*args));
+	pthread_t *th = calloc((size_t)L, sizeof(*th));
 	struct job_spec js;
 	struct model_config cfg;
 	struct frag_table ft;
@@ -377,7 +380,7 @@ static int round_latency(void)
 	pid_t pid;
 	FILE *f;
 
-	if (!mkdtemp(dir) || !args)
+	if (!mkdtemp(dir) || !args || !th)
 		return -1;
 	snprintf(job, sizeof(job), "%s/job.yaml", dir);
 	snprintf(ck, sizeof(ck), "%s/ckpt", dir);
@@ -385,10 +388,10 @@ static int round_latency(void)
 	fprintf(f, "apiVersion: ddiloco.io/v1alpha1\nkind: DecoupledTrainingJob\n"
 		"metadata:\n  name: benchsync\nspec:\n  learners:\n    replicas: %d\n"
 		"  model:\n    vocabSize: 256\n    context: 64\n    layers: 2\n"
-		"    heads: 4\n    channels: 128\n"
+		"    heads: 4\n    channels: %d\n"
 		"  data:\n    path: %s/job.yaml\n"
 		"  syncer:\n    minQuorum: %d\n    fragments: 4\n    evalEvery: 0\n"
-		"    checkpointEvery: 0\n", L, dir, L);
+		"    checkpointEvery: 0\n", L, channels, dir, L);
 	fclose(f);
 	jobspec_load(job, &js, NULL);
 	model_config_from_job(&js.model, &cfg, NULL);
@@ -410,6 +413,7 @@ static int round_latency(void)
 		args[i].id = i;
 		args[i].port = port;
 		args[i].ft = &ft;
+		args[i].rounds = rounds;
 		pthread_create(&th[i], NULL, learner_main, &args[i]);
 	}
 	for (int i = 0; i < L; i++) {
@@ -425,11 +429,12 @@ static int round_latency(void)
 	if (!ok) {
 		fprintf(stderr, "bench_syncer: a test learner failed\n");
 		free(args);
+		free(th);
 		frag_table_release(&ft);
 		return -1;
 	}
 	double period = 0;
-	for (int s = 1; s <= ROUNDS; s++) {
+	for (int s = 1; s <= rounds; s++) {
 		double last_ans = 0, last_upd = 0, first_hb = 1e300;
 
 		for (int i = 0; i < L; i++) {
@@ -443,13 +448,13 @@ static int round_latency(void)
 		lat[s - 1] = last_upd - last_ans;
 		period += last_upd - first_hb;
 	}
-	qsort(lat, ROUNDS, sizeof(double), cmp_d);
-	printf("syncer_round_fragment_params=%zu\n", ft.frags[0].numel);
-	printf("syncer_round_learners=%d\n", L);
-	printf("syncer_round_latency_ms_p50=%.2f\n", 1e3 * lat[ROUNDS / 2]);
-	printf("syncer_round_latency_ms_p90=%.2f\n", 1e3 * lat[ROUNDS * 9 / 10]);
-	printf("syncer_round_period_ms=%.2f\n", 1e3 * period / ROUNDS);
+	qsort(lat, (size_t)rounds, sizeof(double), cmp_d);
+	printf("syncer_round_m%d_fragment_params=%zu\n", L, ft.frags[0].numel);
+	printf("syncer_round_m%d_latency_ms_p50=%.2f\n", L, 1e3 * lat[rounds / 2]);
+	printf("syncer_round_m%d_latency_ms_p90=%.2f\n", L, 1e3 * lat[rounds * 9 / 10]);
+	printf("syncer_round_m%d_period_ms=%.2f\n", L, 1e3 * period / rounds);
 	free(args);
+	free(th);
 	frag_table_release(&ft);
 	return 0;
 }
@@ -485,8 +490,11 @@ int main(void)
 	free(dst);
 	grpc_init();
 	signal(SIGPIPE, SIG_IGN);
-	if (round_latency())
-		printf("syncer_round_latency=failed\n");
+	if (round_latency(16, 128, 30))
+		printf("syncer_round_m16=failed\n");
+	/* hundreds of learners on one syncer, with a small model */
+	if (round_latency(200, 32, 10))
+		printf("syncer_round_m200=failed\n");
 	grpc_shutdown();
 	return 0;
 }
