@@ -488,6 +488,14 @@ int core_check_budget(struct syncer *s, double now)
 	if ((b->tokens && s->acc.tokens_trained >= b->tokens) ||
 	    (b->outer_steps && s->rs.completed >= b->outer_steps)) {
 		s->done_elapsed = core_elapsed(s, now);
+		/* the gap since the last round ends here: count it now, the
+		 * uptime is frozen from this moment */
+		if (s->acc.uptime_start >= 0) {
+			s->acc.down += fmax(0, s->done_elapsed -
+					       s->acc.last_round_elapsed -
+					       expected_gap(s));
+			s->acc.last_round_elapsed = s->done_elapsed;
+		}
 		s->done = 1;
 		s->rs.stopped = 1;
 		log_info("budget reached: round %" PRIu64 ", %" PRIu64
