@@ -789,8 +789,11 @@ static void finish_job(struct stream_server *sv, double now)
 	syncer_round_abandon(&s->rs);
 	for (int slot = 0; slot < s->rs.cfg.overlap; slot++)
 		core_free_answers(s, slot);
-	core_eval_sync(s, now);
+	/* done is on disk before the last evaluation, which takes a while:
+	 * a syncer killed meanwhile comes back knowing the job is over */
 	if (core_checkpoint(s, now, &e))
+		log_error("%s", e.msg);
+	if (core_eval_sync(s, now) == 0 && core_checkpoint(s, now, &e))
 		log_error("%s", e.msg);
 	close_all(sv, GRPC_STATUS_OK, "job done");
 	log_info("job done: round %" PRIu64 ", uptime %.3f, goodput %.3f",
