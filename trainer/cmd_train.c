@@ -43,7 +43,7 @@ static void usage(FILE *f)
 		"  --batch-mult M     M times the job's batch size per step (default 1)\n"
 		"  --tokens N         token budget (default spec.budget.tokens)\n"
 		"  --steps N          step budget (overrides the token budget)\n"
-		"  --threads N        OpenBLAS threads (default spec.learners.threads)\n"
+		"  --threads N        trainer threads (default spec.learners.threads)\n"
 		"  --eval-every N     evaluate every N steps (default 0: at the end only)\n"
 		"  --log-every N      progress line every N steps (default: about 20 lines)\n"
 		"  --checkpoint PATH  save parameters and optimizer state there at every\n"

@@ -73,8 +73,9 @@ float model_forward(struct model *m, const int *inputs, const int *targets);
 void model_backward(struct model *m);
 
 /*
- * Threads for the loops between matrix products (default 1; OpenBLAS's
- * own count is set apart, with openblas_set_num_threads).
+ * Threads for the model's products and loops (default 1). Each product is
+ * split over them into OpenBLAS calls, so OpenBLAS itself should run one
+ * thread (trainer_new and evaluator_new set it so).
  */
 int model_set_threads(struct model *m, int threads, struct err *e);
 /* The model's thread pool (NULL with one thread). */

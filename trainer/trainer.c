@@ -8,6 +8,11 @@
  * learner index and the step count: a checkpoint holds the step and
  * nothing else about the data.
  *
+ * spec.learners.threads threads run the model and the optimizer pass (the
+ * model's pool); OpenBLAS is set to one thread since the pool splits each
+ * product itself. The gradient norm is summed per chunk of the pool, so
+ * results are exact for a given thread count.
+ *
  * The evaluator owns a model of at most B rows and scores a parameter
  * vector (copied in) on the first rows of the validation stream: the same
  * rows every time, so successive evaluations are comparable.
