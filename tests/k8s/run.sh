@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make test-k8s: build what is missing, bring the test control plane up,
 # run every tests/k8s/test_*.sh against it, bring it down even when a test
-# fails, and end with "N passed, N failed".
+# fails (a cluster that was already up stays up), and end with
+# "N passed, N failed". Runs from two checkouts queue on a lock.
 #
 # Each test runs with the variables of /tmp/ddiloco-k8s/env exported
 # (KUBECONFIG KUBE_SERVER KUBE_TOKEN KUBE_CA KUBECTL HELM) and BUILD.
@@ -11,15 +12,23 @@ set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 CL=$HERE/cluster
 
+. "$CL/common.sh"
 "$CL/build.sh" || { echo "0 passed, 1 failed"; exit 1; }
-trap '"$CL/down.sh"' EXIT
+# Hold the cluster lock for the whole run. A cluster that was already up
+# (make cluster-up) is used and left running; one started here is stopped.
+take_lock
+if all_running && api_ready; then
+	echo "test-k8s: using the cluster that is already up"
+else
+	trap '"$CL/down.sh"' EXIT
+fi
 if ! "$CL/up.sh"; then
 	echo "test-k8s: the control plane did not start"
 	echo "0 passed, 1 failed"
 	exit 1
 fi
 set -a
-. /tmp/ddiloco-k8s/env
+. "$RUN/env"
 set +a
 export BUILD=${BUILD:-build}
 
@@ -29,7 +38,7 @@ for t in "$HERE"/test_*.sh; do
 	name=$(basename "$t" .sh)
 	case $name in *"${ONLY:-}"*) ;; *) continue ;; esac
 	t0=$(date +%s)
-	if timeout 600 bash "$t"; then
+	if timeout 600 bash "$t" 9>&-; then
 		echo "PASS $name ($(($(date +%s) - t0)) s)"
 		pass=$((pass + 1))
 	else
@@ -42,7 +51,7 @@ if [ "$fail" -gt 0 ]; then
 	echo "failed:$failed"
 	for c in kube-apiserver kube-controller-manager kube-scheduler kwok; do
 		echo "--- last lines of $c.log"
-		tail -5 "/tmp/ddiloco-k8s/logs/$c.log" 2>/dev/null
+		tail -5 "$RUN/logs/$c.log" 2>/dev/null
 	done
 fi
 echo "$pass passed, $fail failed"

@@ -43,13 +43,13 @@ build() {
 	echo "build: $name from $pkg (log: $log)"
 	t0=$(now)
 	if ! (cd "$HERE/$dir" && go build $GOFLAGS_BUILD -ldflags "$ldflags" \
-		-o "$BIN/$name.tmp" "$pkg") >"$log" 2>&1; then
-		rm -f "$BIN/$name.tmp"
+		-o "$BIN/$name.tmp.$$" "$pkg") >"$log" 2>&1; then
+		rm -f "$BIN/$name.tmp.$$"
 		tail -30 "$log" >&2
 		echo "build: $name FAILED after $(($(now) - t0)) s (see $log)" >&2
 		exit 1
 	fi
-	mv "$BIN/$name.tmp" "$BIN/$name"
+	mv "$BIN/$name.tmp.$$" "$BIN/$name"
 	t=$(($(now) - t0))
 	echo "build: $name took $t s"
 	echo "$name $t" >>"$CACHE/build-times.txt"

@@ -2,7 +2,7 @@
 # Ports are fixed (loopback only); override them through the environment.
 CACHE=${DDILOCO_K8S_CACHE:-$HOME/.cache/ddiloco-k8s}
 BIN=$CACHE/bin
-RUN=/tmp/ddiloco-k8s
+RUN=${DDILOCO_K8S_RUN:-/tmp/ddiloco-k8s}
 API_PORT=${DDILOCO_K8S_API_PORT:-16443}
 ETCD_PORT=${DDILOCO_K8S_ETCD_PORT:-16379}
 ETCD_PEER_PORT=${DDILOCO_K8S_ETCD_PEER_PORT:-16380}
@@ -11,12 +11,28 @@ SERVICE_CIDR=10.96.0.0/16
 SERVICE_IP=10.96.0.1
 POD_CIDR=127.64.0.1/16
 NODES=${DDILOCO_K8S_NODES:-3}
+# One cluster per machine: up, down and a whole test-k8s run hold this lock
+# (outside $RUN, which down removes), so runs from two checkouts queue
+# instead of stopping each other's processes.
+LOCK=$RUN.lock
 # stop order is the reverse of this
 COMPONENTS="etcd kube-apiserver kube-controller-manager kube-scheduler kwok"
 
 die() {
 	echo "cluster: $*" >&2
 	exit 1
+}
+
+# take_lock: hold $LOCK on fd 9 until the script exits; nothing to do when
+# the caller (tests/k8s/run.sh) already holds it for us.
+take_lock() {
+	[ -n "${DDILOCO_K8S_LOCKED:-}" ] && return 0
+	exec 9>>"$LOCK"
+	if ! flock -n 9; then
+		echo "cluster: another cluster-up/down or test-k8s holds $LOCK; waiting (up to 30 min)" >&2
+		flock -w 1800 9 || die "gave up waiting for $LOCK"
+	fi
+	export DDILOCO_K8S_LOCKED=1
 }
 
 port_busy() {
@@ -28,7 +44,8 @@ port_busy() {
 start() {
 	local name=$1
 	shift
-	setsid "$@" >"$RUN/logs/$name.log" 2>&1 </dev/null &
+	# 9>&-: the lock must not outlive the script that took it
+	setsid "$@" >"$RUN/logs/$name.log" 2>&1 </dev/null 9>&- &
 	printf '%s\n%s\n' "$!" "$1" >"$RUN/pids/$name.pid"
 }
 

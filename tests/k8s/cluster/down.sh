@@ -6,6 +6,7 @@ set -uo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/common.sh"
+take_lock
 
 stopped=0
 for c in $(echo "$COMPONENTS" | tr ' ' '\n' | tac); do

@@ -12,6 +12,7 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/common.sh"
+take_lock
 
 if all_running && api_ready; then
 	echo "cluster-up: already up ($KUBE_SERVER)"
@@ -146,6 +147,8 @@ start kube-apiserver "$BIN/kube-apiserver" \
 	--v=1
 wait_for "kube-apiserver" 120 api_ready
 
+# Pod IPs are loopback addresses (below), which Endpoints and EndpointSlices
+# refuse; their controllers would only fail and retry, so they do not run.
 start kube-controller-manager "$BIN/kube-controller-manager" \
 	--kubeconfig="$RUN/kube-controller-manager.kubeconfig" \
 	--service-account-private-key-file="$PKI/sa.key" \
@@ -153,7 +156,7 @@ start kube-controller-manager "$BIN/kube-controller-manager" \
 	--use-service-account-credentials=true \
 	--leader-elect=false \
 	--secure-port=0 \
-	--controllers='*' \
+	--controllers='*,-endpoint,-endpointslice,-endpointslicemirroring' \
 	--concurrent-gc-syncs=5 \
 	--profiling=false \
 	--v=1
