@@ -29,9 +29,12 @@ fail() {
 	exit 1
 }
 cleanup() {
+	local rc=$?
+	set +e
 	[ -n "$OP_PID" ] && kill "$OP_PID" 2>/dev/null && wait "$OP_PID" 2>/dev/null
-	"$KUBECTL" delete namespace "$NS" --wait=false >/dev/null 2>&1 || true
+	"$KUBECTL" delete namespace "$NS" --wait=false >/dev/null 2>&1
 	rm -rf "$WORK"
+	exit "$rc"
 }
 trap cleanup EXIT
 

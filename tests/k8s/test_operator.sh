@@ -30,7 +30,7 @@ fail() {
 	echo "test_operator: FAIL: $*" >&2
 	KN get ddjobs,pods,statefulsets,services,configmaps,pvc -o wide >&2 2>/dev/null || true
 	KN get events --sort-by=.lastTimestamp 2>/dev/null | tail -20 >&2 || true
-	cp "$WORK"/op1.log /tmp/test_operator.op1.log 2>/dev/null || true
+	cp "$WORK"/op1.log "$WORK"/proxy.log /tmp/ 2>/dev/null || true
 	for f in "$WORK"/op*.log; do
 		[ -e "$f" ] && { echo "--- $f" >&2; tail -30 "$f" >&2; }
 	done
@@ -38,12 +38,15 @@ fail() {
 }
 
 cleanup() {
+	local rc=$?
+	set +e
 	for p in "${PIDS[@]:-}"; do
 		[ -n "$p" ] && kill "$p" 2>/dev/null && wait "$p" 2>/dev/null
 	done
 	K delete namespace "$NS" --wait=false >/dev/null 2>&1 || true
 	K -n ddiloco-system delete lease "$NS" >/dev/null 2>&1 || true
 	rm -rf "$WORK"
+	exit "$rc"
 }
 trap cleanup EXIT
 
