@@ -159,7 +159,16 @@ int cmd_operator(int argc, char **argv)
 	log_info("API server %s, %s, identity %s%s", o.cfg.server,
 		 o.namespace_[0] ? o.namespace_ : "every namespace", o.identity,
 		 o.chaos ? "" : ", chaos off");
-	rc = operator_run(&o, &stopping);
+	/*
+	 * A leader that could not renew in time stops acting at once; then it
+	 * starts over as a candidate, with fresh caches, as a restarted
+	 * process would.
+	 */
+	while ((rc = operator_run(&o, &stopping)) == OPERATOR_LOST_LEADERSHIP &&
+	       !stopping) {
+		log_warn("leader: back to candidate");
+		sleep(1);
+	}
 	kube_config_release(&o.cfg);
 	return rc;
 }

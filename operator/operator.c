@@ -1031,8 +1031,8 @@ int operator_run(const struct operator_opts *o, const volatile int *stop)
 				log_warn("leader: %s", e.msg);
 			next_lease = now + LEASE_RETRY;
 			if (was && !lead.is_leader) {
-				log_error("leader: leadership lost: stopping");
-				rc = 1;
+				log_error("leader: leadership lost: stopping the workers");
+				rc = OPERATOR_LOST_LEADERSHIP;
 				break;
 			}
 		}

@@ -26,7 +26,13 @@ struct operator_opts {
 int operator_event(struct kube *k, json_t *job, int warning,
 		   const char *reason, const char *message);
 
-/* Runs until *stop becomes non-zero or leadership is lost (returns 1). */
+#define OPERATOR_LOST_LEADERSHIP 3
+
+/*
+ * Runs until *stop becomes non-zero (returns 0), leadership is lost
+ * (returns OPERATOR_LOST_LEADERSHIP, everything stopped and freed) or it
+ * cannot start (returns 1).
+ */
 int operator_run(const struct operator_opts *o, const volatile int *stop);
 
 #endif

@@ -107,8 +107,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
         conn = http.client.HTTPSConnection(UPSTREAM.hostname, UPSTREAM.port,
                                            context=CTX, timeout=600)
         headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP}
-        conn.request(self.command, self.path, body=body, headers=headers)
-        resp = conn.getresponse()
+        try:
+            conn.request(self.command, self.path, body=body, headers=headers)
+            resp = conn.getresponse()
+        except (OSError, http.client.HTTPException) as e:
+            # the API server itself did not answer: say so, as a gateway would
+            conn.close()
+            sys.stderr.write("upstream %s %s: %s\n" % (self.command, self.path, e))
+            return self.reply(502, status_body(502, "BadGateway", "upstream: %s" % e))
         watch = "watch=1" in self.path or "watch=true" in self.path
         if not watch or resp.status != 200:
             data = resp.read()

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Progress in the job's status comes from a real syncer's /status.
+# The pods on kwok's fake nodes run nothing, so the job's syncer, learner
+# and sidecar run here as processes, from the job.json of the job's own
+# ConfigMap (what the pods would mount); the operator is pointed at that
+# syncer with --status-url. Checked: status.progress (round, tokens, loss,
+# goodput) moves with the training and `kubectl get ddjobs` shows it.
+# Needs the variables of /tmp/ddiloco-k8s/env (tests/k8s/run.sh sets them).
+set -euo pipefail
+
+: "${KUBECTL:?run through make test-k8s}" "${KUBECONFIG:?}"
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${BUILD:-build}
+case $BUILD in /*) BIN=$BUILD/ddiloco ;; *) BIN=$ROOT/$BUILD/ddiloco ;; esac
+NS=progress-$$-$RANDOM
+WORK=$(mktemp -d /tmp/test_progress.XXXXXX)
+PIDS=()
+KN() { "$KUBECTL" -n "$NS" "$@"; }
+
+fail() {
+	echo "test_progress: FAIL: $*" >&2
+	KN get ddjobs -o wide >&2 2>/dev/null || true
+	for f in "$WORK"/*.log; do
+		[ -e "$f" ] && { echo "--- $f" >&2; tail -15 "$f" >&2; }
+	done
+	exit 1
+}
+cleanup() {
+	local rc=$?
+	set +e
+	for p in "${PIDS[@]:-}"; do
+		[ -n "$p" ] && kill "$p" 2>/dev/null && wait "$p" 2>/dev/null
+	done
+	"$KUBECTL" delete namespace "$NS" --wait=false >/dev/null 2>&1
+	rm -rf "$WORK"
+	exit "$rc"
+}
+trap cleanup EXIT
+until_ok() {   # CMD is evaluated again on every try
+	local secs=$1 what=$2 end
+	shift 2
+	end=$(($(date +%s) + secs))
+	until eval "$*" >/dev/null 2>&1; do
+		[ "$(date +%s)" -lt "$end" ] || fail "timed out after $secs s: $what"
+		sleep 0.5
+	done
+}
+free_port() {
+	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+jp() { KN get "$1" -o "jsonpath=$2" 2>/dev/null; }
+
+[ -x "$BIN" ] || fail "no $BIN (make first)"
+[ -r /usr/share/games/fortunes ] || fail "no /usr/share/games/fortunes (make deps)"
+"$KUBECTL" apply --server-side -f "$ROOT/crds/decoupledtrainingjobs.yaml" >/dev/null || fail "CRD refused"
+"$KUBECTL" wait --for=condition=Established --timeout=30s crd/decoupledtrainingjobs.ddiloco.io >/dev/null
+"$KUBECTL" create namespace "$NS" >/dev/null
+
+GRPC=$(free_port)
+HTTP=$(free_port)
+"$BIN" operator --kubeconfig "$KUBECONFIG" --namespace "$NS" --http off --no-chaos \
+	--status-url "http://127.0.0.1:$HTTP/status" >"$WORK/operator.log" 2>&1 &
+PIDS+=($!)
+KN apply -f - >/dev/null <<EOF
+apiVersion: ddiloco.io/v1alpha1
+kind: DecoupledTrainingJob
+metadata: {name: live}
+spec:
+  learners: {replicas: 1}
+  model: {channels: 64}
+  data: {path: /usr/share/games/fortunes}
+  optimizer: {warmupSteps: 5}
+  syncer: {fragments: 2, evalEvery: 5, evalTokens: 2048, storage: ""}
+  budget: {tokens: 50000000}
+EOF
+until_ok 90 "job Running" '[ "$(jp ddjob/live "{.status.phase}")" = Running ]'
+[ -z "$(jp ddjob/live '{.status.progress.round}')" ] || fail "progress before any syncer ran"
+
+# the job's own spec, as its pods mount it, run here
+KN get configmap live-spec -o 'jsonpath={.data.job\.json}' >"$WORK/job.json"
+"$BIN" syncer --job "$WORK/job.json" --listen "127.0.0.1:$GRPC" --http "127.0.0.1:$HTTP" \
+	--checkpoint-dir "$WORK/ckpt" >"$WORK/syncer.log" 2>&1 &
+PIDS+=($!)
+mkdir -p "$WORK/ex"
+"$BIN" sidecar --job "$WORK/job.json" --learner 0 --exchange "$WORK/ex" \
+	--syncer "127.0.0.1:$GRPC" >"$WORK/sidecar.log" 2>&1 &
+PIDS+=($!)
+"$BIN" learner --job "$WORK/job.json" --learner 0 --exchange "$WORK/ex" >"$WORK/learner.log" 2>&1 &
+PIDS+=($!)
+
+until_ok 60 "progress in status" '[ "$(jp ddjob/live "{.status.progress.round}")" -ge 5 ]'
+r1=$(jp ddjob/live '{.status.progress.round}')
+t1=$(jp ddjob/live '{.status.progress.tokens}')
+[ "$t1" -gt 0 ] || fail "no tokens in status.progress"
+until_ok 60 "a loss in status" '[ -n "$(jp ddjob/live "{.status.progress.loss}")" ]'
+until_ok 60 "progress moves" '[ "$(jp ddjob/live "{.status.progress.round}")" -gt "$r1" ]'
+g=$(jp ddjob/live '{.status.progress.goodput}')
+awk -v g="$g" 'BEGIN { exit !(g > 0 && g <= 1) }' || fail "goodput $g is not in (0, 1]"
+# the same numbers as the syncer's own /status, at most one read behind
+s=$(curl -sf "http://127.0.0.1:$HTTP/status") || fail "syncer /status"
+python3 -c 'import json,sys; d=json.loads(sys.argv[1]); sys.exit(0 if d["round"] >= int(sys.argv[2]) else 1)' \
+	"$s" "$(jp ddjob/live '{.status.progress.round}')" || fail "status.progress is ahead of the syncer"
+KN get ddjobs >"$WORK/get.txt"
+awk '$1 == "live" && $2 == "Running" && $3 == "1/1" && $4 > 0 && $5 > 0 && $6 > 0 { ok = 1 } END { exit !ok }' \
+	"$WORK/get.txt" || { cat "$WORK/get.txt" >&2; fail "kubectl get ddjobs does not show the progress"; }
+echo "test_progress: ok"
