@@ -28,6 +28,7 @@ int run_record_init(struct run_record *r, const struct job_spec *js,
 	r->final.eval_loss = NAN;
 	r->final.uptime = r->final.goodput = r->final.elapsed = NAN;
 	r->baseline.loss = r->twin.loss = NAN;
+	r->done_at = NAN;
 	r->restarts = calloc((size_t)r->learners, sizeof(int));
 	r->crashes = calloc((size_t)r->learners, sizeof(int));
 	if (!r->restarts || !r->crashes) {

@@ -119,6 +119,7 @@ int run_report_json(const struct run_record *r, struct buf *out, struct err *e)
 		json_decref(per);
 		return err_set(e, "report: out of memory");
 	}
+	json_object_set_new(root, "done_at", num_or_null(r->done_at));
 	json_object_set_new(root, "uptime", num_or_null(f->uptime));
 	json_object_set_new(root, "goodput", num_or_null(f->goodput));
 	json_object_set_new(root, "rounds", json_integer((json_int_t)f->round));

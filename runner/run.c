@@ -471,6 +471,7 @@ static void poll_status(struct runner *R)
 	if (R->r->final.done && !R->done) {
 		R->done = 1;
 		R->done_at = t;
+		R->r->done_at = t;
 		event(R, "syncer: job done");
 	}
 }

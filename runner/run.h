@@ -103,6 +103,7 @@ struct run_record {
 
 	struct run_status final;        /* the last /status read */
 	int have_final;
+	double done_at;                 /* run time /status first said done; NAN */
 	int success;
 	char outcome[256];              /* "done", "interrupted", the error */
 
