@@ -113,13 +113,18 @@ until_ok 30 "status.chaos counts the kills" "test \"\$(jp ddjob/wild '{.status.c
 # killed learners come back; learners never killed keep their pod
 until_ok 60 "killed learners back" "test \"\$(KN get pods -l ddiloco.io/job=wild,ddiloco.io/role=learner -o name | wc -l)\" = 4"
 W1=$(uids wild)
+# kills go on meanwhile: a pod replaced before the uids were read has its
+# kill event already, so the events read after them name every victim
+kills wild >"$WORK/kills-after.txt"
 victims=$(grep -o 'wild-learner-[0-9]*' "$WORK/kills.txt" | sort -u)
+victims_after=$(grep -o 'wild-learner-[0-9]*' "$WORK/kills-after.txt" | sort -u)
 for line in $W0; do
 	pod=${line%%=*}
 	if echo "$victims" | grep -qx "$pod"; then
 		echo "$W1" | grep -qx "$line" && fail "$pod was killed but has its old uid"
 	else
-		echo "$W1" | grep -qx "$line" || fail "$pod was never killed but was replaced"
+		echo "$victims_after" | grep -qx "$pod" ||
+			echo "$W1" | grep -qx "$line" || fail "$pod was never killed but was replaced"
 	fi
 done
 # the job without chaos was never touched
