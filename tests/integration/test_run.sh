@@ -38,14 +38,14 @@ spec:
   optimizer: {lr: 0.005, warmupSteps: 5, batchSize: 8}
   syncer: {minQuorum: 1, fragments: 2, evalEvery: 10, evalTokens: 2048, checkpointEvery: 10,
            outerLr: 1.0, outerMomentum: 0.0}
-  budget: {tokens: 400000}
+  budget: {tokens: 2000000}
   chaos: {enabled: true, schedule: interval, intervalSeconds: 1, startAfterSeconds: 0.5,
           recoverySeconds: 0.5, maxDown: 1, seed: 5}
 YAML
 
 # 1. to done, with kills
 rc=0
-"$BIN" run "$dir/job.yaml" --run-dir "$dir/run1" --timeout 100 > "$dir/out1" 2>&1 || rc=$?
+"$BIN" run "$dir/job.yaml" --run-dir "$dir/run1" --timeout 400 > "$dir/out1" 2>&1 || rc=$?
 [ "$rc" -eq 0 ] || { cat "$dir/out1"; fail "run exited $rc"; }
 rep="$dir/run1/report.json"
 [ -s "$rep" ] && [ -s "$dir/run1/report.html" ] || fail "no report"
@@ -67,7 +67,7 @@ grep -q "^report: $dir/run1/report.json\$" "$dir/out1" || fail "no report path i
 
 stamp "run to done passed"
 # 2. Ctrl-C while training: everything stops, exit 130
-sed -i 's/tokens: 400000}/tokens: 100000000}/' "$dir/job.yaml"
+sed -i 's/tokens: 2000000}/tokens: 100000000}/' "$dir/job.yaml"
 "$BIN" run "$dir/job.yaml" --run-dir "$dir/run2" --no-chaos > "$dir/out2" 2>&1 &
 pid=$!
 i=0
