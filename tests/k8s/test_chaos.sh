@@ -38,15 +38,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-until_ok() {   # CMD is evaluated again on every try
-	local secs=$1 what=$2 end
-	shift 2
-	end=$(($(date +%s) + secs))
-	until eval "$*" >/dev/null 2>&1; do
-		[ "$(date +%s)" -lt "$end" ] || fail "timed out after $secs s: $what"
-		sleep 0.5
-	done
-}
+. "$ROOT/tests/k8s/lib.sh"
 jp() { KN get "$1" -o "jsonpath=$2" 2>/dev/null; }
 phase_is() { [ "$(jp "ddjob/$1" '{.status.phase}')" = "$2" ]; }
 uids() { KN get pods -l ddiloco.io/job="$1",ddiloco.io/role=learner \

@@ -52,19 +52,8 @@ trap cleanup EXIT
 
 # until_ok SECONDS DESCRIPTION CMD...: poll until CMD succeeds; CMD is
 # evaluated again on every try (quote what must be expanded then)
-until_ok() {
-	local secs=$1 what=$2 end
-	shift 2
-	end=$(($(date +%s) + secs))
-	until eval "$*" >/dev/null 2>&1; do
-		[ "$(date +%s)" -lt "$end" ] || fail "timed out after $secs s: $what"
-		sleep 0.5
-	done
-}
+. "$ROOT/tests/k8s/lib.sh"
 
-free_port() {
-	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
 
 jp() { KN get "$1" -o "jsonpath=$2" 2>/dev/null; }
 learner_pods() { KN get pods -l ddiloco.io/job="$1",ddiloco.io/role=learner -o name 2>/dev/null | wc -l; }
