@@ -15,6 +15,13 @@ CACHE=${DDILOCO_K8S_CACHE:-$HOME/.cache/ddiloco-k8s}
 BIN=$CACHE/bin
 mkdir -p "$BIN" "$CACHE/logs"
 
+# Go from the machine's /usr/local/go when it is not on PATH (CI shells)
+command -v go >/dev/null 2>&1 || PATH=/usr/local/go/bin:$PATH
+if ! command -v go >/dev/null 2>&1; then
+	echo "build: no Go toolchain (go on PATH or /usr/local/go); the control plane is built from Go modules" >&2
+	exit 1
+fi
+
 export CGO_ENABLED=0
 # The build is long; use both cores but no more (the machine is shared).
 GOFLAGS_BUILD="-p 2 -trimpath"
