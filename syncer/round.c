@@ -168,8 +168,9 @@ static int cmp_desc(const void *a, const void *b)
 	return (x < y) - (x > y);
 }
 
-/* The K-th largest step among joined learners; -1 if fewer are joined. */
-static double kth_step(const struct syncer_round *rs)
+/* The K-th largest step among joined learners other than `skip` (-1:
+ * none skipped); -1 if fewer are joined. */
+static double kth_step(const struct syncer_round *rs, int skip)
 {
 	double stack[256], *v = stack, kth = -1;
 	int n = 0, M = rs->cfg.max_learners;
@@ -177,7 +178,7 @@ static double kth_step(const struct syncer_round *rs)
 	if (M > 256 && !(v = malloc((size_t)M * sizeof(*v))))
 		return -1;
 	for (int i = 0; i < M; i++)
-		if (rs->joined[i])
+		if (rs->joined[i] && i != skip)
 			v[n++] = rs->step[i];
 	if (n >= rs->cfg.quorum) {
 		qsort(v, (size_t)n, sizeof(*v), cmp_desc);
@@ -186,6 +187,20 @@ static double kth_step(const struct syncer_round *rs)
 	if (v != stack)
 		free(v);
 	return kth;
+}
+
+uint64_t syncer_round_resume_step(const struct syncer_round *rs, int id,
+				  uint64_t hello_step, int have_own,
+				  uint64_t own_step)
+{
+	double kth;
+
+	if (have_own && own_step > hello_step)
+		return own_step;
+	if (id < 0 || id >= rs->cfg.max_learners)
+		return hello_step;
+	kth = kth_step(rs, id);
+	return kth > (double)hello_step ? (uint64_t)kth : hello_step;
 }
 
 void syncer_round_poll(struct syncer_round *rs, double now,
@@ -215,7 +230,7 @@ void syncer_round_poll(struct syncer_round *rs, double now,
 		out->slot = best;
 		return;
 	}
-	if (rs->stopped || free_slot < 0 || (kth = kth_step(rs)) < 0)
+	if (rs->stopped || free_slot < 0 || (kth = kth_step(rs, -1)) < 0)
 		return;
 	if (!rs->have_mark) {
 		rs->mark = kth;

@@ -103,6 +103,18 @@ void syncer_round_progress(struct syncer_round *rs, int id, uint64_t step,
 			   double step_time);
 
 /*
+ * The step learner id, saying hello at hello_step, should train on from
+ * (its lr schedule and data; docs/protocol.md, Welcome.resume_step): its
+ * own last known step (have_own: the caller has one) when that is larger
+ * than hello_step — it restarted from 0 —, else the pacing reference, the
+ * K-th largest step among the other joined learners, when that is larger;
+ * else hello_step. Never less than hello_step.
+ */
+uint64_t syncer_round_resume_step(const struct syncer_round *rs, int id,
+				  uint64_t hello_step, int have_own,
+				  uint64_t own_step);
+
+/*
  * An answer from learner id for (round, frag) arrived. `valid` = 0 for an
  * answer that was refused on arrival (not finite, wrong size): it stops
  * the round waiting for that learner but does not count toward quorum.

@@ -350,6 +350,7 @@ static void on_hello(struct conn *c, const Ddiloco__V1__Hello *h, double now)
 	struct round_action pulls[64];
 	struct learner *l;
 	int sizes_ok, npull;
+	uint64_t resume;
 	grpc_slice sl;
 
 	if (c->learner >= 0) {
@@ -391,10 +392,15 @@ static void on_hello(struct conn *c, const Ddiloco__V1__Hello *h, double now)
 	if (l->conn)
 		conn_close(l->conn, GRPC_STATUS_ABORTED,
 			   "replaced by a newer stream for learner %u", h->learner_id);
+	/* chosen before this learner joins: the reference is the others' */
+	resume = syncer_round_resume_step(&s->rs, (int)h->learner_id, h->step,
+					  l->seen, l->step_max);
 	l->conn = c;
 	l->seen = 1;
 	l->last_seen = now;
-	l->step = h->step;
+	l->step = resume;
+	if (resume > l->step_max)
+		l->step_max = resume;
 	l->incarnation = h->incarnation;
 	c->learner = (int)h->learner_id;
 	s->learners_connected++;
@@ -405,6 +411,7 @@ static void on_hello(struct conn *c, const Ddiloco__V1__Hello *h, double now)
 	w.round = s->rs.completed;
 	w.alpha = s->js->syncer.alpha;
 	w.answer_encoding = (Ddiloco__V1__Encoding)s->js->syncer.encoding;
+	w.resume_step = resume;
 	m.kind_case = DDILOCO__V1__SYNCER_MESSAGE__KIND_WELCOME;
 	m.welcome = &w;
 	sl = pack(&m);
@@ -418,11 +425,16 @@ static void on_hello(struct conn *c, const Ddiloco__V1__Hello *h, double now)
 	l->joined = 1;
 	core_note_joined(s, now);
 	npull = s->rs.cfg.overlap <= 64
-		? syncer_round_join(&s->rs, c->learner, h->step, pulls) : 0;
+		? syncer_round_join(&s->rs, c->learner, resume, pulls) : 0;
 	for (int i = 0; i < npull; i++)
 		send_pull(c, pulls[i].round, pulls[i].frag);
-	log_info("learner %u joined (step %" PRIu64 ", incarnation %" PRIu64 ")",
-		 h->learner_id, h->step, h->incarnation);
+	if (resume > h->step)
+		log_info("learner %u joined (step %" PRIu64 ", resumes at %" PRIu64
+			 ", incarnation %" PRIu64 ")", h->learner_id, h->step,
+			 resume, h->incarnation);
+	else
+		log_info("learner %u joined (step %" PRIu64 ", incarnation %"
+			 PRIu64 ")", h->learner_id, h->step, h->incarnation);
 }
 
 static void on_heartbeat(struct conn *c, const Ddiloco__V1__Heartbeat *hb,
@@ -440,6 +452,8 @@ static void on_heartbeat(struct conn *c, const Ddiloco__V1__Heartbeat *hb,
 	cl->tokens = hb->tokens;
 	cl->incarnation = hb->incarnation;
 	l->step = hb->step;
+	if (hb->step > l->step_max)
+		l->step_max = hb->step;
 	l->tokens = hb->tokens;
 	l->step_time = hb->step_time;
 	l->train_loss = hb->train_loss;
@@ -470,6 +484,8 @@ static void on_answer(struct conn *c, const Ddiloco__V1__Answer *a, double now)
 	s->acc.bytes_in += a->payload.len;
 	if (a->step > l->step)
 		l->step = a->step;
+	if (a->step > l->step_max)
+		l->step_max = a->step;
 	syncer_round_progress(&s->rs, id, l->step, 0);
 	if (a->fragment >= (uint32_t)s->P) {
 		s->acc.rejected++;

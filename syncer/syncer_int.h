@@ -40,6 +40,8 @@ struct learner {
 	int joined;          /* Welcome + every fragment queued */
 	int seen;            /* ever said hello */
 	uint64_t step, tokens, incarnation;
+	uint64_t step_max;   /* highest step it reported since we started,
+			      * over its restarts too: where a restart resumes */
 	double step_time, train_loss, last_seen;   /* last_seen: mono clock */
 };
 

@@ -300,6 +300,47 @@ static void restarted_learners_do_not_stall(void **state)
 	syncer_round_release(&rs);
 }
 
+/* Welcome.resume_step: own last step, else the K-th of the others. */
+static void resume_step_is_the_jobs(void **state)
+{
+	struct syncer_round rs;
+	struct round_action pulls[8];
+
+	(void)state;
+	setup(&rs, 2, 0.0, 2, 1.0, 4);
+	syncer_round_progress(&rs, 0, 500, 1.0);
+	syncer_round_progress(&rs, 1, 480, 1.0);
+	syncer_round_progress(&rs, 2, 450, 1.0);
+	syncer_round_progress(&rs, 3, 300, 1.0);
+	syncer_round_leave(&rs, 3);   /* learner 3 was killed */
+
+	/* its own last step, known and larger than the Hello's: resume there */
+	assert_int_equal(syncer_round_resume_step(&rs, 3, 0, 1, 300), 300);
+	assert_int_equal(syncer_round_resume_step(&rs, 3, 12, 1, 300), 300);
+	/* unknown (the syncer restarted): the K-th (2nd) of the others, 480 */
+	assert_int_equal(syncer_round_resume_step(&rs, 3, 0, 0, 0), 480);
+	/* own step not larger than the Hello's: the K-th again */
+	assert_int_equal(syncer_round_resume_step(&rs, 3, 300, 1, 300), 480);
+	/* never less than the Hello's step */
+	assert_int_equal(syncer_round_resume_step(&rs, 3, 490, 0, 0), 490);
+	assert_int_equal(syncer_round_resume_step(&rs, 3, 900, 1, 300), 900);
+	/* a learner still joined is not its own reference: 2nd of {480, 450} */
+	assert_int_equal(syncer_round_resume_step(&rs, 0, 0, 0, 0), 450);
+	/* fewer than K others joined: nothing to go by but the Hello */
+	syncer_round_leave(&rs, 1);
+	syncer_round_leave(&rs, 2);
+	assert_int_equal(syncer_round_resume_step(&rs, 3, 7, 0, 0), 7);
+	assert_int_equal(syncer_round_resume_step(&rs, 3, 7, 1, 300), 300);
+	/* out of range ids are answered with the Hello's step */
+	assert_int_equal(syncer_round_resume_step(&rs, 9, 7, 0, 0), 7);
+	assert_int_equal(syncer_round_resume_step(&rs, -1, 7, 0, 0), 7);
+	/* the others rejoin: the reference counts them again */
+	syncer_round_join(&rs, 1, 480, pulls);
+	syncer_round_join(&rs, 2, 450, pulls);
+	assert_int_equal(syncer_round_resume_step(&rs, 3, 0, 0, 0), 480);
+	syncer_round_release(&rs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -311,6 +352,7 @@ int main(void)
 		cmocka_unit_test(quorum_waits_for_k_joined),
 		cmocka_unit_test(stopped_starts_nothing),
 		cmocka_unit_test(restarted_learners_do_not_stall),
+		cmocka_unit_test(resume_step_is_the_jobs),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
