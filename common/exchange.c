@@ -48,6 +48,8 @@ struct xhdr {
 	uint64_t st_seq;                /* learner stats, seqlock */
 	uint64_t st_incarnation, st_pid, st_step, st_tokens;
 	uint64_t st_loss, st_step_time, st_wall;   /* doubles */
+	uint64_t rs_seq;                /* resume step, seqlock (sidecar) */
+	uint64_t rs_step, rs_incarnation;
 };
 
 struct xfrag {
@@ -713,6 +715,44 @@ int exchange_read_stats(struct exchange *x, struct exchange_stats *out)
 		}
 	}
 	return -1;
+}
+
+void exchange_set_resume(struct exchange *x, uint64_t step,
+			 uint64_t incarnation)
+{
+	struct xhdr *h = x->h;
+	uint64_t q = LOADR(&h->rs_seq);
+
+	STORER(&h->rs_seq, (q + 1) | 1);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	STORER(&h->rs_step, step);
+	STORER(&h->rs_incarnation, incarnation);
+	STORE(&h->rs_seq, LOADR(&h->rs_seq) + 1);
+	notify(x);
+}
+
+int exchange_resume(struct exchange *x, uint64_t *step)
+{
+	struct xhdr *h = x->h;
+
+	for (int tries = 0; tries < READ_TRIES; tries++) {
+		uint64_t s1 = LOAD(&h->rs_seq), s2, st, inc;
+
+		if (s1 & 1)
+			continue;
+		st = LOADR(&h->rs_step);
+		inc = LOADR(&h->rs_incarnation);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		s2 = LOADR(&h->rs_seq);
+		if (s1 != s2)
+			continue;
+		if (!inc || inc != x->incarnation)
+			return 0;
+		*step = st;
+		return 1;
+	}
+	COUNT(x, torn_reads);
+	return 0;
 }
 
 void exchange_set_done(struct exchange *x, int done)

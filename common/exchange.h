@@ -23,7 +23,8 @@
  *             table fingerprint, data_off; done flag and α (written by the
  *             sidecar); learner stats under their own sequence counter
  *             (incarnation, pid, step, tokens, loss, step time, wall time);
- *             sidecar pid.
+ *             sidecar pid; the resume step under its own sequence counter
+ *             (step, and the learner incarnation it is meant for; sidecar).
  *   fragment: numel; inbox generation (sidecar) and applied generation
  *             (learner); pull round (sidecar) and served round (learner);
  *             outbox generation (learner).
@@ -113,6 +114,13 @@ void exchange_poll(struct exchange *x, float *params,
 		   struct exchange_poll_result *res);
 /* Publishes stats only (e.g. while waiting at start). */
 void exchange_put_stats(struct exchange *x, const struct exchange_step *st);
+/*
+ * The step this learner should train on from (docs/sidecar.md): 1 with
+ * *step written when the sidecar left one meant for this learner process
+ * (its incarnation, published by exchange_put_stats or exchange_poll);
+ * 0 when there is none yet, or it was meant for an earlier process.
+ */
+int exchange_resume(struct exchange *x, uint64_t *step);
 
 /* ---- sidecar side ---- */
 
@@ -153,6 +161,10 @@ struct exchange_stats {
 /* 0 with a consistent copy; -1 if it kept changing under us. */
 int exchange_read_stats(struct exchange *x, struct exchange_stats *out);
 
+/* Leaves the step the learner process `incarnation` resumes from, and
+ * wakes the learner. */
+void exchange_set_resume(struct exchange *x, uint64_t step,
+			 uint64_t incarnation);
 void exchange_set_done(struct exchange *x, int done);
 int exchange_is_done(struct exchange *x);
 void exchange_set_alpha(struct exchange *x, double alpha);

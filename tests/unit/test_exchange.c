@@ -275,6 +275,7 @@ static void restart_reattaches(void **state)
 	struct exchange_answer a;
 	struct exchange_stats s1, s2;
 	struct exchange_step st = step_of(1, 10);
+	uint64_t rs;
 	float params[SMALL_N], buf[8];
 
 	assert_int_equal(exchange_open(f->dir, EXCHANGE_SIDECAR, &f->ft, &sc,
@@ -286,6 +287,13 @@ static void restart_reattaches(void **state)
 	assert_int_equal(exchange_learner_start(ln, params), 1);
 	exchange_poll(ln, params, &st, &res);
 	assert_int_equal(exchange_read_stats(sc, &s1), 0);
+	/* a resume step reaches the process it is meant for, no other */
+	assert_int_equal(exchange_resume(ln, &rs), 0);
+	exchange_set_resume(sc, 77, s1.incarnation + 1);
+	assert_int_equal(exchange_resume(ln, &rs), 0);
+	exchange_set_resume(sc, 77, s1.incarnation);
+	assert_int_equal(exchange_resume(ln, &rs), 1);
+	assert_int_equal(rs, 77);
 	exchange_post_pull(sc, 0, 5);
 	exchange_poll(ln, params, &st, &res);
 
@@ -313,6 +321,13 @@ static void restart_reattaches(void **state)
 	exchange_poll(ln, params, &st, &res);
 	assert_int_equal(exchange_read_stats(sc, &s2), 0);
 	assert_true(s2.incarnation != s1.incarnation);
+	/* the step left for the earlier process is not this one's */
+	rs = 0;
+	assert_int_equal(exchange_resume(ln, &rs), 0);
+	assert_int_equal(rs, 0);
+	exchange_set_resume(sc, 123, s2.incarnation);
+	assert_int_equal(exchange_resume(ln, &rs), 1);
+	assert_int_equal(rs, 123);
 	exchange_close(ln);
 	exchange_close(sc);
 }
