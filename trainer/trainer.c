@@ -8,6 +8,11 @@
  * learner index and the step count: a checkpoint holds the step and
  * nothing else about the data.
  *
+ * The step (schedule and data) and AdamW's bias-correction count t are
+ * kept apart: a learner that resumes at the job's step (trainer_resume_at)
+ * takes the schedule and data from there, while its moments, zero when it
+ * restarted, are corrected from t = 1 as any fresh moments must be.
+ *
  * spec.learners.threads threads run the model and the optimizer pass (the
  * model's pool); OpenBLAS is set to one thread since the pool splits each
  * product itself. The gradient norm is summed per chunk of the pool, so
@@ -63,6 +68,7 @@ struct trainer {
 	struct data data;
 	int *inputs, *targets;        /* (B,T) */
 	uint64_t step, tokens_total, decay_steps;
+	uint64_t adam_t;              /* AdamW updates since m, v were zero */
 	struct evaluator *ev;         /* made at the first trainer_eval */
 	struct opt_arg opt;
 };
@@ -193,12 +199,13 @@ int trainer_step(struct trainer *t, struct trainer_stats *out, struct err *e)
 	oa->s = (struct adamw_step){
 		.lr = (float)lr, .beta1 = (float)o->beta1,
 		.beta2 = (float)o->beta2, .eps = (float)o->eps,
-		.grad_scale = clip_scale(norm, o->grad_clip), .t = t->step + 1,
+		.grad_scale = clip_scale(norm, o->grad_clip), .t = t->adam_t + 1,
 	};
 	oa->weight_decay = (float)o->weight_decay;
 	pool_run(pool, adamw_chunk, oa, n);
 
 	t->step++;
+	t->adam_t++;
 	t->tokens_total += (uint64_t)t->B * t->T;
 	if (out) {
 		out->step = t->step;
@@ -224,6 +231,19 @@ const struct model_config *trainer_config(const struct trainer *t)
 uint64_t trainer_steps(const struct trainer *t)
 {
 	return t->step;
+}
+
+int trainer_resume_at(struct trainer *t, uint64_t step)
+{
+	if (step <= t->step)
+		return 0;
+	t->step = step;
+	return 1;
+}
+
+uint64_t trainer_adam_t(const struct trainer *t)
+{
+	return t->adam_t;
 }
 
 uint64_t trainer_tokens(const struct trainer *t)
@@ -381,6 +401,9 @@ int trainer_load(struct trainer *t, const char *path, struct err *e)
 		goto out;
 	}
 	t->step = get64(buf + 32);
+	/* t is not in the file: the step, which is exact for `ddiloco
+	 * train`; past a few hundred updates the correction is 1 either way */
+	t->adam_t = t->step;
 	t->tokens_total = get64(buf + 40);
 	memcpy(model_params(t->model), buf + TRAINER_CKPT_HEADER, 4 * n);
 	memcpy(t->m, buf + TRAINER_CKPT_HEADER + 4 * n, 4 * n);

@@ -68,6 +68,14 @@ int trainer_load(struct trainer *t, const char *path, struct err *e);
 
 /* Steps done and tokens trained so far. */
 uint64_t trainer_steps(const struct trainer *t);
+/*
+ * Moves the step (lr schedule and data window) to `step` when that is
+ * larger than the current one; returns 1 if it moved. AdamW's t is not
+ * touched: it counts updates since the moments were zero.
+ */
+int trainer_resume_at(struct trainer *t, uint64_t step);
+/* AdamW updates since the moments were zero (the next update uses t + 1). */
+uint64_t trainer_adam_t(const struct trainer *t);
 uint64_t trainer_tokens(const struct trainer *t);
 /* The batch shape: B rows of T tokens. */
 void trainer_batch(const struct trainer *t, int *B, int *T);

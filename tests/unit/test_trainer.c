@@ -185,6 +185,77 @@ static void learns_and_follows_schedule(void **state)
 	trainer_free(t);
 }
 
+/* Largest |a[i] − b[i]| over n floats. */
+static double max_change(const float *a, const float *b, size_t n)
+{
+	double m = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (fabs((double)a[i] - b[i]) > m)
+			m = fabs((double)a[i] - b[i]);
+	return m;
+}
+
+/*
+ * A resumed learner takes the schedule step (and data window) of the job
+ * but corrects its zero AdamW moments from t = 1: its first update moves
+ * the largest-gradient parameters by about lr, not by ≈0.42·lr as t = 41
+ * would (m̂/√v̂ = (0.1/(1−0.9⁴¹)) / √(0.05/(1−0.95⁴¹))).
+ */
+static void resume_moves_schedule_not_adam_t(void **state)
+{
+	struct job_spec js;
+	struct trainer *t, *u;
+	struct trainer_stats st;
+	size_t n;
+	float *before;
+	double lr40, moved;
+
+	(void)state;
+	tiny_job(&js);
+	js.optimizer.warmup_steps = 5;
+	js.optimizer.cosine_steps = 60;
+
+	/* a fresh learner resumes at the job's step 40 */
+	u = trainer_new(&js, 0, 1, NULL);
+	assert_non_null(u);
+	n = model_num_params(trainer_config(u));
+	before = malloc(n * sizeof(float));
+	assert_non_null(before);
+	memcpy(before, trainer_params(u), n * sizeof(float));
+	assert_int_equal(trainer_resume_at(u, 40), 1);
+	assert_int_equal(trainer_steps(u), 40);
+	assert_int_equal(trainer_adam_t(u), 0);
+	assert_int_equal(trainer_resume_at(u, 40), 0);   /* not larger */
+	assert_int_equal(trainer_resume_at(u, 12), 0);
+	assert_int_equal(trainer_steps(u), 40);
+	assert_int_equal(trainer_step(u, &st, NULL), 0);
+	lr40 = schedule_lr(&js.optimizer, 40, 60);
+	assert_true(lr40 < 3e-3 * 0.5);                  /* well into the decay */
+	assert_true(fabs(st.lr - lr40) < 1e-12);         /* not warmup's 6e-4 */
+	assert_int_equal(st.step, 41);
+	assert_int_equal(trainer_adam_t(u), 1);
+	moved = max_change(trainer_params(u), before, n);
+	assert_true(moved > 0.97 * lr40);
+	assert_true(moved < 1.01 * lr40);
+
+	/* a learner with moments keeps its t when it moves forward */
+	t = trainer_new(&js, 0, 1, NULL);
+	assert_non_null(t);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(trainer_step(t, &st, NULL), 0);
+	assert_int_equal(trainer_adam_t(t), 3);
+	assert_int_equal(trainer_resume_at(t, 20), 1);
+	assert_int_equal(trainer_adam_t(t), 3);
+	assert_int_equal(trainer_step(t, &st, NULL), 0);
+	assert_true(fabs(st.lr - schedule_lr(&js.optimizer, 20, 60)) < 1e-12);
+	assert_int_equal(st.step, 21);
+	assert_int_equal(trainer_adam_t(t), 4);
+	free(before);
+	trainer_free(t);
+	trainer_free(u);
+}
+
 static void evaluator_scores_params(void **state)
 {
 	struct job_spec js;
@@ -241,6 +312,7 @@ int main(void)
 		cmocka_unit_test(steps_are_deterministic),
 		cmocka_unit_test(two_threads_are_deterministic),
 		cmocka_unit_test(learns_and_follows_schedule),
+		cmocka_unit_test(resume_moves_schedule_not_adam_t),
 		cmocka_unit_test(evaluator_scores_params),
 		cmocka_unit_test(refuses_bad_setups),
 	};
