@@ -156,6 +156,8 @@ static int handle_update(struct sidecar *s, const Ddiloco__V1__Update *u,
 static int handle_welcome(struct sidecar *s, const Ddiloco__V1__Welcome *w,
 			  struct err *e)
 {
+	uint64_t inc;
+
 	if (w->fragments != (uint32_t)s->nfrags)
 		return err_set(e, "sidecar: welcome for %u fragments, this "
 			       "model has %d", w->fragments, s->nfrags);
@@ -170,10 +172,18 @@ static int handle_welcome(struct sidecar *s, const Ddiloco__V1__Welcome *w,
 	s->enc = (enum payload_enc)w->answer_encoding;
 	s->welcomed = 1;
 	s->m.welcomes++;
+	s->resume_step = w->resume_step;
+	/* meant for the learner our Hello spoke of; a Hello sent before any
+	 * learner attached speaks for the first one that does */
+	inc = s->hello_incarnation ? s->hello_incarnation : s->incarnation;
+	if (inc)
+		exchange_set_resume(s->x, w->resume_step, inc);
 	pthread_mutex_unlock(&s->mu);
-	log_info("welcome: %u fragments, round %llu, alpha %g, answers in %s",
-		 w->fragments, (unsigned long long)w->round, w->alpha,
-		 enc_name((enum payload_enc)w->answer_encoding));
+	log_info("welcome: %u fragments, round %llu, alpha %g, answers in %s, "
+		 "resume at step %llu", w->fragments,
+		 (unsigned long long)w->round, w->alpha,
+		 enc_name((enum payload_enc)w->answer_encoding),
+		 (unsigned long long)w->resume_step);
 	return 0;
 }
 
@@ -355,13 +365,31 @@ void sidecar_learner_stats(struct sidecar *s, struct exchange_stats *st)
 	exchange_read_stats(s->x, st);
 	pthread_mutex_lock(&s->mu);
 	if (st->incarnation && st->incarnation != s->incarnation) {
+		if (s->incarnation && s->welcomed) {
+			/* the syncer chooses where it resumes: it must see
+			 * the new learner join, on a new stream */
+			s->rehello = 1;
+		} else if (s->incarnation) {
+			/* the syncer is away: the step the learner had
+			 * reached; the Welcome of the next stream may move
+			 * it further */
+			exchange_set_resume(s->x, s->learner_step,
+					    st->incarnation);
+		} else if (s->welcomed && !s->hello_incarnation) {
+			/* the first learner, and the Welcome came first */
+			exchange_set_resume(s->x, s->resume_step,
+					    st->incarnation);
+		}
 		if (s->incarnation) {
 			s->m.learner_restarts++;
-			log_info("learner restarted (pid %llu)",
-				 (unsigned long long)st->pid);
+			log_info("learner restarted (pid %llu) after step %llu",
+				 (unsigned long long)st->pid,
+				 (unsigned long long)s->learner_step);
 		}
 		s->incarnation = st->incarnation;
 	}
+	if (st->incarnation)
+		s->learner_step = st->step;
 	pthread_mutex_unlock(&s->mu);
 }
 

@@ -285,6 +285,10 @@ static int send_hello(struct client *cl, struct call *c)
 	h.fragment_sizes = sizes;
 	h.incarnation = st.incarnation;
 	h.step = st.step;
+	pthread_mutex_lock(&s->mu);
+	s->hello_incarnation = st.incarnation;
+	s->rehello = 0;   /* this Hello speaks for the learner as it is */
+	pthread_mutex_unlock(&s->mu);
 	h.job = (char *)(s->o.job ? s->o.job : "");
 	m.kind_case = DDILOCO__V1__LEARNER_MESSAGE__KIND_HELLO;
 	m.hello = &h;
@@ -349,7 +353,7 @@ static void pump_send(struct client *cl)
 {
 	struct call *c = cl->live;
 	double now = clock_mono();
-	int welcomed;
+	int welcomed, rehello;
 
 	if (!c || c->ended || c->send_busy)
 		return;
@@ -360,7 +364,18 @@ static void pump_send(struct client *cl)
 	}
 	pthread_mutex_lock(&cl->s->mu);
 	welcomed = cl->s->welcomed;
+	rehello = cl->s->rehello;
+	cl->s->rehello = 0;
 	pthread_mutex_unlock(&cl->s->mu);
+	if (rehello) {
+		/* the learner restarted: a new Hello, so the syncer tells it
+		 * where to resume; at once, this is no outage */
+		log_info("learner restarted: a new stream to the syncer");
+		end_live(cl);
+		cl->backoff = cl->s->o.backoff_min;
+		cl->next_attempt = now;
+		return;
+	}
 	if (!welcomed)
 		return;
 	if (now >= cl->next_heartbeat) {
@@ -493,10 +508,13 @@ static void on_event(struct client *cl, grpc_event ev)
 static void *bridge_main(void *arg)
 {
 	struct sidecar *s = arg;
+	struct exchange_stats st;
 
 	while (!s->stop) {
 		exchange_wait(s->x, 0.05);
 		sidecar_collect(s);
+		/* a restarted learner is noticed here within 50 ms */
+		sidecar_learner_stats(s, &st);
 	}
 	return NULL;
 }

@@ -40,6 +40,10 @@ struct sidecar {
 
 	struct sidecar_metrics m;   /* counters: atomics or under mu */
 	uint64_t incarnation;    /* learner's, last seen */
+	uint64_t learner_step;   /* its step, last seen */
+	uint64_t hello_incarnation;   /* learner's, in our last Hello */
+	uint64_t resume_step;    /* from the last Welcome */
+	int rehello;             /* the learner restarted: a new stream */
 	volatile int stop;
 	float *take_buf;         /* bridge thread: one fragment */
 	uint8_t *check_buf;      /* bridge thread: decode for the error */
@@ -49,8 +53,9 @@ struct sidecar {
 #define SC_ADD(s, field, n) __atomic_add_fetch(&(s)->m.field, (n), __ATOMIC_RELAXED)
 
 void sidecar_queue_free_entry(struct qanswer *q);
-/* Reads the learner's stats and counts a restart when its incarnation
- * changed. */
+/* Reads the learner's stats. A new incarnation is a learner that
+ * (re)started: it counts a restart and sees that the learner gets its
+ * resume step (docs/sidecar.md). */
 void sidecar_learner_stats(struct sidecar *s, struct exchange_stats *st);
 
 #endif

@@ -6,6 +6,14 @@
  * parameters, then trains: one trainer_step, one exchange_poll, again.
  * It never waits for the network; it exits 0 when the sidecar marks the
  * exchange done (the syncer said "job done").
+ *
+ * Resuming (docs/sidecar.md): a learner process that starts while the job
+ * is under way takes the job's step from the syncer's Welcome, which its
+ * sidecar leaves in the exchange for this process. At start it waits for
+ * that step a little (RESUME_WAIT; the sidecar answers in milliseconds
+ * when it is up), and whenever a larger one arrives later it moves its
+ * schedule step there. AdamW's t is the trainer's own count: the moments
+ * of a new process are zero and are corrected from t = 1.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -19,6 +27,8 @@
 #include "common/util.h"
 #include "trainer/model.h"
 #include "trainer/trainer.h"
+
+#define RESUME_WAIT 5.0   /* seconds, at start, for the resume step */
 
 static volatile sig_atomic_t stop_requested;
 
@@ -46,6 +56,7 @@ static int wait_for_model(struct exchange *x, float *params, double timeout,
 {
 	double start = clock_mono(), next_note = start + 10;
 
+	exchange_put_stats(x, st);   /* the sidecar sees this process at once */
 	for (;;) {
 		if (exchange_learner_start(x, params))
 			return 0;
@@ -63,6 +74,37 @@ static int wait_for_model(struct exchange *x, float *params, double timeout,
 	}
 }
 
+/* Moves the schedule step to the resume step when that is larger. */
+static void resume(struct trainer *t, uint64_t step)
+{
+	uint64_t own = trainer_steps(t);
+
+	if (trainer_resume_at(t, step))
+		log_info("resuming at step %llu (job step; was %llu, AdamW t "
+			 "from %llu)", (unsigned long long)step,
+			 (unsigned long long)own,
+			 (unsigned long long)trainer_adam_t(t) + 1);
+}
+
+/* Waits at most RESUME_WAIT for the resume step meant for this process;
+ * 1 with *step when it came. */
+static int wait_for_resume(struct exchange *x, uint64_t *step)
+{
+	double start = clock_mono();
+
+	while (!exchange_resume(x, step)) {
+		if (stop_requested || exchange_is_done(x))
+			return 0;
+		if (clock_mono() - start > RESUME_WAIT) {
+			log_info("no resume step from the sidecar within %.0f s: "
+				 "training from step 0", RESUME_WAIT);
+			return 0;
+		}
+		exchange_wait(x, 0.05);
+	}
+	return 1;
+}
+
 int cmd_learner(int argc, char **argv)
 {
 	const char *job = NULL, *dir = NULL;
@@ -76,7 +118,7 @@ int cmd_learner(int argc, char **argv)
 	struct exchange_step st = { 0 };
 	struct err e;
 	char comp[32];
-	uint64_t polls = 0;
+	uint64_t polls = 0, rstep;
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -159,6 +201,8 @@ int cmd_learner(int argc, char **argv)
 		goto out;
 	}
 	log_info("got the global model (%d fragments); training", ft.nfrags);
+	if (wait_for_resume(x, &rstep))
+		resume(t, rstep);
 	t0 = clock_mono();
 	next_log = t0 + 5;
 	while (!stop_requested) {
@@ -176,6 +220,8 @@ int cmd_learner(int argc, char **argv)
 		st.step_time = ema;
 		a = clock_mono();
 		exchange_poll(x, trainer_params(t), &st, &res);
+		if (exchange_resume(x, &rstep))
+			resume(t, rstep);
 		poll_time += clock_mono() - a;
 		step_time += ts.seconds;
 		polls++;

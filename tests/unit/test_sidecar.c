@@ -2,7 +2,7 @@
  * The sidecar's bridge without the network: answer framing read back by
  * protobuf-c, syncer messages applied to a real exchange, bad payloads
  * (truncated, oversize, wrong fragment, wrong model) refused and counted,
- * bounded answer queue.
+ * bounded answer queue, the resume step handed to the right learner.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -79,7 +79,7 @@ static uint8_t *pack(const Ddiloco__V1__SyncerMessage *m, size_t *len)
 }
 
 static int send_welcome(struct fx *f, uint32_t frags, int enc, double alpha,
-			struct err *e)
+			uint64_t resume, struct err *e)
 {
 	Ddiloco__V1__SyncerMessage m = DDILOCO__V1__SYNCER_MESSAGE__INIT;
 	Ddiloco__V1__Welcome w = DDILOCO__V1__WELCOME__INIT;
@@ -90,6 +90,7 @@ static int send_welcome(struct fx *f, uint32_t frags, int enc, double alpha,
 	w.fragments = frags;
 	w.answer_encoding = (Ddiloco__V1__Encoding)enc;
 	w.alpha = alpha;
+	w.resume_step = resume;
 	m.kind_case = DDILOCO__V1__SYNCER_MESSAGE__KIND_WELCOME;
 	m.welcome = &w;
 	b = pack(&m, &len);
@@ -186,13 +187,13 @@ static void welcome_checks_the_model(void **state)
 	struct fx *f = *state;
 	struct err e;
 
-	assert_int_equal(send_welcome(f, 3, 0, 0.0, &e), -2);
+	assert_int_equal(send_welcome(f, 3, 0, 0.0, 0, &e), -2);
 	assert_non_null(strstr(e.msg, "3 fragments"));
-	assert_int_equal(send_welcome(f, 2, 7, 0.0, &e), -2);
+	assert_int_equal(send_welcome(f, 2, 7, 0.0, 0, &e), -2);
 	assert_non_null(strstr(e.msg, "encoding"));
-	assert_int_equal(send_welcome(f, 2, 0, 1.5, &e), -2);
+	assert_int_equal(send_welcome(f, 2, 0, 1.5, 0, &e), -2);
 	assert_non_null(strstr(e.msg, "alpha"));
-	assert_int_equal(send_welcome(f, 2, ENC_BF16, 0.0, &e), 0);
+	assert_int_equal(send_welcome(f, 2, ENC_BF16, 0.0, 0, &e), 0);
 	assert_int_equal(f->s->enc, ENC_BF16);
 	assert_int_equal(f->s->welcomed, 1);
 }
@@ -270,7 +271,7 @@ static void answers_queue_bounded(void **state)
 	/* a welcomed stream: int8 answers, queued one per fragment */
 	sidecar_stream_begin(f->s);
 	f->s->connected = 1;
-	assert_int_equal(send_welcome(f, 2, ENC_INT8, 0.0, NULL), 0);
+	assert_int_equal(send_welcome(f, 2, ENC_INT8, 0.0, 0, NULL), 0);
 	for (int i = 0; i < 600; i++)
 		f->params[500 + i] = 1.0f - 0.001f * (float)(i % 37);
 	assert_int_equal(send_pull(f, 0, 11), 0);
@@ -316,6 +317,71 @@ static void answers_queue_bounded(void **state)
 	assert_int_equal(m.answers_dropped, 2);
 }
 
+/* A learner process at `step`, as the exchange shows it to the sidecar. */
+static void learner_at(struct exchange *lx, uint64_t step)
+{
+	struct exchange_step st = { .step = step };
+
+	exchange_put_stats(lx, &st);
+}
+
+/*
+ * Welcome.resume_step reaches the learner process it was meant for; a
+ * learner restart asks for a new stream while the syncer is there, and
+ * gets the step it had reached while the syncer is away.
+ */
+static void resume_step_reaches_the_learner(void **state)
+{
+	struct fx *f = *state;
+	struct exchange *lx2, *lx3;
+	struct exchange_stats st;
+	uint64_t rs = 0;
+
+	/* the Welcome came before the learner attached: it is for the first */
+	learner_at(f->lx, 0);
+	assert_int_equal(send_welcome(f, 2, 0, 0.0, 250, NULL), 0);
+	assert_int_equal(exchange_resume(f->lx, &rs), 0);
+	sidecar_learner_stats(f->s, &st);
+	assert_int_equal(exchange_resume(f->lx, &rs), 1);
+	assert_int_equal(rs, 250);
+	assert_int_equal(f->s->rehello, 0);
+	assert_int_equal(f->s->m.learner_restarts, 0);
+
+	/* it trains to 300 and is killed; the new process is not told 250 */
+	learner_at(f->lx, 300);
+	sidecar_learner_stats(f->s, &st);
+	assert_int_equal(exchange_open(f->dir, EXCHANGE_LEARNER, &f->ft, &lx2,
+				       NULL), 0);
+	learner_at(lx2, 0);
+	assert_int_equal(exchange_resume(lx2, &rs), 0);
+	sidecar_learner_stats(f->s, &st);
+	assert_int_equal(f->s->m.learner_restarts, 1);
+	assert_int_equal(f->s->rehello, 1);           /* a new stream, please */
+	assert_int_equal(exchange_resume(lx2, &rs), 0);   /* the syncer says */
+	/* the new stream's Hello spoke for lx2 (client.c send_hello) */
+	f->s->hello_incarnation = st.incarnation;
+	f->s->rehello = 0;
+	assert_int_equal(send_welcome(f, 2, 0, 0.0, 320, NULL), 0);
+	assert_int_equal(exchange_resume(lx2, &rs), 1);
+	assert_int_equal(rs, 320);
+
+	/* the syncer is away when lx2, at 400, is killed: 400 at once */
+	learner_at(lx2, 400);
+	sidecar_learner_stats(f->s, &st);
+	sidecar_stream_begin(f->s);                   /* the stream ended */
+	assert_int_equal(exchange_open(f->dir, EXCHANGE_LEARNER, &f->ft, &lx3,
+				       NULL), 0);
+	learner_at(lx3, 0);
+	sidecar_learner_stats(f->s, &st);
+	assert_int_equal(f->s->m.learner_restarts, 2);
+	assert_int_equal(f->s->rehello, 0);
+	assert_int_equal(exchange_resume(lx3, &rs), 1);
+	assert_int_equal(rs, 400);
+	assert_int_equal(exchange_resume(lx2, &rs), 0);
+	exchange_close(lx3);
+	exchange_close(lx2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -326,6 +392,8 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(answers_queue_bounded, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(resume_step_reaches_the_learner,
+						setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
