@@ -197,7 +197,9 @@ uint64_t syncer_round_resume_step(const struct syncer_round *rs, int id,
 
 	if (have_own && own_step > hello_step)
 		return own_step;
-	if (id < 0 || id >= rs->cfg.max_learners)
+	/* a learner that has trained keeps its own step: moving it up to the
+	 * others' would skip part of its schedule and data */
+	if (hello_step > 0 || id < 0 || id >= rs->cfg.max_learners)
 		return hello_step;
 	kth = kth_step(rs, id);
 	return kth > (double)hello_step ? (uint64_t)kth : hello_step;

@@ -319,9 +319,9 @@ static void resume_step_is_the_jobs(void **state)
 	assert_int_equal(syncer_round_resume_step(&rs, 3, 12, 1, 300), 300);
 	/* unknown (the syncer restarted): the K-th (2nd) of the others, 480 */
 	assert_int_equal(syncer_round_resume_step(&rs, 3, 0, 0, 0), 480);
-	/* own step not larger than the Hello's: the K-th again */
-	assert_int_equal(syncer_round_resume_step(&rs, 3, 300, 1, 300), 480);
-	/* never less than the Hello's step */
+	/* a learner that has trained keeps its step, behind the K-th or not */
+	assert_int_equal(syncer_round_resume_step(&rs, 3, 300, 1, 300), 300);
+	assert_int_equal(syncer_round_resume_step(&rs, 3, 12, 0, 0), 12);
 	assert_int_equal(syncer_round_resume_step(&rs, 3, 490, 0, 0), 490);
 	assert_int_equal(syncer_round_resume_step(&rs, 3, 900, 1, 300), 900);
 	/* a learner still joined is not its own reference: 2nd of {480, 450} */
