@@ -27,6 +27,7 @@ struct informer {
 	char selector[256];
 	const struct kube_config *cfg;
 	informer_fn fn;
+	informer_trim_fn trim;
 	void *ctx;
 	pthread_t thread;
 	int started;
@@ -62,6 +63,18 @@ struct informer *informer_new(const struct kube_config *cfg, const char *name,
 const char *informer_name(const struct informer *inf)
 {
 	return inf->name;
+}
+
+void informer_set_trim(struct informer *inf, informer_trim_fn trim)
+{
+	inf->trim = trim;
+}
+
+static void trim(const struct informer *inf, json_t *obj)
+{
+	json_object_del(json_object_get(obj, "metadata"), "managedFields");
+	if (inf->trim)
+		inf->trim(obj);
 }
 
 static int key_of(json_t *obj, char *key, size_t n)
@@ -117,7 +130,7 @@ static int relist(struct informer *inf, struct kube *k, struct err *e)
 		json_array_foreach(items, i, it) {
 			char kbuf[200];
 
-			json_object_del(json_object_get(it, "metadata"), "managedFields");
+			trim(inf, it);
 			if (!key_of(it, kbuf, sizeof(kbuf)))
 				json_object_set(fresh, kbuf, it);
 		}
@@ -183,7 +196,7 @@ static int on_event(void *arg, enum kube_event type, json_t *obj)
 		pthread_mutex_unlock(&inf->mu);
 		return 0;
 	}
-	json_object_del(json_object_get(obj, "metadata"), "managedFields");
+	trim(inf, obj);
 	if (type == KUBE_DELETED)
 		json_object_del(inf->cache, key);
 	else

@@ -951,6 +951,29 @@ static void on_touched(void *ctx, const char *key)
 	wq_add(op->q, key);
 }
 
+/*
+ * Children are read for their metadata (owner, labels, deletion) and three
+ * status fields; the rest is dropped before caching.
+ */
+static void trim_child(json_t *obj)
+{
+	static const char *const keep[] = { "phase", "conditions", "readyReplicas" };
+	json_t *st = json_object_get(obj, "status"), *kept = json_object();
+	const char *key;
+	json_t *v;
+	void *tmp;
+
+	json_object_foreach_safe(obj, tmp, key, v)
+		if (strcmp(key, "metadata") && strcmp(key, "status"))
+			json_object_del(obj, key);
+	for (size_t i = 0; kept && i < sizeof(keep) / sizeof(keep[0]); i++)
+		if ((v = json_object_get(st, keep[i])))
+			json_object_set(kept, keep[i], v);
+	if (st && kept)
+		json_object_set(obj, "status", kept);
+	json_decref(kept);
+}
+
 static struct informer *start_informer(struct op *op, const char *name,
 				       const char *api, const char *res,
 				       const char *selector, informer_fn fn,
@@ -961,6 +984,8 @@ static struct informer *start_informer(struct op *op, const char *name,
 
 	collection(op, api, res, path, sizeof(path));
 	inf = informer_new(&op->o->cfg, name, path, selector, fn, op);
+	if (inf && fn == on_child)
+		informer_set_trim(inf, trim_child);
 	if (!inf || informer_start(inf, e)) {
 		informer_free(inf);
 		return NULL;
