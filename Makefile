@@ -7,6 +7,8 @@
 #   make bench    benchmarks (print key=value lines)
 #   make run      the quickstart job, locally, with its data-parallel baseline
 #   make clean
+#   make image        the container image ddiloco:VERSION and :latest (Docker)
+#   make test-image   the image's tests: the Kubernetes pod layout in Docker
 #   make cluster-up     build (once, cached) and start the test control plane
 #   make cluster-down   stop it
 #   make test-k8s       cluster-up, every tests/k8s/test_*.sh, cluster-down
@@ -50,7 +52,7 @@ BENCH_SRCS := $(wildcard bench/*.c)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 
 .PHONY: all deps test check bench run clean unit integration \
-        k8s-build cluster-up cluster-down test-k8s
+        k8s-build cluster-up cluster-down test-k8s image test-image
 all: $(BIN)
 
 deps:
@@ -110,6 +112,15 @@ run: deps all
 
 clean:
 	rm -rf build
+
+# The container image, from local files only (scripts/image.sh, Dockerfile).
+image: deps
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) sh scripts/image.sh
+
+# The image run as the operator's pods would run it, with plain Docker.
+test-image: image
+	@BUILD=$(BUILD) sh tests/image/test_image.sh
 
 # A real Kubernetes control plane for tests/k8s (docs/k8s-testing.md).
 K8S_CLUSTER := tests/k8s/cluster
