@@ -56,8 +56,7 @@ wait_for() {
 	done
 }
 
-docker image inspect "$IMAGE" > /dev/null 2>&1 ||
-	{ echo "FAIL: no image '$IMAGE' here: make image"; exit 1; }
+docker image inspect "$IMAGE" > /dev/null 2>&1 || fail "no image '$IMAGE' here: make image"
 
 # 1. the image (never pulled: there is no registry): its version is the Makefile's, both tags are one image,
 # it runs as the non-root user
