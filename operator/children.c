@@ -4,7 +4,8 @@
  * per-learner backoff and a restart count in the job's status, and no
  * other pod is touched. The sidecar is an init container with
  * restartPolicy Always (a native sidecar): it starts before the learner
- * and ends when the learner ends, so a finished pod finishes.
+ * and ends when the learner ends, so a finished pod finishes. The syncer's
+ * pod has fsGroup set to the image's user, who writes the checkpoints.
  */
 #include "operator/children.h"
 
@@ -193,6 +194,12 @@ json_t *child_syncer(const struct child_ctx *c)
 		"port", c->js->syncer.http_port, "periodSeconds", 5,
 		"volumeMounts", mounts,
 		"volumes", volumes);
+	/* the image runs as a non-root user: a new claim's root folder is
+	 * root's, so the pod's group owns the volume (set once, when the
+	 * root does not match) */
+	json_object_set_new(podspec, "securityContext", json_pack(
+		"{s:i, s:s}", "fsGroup", IMAGE_UID,
+		"fsGroupChangePolicy", "OnRootMismatch"));
 	placement(c, podspec);
 	sel = json_pack("{s:s, s:s}", LABEL_JOB, c->name, LABEL_ROLE, "syncer");
 	return object("apps/v1", "StatefulSet", meta(c, name, "syncer"),

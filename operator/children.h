@@ -28,6 +28,8 @@
 #define EXCHANGE_DIR "/run/ddiloco"
 #define SPEC_DIR "/etc/ddiloco"
 #define CHECKPOINT_DIR "/var/lib/ddiloco"
+/* the image's non-root user and group (Dockerfile, scripts/image.sh) */
+#define IMAGE_UID 65532
 
 struct child_ctx {
 	const char *name, *ns, *uid;

@@ -603,6 +603,12 @@ static void test_learner_pod_manifest(void **state)
 	assert_string_equal(path_str(pod, "spec.serviceName"), "demo-syncer");
 	assert_string_equal(path_str(pod, "spec.template.spec.volumes.2.persistentVolumeClaim.claimName"),
 			    "demo-checkpoints");
+	/* the image's user can write to a new claim */
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(
+		json_object_get(json_object_get(json_object_get(pod, "spec"),
+			"template"), "spec"), "securityContext"), "fsGroup")), 65532);
+	assert_string_equal(path_str(pod, "spec.template.spec.securityContext.fsGroupChangePolicy"),
+			    "OnRootMismatch");
 	json_decref(pod);
 	pod = child_pvc(&c);
 	assert_string_equal(path_str(pod, "spec.resources.requests.storage"), "2Gi");
