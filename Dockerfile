@@ -13,6 +13,9 @@ LABEL org.opencontainers.image.title="ddiloco" \
       org.opencontainers.image.version="${VERSION}"
 # ADD unpacks a local archive and keeps the owners it records
 ADD rootfs.tar /
+# the pods' commands name `ddiloco`, found on PATH (a runtime sets none
+# of its own for an image that has one)
+ENV PATH=/usr/local/bin:/usr/bin:/bin
 USER 65532:65532
 WORKDIR /home/ddiloco
 ENTRYPOINT ["/usr/local/bin/ddiloco"]

@@ -69,6 +69,10 @@ b=$(D image inspect --format '{{.Id}}' "$IMAGE")
 [ "$a" = "$b" ] || fail "ddiloco:$want is $a, $IMAGE is $b"
 user=$(D image inspect --format '{{.Config.User}}' "$IMAGE")
 [ "$user" = "65532:65532" ] || fail "the image runs as '$user', not 65532:65532"
+# the pods' commands start with `ddiloco`: the image's own PATH finds it
+path=$(D image inspect --format '{{range .Config.Env}}{{println .}}{{end}}' "$IMAGE" |
+	sed -n 's/^PATH=//p')
+case ":$path:" in *:/usr/local/bin:*) ;; *) fail "the image's PATH is '$path'" ;; esac
 
 # 2. the job's pods: the ConfigMap is the job file in a read-only folder
 mkdir -p "$dir/spec"
