@@ -12,7 +12,8 @@
  * Pacing (DESIGN.md §1): round r starts when fewer than τ rounds are in
  * flight, at least K learners are joined, and the K-th most advanced
  * joined learner's step has moved H/P steps past the mark of the previous
- * start (the first mark is that step when K learners are first joined).
+ * start. The first round starts as soon as K learners are joined, the
+ * mark then at the K-th step.
  * On a start the mark moves H/P forward, but never more than H/P behind
  * the current K-th step, so a stall is caught up by at most one extra
  * round. When the K-th step goes back (learners restarted at step 0) the

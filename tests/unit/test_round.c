@@ -37,10 +37,8 @@ static void quorum_then_grace_then_late(void **state)
 
 	(void)state;
 	setup(&rs, 2, 0.5, 2, 1.0, 3);
-	syncer_round_poll(&rs, 0.0, &a);       /* sets the pacing mark */
-	assert_int_equal(a.kind, ROUND_NONE);
 	all_step(&rs, 3, 1, 1.0);
-	syncer_round_poll(&rs, 1.0, &a);
+	syncer_round_poll(&rs, 1.0, &a);       /* the first round, at once */
 	assert_int_equal(a.kind, ROUND_PULL);
 	assert_int_equal(a.round, 1);
 	assert_int_equal(a.frag, 1);           /* r mod P */
@@ -89,7 +87,6 @@ static void everyone_answered_merges_at_once(void **state)
 
 	(void)state;
 	setup(&rs, 1, 0.5, 2, 1.0, 2);
-	syncer_round_poll(&rs, 0.0, &a);
 	all_step(&rs, 2, 1, 4.0);
 	syncer_round_poll(&rs, 1.0, &a);
 	assert_int_equal(a.kind, ROUND_PULL);
@@ -112,7 +109,6 @@ static void grace_is_bounded(void **state)
 	(void)state;
 	/* γ = 1, τ = 4: 1·(4·1 − 0.1) = 3.9 is cut to one step, 1.0 */
 	setup(&rs, 1, 1.0, 4, 1.0, 2);
-	syncer_round_poll(&rs, 0.0, &a);
 	all_step(&rs, 2, 1, 1.0);
 	syncer_round_poll(&rs, 10.0, &a);
 	assert_int_equal(a.kind, ROUND_PULL);
@@ -121,7 +117,6 @@ static void grace_is_bounded(void **state)
 	syncer_round_release(&rs);
 	/* no step time known yet: γ·(0 − 0.1) < 0 is cut to 0 */
 	setup(&rs, 1, 1.0, 4, 1.0, 2);
-	syncer_round_poll(&rs, 0.0, &a);
 	all_step(&rs, 2, 1, 0.0);
 	syncer_round_poll(&rs, 10.0, &a);
 	syncer_round_answer(&rs, 0, 1, 1, 1, 10.1);
@@ -138,7 +133,6 @@ static void at_most_tau_in_flight(void **state)
 
 	(void)state;
 	setup(&rs, 1, 0.0, 2, 1.0, 2);
-	syncer_round_poll(&rs, 0.0, &a);
 	all_step(&rs, 2, 1, 1.0);
 	syncer_round_poll(&rs, 1.0, &a);
 	assert_int_equal(a.round, 1);
@@ -173,12 +167,15 @@ static void half_a_step_per_round(void **state)
 	(void)state;
 	/* H = 2, P = 4: two rounds per learner step */
 	setup(&rs, 1, 0.0, 4, 0.5, 1);
+	syncer_round_poll(&rs, 0.0, &a);        /* the first one at once */
+	assert_int_equal(a.round, 1);
 	syncer_round_poll(&rs, 0.0, &a);
+	assert_int_equal(a.kind, ROUND_NONE);
 	all_step(&rs, 1, 1, 1.0);
 	syncer_round_poll(&rs, 1.0, &a);
-	assert_int_equal(a.round, 1);
-	syncer_round_poll(&rs, 1.0, &a);
 	assert_int_equal(a.round, 2);
+	syncer_round_poll(&rs, 1.0, &a);
+	assert_int_equal(a.round, 3);
 	syncer_round_poll(&rs, 1.0, &a);
 	assert_int_equal(a.kind, ROUND_NONE);
 	syncer_round_release(&rs);
@@ -198,10 +195,10 @@ static void quorum_waits_for_k_joined(void **state)
 	syncer_round_poll(&rs, 1.0, &a);
 	assert_int_equal(a.kind, ROUND_NONE);   /* one joined, K = 2 */
 	assert_int_equal(syncer_round_join(&rs, 1, 5, pulls), 0);
-	syncer_round_poll(&rs, 1.0, &a);        /* mark set at step 5 */
 	all_step(&rs, 3, 6, 1.0);
-	syncer_round_poll(&rs, 2.0, &a);
+	syncer_round_poll(&rs, 2.0, &a);        /* K joined: at once */
 	assert_int_equal(a.kind, ROUND_PULL);
+	near(rs.mark, 6.0);
 	/* learner 1 leaves before answering, learner 0 answers */
 	syncer_round_leave(&rs, 1);
 	assert_int_equal(syncer_round_answer(&rs, 1, 1, 1, 1, 2.1), ROUND_UNKNOWN);
@@ -238,7 +235,6 @@ static void stopped_starts_nothing(void **state)
 
 	(void)state;
 	setup(&rs, 1, 0.0, 2, 1.0, 1);
-	syncer_round_poll(&rs, 0.0, &a);
 	rs.stopped = 1;
 	all_step(&rs, 1, 5, 1.0);
 	syncer_round_poll(&rs, 1.0, &a);
@@ -255,7 +251,6 @@ static void restarted_learners_do_not_stall(void **state)
 
 	(void)state;
 	setup(&rs, 2, 0.0, 1, 1.0, 3);
-	syncer_round_poll(&rs, 0.0, &a);           /* mark at step 0 */
 	for (uint64_t step = 1; step <= 100; step++) {
 		all_step(&rs, 3, step, 1.0);
 		syncer_round_poll(&rs, (double)step, &a);
@@ -297,6 +292,52 @@ static void restarted_learners_do_not_stall(void **state)
 	syncer_round_progress(&rs, 1, 3, 1.0);
 	syncer_round_poll(&rs, 103.0, &a);
 	assert_int_equal(a.kind, ROUND_PULL);
+	syncer_round_release(&rs);
+}
+
+/*
+ * The first round starts as soon as K learners are joined: they train from
+ * their Welcome on, and a round that waited for their steps to move (known
+ * from heartbeats, one a second) would get answers spanning that wait.
+ */
+static void first_round_starts_at_once(void **state)
+{
+	struct syncer_round rs;
+	struct round_action a, pulls[8];
+	struct round_config c = {
+		.quorum = 2, .grace = 0.0, .overlap = 2, .nfrags = 4,
+		.steps_per_round = 1.0, .max_learners = 3, .ema = 0.5,
+	};
+
+	(void)state;
+	/* a restarted syncer: 40 rounds completed, numbers up to 53 skipped */
+	assert_int_equal(syncer_round_init(&rs, &c, 53, 40, NULL), 0);
+	assert_int_equal(syncer_round_join(&rs, 0, 900, pulls), 0);
+	syncer_round_poll(&rs, 0.0, &a);
+	assert_int_equal(a.kind, ROUND_NONE);     /* one joined, K = 2 */
+	assert_int_equal(syncer_round_join(&rs, 1, 880, pulls), 0);
+	/* no step has moved since they joined: the round starts anyway */
+	syncer_round_poll(&rs, 0.1, &a);
+	assert_int_equal(a.kind, ROUND_PULL);
+	assert_int_equal(a.round, 54);
+	assert_int_equal(a.frag, 2);              /* 54 mod 4 */
+	near(rs.mark, 880.0);                     /* the K-th step */
+	/* then one round per step of the K-th, as before */
+	syncer_round_poll(&rs, 0.2, &a);
+	assert_int_equal(a.kind, ROUND_NONE);
+	syncer_round_progress(&rs, 0, 901, 1.0);
+	syncer_round_progress(&rs, 1, 881, 1.0);
+	syncer_round_poll(&rs, 1.0, &a);
+	assert_int_equal(a.kind, ROUND_PULL);
+	assert_int_equal(a.round, 55);
+	syncer_round_release(&rs);
+	/* a new job: the learners just joined at step 0 */
+	assert_int_equal(syncer_round_init(&rs, &c, 0, 0, NULL), 0);
+	syncer_round_join(&rs, 0, 0, pulls);
+	syncer_round_join(&rs, 1, 0, pulls);
+	syncer_round_poll(&rs, 0.0, &a);
+	assert_int_equal(a.kind, ROUND_PULL);
+	assert_int_equal(a.round, 1);
 	syncer_round_release(&rs);
 }
 
@@ -353,6 +394,7 @@ int main(void)
 		cmocka_unit_test(stopped_starts_nothing),
 		cmocka_unit_test(restarted_learners_do_not_stall),
 		cmocka_unit_test(resume_step_is_the_jobs),
+		cmocka_unit_test(first_round_starts_at_once),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -276,6 +276,10 @@ struct tl {
 	grpc_byte_buffer *rbuf;
 	int recv_pending, got_md, status_done;
 	int tag_status, tag_recv;
+	/* Pulls seen while waiting for an Update, for expect_pull */
+	int npulls;
+	uint64_t pull_round[8];
+	int pull_frag[8];
 };
 
 static void tl_open(struct tl *t, struct proc *p)
@@ -508,6 +512,16 @@ static void expect_pull(struct tl *t, uint64_t *round, int *frag)
 {
 	Ddiloco__V1__SyncerMessage *m;
 
+	if (t->npulls > 0) {
+		*round = t->pull_round[0];
+		*frag = t->pull_frag[0];
+		t->npulls--;
+		memmove(t->pull_round, t->pull_round + 1,
+			(size_t)t->npulls * sizeof(*t->pull_round));
+		memmove(t->pull_frag, t->pull_frag + 1,
+			(size_t)t->npulls * sizeof(*t->pull_frag));
+		return;
+	}
 	for (;;) {
 		m = tl_recv(t, WAIT);
 		assert_non_null(m);
@@ -521,14 +535,17 @@ static void expect_pull(struct tl *t, uint64_t *round, int *frag)
 	ddiloco__v1__syncer_message__free_unpacked(m, NULL);
 }
 
-static void answer(struct tl *t, uint64_t round, int frag, const float *delta,
-		   size_t n, uint64_t steps)
+/* An answer trained from fragment version `base`. */
+static void answer_from(struct tl *t, uint64_t round, int frag,
+			const float *delta, size_t n, uint64_t steps,
+			uint64_t base)
 {
 	Ddiloco__V1__LearnerMessage m = DDILOCO__V1__LEARNER_MESSAGE__INIT;
 	Ddiloco__V1__Answer a = DDILOCO__V1__ANSWER__INIT;
 
 	a.fragment = (uint32_t)frag;
 	a.round = round;
+	a.base_version = base;
 	a.steps = steps;
 	a.tokens = steps * 32;
 	a.step = 1;
@@ -540,7 +557,14 @@ static void answer(struct tl *t, uint64_t round, int frag, const float *delta,
 	assert_int_equal(tl_send(t, &m), 0);
 }
 
-/* Next Update (skipping Pulls); its payload into out. */
+static void answer(struct tl *t, uint64_t round, int frag, const float *delta,
+		   size_t n, uint64_t steps)
+{
+	answer_from(t, round, frag, delta, n, steps, 0);
+}
+
+/* Next Update; Pulls before it are kept for expect_pull (the next round
+ * may be pulled before this one's update: the first starts at once). */
 static Ddiloco__V1__SyncerMessage *expect_update(struct tl *t)
 {
 	for (;;) {
@@ -549,6 +573,11 @@ static Ddiloco__V1__SyncerMessage *expect_update(struct tl *t)
 		assert_non_null(m);
 		if (m->kind_case == DDILOCO__V1__SYNCER_MESSAGE__KIND_UPDATE)
 			return m;
+		if (m->kind_case == DDILOCO__V1__SYNCER_MESSAGE__KIND_PULL) {
+			assert_true(t->npulls < 8);
+			t->pull_round[t->npulls] = m->pull->round;
+			t->pull_frag[t->npulls++] = (int)m->pull->fragment;
+		}
 		ddiloco__v1__syncer_message__free_unpacked(m, NULL);
 	}
 }
@@ -823,7 +852,8 @@ static void nan_answer_is_rejected(void **state)
 	assert_int_equal(proc_wait(p, WAIT), 0);
 }
 
-/* Runs one round with learners a and b answering delta·scale. */
+/* Runs one round with learners a and b answering delta·scale, trained
+ * from the fragment's version in ver_out (updated with the new one). */
 static void one_round(struct proc *p, struct tl *a, struct tl *b,
 		      uint64_t step, float **theta_out, uint64_t *ver_out)
 {
@@ -836,10 +866,11 @@ static void one_round(struct proc *p, struct tl *a, struct tl *b,
 	expect_pull(b, &rb, &fb);
 	size_t n = p->ft.frags[fa].numel;
 	float *d = make_delta(n, 0.01f * (float)step);
-	answer(a, ra, fa, d, n, 2);
-	answer(b, rb, fb, d, n, 2);
+	answer_from(a, ra, fa, d, n, 2, ver_out[fa]);
+	answer_from(b, rb, fb, d, n, 2, ver_out[fa]);
 	Ddiloco__V1__SyncerMessage *m = expect_update(a);
 	assert_int_equal(m->update->fragment, (uint32_t)fa);
+	assert_int_equal(m->update->version, ver_out[fa] + 1);
 	memcpy(theta_out[fa], m->update->payload.data, m->update->payload.len);
 	ver_out[fa] = m->update->version;
 	ddiloco__v1__syncer_message__free_unpacked(m, NULL);
@@ -918,7 +949,7 @@ static void budget_ends_the_job(void **state)
 	proc_setup(p, 1, 2);   /* eval every round, 2 outer steps */
 	proc_start(p);
 	th = alloc_theta(p);
-	join(&a, p, 0, th, NULL);
+	join(&a, p, 0, th, v);
 	join(&b, p, 1, NULL, NULL);
 	one_round(p, &a, &b, 1, th, v);
 	/* the second round reaches the budget: its update, then `job done` */
