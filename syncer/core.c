@@ -140,6 +140,7 @@ int core_init(struct syncer *s, const struct syncer_params *p, struct err *e)
 	s->flat = malloc(s->nparams * sizeof(float));
 	s->ev.params = malloc(s->nparams * sizeof(float));
 	s->versions = calloc((size_t)s->P, sizeof(uint64_t));
+	s->resumed_at = calloc((size_t)s->P, sizeof(uint64_t));
 	s->upd = calloc((size_t)s->P, sizeof(grpc_slice));
 	s->upd_valid = calloc((size_t)s->P, sizeof(int));
 	s->answers = calloc((size_t)sy->overlap, sizeof(*s->answers));
@@ -147,7 +148,7 @@ int core_init(struct syncer *s, const struct syncer_params *p, struct err *e)
 	s->acc.learners = calloc((size_t)s->M, sizeof(*s->acc.learners));
 	s->acc.evals = calloc(CKPT_MAX_EVALS, sizeof(*s->acc.evals));
 	if (!s->theta || !s->mom || !s->scratch || !s->flat || !s->ev.params ||
-	    !s->versions || !s->upd || !s->upd_valid || !s->answers ||
+	    !s->versions || !s->resumed_at || !s->upd || !s->upd_valid || !s->answers ||
 	    !s->learners || !s->acc.learners || !s->acc.evals)
 		return err_set(e, "syncer: out of memory for %zu parameters",
 			       s->nparams);
@@ -166,13 +167,27 @@ int core_init(struct syncer *s, const struct syncer_params *p, struct err *e)
 	else
 		log_info("starting from the seeded model (seed %" PRIu64 ")",
 			 p->js->model.seed);
-	/* round numbers started after the checkpoint are never reused: skip
-	 * past every round that could have been in flight since */
+	/*
+	 * Round numbers and fragment versions given out after the checkpoint
+	 * are never reused: skip past every round that could have been in
+	 * flight since, and past every version that could have been sent
+	 * (one per completed round at most). A learner holding a version of
+	 * the lost rounds would otherwise take a new Update of the same
+	 * number for the one it has and skip it, keeping a base this syncer
+	 * never had; with the skip every learner takes the Welcome's Θ.
+	 */
 	started = s->acc.rounds_started;
-	if (loaded)
-		started += (uint64_t)sy->overlap +
-			   (uint64_t)(sy->checkpoint_every > 0 ? sy->checkpoint_every
-							     : 1000);
+	if (loaded) {
+		uint64_t skip = (uint64_t)sy->overlap +
+				(uint64_t)(sy->checkpoint_every > 0
+					   ? sy->checkpoint_every : 1000);
+
+		started += skip;
+		for (int q = 0; q < s->P; q++) {
+			s->versions[q] += skip;
+			s->resumed_at[q] = s->versions[q];
+		}
+	}
 	rc = (struct round_config){
 		.quorum = sy->min_quorum, .grace = sy->grace,
 		.overlap = sy->overlap, .nfrags = s->P,
@@ -213,6 +228,7 @@ void core_release(struct syncer *s)
 	free(s->flat);
 	free(s->ev.params);
 	free(s->versions);
+	free(s->resumed_at);
 	free(s->upd);
 	free(s->upd_valid);
 	free(s->answers);

@@ -475,6 +475,7 @@ static void on_answer(struct conn *c, const Ddiloco__V1__Answer *a, double now)
 	struct syncer *s = c->sv->s;
 	struct learner *l = &s->learners[c->learner];
 	int id = c->learner, p = (int)a->fragment, valid = 1, nseg, slot;
+	int before_resume;
 	const char *why = NULL;
 	struct answer *ans = NULL;
 	enum round_verdict v;
@@ -494,11 +495,21 @@ static void on_answer(struct conn *c, const Ddiloco__V1__Answer *a, double now)
 		return;
 	}
 	nseg = s->ft->frags[p].ntensors;
+	/*
+	 * Trained from a base older than the version this syncer resumed at:
+	 * its Δ spans the time the syncer was away (hundreds of steps where a
+	 * round spans a few) and starts from a Θ of the lost rounds or before
+	 * them. The outer momentum would carry it about η/(1−μ) times over
+	 * the next rounds (eval loss 2.9 → 10 with this job's defaults), so it
+	 * counts toward the quorum as an empty answer and is not merged; the
+	 * learner has the Welcome's Θ by now and its next answers start there.
+	 */
+	before_resume = a->steps > 0 && a->base_version < s->resumed_at[p];
 	ans = calloc(1, sizeof(*ans));
 	if (!ans || !(ans->sq = calloc((size_t)nseg, sizeof(double)))) {
 		why = "out of memory";
 		valid = 0;
-	} else if (a->steps > 0) {
+	} else if (a->steps > 0 && !before_resume) {
 		size_t n = s->ft->frags[p].numel;
 
 		if ((unsigned)a->encoding > ENC_INT8) {
@@ -540,7 +551,12 @@ static void on_answer(struct conn *c, const Ddiloco__V1__Answer *a, double now)
 		ans->learner = id;
 		ans->steps = a->steps;
 		ans->tokens = a->tokens;
-		ans->weight = outer_weight(a->steps, a->tokens);
+		ans->weight = before_resume ? 0 : outer_weight(a->steps, a->tokens);
+		if (before_resume)
+			log_info("learner %d: answer for round %" PRIu64 " fragment %d "
+				 "trained from version %" PRIu64 ", before this syncer "
+				 "resumed at %" PRIu64 ": taken as empty", id, a->round,
+				 p, a->base_version, s->resumed_at[p]);
 		ans->next = s->answers[slot];
 		s->answers[slot] = ans;
 		return;

@@ -65,6 +65,9 @@ struct syncer {
 	struct outer_seg **segs;     /* per fragment, its tensors */
 	float *theta, *mom, *scratch, *flat;
 	uint64_t *versions;
+	/* per fragment, the version this process resumed at: an answer
+	 * trained from an older base predates it (0 when started afresh) */
+	uint64_t *resumed_at;
 	grpc_slice *upd;             /* packed Update per fragment, current */
 	int *upd_valid;
 	struct syncer_round rs;
