@@ -500,8 +500,8 @@ static void on_answer(struct conn *c, const Ddiloco__V1__Answer *a, double now)
 	 * its Δ spans the time the syncer was away (hundreds of steps where a
 	 * round spans a few) and starts from a Θ of the lost rounds or before
 	 * them. The outer momentum would carry it about η/(1−μ) times over
-	 * the next rounds (eval loss 2.9 → 10 with this job's defaults), so it
-	 * counts toward the quorum as an empty answer and is not merged; the
+	 * the next rounds (docs/syncer.md, restart), so it counts toward
+	 * the quorum as an empty answer and is not merged; the
 	 * learner has the Welcome's Θ by now and its next answers start there.
 	 */
 	before_resume = a->steps > 0 && a->base_version < s->resumed_at[p];
