@@ -140,8 +140,11 @@ k0=$(st .tokens)
 s0=$(st '.learners[0].step')
 s1=$(st '.learners[1].step')
 wait_for 60 '[ "$(st .round)" -ge $((r0 + 40)) ]' "40 more rounds"
+# (tokens come with heartbeats, one a second; rounds run at one a step,
+# so 40 rounds can pass before the next heartbeat: the first round is
+# pulled as soon as K learners are joined)
+wait_for 30 '[ "$(st .tokens)" -gt "$k0" ]' "tokens to grow past $k0"
 k1=$(st .tokens)
-[ "$k1" -gt "$k0" ] || fail "tokens did not grow: $k0 -> $k1"
 [ "$(st '.learners[0].step')" -gt "$s0" ] || fail "learner 0 did not step past $s0"
 [ "$(st '.learners[1].step')" -gt "$s1" ] || fail "learner 1 did not step past $s1"
 wait_for 60 '[ "$(st ".eval_history | length")" -ge 1 ]' "an evaluation"
