@@ -54,5 +54,10 @@ if [ "$fail" -gt 0 ]; then
 		tail -5 "$RUN/logs/$c.log" 2>/dev/null
 	done
 fi
+# bring a cluster started here down before the summary, so it is the last line
+if trap -p EXIT | grep -q down.sh; then
+	trap - EXIT
+	"$CL/down.sh"
+fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
