@@ -147,8 +147,10 @@ enum round_verdict syncer_round_answer(struct syncer_round *rs, int id,
 		return ROUND_UNKNOWN;
 	sl->pending--;
 	sl->state[id] = valid ? ANSWERED : REFUSED;
-	if (!valid)
+	if (!valid) {
+		sl->refused++;
 		return ROUND_ACCEPTED;
+	}
 	sl->answers++;
 	if (sl->answers == rs->cfg.quorum) {
 		sl->t_quorum = now;
@@ -220,6 +222,11 @@ void syncer_round_poll(struct syncer_round *rs, double now,
 				free_slot = s;
 			continue;
 		}
+		/* K answered, some refused, nobody left to wait for: the quorum
+		 * of valid answers cannot come; merge what there is */
+		if (sl->t_quorum < 0 && sl->pending == 0 &&
+		    sl->answers + sl->refused >= rs->cfg.quorum)
+			sl->t_quorum = sl->deadline = now;
 		if (sl->t_quorum < 0 || (now < sl->deadline && sl->pending > 0))
 			continue;
 		if (best < 0 || sl->round < rs->slots[best].round)
@@ -267,6 +274,7 @@ void syncer_round_poll(struct syncer_round *rs, double now,
 	sl->t_quorum = -1;
 	sl->deadline = NEVER;
 	sl->answers = 0;
+	sl->refused = 0;
 	sl->pending = 0;
 	for (int i = 0; i < rs->cfg.max_learners; i++) {
 		sl->state[i] = rs->joined[i] ? WAITING : NOT_PULLED;

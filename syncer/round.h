@@ -70,6 +70,7 @@ struct round_slot {
 	int frag;
 	double t_start, t_quorum, deadline;   /* t_quorum < 0: no quorum yet */
 	int answers;     /* accepted, counting toward the quorum */
+	int refused;     /* answered but refused on arrival */
 	int pending;     /* pulled, still joined, not answered */
 	unsigned char *state;   /* per learner: see round.c */
 };
@@ -107,9 +108,9 @@ void syncer_round_progress(struct syncer_round *rs, int id, uint64_t step,
  * The step learner id, saying hello at hello_step, should train on from
  * (its lr schedule and data; docs/protocol.md, Welcome.resume_step): its
  * own last known step (have_own: the caller has one) when that is larger
- * than hello_step — it restarted from 0 —, else the pacing reference, the
- * K-th largest step among the other joined learners, when that is larger;
- * else hello_step. Never less than hello_step.
+ * than hello_step — it restarted from 0 —, else, for a new process
+ * (hello_step 0), the pacing reference, the K-th largest step among the
+ * other joined learners; else hello_step. Never less than hello_step.
  */
 uint64_t syncer_round_resume_step(const struct syncer_round *rs, int id,
 				  uint64_t hello_step, int have_own,
@@ -119,6 +120,9 @@ uint64_t syncer_round_resume_step(const struct syncer_round *rs, int id,
  * An answer from learner id for (round, frag) arrived. `valid` = 0 for an
  * answer that was refused on arrival (not finite, wrong size): it stops
  * the round waiting for that learner but does not count toward quorum.
+ * When nobody is left to wait for and K learners did answer, some of them
+ * refused, the round is merged with the valid answers it has instead of
+ * waiting for a quorum that cannot come.
  */
 enum round_verdict syncer_round_answer(struct syncer_round *rs, int id,
 				       uint64_t round, int frag, int valid,
