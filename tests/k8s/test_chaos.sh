@@ -19,7 +19,6 @@ case $BUILD in /*) BIN=$BUILD/ddiloco ;; *) BIN=$ROOT/$BUILD/ddiloco ;; esac
 NS=chaos-$$-$RANDOM
 WORK=$(mktemp -d /tmp/test_chaos.XXXXXX)
 OP_PID=
-KN() { "$KUBECTL" -n "$NS" "$@"; }
 
 fail() {
 	echo "test_chaos: FAIL: $*" >&2
@@ -36,10 +35,8 @@ cleanup() {
 	rm -rf "$WORK"
 	exit "$rc"
 }
-trap cleanup EXIT
-
 . "$ROOT/tests/k8s/lib.sh"
-jp() { KN get "$1" -o "jsonpath=$2" 2>/dev/null; }
+trap cleanup EXIT
 phase_is() { [ "$(jp "ddjob/$1" '{.status.phase}')" = "$2" ]; }
 uids() { KN get pods -l ddiloco.io/job="$1",ddiloco.io/role=learner \
 	-o jsonpath='{range .items[*]}{.metadata.name}={.metadata.uid}{"\n"}{end}' | sort; }
@@ -48,8 +45,7 @@ kills() { KN get events --field-selector "involvedObject.name=$1,reason=ChaosKil
 nkills() { kills "$1" | grep -c . || true; }
 
 [ -x "$BIN" ] || fail "no $BIN (make first)"
-"$KUBECTL" apply --server-side -f "$ROOT/crds/decoupledtrainingjobs.yaml" >/dev/null || fail "CRD refused"
-"$KUBECTL" wait --for=condition=Established --timeout=30s crd/decoupledtrainingjobs.ddiloco.io >/dev/null
+apply_crd
 "$KUBECTL" create namespace "$NS" >/dev/null
 
 job() {   # job NAME REPLICAS EXTRA-SPEC-LINES

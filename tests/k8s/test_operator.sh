@@ -24,7 +24,6 @@ NS=op-$$-$RANDOM
 WORK=$(mktemp -d /tmp/test_operator.XXXXXX)
 PIDS=()
 K() { "$KUBECTL" "$@"; }
-KN() { "$KUBECTL" -n "$NS" "$@"; }
 
 fail() {
 	echo "test_operator: FAIL: $*" >&2
@@ -40,22 +39,18 @@ fail() {
 cleanup() {
 	local rc=$?
 	set +e
-	for p in "${PIDS[@]:-}"; do
-		[ -n "$p" ] && kill "$p" 2>/dev/null && wait "$p" 2>/dev/null
-	done
+	stop_pids
 	K delete namespace "$NS" --wait=false >/dev/null 2>&1 || true
 	K -n ddiloco-system delete lease "$NS" >/dev/null 2>&1 || true
 	rm -rf "$WORK"
 	exit "$rc"
 }
-trap cleanup EXIT
-
 # until_ok SECONDS DESCRIPTION CMD...: poll until CMD succeeds; CMD is
 # evaluated again on every try (quote what must be expanded then)
 . "$ROOT/tests/k8s/lib.sh"
+trap cleanup EXIT
 
 
-jp() { KN get "$1" -o "jsonpath=$2" 2>/dev/null; }
 learner_pods() { KN get pods -l ddiloco.io/job="$1",ddiloco.io/role=learner -o name 2>/dev/null | wc -l; }
 uid_of() { jp "pod/$1" '{.metadata.uid}'; }
 replaced() { local now; now=$(uid_of "$1"); [ -n "$now" ] && [ "$now" != "$2" ]; }
@@ -69,10 +64,7 @@ fault() { curl -sf -X POST "http://127.0.0.1:$PROXY_PORT/__fault/$1" >/dev/null;
 [ -x "$BIN" ] || fail "no $BIN (make first)"
 
 # --- install: CRD, deploy/ dry run, chart dry run ----------------------
-K apply --server-side -f "$ROOT/crds/decoupledtrainingjobs.yaml" >/dev/null \
-	|| fail "the CRD was refused"
-until_ok 30 "CRD established" K wait --for=condition=Established --timeout=1s \
-	crd/decoupledtrainingjobs.ddiloco.io
+apply_crd
 cmp -s "$ROOT/crds/decoupledtrainingjobs.yaml" "$ROOT/deploy/01-crd.yaml" \
 	|| fail "deploy/01-crd.yaml differs from crds/"
 cmp -s "$ROOT/crds/decoupledtrainingjobs.yaml" "$ROOT/charts/ddiloco/crds/decoupledtrainingjobs.yaml" \

@@ -15,7 +15,6 @@ case $BUILD in /*) BIN=$BUILD/ddiloco ;; *) BIN=$ROOT/$BUILD/ddiloco ;; esac
 NS=progress-$$-$RANDOM
 WORK=$(mktemp -d /tmp/test_progress.XXXXXX)
 PIDS=()
-KN() { "$KUBECTL" -n "$NS" "$@"; }
 
 fail() {
 	echo "test_progress: FAIL: $*" >&2
@@ -28,21 +27,17 @@ fail() {
 cleanup() {
 	local rc=$?
 	set +e
-	for p in "${PIDS[@]:-}"; do
-		[ -n "$p" ] && kill "$p" 2>/dev/null && wait "$p" 2>/dev/null
-	done
+	stop_pids
 	"$KUBECTL" delete namespace "$NS" --wait=false >/dev/null 2>&1
 	rm -rf "$WORK"
 	exit "$rc"
 }
-trap cleanup EXIT
 . "$ROOT/tests/k8s/lib.sh"
-jp() { KN get "$1" -o "jsonpath=$2" 2>/dev/null; }
+trap cleanup EXIT
 
 [ -x "$BIN" ] || fail "no $BIN (make first)"
 [ -r /usr/share/games/fortunes ] || fail "no /usr/share/games/fortunes (make deps)"
-"$KUBECTL" apply --server-side -f "$ROOT/crds/decoupledtrainingjobs.yaml" >/dev/null || fail "CRD refused"
-"$KUBECTL" wait --for=condition=Established --timeout=30s crd/decoupledtrainingjobs.ddiloco.io >/dev/null
+apply_crd
 "$KUBECTL" create namespace "$NS" >/dev/null
 
 GRPC=$(free_port)
