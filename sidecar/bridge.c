@@ -11,7 +11,7 @@
 
 #include "common/log.h"
 #include "common/util.h"
-#include "ddiloco/v1/syncer.pb-c.h"
+#include "common/wire.h"
 #include "sidecar/sidecar_int.h"
 
 struct sidecar *sidecar_new(const struct sidecar_opts *o, struct exchange *x,
@@ -43,11 +43,11 @@ struct sidecar *sidecar_new(const struct sidecar_opts *o, struct exchange *x,
 		sidecar_free(s);
 		return err_set(e, "sidecar: out of memory"), NULL;
 	}
-	if (enc_size(ENC_F32, maxn) + SIDECAR_ANSWER_HDR_MAX > SIDECAR_MAX_MESSAGE) {
+	if (enc_size(ENC_F32, maxn) + WIRE_ANSWER_HDR_MAX > WIRE_MAX_MESSAGE) {
 		sidecar_free(s);
 		return err_set(e, "sidecar: largest fragment has %zu values: more "
 			       "than a %u-byte message holds", maxn,
-			       SIDECAR_MAX_MESSAGE), NULL;
+			       WIRE_MAX_MESSAGE), NULL;
 	}
 	pthread_mutex_init(&s->mu, NULL);
 	return s;
@@ -94,42 +94,7 @@ void sidecar_stream_begin(struct sidecar *s)
 	pthread_mutex_unlock(&s->mu);
 }
 
-static size_t put_varint(uint8_t *out, uint64_t v)
-{
-	size_t n = 0;
-
-	while (v >= 0x80) {
-		out[n++] = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	out[n++] = (uint8_t)v;
-	return n;
-}
-
-size_t sidecar_answer_header(uint8_t *out, uint32_t fragment,
-			     const struct exchange_answer *a,
-			     enum payload_enc enc, size_t payload_len)
-{
-	uint8_t body[SIDECAR_ANSWER_HDR_MAX];
-	size_t n = 0, h = 0;
-
-	/* Answer fields 1-6 and 8, then field 7 (payload) whose bytes follow */
-	body[n++] = 0x08, n += put_varint(body + n, fragment);
-	body[n++] = 0x10, n += put_varint(body + n, a->round);
-	body[n++] = 0x18, n += put_varint(body + n, a->base_version);
-	body[n++] = 0x20, n += put_varint(body + n, a->steps);
-	body[n++] = 0x28, n += put_varint(body + n, a->tokens);
-	body[n++] = 0x30, n += put_varint(body + n, (uint64_t)enc);
-	body[n++] = 0x40, n += put_varint(body + n, a->step);
-	body[n++] = 0x3a, n += put_varint(body + n, payload_len);
-	/* LearnerMessage field 2 (answer), length-delimited */
-	out[h++] = 0x12;
-	h += put_varint(out + h, n + payload_len);
-	memcpy(out + h, body, n);
-	return h + n;
-}
-
-static int handle_update(struct sidecar *s, const Ddiloco__V1__Update *u,
+static int handle_update(struct sidecar *s, const struct wire_update *u,
 			 struct err *e)
 {
 	size_t n;
@@ -145,15 +110,15 @@ static int handle_update(struct sidecar *s, const Ddiloco__V1__Update *u,
 	slot = exchange_inbox_begin(s->x, (int)u->fragment);
 	/* a failed decode leaves the slot unpublished: the learner keeps
 	 * the previous version */
-	if (enc_decode((enum payload_enc)u->encoding, u->payload.data,
-		       u->payload.len, slot, n, e))
+	if (enc_decode((enum payload_enc)u->encoding, u->payload,
+		       u->payload_len, slot, n, e))
 		return err_wrap(e, "sidecar: update of fragment %u version %llu",
 				u->fragment, (unsigned long long)u->version);
 	exchange_inbox_commit(s->x, (int)u->fragment, u->version);
 	return 0;
 }
 
-static int handle_welcome(struct sidecar *s, const Ddiloco__V1__Welcome *w,
+static int handle_welcome(struct sidecar *s, const struct wire_welcome *w,
 			  struct err *e)
 {
 	uint64_t inc;
@@ -187,46 +152,50 @@ static int handle_welcome(struct sidecar *s, const Ddiloco__V1__Welcome *w,
 	return 0;
 }
 
+static int handle_pull(struct sidecar *s, const struct wire_pull *pl,
+		       struct err *e)
+{
+	SC_ADD(s, pulls_received, 1);
+	if (pl->fragment >= (uint32_t)s->nfrags) {
+		SC_ADD(s, pulls_rejected, 1);
+		return err_set(e, "sidecar: pull of fragment %u, the model has %d",
+			       pl->fragment, s->nfrags);
+	}
+	pthread_mutex_lock(&s->mu);
+	s->pulls[pl->fragment].epoch = s->epoch;
+	s->pulls[pl->fragment].round = pl->round;
+	s->pulls[pl->fragment].at = clock_mono();
+	pthread_mutex_unlock(&s->mu);
+	exchange_post_pull(s->x, (int)pl->fragment, pl->round);
+	return 0;
+}
+
 int sidecar_handle(struct sidecar *s, const uint8_t *msg, size_t len,
 		   struct err *e)
 {
-	Ddiloco__V1__SyncerMessage *m;
+	struct wire_syncer_msg m;
 	int rc = 0;
 
-	m = ddiloco__v1__syncer_message__unpack(NULL, len, msg);
-	if (!m)
-		return err_set(e, "sidecar: cannot parse a %zu-byte message from "
-			       "the syncer", len);
-	switch (m->kind_case) {
-	case DDILOCO__V1__SYNCER_MESSAGE__KIND_WELCOME:
-		rc = handle_welcome(s, m->welcome, e) ? -2 : 0;
+	if (wire_syncer_decode(msg, len, &m, e))
+		return err_wrap(e, "sidecar: from the syncer");
+	switch (m.kind) {
+	case WIRE_WELCOME:
+		rc = handle_welcome(s, &m.welcome, e) ? -2 : 0;
 		break;
-	case DDILOCO__V1__SYNCER_MESSAGE__KIND_PULL:
-		SC_ADD(s, pulls_received, 1);
-		if (m->pull->fragment >= (uint32_t)s->nfrags) {
-			SC_ADD(s, pulls_rejected, 1);
-			rc = err_set(e, "sidecar: pull of fragment %u, the model "
-				     "has %d", m->pull->fragment, s->nfrags);
-			break;
-		}
-		pthread_mutex_lock(&s->mu);
-		s->pulls[m->pull->fragment].epoch = s->epoch;
-		s->pulls[m->pull->fragment].round = m->pull->round;
-		s->pulls[m->pull->fragment].at = clock_mono();
-		pthread_mutex_unlock(&s->mu);
-		exchange_post_pull(s->x, (int)m->pull->fragment, m->pull->round);
+	case WIRE_PULL:
+		rc = handle_pull(s, &m.pull, e);
 		break;
-	case DDILOCO__V1__SYNCER_MESSAGE__KIND_UPDATE:
+	case WIRE_UPDATE:
 		SC_ADD(s, updates_received, 1);
-		rc = handle_update(s, m->update, e);
+		rc = handle_update(s, &m.update, e);
 		if (rc)
 			SC_ADD(s, updates_rejected, 1);
 		break;
 	default:
-		rc = err_set(e, "sidecar: message from the syncer of unknown "
-			     "kind %d", (int)m->kind_case);
+		rc = err_set(e, "sidecar: message from the syncer of no kind "
+			     "this sidecar knows");
 	}
-	ddiloco__v1__syncer_message__free_unpacked(m, NULL);
+	wire_syncer_release(&m);
 	return rc;
 }
 
@@ -296,7 +265,12 @@ static void queue_answer(struct sidecar *s, int p,
 	q.used = 1;
 	q.epoch = epoch;
 	q.round = a->round;
-	q.hlen = sidecar_answer_header(q.hdr, (uint32_t)p, a, enc, plen);
+	q.hlen = wire_answer_header(q.hdr, &(struct wire_answer){
+		.fragment = (uint32_t)p, .round = a->round,
+		.base_version = a->base_version, .steps = a->steps,
+		.tokens = a->tokens, .encoding = (int)enc, .payload_len = plen,
+		.step = a->step,
+	});
 	q.payload = payload;
 	q.plen = plen;
 	q.pulled_at = pulled_at;

@@ -25,7 +25,6 @@
 
 #include "common/log.h"
 #include "common/util.h"
-#include "ddiloco/v1/syncer.pb-c.h"
 #include "sidecar/sidecar_int.h"
 
 #define TICK_MS 1
@@ -90,8 +89,8 @@ static grpc_channel *make_channel(const char *target)
 		int_arg(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 2000),
 		int_arg(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1),
 		int_arg(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0),
-		int_arg(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, (int)SIDECAR_MAX_MESSAGE),
-		int_arg(GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, (int)SIDECAR_MAX_MESSAGE),
+		int_arg(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, (int)WIRE_MAX_MESSAGE),
+		int_arg(GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, (int)WIRE_MAX_MESSAGE),
 		int_arg(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100),
 		int_arg(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100),
 		int_arg(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500),
@@ -254,12 +253,12 @@ static int send_bytes(struct call *c, grpc_slice *slices, size_t n,
 	return 0;
 }
 
-static int send_packed(struct call *c, const Ddiloco__V1__LearnerMessage *m)
+static int send_packed(struct call *c, const struct wire_learner_msg *m)
 {
-	size_t n = ddiloco__v1__learner_message__get_packed_size(m);
+	size_t n = wire_learner_size(m);
 	grpc_slice sl = grpc_slice_malloc(n);
 
-	ddiloco__v1__learner_message__pack(m, GRPC_SLICE_START_PTR(sl));
+	wire_learner_pack(m, GRPC_SLICE_START_PTR(sl));
 	c->send_frag = -1;
 	return send_bytes(c, &sl, 1, n);
 }
@@ -267,8 +266,7 @@ static int send_packed(struct call *c, const Ddiloco__V1__LearnerMessage *m)
 static int send_hello(struct client *cl, struct call *c)
 {
 	struct sidecar *s = cl->s;
-	Ddiloco__V1__LearnerMessage m = DDILOCO__V1__LEARNER_MESSAGE__INIT;
-	Ddiloco__V1__Hello h = DDILOCO__V1__HELLO__INIT;
+	struct wire_learner_msg m = { .kind = WIRE_HELLO };
 	struct exchange_stats st;
 	uint64_t *sizes = malloc((size_t)s->nfrags * sizeof(uint64_t));
 	int rc;
@@ -278,20 +276,16 @@ static int send_hello(struct client *cl, struct call *c)
 	sidecar_learner_stats(s, &st);
 	for (int p = 0; p < s->nfrags; p++)
 		sizes[p] = s->ft->frags[p].numel;
-	h.learner_id = s->o.learner_id;
-	h.fingerprint = s->ft->fingerprint;
-	h.fragments = (uint32_t)s->nfrags;
-	h.n_fragment_sizes = (size_t)s->nfrags;
-	h.fragment_sizes = sizes;
-	h.incarnation = st.incarnation;
-	h.step = st.step;
+	m.hello = (struct wire_hello){
+		.learner_id = s->o.learner_id, .fingerprint = s->ft->fingerprint,
+		.fragments = (uint32_t)s->nfrags, .nsizes = (size_t)s->nfrags,
+		.fragment_sizes = sizes, .incarnation = st.incarnation,
+		.step = st.step, .job = s->o.job ? s->o.job : "",
+	};
 	pthread_mutex_lock(&s->mu);
 	s->hello_incarnation = st.incarnation;
 	s->rehello = 0;   /* this Hello speaks for the learner as it is */
 	pthread_mutex_unlock(&s->mu);
-	h.job = (char *)(s->o.job ? s->o.job : "");
-	m.kind_case = DDILOCO__V1__LEARNER_MESSAGE__KIND_HELLO;
-	m.hello = &h;
 	rc = send_packed(c, &m);
 	free(sizes);
 	return rc;
@@ -299,18 +293,15 @@ static int send_hello(struct client *cl, struct call *c)
 
 static int send_heartbeat(struct client *cl, struct call *c)
 {
-	Ddiloco__V1__LearnerMessage m = DDILOCO__V1__LEARNER_MESSAGE__INIT;
-	Ddiloco__V1__Heartbeat hb = DDILOCO__V1__HEARTBEAT__INIT;
+	struct wire_learner_msg m = { .kind = WIRE_HEARTBEAT };
 	struct exchange_stats st;
 
 	sidecar_learner_stats(cl->s, &st);
-	hb.step = st.step;
-	hb.tokens = st.tokens_total;
-	hb.step_time = st.step_time;
-	hb.train_loss = st.loss;
-	hb.incarnation = st.incarnation;
-	m.kind_case = DDILOCO__V1__LEARNER_MESSAGE__KIND_HEARTBEAT;
-	m.heartbeat = &hb;
+	m.heartbeat = (struct wire_heartbeat){
+		.step = st.step, .tokens = st.tokens_total,
+		.step_time = st.step_time, .train_loss = st.loss,
+		.incarnation = st.incarnation,
+	};
 	if (send_packed(c, &m))
 		return -1;
 	SC_ADD(cl->s, heartbeats_sent, 1);

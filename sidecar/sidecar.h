@@ -29,8 +29,6 @@
 #include "common/exchange.h"
 #include "common/fragment.h"
 
-#define SIDECAR_MAX_MESSAGE (64u << 20)   /* gRPC send/receive limit */
-#define SIDECAR_ANSWER_HDR_MAX 96
 
 struct sidecar_opts {
 	const char *target;       /* "host:port" (DNS name or address) */
@@ -80,14 +78,6 @@ void sidecar_metrics_text(struct sidecar *s, struct buf *b);
 
 /* ---- the pieces below are shared by client.c and the tests ---- */
 
-/*
- * Writes the LearnerMessage{answer} framing that precedes a payload of
- * payload_len bytes (the payload is field 7, written last, so it can be a
- * separate slice). Returns the header length (≤ SIDECAR_ANSWER_HDR_MAX).
- */
-size_t sidecar_answer_header(uint8_t *out, uint32_t fragment,
-			     const struct exchange_answer *a,
-			     enum payload_enc enc, size_t payload_len);
 /* One received SyncerMessage applied to the exchange. -1 with e filled
  * for a message that cannot be used (it is counted and dropped); -2 for a
  * Welcome this sidecar cannot work with (the stream should end). */

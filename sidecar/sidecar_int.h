@@ -7,13 +7,14 @@
 
 #include <pthread.h>
 
+#include "common/wire.h"
 #include "sidecar/sidecar.h"
 
 /* One encoded answer waiting for the stream (at most one per fragment). */
 struct qanswer {
 	int used;
 	uint64_t epoch, round;
-	uint8_t hdr[SIDECAR_ANSWER_HDR_MAX];
+	uint8_t hdr[WIRE_ANSWER_HDR_MAX];
 	size_t hlen;
 	uint8_t *payload;        /* malloc'd; handed to gRPC when sent */
 	size_t plen;

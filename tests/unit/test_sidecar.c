@@ -1,7 +1,8 @@
 /*
- * The sidecar's bridge without the network: answer framing read back by
- * protobuf-c, syncer messages applied to a real exchange, bad payloads
- * (truncated, oversize, wrong fragment, wrong model) refused and counted,
+ * The sidecar's bridge without the network: syncer messages packed by
+ * protobuf-c (an encoder independent of common/wire.c) applied to a real
+ * exchange, bad payloads (truncated, oversize, wrong fragment, wrong
+ * model) refused and counted, queued answers read back by protobuf-c,
  * bounded answer queue, the resume step handed to the right learner.
  */
 #include <setjmp.h>
@@ -140,46 +141,6 @@ static int send_pull(struct fx *f, uint32_t p, uint64_t round)
 	rc = sidecar_handle(f->s, b, len, NULL);
 	free(b);
 	return rc;
-}
-
-static void answer_framing_reads_back(void **state)
-{
-	struct exchange_answer a = {
-		.round = 300, .base_version = 1ULL << 40, .steps = 7,
-		.tokens = 123456789, .step = 99999,
-	};
-	uint8_t payload[1000], msg[SIDECAR_ANSWER_HDR_MAX + 1000];
-	Ddiloco__V1__LearnerMessage *m;
-	size_t h;
-
-	(void)state;
-	for (int i = 0; i < 1000; i++)
-		payload[i] = (uint8_t)(i * 7);
-	h = sidecar_answer_header(msg, 3, &a, ENC_INT8, sizeof(payload));
-	assert_true(h <= SIDECAR_ANSWER_HDR_MAX);
-	memcpy(msg + h, payload, sizeof(payload));
-	m = ddiloco__v1__learner_message__unpack(NULL, h + sizeof(payload), msg);
-	assert_non_null(m);
-	assert_int_equal(m->kind_case, DDILOCO__V1__LEARNER_MESSAGE__KIND_ANSWER);
-	assert_int_equal(m->answer->fragment, 3);
-	assert_int_equal(m->answer->round, 300);
-	assert_int_equal(m->answer->base_version, 1ULL << 40);
-	assert_int_equal(m->answer->steps, 7);
-	assert_int_equal(m->answer->tokens, 123456789);
-	assert_int_equal(m->answer->step, 99999);
-	assert_int_equal(m->answer->encoding, DDILOCO__V1__ENCODING__ENCODING_INT8);
-	assert_int_equal(m->answer->payload.len, sizeof(payload));
-	assert_memory_equal(m->answer->payload.data, payload, sizeof(payload));
-	ddiloco__v1__learner_message__free_unpacked(m, NULL);
-
-	/* an empty answer (steps = 0) */
-	a.steps = 0;
-	h = sidecar_answer_header(msg, 0, &a, ENC_F32, 0);
-	m = ddiloco__v1__learner_message__unpack(NULL, h, msg);
-	assert_non_null(m);
-	assert_int_equal(m->answer->steps, 0);
-	assert_int_equal(m->answer->payload.len, 0);
-	ddiloco__v1__learner_message__free_unpacked(m, NULL);
 }
 
 static void welcome_checks_the_model(void **state)
@@ -385,7 +346,6 @@ static void resume_step_reaches_the_learner(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(answer_framing_reads_back),
 		cmocka_unit_test_setup_teardown(welcome_checks_the_model, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(updates_reach_the_learner_or_are_refused,
