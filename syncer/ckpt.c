@@ -117,14 +117,52 @@ int syncer_ckpt_encode(const struct syncer_ckpt *c, void **out, size_t *len,
 	return 0;
 }
 
+/* Everything after the fixed header, into c (sized by syncer_ckpt_init). */
+static void read_body(const uint8_t *p, struct syncer_ckpt *c)
+{
+	uint64_t u64[9];
+	double f64[7];
+
+	p = get(p, u64, sizeof(u64));
+	p = get(p, f64, sizeof(f64));
+	c->rounds_started = u64[0];
+	c->rounds_completed = u64[1];
+	c->tokens_trained = u64[2];
+	c->merged = u64[3];
+	c->late = u64[4];
+	c->rejected = u64[5];
+	c->empty = u64[6];
+	c->bytes_in = u64[7];
+	c->bytes_out = u64[8];
+	c->tokens_merged = f64[0];
+	c->elapsed = f64[1];
+	c->down = f64[2];
+	c->compute_merged = f64[3];
+	c->wall_time = f64[4];
+	c->last_round_elapsed = f64[5];
+	c->uptime_start = f64[6];
+	p = get(p, c->versions, 8 * (size_t)c->nfrags);
+	for (uint32_t i = 0; i < c->nlearners; i++) {
+		p = get(p, &c->learners[i].incarnation, 8);
+		p = get(p, &c->learners[i].tokens, 8);
+	}
+	for (uint32_t i = 0; i < c->nevals; i++) {
+		p = get(p, &c->evals[i].round, 8);
+		p = get(p, &c->evals[i].tokens, 8);
+		p = get(p, &c->evals[i].loss, 8);
+		p = get(p, &c->evals[i].time, 8);
+	}
+	p = get(p, c->theta, 4 * (size_t)c->nparams);
+	get(p, c->momentum, 4 * (size_t)c->nparams);
+}
+
 int syncer_ckpt_decode(const void *data, size_t len, const char *name,
 		       uint64_t fingerprint, uint32_t nfrags, uint64_t nparams,
 		       uint32_t nlearners, struct syncer_ckpt *c, struct err *e)
 {
 	const uint8_t *buf = data, *p = buf;
 	uint32_t format, P, L, E, done, pad, crc;
-	uint64_t N, fp, u64[9];
-	double f64[7];
+	uint64_t N, fp;
 
 	memset(c, 0, sizeof(*c));
 	if (len < FIXED + 4)
@@ -169,37 +207,7 @@ int syncer_ckpt_decode(const void *data, size_t len, const char *name,
 	c->fingerprint = fp;
 	c->done = done;
 	c->nevals = E;
-	p = get(p, u64, sizeof(u64));
-	p = get(p, f64, sizeof(f64));
-	c->rounds_started = u64[0];
-	c->rounds_completed = u64[1];
-	c->tokens_trained = u64[2];
-	c->merged = u64[3];
-	c->late = u64[4];
-	c->rejected = u64[5];
-	c->empty = u64[6];
-	c->bytes_in = u64[7];
-	c->bytes_out = u64[8];
-	c->tokens_merged = f64[0];
-	c->elapsed = f64[1];
-	c->down = f64[2];
-	c->compute_merged = f64[3];
-	c->wall_time = f64[4];
-	c->last_round_elapsed = f64[5];
-	c->uptime_start = f64[6];
-	p = get(p, c->versions, 8 * (size_t)P);
-	for (uint32_t i = 0; i < L; i++) {
-		p = get(p, &c->learners[i].incarnation, 8);
-		p = get(p, &c->learners[i].tokens, 8);
-	}
-	for (uint32_t i = 0; i < E; i++) {
-		p = get(p, &c->evals[i].round, 8);
-		p = get(p, &c->evals[i].tokens, 8);
-		p = get(p, &c->evals[i].loss, 8);
-		p = get(p, &c->evals[i].time, 8);
-	}
-	p = get(p, c->theta, 4 * (size_t)N);
-	get(p, c->momentum, 4 * (size_t)N);
+	read_body(p, c);
 	return 0;
 }
 

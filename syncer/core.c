@@ -2,8 +2,11 @@
  * core: the syncer's state and what happens to it — Θ and momentum laid
  * out fragment after fragment (the payload layout, so a fragment is one
  * contiguous slice), merges, accounting (tokens, uptime, goodput),
- * checkpoints and the evaluation thread. The transport (stream.c) calls in
- * with `mu` held; nothing here blocks on the network.
+ * checkpoints and the evaluation thread; learners joining, leaving and
+ * answering, each answer validated and counted here. The transport
+ * (stream.c) calls in with `mu` held and sends what each call's result
+ * asks for; nothing here knows gRPC or sends anything, and every time
+ * comes in as `now`, so tests/unit/test_core.c runs it on a fake clock.
  *
  * Accounting (docs/syncer.md has the definitions):
  *   elapsed  = elapsed in the checkpoint + wall time the syncer was away
@@ -26,9 +29,10 @@
 #include "common/encoding.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "ddiloco/v1/syncer.pb-c.h"
+#include "common/wire.h"
 
 static void *eval_main(void *arg);
+static void free_answers(struct syncer *s, int slot);
 
 static int build_layout(struct syncer *s, struct err *e)
 {
@@ -105,7 +109,66 @@ static int load_checkpoint(struct syncer *s, struct err *e)
 	return 1;
 }
 
-int core_init(struct syncer *s, const struct syncer_params *p, struct err *e)
+static int alloc_state(struct syncer *s, struct err *e)
+{
+	for (int q = 0; q < s->P; q++) {
+		size_t bytes = enc_size(ENC_F32, s->ft->frags[q].numel) + 1024;
+
+		if (bytes > WIRE_MAX_MESSAGE)
+			return err_set(e, "syncer: fragment %d has %zu parameters: its "
+				       "message would pass the %u MiB limit; use more "
+				       "fragments (spec.syncer.fragments)", q,
+				       s->ft->frags[q].numel, WIRE_MAX_MESSAGE >> 20);
+	}
+	s->theta = malloc(s->nparams * sizeof(float));
+	s->mom = calloc(s->nparams, sizeof(float));
+	s->scratch = malloc(s->nparams * sizeof(float));
+	s->flat = malloc(s->nparams * sizeof(float));
+	s->ev.params = malloc(s->nparams * sizeof(float));
+	s->versions = calloc((size_t)s->P, sizeof(uint64_t));
+	s->resumed_at = calloc((size_t)s->P, sizeof(uint64_t));
+	s->answers = calloc((size_t)s->js->syncer.overlap, sizeof(*s->answers));
+	s->learners = calloc((size_t)s->M, sizeof(*s->learners));
+	s->acc.learners = calloc((size_t)s->M, sizeof(*s->acc.learners));
+	s->acc.evals = calloc(CKPT_MAX_EVALS, sizeof(*s->acc.evals));
+	if (!s->theta || !s->mom || !s->scratch || !s->flat || !s->ev.params ||
+	    !s->versions || !s->resumed_at || !s->answers || !s->learners ||
+	    !s->acc.learners || !s->acc.evals)
+		return err_set(e, "syncer: out of memory for %zu parameters",
+			       s->nparams);
+	s->acc.fingerprint = s->ft->fingerprint;
+	s->acc.nfrags = (uint32_t)s->P;
+	s->acc.nparams = s->nparams;
+	s->acc.nlearners = (uint32_t)s->M;
+	s->acc.uptime_start = -1;
+	return 0;
+}
+
+/*
+ * Round numbers and fragment versions given out after the checkpoint are
+ * never reused: skip past every round that could have been in flight
+ * since, and past every version that could have been sent (one per
+ * completed round at most). A learner holding a version of the lost
+ * rounds would otherwise take a new Update of the same number for the one
+ * it has and skip it, keeping a base this syncer never had; with the skip
+ * every learner takes the Welcome's Θ. Returns the rounds started.
+ */
+static uint64_t skip_lost(struct syncer *s)
+{
+	const struct job_syncer *sy = &s->js->syncer;
+	uint64_t skip = (uint64_t)sy->overlap +
+			(uint64_t)(sy->checkpoint_every > 0
+				   ? sy->checkpoint_every : 1000);
+
+	for (int q = 0; q < s->P; q++) {
+		s->versions[q] += skip;
+		s->resumed_at[q] = s->versions[q];
+	}
+	return s->acc.rounds_started + skip;
+}
+
+int core_init(struct syncer *s, const struct syncer_params *p, double now,
+	      struct err *e)
 {
 	const struct job_syncer *sy = &p->js->syncer;
 	struct round_config rc;
@@ -121,42 +184,10 @@ int core_init(struct syncer *s, const struct syncer_params *p, struct err *e)
 	s->P = p->ft->nfrags;
 	s->M = p->js->learners.replicas;
 	s->nparams = p->nparams;
-	s->t0 = clock_mono();
-	s->last_loop = s->t0;
-	if (build_layout(s, e))
+	s->t0 = now;
+	s->last_loop = now;
+	if (build_layout(s, e) || alloc_state(s, e))
 		return -1;
-	for (int q = 0; q < s->P; q++) {
-		size_t bytes = enc_size(ENC_F32, s->ft->frags[q].numel) + 1024;
-
-		if (bytes > SYNCER_MAX_MSG)
-			return err_set(e, "syncer: fragment %d has %zu parameters: its "
-				       "message would pass the %u MiB limit; use more "
-				       "fragments (spec.syncer.fragments)", q,
-				       s->ft->frags[q].numel, SYNCER_MAX_MSG >> 20);
-	}
-	s->theta = malloc(s->nparams * sizeof(float));
-	s->mom = calloc(s->nparams, sizeof(float));
-	s->scratch = malloc(s->nparams * sizeof(float));
-	s->flat = malloc(s->nparams * sizeof(float));
-	s->ev.params = malloc(s->nparams * sizeof(float));
-	s->versions = calloc((size_t)s->P, sizeof(uint64_t));
-	s->resumed_at = calloc((size_t)s->P, sizeof(uint64_t));
-	s->upd = calloc((size_t)s->P, sizeof(grpc_slice));
-	s->upd_valid = calloc((size_t)s->P, sizeof(int));
-	s->answers = calloc((size_t)sy->overlap, sizeof(*s->answers));
-	s->learners = calloc((size_t)s->M, sizeof(*s->learners));
-	s->acc.learners = calloc((size_t)s->M, sizeof(*s->acc.learners));
-	s->acc.evals = calloc(CKPT_MAX_EVALS, sizeof(*s->acc.evals));
-	if (!s->theta || !s->mom || !s->scratch || !s->flat || !s->ev.params ||
-	    !s->versions || !s->resumed_at || !s->upd || !s->upd_valid || !s->answers ||
-	    !s->learners || !s->acc.learners || !s->acc.evals)
-		return err_set(e, "syncer: out of memory for %zu parameters",
-			       s->nparams);
-	s->acc.fingerprint = s->ft->fingerprint;
-	s->acc.nfrags = (uint32_t)s->P;
-	s->acc.nparams = s->nparams;
-	s->acc.nlearners = (uint32_t)s->M;
-	s->acc.uptime_start = -1;
 	for (int q = 0; q < s->P; q++)
 		frag_gather(s->ft, q, p->init_params, s->theta + s->frag_off[q]);
 	if ((loaded = load_checkpoint(s, e)) < 0)
@@ -167,27 +198,7 @@ int core_init(struct syncer *s, const struct syncer_params *p, struct err *e)
 	else
 		log_info("starting from the seeded model (seed %" PRIu64 ")",
 			 p->js->model.seed);
-	/*
-	 * Round numbers and fragment versions given out after the checkpoint
-	 * are never reused: skip past every round that could have been in
-	 * flight since, and past every version that could have been sent
-	 * (one per completed round at most). A learner holding a version of
-	 * the lost rounds would otherwise take a new Update of the same
-	 * number for the one it has and skip it, keeping a base this syncer
-	 * never had; with the skip every learner takes the Welcome's Θ.
-	 */
-	started = s->acc.rounds_started;
-	if (loaded) {
-		uint64_t skip = (uint64_t)sy->overlap +
-				(uint64_t)(sy->checkpoint_every > 0
-					   ? sy->checkpoint_every : 1000);
-
-		started += skip;
-		for (int q = 0; q < s->P; q++) {
-			s->versions[q] += skip;
-			s->resumed_at[q] = s->versions[q];
-		}
-	}
+	started = loaded ? skip_lost(s) : s->acc.rounds_started;
 	rc = (struct round_config){
 		.quorum = sy->min_quorum, .grace = sy->grace,
 		.overlap = sy->overlap, .nfrags = s->P,
@@ -212,11 +223,8 @@ int core_init(struct syncer *s, const struct syncer_params *p, struct err *e)
 void core_release(struct syncer *s)
 {
 	core_eval_stop(s);
-	for (int q = 0; s->upd_valid && q < s->P; q++)
-		if (s->upd_valid[q])
-			grpc_slice_unref(s->upd[q]);
 	for (int slot = 0; s->answers && slot < s->rs.cfg.overlap; slot++)
-		core_free_answers(s, slot);
+		free_answers(s, slot);
 	syncer_round_release(&s->rs);
 	for (int q = 0; s->segs && q < s->P; q++)
 		free(s->segs[q]);
@@ -229,8 +237,6 @@ void core_release(struct syncer *s)
 	free(s->ev.params);
 	free(s->versions);
 	free(s->resumed_at);
-	free(s->upd);
-	free(s->upd_valid);
 	free(s->answers);
 	free(s->learners);
 	free(s->acc.learners);
@@ -255,7 +261,7 @@ static double expected_gap(const struct syncer *s)
 }
 
 /* Opens the uptime window the first time K learners are joined. */
-void core_note_joined(struct syncer *s, double now)
+static void note_joined(struct syncer *s, double now)
 {
 	int n = 0;
 
@@ -312,7 +318,7 @@ int core_checkpoint(struct syncer *s, double now, struct err *e)
 	return 0;
 }
 
-void core_free_answers(struct syncer *s, int slot)
+static void free_answers(struct syncer *s, int slot)
 {
 	struct answer *a = s->answers[slot], *next;
 
@@ -325,157 +331,175 @@ void core_free_answers(struct syncer *s, int slot)
 	s->answers[slot] = NULL;
 }
 
-static grpc_slice pack_update(struct syncer *s, int p, uint64_t round,
-			      size_t *payload_bytes)
+uint8_t *core_update_payload(const struct syncer *s, int p, int *enc_out,
+			     size_t *len)
 {
-	Ddiloco__V1__SyncerMessage m = DDILOCO__V1__SYNCER_MESSAGE__INIT;
-	Ddiloco__V1__Update u = DDILOCO__V1__UPDATE__INIT;
 	enum payload_enc enc = s->js->syncer.update_encoding;
-	size_t n = s->ft->frags[p].numel, len;
+	size_t n = s->ft->frags[p].numel;
 	const float *x = s->theta + s->frag_off[p];
-	uint8_t *buf;
-	grpc_slice sl;
+	uint8_t *buf = malloc(enc_size(ENC_F32, n) + 1);
 
-	buf = malloc(enc_size(ENC_F32, n) + 1);
 	if (buf && enc_encode(enc, x, n, buf, NULL)) {
 		log_warn("fragment %d cannot be sent as %s; sending f32", p,
 			 enc_name(enc));
 		enc = ENC_F32;
 		enc_encode(enc, x, n, buf, NULL);
 	}
-	u.fragment = (uint32_t)p;
-	u.version = s->versions[p];
-	u.encoding = (Ddiloco__V1__Encoding)enc;
-	u.payload.data = buf;
-	u.payload.len = buf ? enc_size(enc, n) : 0;
-	u.round = round;
-	m.kind_case = DDILOCO__V1__SYNCER_MESSAGE__KIND_UPDATE;
-	m.update = &u;
-	len = ddiloco__v1__syncer_message__get_packed_size(&m);
-	sl = grpc_slice_malloc(len);
-	ddiloco__v1__syncer_message__pack(&m, GRPC_SLICE_START_PTR(sl));
-	*payload_bytes = u.payload.len;
-	free(buf);
-	return sl;
+	*enc_out = (int)enc;
+	*len = buf ? enc_size(enc, n) : 0;
+	return buf;
 }
 
-grpc_slice core_update_slice(struct syncer *s, int p, uint64_t round)
+/* One merge's working arrays, n + 1 of each (sq: nseg per answer). */
+struct merge_work {
+	struct answer **list;
+	const float **x;
+	double *w, *sq, *norm;
+	int *verdict;
+};
+
+static int work_alloc(struct merge_work *mw, int n, int nseg)
 {
-	size_t bytes;
-
-	if (round)
-		return pack_update(s, p, round, &bytes);
-	if (!s->upd_valid[p]) {
-		s->upd[p] = pack_update(s, p, 0, &bytes);
-		s->upd_valid[p] = 1;
-	}
-	return grpc_slice_ref(s->upd[p]);
+	mw->list = calloc((size_t)n + 1, sizeof(*mw->list));
+	mw->x = calloc((size_t)n + 1, sizeof(*mw->x));
+	mw->w = calloc((size_t)n + 1, sizeof(*mw->w));
+	mw->norm = calloc((size_t)n + 1, sizeof(*mw->norm));
+	mw->verdict = calloc((size_t)n + 1, sizeof(*mw->verdict));
+	mw->sq = calloc(((size_t)n + 1) * (size_t)nseg, sizeof(*mw->sq));
+	return mw->list && mw->x && mw->w && mw->norm && mw->verdict && mw->sq
+	       ? 0 : -1;
 }
 
-void core_merge(struct syncer *s, int slot, double now)
+static void work_free(struct merge_work *mw)
+{
+	free(mw->list);
+	free(mw->x);
+	free(mw->w);
+	free(mw->norm);
+	free(mw->verdict);
+	free(mw->sq);
+}
+
+/*
+ * The answers of slot that go into the merge, in mw->list/x/w/sq: empty
+ * ones are counted and skipped, then the norm screen (outer.h) rejects
+ * outliers. Returns how many are kept.
+ */
+static int screen_answers(struct syncer *s, int slot, int p,
+			  struct merge_work *mw)
 {
 	const struct job_syncer *sy = &s->js->syncer;
-	int p = s->rs.slots[slot].frag, nseg = s->ft->frags[p].ntensors;
+	int nseg = s->ft->frags[p].ntensors, n = 0, kept = 0;
 	uint64_t round = s->rs.slots[slot].round;
-	size_t numel = s->ft->frags[p].numel;
-	double share = (double)numel / (double)s->nparams, t = clock_mono();
-	int n = 0, kept = 0;
-	struct answer *a, **list = NULL;
-	const float **x = NULL;
-	double *w = NULL, *sq = NULL, *norm = NULL;
-	int *verdict = NULL;
 
-	for (a = s->answers[slot]; a; a = a->next)
-		n++;
-	list = calloc((size_t)n + 1, sizeof(*list));
-	x = calloc((size_t)n + 1, sizeof(*x));
-	w = calloc((size_t)n + 1, sizeof(*w));
-	norm = calloc((size_t)n + 1, sizeof(*norm));
-	verdict = calloc((size_t)n + 1, sizeof(*verdict));
-	sq = calloc(((size_t)n + 1) * (size_t)nseg, sizeof(*sq));
-	if (!list || !x || !w || !norm || !verdict || !sq) {
-		log_error("round %" PRIu64 ": out of memory for the merge; abandoned",
-			  round);
-		goto out;
-	}
-	n = 0;
-	for (a = s->answers[slot]; a; a = a->next) {
+	for (struct answer *a = s->answers[slot]; a; a = a->next) {
+		double ss = 0;
+
 		if (!a->delta || !(a->weight > 0)) {
 			s->acc.empty++;
 			continue;
 		}
-		double ss = 0;
 		for (int k = 0; k < nseg; k++)
 			ss += a->sq[k];
-		norm[n] = sqrt(ss);
-		list[n++] = a;
+		mw->norm[n] = sqrt(ss);
+		mw->list[n++] = a;
 	}
-	outer_screen(norm, n, sy->norm_outlier, verdict);
+	outer_screen(mw->norm, n, sy->norm_outlier, mw->verdict);
 	for (int i = 0; i < n; i++) {
-		if (verdict[i] != OUTER_OK) {
+		struct answer *a = mw->list[i];
+
+		if (mw->verdict[i] != OUTER_OK) {
 			s->acc.rejected++;
 			log_warn("round %" PRIu64 ": answer of learner %d rejected: norm "
 				 "%.4g is more than %g times the others' median", round,
-				 list[i]->learner, norm[i], sy->norm_outlier);
+				 a->learner, mw->norm[i], sy->norm_outlier);
 			continue;
 		}
-		a = list[i];
-		x[kept] = a->delta;
-		w[kept] = a->weight;
-		memcpy(sq + (size_t)kept * nseg, a->sq, (size_t)nseg * sizeof(*sq));
-		list[kept++] = a;
+		mw->x[kept] = a->delta;
+		mw->w[kept] = a->weight;
+		memcpy(mw->sq + (size_t)kept * nseg, a->sq,
+		       (size_t)nseg * sizeof(*mw->sq));
+		mw->list[kept++] = a;
 	}
-	if (kept && outer_merge(sy->merge == MERGE_MEAN ? OUTER_MEAN : OUTER_RDA,
-				x, w, sq, kept, s->segs[p], nseg, s->scratch)) {
+	return kept;
+}
+
+/* The outer step on fragment p from the kept answers; their compute and
+ * tokens counted. 0 when Θ moved. */
+static int apply_merge(struct syncer *s, int p, uint64_t round,
+		       struct merge_work *mw, int kept)
+{
+	const struct job_syncer *sy = &s->js->syncer;
+	size_t numel = s->ft->frags[p].numel;
+	double share = (double)numel / (double)s->nparams;
+
+	if (outer_merge(sy->merge == MERGE_MEAN ? OUTER_MEAN : OUTER_RDA, mw->x,
+			mw->w, mw->sq, kept, s->segs[p], s->ft->frags[p].ntensors,
+			s->scratch)) {
 		log_error("round %" PRIu64 ": out of memory for the merge; abandoned",
 			  round);
-		kept = 0;
+		return -1;
 	}
-	if (kept) {
-		outer_step(s->theta + s->frag_off[p], s->mom + s->frag_off[p],
-			   s->scratch, numel, sy->outer_lr, sy->outer_momentum,
-			   sy->nesterov);
-		s->versions[p]++;
-		if (s->upd_valid[p]) {
-			grpc_slice_unref(s->upd[p]);
-			s->upd_valid[p] = 0;
-		}
-		for (int i = 0; i < kept; i++) {
-			struct learner *l = &s->learners[list[i]->learner];
-			double st = l->step_time > 0 ? l->step_time
-						     : syncer_round_step_time(&s->rs);
+	outer_step(s->theta + s->frag_off[p], s->mom + s->frag_off[p],
+		   s->scratch, numel, sy->outer_lr, sy->outer_momentum,
+		   sy->nesterov);
+	s->versions[p]++;
+	for (int i = 0; i < kept; i++) {
+		const struct answer *a = mw->list[i];
+		const struct learner *l = &s->learners[a->learner];
+		double st = l->step_time > 0 ? l->step_time
+					     : syncer_round_step_time(&s->rs);
 
-			s->acc.merged++;
-			s->acc.tokens_merged += (double)list[i]->tokens * share;
-			s->acc.compute_merged += (double)list[i]->steps * st * share;
-		}
+		s->acc.merged++;
+		s->acc.tokens_merged += (double)a->tokens * share;
+		s->acc.compute_merged += (double)a->steps * st * share;
 	}
-out:
-	free(list);
-	free(x);
-	free(w);
-	free(norm);
-	free(verdict);
-	free(sq);
-	core_free_answers(s, slot);
+	return 0;
+}
+
+/* The round of slot is over: its timings, the gap since the last one. */
+static void close_round(struct syncer *s, int slot, double now, double t)
+{
+	double E;
+
+	free_answers(s, slot);
 	s->quorum_wait_sum += s->rs.slots[slot].t_quorum - s->rs.slots[slot].t_start;
 	s->grace_sum += fmax(0, now - s->rs.slots[slot].t_quorum);
 	s->quorum_count++;
 	syncer_round_done(&s->rs, slot, clock_mono() - t);
 	s->merge_sum += clock_mono() - t;
 	s->merge_count++;
-	{
-		double E = core_elapsed(s, now);
+	E = core_elapsed(s, now);
+	s->acc.down += fmax(0, E - s->acc.last_round_elapsed - expected_gap(s));
+	s->acc.last_round_elapsed = E;
+}
 
-		s->acc.down += fmax(0, E - s->acc.last_round_elapsed -
-				       expected_gap(s));
-		s->acc.last_round_elapsed = E;
-	}
+void core_merge(struct syncer *s, int slot, double now, struct core_merged *out)
+{
+	const struct job_syncer *sy = &s->js->syncer;
+	int p = s->rs.slots[slot].frag, n = 0, kept = 0;
+	uint64_t round = s->rs.slots[slot].round;
+	struct merge_work mw;
+	double t = clock_mono();
+
+	for (struct answer *a = s->answers[slot]; a; a = a->next)
+		n++;
+	if (work_alloc(&mw, n, s->ft->frags[p].ntensors))
+		log_error("round %" PRIu64 ": out of memory for the merge; abandoned",
+			  round);
+	else if ((kept = screen_answers(s, slot, p, &mw)) &&
+		 apply_merge(s, p, round, &mw, kept))
+		kept = 0;
+	work_free(&mw);
+	close_round(s, slot, now, t);
 	log_debug("round %" PRIu64 " fragment %d: %d merged, version %" PRIu64,
 		  round, p, kept, s->versions[p]);
+	*out = (struct core_merged){ .frag = p, .round = round,
+				     .version = s->versions[p], .merged = kept,
+				     .updated = kept > 0 };
 	core_check_budget(s, now);
-	/* checkpoint before the update leaves: whatever a learner receives is
-	 * in a checkpoint when checkpointEvery is 1 */
+	/* checkpoint before the caller sends the update: whatever a learner
+	 * receives is in a checkpoint when checkpointEvery is 1 */
 	if (!s->done && sy->checkpoint_every > 0 &&
 	    s->rs.completed % (uint64_t)sy->checkpoint_every == 0) {
 		struct err e;
@@ -483,16 +507,263 @@ out:
 		if (core_checkpoint(s, now, &e))
 			log_error("%s", e.msg);
 	}
-	if (kept) {
-		size_t bytes;
-		grpc_slice msg = pack_update(s, p, round, &bytes);
-
-		stream_broadcast_update(s, p, msg, bytes);
-		grpc_slice_unref(msg);
-	}
 	if (!s->done && sy->eval_every > 0 &&
 	    s->rs.completed % (uint64_t)sy->eval_every == 0)
 		core_eval_start(s, now);
+}
+
+void core_finish(struct syncer *s, double now)
+{
+	struct err e;
+
+	syncer_round_abandon(&s->rs);
+	for (int slot = 0; slot < s->rs.cfg.overlap; slot++)
+		free_answers(s, slot);
+	/* done is on disk before the last evaluation, which takes a while:
+	 * a syncer killed meanwhile comes back knowing the job is over */
+	if (core_checkpoint(s, now, &e))
+		log_error("%s", e.msg);
+	if (core_eval_sync(s, now) == 0 && core_checkpoint(s, now, &e))
+		log_error("%s", e.msg);
+}
+
+void core_stop(struct syncer *s, double now)
+{
+	struct err e;
+
+	s->stopping = 1;
+	s->ready = 0;
+	if (syncer_round_in_flight(&s->rs))
+		log_info("stopping: %d round(s) in flight abandoned",
+			 syncer_round_in_flight(&s->rs));
+	syncer_round_abandon(&s->rs);
+	for (int slot = 0; slot < s->rs.cfg.overlap; slot++)
+		free_answers(s, slot);
+	if (!s->done && core_checkpoint(s, now, &e))
+		log_error("%s", e.msg);
+}
+
+/* ---- learners ---------------------------------------------------------- */
+
+enum core_refusal core_hello_check(const struct syncer *s,
+				   const struct wire_hello *h, struct err *e)
+{
+	int sizes_ok;
+
+	if (h->learner_id >= (uint32_t)s->M)
+		return err_set(e, "learner id %u is out of range: job '%s' has %d "
+			       "learners", h->learner_id, s->js->name, s->M),
+		       CORE_JOIN_INVALID;
+	if (h->job[0] && strcmp(h->job, s->js->name))
+		return err_set(e, "learner %u belongs to job '%s', this syncer to "
+			       "'%s'", h->learner_id, h->job, s->js->name),
+		       CORE_JOIN_MISMATCH;
+	sizes_ok = h->fragments == (uint32_t)s->P && h->nsizes == (size_t)s->P;
+	for (int p = 0; sizes_ok && p < s->P; p++)
+		sizes_ok = h->fragment_sizes[p] == s->ft->frags[p].numel;
+	if (h->fingerprint != s->ft->fingerprint || !sizes_ok) {
+		log_warn("learner %u refused: model fingerprint %016" PRIx64
+			 " (%u fragments), ours %016" PRIx64 " (%d)",
+			 h->learner_id, h->fingerprint, h->fragments,
+			 s->ft->fingerprint, s->P);
+		return err_set(e, "model fingerprint mismatch: learner %016" PRIx64
+			       " (%u fragments), syncer %016" PRIx64 " (%d fragments)",
+			       h->fingerprint, h->fragments, s->ft->fingerprint,
+			       s->P), CORE_JOIN_MISMATCH;
+	}
+	if (s->done)
+		return err_set(e, "job done"), CORE_JOIN_DONE;
+	return CORE_JOIN_OK;
+}
+
+int core_join(struct syncer *s, const struct wire_hello *h, double now,
+	      uint64_t *resume, struct round_action *pulls, int max)
+{
+	int id = (int)h->learner_id;
+	struct learner *l = &s->learners[id];
+	uint64_t r;
+	int npull;
+
+	/* chosen before this learner joins: the reference is the others' */
+	r = syncer_round_resume_step(&s->rs, id, h->step, l->seen, l->step_max);
+	l->seen = 1;
+	l->last_seen = now;
+	l->step = r;
+	if (r > l->step_max)
+		l->step_max = r;
+	l->incarnation = h->incarnation;
+	l->joined = 1;
+	s->learners_connected++;
+	note_joined(s, now);
+	npull = s->rs.cfg.overlap <= max
+		? syncer_round_join(&s->rs, id, r, pulls) : 0;
+	if (r > h->step)
+		log_info("learner %u joined (step %" PRIu64 ", resumes at %" PRIu64
+			 ", incarnation %" PRIu64 ")", h->learner_id, h->step,
+			 r, h->incarnation);
+	else
+		log_info("learner %u joined (step %" PRIu64 ", incarnation %"
+			 PRIu64 ")", h->learner_id, h->step, h->incarnation);
+	*resume = r;
+	return npull;
+}
+
+void core_leave(struct syncer *s, int learner, const char *why)
+{
+	s->learners[learner].joined = 0;
+	s->learners_connected--;
+	syncer_round_leave(&s->rs, learner);
+	log_info("learner %d left: %s", learner, why);
+}
+
+void core_heartbeat(struct syncer *s, int learner,
+		    const struct wire_heartbeat *hb, double now)
+{
+	struct learner *l = &s->learners[learner];
+	struct ckpt_learner *cl = &s->acc.learners[learner];
+
+	/* a count that went back is a learner that started over */
+	if (hb->tokens >= cl->tokens)
+		s->acc.tokens_trained += hb->tokens - cl->tokens;
+	else
+		s->acc.tokens_trained += hb->tokens;
+	cl->tokens = hb->tokens;
+	cl->incarnation = hb->incarnation;
+	l->step = hb->step;
+	if (hb->step > l->step_max)
+		l->step_max = hb->step;
+	l->tokens = hb->tokens;
+	l->step_time = hb->step_time;
+	l->train_loss = hb->train_loss;
+	l->incarnation = hb->incarnation;
+	l->last_seen = now;
+	syncer_round_progress(&s->rs, learner, hb->step, hb->step_time);
+}
+
+static int slot_of(const struct syncer *s, uint64_t round)
+{
+	for (int i = 0; i < s->rs.cfg.overlap; i++)
+		if (s->rs.slots[i].active && s->rs.slots[i].round == round)
+			return i;
+	return -1;
+}
+
+static void answer_free(struct answer *ans)
+{
+	if (ans) {
+		free(ans->delta);
+		free(ans->sq);
+		free(ans);
+	}
+}
+
+/*
+ * The answer a carries for fragment p, decoded and measured: NULL when
+ * out of memory, else an answer with delta NULL when it is empty (no
+ * steps, or `empty`). *why is set when the payload cannot be merged.
+ */
+static struct answer *decode_answer(const struct syncer *s, int p,
+				    const struct wire_answer *a, int empty,
+				    const char **why)
+{
+	int nseg = s->ft->frags[p].ntensors;
+	size_t n = s->ft->frags[p].numel;
+	struct answer *ans = calloc(1, sizeof(*ans));
+
+	if (!ans || !(ans->sq = calloc((size_t)nseg, sizeof(double)))) {
+		*why = "out of memory";
+		answer_free(ans);
+		return NULL;
+	}
+	if (a->steps == 0 || empty)
+		return ans;
+	if ((unsigned)a->encoding > ENC_INT8)
+		*why = "unknown encoding";
+	else if (!(ans->delta = malloc(n * sizeof(float))))
+		*why = "out of memory";
+	else if (enc_decode((enum payload_enc)a->encoding, a->payload,
+			    a->payload_len, ans->delta, n, NULL))
+		*why = "payload size does not match the fragment";
+	else if (outer_seg_sqnorms(ans->delta, s->segs[p], nseg, ans->sq))
+		*why = "values are not finite";
+	return ans;
+}
+
+/* Counts a verdict of the round state machine that keeps no answer. */
+static enum core_verdict not_queued(struct syncer *s, int id,
+				    const struct wire_answer *a,
+				    enum round_verdict v, const char *why)
+{
+	switch (v) {
+	case ROUND_LATE:
+		s->acc.late++;
+		return CORE_LATE;
+	case ROUND_ACCEPTED:
+		s->acc.rejected++;
+		log_warn("learner %d: answer for round %" PRIu64 " fragment %u "
+			 "rejected: %s", id, a->round, a->fragment, why);
+		return CORE_INVALID;
+	default:
+		s->acc.rejected++;
+		log_warn("learner %d: answer for round %" PRIu64 " fragment %u "
+			 "refused: %s", id, a->round, a->fragment,
+			 v == ROUND_DUPLICATE ? "already answered"
+					      : "no such round in flight");
+		return CORE_REFUSED;
+	}
+}
+
+enum core_verdict core_answer(struct syncer *s, int id,
+			      const struct wire_answer *a, double now)
+{
+	struct learner *l = &s->learners[id];
+	int p = (int)a->fragment, before_resume, slot;
+	const char *why = NULL;
+	struct answer *ans;
+	enum round_verdict v;
+
+	l->last_seen = now;
+	s->acc.bytes_in += a->payload_len;
+	if (a->step > l->step)
+		l->step = a->step;
+	if (a->step > l->step_max)
+		l->step_max = a->step;
+	syncer_round_progress(&s->rs, id, l->step, 0);
+	if (a->fragment >= (uint32_t)s->P) {
+		s->acc.rejected++;
+		log_warn("learner %d: answer for fragment %u of %d refused", id,
+			 a->fragment, s->P);
+		return CORE_REFUSED;
+	}
+	/*
+	 * Trained from a base older than the version this syncer resumed at:
+	 * its Δ spans the time the syncer was away (hundreds of steps where a
+	 * round spans a few) and starts from a Θ of the lost rounds or before
+	 * them. The outer momentum would carry it about η/(1−μ) times over
+	 * the next rounds (docs/syncer.md, restart), so it counts toward
+	 * the quorum as an empty answer and is not merged; the
+	 * learner has the Welcome's Θ by now and its next answers start there.
+	 */
+	before_resume = a->steps > 0 && a->base_version < s->resumed_at[p];
+	ans = decode_answer(s, p, a, before_resume, &why);
+	v = syncer_round_answer(&s->rs, id, a->round, p, ans && !why, now);
+	if (v != ROUND_ACCEPTED || !ans || why) {
+		answer_free(ans);
+		return not_queued(s, id, a, v, why);
+	}
+	slot = slot_of(s, a->round);
+	ans->learner = id;
+	ans->steps = a->steps;
+	ans->tokens = a->tokens;
+	ans->weight = before_resume ? 0 : outer_weight(a->steps, a->tokens);
+	if (before_resume)
+		log_info("learner %d: answer for round %" PRIu64 " fragment %d "
+			 "trained from version %" PRIu64 ", before this syncer "
+			 "resumed at %" PRIu64 ": taken as empty", id, a->round,
+			 p, a->base_version, s->resumed_at[p]);
+	ans->next = s->answers[slot];
+	s->answers[slot] = ans;
+	return CORE_QUEUED;
 }
 
 int core_check_budget(struct syncer *s, double now)

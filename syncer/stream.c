@@ -12,7 +12,13 @@
  *
  * The queue is bounded as docs/protocol.md says: one unsent Update per
  * fragment (a newer one replaces it), one Pull per round, one Welcome.
- * Outgoing messages are packed once into a slice and shared by reference.
+ * Outgoing messages are packed once (common/wire.h) into a slice and
+ * shared by reference; the Update of each fragment's current version is
+ * kept for the learners that join.
+ *
+ * What a message does to the syncer's state is the core's (core.c): this
+ * file decodes, calls core_hello_check / core_join / core_heartbeat /
+ * core_answer / core_merge, and sends what their results ask for.
  *
  * The loop wakes at least every 50 ms (cq_next's deadline is the only
  * timer) to pace rounds, end grace windows and notice a stop request.
@@ -35,7 +41,7 @@
 #include "common/encoding.h"
 #include "common/log.h"
 #include "common/util.h"
-#include "ddiloco/v1/syncer.pb-c.h"
+#include "common/wire.h"
 
 #define TICK 0.05
 #define STOP_GRACE 3.0   /* seconds for streams to close on a stop */
@@ -83,6 +89,11 @@ struct stream_server {
 	struct conn *waiting;    /* the one request for a new call */
 	struct tag t_shutdown;
 	int shut;
+	/* per fragment, its Update at version upd_version (round 0), packed
+	 * once for every learner that joins until the next merge */
+	grpc_slice *upd;
+	uint64_t *upd_version;
+	int *upd_valid;
 };
 
 static void conn_close(struct conn *c, grpc_status_code code, const char *fmt,
@@ -276,10 +287,7 @@ static void detach_learner(struct conn *c, const char *why)
 	l = &s->learners[c->learner];
 	if (l->conn == c) {
 		l->conn = NULL;
-		l->joined = 0;
-		s->learners_connected--;
-		syncer_round_leave(&s->rs, c->learner);
-		log_info("learner %d left: %s", c->learner, why);
+		core_leave(s, c->learner, why);
 	}
 	c->learner = -1;
 }
@@ -309,303 +317,237 @@ static void conn_close(struct conn *c, grpc_status_code code, const char *fmt,
 
 /* ---- messages ---------------------------------------------------------- */
 
-static grpc_slice pack(const Ddiloco__V1__SyncerMessage *m)
+static grpc_slice pack(const struct wire_syncer_msg *m)
 {
-	size_t len = ddiloco__v1__syncer_message__get_packed_size(m);
+	size_t len = wire_syncer_size(m);
 	grpc_slice sl = grpc_slice_malloc(len);
 
-	ddiloco__v1__syncer_message__pack(m, GRPC_SLICE_START_PTR(sl));
+	wire_syncer_pack(m, GRPC_SLICE_START_PTR(sl));
 	return sl;
 }
 
 static void send_pull(struct conn *c, uint64_t round, int frag)
 {
-	Ddiloco__V1__SyncerMessage m = DDILOCO__V1__SYNCER_MESSAGE__INIT;
-	Ddiloco__V1__Pull pl = DDILOCO__V1__PULL__INIT;
+	struct wire_syncer_msg m = { .kind = WIRE_PULL };
 	grpc_slice sl;
 
-	pl.fragment = (uint32_t)frag;
-	pl.round = round;
-	m.kind_case = DDILOCO__V1__SYNCER_MESSAGE__KIND_PULL;
-	m.pull = &pl;
+	m.pull = (struct wire_pull){ .fragment = (uint32_t)frag, .round = round };
 	sl = pack(&m);
 	push(c, OUT_PULL, frag, sl, 0);
 	grpc_slice_unref(sl);
 }
 
-void stream_broadcast_update(struct syncer *s, int p, grpc_slice msg,
-			     size_t payload_bytes)
+/* Fragment p's Update at its current version; *payload: its bytes. */
+static grpc_slice pack_update(const struct syncer *s, int p, uint64_t round,
+			      size_t *payload)
 {
-	for (int i = 0; i < s->M; i++)
-		if (s->learners[i].conn && s->learners[i].joined)
-			push(s->learners[i].conn, OUT_UPDATE, p, msg,
-			     payload_bytes);
+	struct wire_syncer_msg m = { .kind = WIRE_UPDATE };
+	int enc;
+	size_t len;
+	uint8_t *buf = core_update_payload(s, p, &enc, &len);
+	grpc_slice sl;
+
+	m.update = (struct wire_update){
+		.fragment = (uint32_t)p, .version = s->versions[p],
+		.encoding = enc, .payload = buf, .payload_len = len,
+		.round = round,
+	};
+	sl = pack(&m);
+	free(buf);
+	*payload = len;
+	return sl;
 }
 
-static void on_hello(struct conn *c, const Ddiloco__V1__Hello *h, double now)
+/* The Update a joining learner gets for fragment p (a new reference). */
+static grpc_slice join_update(struct stream_server *sv, int p)
+{
+	const struct syncer *s = sv->s;
+	size_t bytes;
+
+	if (sv->upd_valid[p] && sv->upd_version[p] != s->versions[p]) {
+		grpc_slice_unref(sv->upd[p]);
+		sv->upd_valid[p] = 0;
+	}
+	if (!sv->upd_valid[p]) {
+		sv->upd[p] = pack_update(s, p, 0, &bytes);
+		sv->upd_version[p] = s->versions[p];
+		sv->upd_valid[p] = 1;
+	}
+	return grpc_slice_ref(sv->upd[p]);
+}
+
+/* What a merge changed, to every joined learner. */
+static void send_merged(struct stream_server *sv, const struct core_merged *mg)
+{
+	struct syncer *s = sv->s;
+	size_t bytes;
+	grpc_slice msg;
+
+	if (!mg->updated)
+		return;
+	msg = pack_update(s, mg->frag, mg->round, &bytes);
+	for (int i = 0; i < s->M; i++)
+		if (s->learners[i].conn && s->learners[i].joined)
+			push(s->learners[i].conn, OUT_UPDATE, mg->frag, msg, bytes);
+	grpc_slice_unref(msg);
+}
+
+/* The Welcome, every fragment, then the Pulls of rounds in flight. */
+static void send_welcome(struct conn *c, uint64_t resume,
+			 const struct round_action *pulls, int npull)
 {
 	struct syncer *s = c->sv->s;
-	Ddiloco__V1__SyncerMessage m = DDILOCO__V1__SYNCER_MESSAGE__INIT;
-	Ddiloco__V1__Welcome w = DDILOCO__V1__WELCOME__INIT;
-	struct round_action pulls[64];
-	struct learner *l;
-	int sizes_ok, npull;
-	uint64_t resume;
+	struct wire_syncer_msg m = { .kind = WIRE_WELCOME };
 	grpc_slice sl;
+
+	m.welcome = (struct wire_welcome){
+		.fragments = (uint32_t)s->P, .nversions = (size_t)s->P,
+		.versions = s->versions, .round = s->rs.completed,
+		.alpha = s->js->syncer.alpha,
+		.answer_encoding = (int)s->js->syncer.encoding,
+		.resume_step = resume,
+	};
+	sl = pack(&m);
+	push(c, OUT_WELCOME, -1, sl, 0);
+	grpc_slice_unref(sl);
+	for (int p = 0; p < s->P; p++) {
+		sl = join_update(c->sv, p);
+		push(c, OUT_UPDATE, p, sl, GRPC_SLICE_LENGTH(sl));
+		grpc_slice_unref(sl);
+	}
+	for (int i = 0; i < npull; i++)
+		send_pull(c, pulls[i].round, pulls[i].frag);
+}
+
+static void on_hello(struct conn *c, const struct wire_hello *h, double now)
+{
+	static const grpc_status_code code[] = {
+		[CORE_JOIN_INVALID] = GRPC_STATUS_INVALID_ARGUMENT,
+		[CORE_JOIN_MISMATCH] = GRPC_STATUS_FAILED_PRECONDITION,
+		[CORE_JOIN_DONE] = GRPC_STATUS_OK,
+	};
+	struct syncer *s = c->sv->s;
+	struct round_action pulls[64];
+	enum core_refusal r;
+	struct learner *l;
+	uint64_t resume;
+	struct err e;
+	int npull;
 
 	if (c->learner >= 0) {
 		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "second hello on one stream");
 		return;
 	}
-	if (h->learner_id >= (uint32_t)s->M) {
-		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT,
-			   "learner id %u is out of range: job '%s' has %d learners",
-			   h->learner_id, s->js->name, s->M);
-		return;
-	}
-	if (h->job && h->job[0] && strcmp(h->job, s->js->name)) {
-		conn_close(c, GRPC_STATUS_FAILED_PRECONDITION,
-			   "learner %u belongs to job '%s', this syncer to '%s'",
-			   h->learner_id, h->job, s->js->name);
-		return;
-	}
-	sizes_ok = h->fragments == (uint32_t)s->P &&
-		   h->n_fragment_sizes == (size_t)s->P;
-	for (int p = 0; sizes_ok && p < s->P; p++)
-		sizes_ok = h->fragment_sizes[p] == s->ft->frags[p].numel;
-	if (h->fingerprint != s->ft->fingerprint || !sizes_ok) {
-		log_warn("learner %u refused: model fingerprint %016" PRIx64
-			 " (%u fragments), ours %016" PRIx64 " (%d)",
-			 h->learner_id, h->fingerprint, h->fragments,
-			 s->ft->fingerprint, s->P);
-		conn_close(c, GRPC_STATUS_FAILED_PRECONDITION,
-			   "model fingerprint mismatch: learner %016" PRIx64
-			   " (%u fragments), syncer %016" PRIx64 " (%d fragments)",
-			   h->fingerprint, h->fragments, s->ft->fingerprint, s->P);
-		return;
-	}
-	if (s->done) {
-		conn_close(c, GRPC_STATUS_OK, "job done");
+	if ((r = core_hello_check(s, h, &e)) != CORE_JOIN_OK) {
+		conn_close(c, code[r], "%s", e.msg);
 		return;
 	}
 	l = &s->learners[h->learner_id];
 	if (l->conn)
 		conn_close(l->conn, GRPC_STATUS_ABORTED,
 			   "replaced by a newer stream for learner %u", h->learner_id);
-	/* chosen before this learner joins: the reference is the others' */
-	resume = syncer_round_resume_step(&s->rs, (int)h->learner_id, h->step,
-					  l->seen, l->step_max);
 	l->conn = c;
-	l->seen = 1;
-	l->last_seen = now;
-	l->step = resume;
-	if (resume > l->step_max)
-		l->step_max = resume;
-	l->incarnation = h->incarnation;
 	c->learner = (int)h->learner_id;
-	s->learners_connected++;
-
-	w.fragments = (uint32_t)s->P;
-	w.n_versions = (size_t)s->P;
-	w.versions = s->versions;
-	w.round = s->rs.completed;
-	w.alpha = s->js->syncer.alpha;
-	w.answer_encoding = (Ddiloco__V1__Encoding)s->js->syncer.encoding;
-	w.resume_step = resume;
-	m.kind_case = DDILOCO__V1__SYNCER_MESSAGE__KIND_WELCOME;
-	m.welcome = &w;
-	sl = pack(&m);
-	push(c, OUT_WELCOME, -1, sl, 0);
-	grpc_slice_unref(sl);
-	for (int p = 0; p < s->P; p++) {
-		sl = core_update_slice(s, p, 0);
-		push(c, OUT_UPDATE, p, sl, GRPC_SLICE_LENGTH(sl));
-		grpc_slice_unref(sl);
-	}
-	l->joined = 1;
-	core_note_joined(s, now);
-	npull = s->rs.cfg.overlap <= 64
-		? syncer_round_join(&s->rs, c->learner, resume, pulls) : 0;
-	for (int i = 0; i < npull; i++)
-		send_pull(c, pulls[i].round, pulls[i].frag);
-	if (resume > h->step)
-		log_info("learner %u joined (step %" PRIu64 ", resumes at %" PRIu64
-			 ", incarnation %" PRIu64 ")", h->learner_id, h->step,
-			 resume, h->incarnation);
-	else
-		log_info("learner %u joined (step %" PRIu64 ", incarnation %"
-			 PRIu64 ")", h->learner_id, h->step, h->incarnation);
-}
-
-static void on_heartbeat(struct conn *c, const Ddiloco__V1__Heartbeat *hb,
-			 double now)
-{
-	struct syncer *s = c->sv->s;
-	struct learner *l = &s->learners[c->learner];
-	struct ckpt_learner *cl = &s->acc.learners[c->learner];
-
-	/* a count that went back is a learner that started over */
-	if (hb->tokens >= cl->tokens)
-		s->acc.tokens_trained += hb->tokens - cl->tokens;
-	else
-		s->acc.tokens_trained += hb->tokens;
-	cl->tokens = hb->tokens;
-	cl->incarnation = hb->incarnation;
-	l->step = hb->step;
-	if (hb->step > l->step_max)
-		l->step_max = hb->step;
-	l->tokens = hb->tokens;
-	l->step_time = hb->step_time;
-	l->train_loss = hb->train_loss;
-	l->incarnation = hb->incarnation;
-	l->last_seen = now;
-	syncer_round_progress(&s->rs, c->learner, hb->step, hb->step_time);
-}
-
-static int slot_of(const struct syncer *s, uint64_t round)
-{
-	for (int i = 0; i < s->rs.cfg.overlap; i++)
-		if (s->rs.slots[i].active && s->rs.slots[i].round == round)
-			return i;
-	return -1;
-}
-
-static void on_answer(struct conn *c, const Ddiloco__V1__Answer *a, double now)
-{
-	struct syncer *s = c->sv->s;
-	struct learner *l = &s->learners[c->learner];
-	int id = c->learner, p = (int)a->fragment, valid = 1, nseg, slot;
-	int before_resume;
-	const char *why = NULL;
-	struct answer *ans = NULL;
-	enum round_verdict v;
-	struct err e;
-
-	l->last_seen = now;
-	s->acc.bytes_in += a->payload.len;
-	if (a->step > l->step)
-		l->step = a->step;
-	if (a->step > l->step_max)
-		l->step_max = a->step;
-	syncer_round_progress(&s->rs, id, l->step, 0);
-	if (a->fragment >= (uint32_t)s->P) {
-		s->acc.rejected++;
-		log_warn("learner %d: answer for fragment %u of %d refused", id,
-			 a->fragment, s->P);
-		return;
-	}
-	nseg = s->ft->frags[p].ntensors;
-	/*
-	 * Trained from a base older than the version this syncer resumed at:
-	 * its Δ spans the time the syncer was away (hundreds of steps where a
-	 * round spans a few) and starts from a Θ of the lost rounds or before
-	 * them. The outer momentum would carry it about η/(1−μ) times over
-	 * the next rounds (docs/syncer.md, restart), so it counts toward
-	 * the quorum as an empty answer and is not merged; the
-	 * learner has the Welcome's Θ by now and its next answers start there.
-	 */
-	before_resume = a->steps > 0 && a->base_version < s->resumed_at[p];
-	ans = calloc(1, sizeof(*ans));
-	if (!ans || !(ans->sq = calloc((size_t)nseg, sizeof(double)))) {
-		why = "out of memory";
-		valid = 0;
-	} else if (a->steps > 0 && !before_resume) {
-		size_t n = s->ft->frags[p].numel;
-
-		if ((unsigned)a->encoding > ENC_INT8) {
-			why = "unknown encoding";
-			valid = 0;
-		} else if (!(ans->delta = malloc(n * sizeof(float)))) {
-			why = "out of memory";
-			valid = 0;
-		} else if (enc_decode((enum payload_enc)a->encoding, a->payload.data,
-				      a->payload.len, ans->delta, n, &e)) {
-			why = "payload size does not match the fragment";
-			valid = 0;
-		} else if (outer_seg_sqnorms(ans->delta, s->segs[p], nseg, ans->sq)) {
-			why = "values are not finite";
-			valid = 0;
-		}
-	}
-	v = syncer_round_answer(&s->rs, id, a->round, p, valid, now);
-	switch (v) {
-	case ROUND_LATE:
-		s->acc.late++;
-		break;
-	case ROUND_DUPLICATE:
-	case ROUND_UNKNOWN:
-		s->acc.rejected++;
-		log_warn("learner %d: answer for round %" PRIu64 " fragment %d "
-			 "refused: %s", id, a->round, p,
-			 v == ROUND_DUPLICATE ? "already answered"
-					      : "no such round in flight");
-		break;
-	case ROUND_ACCEPTED:
-		if (!valid) {
-			s->acc.rejected++;
-			log_warn("learner %d: answer for round %" PRIu64 " fragment %d "
-				 "rejected: %s", id, a->round, p, why);
-			break;
-		}
-		slot = slot_of(s, a->round);
-		ans->learner = id;
-		ans->steps = a->steps;
-		ans->tokens = a->tokens;
-		ans->weight = before_resume ? 0 : outer_weight(a->steps, a->tokens);
-		if (before_resume)
-			log_info("learner %d: answer for round %" PRIu64 " fragment %d "
-				 "trained from version %" PRIu64 ", before this syncer "
-				 "resumed at %" PRIu64 ": taken as empty", id, a->round,
-				 p, a->base_version, s->resumed_at[p]);
-		ans->next = s->answers[slot];
-		s->answers[slot] = ans;
-		return;
-	}
-	if (ans) {
-		free(ans->delta);
-		free(ans->sq);
-		free(ans);
-	}
+	npull = core_join(s, h, now, &resume, pulls, 64);
+	send_welcome(c, resume, pulls, npull);
 }
 
 static void on_message(struct conn *c, const uint8_t *data, size_t len,
 		       double now)
 {
-	Ddiloco__V1__LearnerMessage *m;
+	struct syncer *s = c->sv->s;
+	struct wire_learner_msg m;
+	struct err e;
 
-	m = ddiloco__v1__learner_message__unpack(NULL, len, data);
-	if (!m) {
-		log_warn("stream of learner %d: cannot parse a message of %zu bytes",
-			 c->learner, len);
-		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT,
-			   "cannot parse message (%zu bytes): not a LearnerMessage",
-			   len);
+	if (wire_learner_decode(data, len, &m, &e)) {
+		log_warn("stream of learner %d: %s", c->learner, e.msg);
+		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "%s", e.msg);
 		return;
 	}
-	if (m->kind_case != DDILOCO__V1__LEARNER_MESSAGE__KIND_HELLO &&
-	    c->learner < 0) {
+	if (m.kind != WIRE_HELLO && c->learner < 0) {
 		conn_close(c, GRPC_STATUS_FAILED_PRECONDITION,
 			   "the first message must be a hello");
 	} else {
-		switch (m->kind_case) {
-		case DDILOCO__V1__LEARNER_MESSAGE__KIND_HELLO:
-			on_hello(c, m->hello, now);
+		switch (m.kind) {
+		case WIRE_HELLO:
+			on_hello(c, &m.hello, now);
 			break;
-		case DDILOCO__V1__LEARNER_MESSAGE__KIND_ANSWER:
-			on_answer(c, m->answer, now);
+		case WIRE_ANSWER:
+			core_answer(s, c->learner, &m.answer, now);
 			break;
-		case DDILOCO__V1__LEARNER_MESSAGE__KIND_HEARTBEAT:
-			on_heartbeat(c, m->heartbeat, now);
+		case WIRE_HEARTBEAT:
+			core_heartbeat(s, c->learner, &m.heartbeat, now);
 			break;
 		default:
 			conn_close(c, GRPC_STATUS_INVALID_ARGUMENT,
 				   "empty message");
 		}
 	}
-	ddiloco__v1__learner_message__free_unpacked(m, NULL);
+	wire_learner_release(&m);
 }
 
 /* ---- events ------------------------------------------------------------ */
+
+/* A new call: watch for its end, wait for the next one, start reading. */
+static void on_new(struct stream_server *sv, struct conn *c, int ok)
+{
+	grpc_op op;
+
+	sv->waiting = NULL;
+	if (!ok) {   /* the server is shutting down */
+		grpc_metadata_array_destroy(&c->md);
+		free(c);
+		return;
+	}
+	c->next = sv->conns;
+	if (sv->conns)
+		sv->conns->prev = c;
+	sv->conns = c;
+	memset(&op, 0, sizeof(op));
+	op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+	op.data.recv_close_on_server.cancelled = &c->cancelled;
+	if (grpc_call_start_batch(c->call, &op, 1, &c->t_close, NULL) ==
+	    GRPC_CALL_OK)
+		c->close_pending = 1;
+	if (!sv->s->stopping)
+		request_call(sv);
+	if (sv->s->stopping)
+		conn_close(c, GRPC_STATUS_UNAVAILABLE, "syncer shutting down");
+	else
+		start_recv(c);
+	maybe_free(c);
+}
+
+static void on_recv(struct conn *c, int ok, double now)
+{
+	grpc_byte_buffer *bb = c->rbuf;   /* ours now */
+
+	c->rbuf = NULL;
+	c->recv_pending = 0;
+	if (!ok || !bb) {
+		conn_close(c, GRPC_STATUS_OK, "stream closed by the learner");
+	} else if (!c->closing) {
+		grpc_byte_buffer_reader r;
+		grpc_slice sl;
+
+		if (grpc_byte_buffer_reader_init(&r, bb)) {
+			sl = grpc_byte_buffer_reader_readall(&r);
+			grpc_byte_buffer_reader_destroy(&r);
+			on_message(c, GRPC_SLICE_START_PTR(sl),
+				   GRPC_SLICE_LENGTH(sl), now);
+			grpc_slice_unref(sl);
+		} else {
+			conn_close(c, GRPC_STATUS_INVALID_ARGUMENT,
+				   "unreadable message");
+		}
+		/* the next receive may fill c->rbuf at once: bb is a
+		 * separate pointer, freed below */
+		if (!c->closing)
+			start_recv(c);
+	}
+	if (bb)
+		grpc_byte_buffer_destroy(bb);
+}
 
 static void on_event(struct stream_server *sv, struct tag *t, int ok,
 		     double now)
@@ -616,63 +558,12 @@ static void on_event(struct stream_server *sv, struct tag *t, int ok,
 	case T_SHUTDOWN:
 		sv->shut = 1;
 		return;
-	case T_NEW: {
-		grpc_op op;
-
-		sv->waiting = NULL;
-		if (!ok) {   /* the server is shutting down */
-			grpc_metadata_array_destroy(&c->md);
-			free(c);
-			return;
-		}
-		c->next = sv->conns;
-		if (sv->conns)
-			sv->conns->prev = c;
-		sv->conns = c;
-		memset(&op, 0, sizeof(op));
-		op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
-		op.data.recv_close_on_server.cancelled = &c->cancelled;
-		if (grpc_call_start_batch(c->call, &op, 1, &c->t_close, NULL) ==
-		    GRPC_CALL_OK)
-			c->close_pending = 1;
-		if (!sv->s->stopping)
-			request_call(sv);
-		if (sv->s->stopping)
-			conn_close(c, GRPC_STATUS_UNAVAILABLE, "syncer shutting down");
-		else
-			start_recv(c);
+	case T_NEW:
+		on_new(sv, c, ok);   /* frees c itself when the server stops */
+		return;
+	case T_RECV:
+		on_recv(c, ok, now);
 		break;
-	}
-	case T_RECV: {
-		grpc_byte_buffer *bb = c->rbuf;   /* ours now */
-
-		c->rbuf = NULL;
-		c->recv_pending = 0;
-		if (!ok || !bb) {
-			conn_close(c, GRPC_STATUS_OK, "stream closed by the learner");
-		} else if (!c->closing) {
-			grpc_byte_buffer_reader r;
-			grpc_slice sl;
-
-			if (grpc_byte_buffer_reader_init(&r, bb)) {
-				sl = grpc_byte_buffer_reader_readall(&r);
-				grpc_byte_buffer_reader_destroy(&r);
-				on_message(c, GRPC_SLICE_START_PTR(sl),
-					   GRPC_SLICE_LENGTH(sl), now);
-				grpc_slice_unref(sl);
-			} else {
-				conn_close(c, GRPC_STATUS_INVALID_ARGUMENT,
-					   "unreadable message");
-			}
-			/* the next receive may fill c->rbuf at once: bb is
-			 * a separate pointer, freed below */
-			if (!c->closing)
-				start_recv(c);
-		}
-		if (bb)
-			grpc_byte_buffer_destroy(bb);
-		break;
-	}
 	case T_SEND:
 		c->send_pending = 0;
 		grpc_byte_buffer_destroy(c->sbuf);
@@ -697,16 +588,19 @@ static void on_event(struct stream_server *sv, struct tag *t, int ok,
 	maybe_free(c);
 }
 
-static void run_rounds(struct syncer *s, double now)
+static void run_rounds(struct stream_server *sv, double now)
 {
+	struct syncer *s = sv->s;
 	struct round_action a;
+	struct core_merged mg;
 
 	for (int guard = 0; guard < 64 && !s->done; guard++) {
 		syncer_round_poll(&s->rs, now, &a);
 		if (a.kind == ROUND_NONE)
 			break;
 		if (a.kind == ROUND_MERGE) {
-			core_merge(s, a.slot, now);
+			core_merge(s, a.slot, now, &mg);
+			send_merged(sv, &mg);
 			continue;
 		}
 		for (int i = 0; i < s->M; i++)
@@ -734,9 +628,9 @@ static int start_server(struct stream_server *sv, const char *listen,
 	grpc_arg args[] = {
 		{ GRPC_ARG_INTEGER, (char *)GRPC_ARG_ALLOW_REUSEPORT, { .integer = 0 } },
 		{ GRPC_ARG_INTEGER, (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
-		  { .integer = (int)SYNCER_MAX_MSG } },
+		  { .integer = (int)WIRE_MAX_MESSAGE } },
 		{ GRPC_ARG_INTEGER, (char *)GRPC_ARG_MAX_SEND_MESSAGE_LENGTH,
-		  { .integer = (int)SYNCER_MAX_MSG } },
+		  { .integer = (int)WIRE_MAX_MESSAGE } },
 		{ GRPC_ARG_INTEGER,
 		  (char *)GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
 		  { .integer = 500 } },
@@ -816,17 +710,8 @@ static void stop_server(struct stream_server *sv)
 static void finish_job(struct stream_server *sv, double now)
 {
 	struct syncer *s = sv->s;
-	struct err e;
 
-	syncer_round_abandon(&s->rs);
-	for (int slot = 0; slot < s->rs.cfg.overlap; slot++)
-		core_free_answers(s, slot);
-	/* done is on disk before the last evaluation, which takes a while:
-	 * a syncer killed meanwhile comes back knowing the job is over */
-	if (core_checkpoint(s, now, &e))
-		log_error("%s", e.msg);
-	if (core_eval_sync(s, now) == 0 && core_checkpoint(s, now, &e))
-		log_error("%s", e.msg);
+	core_finish(s, now);
 	close_all(sv, GRPC_STATUS_OK, "job done");
 	log_info("job done: round %" PRIu64 ", uptime %.3f, goodput %.3f",
 		 s->rs.completed, core_uptime(s, now), core_goodput(s, now));
@@ -834,20 +719,28 @@ static void finish_job(struct stream_server *sv, double now)
 
 static void stop_job(struct stream_server *sv, double now)
 {
-	struct syncer *s = sv->s;
-	struct err e;
-
-	s->stopping = 1;
-	s->ready = 0;
-	if (syncer_round_in_flight(&s->rs))
-		log_info("stopping: %d round(s) in flight abandoned",
-			 syncer_round_in_flight(&s->rs));
-	syncer_round_abandon(&s->rs);
-	for (int slot = 0; slot < s->rs.cfg.overlap; slot++)
-		core_free_answers(s, slot);
-	if (!s->done && core_checkpoint(s, now, &e))
-		log_error("%s", e.msg);
+	core_stop(sv->s, now);
 	close_all(sv, GRPC_STATUS_UNAVAILABLE, "syncer shutting down");
+}
+
+static int cache_init(struct stream_server *sv, int P, struct err *e)
+{
+	sv->upd = calloc((size_t)P, sizeof(*sv->upd));
+	sv->upd_version = calloc((size_t)P, sizeof(*sv->upd_version));
+	sv->upd_valid = calloc((size_t)P, sizeof(*sv->upd_valid));
+	if (!sv->upd || !sv->upd_version || !sv->upd_valid)
+		return err_set(e, "syncer: out of memory");
+	return 0;
+}
+
+static void cache_release(struct stream_server *sv, int P)
+{
+	for (int p = 0; sv->upd_valid && p < P; p++)
+		if (sv->upd_valid[p])
+			grpc_slice_unref(sv->upd[p]);
+	free(sv->upd);
+	free(sv->upd_version);
+	free(sv->upd_valid);
 }
 
 int syncer_run(const struct syncer_params *p, struct err *e)
@@ -861,7 +754,7 @@ int syncer_run(const struct syncer_params *p, struct err *e)
 	if (!s)
 		return err_set(e, "syncer: out of memory");
 	grpc_init();
-	if (core_init(s, p, e))
+	if (core_init(s, p, clock_mono(), e) || cache_init(&sv, s->P, e))
 		goto out;
 	sv.s = s;
 	s->http = httpd_start(p->http_addr, p->http_port, status_http, s, e);
@@ -893,7 +786,7 @@ int syncer_run(const struct syncer_params *p, struct err *e)
 			on_event(&sv, ev.tag, ev.success, now);
 		core_eval_collect(s);
 		if (!finishing && !s->stopping) {
-			run_rounds(s, now);
+			run_rounds(&sv, now);
 			core_check_budget(s, now);
 			if (s->done) {
 				finish_job(&sv, now);
@@ -920,6 +813,7 @@ out:
 	stop_server(&sv);
 	if (s->http)
 		httpd_stop(s->http);
+	cache_release(&sv, s->P);
 	core_release(s);
 	free(s);
 	grpc_shutdown();

@@ -1,7 +1,19 @@
 /*
- * syncer_int: what the syncer's own files share (core.c: state, merges,
- * accounting, checkpoints, evaluation; stream.c: gRPC streams; status.c:
- * HTTP). Nothing outside syncer/ includes it.
+ * syncer_int: the syncer's state and its core (core.c), as the files
+ * around it see it. Nothing outside syncer/ includes it.
+ *
+ *   stream.c  gRPC: decodes each message (common/wire.h), hands it to the
+ *             core, and sends what the core's answer calls for (Welcome,
+ *             the Updates of a merge, Pulls); the run loop
+ *   core.c    state and every change to it: joins, heartbeats, answers
+ *             (validated and counted), merges, accounting, checkpoints,
+ *             the evaluation thread. No gRPC, no sending: each call says
+ *             what changed and the caller acts on it, so tests drive the
+ *             core with a fake clock (tests/unit/test_core.c)
+ *   status.c  HTTP /healthz /readyz /metrics /status, read under `mu`
+ *
+ * Calls go one way: stream.c and status.c call core_*, core.c calls
+ * neither.
  *
  * Threads: the run loop (stream.c) owns every change and takes `mu` while
  * it makes one; the HTTP thread takes `mu` to read; the evaluation thread
@@ -13,17 +25,16 @@
 #include <pthread.h>
 #include <stdint.h>
 
-#include <grpc/grpc.h>
-
 #include "common/httpd.h"
 #include "syncer/ckpt.h"
 #include "syncer/outer.h"
 #include "syncer/round.h"
 #include "syncer/syncer.h"
 
-#define SYNCER_MAX_MSG (64u << 20)   /* gRPC message limit, both ways */
-
 struct conn;
+struct wire_answer;
+struct wire_heartbeat;
+struct wire_hello;
 
 /* One accepted answer waiting for its round's merge. */
 struct answer {
@@ -36,7 +47,8 @@ struct answer {
 };
 
 struct learner {
-	struct conn *conn;   /* NULL: no open stream */
+	struct conn *conn;   /* its open stream (stream.c's; NULL: none);
+			      * the core never looks at it */
 	int joined;          /* Welcome + every fragment queued */
 	int seen;            /* ever said hello */
 	uint64_t step, tokens, incarnation;
@@ -68,8 +80,6 @@ struct syncer {
 	/* per fragment, the version this process resumed at: an answer
 	 * trained from an older base predates it (0 when started afresh) */
 	uint64_t *resumed_at;
-	grpc_slice *upd;             /* packed Update per fragment, current */
-	int *upd_valid;
 	struct syncer_round rs;
 	struct answer **answers;     /* per round slot */
 	struct learner *learners;
@@ -88,30 +98,75 @@ struct syncer {
 	struct httpd *http;
 };
 
-/* core.c */
-int core_init(struct syncer *s, const struct syncer_params *p, struct err *e);
+/* core.c; `now` is the monotonic clock (a fake one in tests) */
+int core_init(struct syncer *s, const struct syncer_params *p, double now,
+	      struct err *e);
 void core_release(struct syncer *s);
 double core_elapsed(const struct syncer *s, double now);
 double core_uptime(const struct syncer *s, double now);
-void core_note_joined(struct syncer *s, double now);
 double core_goodput(const struct syncer *s, double now);
 int core_checkpoint(struct syncer *s, double now, struct err *e);
-/* Runs the merge of round slot; broadcasts through stream_broadcast_update. */
-void core_merge(struct syncer *s, int slot, double now);
-void core_free_answers(struct syncer *s, int slot);
+
+/* Why a Hello cannot join; the stream ends with the matching status. */
+enum core_refusal {
+	CORE_JOIN_OK,
+	CORE_JOIN_INVALID,       /* learner id out of range */
+	CORE_JOIN_MISMATCH,      /* another job, another model */
+	CORE_JOIN_DONE,          /* the job is over: not an error */
+};
+enum core_refusal core_hello_check(const struct syncer *s,
+				   const struct wire_hello *h, struct err *e);
+/*
+ * Joins learner h->learner_id (checked): its record, the step it resumes
+ * at (*resume) and the Pulls of rounds in flight it must get, at most
+ * max of them in pulls; returns how many. The caller sends the Welcome,
+ * every fragment, then those Pulls.
+ */
+int core_join(struct syncer *s, const struct wire_hello *h, double now,
+	      uint64_t *resume, struct round_action *pulls, int max);
+/* The learner's stream ended: it leaves every round it was in. */
+void core_leave(struct syncer *s, int learner, const char *why);
+void core_heartbeat(struct syncer *s, int learner,
+		    const struct wire_heartbeat *hb, double now);
+
+/* What became of an answer (counters and log lines say the same). */
+enum core_verdict {
+	CORE_QUEUED,     /* waits for its round's merge (maybe as empty) */
+	CORE_LATE,       /* its round is merged already */
+	CORE_REFUSED,    /* no such fragment or round, or answered already */
+	CORE_INVALID,    /* counts for the quorum, not merged: bad payload */
+};
+enum core_verdict core_answer(struct syncer *s, int learner,
+			      const struct wire_answer *a, double now);
+
+/* What a merge changed: the caller sends fragment `frag` to every joined
+ * learner when `updated`. */
+struct core_merged {
+	int frag;
+	uint64_t round, version;
+	int merged;              /* answers merged */
+	int updated;             /* Θ of frag moved, version went up */
+};
+/* Merges round slot (a ROUND_MERGE of syncer_round_poll); then the
+ * budget, a checkpoint and an evaluation as the job asks. */
+void core_merge(struct syncer *s, int slot, double now,
+		struct core_merged *out);
+/* Fragment p's Θ as an Update payload (malloc'd, *len bytes) in the
+ * job's update encoding, or f32 when that cannot hold it (*enc says). */
+uint8_t *core_update_payload(const struct syncer *s, int p, int *enc,
+			     size_t *len);
+/* Whether the budget is reached (sets s->done the first time). */
+int core_check_budget(struct syncer *s, double now);
+/* The job is done: rounds abandoned, last checkpoint and evaluation. */
+void core_finish(struct syncer *s, double now);
+/* A stop request: rounds abandoned, a checkpoint unless done. */
+void core_stop(struct syncer *s, double now);
+
 /* Evaluation: start one (if the thread is idle), collect a finished one. */
 void core_eval_start(struct syncer *s, double now);
 void core_eval_collect(struct syncer *s);
 int core_eval_sync(struct syncer *s, double now);
 void core_eval_stop(struct syncer *s);
-/* Whether the budget is reached (sets s->done the first time). */
-int core_check_budget(struct syncer *s, double now);
-/* A packed Update for fragment p at its current version (cached). */
-grpc_slice core_update_slice(struct syncer *s, int p, uint64_t round);
-
-/* stream.c */
-void stream_broadcast_update(struct syncer *s, int p, grpc_slice msg,
-			     size_t payload_bytes);
 
 /* status.c */
 int status_http(void *ctx, const char *path, struct buf *body,
