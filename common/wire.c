@@ -185,8 +185,8 @@ static int walk(const uint8_t *p, size_t len, size_t base, int inner,
 		unsigned field, type;
 
 		if (get_varint(p, len, &at, &key))
-			return err_set(e, "truncated field key at byte %zu",
-				       base + start);
+			return err_set(e, "bad field key at byte %zu (truncated "
+				       "or over 10 bytes)", base + start);
 		field = (unsigned)(key >> 3);
 		type = (unsigned)(key & 7);
 		if (field == 0)
@@ -194,8 +194,9 @@ static int walk(const uint8_t *p, size_t len, size_t base, int inner,
 		switch (type) {
 		case 0:
 			if (get_varint(p, len, &at, &n))
-				return err_set(e, "field %u at byte %zu: truncated "
-					       "varint", field, base + start);
+				return err_set(e, "field %u at byte %zu: varint "
+					       "truncated or over 10 bytes", field,
+					       base + start);
 			break;
 		case 1:
 			skip = 8;
@@ -226,17 +227,28 @@ static int walk(const uint8_t *p, size_t len, size_t base, int inner,
 	return 0;
 }
 
-static int check_frame(const uint8_t *data, size_t len, const char *what,
-		       struct err *e)
+/*
+ * The framing walk, then protobuf-c's unpack with desc: the message, or
+ * NULL with e saying why (what: the message type, for the error).
+ */
+static void *unpack(const ProtobufCMessageDescriptor *desc, const char *what,
+		    const uint8_t *data, size_t len, struct err *e)
 {
+	void *pb;
+
 	if (len > WIRE_MAX_MESSAGE)
 		return err_set(e, "cannot parse a %zu-byte %s: over the %u MiB "
-			       "limit", len, what, WIRE_MAX_MESSAGE >> 20);
+			       "limit", len, what, WIRE_MAX_MESSAGE >> 20), NULL;
 	if (len && !data)
-		return err_set(e, "cannot parse a %zu-byte %s: no data", len, what);
+		return err_set(e, "cannot parse a %zu-byte %s: no data", len,
+			       what), NULL;
 	if (walk(data, len, 0, 1, e))
-		return err_wrap(e, "cannot parse a %zu-byte %s", len, what);
-	return 0;
+		return err_wrap(e, "cannot parse a %zu-byte %s", len, what), NULL;
+	pb = protobuf_c_message_unpack(desc, NULL, len, data);
+	if (!pb)
+		err_set(e, "cannot parse a %zu-byte %s: its fields do not fit "
+			"the message", len, what);
+	return pb;
 }
 
 /* ---- decoding ------------------------------------------------------------ */
@@ -247,12 +259,10 @@ int wire_learner_decode(const uint8_t *data, size_t len,
 	Ddiloco__V1__LearnerMessage *pb;
 
 	memset(m, 0, sizeof(*m));
-	if (check_frame(data, len, "LearnerMessage", e))
-		return -1;
-	pb = ddiloco__v1__learner_message__unpack(NULL, len, data);
+	pb = unpack(&ddiloco__v1__learner_message__descriptor, "LearnerMessage",
+		    data, len, e);
 	if (!pb)
-		return err_set(e, "cannot parse a %zu-byte LearnerMessage: its "
-			       "fields do not fit the message", len);
+		return -1;
 	m->own = pb;
 	switch (pb->kind_case) {
 	case DDILOCO__V1__LEARNER_MESSAGE__KIND_HELLO: {
@@ -311,12 +321,10 @@ int wire_syncer_decode(const uint8_t *data, size_t len,
 	Ddiloco__V1__SyncerMessage *pb;
 
 	memset(m, 0, sizeof(*m));
-	if (check_frame(data, len, "SyncerMessage", e))
-		return -1;
-	pb = ddiloco__v1__syncer_message__unpack(NULL, len, data);
+	pb = unpack(&ddiloco__v1__syncer_message__descriptor, "SyncerMessage",
+		    data, len, e);
 	if (!pb)
-		return err_set(e, "cannot parse a %zu-byte SyncerMessage: its "
-			       "fields do not fit the message", len);
+		return -1;
 	m->own = pb;
 	switch (pb->kind_case) {
 	case DDILOCO__V1__SYNCER_MESSAGE__KIND_WELCOME: {
