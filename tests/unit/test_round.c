@@ -8,7 +8,7 @@
 
 #include "syncer/round.h"
 
-#define near(a, b) assert_true(fabs((double)(a) - (double)(b)) < 1e-9)
+#define near(a, b) assert_float_equal((double)(a), (double)(b), 1e-9)
 
 static void setup(struct syncer_round *rs, int K, double gamma, int tau,
 		  double spr, int M)
@@ -217,9 +217,9 @@ static void quorum_waits_for_k_joined(void **state)
 	assert_int_equal(syncer_round_answer(&rs, 1, 1, 1, 1, 6.0), ROUND_ACCEPTED);
 	syncer_round_poll(&rs, 6.0, &a);
 	assert_int_equal(a.kind, ROUND_MERGE);
-	assert_true(syncer_round_answered(&rs, a.slot, 0));
-	assert_true(syncer_round_answered(&rs, a.slot, 1));
-	assert_false(syncer_round_answered(&rs, a.slot, 2));
+	assert_int_equal(syncer_round_answered(&rs, a.slot, 0), 1);
+	assert_int_equal(syncer_round_answered(&rs, a.slot, 1), 1);
+	assert_int_equal(syncer_round_answered(&rs, a.slot, 2), 0);
 	syncer_round_abandon(&rs);
 	assert_int_equal(syncer_round_in_flight(&rs), 0);
 	assert_int_equal(syncer_round_answer(&rs, 2, 1, 1, 1, 7.0), ROUND_LATE);
@@ -262,7 +262,7 @@ static void restarted_learners_do_not_stall(void **state)
 		}
 	}
 	before = rs.completed;
-	assert_true(before >= 99);
+	assert_in_range(before, 99, UINT64_MAX);
 	/* two of three restart: the K-th (2nd) step is now 1, not 100 */
 	syncer_round_leave(&rs, 0);
 	syncer_round_leave(&rs, 1);

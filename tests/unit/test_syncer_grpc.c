@@ -7,7 +7,9 @@
  *
  * The test clients are written against docs/protocol.md with the same
  * model code a learner uses (model_frag_table), so the fingerprint and
- * fragment sizes are the real ones.
+ * fragment sizes are the real ones. They pack and read messages with the
+ * generated protobuf-c code directly, not through common/wire.h: a second
+ * implementation, as a learner of another version or language would be.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -742,6 +744,7 @@ static void garbage_truncated_and_wrong_fingerprint(void **state)
 	assert_int_equal(tl_send_raw(&t, buf, len - 3), 0);
 	assert_int_equal(tl_status(&t, msg, sizeof(msg)), GRPC_STATUS_INVALID_ARGUMENT);
 	assert_non_null(strstr(msg, "cannot parse"));
+	assert_non_null(strstr(msg, "truncated"));   /* and says where */
 	tl_close(&t);
 
 	/* an answer before any hello */

@@ -1,0 +1,474 @@
+/*
+ * The syncer's core without gRPC, on a fake clock: learners join, answer
+ * and heartbeat through core_join / core_answer / core_heartbeat; the
+ * round state machine's actions are run by hand (a pull is just noted, a
+ * merge is core_merge). Checks the merged values, versions, counters,
+ * refusals (NaN, wrong size, unknown encoding, wrong fragment or round,
+ * duplicates, a Hello for another model) and what a restart from a
+ * checkpoint does to versions and to answers trained before it.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/encoding.h"
+#include "common/wire.h"
+#include "syncer/syncer_int.h"
+
+#define M 3          /* learners */
+#define NPARAM 24
+
+/* fragment sizes come from frag_table_init's balancing */
+static const struct frag_tensor tens[3] = {
+	{ 0, 8, 0 }, { 8, 12, 0 }, { 20, 4, 0 },
+};
+
+struct fx {
+	char dir[64];
+	struct job_spec js;
+	struct frag_table ft;
+	struct syncer_params prm;
+	float init[NPARAM];
+	struct syncer *s;
+	double now;
+};
+
+static void rm_dir(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	char path[512];
+
+	if (!d)
+		return;
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+			snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+			unlink(path);
+		}
+	closedir(d);
+	rmdir(dir);
+}
+
+static void fx_start(struct fx *f)
+{
+	f->s = calloc(1, sizeof(*f->s));
+	assert_non_null(f->s);
+	assert_int_equal(core_init(f->s, &f->prm, f->now, NULL), 0);
+}
+
+static void fx_stop(struct fx *f)
+{
+	core_release(f->s);
+	free(f->s);
+	f->s = NULL;
+}
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+
+	strcpy(f->dir, "/tmp/ddcore-test-XXXXXX");
+	assert_non_null(mkdtemp(f->dir));
+	jobspec_defaults(&f->js);
+	strcpy(f->js.name, "core");
+	f->js.learners.replicas = M;
+	f->js.syncer.min_quorum = 2;
+	f->js.syncer.fragments = 2;
+	f->js.syncer.overlap = 2;
+	f->js.syncer.grace = 0.5;
+	f->js.syncer.merge = MERGE_MEAN;
+	f->js.syncer.outer_lr = 1.0;        /* Θ ← Θ − Δ: easy to check */
+	f->js.syncer.outer_momentum = 0.0;
+	f->js.syncer.nesterov = 0;
+	f->js.syncer.checkpoint_every = 1;
+	f->js.syncer.eval_every = 0;
+	assert_int_equal(frag_table_init(&f->ft, tens, 3, 2, NULL), 0);
+	for (int i = 0; i < NPARAM; i++)
+		f->init[i] = 0.01f * (float)i;
+	f->prm = (struct syncer_params){
+		.js = &f->js, .ft = &f->ft, .init_params = f->init,
+		.nparams = NPARAM, .ckpt_dir = f->dir,
+	};
+	f->now = 100.0;
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+
+	if (f->s)
+		fx_stop(f);
+	frag_table_release(&f->ft);
+	rm_dir(f->dir);
+	free(f);
+	return 0;
+}
+
+static struct wire_hello hello_of(struct fx *f, uint32_t id, uint64_t *sizes)
+{
+	for (int p = 0; p < f->ft.nfrags; p++)
+		sizes[p] = f->ft.frags[p].numel;
+	return (struct wire_hello){
+		.learner_id = id, .fingerprint = f->ft.fingerprint,
+		.fragments = (uint32_t)f->ft.nfrags, .nsizes = (size_t)f->ft.nfrags,
+		.fragment_sizes = sizes, .incarnation = 1 + id, .job = "core",
+	};
+}
+
+/* Every learner joins at step 0; returns how many pulls they got. */
+static int join_all(struct fx *f)
+{
+	struct round_action pulls[8];
+	uint64_t sizes[2], resume;
+	int n = 0;
+
+	for (uint32_t id = 0; id < M; id++) {
+		struct wire_hello h = hello_of(f, id, sizes);
+
+		assert_int_equal(core_hello_check(f->s, &h, NULL), CORE_JOIN_OK);
+		n += core_join(f->s, &h, f->now, &resume, pulls, 8);
+		assert_int_equal(resume, 0);
+	}
+	assert_int_equal(f->s->learners_connected, M);
+	return n;
+}
+
+/* The next action of the round state machine at f->now. */
+static struct round_action poll(struct fx *f)
+{
+	struct round_action a;
+
+	syncer_round_poll(&f->s->rs, f->now, &a);
+	return a;
+}
+
+/*
+ * Learner id answers round/frag from base: every value `v`, the payload
+ * `extra` floats longer than the fragment, in encoding enc.
+ */
+static enum core_verdict answer(struct fx *f, int id, uint64_t round, int frag,
+				uint64_t base, float v, int extra, int enc)
+{
+	size_t n = (size_t)frag < (size_t)f->ft.nfrags
+		   ? f->ft.frags[frag].numel : 4;
+	size_t len = (n + (size_t)extra) * sizeof(float);
+	float *x = malloc((n + (size_t)extra) * sizeof(float));
+	uint8_t *buf = malloc(len);
+	struct wire_answer a = {
+		.fragment = (uint32_t)frag, .round = round, .base_version = base,
+		.steps = 1, .tokens = 10, .encoding = enc, .payload = buf,
+		.payload_len = len, .step = 0,   /* no pacing progress */
+	};
+	enum core_verdict r;
+
+	for (size_t i = 0; i < n + (size_t)extra; i++)
+		x[i] = v;
+	assert_int_equal(enc_encode(ENC_F32, x, n + (size_t)extra, buf, NULL), 0);
+	r = core_answer(f->s, id, &a, f->now);
+	free(x);
+	free(buf);
+	return r;
+}
+
+static void merge(struct fx *f, struct round_action a, struct core_merged *mg)
+{
+	assert_int_equal(a.kind, ROUND_MERGE);
+	core_merge(f->s, a.slot, f->now, mg);
+}
+
+static void answers_merge_and_the_version_goes_up(void **state)
+{
+	struct fx *f = *state;
+	struct round_action a;
+	struct core_merged mg;
+	float before[NPARAM];
+	const float *th;
+	size_t off, n;
+
+	fx_start(f);
+	assert_int_equal(join_all(f), 0);
+	a = poll(f);                     /* the first round, at once */
+	assert_int_equal(a.kind, ROUND_PULL);
+	assert_int_equal(a.round, 1);
+	assert_int_equal(a.frag, 1);     /* round mod P */
+	off = f->s->frag_off[1];
+	n = f->ft.frags[1].numel;
+	memcpy(before, f->s->theta, sizeof(before));
+
+	f->now += 0.3;
+	assert_int_equal(answer(f, 0, 1, 1, 0, 0.1f, 0, ENC_F32), CORE_QUEUED);
+	assert_int_equal(poll(f).kind, ROUND_NONE);   /* 1 of K = 2 */
+	assert_int_equal(answer(f, 1, 1, 1, 0, 0.3f, 0, ENC_F32), CORE_QUEUED);
+	/* no step time known: no grace, the merge is due at the quorum */
+	merge(f, poll(f), &mg);
+	assert_int_equal(mg.frag, 1);
+	assert_int_equal(mg.round, 1);
+	assert_int_equal(mg.merged, 2);
+	assert_int_equal(mg.updated, 1);
+	assert_int_equal(mg.version, 1);
+	assert_int_equal(f->s->versions[1], 1);
+	assert_int_equal(f->s->versions[0], 0);
+	assert_int_equal(f->s->rs.completed, 1);
+	assert_int_equal(f->s->acc.merged, 2);
+	/* equal weights (10² / 1): Δ = 0.2, Θ ← Θ − Δ on fragment 1 only */
+	th = f->s->theta;
+	for (size_t i = 0; i < n; i++)
+		assert_float_equal(th[off + i], before[off + i] - 0.2f, 1e-6);
+	for (size_t i = 0; i < f->s->frag_off[1]; i++)
+		assert_float_equal(th[i], before[i], 0);
+	/* tokens and compute counted for the fragment's share */
+	assert_float_equal(f->s->acc.tokens_merged,
+			   2 * 10.0 * (double)n / NPARAM, 1e-9);
+	/* learner 2 answers after the merge: late, not an error */
+	assert_int_equal(answer(f, 2, 1, 1, 0, 0.1f, 0, ENC_F32), CORE_LATE);
+	assert_int_equal(f->s->acc.late, 1);
+	assert_int_equal(f->s->acc.rejected, 0);
+	/* the merge wrote a checkpoint (checkpointEvery 1) */
+	assert_int_equal(access(f->dir, F_OK), 0);
+}
+
+static void bad_answers_are_refused(void **state)
+{
+	struct fx *f = *state;
+	struct round_action a;
+	struct core_merged mg;
+	float before[NPARAM];
+	size_t off, n;
+
+	fx_start(f);
+	join_all(f);
+	a = poll(f);
+	assert_int_equal(a.kind, ROUND_PULL);
+	memcpy(before, f->s->theta, sizeof(before));
+	/* refused outright: not counted for the round */
+	assert_int_equal(answer(f, 0, 1, 7, 0, 0.1f, 0, ENC_F32), CORE_REFUSED);
+	assert_int_equal(answer(f, 0, 9, 1, 0, 0.1f, 0, ENC_F32), CORE_REFUSED);
+	assert_int_equal(answer(f, 0, 1, 0, 0, 0.1f, 0, ENC_F32), CORE_REFUSED);
+	assert_int_equal(f->s->acc.rejected, 3);
+	/* counted for the round, not merged */
+	assert_int_equal(answer(f, 0, 1, 1, 0, NAN, 0, ENC_F32), CORE_INVALID);
+	assert_int_equal(answer(f, 0, 1, 1, 0, 0.1f, 0, ENC_F32), CORE_REFUSED);
+	assert_int_equal(answer(f, 2, 1, 1, 0, 0.1f, 1, ENC_F32), CORE_INVALID);
+	assert_int_equal(f->s->acc.rejected, 6);
+	assert_int_equal(poll(f).kind, ROUND_NONE);   /* no valid answer yet */
+	/* the last learner's is valid: all are in, what is valid merges */
+	assert_int_equal(answer(f, 1, 1, 1, 0, 0.5f, 0, ENC_F32), CORE_QUEUED);
+	merge(f, poll(f), &mg);
+	assert_int_equal(mg.merged, 1);
+	assert_int_equal(mg.version, 1);
+	off = f->s->frag_off[1];
+	n = f->ft.frags[1].numel;
+	for (size_t i = 0; i < n; i++)
+		assert_float_equal(f->s->theta[off + i], before[off + i] - 0.5f, 1e-6);
+
+	/* round 2 (fragment 0): an unknown encoding is invalid too */
+	for (int id = 0; id < M; id++)
+		core_heartbeat(f->s, id, &(struct wire_heartbeat){ .step = 1 },
+			       f->now);
+	a = poll(f);
+	assert_int_equal(a.kind, ROUND_PULL);
+	assert_int_equal(a.round, 2);
+	assert_int_equal(answer(f, 0, 2, 0, 1, 0.1f, 0, 7), CORE_INVALID);
+	assert_int_equal(f->s->acc.rejected, 7);
+}
+
+static void a_merge_with_nothing_valid_changes_nothing(void **state)
+{
+	struct fx *f = *state;
+	struct core_merged mg;
+
+	fx_start(f);
+	join_all(f);
+	assert_int_equal(poll(f).kind, ROUND_PULL);
+	for (int id = 0; id < M; id++)
+		assert_int_equal(answer(f, id, 1, 1, 0, INFINITY, 0, ENC_F32),
+				 CORE_INVALID);
+	merge(f, poll(f), &mg);
+	assert_int_equal(mg.merged, 0);
+	assert_int_equal(mg.updated, 0);
+	assert_int_equal(mg.version, 0);
+	assert_int_equal(f->s->rs.completed, 1);
+	assert_int_equal(f->s->acc.rejected, M);
+}
+
+static void hello_is_checked(void **state)
+{
+	struct fx *f = *state;
+	uint64_t sizes[2];
+	struct wire_hello h;
+	struct err e;
+
+	fx_start(f);
+	h = hello_of(f, M, sizes);
+	assert_int_equal(core_hello_check(f->s, &h, &e), CORE_JOIN_INVALID);
+	assert_non_null(strstr(e.msg, "out of range"));
+	h = hello_of(f, 0, sizes);
+	h.job = "other";
+	assert_int_equal(core_hello_check(f->s, &h, &e), CORE_JOIN_MISMATCH);
+	assert_non_null(strstr(e.msg, "'other'"));
+	h.job = "";                      /* an old sidecar sends no job */
+	assert_int_equal(core_hello_check(f->s, &h, &e), CORE_JOIN_OK);
+	h.fingerprint ^= 1;
+	assert_int_equal(core_hello_check(f->s, &h, &e), CORE_JOIN_MISMATCH);
+	assert_non_null(strstr(e.msg, "fingerprint mismatch"));
+	h = hello_of(f, 0, sizes);
+	sizes[1]++;
+	assert_int_equal(core_hello_check(f->s, &h, &e), CORE_JOIN_MISMATCH);
+	h = hello_of(f, 0, sizes);
+	h.nsizes = 1;
+	assert_int_equal(core_hello_check(f->s, &h, &e), CORE_JOIN_MISMATCH);
+	f->s->done = 1;
+	h = hello_of(f, 0, sizes);
+	assert_int_equal(core_hello_check(f->s, &h, &e), CORE_JOIN_DONE);
+	assert_string_equal(e.msg, "job done");
+}
+
+static void heartbeats_count_tokens_over_restarts(void **state)
+{
+	struct fx *f = *state;
+	struct wire_heartbeat hb = { .step = 5, .tokens = 500, .step_time = 0.02,
+				     .incarnation = 1 };
+
+	fx_start(f);
+	join_all(f);
+	core_heartbeat(f->s, 0, &hb, f->now);
+	assert_int_equal(f->s->acc.tokens_trained, 500);
+	hb.tokens = 800;
+	core_heartbeat(f->s, 0, &hb, f->now);
+	assert_int_equal(f->s->acc.tokens_trained, 800);
+	/* a count that went back is a learner that started over */
+	hb.tokens = 100;
+	hb.incarnation = 2;
+	core_heartbeat(f->s, 0, &hb, f->now);
+	assert_int_equal(f->s->acc.tokens_trained, 900);
+	assert_int_equal(f->s->learners[0].step, 5);
+	assert_float_equal(f->s->learners[0].step_time, 0.02, 0);
+	assert_int_equal(f->s->acc.learners[0].incarnation, 2);
+	core_leave(f->s, 0, "test");
+	assert_int_equal(f->s->learners[0].joined, 0);
+	assert_int_equal(f->s->learners_connected, M - 1);
+}
+
+static void the_budget_ends_the_job(void **state)
+{
+	struct fx *f = *state;
+	struct core_merged mg;
+	uint64_t sizes[2];
+	struct wire_hello h;
+
+	f->js.budget.outer_steps = 1;
+	fx_start(f);
+	join_all(f);
+	assert_int_equal(poll(f).kind, ROUND_PULL);
+	answer(f, 0, 1, 1, 0, 0.1f, 0, ENC_F32);
+	answer(f, 1, 1, 1, 0, 0.1f, 0, ENC_F32);
+	merge(f, poll(f), &mg);
+	assert_int_equal(f->s->done, 1);
+	assert_int_equal(poll(f).kind, ROUND_NONE);
+	h = hello_of(f, 2, sizes);
+	assert_int_equal(core_hello_check(f->s, &h, NULL), CORE_JOIN_DONE);
+	core_finish(f->s, f->now);
+	/* a restart comes back knowing the job is over */
+	fx_stop(f);
+	fx_start(f);
+	assert_int_equal(f->s->done, 1);
+	assert_int_equal(f->s->rs.completed, 1);
+}
+
+static void a_restart_skips_versions_and_empties_older_answers(void **state)
+{
+	struct fx *f = *state;
+	struct round_action a;
+	struct core_merged mg;
+	float saved[NPARAM];
+
+	fx_start(f);
+	join_all(f);
+	assert_int_equal(poll(f).kind, ROUND_PULL);
+	answer(f, 0, 1, 1, 0, 0.1f, 0, ENC_F32);
+	answer(f, 1, 1, 1, 0, 0.3f, 0, ENC_F32);
+	merge(f, poll(f), &mg);
+	assert_int_equal(mg.version, 1);
+	memcpy(saved, f->s->theta, sizeof(saved));
+	fx_stop(f);
+
+	/* back from the checkpoint: Θ exact, versions and rounds skip
+	 * τ + checkpointEvery = 3 past anything that could have been sent */
+	f->now += 10;
+	fx_start(f);
+	assert_memory_equal(f->s->theta, saved, sizeof(saved));
+	assert_int_equal(f->s->versions[0], 3);
+	assert_int_equal(f->s->versions[1], 4);
+	assert_int_equal(f->s->resumed_at[1], 4);
+	assert_int_equal(f->s->rs.completed, 1);
+	assert_int_equal(f->s->acc.merged, 2);
+	join_all(f);
+	a = poll(f);
+	assert_int_equal(a.kind, ROUND_PULL);
+	assert_int_equal(a.round, 1 + 3 + 1);
+	assert_int_equal(a.frag, 1);
+	/* trained from version 1, before the restart: an empty answer */
+	assert_int_equal(answer(f, 0, a.round, 1, 1, 5.0f, 0, ENC_F32),
+			 CORE_QUEUED);
+	assert_int_equal(answer(f, 1, a.round, 1, 4, 0.2f, 0, ENC_F32),
+			 CORE_QUEUED);
+	merge(f, poll(f), &mg);
+	assert_int_equal(mg.merged, 1);
+	assert_int_equal(mg.version, 5);
+	assert_int_equal(f->s->acc.empty, 1);
+	for (size_t i = 0; i < f->ft.frags[1].numel; i++) {
+		size_t k = f->s->frag_off[1] + i;
+
+		assert_float_equal(f->s->theta[k], saved[k] - 0.2f, 1e-6);
+	}
+}
+
+static void a_returning_learner_resumes_at_its_own_step(void **state)
+{
+	struct fx *f = *state;
+	struct round_action pulls[8];
+	uint64_t sizes[2], resume;
+	struct wire_hello h;
+	int n;
+
+	fx_start(f);
+	join_all(f);
+	assert_int_equal(poll(f).kind, ROUND_PULL);   /* round 1 in flight */
+	core_heartbeat(f->s, 2, &(struct wire_heartbeat){ .step = 40 }, f->now);
+	core_leave(f->s, 2, "test");
+	/* it restarted from step 0: it resumes where it was, and is pulled
+	 * for the round still in flight */
+	h = hello_of(f, 2, sizes);
+	n = core_join(f->s, &h, f->now, &resume, pulls, 8);
+	assert_int_equal(resume, 40);
+	assert_int_equal(n, 1);
+	assert_int_equal(pulls[0].round, 1);
+	assert_int_equal(pulls[0].frag, 1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(answers_merge_and_the_version_goes_up, setup, teardown),
+		cmocka_unit_test_setup_teardown(bad_answers_are_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_merge_with_nothing_valid_changes_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(hello_is_checked, setup, teardown),
+		cmocka_unit_test_setup_teardown(heartbeats_count_tokens_over_restarts, setup, teardown),
+		cmocka_unit_test_setup_teardown(the_budget_ends_the_job, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_restart_skips_versions_and_empties_older_answers, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_returning_learner_resumes_at_its_own_step, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
