@@ -1,8 +1,9 @@
 /*
- * bridge: the sidecar's exchange side. Received SyncerMessages become
- * exchange writes (an Update is decoded straight into the inbox slot);
- * answers the learner published become encoded, framed LearnerMessages in
- * a queue of one entry per fragment. Nothing here touches gRPC.
+ * bridge: the sidecar's exchange side. Received SyncerMessages, decoded
+ * by common/wire.h, become exchange writes (an Update's payload is decoded
+ * straight into the inbox slot); answers the learner published become
+ * encoded LearnerMessages framed by wire_answer_header, in a queue of one
+ * entry per fragment. Nothing here touches gRPC.
  */
 #include <math.h>
 #include <stdio.h>

@@ -8,8 +8,10 @@
  * context is freed only when all its batches have completed.
  *
  * Send order: Hello first, then a due heartbeat, then the queued answer of
- * the oldest round. An answer goes out as two slices — the framing and the
- * encoded payload — so its bytes are not copied again.
+ * the oldest round. Hello and heartbeats are packed by common/wire.h when
+ * sent; an answer goes out as two slices — the framing bridge.c made and
+ * the encoded payload — so its bytes are not copied again. What arrives
+ * goes to sidecar_handle (bridge.c).
  */
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
