@@ -477,7 +477,7 @@ static void close_round(struct syncer *s, int slot, double now, double t)
 void core_merge(struct syncer *s, int slot, double now, struct core_merged *out)
 {
 	const struct job_syncer *sy = &s->js->syncer;
-	int p = s->rs.slots[slot].frag, n = 0, kept = 0;
+	int p = s->rs.slots[slot].frag, n = 0, kept = 0, done;
 	uint64_t round = s->rs.slots[slot].round;
 	struct merge_work mw;
 	double t = clock_mono();
@@ -494,10 +494,10 @@ void core_merge(struct syncer *s, int slot, double now, struct core_merged *out)
 	close_round(s, slot, now, t);
 	log_debug("round %" PRIu64 " fragment %d: %d merged, version %" PRIu64,
 		  round, p, kept, s->versions[p]);
+	done = core_check_budget(s, now);
 	*out = (struct core_merged){ .frag = p, .round = round,
 				     .version = s->versions[p], .merged = kept,
-				     .updated = kept > 0 };
-	core_check_budget(s, now);
+				     .updated = kept > 0, .done = done };
 	/* checkpoint before the caller sends the update: whatever a learner
 	 * receives is in a checkpoint when checkpointEvery is 1 */
 	if (!s->done && sy->checkpoint_every > 0 &&
@@ -554,7 +554,7 @@ enum core_refusal core_hello_check(const struct syncer *s,
 		return err_set(e, "learner id %u is out of range: job '%s' has %d "
 			       "learners", h->learner_id, s->js->name, s->M),
 		       CORE_JOIN_INVALID;
-	if (h->job[0] && strcmp(h->job, s->js->name))
+	if (h->job && h->job[0] && strcmp(h->job, s->js->name))
 		return err_set(e, "learner %u belongs to job '%s', this syncer to "
 			       "'%s'", h->learner_id, h->job, s->js->name),
 		       CORE_JOIN_MISMATCH;

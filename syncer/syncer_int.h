@@ -146,6 +146,7 @@ struct core_merged {
 	uint64_t round, version;
 	int merged;              /* answers merged */
 	int updated;             /* Θ of frag moved, version went up */
+	int done;                /* the budget is reached: the job ends */
 };
 /* Merges round slot (a ROUND_MERGE of syncer_round_poll); then the
  * budget, a checkpoint and an evaluation as the job asks. */

@@ -217,6 +217,7 @@ static void answers_merge_and_the_version_goes_up(void **state)
 	assert_int_equal(mg.merged, 2);
 	assert_int_equal(mg.updated, 1);
 	assert_int_equal(mg.version, 1);
+	assert_int_equal(mg.done, 0);
 	assert_int_equal(f->s->versions[1], 1);
 	assert_int_equal(f->s->versions[0], 0);
 	assert_int_equal(f->s->rs.completed, 1);
@@ -374,6 +375,7 @@ static void the_budget_ends_the_job(void **state)
 	answer(f, 0, 1, 1, 0, 0.1f, 0, ENC_F32);
 	answer(f, 1, 1, 1, 0, 0.1f, 0, ENC_F32);
 	merge(f, poll(f), &mg);
+	assert_int_equal(mg.done, 1);
 	assert_int_equal(f->s->done, 1);
 	assert_int_equal(poll(f).kind, ROUND_NONE);
 	h = hello_of(f, 2, sizes);
