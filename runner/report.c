@@ -152,11 +152,11 @@ int run_report_json(const struct run_record *r, struct buf *out, struct err *e)
 	json_decref(root);
 	if (!text)
 		return err_set(e, "report: cannot encode JSON");
-	if (buf_append(out, text, strlen(text)) || buf_append(out, "\n", 1)) {
-		free(text);
-		return err_set(e, "report: JSON larger than the limit");
-	}
+	buf_append(out, text, strlen(text));
+	buf_append(out, "\n", 1);
 	free(text);
+	if (buf_error(out))
+		return err_set(e, "report: JSON %s", buf_strerror(buf_error(out)));
 	return 0;
 }
 
@@ -167,8 +167,6 @@ static void fmt_opt(char *b, size_t n, const char *fmt, double v)
 	else
 		snprintf(b, n, "–");
 }
-
-#define EMIT(...) do { if (buf_printf(out, __VA_ARGS__)) goto full; } while (0)
 
 int run_report_html(const struct run_record *r, struct buf *out, struct err *e)
 {
@@ -220,58 +218,55 @@ int run_report_html(const struct run_record *r, struct buf *out, struct err *e)
 	}
 
 	iso_time(r->started_wall, started, sizeof(started));
-	EMIT("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>ddiloco run ");
-	if (svg_escape(out, r->job))
-		goto full;
-	EMIT("</title>\n<style>body{font-family:sans-serif;max-width:720px;margin:1em auto}"
-	     "td,th{padding:2px 10px;text-align:left}td.n{text-align:right}"
-	     ".ok{color:#2ca02c}.bad{color:#d62728}</style></head><body>\n<h1>");
-	if (svg_escape(out, r->job))
-		goto full;
-	EMIT("</h1>\n<p><span class=\"%s\">", r->success ? "ok" : "bad");
-	if (svg_escape(out, r->outcome))
-		goto full;
-	EMIT("</span>, started %s, %.0f s, %d learners, quorum %d, chaos %s.</p>\n",
-	     started, r->seconds, r->learners, r->quorum, r->chaos ? "on" : "off");
-	EMIT("<table>\n");
+	buf_printf(out, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>ddiloco run ");
+	svg_escape(out, r->job);
+	buf_printf(out, "</title>\n<style>body{font-family:sans-serif;max-width:720px;margin:1em auto}"
+	           "td,th{padding:2px 10px;text-align:left}td.n{text-align:right}"
+	           ".ok{color:#2ca02c}.bad{color:#d62728}</style></head><body>\n<h1>");
+	svg_escape(out, r->job);
+	buf_printf(out, "</h1>\n<p><span class=\"%s\">", r->success ? "ok" : "bad");
+	svg_escape(out, r->outcome);
+	buf_printf(out, "</span>, started %s, %.0f s, %d learners, quorum %d, chaos %s.</p>\n",
+	           started, r->seconds, r->learners, r->quorum, r->chaos ? "on" : "off");
+	buf_printf(out, "<table>\n");
 	fmt_opt(a, sizeof(a), "%.4f", f->uptime);
-	EMIT("<tr><th>uptime</th><td class=\"n\">%s</td><td>share of wall time the syncer kept completing rounds at its cadence</td></tr>\n", a);
+	buf_printf(out, "<tr><th>uptime</th><td class=\"n\">%s</td><td>share of wall time the syncer kept completing rounds at its cadence</td></tr>\n", a);
 	fmt_opt(a, sizeof(a), "%.4f", f->goodput);
-	EMIT("<tr><th>goodput</th><td class=\"n\">%s</td><td>share of learner compute that ended in a merged contribution</td></tr>\n", a);
-	EMIT("<tr><th>rounds</th><td class=\"n\">%llu</td><td></td></tr>\n",
-	     (unsigned long long)f->round);
-	EMIT("<tr><th>tokens</th><td class=\"n\">%llu</td><td>%llu in merged contributions</td></tr>\n",
-	     (unsigned long long)f->tokens, (unsigned long long)f->tokens_merged);
+	buf_printf(out, "<tr><th>goodput</th><td class=\"n\">%s</td><td>share of learner compute that ended in a merged contribution</td></tr>\n", a);
+	buf_printf(out, "<tr><th>rounds</th><td class=\"n\">%llu</td><td></td></tr>\n",
+	           (unsigned long long)f->round);
+	buf_printf(out, "<tr><th>tokens</th><td class=\"n\">%llu</td><td>%llu in merged contributions</td></tr>\n",
+	           (unsigned long long)f->tokens, (unsigned long long)f->tokens_merged);
 	fmt_opt(a, sizeof(a), "%.4f", f->eval_loss);
-	EMIT("<tr><th>final eval loss</th><td class=\"n\">%s</td><td>global model, validation split</td></tr>\n", a);
-	EMIT("<tr><th>kills</th><td class=\"n\">%zu</td><td>%d learners, %d sidecars, %d syncer; %llu skipped (maxDown)</td></tr>\n",
-	     nk, kills_of(r, CHAOS_LEARNER, -1), kills_of(r, CHAOS_SIDECAR, -1),
-	     kills_of(r, CHAOS_SYNCER, -1), (unsigned long long)r->kills_skipped);
-	EMIT("<tr><th>restarts</th><td class=\"n\">");
+	buf_printf(out, "<tr><th>final eval loss</th><td class=\"n\">%s</td><td>global model, validation split</td></tr>\n", a);
+	buf_printf(out, "<tr><th>kills</th><td class=\"n\">%zu</td><td>%d learners, %d sidecars, %d syncer; %llu skipped (maxDown)</td></tr>\n",
+	           nk, kills_of(r, CHAOS_LEARNER, -1), kills_of(r, CHAOS_SIDECAR, -1),
+	           kills_of(r, CHAOS_SYNCER, -1), (unsigned long long)r->kills_skipped);
+	buf_printf(out, "<tr><th>restarts</th><td class=\"n\">");
 	for (int i = 0; i < r->learners; i++)
-		EMIT("%s%d", i ? " " : "", r->restarts[i]);
-	EMIT("</td><td>per learner; syncer %d</td></tr>\n", r->syncer_restarts);
-	EMIT("<tr><th>bytes exchanged</th><td class=\"n\">%.3g</td><td>data parallel would have moved %.3g (ratio %.3g): ring all-reduce of the f32 gradient every step, 8·N·(M−1) bytes per step, N = %llu</td></tr>\n",
-	     (double)f->bytes_in + (double)f->bytes_out, dp,
-	     dp > 0 ? ((double)f->bytes_in + (double)f->bytes_out) / dp : NAN,
-	     (unsigned long long)r->params);
+		buf_printf(out, "%s%d", i ? " " : "", r->restarts[i]);
+	buf_printf(out, "</td><td>per learner; syncer %d</td></tr>\n", r->syncer_restarts);
+	buf_printf(out, "<tr><th>bytes exchanged</th><td class=\"n\">%.3g</td><td>data parallel would have moved %.3g (ratio %.3g): ring all-reduce of the f32 gradient every step, 8·N·(M−1) bytes per step, N = %llu</td></tr>\n",
+	           (double)f->bytes_in + (double)f->bytes_out, dp,
+	           dp > 0 ? ((double)f->bytes_in + (double)f->bytes_out) / dp : NAN,
+	           (unsigned long long)r->params);
 	if (r->baseline.ran) {
 		double q = loss_ratio(r, &r->baseline);
 		fmt_opt(a, sizeof(a), "%.4f", r->baseline.loss);
 		fmt_opt(b, sizeof(b), "%.4f", q);
 		snprintf(c, sizeof(c), "%s", isfinite(q) && fabs(q - 1) <= 0.05 ? "within 5%" : "not within 5%");
-		EMIT("<tr><th>data-parallel baseline</th><td class=\"n\">%s</td><td>loss ratio %s (%s), %llu tokens</td></tr>\n",
-		     a, b, c, (unsigned long long)r->baseline.tokens);
+		buf_printf(out, "<tr><th>data-parallel baseline</th><td class=\"n\">%s</td><td>loss ratio %s (%s), %llu tokens</td></tr>\n",
+		           a, b, c, (unsigned long long)r->baseline.tokens);
 	}
 	if (r->twin.ran) {
 		double q = loss_ratio(r, &r->twin);
 		fmt_opt(a, sizeof(a), "%.4f", r->twin.loss);
 		fmt_opt(b, sizeof(b), "%.4f", q);
 		snprintf(c, sizeof(c), "%s", isfinite(q) && fabs(q - 1) <= 0.03 ? "within 3%" : "not within 3%");
-		EMIT("<tr><th>no-chaos twin</th><td class=\"n\">%s</td><td>loss ratio %s (%s), %llu tokens</td></tr>\n",
-		     a, b, c, (unsigned long long)r->twin.tokens);
+		buf_printf(out, "<tr><th>no-chaos twin</th><td class=\"n\">%s</td><td>loss ratio %s (%s), %llu tokens</td></tr>\n",
+		           a, b, c, (unsigned long long)r->twin.tokens);
 	}
-	EMIT("</table>\n");
+	buf_printf(out, "</table>\n");
 
 	nss = 0;
 	ss[nss++] = (struct svg_series){ "this run", NULL, etok, eloss, ne, 0, 1 };
@@ -285,34 +280,33 @@ int run_report_html(const struct run_record *r, struct buf *out, struct err *e)
 		hl[nh++] = (struct svg_hline){ "baseline final", r->baseline.loss, "#ff7f0e" };
 	if (r->twin.ran && isfinite(r->twin.loss))
 		hl[nh++] = (struct svg_hline){ "twin final", r->twin.loss, "#2ca02c" };
-	EMIT("<h2>Eval loss of the global model</h2>\n");
-	if (svg_plot(out, &(struct svg_plot){ "eval loss vs tokens", "tokens (all learners)",
-			"loss (nats/token)", 0, 0, NULL, 0, NULL, hl, nh, 0 }, ss, nss))
-		goto full;
-	EMIT("<h2>Learners up</h2>\n");
+	buf_printf(out, "<h2>Eval loss of the global model</h2>\n");
+	svg_plot(out, &(struct svg_plot){ "eval loss vs tokens", "tokens (all learners)",
+			"loss (nats/token)", 0, 0, NULL, 0, NULL, hl, nh, 0 }, ss, nss);
+	buf_printf(out, "<h2>Learners up</h2>\n");
 	ss[0] = (struct svg_series){ "learners up", "#1f77b4", t, up, ns, 1, 0 };
-	if (svg_plot(out, &(struct svg_plot){ "learners up over time", "seconds",
-			"learners", 0, 0, kt, nk, "kill", NULL, 0, 1 }, ss, 1))
-		goto full;
-	EMIT("<h2>Rounds</h2>\n");
+	svg_plot(out, &(struct svg_plot){ "learners up over time", "seconds",
+			"learners", 0, 0, kt, nk, "kill", NULL, 0, 1 }, ss, 1);
+	buf_printf(out, "<h2>Rounds</h2>\n");
 	ss[0] = (struct svg_series){ "rounds completed", "#2ca02c", t, rounds, ns, 0, 0 };
-	if (svg_plot(out, &(struct svg_plot){ "rounds over time", "seconds",
-			"rounds", 0, 0, kt, nk, "kill", NULL, 0, 1 }, ss, 1))
-		goto full;
+	svg_plot(out, &(struct svg_plot){ "rounds over time", "seconds",
+			"rounds", 0, 0, kt, nk, "kill", NULL, 0, 1 }, ss, 1);
 	if (nk) {
-		EMIT("<h2>Kills</h2>\n<table><tr><th>time (s)</th><th>target</th></tr>\n");
+		buf_printf(out, "<h2>Kills</h2>\n<table><tr><th>time (s)</th><th>target</th></tr>\n");
 		for (size_t i = 0; i < nk; i++) {
 			char name[32];
-			EMIT("<tr><td class=\"n\">%.1f</td><td>%s</td></tr>\n", r->kills[i].t,
-			     chaos_kill_name(&r->kills[i].k, name, sizeof(name)));
+			buf_printf(out, "<tr><td class=\"n\">%.1f</td><td>%s</td></tr>\n", r->kills[i].t,
+			           chaos_kill_name(&r->kills[i].k, name, sizeof(name)));
 		}
-		EMIT("</table>\n");
+		buf_printf(out, "</table>\n");
 	}
-	EMIT("</body></html>\n");
+	buf_printf(out, "</body></html>\n");
+	/* every append above is checked here: out keeps its first error */
+	if (buf_error(out)) {
+		err_set(e, "report: HTML %s", buf_strerror(buf_error(out)));
+		goto out;
+	}
 	rc = 0;
-	goto out;
-full:
-	err_set(e, "report: HTML larger than the limit");
 out:
 	free(t);
 	free(up);
@@ -351,7 +345,7 @@ out:
 	return rc;
 }
 
-void run_summary(const struct run_record *r, struct buf *out)
+int run_summary(const struct run_record *r, struct buf *out)
 {
 	const struct run_status *f = &r->final;
 	char loss[32], upt[32], gp[32];
@@ -383,4 +377,5 @@ void run_summary(const struct run_record *r, struct buf *out)
 			   isfinite(q) ? (fabs(q - 1) <= 0.05 ? " (within 5%)" : " (NOT within 5%)") : "");
 	}
 	buf_printf(out, "report: %s/report.json\nreport: %s/report.html\n", r->dir, r->dir);
+	return buf_error(out) ? -1 : 0;
 }

@@ -133,8 +133,9 @@ int run_report_json(const struct run_record *r, struct buf *out, struct err *e);
 int run_report_html(const struct run_record *r, struct buf *out, struct err *e);
 /* Writes DIR/report.json and DIR/report.html. */
 int run_report_write(const struct run_record *r, struct err *e);
-/* The final summary lines, printed after a run. */
-void run_summary(const struct run_record *r, struct buf *out);
+/* The final summary lines, printed after a run; -1 when out has an error
+ * (buf_error). */
+int run_summary(const struct run_record *r, struct buf *out);
 
 /* ---- the live view ---- */
 
