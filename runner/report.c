@@ -52,7 +52,7 @@ static double loss_ratio(const struct run_record *r, const struct run_compare *c
 	return r->final.eval_loss / c->loss;
 }
 
-static json_t *evals_json(const struct run_eval *ev, size_t n)
+static json_t *evals_json(const struct syncer_eval *ev, size_t n)
 {
 	json_t *a = json_array();
 
@@ -83,7 +83,7 @@ static json_t *compare_json(const struct run_record *r, const struct run_compare
 
 int run_report_json(const struct run_record *r, struct buf *out, struct err *e)
 {
-	const struct run_status *f = &r->final;
+	const struct syncer_status *f = &r->final;
 	double dp = run_dp_bytes(r->params, r->learners, f->tokens, r->tokens_per_step);
 	double exchanged = (double)f->bytes_in + (double)f->bytes_out;
 	char started[32];
@@ -170,7 +170,7 @@ static void fmt_opt(char *b, size_t n, const char *fmt, double v)
 
 int run_report_html(const struct run_record *r, struct buf *out, struct err *e)
 {
-	const struct run_status *f = &r->final;
+	const struct syncer_status *f = &r->final;
 	size_t ns = r->nsamples, nk = r->nkills, ne = f->nevals;
 	double *t = NULL, *up = NULL, *rounds = NULL, *kt = NULL;
 	double *etok = NULL, *eloss = NULL, *ttok = NULL, *tloss = NULL;
@@ -347,7 +347,7 @@ out:
 
 int run_summary(const struct run_record *r, struct buf *out)
 {
-	const struct run_status *f = &r->final;
+	const struct syncer_status *f = &r->final;
 	char loss[32], upt[32], gp[32];
 	int restarts = r->syncer_restarts;
 
