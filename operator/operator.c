@@ -49,6 +49,10 @@
 #define PROGRESS_EVERY 5.0        /* seconds between /status reads */
 #define RUNNING_RESYNC 10.0
 
+/* "reason: message" of an Event reconcile asked for */
+#define EVENT_TEXT (sizeof(((struct rc_action *)0)->reason) + 2 + \
+		    sizeof(((struct rc_action *)0)->message))
+
 struct jobmem {
 	char key[WQ_KEY_MAX];
 	char uid[64];
@@ -56,7 +60,7 @@ struct jobmem {
 	struct learner_mem *learners;
 	struct obs_progress progress;
 	double progress_at;           /* monotonic */
-	struct { char text[320]; double at; } sent[8];  /* recent Events */
+	struct { char text[EVENT_TEXT]; double at; } sent[8];  /* recent Events */
 	int nsent;
 	struct jobmem *next;
 };
@@ -583,7 +587,7 @@ static void job_event(struct kube *k, json_t *job, int warning,
 
 static int event_repeated(struct jobmem *m, const char *reason, const char *msg)
 {
-	char text[320];
+	char text[EVENT_TEXT];
 	double now = clock_mono();
 
 	snprintf(text, sizeof(text), "%s: %s", reason, msg);
@@ -666,7 +670,7 @@ static void undo_failed(struct worker *w, struct pass *p,
 {
 	char msg[300];
 
-	snprintf(msg, sizeof(msg), "%s", why);
+	snprintf(msg, sizeof(msg), "%.*s", (int)sizeof(msg) - 1, why);
 	if (a->kind != ACT_DELETE_JOB && a->kind != ACT_EVENT &&
 	    a->kind != ACT_DELETE_LEARNER && a->kind != ACT_DELETE_SYNCER) {
 		char now[48];
