@@ -12,14 +12,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "common/chaos.h"
 #include "common/jobspec.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "operator/children.h"
-#include "operator/operator.h"
 
 struct cjob {
 	char key[160], uid[64];
@@ -31,7 +29,7 @@ struct cjob {
 	struct chaos sched;
 	long kills;
 	double last_kill;             /* wall */
-	char last_pod[128];
+	char last_pod[CHILD_NAME_MAX];
 	char gone[8][64];             /* uids of recent victims: down until gone */
 	int ngone;
 	int seen;                     /* in this tick's job list */
@@ -80,15 +78,6 @@ static const char *jget(json_t *o, const char *a, const char *b)
 	return json_string_value(json_object_get(json_object_get(o, a), b));
 }
 
-static void fmt_time(double t, char *out, size_t n)
-{
-	time_t s = (time_t)t;
-	struct tm tm;
-
-	gmtime_r(&s, &tm);
-	strftime(out, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 /* Under c->mu. */
 static struct cjob *find(struct chaos_ctl *c, const char *key)
 {
@@ -122,7 +111,7 @@ struct kill_ctx {
 	struct kube *k;
 	json_t *job;
 	struct cjob *cj;
-	char pod[128];
+	char pod[CHILD_NAME_MAX];
 	const char *uids;
 };
 
@@ -136,10 +125,9 @@ static int kill_pod(void *arg, const struct chaos_kill *kill, struct err *e)
 	const char *uid = x->uids + 64 * (kill->kind == CHAOS_SYNCER ?
 					  x->cj->learners : kill->index);
 
-	if (kill->kind == CHAOS_SYNCER)
-		snprintf(x->pod, sizeof(x->pod), "%s-syncer-0", name);
-	else
-		snprintf(x->pod, sizeof(x->pod), "%s-learner-%d", name, kill->index);
+	if (child_name(name, kill->kind == CHAOS_SYNCER ? CHILD_SYNCER_POD : CHILD_LEARNER,
+		       kill->index, x->pod, sizeof(x->pod)))
+		return err_set(e, "pod name of job '%s' too long", name);
 	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", ns, x->pod);
 	snprintf(body, sizeof(body),
 		 "{\"apiVersion\":\"v1\",\"kind\":\"DeleteOptions\",\"gracePeriodSeconds\":0,"
@@ -173,12 +161,13 @@ static void view(struct chaos_ctl *c, const struct cjob *cj, json_t *job,
 	const char *name = jget(job, "metadata", "name");
 	const char *uid;
 	json_t *pods = informer_select(c->pods, ns, LABEL_JOB, name), *p;
-	char syncer[128];
+	char syncer[CHILD_NAME_MAX];
 	size_t i;
 
 	memset(down, 1, (size_t)learners);
 	*syncer_down = 1;
-	snprintf(syncer, sizeof(syncer), "%s-syncer-0", name);
+	/* a name too long is "": no pod matches, the syncer counts as down */
+	child_name(name, CHILD_SYNCER_POD, 0, syncer, sizeof(syncer));
 	json_array_foreach(pods, i, p) {
 		const char *pn = jget(p, "metadata", "name");
 		const char *phase = jget(p, "status", "phase");
@@ -210,40 +199,27 @@ static void view(struct chaos_ctl *c, const struct cjob *cj, json_t *job,
 	json_decref(pods);
 }
 
-static void tick_job(struct chaos_ctl *c, struct kube *k, const char *key)
+/*
+ * Under c->mu: the job's entry, made when new, cleared when the name now
+ * belongs to another job, its settings parsed again when the generation
+ * moved. *touched when a running schedule was disarmed by new settings.
+ */
+static struct cjob *entry(struct chaos_ctl *c, const char *key, json_t *job,
+			  int *touched)
 {
-	const char *slash = strchr(key, '/');
-	char ns[64], name[64], msg[256], planned[48];
-	json_t *job, *status;
-	struct cjob *cj;
-	const char *uid, *phase;
-	long long gen;
-	int active, touched = 0;
+	const char *uid = jget(job, "metadata", "uid");
+	long long gen = json_integer_value(json_object_get(json_object_get(job, "metadata"),
+							   "generation"));
+	struct cjob *cj = find(c, key);
 
-	if (!slash || slash - key >= (long)sizeof(ns))
-		return;
-	snprintf(ns, sizeof(ns), "%.*s", (int)(slash - key), key);
-	snprintf(name, sizeof(name), "%s", slash + 1);
-	if (!(job = informer_get(c->jobs, ns, name)))
-		return;
-	uid = jget(job, "metadata", "uid");
-	gen = json_integer_value(json_object_get(json_object_get(job, "metadata"), "generation"));
-	status = json_object_get(job, "status");
-	phase = json_string_value(json_object_get(status, "phase"));
-
-	pthread_mutex_lock(&c->mu);
-	cj = find(c, key);
 	if (cj && strcmp(cj->uid, uid ? uid : "")) {
 		/* another job under the same name */
 		memset((char *)cj + offsetof(struct cjob, uid), 0,
 		       offsetof(struct cjob, next) - offsetof(struct cjob, uid));
 	}
 	if (!cj) {
-		if (!(cj = calloc(1, sizeof(*cj)))) {
-			pthread_mutex_unlock(&c->mu);
-			json_decref(job);
-			return;
-		}
+		if (!(cj = calloc(1, sizeof(*cj))))
+			return NULL;
 		snprintf(cj->key, sizeof(cj->key), "%s", key);
 		cj->next = c->list;
 		c->list = cj;
@@ -252,7 +228,7 @@ static void tick_job(struct chaos_ctl *c, struct kube *k, const char *key)
 	if (!cj->uid[0]) {
 		snprintf(cj->uid, sizeof(cj->uid), "%s", uid ? uid : "");
 		cj->kills = (long)json_integer_value(json_object_get(
-			json_object_get(status, "chaos"), "kills"));
+			json_object_get(json_object_get(job, "status"), "chaos"), "kills"));
 	}
 	if (!cj->parsed || cj->generation != gen) {
 		struct job_chaos cfg;
@@ -265,19 +241,114 @@ static void tick_job(struct chaos_ctl *c, struct kube *k, const char *key)
 			cj->cfg = cfg;
 			cj->learners = learners;
 			if (cj->active)
-				touched = 1;
-			cj->active = 0;   /* re-armed below with the new settings */
+				*touched = 1;
+			cj->active = 0;   /* re-armed with the new settings */
 		}
 		cj->cfg.enabled = on;
 		cj->parsed = 1;
 		cj->generation = gen;
 	}
-	active = cj->cfg.enabled && cj->learners > 0 && phase &&
-		 (!strcmp(phase, "Running") || !strcmp(phase, "Restarting")) &&
-		 !json_object_get(json_object_get(job, "metadata"), "deletionTimestamp") &&
-		 !json_is_true(json_object_get(json_object_get(job, "spec"), "suspend")) &&
-		 kube_time_parse(json_string_value(json_object_get(status, "startTime"))) > 0;
-	if (!active) {
+	return cj;
+}
+
+/* Chaos runs for an enabled job that has started and is not done,
+ * suspended or being deleted. */
+static int wanted(const struct cjob *cj, json_t *job)
+{
+	json_t *status = json_object_get(job, "status");
+	const char *phase = json_string_value(json_object_get(status, "phase"));
+
+	return cj->cfg.enabled && cj->learners > 0 && phase &&
+	       (!strcmp(phase, "Running") || !strcmp(phase, "Restarting")) &&
+	       !json_object_get(json_object_get(job, "metadata"), "deletionTimestamp") &&
+	       !json_is_true(json_object_get(json_object_get(job, "spec"), "suspend")) &&
+	       kube_time_parse(json_string_value(json_object_get(status, "startTime"))) > 0;
+}
+
+/* Starts the schedule on the clock of status.startTime; 0 when armed. */
+static int arm(struct cjob *cj, json_t *job, const char *key)
+{
+	unsigned char *all = malloc((size_t)cj->learners);
+	struct chaos_view v = { cj->learners, all, 1 };
+	struct chaos_kill kk;
+	double now;
+
+	if (!all)
+		return -1;
+	memset(all, 1, (size_t)cj->learners);
+	cj->start = kube_time_parse(json_string_value(json_object_get(
+		json_object_get(job, "status"), "startTime")));
+	chaos_init(&cj->sched, &cj->cfg, cj->learners);
+	/* kills planned before now are skipped, not executed in a burst */
+	now = clock_wall() - cj->start;
+	while (chaos_due(&cj->sched, now, &v, &kk))
+		;
+	free(all);
+	cj->active = 1;
+	log_info("%s: chaos armed (%s, next kill in %.1fs)", key,
+		 cj->cfg.schedule == CHAOS_INTERVAL ? "interval" : "poisson",
+		 chaos_next_time(&cj->sched) - now);
+	return 0;
+}
+
+/*
+ * The kill that is due, if one is: the pods that are up from the cache,
+ * then chaos_run_due. 1 with the Event's text in msg after a kill.
+ */
+static int kill_due(struct chaos_ctl *c, struct kube *k, struct cjob *cj,
+		    json_t *job, const char *key, char *msg, size_t n)
+{
+	unsigned char *down = malloc((size_t)cj->learners);
+	char *uids = calloc((size_t)cj->learners + 1, 64);
+	struct chaos_view v = { cj->learners, down, 0 };
+	struct kill_ctx x = { c, k, job, cj, "", uids };
+	struct chaos_executor ex = { kill_pod, &x };
+	double due = chaos_next_time(&cj->sched);
+	struct err e;
+	int r = -1;
+
+	if (!down || !uids)
+		goto out;
+	view(c, cj, job, cj->learners, down, &v.syncer_down, uids);
+	r = chaos_run_due(&cj->sched, clock_wall() - cj->start, &v, &ex, &e);
+	if (r < 0)
+		log_warn("%s: chaos: %s", key, e.msg);
+	if (r != 1)
+		goto out;
+	cj->kills++;
+	c->kills++;
+	cj->last_kill = clock_wall();
+	snprintf(cj->last_pod, sizeof(cj->last_pod), "%s", x.pod);
+	snprintf(msg, n, "chaos kill %ld: pod %s deleted (planned at %.1fs after start, "
+		 "next in %.1fs)", cj->kills, x.pod, due,
+		 chaos_next_time(&cj->sched) - (clock_wall() - cj->start));
+out:
+	free(down);
+	free(uids);
+	return r;
+}
+
+static void tick_job(struct chaos_ctl *c, struct kube *k, const char *key)
+{
+	const char *slash = strchr(key, '/');
+	char ns[64], name[64], msg[512];
+	json_t *job;
+	struct cjob *cj;
+	int touched = 0, killed = 0;
+
+	if (!slash || slash - key >= (long)sizeof(ns))
+		return;
+	snprintf(ns, sizeof(ns), "%.*s", (int)(slash - key), key);
+	snprintf(name, sizeof(name), "%s", slash + 1);
+	if (!(job = informer_get(c->jobs, ns, name)))
+		return;
+	pthread_mutex_lock(&c->mu);
+	if (!(cj = entry(c, key, job, &touched))) {
+		pthread_mutex_unlock(&c->mu);
+		json_decref(job);
+		return;
+	}
+	if (!wanted(cj, job)) {
 		if (cj->active) {
 			cj->active = 0;
 			touched = 1;
@@ -286,66 +357,19 @@ static void tick_job(struct chaos_ctl *c, struct kube *k, const char *key)
 		goto out;
 	}
 	if (!cj->active) {
-		unsigned char *all = malloc((size_t)cj->learners);
-		struct chaos_view v = { cj->learners, all, 1 };
-		struct chaos_kill kk;
-		double now;
-
-		if (!all)
+		if (arm(cj, job, key))
 			goto out;
-		memset(all, 1, (size_t)cj->learners);
-		cj->start = kube_time_parse(json_string_value(json_object_get(status, "startTime")));
-		chaos_init(&cj->sched, &cj->cfg, cj->learners);
-		/* kills planned before now are skipped, not executed in a burst */
-		now = clock_wall() - cj->start;
-		while (chaos_due(&cj->sched, now, &v, &kk))
-			;
-		free(all);
-		cj->active = 1;
 		touched = 1;
-		log_info("%s: chaos armed (%s, next kill in %.1fs)", key,
-			 cj->cfg.schedule == CHAOS_INTERVAL ? "interval" : "poisson",
-			 chaos_next_time(&cj->sched) - now);
 	}
-	if (clock_wall() - cj->start >= chaos_next_time(&cj->sched)) {
-		unsigned char *down = malloc((size_t)cj->learners);
-		char *uids = calloc((size_t)cj->learners + 1, 64);
-		struct chaos_view v = { cj->learners, down, 0 };
-		struct kill_ctx x = { c, k, job, cj, "", uids };
-		struct chaos_executor ex = { kill_pod, &x };
-		double due = chaos_next_time(&cj->sched);
-		struct err e;
-		int r;
-
-		if (!down || !uids) {
-			free(down);
-			free(uids);
-			goto out;
-		}
-		view(c, cj, job, cj->learners, down, &v.syncer_down, uids);
-		r = chaos_run_due(&cj->sched, clock_wall() - cj->start, &v, &ex, &e);
-		free(down);
-		free(uids);
-		if (r < 0) {
-			log_warn("%s: chaos: %s", key, e.msg);
-		} else if (r == 1) {
-			cj->kills++;
-			c->kills++;
-			cj->last_kill = clock_wall();
-			snprintf(cj->last_pod, sizeof(cj->last_pod), "%s", x.pod);
-			touched = 1;
-			snprintf(planned, sizeof(planned), "%.1fs", due);
-			snprintf(msg, sizeof(msg),
-				 "chaos kill %ld: pod %s deleted (planned at %s after start, "
-				 "next in %.1fs)", cj->kills, x.pod, planned,
-				 chaos_next_time(&cj->sched) - (clock_wall() - cj->start));
-			pthread_mutex_unlock(&c->mu);
-			operator_event(k, job, 1, "ChaosKill", msg);
-			pthread_mutex_lock(&c->mu);
-		}
-	}
+	if (clock_wall() - cj->start >= chaos_next_time(&cj->sched) &&
+	    kill_due(c, k, cj, job, key, msg, sizeof(msg)) == 1)
+		killed = touched = 1;
 out:
 	pthread_mutex_unlock(&c->mu);
+	if (killed)
+		kube_post_event(k, &(struct kube_event_post){
+			FIELD_MANAGER, JOB_API_VERSION, JOB_KIND, job, 1,
+			"ChaosKill", msg });
 	if (touched && c->touched)
 		c->touched(c->ctx, key);
 	json_decref(job);
@@ -389,12 +413,12 @@ json_t *chaos_ctl_status(struct chaos_ctl *c, const char *key, const char *uid)
 		out = json_pack("{s:I, s:b}", "kills", (json_int_t)j->kills,
 				"active", j->active);
 		if (j->kills && j->last_kill > 0) {
-			fmt_time(j->last_kill, buf, sizeof(buf));
+			kube_time_format(j->last_kill, buf, sizeof(buf));
 			json_object_set_new(out, "lastKill", json_string(buf));
 			json_object_set_new(out, "lastKillPod", json_string(j->last_pod));
 		}
 		if (j->active && isfinite(chaos_next_time(&j->sched))) {
-			fmt_time(j->start + chaos_next_time(&j->sched), buf, sizeof(buf));
+			kube_time_format(j->start + chaos_next_time(&j->sched), buf, sizeof(buf));
 			json_object_set_new(out, "nextKill", json_string(buf));
 		}
 	}

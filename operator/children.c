@@ -13,6 +13,28 @@
 #include <stdlib.h>
 #include <string.h>
 
+int child_name(const char *job, enum child_kind kind, int index, char *out,
+	       size_t n)
+{
+	static const char *const suffix[] = {
+		[CHILD_SPEC] = "spec", [CHILD_SYNCER] = "syncer",
+		[CHILD_CHECKPOINTS] = "checkpoints", [CHILD_LEARNER] = "learner",
+		[CHILD_SYNCER_POD] = "syncer-0",
+	};
+	int k;
+
+	if (kind == CHILD_LEARNER)
+		k = snprintf(out, n, "%s-%s-%d", job, suffix[kind], index);
+	else
+		k = snprintf(out, n, "%s-%s", job, suffix[kind]);
+	if (k < 0 || (size_t)k >= n) {
+		if (n)
+			out[0] = '\0';
+		return -1;
+	}
+	return 0;
+}
+
 static const char *sget(json_t *o, const char *a, const char *b)
 {
 	return json_string_value(json_object_get(json_object_get(o, a), b));
@@ -35,8 +57,8 @@ json_t *job_core(json_t *obj)
 	json_object_del(json_object_get(spec, "syncer"), "storage");
 	json_object_del(json_object_get(spec, "syncer"), "storageClassName");
 	o = json_pack("{s:s, s:s, s:{s:O?, s:O?}, s:o}",
-		      "apiVersion", "ddiloco.io/v1alpha1",
-		      "kind", "DecoupledTrainingJob",
+		      "apiVersion", JOB_API_VERSION,
+		      "kind", JOB_KIND,
 		      "metadata",
 		      "name", json_object_get(meta, "name"),
 		      "namespace", json_object_get(meta, "namespace"),
@@ -48,7 +70,7 @@ static json_t *labels(const struct child_ctx *c, const char *role)
 {
 	return json_pack("{s:s, s:s, s:s, s:s}",
 			 "app.kubernetes.io/name", "ddiloco",
-			 "app.kubernetes.io/managed-by", "ddiloco-operator",
+			 "app.kubernetes.io/managed-by", FIELD_MANAGER,
 			 LABEL_JOB, c->name, LABEL_ROLE, role);
 }
 
@@ -59,8 +81,8 @@ static json_t *meta(const struct child_ctx *c, const char *name,
 			 "name", name, "namespace", c->ns,
 			 "labels", labels(c, role),
 			 "ownerReferences",
-			 "apiVersion", "ddiloco.io/v1alpha1",
-			 "kind", "DecoupledTrainingJob",
+			 "apiVersion", JOB_API_VERSION,
+			 "kind", JOB_KIND,
 			 "name", c->name, "uid", c->uid,
 			 "controller", 1, "blockOwnerDeletion", 1);
 }
@@ -73,9 +95,10 @@ static json_t *object(const char *api, const char *kind, json_t *m, json_t *spec
 
 json_t *child_configmap(const struct child_ctx *c)
 {
-	char name[128];
+	char name[CHILD_NAME_MAX];
 
-	snprintf(name, sizeof(name), "%s-spec", c->name);
+	if (child_name(c->name, CHILD_SPEC, 0, name, sizeof(name)))
+		return NULL;
 	return json_pack("{s:s, s:s, s:o, s:{s:s}}", "apiVersion", "v1",
 			 "kind", "ConfigMap", "metadata", meta(c, name, "spec"),
 			 "data", "job.json", c->job_json);
@@ -83,9 +106,10 @@ json_t *child_configmap(const struct child_ctx *c)
 
 json_t *child_service(const struct child_ctx *c)
 {
-	char name[128];
+	char name[CHILD_NAME_MAX];
 
-	snprintf(name, sizeof(name), "%s-syncer", c->name);
+	if (child_name(c->name, CHILD_SYNCER, 0, name, sizeof(name)))
+		return NULL;
 	return object("v1", "Service", meta(c, name, "syncer"),
 		      json_pack("{s:s, s:b, s:{s:s, s:s}, s:[{s:s, s:i, s:i}, {s:s, s:i, s:i}]}",
 				"clusterIP", "None",
@@ -107,11 +131,12 @@ static const char *storage(const struct child_ctx *c)
 
 json_t *child_pvc(const struct child_ctx *c)
 {
-	char name[128];
+	char name[CHILD_NAME_MAX];
 	json_t *spec;
 	const char *cls = sget(c->spec, "syncer", "storageClassName");
 
-	snprintf(name, sizeof(name), "%s-checkpoints", c->name);
+	if (child_name(c->name, CHILD_CHECKPOINTS, 0, name, sizeof(name)))
+		return NULL;
 	spec = json_pack("{s:[s], s:{s:{s:s}}}", "accessModes", "ReadWriteOnce",
 			 "resources", "requests", "storage", storage(c));
 	if (cls)
@@ -120,14 +145,15 @@ json_t *child_pvc(const struct child_ctx *c)
 }
 
 /* Volumes and mounts every container of the job has: spec, data. */
-static void common_volumes(const struct child_ctx *c, json_t *volumes,
-			   json_t *mounts)
+static int common_volumes(const struct child_ctx *c, json_t *volumes,
+			  json_t *mounts)
 {
 	const char *claim = sget(c->spec, "data", "claimName");
 	const char *mount = sget(c->spec, "data", "mountPath");
-	char cm[128];
+	char cm[CHILD_NAME_MAX];
 
-	snprintf(cm, sizeof(cm), "%s-spec", c->name);
+	if (child_name(c->name, CHILD_SPEC, 0, cm, sizeof(cm)))
+		return -1;
 	json_array_append_new(volumes, json_pack("{s:s, s:{s:s}}", "name", "spec",
 						 "configMap", "name", cm));
 	json_array_append_new(mounts, json_pack("{s:s, s:s, s:b}", "name", "spec",
@@ -140,6 +166,7 @@ static void common_volumes(const struct child_ctx *c, json_t *volumes,
 			"{s:s, s:s, s:b}", "name", "data",
 			"mountPath", mount ? mount : "/data", "readOnly", 1));
 	}
+	return 0;
 }
 
 static const char *pull_policy(const struct child_ctx *c)
@@ -164,13 +191,17 @@ static void placement(const struct child_ctx *c, json_t *podspec)
 
 json_t *child_syncer(const struct child_ctx *c)
 {
-	char name[128], claim[128];
+	char name[CHILD_NAME_MAX], claim[CHILD_NAME_MAX];
 	json_t *volumes = json_array(), *mounts = json_array(), *podspec, *sel;
 	const char *st = storage(c);
 
-	snprintf(name, sizeof(name), "%s-syncer", c->name);
-	snprintf(claim, sizeof(claim), "%s-checkpoints", c->name);
-	common_volumes(c, volumes, mounts);
+	if (child_name(c->name, CHILD_SYNCER, 0, name, sizeof(name)) ||
+	    child_name(c->name, CHILD_CHECKPOINTS, 0, claim, sizeof(claim)) ||
+	    common_volumes(c, volumes, mounts)) {
+		json_decref(volumes);
+		json_decref(mounts);
+		return NULL;
+	}
 	if (st[0])
 		json_array_append_new(volumes, json_pack(
 			"{s:s, s:{s:s}}", "name", "checkpoints",
@@ -229,26 +260,37 @@ static json_t *resources(const struct child_ctx *c)
 	return json_pack("{s:o, s:o}", "requests", req, "limits", lim);
 }
 
-void syncer_address(const char *job, const char *ns, int port, char *out,
-		    size_t n)
+int syncer_address(const char *job, const char *ns, int port, char *out,
+		   size_t n)
 {
-	snprintf(out, n, "%s-syncer-0.%s-syncer.%s.svc:%d", job, job, ns, port);
+	char pod[CHILD_NAME_MAX], svc[CHILD_NAME_MAX];
+	int k;
+
+	if (child_name(job, CHILD_SYNCER_POD, 0, pod, sizeof(pod)) ||
+	    child_name(job, CHILD_SYNCER, 0, svc, sizeof(svc)))
+		return -1;
+	k = snprintf(out, n, "%s.%s.%s.svc:%d", pod, svc, ns, port);
+	return k < 0 || (size_t)k >= n ? -1 : 0;
 }
 
 json_t *child_learner(const struct child_ctx *c, int index)
 {
-	char name[128], idx[16], addr[300];
+	char name[CHILD_NAME_MAX], idx[16], addr[2 * CHILD_NAME_MAX + 80];
 	json_t *volumes = json_array(), *mounts = json_array(), *m, *podspec;
 	json_t *side_mounts;
 
-	snprintf(name, sizeof(name), "%s-learner-%d", c->name, index);
 	snprintf(idx, sizeof(idx), "%d", index);
-	syncer_address(c->name, c->ns, c->js->syncer.port, addr, sizeof(addr));
 	json_array_append_new(volumes, json_pack(
 		"{s:s, s:{s:s}}", "name", "exchange", "emptyDir", "medium", "Memory"));
 	json_array_append_new(mounts, json_pack("{s:s, s:s}", "name", "exchange",
 						"mountPath", EXCHANGE_DIR));
-	common_volumes(c, volumes, mounts);
+	if (child_name(c->name, CHILD_LEARNER, index, name, sizeof(name)) ||
+	    syncer_address(c->name, c->ns, c->js->syncer.port, addr, sizeof(addr)) ||
+	    common_volumes(c, volumes, mounts)) {
+		json_decref(volumes);
+		json_decref(mounts);
+		return NULL;
+	}
 	side_mounts = json_deep_copy(mounts);
 	podspec = json_pack(
 		"{s:s, s:i, s:[{s:s, s:s, s:s, s:s,"

@@ -22,6 +22,10 @@
 #include "common/err.h"
 #include "common/jobspec.h"
 
+#define JOB_API_VERSION "ddiloco.io/v1alpha1"
+#define JOB_KIND "DecoupledTrainingJob"
+#define FIELD_MANAGER "ddiloco-operator"   /* also managed-by and Events' source */
+
 #define LABEL_JOB   "ddiloco.io/job"
 #define LABEL_ROLE  "ddiloco.io/role"
 #define LABEL_INDEX "ddiloco.io/learner-index"
@@ -30,6 +34,25 @@
 #define CHECKPOINT_DIR "/var/lib/ddiloco"
 /* the image's non-root user and group (Dockerfile, scripts/image.sh) */
 #define IMAGE_UID 65532
+
+/* The children's names (the table above), and the syncer's one pod. */
+enum child_kind {
+	CHILD_SPEC,                   /* <job>-spec */
+	CHILD_SYNCER,                 /* <job>-syncer: Service and StatefulSet */
+	CHILD_CHECKPOINTS,            /* <job>-checkpoints */
+	CHILD_LEARNER,                /* <job>-learner-<index> */
+	CHILD_SYNCER_POD,             /* <job>-syncer-0 */
+};
+
+/* Room for any child's name: a DNS subdomain is at most 253 bytes. */
+#define CHILD_NAME_MAX 254
+
+/*
+ * Writes the name of job's child of that kind (index: learners only) into
+ * out (size n); 0, or -1 when it does not fit (out is then "").
+ */
+int child_name(const char *job, enum child_kind kind, int index, char *out,
+	       size_t n);
 
 struct child_ctx {
 	const char *name, *ns, *uid;
@@ -47,6 +70,7 @@ struct child_ctx {
  */
 json_t *job_core(json_t *obj);
 
+/* Each child as JSON (a new reference), or NULL when its name is too long. */
 json_t *child_configmap(const struct child_ctx *c);
 json_t *child_service(const struct child_ctx *c);
 json_t *child_pvc(const struct child_ctx *c);
@@ -55,8 +79,8 @@ json_t *child_learner(const struct child_ctx *c, int index);
 
 /* "<job>-learner-<i>" → i; -1 when the name is not one of the job's. */
 int learner_index(const char *job, const char *pod);
-/* The syncer's gRPC address as learners see it. */
-void syncer_address(const char *job, const char *ns, int port, char *out,
-		    size_t n);
+/* The syncer's gRPC address as learners see it; -1 when it does not fit. */
+int syncer_address(const char *job, const char *ns, int port, char *out,
+		   size_t n);
 
 #endif

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "common/buf.h"
+#include "common/log.h"
 #include "common/util.h"
 #include "operator/yamljson.h"
 
@@ -561,6 +562,59 @@ out:
 	return rc;
 }
 
+/* ---- events -------------------------------------------------------- */
+
+static const char *meta_str(json_t *obj, const char *field)
+{
+	return json_string_value(json_object_get(json_object_get(obj, "metadata"), field));
+}
+
+int kube_post_event(struct kube *k, const struct kube_event_post *ev)
+{
+	const char *ns = meta_str(ev->about, "namespace");
+	const char *name = meta_str(ev->about, "name");
+	char path[320], now[48], gen[288];
+	struct kube_status st;
+	struct err e;
+	json_t *obj;
+	char *body = NULL;
+	int rc = -1;
+
+	if (!ns || !name) {
+		log_warn("event %s: the object has no namespace or name", ev->reason);
+		return -1;
+	}
+	kube_time_now(now, sizeof(now), 0);
+	if ((size_t)snprintf(path, sizeof(path), "/api/v1/namespaces/%s/events", ns) >= sizeof(path) ||
+	    (size_t)snprintf(gen, sizeof(gen), "%s.", name) >= sizeof(gen)) {
+		log_warn("event %s on %s/%s: name too long", ev->reason, ns, name);
+		return -1;
+	}
+	obj = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s, s:s, s:s?},"
+			" s:s, s:s, s:s, s:{s:s}, s:s, s:s, s:i, s:s}",
+			"apiVersion", "v1", "kind", "Event",
+			"metadata", "generateName", gen, "namespace", ns,
+			"involvedObject", "apiVersion", ev->api_version,
+			"kind", ev->kind, "name", name, "namespace", ns,
+			"uid", meta_str(ev->about, "uid"),
+			"reason", ev->reason, "message", ev->message,
+			"type", ev->warning ? "Warning" : "Normal",
+			"source", "component", ev->component,
+			"firstTimestamp", now, "lastTimestamp", now, "count", 1,
+			"reportingComponent", ev->component);
+	if (obj && (body = json_dumps(obj, JSON_COMPACT)))
+		rc = kube_request(k, "POST", path, NULL, body, NULL, &st, &e);
+	else
+		err_set(&e, "cannot build the Event");
+	free(body);
+	json_decref(obj);
+	if (rc)
+		log_warn("event %s on %s/%s: %s", ev->reason, ns, name, e.msg);
+	else
+		log_info("%s/%s: %s: %s", ns, name, ev->reason, ev->message);
+	return rc;
+}
+
 /* ---- small helpers ------------------------------------------------- */
 
 int kube_escape(const char *s, char *out, size_t n)
@@ -601,6 +655,15 @@ void kube_time_now(char *out, size_t n, int micro)
 		snprintf(out, n, "%s.%06ldZ", base, ts.tv_nsec / 1000);
 	else
 		snprintf(out, n, "%sZ", base);
+}
+
+void kube_time_format(double t, char *out, size_t n)
+{
+	time_t s = (time_t)t;
+	struct tm tm;
+
+	gmtime_r(&s, &tm);
+	strftime(out, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
 double kube_time_parse(const char *s)

@@ -100,11 +100,28 @@ int kube_watch(struct kube *k, const char *path, kube_watch_fn fn,
 	       void *ctx, const volatile int *stop, struct kube_status *st,
 	       struct err *e);
 
+/*
+ * An Event about obj (its metadata.name, namespace and uid are read), an
+ * object of api_version/kind, reported by component: type Warning when
+ * warning, else Normal. Logs the outcome; 0 when the server took it.
+ */
+struct kube_event_post {
+	const char *component;
+	const char *api_version, *kind;
+	json_t *about;
+	int warning;
+	const char *reason, *message;
+};
+
+int kube_post_event(struct kube *k, const struct kube_event_post *ev);
+
 /* Percent-encodes s for a query value into out (size n). */
 int kube_escape(const char *s, char *out, size_t n);
 
 /* RFC 3339 UTC time of the wall clock, seconds ("...Z") or micro. */
 void kube_time_now(char *out, size_t n, int micro);
+/* t (seconds since the epoch) as RFC 3339 UTC, seconds ("...Z"). */
+void kube_time_format(double t, char *out, size_t n);
 /* Parses an RFC 3339 UTC time into seconds since the epoch; -1 if bad. */
 double kube_time_parse(const char *s);
 

@@ -6,19 +6,21 @@
  * HTTP server's, and the caller's thread, which runs leader election, the
  * periodic resync and the chaos controller.
  *
- * A worker's pass over one job (sync_job):
- *   1. read the job and its children from the caches
- *   2. parse the job with jobspec (the same parser as `ddiloco run`)
- *   3. read the syncer's /status when its pod is ready
- *   4. reconcile() -> actions, phase, conditions
- *   5. actions: server-side apply, deletes with a uid precondition,
- *      Events; a failure is written into the Created condition too
- *   6. status through /status with the resourceVersion read in 1 (409:
- *      the cache is behind; the key is retried with backoff)
+ * A worker's pass over one job (sync_job), one function per step:
+ *   1. observe        the job and its children from the caches, the job
+ *                     parsed with jobspec (the same parser as `ddiloco
+ *                     run`), the syncer's /status when its pod is ready
+ *   2. decide         reconcile() -> actions, phase, conditions (pure)
+ *   3. apply_actions  server-side apply, deletes with a uid precondition,
+ *                     Events; a failure is written into the Created
+ *                     condition too
+ *   4. write_status   status_build() (status.c), PUT through /status with
+ *                     the resourceVersion read in 1 (409: the cache is
+ *                     behind; the key is retried with backoff)
  * Errors requeue the key rate-limited; success forgets its failures.
  *
  * Per-job memory (learner backoff, restarts, expectations, last progress,
- * chaos) lives in a small table keyed by job key and uid.
+ * recent Events) lives in a small table keyed by job key and uid.
  */
 #include "operator/operator.h"
 
@@ -39,13 +41,17 @@
 #include "operator/informer.h"
 #include "operator/leader.h"
 #include "operator/reconcile.h"
+#include "operator/status.h"
 #include "operator/workqueue.h"
 
-#define CRD_PATH "/apis/ddiloco.io/v1alpha1"
-#define FIELD_MANAGER "ddiloco-operator"
+#define CRD_PATH "/apis/" JOB_API_VERSION
 #define STATUS_MAX_BODY (4u << 20)
 #define PROGRESS_EVERY 5.0        /* seconds between /status reads */
 #define RUNNING_RESYNC 10.0
+
+/* "reason: message" of an Event reconcile asked for */
+#define EVENT_TEXT (sizeof(((struct rc_action *)0)->reason) + 2 + \
+		    sizeof(((struct rc_action *)0)->message))
 
 struct jobmem {
 	char key[WQ_KEY_MAX];
@@ -54,7 +60,7 @@ struct jobmem {
 	struct learner_mem *learners;
 	struct obs_progress progress;
 	double progress_at;           /* monotonic */
-	struct { char text[320]; double at; } sent[8];  /* recent Events */
+	struct { char text[EVENT_TEXT]; double at; } sent[8];  /* recent Events */
 	int nsent;
 	struct jobmem *next;
 };
@@ -114,7 +120,7 @@ static int owner_key(json_t *obj, char *key, size_t n)
 		const char *kind = json_string_value(json_object_get(r, "kind"));
 		const char *name = json_string_value(json_object_get(r, "name"));
 
-		if (kind && name && !strcmp(kind, "DecoupledTrainingJob") &&
+		if (kind && name && !strcmp(kind, JOB_KIND) &&
 		    json_is_true(json_object_get(r, "controller"))) {
 			snprintf(key, n, "%s/%s", ns ? ns : "", name);
 			return 0;
@@ -207,7 +213,37 @@ static void count(struct op *op, long *counter)
 	pthread_mutex_unlock(&op->mu);
 }
 
-/* ---- observing ------------------------------------------------------ */
+/* ---- observe: the caches and the syncer ----------------------------- */
+
+/*
+ * One pass over one job: what observe() read, what reconcile() decided.
+ * Everything here is the pass's own and freed by pass_release.
+ */
+struct pass {
+	const char *key;
+	char ns[64], name[64];
+	const char *uid;              /* the job's, inside job */
+	json_t *job;                  /* a copy from the cache */
+	json_t *status;               /* job's status (borrowed) */
+	json_t *core;                 /* job_core(job) */
+	char *core_text;
+	struct job_spec js;
+	int spec_error;
+	struct err spec_err;
+	struct jobmem *m;
+	struct obs_pod *pods;
+	struct rc_input in;
+	struct rc_output out;
+};
+
+static void pass_release(struct pass *p)
+{
+	rc_output_release(&p->out);
+	free(p->pods);
+	json_decref(p->job);
+	json_decref(p->core);
+	free(p->core_text);
+}
 
 static int cond_true(json_t *obj, const char *type, double *since)
 {
@@ -245,49 +281,6 @@ static void observe_pod(const char *job, json_t *pod, struct obs_pod *p)
 		p->ready_since = 0;
 	p->deleting = json_object_get(json_object_get(pod, "metadata"),
 				      "deletionTimestamp") != NULL;
-}
-
-static void read_conditions(json_t *status, struct condition *conds)
-{
-	json_t *c;
-	size_t i;
-
-	memset(conds, 0, sizeof(struct condition) * COND_N);
-	json_array_foreach(json_object_get(status, "conditions"), i, c) {
-		const char *t = json_string_value(json_object_get(c, "type"));
-
-		for (int k = 0; t && k < COND_N; k++) {
-			const char *s, *r, *m, *tm;
-
-			if (strcmp(t, cond_type_name((enum cond_type)k)))
-				continue;
-			s = json_string_value(json_object_get(c, "status"));
-			r = json_string_value(json_object_get(c, "reason"));
-			m = json_string_value(json_object_get(c, "message"));
-			tm = json_string_value(json_object_get(c, "lastTransitionTime"));
-			conds[k].set = 1;
-			conds[k].status = s && !strcmp(s, "True");
-			snprintf(conds[k].reason, sizeof(conds[k].reason), "%s", r ? r : "");
-			snprintf(conds[k].message, sizeof(conds[k].message), "%s", m ? m : "");
-			snprintf(conds[k].time, sizeof(conds[k].time), "%s", tm ? tm : "");
-		}
-	}
-}
-
-static void progress_from_json(json_t *j, struct obs_progress *p)
-{
-	json_t *loss = json_object_get(j, "eval_loss");
-
-	if (!loss)
-		loss = json_object_get(j, "loss");
-	p->have = 1;
-	p->round = json_integer_value(json_object_get(j, "round"));
-	p->tokens = json_integer_value(json_object_get(j, "tokens"));
-	p->loss = json_is_number(loss) ? json_number_value(loss) : NAN;
-	p->goodput = json_number_value(json_object_get(j, "goodput"));
-	p->uptime = json_number_value(json_object_get(j, "uptime"));
-	p->elapsed = json_number_value(json_object_get(j, "elapsed"));
-	p->done = json_is_true(json_object_get(j, "done"));
 }
 
 static size_t on_status_body(char *p, size_t sz, size_t n, void *arg)
@@ -355,7 +348,7 @@ static int read_progress(struct worker *w, const char *url,
 		err_set(e, "syncer status '%s': not a JSON object", url);
 		goto out;
 	}
-	progress_from_json(j, p);
+	status_read_progress(j, p);
 	json_decref(j);
 	rc = 0;
 out:
@@ -363,7 +356,173 @@ out:
 	return rc;
 }
 
-/* ---- acting --------------------------------------------------------- */
+/*
+ * The job from the cache, its meaning through the one parser (jobspec,
+ * as `ddiloco run` reads it) and the operator's memory of it. 1 when the
+ * job is gone (its memory is dropped), -1 on failure.
+ */
+static int read_job(struct op *op, const char *key, struct pass *p)
+{
+	const char *slash = strchr(key, '/');
+	json_t *restarts;
+	int M;
+
+	/* a name that does not fit is no job of ours: a label value, the
+	 * job's name is at most 63 bytes */
+	if (!slash || slash - key >= (long)sizeof(p->ns) ||
+	    strlen(slash + 1) >= sizeof(p->name))
+		return 1;
+	snprintf(p->ns, sizeof(p->ns), "%.*s", (int)(slash - key), key);
+	snprintf(p->name, sizeof(p->name), "%s", slash + 1);
+	if (!(p->job = informer_get(op->jobs, p->ns, p->name))) {
+		jobmem_drop(op, key);
+		return 1;
+	}
+	p->uid = jget(p->job, "metadata", "uid");
+	p->status = json_object_get(p->job, "status");
+	p->core = job_core(p->job);
+	p->core_text = json_dumps(p->core, JSON_COMPACT | JSON_SORT_KEYS);
+	if (!p->core_text || jobspec_parse(p->core_text, strlen(p->core_text), key,
+					   &p->js, &p->spec_err)) {
+		p->spec_error = 1;
+		jobspec_defaults(&p->js);
+		snprintf(p->js.name, sizeof(p->js.name), "%s", p->name);
+	}
+	M = p->js.learners.replicas;
+	if (!(p->m = jobmem_get(op, key, p->uid ? p->uid : "", M)))
+		return -1;
+	/* restart counts survive an operator restart through status */
+	restarts = json_object_get(json_object_get(p->status, "learners"), "restarts");
+	for (int k = 0; k < M; k++) {
+		int r = (int)json_integer_value(json_array_get(restarts, (size_t)k));
+		if (r > p->m->learners[k].restarts)
+			p->m->learners[k].restarts = r;
+	}
+	return 0;
+}
+
+/* The job's learner pods (its own uid's, not an older job's) -> in.pods. */
+static int observe_learners(struct op *op, struct pass *p)
+{
+	json_t *pods = informer_select(op->pods, p->ns, LABEL_JOB, p->name), *pod;
+	size_t i, npods = json_array_size(pods);
+
+	if (!(p->pods = calloc(npods ? npods : 1, sizeof(*p->pods)))) {
+		json_decref(pods);
+		return -1;
+	}
+	json_array_foreach(pods, i, pod) {
+		const char *ou = owner_uid(pod);
+		const char *role = json_string_value(json_object_get(json_object_get(
+			json_object_get(pod, "metadata"), "labels"), LABEL_ROLE));
+
+		if (!ou || !p->uid || strcmp(ou, p->uid))
+			continue;   /* an older job's pod, or the syncer's */
+		if (!role || strcmp(role, "learner"))
+			continue;
+		observe_pod(p->name, pod, &p->pods[p->in.npods++]);
+	}
+	json_decref(pods);
+	p->in.pods = p->pods;
+	return 0;
+}
+
+static int cached(struct informer *inf, const char *ns, const char *job,
+		  enum child_kind kind)
+{
+	char name[CHILD_NAME_MAX];
+	json_t *x;
+
+	if (child_name(job, kind, 0, name, sizeof(name)))
+		return 0;
+	x = informer_get(inf, ns, name);
+	json_decref(x);
+	return x != NULL;
+}
+
+/* Which of the other children exist, and whether the syncer is ready. */
+static void observe_children(struct op *op, struct pass *p)
+{
+	char name[CHILD_NAME_MAX];
+	const char *stg = jget(json_object_get(p->job, "spec"), "syncer", "storage");
+	json_t *sts = NULL;
+
+	if (!child_name(p->name, CHILD_SYNCER, 0, name, sizeof(name)))
+		sts = informer_get(op->sts, p->ns, name);
+	p->in.statefulset = sts != NULL;
+	p->in.syncer_ready = sts && json_integer_value(json_object_get(
+		json_object_get(sts, "status"), "readyReplicas")) >= 1;
+	json_decref(sts);
+	p->in.configmap = cached(op->cms, p->ns, p->name, CHILD_SPEC);
+	p->in.service = cached(op->svcs, p->ns, p->name, CHILD_SYNCER);
+	p->in.pvc = cached(op->pvcs, p->ns, p->name, CHILD_CHECKPOINTS);
+	p->in.want_pvc = !stg || stg[0];
+}
+
+/* The syncer's /status every PROGRESS_EVERY s, else what status last said. */
+static void observe_progress(struct worker *w, struct pass *p)
+{
+	struct op *op = w->op;
+	struct jobmem *m = p->m;
+	char url[512];
+	struct obs_progress got;
+	struct err e;
+
+	if (!m->progress.have && json_object_get(p->status, "progress"))
+		status_read_progress(json_object_get(p->status, "progress"), &m->progress);
+	if (!p->in.syncer_ready || clock_mono() - m->progress_at < PROGRESS_EVERY)
+		return;
+	status_url(op, p->name, p->ns, p->js.syncer.http_port, url, sizeof(url));
+	m->progress_at = clock_mono();
+	if (!read_progress(w, url, &got, &e)) {
+		m->progress = got;
+		count(op, &op->progress_reads);
+	} else {
+		count(op, &op->progress_errors);
+		log_debug("%s: %s", p->key, e.msg);
+	}
+}
+
+/* The job's own fields reconcile reads: spec, metadata, the last status. */
+static void observe_job(struct pass *p)
+{
+	struct rc_input *in = &p->in;
+	json_t *meta = json_object_get(p->job, "metadata");
+	json_t *bl = json_object_get(json_object_get(p->job, "spec"), "backoffLimit");
+
+	in->spec = &p->js;
+	in->now = clock_wall();
+	in->deleting = json_object_get(meta, "deletionTimestamp") != NULL;
+	in->generation = json_integer_value(json_object_get(meta, "generation"));
+	in->backoff_limit = json_is_integer(bl) ? (int)json_integer_value(bl) : -1;
+	in->spec_error = p->spec_error;
+	in->spec_error_msg = p->spec_err.msg;
+	in->phase = job_phase_parse(json_string_value(json_object_get(p->status, "phase")));
+	in->start_time = fmax(0, kube_time_parse(json_string_value(
+		json_object_get(p->status, "startTime"))));
+	in->completion_time = fmax(0, kube_time_parse(json_string_value(
+		json_object_get(p->status, "completionTime"))));
+	status_read_conditions(p->status, in->conds);
+	in->progress = p->m->progress;
+}
+
+/* Step 1: everything reconcile() needs. 1: the job is gone; -1: retry. */
+static int observe(struct worker *w, const char *key, struct pass *p)
+{
+	int r;
+
+	p->key = key;
+	if ((r = read_job(w->op, key, p)))
+		return r;
+	if (observe_learners(w->op, p))
+		return -1;
+	observe_children(w->op, p);
+	observe_progress(w, p);
+	observe_job(p);
+	return 0;
+}
+
+/* ---- apply: reconcile's actions as API calls ------------------------ */
 
 static int apply(struct worker *w, const char *api, const char *res,
 		 const char *ns, const char *name, json_t *obj, struct err *e)
@@ -411,121 +570,154 @@ static int delete_obj(struct worker *w, const char *api, const char *res,
 	return -1;
 }
 
-int operator_event(struct kube *k, json_t *job, int warning,
-		   const char *reason, const char *message)
+static void job_event(struct kube *k, json_t *job, int warning,
+		      const char *reason, const char *message)
 {
-	const char *ns = jget(job, "metadata", "namespace");
-	const char *name = jget(job, "metadata", "name");
-	char path[256], now[48], gen[128];
-	struct kube_status st;
+	kube_post_event(k, &(struct kube_event_post){
+		FIELD_MANAGER, JOB_API_VERSION, JOB_KIND, job, warning,
+		reason, message });
+}
+
+/*
+ * A pass whose status write lost a race (409) decides again from the same
+ * cache and would say the same thing twice: an Event identical to one
+ * sent in the last EVENT_DEDUPE seconds is dropped.
+ */
+#define EVENT_DEDUPE 30.0
+
+static int event_repeated(struct jobmem *m, const char *reason, const char *msg)
+{
+	char text[EVENT_TEXT];
+	double now = clock_mono();
+
+	snprintf(text, sizeof(text), "%s: %s", reason, msg);
+	for (int i = 0; i < 8; i++)
+		if (m->sent[i].at > 0 && now - m->sent[i].at < EVENT_DEDUPE &&
+		    !strcmp(m->sent[i].text, text))
+			return 1;
+	snprintf(m->sent[m->nsent % 8].text, sizeof(m->sent[0].text), "%s", text);
+	m->sent[m->nsent++ % 8].at = now;
+	return 0;
+}
+
+/* Where each action's object lives: API group path, resource, child. */
+static const struct {
+	const char *api, *res;
+	enum child_kind child;
+} targets[] = {
+	[ACT_APPLY_CONFIGMAP] = { "/api/v1", "configmaps", CHILD_SPEC },
+	[ACT_APPLY_SERVICE] = { "/api/v1", "services", CHILD_SYNCER },
+	[ACT_APPLY_PVC] = { "/api/v1", "persistentvolumeclaims", CHILD_CHECKPOINTS },
+	[ACT_APPLY_SYNCER] = { "/apis/apps/v1", "statefulsets", CHILD_SYNCER },
+	[ACT_DELETE_SYNCER] = { "/apis/apps/v1", "statefulsets", CHILD_SYNCER },
+	[ACT_APPLY_LEARNER] = { "/api/v1", "pods", CHILD_LEARNER },
+	[ACT_DELETE_LEARNER] = { "/api/v1", "pods", CHILD_LEARNER },
+};
+
+static json_t *build_child(const struct child_ctx *c, const struct rc_action *a)
+{
+	switch (a->kind) {
+	case ACT_APPLY_CONFIGMAP:
+		return child_configmap(c);
+	case ACT_APPLY_SERVICE:
+		return child_service(c);
+	case ACT_APPLY_PVC:
+		return child_pvc(c);
+	case ACT_APPLY_SYNCER:
+		return child_syncer(c);
+	case ACT_APPLY_LEARNER:
+		return child_learner(c, a->index);
+	default:
+		return NULL;
+	}
+}
+
+static int act(struct worker *w, struct pass *p, const struct rc_action *a,
+	       struct err *e)
+{
+	struct child_ctx c = { p->name, p->ns, p->uid, &p->js,
+			       json_object_get(p->job, "spec"), p->core_text };
+	char name[CHILD_NAME_MAX];
+
+	switch (a->kind) {
+	case ACT_DELETE_JOB:
+		log_info("%s/%s: ttlSecondsAfterFinished passed: deleting the job",
+			 p->ns, p->name);
+		return delete_obj(w, CRD_PATH, "decoupledtrainingjobs", p->ns, p->name,
+				  p->uid, -1, e);
+	case ACT_EVENT:
+		if (!event_repeated(p->m, a->reason, a->message))
+			job_event(w->k, p->job, a->warning, a->reason, a->message);
+		return 0;
+	default:
+		break;
+	}
+	if (child_name(p->name, targets[a->kind].child, a->index, name, sizeof(name)))
+		return err_set(e, "the name of a child of '%s' is too long", p->name);
+	if (a->kind == ACT_DELETE_SYNCER)
+		return delete_obj(w, targets[a->kind].api, targets[a->kind].res, p->ns,
+				  name, NULL, -1, e);
+	if (a->kind == ACT_DELETE_LEARNER)
+		return delete_obj(w, targets[a->kind].api, targets[a->kind].res, p->ns,
+				  name, a->uid, -1, e);
+	return apply(w, targets[a->kind].api, targets[a->kind].res, p->ns, name,
+		     build_child(&c, a), e);
+}
+
+/* A create that failed: the Created condition says so, and an Event. */
+static void undo_failed(struct worker *w, struct pass *p,
+			const struct rc_action *a, const char *why)
+{
+	char msg[300];
+
+	snprintf(msg, sizeof(msg), "%.*s", (int)sizeof(msg) - 1, why);
+	if (a->kind != ACT_DELETE_JOB && a->kind != ACT_EVENT &&
+	    a->kind != ACT_DELETE_LEARNER && a->kind != ACT_DELETE_SYNCER) {
+		char now[48];
+
+		kube_time_now(now, sizeof(now), 0);
+		cond_set(&p->out.conds[COND_CREATED], 0, "CreateFailed", msg, now);
+		job_event(w->k, p->job, 1, "CreateFailed", msg);
+	}
+	/* an apply that failed made nothing: neither expect it nor count it
+	 * as a restart (its event is not sent) */
+	if (a->kind == ACT_APPLY_LEARNER) {
+		p->m->learners[a->index].create_sent = 0;
+		if (a->recreate)
+			p->m->learners[a->index].restarts--;
+	}
+}
+
+/* Step 3: the actions in order, up to the first that fails; -1 then. */
+static int apply_actions(struct worker *w, struct pass *p)
+{
+	struct op *op = w->op;
 	struct err e;
-	json_t *ev;
-	char *body;
-	int rc;
 
-	kube_time_now(now, sizeof(now), 0);
-	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/events", ns);
-	snprintf(gen, sizeof(gen), "%s.", name);
-	ev = json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s, s:s, s:s?},"
-		       " s:s, s:s, s:s, s:{s:s}, s:s, s:s, s:i, s:s}",
-		       "apiVersion", "v1", "kind", "Event",
-		       "metadata", "generateName", gen, "namespace", ns,
-		       "involvedObject", "apiVersion", "ddiloco.io/v1alpha1",
-		       "kind", "DecoupledTrainingJob", "name", name, "namespace", ns,
-		       "uid", jget(job, "metadata", "uid"),
-		       "reason", reason, "message", message,
-		       "type", warning ? "Warning" : "Normal",
-		       "source", "component", FIELD_MANAGER,
-		       "firstTimestamp", now, "lastTimestamp", now, "count", 1,
-		       "reportingComponent", FIELD_MANAGER);
-	body = json_dumps(ev, JSON_COMPACT);
-	json_decref(ev);
-	rc = kube_request(k, "POST", path, NULL, body, NULL, &st, &e);
-	free(body);
-	if (rc)
-		log_warn("event %s on %s/%s: %s", reason, ns, name, e.msg);
-	else
-		log_info("%s/%s: %s: %s", ns, name, reason, message);
-	return rc;
-}
+	for (int k = 0; k < p->out.nacts; k++) {
+		const struct rc_action *a = &p->out.acts[k];
 
-static json_t *cond_json(const struct condition *c, enum cond_type t,
-			 long long gen)
-{
-	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:I}",
-			 "type", cond_type_name(t), "status", c->status ? "True" : "False",
-			 "reason", c->reason, "message", c->message,
-			 "lastTransitionTime", c->time, "observedGeneration", (json_int_t)gen);
-}
-
-static void fmt_time(double t, char *out, size_t n)
-{
-	time_t s = (time_t)t;
-	struct tm tm;
-
-	gmtime_r(&s, &tm);
-	strftime(out, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
-static json_t *build_status(struct op *op, const struct rc_output *out,
-			    const struct jobmem *m, long long gen,
-			    int syncer_ready, json_t *old)
-{
-	json_t *chaos = op->chaos ? chaos_ctl_status(op->chaos, m->key, m->uid) : NULL;
-	json_t *st = json_object(), *restarts = json_array(), *conds = json_array();
-	char buf[48];
-
-	json_object_set_new(st, "observedGeneration", json_integer(gen));
-	json_object_set_new(st, "phase", json_string(job_phase_name(out->phase)));
-	if (out->start_time > 0) {
-		fmt_time(out->start_time, buf, sizeof(buf));
-		json_object_set_new(st, "startTime", json_string(buf));
+		if (act(w, p, a, &e)) {
+			log_warn("%s: %s", p->key, e.msg);
+			undo_failed(w, p, a, e.msg);
+			return -1;
+		}
+		count(op, &op->actions[a->kind]);
 	}
-	if (out->completion_time > 0 &&
-	    (out->phase == PHASE_SUCCEEDED || out->phase == PHASE_FAILED)) {
-		fmt_time(out->completion_time, buf, sizeof(buf));
-		json_object_set_new(st, "completionTime", json_string(buf));
-	}
-	snprintf(buf, sizeof(buf), "%d/%d", out->ready, out->total);
-	json_object_set_new(st, "learnersReady", json_string(buf));
-	for (int i = 0; i < m->n; i++)
-		json_array_append_new(restarts, json_integer(m->learners[i].restarts));
-	json_object_set_new(st, "learners", json_pack("{s:i, s:i, s:o}",
-		"total", out->total, "ready", out->ready, "restarts", restarts));
-	json_object_set_new(st, "syncerReady", json_boolean(syncer_ready));
-	if (m->progress.have) {
-		json_t *p = json_pack("{s:I, s:I, s:f, s:f, s:f, s:b}",
-				      "round", (json_int_t)m->progress.round,
-				      "tokens", (json_int_t)m->progress.tokens,
-				      "goodput", m->progress.goodput,
-				      "uptime", m->progress.uptime,
-				      "elapsed", m->progress.elapsed,
-				      "done", m->progress.done);
-		if (isfinite(m->progress.loss))
-			json_object_set_new(p, "loss", json_real(m->progress.loss));
-		json_object_set_new(st, "progress", p);
-	}
-	if (chaos)
-		json_object_set_new(st, "chaos", chaos);
-	else if (json_object_get(old, "chaos"))
-		json_object_set(st, "chaos", json_object_get(old, "chaos"));
-	for (int k = 0; k < COND_N; k++)
-		if (out->conds[k].set)
-			json_array_append_new(conds, cond_json(&out->conds[k],
-							       (enum cond_type)k, gen));
-	json_object_set_new(st, "conditions", conds);
-	return st;
+	return 0;
 }
+
+/* ---- write status ---------------------------------------------------- */
 
 /* PUT the status with the resourceVersion we read; 1 on a 409. */
-static int write_status(struct worker *w, json_t *job, json_t *status,
-			struct err *e)
+static int put_status(struct worker *w, json_t *job, json_t *status,
+		      struct err *e)
 {
 	char path[512];
 	struct kube_status st;
 	json_t *obj = json_pack("{s:s, s:s, s:{s:O, s:O, s:O}, s:O}",
-				"apiVersion", "ddiloco.io/v1alpha1",
-				"kind", "DecoupledTrainingJob", "metadata",
+				"apiVersion", JOB_API_VERSION,
+				"kind", JOB_KIND, "metadata",
 				"name", json_object_get(json_object_get(job, "metadata"), "name"),
 				"namespace", json_object_get(json_object_get(job, "metadata"), "namespace"),
 				"resourceVersion", json_object_get(json_object_get(job, "metadata"), "resourceVersion"),
@@ -547,286 +739,76 @@ static int write_status(struct worker *w, json_t *job, json_t *status,
 	return rc;
 }
 
-struct job_view {
-	const char *ns, *name, *uid;
-	json_t *job, *core;
-	char *core_text;
-	struct job_spec js;
-	int spec_error;
-	struct err spec_err;
-};
-
-/*
- * A pass whose status write lost a race (409) decides again from the same
- * cache and would say the same thing twice: an Event identical to one
- * sent in the last EVENT_DEDUPE seconds is dropped.
- */
-#define EVENT_DEDUPE 30.0
-
-static int event_repeated(struct jobmem *m, const char *reason, const char *msg)
-{
-	char text[320];
-	double now = clock_mono();
-
-	snprintf(text, sizeof(text), "%s: %s", reason, msg);
-	for (int i = 0; i < 8; i++)
-		if (m->sent[i].at > 0 && now - m->sent[i].at < EVENT_DEDUPE &&
-		    !strcmp(m->sent[i].text, text))
-			return 1;
-	snprintf(m->sent[m->nsent % 8].text, sizeof(m->sent[0].text), "%s", text);
-	m->sent[m->nsent++ % 8].at = now;
-	return 0;
-}
-
-static int act(struct worker *w, struct job_view *v, struct jobmem *m,
-	       const struct rc_action *a, struct err *e)
-{
-	struct child_ctx c = { v->name, v->ns, v->uid, &v->js,
-			       json_object_get(v->job, "spec"), v->core_text };
-	char name[160];
-
-	switch (a->kind) {
-	case ACT_APPLY_CONFIGMAP:
-		snprintf(name, sizeof(name), "%s-spec", v->name);
-		return apply(w, "/api/v1", "configmaps", v->ns, name, child_configmap(&c), e);
-	case ACT_APPLY_SERVICE:
-		snprintf(name, sizeof(name), "%s-syncer", v->name);
-		return apply(w, "/api/v1", "services", v->ns, name, child_service(&c), e);
-	case ACT_APPLY_PVC:
-		snprintf(name, sizeof(name), "%s-checkpoints", v->name);
-		return apply(w, "/api/v1", "persistentvolumeclaims", v->ns, name,
-			     child_pvc(&c), e);
-	case ACT_APPLY_SYNCER:
-		snprintf(name, sizeof(name), "%s-syncer", v->name);
-		return apply(w, "/apis/apps/v1", "statefulsets", v->ns, name,
-			     child_syncer(&c), e);
-	case ACT_DELETE_SYNCER:
-		snprintf(name, sizeof(name), "%s-syncer", v->name);
-		return delete_obj(w, "/apis/apps/v1", "statefulsets", v->ns, name,
-				  NULL, -1, e);
-	case ACT_APPLY_LEARNER:
-		snprintf(name, sizeof(name), "%s-learner-%d", v->name, a->index);
-		return apply(w, "/api/v1", "pods", v->ns, name, child_learner(&c, a->index), e);
-	case ACT_DELETE_LEARNER:
-		snprintf(name, sizeof(name), "%s-learner-%d", v->name, a->index);
-		return delete_obj(w, "/api/v1", "pods", v->ns, name, a->uid, -1, e);
-	case ACT_DELETE_JOB:
-		log_info("%s/%s: ttlSecondsAfterFinished passed: deleting the job",
-			 v->ns, v->name);
-		return delete_obj(w, CRD_PATH, "decoupledtrainingjobs", v->ns, v->name,
-				  v->uid, -1, e);
-	case ACT_EVENT:
-		if (!event_repeated(m, a->reason, a->message))
-			operator_event(w->k, v->job, a->warning, a->reason, a->message);
-		return 0;
-	}
-	return 0;
-}
-
-static void view_release(struct job_view *v)
-{
-	json_decref(v->job);
-	json_decref(v->core);
-	free(v->core_text);
-}
-
-/* One pass over one job; 0 done, -1 retry with backoff. */
-static int sync_job(struct worker *w, const char *key, double *requeue)
+/* Step 4: the status, written when it changed; -1 to retry. */
+static int write_status(struct worker *w, struct pass *p)
 {
 	struct op *op = w->op;
-	struct job_view v;
-	char ns[64], name[64], cname[160];
-	const char *slash = strchr(key, '/');
-	json_t *status, *pods, *sts = NULL, *pod, *newst;
-	struct obs_pod *obs = NULL;
-	struct rc_input in;
-	struct rc_output out;
-	struct jobmem *m;
+	struct status_input si = {
+		&p->out, p->in.generation, p->m->learners, p->m->n, &p->m->progress,
+		p->in.syncer_ready, NULL, p->status,
+	};
+	json_t *st;
 	struct err e;
-	size_t i, npods;
-	int rc = 0, failed = 0, M;
-	json_t *restarts, *bl;
+	int r = 0;
 
-	memset(&v, 0, sizeof(v));
-	memset(&in, 0, sizeof(in));
-	*requeue = 0;
-	if (!slash || slash - key >= (long)sizeof(ns))
-		return 0;
-	snprintf(ns, sizeof(ns), "%.*s", (int)(slash - key), key);
-	snprintf(name, sizeof(name), "%s", slash + 1);
-	v.ns = ns;
-	v.name = name;
-	if (!(v.job = informer_get(op->jobs, ns, name))) {
-		jobmem_drop(op, key);
-		return 0;
-	}
-	v.uid = jget(v.job, "metadata", "uid");
-	status = json_object_get(v.job, "status");
-
-	/* the job's meaning, through the one parser */
-	v.core = job_core(v.job);
-	v.core_text = json_dumps(v.core, JSON_COMPACT | JSON_SORT_KEYS);
-	if (!v.core_text || jobspec_parse(v.core_text, strlen(v.core_text), key,
-					  &v.js, &v.spec_err)) {
-		v.spec_error = 1;
-		jobspec_defaults(&v.js);
-		snprintf(v.js.name, sizeof(v.js.name), "%s", name);
-	}
-	M = v.js.learners.replicas;
-	if (!(m = jobmem_get(op, key, v.uid ? v.uid : "", M))) {
-		view_release(&v);
-		return -1;
-	}
-	restarts = json_object_get(json_object_get(status, "learners"), "restarts");
-	for (int k = 0; k < M; k++) {
-		int r = (int)json_integer_value(json_array_get(restarts, (size_t)k));
-		if (r > m->learners[k].restarts)
-			m->learners[k].restarts = r;
-	}
-
-	/* observe */
-	pods = informer_select(op->pods, ns, LABEL_JOB, name);
-	npods = json_array_size(pods);
-	obs = calloc(npods ? npods : 1, sizeof(*obs));
-	in.npods = 0;
-	json_array_foreach(pods, i, pod) {
-		const char *ou = owner_uid(pod);
-		const char *role = json_string_value(json_object_get(json_object_get(
-			json_object_get(pod, "metadata"), "labels"), LABEL_ROLE));
-
-		if (!ou || !v.uid || strcmp(ou, v.uid))
-			continue;   /* an older job's pod, or the syncer's */
-		if (!role || strcmp(role, "learner"))
-			continue;
-		observe_pod(name, pod, &obs[in.npods++]);
-	}
-	snprintf(cname, sizeof(cname), "%s-syncer", name);
-	sts = informer_get(op->sts, ns, cname);
-	in.statefulset = sts != NULL;
-	in.syncer_ready = sts && json_integer_value(json_object_get(
-		json_object_get(sts, "status"), "readyReplicas")) >= 1;
-	snprintf(cname, sizeof(cname), "%s-spec", name);
-	{
-		json_t *x = informer_get(op->cms, ns, cname);
-		in.configmap = x != NULL;
-		json_decref(x);
-		snprintf(cname, sizeof(cname), "%s-syncer", name);
-		x = informer_get(op->svcs, ns, cname);
-		in.service = x != NULL;
-		json_decref(x);
-		snprintf(cname, sizeof(cname), "%s-checkpoints", name);
-		x = informer_get(op->pvcs, ns, cname);
-		in.pvc = x != NULL;
-		json_decref(x);
-	}
-	{
-		const char *stg = jget(json_object_get(v.job, "spec"), "syncer", "storage");
-		in.want_pvc = !stg || stg[0];
-	}
-
-	/* progress: the syncer's /status, else what status last said */
-	if (!m->progress.have && json_object_get(status, "progress"))
-		progress_from_json(json_object_get(status, "progress"), &m->progress);
-	if (in.syncer_ready && clock_mono() - m->progress_at >= PROGRESS_EVERY) {
-		char url[512];
-		struct obs_progress p;
-
-		status_url(op, name, ns, v.js.syncer.http_port, url, sizeof(url));
-		m->progress_at = clock_mono();
-		if (!read_progress(w, url, &p, &e)) {
-			m->progress = p;
-			count(op, &op->progress_reads);
+	if (p->in.deleting)
+		return 0;   /* the job goes; its status with it */
+	if (op->chaos)
+		si.chaos = chaos_ctl_status(op->chaos, p->m->key, p->m->uid);
+	st = status_build(&si);
+	if (!json_equal(st, p->status)) {
+		r = put_status(w, p->job, st, &e);
+		if (r == 1) {
+			count(op, &op->conflicts);
+			log_debug("%s: status conflict; retrying from a newer read", p->key);
+		} else if (r) {
+			log_warn("%s: %s", p->key, e.msg);
 		} else {
-			count(op, &op->progress_errors);
-			log_debug("%s: %s", key, e.msg);
+			count(op, &op->status_writes);
 		}
 	}
+	json_decref(st);
+	return r ? -1 : 0;
+}
 
-	in.spec = &v.js;
-	in.now = clock_wall();
-	in.deleting = json_object_get(json_object_get(v.job, "metadata"),
-				      "deletionTimestamp") != NULL;
-	in.generation = json_integer_value(json_object_get(json_object_get(v.job, "metadata"),
-							   "generation"));
-	bl = json_object_get(json_object_get(v.job, "spec"), "backoffLimit");
-	in.backoff_limit = json_is_integer(bl) ? (int)json_integer_value(bl) : -1;
-	in.spec_error = v.spec_error;
-	in.spec_error_msg = v.spec_err.msg;
-	in.phase = job_phase_parse(json_string_value(json_object_get(status, "phase")));
-	in.start_time = fmax(0, kube_time_parse(json_string_value(json_object_get(status, "startTime"))));
-	in.completion_time = fmax(0, kube_time_parse(json_string_value(
-		json_object_get(status, "completionTime"))));
-	read_conditions(status, in.conds);
-	in.pods = obs;
-	in.progress = m->progress;
+/* When to look again without an event: reconcile's wish, and a running
+ * job at least every RUNNING_RESYNC seconds (its progress moves). */
+static double next_pass(const struct rc_output *out)
+{
+	double requeue = out->requeue_after;
 
-	if (reconcile(&in, m->learners, &out)) {
+	if (out->phase == PHASE_RUNNING || out->phase == PHASE_RESTARTING ||
+	    out->phase == PHASE_PENDING)
+		if (!requeue || requeue > RUNNING_RESYNC)
+			requeue = RUNNING_RESYNC;
+	return requeue;
+}
+
+/*
+ * One pass over one job: observe -> decide (reconcile) -> apply -> write
+ * status. 0 done, -1 retry with backoff.
+ */
+static int sync_job(struct worker *w, const char *key, double *requeue)
+{
+	struct pass p;
+	int rc, failed;
+
+	memset(&p, 0, sizeof(p));
+	*requeue = 0;
+	if ((rc = observe(w, key, &p)) > 0) {
+		rc = 0;   /* the job is gone */
+		goto out;
+	}
+	if (rc || reconcile(&p.in, p.m->learners, &p.out)) {
 		rc = -1;
 		goto out;
 	}
-	for (int k = 0; k < out.nacts; k++) {
-		const struct rc_action *a = &out.acts[k];
-
-		if (act(w, &v, m, a, &e)) {
-			char msg[300];
-
-			failed = 1;
-			log_warn("%s: %s", key, e.msg);
-			snprintf(msg, sizeof(msg), "%s", e.msg);
-			if (a->kind != ACT_DELETE_JOB && a->kind != ACT_EVENT &&
-			    a->kind != ACT_DELETE_LEARNER && a->kind != ACT_DELETE_SYNCER) {
-				char now[48];
-
-				kube_time_now(now, sizeof(now), 0);
-				cond_set(&out.conds[COND_CREATED], 0, "CreateFailed", msg, now);
-				operator_event(w->k, v.job, 1, "CreateFailed", msg);
-			}
-			/* an apply that failed made nothing: neither expect
-			 * it nor count it as a restart (its event is not sent) */
-			if (a->kind == ACT_APPLY_LEARNER) {
-				m->learners[a->index].create_sent = 0;
-				if (a->recreate)
-					m->learners[a->index].restarts--;
-			}
-			break;
-		}
-		pthread_mutex_lock(&op->mu);
-		op->actions[a->kind]++;
-		pthread_mutex_unlock(&op->mu);
-	}
-
-	if (!in.deleting) {
-		newst = build_status(op, &out, m, in.generation, in.syncer_ready, status);
-		if (!json_equal(newst, status)) {
-			int r = write_status(w, v.job, newst, &e);
-
-			if (r == 1) {
-				pthread_mutex_lock(&op->mu);
-				op->conflicts++;
-				pthread_mutex_unlock(&op->mu);
-				log_debug("%s: status conflict; retrying from a newer read", key);
-				failed = 1;
-			} else if (r) {
-				log_warn("%s: %s", key, e.msg);
-				failed = 1;
-			} else {
-				count(op, &op->status_writes);
-			}
-		}
-		json_decref(newst);
-	}
-	*requeue = out.requeue_after;
-	if (out.phase == PHASE_RUNNING || out.phase == PHASE_RESTARTING ||
-	    out.phase == PHASE_PENDING)
-		if (!*requeue || *requeue > RUNNING_RESYNC)
-			*requeue = RUNNING_RESYNC;
+	failed = apply_actions(w, &p);
+	failed |= write_status(w, &p);
+	*requeue = next_pass(&p.out);
 	rc = failed ? -1 : 0;
 out:
-	rc_output_release(&out);
-	free(obs);
-	json_decref(pods);
-	json_decref(sts);
-	view_release(&v);
+	pass_release(&p);
 	return rc;
 }
 
@@ -993,6 +975,89 @@ static struct informer *start_informer(struct op *op, const char *name,
 	return inf;
 }
 
+/* The six informers: jobs, and the children by the managed-by label. */
+static int start_informers(struct op *op, struct err *e)
+{
+	const char *sel = "app.kubernetes.io/managed-by=" FIELD_MANAGER;
+
+	if (!(op->jobs = start_informer(op, "decoupledtrainingjobs", CRD_PATH,
+					"decoupledtrainingjobs", NULL, on_job, e)) ||
+	    !(op->pods = start_informer(op, "pods", "/api/v1", "pods", sel, on_child, e)) ||
+	    !(op->sts = start_informer(op, "statefulsets", "/apis/apps/v1",
+				       "statefulsets", sel, on_child, e)) ||
+	    !(op->svcs = start_informer(op, "services", "/api/v1", "services", sel,
+					on_child, e)) ||
+	    !(op->cms = start_informer(op, "configmaps", "/api/v1", "configmaps", sel,
+				       on_child, e)) ||
+	    !(op->pvcs = start_informer(op, "persistentvolumeclaims", "/api/v1",
+					"persistentvolumeclaims", sel, on_child, e)))
+		return -1;
+	return 0;
+}
+
+/* Workers, each with its own connections; *started counts the threads. */
+static int start_workers(struct op *op, struct worker *ws, int nw, int *started)
+{
+	struct err e;
+
+	for (int i = 0; i < nw; i++) {
+		ws[i].op = op;
+		ws[i].k = kube_new(&op->o->cfg, &e);
+		ws[i].http = curl_easy_init();
+		if (!ws[i].k || !ws[i].http ||
+		    pthread_create(&ws[i].thread, NULL, work, &ws[i])) {
+			log_error("cannot start worker %d", i);
+			return -1;
+		}
+		(*started)++;
+	}
+	log_info("%d workers started%s", nw, op->o->leader_elect ? " (leader)" : "");
+	return 0;
+}
+
+/*
+ * The caller's thread: leader election, then the workers once leader,
+ * the chaos controller's ticks and the periodic resync, every 0.2 s.
+ * Returns 0 on *stop, OPERATOR_LOST_LEADERSHIP or 1.
+ */
+static int main_loop(struct op *op, struct kube *main_k, struct leader *lead,
+		     struct worker *ws, int nw, int *started)
+{
+	const struct operator_opts *o = op->o;
+	double next_resync = clock_mono() + o->resync, next_lease = 0;
+	struct err e;
+
+	while (!*op->stop) {
+		double now = clock_mono();
+
+		if (o->leader_elect && now >= next_lease) {
+			int was = lead->is_leader;
+
+			if (leader_try(lead, &e) < 0)
+				log_warn("leader: %s", e.msg);
+			next_lease = now + LEASE_RETRY;
+			if (was && !lead->is_leader) {
+				log_error("leader: leadership lost: stopping the workers");
+				return OPERATOR_LOST_LEADERSHIP;
+			}
+		}
+		op->leader = !o->leader_elect || lead->is_leader;
+		if (op->leader && !*started) {
+			if (start_workers(op, ws, nw, started))
+				return 1;
+			resync_all(op);
+		}
+		if (*started && op->chaos)
+			chaos_ctl_tick(op->chaos, main_k);
+		if (*started && now >= next_resync) {
+			resync_all(op);
+			next_resync = now + o->resync;
+		}
+		sleep_seconds(0.2);
+	}
+	return 0;
+}
+
 int operator_run(const struct operator_opts *o, const volatile int *stop)
 {
 	struct op op;
@@ -1001,8 +1066,6 @@ int operator_run(const struct operator_opts *o, const volatile int *stop)
 	struct kube *main_k = NULL;
 	struct leader lead;
 	struct err e;
-	const char *sel = "app.kubernetes.io/managed-by=" FIELD_MANAGER;
-	double next_resync, next_lease = 0;
 	int rc = 0, nw = o->workers > 0 ? o->workers : 2, started = 0;
 
 	memset(&op, 0, sizeof(op));
@@ -1011,22 +1074,7 @@ int operator_run(const struct operator_opts *o, const volatile int *stop)
 	pthread_mutex_init(&op.mu, NULL);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	op.q = wq_new(NULL);
-	if (!(main_k = kube_new(&o->cfg, &e))) {
-		log_error("%s", e.msg);
-		rc = 1;
-		goto out;
-	}
-	if (!(op.jobs = start_informer(&op, "decoupledtrainingjobs", CRD_PATH,
-				       "decoupledtrainingjobs", NULL, on_job, &e)) ||
-	    !(op.pods = start_informer(&op, "pods", "/api/v1", "pods", sel, on_child, &e)) ||
-	    !(op.sts = start_informer(&op, "statefulsets", "/apis/apps/v1",
-				      "statefulsets", sel, on_child, &e)) ||
-	    !(op.svcs = start_informer(&op, "services", "/api/v1", "services", sel,
-				       on_child, &e)) ||
-	    !(op.cms = start_informer(&op, "configmaps", "/api/v1", "configmaps", sel,
-				      on_child, &e)) ||
-	    !(op.pvcs = start_informer(&op, "persistentvolumeclaims", "/api/v1",
-				       "persistentvolumeclaims", sel, on_child, &e))) {
+	if (!(main_k = kube_new(&o->cfg, &e)) || start_informers(&op, &e)) {
 		log_error("%s", e.msg);
 		rc = 1;
 		goto out;
@@ -1044,49 +1092,11 @@ int operator_run(const struct operator_opts *o, const volatile int *stop)
 	if (o->chaos)
 		op.chaos = chaos_ctl_new(op.jobs, op.pods, on_touched, &op);
 	leader_init(&lead, main_k, o->lease_ns, o->lease_name, o->identity);
-	ws = calloc((size_t)nw, sizeof(*ws));
-	next_resync = clock_mono() + o->resync;
-	while (!*stop) {
-		double now = clock_mono();
-
-		if (o->leader_elect && now >= next_lease) {
-			int was = lead.is_leader;
-
-			if (leader_try(&lead, &e) < 0)
-				log_warn("leader: %s", e.msg);
-			next_lease = now + LEASE_RETRY;
-			if (was && !lead.is_leader) {
-				log_error("leader: leadership lost: stopping the workers");
-				rc = OPERATOR_LOST_LEADERSHIP;
-				break;
-			}
-		}
-		op.leader = !o->leader_elect || lead.is_leader;
-		if (op.leader && !started) {
-			for (int i = 0; i < nw; i++) {
-				ws[i].op = &op;
-				ws[i].k = kube_new(&o->cfg, &e);
-				ws[i].http = curl_easy_init();
-				if (!ws[i].k || !ws[i].http ||
-				    pthread_create(&ws[i].thread, NULL, work, &ws[i])) {
-					log_error("cannot start worker %d", i);
-					rc = 1;
-					goto stop;
-				}
-				started++;
-			}
-			log_info("%d workers started%s", nw, o->leader_elect ? " (leader)" : "");
-			resync_all(&op);
-		}
-		if (started && op.chaos)
-			chaos_ctl_tick(op.chaos, main_k);
-		if (started && now >= next_resync) {
-			resync_all(&op);
-			next_resync = now + o->resync;
-		}
-		sleep_seconds(0.2);
+	if (!(ws = calloc((size_t)nw, sizeof(*ws)))) {
+		rc = 1;
+		goto out;
 	}
-stop:
+	rc = main_loop(&op, main_k, &lead, ws, nw, &started);
 	wq_shutdown(op.q);
 	for (int i = 0; i < started; i++)
 		pthread_join(ws[i].thread, NULL);

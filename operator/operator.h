@@ -22,10 +22,6 @@ struct operator_opts {
 	double resync;                /* seconds between full resyncs */
 };
 
-/* Posts an Event about a job (Warning when warning); logs it. */
-int operator_event(struct kube *k, json_t *job, int warning,
-		   const char *reason, const char *message);
-
 #define OPERATOR_LOST_LEADERSHIP 3
 
 /*

@@ -240,6 +240,11 @@ static void learners(const struct rc_input *in, struct learner_mem *mem,
 	}
 }
 
+/*
+ * Long on purpose: the decisions of reconcile.h in their order (deleting,
+ * terminal, invalid spec, suspend, done, backoff limit, children, phase),
+ * each able to end the pass, read best as one sequence.
+ */
 int reconcile(const struct rc_input *in, struct learner_mem *mem,
 	      struct rc_output *o)
 {

@@ -1,11 +1,11 @@
 /*
  * kube: the client pieces that need no server: Status decoding, watch
  * line parsing (410 in-stream ERROR included), kubeconfig reading,
- * YAML to JSON, query escaping, RFC 3339 times. Plus the work queue:
- * dedupe, in-flight re-adds, delays, backoff and the overall bucket.
+ * YAML to JSON, query escaping, RFC 3339 times. Against a fake API
+ * server (fakeapi.h): requests that answer JSON, 409 and 500, and the
+ * Event kube_post_event sends.
  */
 #include <math.h>
-#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,8 +17,8 @@
 #include <cmocka.h>
 
 #include "common/util.h"
+#include "fakeapi.h"
 #include "operator/kube.h"
-#include "operator/workqueue.h"
 #include "operator/yamljson.h"
 
 static void test_status_decode(void **state)
@@ -210,159 +210,75 @@ static void test_kubeconfig(void **state)
 	rmdir(dir);
 }
 
-/* ---- work queue ----------------------------------------------------- */
-
-static void test_wq_dedupe_and_order(void **state)
+static void serve(void *ctx, const struct fake_req *rq, struct fake_reply *rp)
 {
-	struct workqueue *q = wq_new(NULL);
-	char k[WQ_KEY_MAX];
+	int *refuse = ctx;
 
-	(void)state;
-	wq_add(q, "ns/a");
-	wq_add(q, "ns/b");
-	wq_add(q, "ns/a");
-	assert_int_equal(wq_len(q), 2);
-	assert_int_equal(wq_get(q, k, 1), 1);
-	assert_string_equal(k, "ns/a");
-	/* re-added while processing: not handed out twice, queued on done */
-	wq_add(q, "ns/a");
-	assert_int_equal(wq_get(q, k, 1), 1);
-	assert_string_equal(k, "ns/b");
-	assert_int_equal(wq_get(q, k, 0.05), 0);
-	wq_done(q, "ns/a");
-	assert_int_equal(wq_get(q, k, 1), 1);
-	assert_string_equal(k, "ns/a");
-	wq_done(q, "ns/a");
-	wq_done(q, "ns/b");
-	assert_int_equal(wq_len(q), 0);
-	wq_shutdown(q);
-	assert_int_equal(wq_get(q, k, 1), -1);
-	wq_free(q);
+	if (!strcmp(rq->method, "PUT"))
+		fake_status(rp, 409, "Conflict", "the object has been modified");
+	else if (!strcmp(rq->method, "POST") && *refuse)
+		fake_status(rp, 500, "InternalError", "etcd is down");
+	else if (!strcmp(rq->method, "POST"))
+		fake_json(rp, 201, json_pack("{s:s}", "kind", "Event"));
+	else
+		fake_json(rp, 200, json_pack("{s:s, s:{s:s}}", "kind", "Pod",
+					     "metadata", "name", "p"));
 }
 
-static void test_wq_delay(void **state)
+static void test_requests_and_events(void **state)
 {
-	struct workqueue *q = wq_new(NULL);
-	char k[WQ_KEY_MAX];
-	double t0 = clock_mono();
+	struct fakeapi f;
+	struct kube *k;
+	struct kube_status st;
+	struct err e;
+	json_t *out = NULL, *about = fake_obj("ns", "j1", "uid-1", "7"), *ev;
+	struct kube_event_post post = { "tester", "ddiloco.io/v1alpha1",
+					"DecoupledTrainingJob", about, 1, "Broken",
+					"it broke" };
+	int refuse = 0;
 
 	(void)state;
-	wq_add_after(q, "late", 0.3);
-	wq_add_after(q, "late", 5);      /* the earliest due time wins */
-	assert_int_equal(wq_get(q, k, 0.1), 0);
-	assert_int_equal(wq_get(q, k, 10), 1);
-	assert_string_equal(k, "late");
-	assert_true(clock_mono() - t0 >= 0.29);
-	assert_true(clock_mono() - t0 < 5);   /* not the 5 s one */
-	wq_done(q, "late");
-	wq_free(q);
-}
+	assert_int_equal(fakeapi_start(&f, serve, &refuse), 0);
+	assert_non_null(k = kube_new(&f.cfg, &e));
 
-static void test_wq_backoff(void **state)
-{
-	struct wq_limits l;
-	struct workqueue *q;
-	double d;
+	assert_int_equal(kube_request(k, "GET", "/api/v1/namespaces/ns/pods/p", NULL,
+				      NULL, &out, &st, &e), 0);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(out, "metadata"),
+							      "name")), "p");
+	json_decref(out);
+	assert_int_equal(kube_request(k, "PUT", "/api/v1/namespaces/ns/pods/p", NULL,
+				      "{}", NULL, &st, &e), -1);
+	assert_int_equal(st.code, 409);
+	assert_string_equal(st.reason, "Conflict");
+	assert_non_null(strstr(e.msg, "409 Conflict: the object has been modified"));
 
-	(void)state;
-	wq_limits_default(&l);
-	assert_true(wq_backoff(&l, 0) == 0.005);
-	assert_true(wq_backoff(&l, 1) == 0.01);
-	assert_true(wq_backoff(&l, 10) == 0.005 * 1024);
-	assert_true(wq_backoff(&l, 30) == 1000);
-	assert_true(wq_backoff(&l, 1000) == 1000);
+	assert_int_equal(kube_post_event(k, &post), 0);
+	ev = fakeapi_body(&f, "POST", "/api/v1/namespaces/ns/events", 0);
+	assert_non_null(ev);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(ev, "metadata"),
+							      "generateName")), "j1.");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(ev, "involvedObject"),
+							      "kind")), "DecoupledTrainingJob");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(ev, "involvedObject"),
+							      "uid")), "uid-1");
+	assert_string_equal(json_string_value(json_object_get(ev, "type")), "Warning");
+	assert_string_equal(json_string_value(json_object_get(ev, "reason")), "Broken");
+	assert_string_equal(json_string_value(json_object_get(ev, "message")), "it broke");
+	assert_string_equal(json_string_value(json_object_get(ev, "reportingComponent")), "tester");
+	assert_int_equal(json_integer_value(json_object_get(ev, "count")), 1);
+	json_decref(ev);
 
-	l.base = 0.01;
-	l.cap = 0.08;
-	q = wq_new(&l);
-	d = wq_add_rate_limited(q, "k");
-	assert_true(d == 0.01);
-	d = wq_add_rate_limited(q, "k");
-	assert_true(d == 0.02);
-	d = wq_add_rate_limited(q, "k");
-	assert_true(d == 0.04);
-	d = wq_add_rate_limited(q, "k");
-	assert_true(d == 0.08);
-	d = wq_add_rate_limited(q, "k");
-	assert_true(d == 0.08);
-	assert_int_equal(wq_failures(q, "k"), 5);
-	assert_int_equal(wq_failures(q, "other"), 0);
-	wq_forget(q, "k");
-	assert_int_equal(wq_failures(q, "k"), 0);
-	assert_true(wq_add_rate_limited(q, "k") == 0.01);
-	wq_free(q);
-}
+	refuse = 1;
+	post.warning = 0;
+	assert_int_equal(kube_post_event(k, &post), -1);
+	assert_int_equal(fakeapi_count(&f, "POST", "/events"), 2);
+	ev = fakeapi_body(&f, "POST", "/events", 1);
+	assert_string_equal(json_string_value(json_object_get(ev, "type")), "Normal");
+	json_decref(ev);
 
-static void test_wq_bucket(void **state)
-{
-	struct wq_limits l = { 0.001, 0.001, 10, 2 };
-	struct workqueue *q = wq_new(&l);
-	double d1, d2, d3, d4;
-
-	(void)state;
-	/* two tokens in the bucket, then one slot every 1/qps = 0.1 s */
-	d1 = wq_add_rate_limited(q, "a");
-	d2 = wq_add_rate_limited(q, "b");
-	d3 = wq_add_rate_limited(q, "c");
-	d4 = wq_add_rate_limited(q, "d");
-	assert_true(d1 == 0.001 && d2 == 0.001);
-	assert_true(d3 > 0.05 && d3 <= 0.1 + 1e-6);
-	assert_true(d4 > d3 + 0.09 && d4 <= 0.2 + 1e-6);
-	wq_free(q);
-}
-
-struct consumer {
-	struct workqueue *q;
-	int got[4];
-	int concurrent, max_concurrent;
-	pthread_mutex_t mu;
-};
-
-static void *consume(void *arg)
-{
-	struct consumer *c = arg;
-	char k[WQ_KEY_MAX];
-
-	while (wq_get(c->q, k, 2) > 0) {
-		pthread_mutex_lock(&c->mu);
-		c->got[k[0] - 'a']++;
-		if (k[0] == 'a' && ++c->concurrent > c->max_concurrent)
-			c->max_concurrent = c->concurrent;
-		pthread_mutex_unlock(&c->mu);
-		sleep_seconds(0.01);
-		pthread_mutex_lock(&c->mu);
-		if (k[0] == 'a')
-			c->concurrent--;
-		pthread_mutex_unlock(&c->mu);
-		wq_done(c->q, k);
-	}
-	return NULL;
-}
-
-static void test_wq_one_worker_per_key(void **state)
-{
-	struct consumer c;
-	pthread_t th[3];
-
-	(void)state;
-	memset(&c, 0, sizeof(c));
-	pthread_mutex_init(&c.mu, NULL);
-	c.q = wq_new(NULL);
-	for (int i = 0; i < 3; i++)
-		pthread_create(&th[i], NULL, consume, &c);
-	for (int i = 0; i < 50; i++) {
-		wq_add(c.q, "a");
-		wq_add(c.q, "b");
-		sleep_seconds(0.002);
-	}
-	sleep_seconds(0.3);
-	wq_shutdown(c.q);
-	for (int i = 0; i < 3; i++)
-		pthread_join(th[i], NULL);
-	assert_int_equal(c.max_concurrent, 1);
-	assert_true(c.got[0] >= 2 && c.got[0] <= 50);   /* coalesced, never lost */
-	assert_true(c.got[1] >= 2);
-	wq_free(c.q);
+	json_decref(about);
+	kube_free(k);
+	fakeapi_stop(&f);
 }
 
 int main(void)
@@ -373,11 +289,7 @@ int main(void)
 		cmocka_unit_test(test_escape_and_time),
 		cmocka_unit_test(test_yaml_to_json),
 		cmocka_unit_test(test_kubeconfig),
-		cmocka_unit_test(test_wq_dedupe_and_order),
-		cmocka_unit_test(test_wq_delay),
-		cmocka_unit_test(test_wq_backoff),
-		cmocka_unit_test(test_wq_bucket),
-		cmocka_unit_test(test_wq_one_worker_per_key),
+		cmocka_unit_test(test_requests_and_events),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -638,6 +638,49 @@ static void test_learner_index(void **state)
 	assert_int_equal(learner_index("de", "demo-learner-1"), -1);
 }
 
+static void test_child_names(void **state)
+{
+	char name[CHILD_NAME_MAX], small[12], addr[128];
+	char long_job[CHILD_NAME_MAX];
+
+	(void)state;
+	assert_int_equal(child_name("demo", CHILD_SPEC, 0, name, sizeof(name)), 0);
+	assert_string_equal(name, "demo-spec");
+	assert_int_equal(child_name("demo", CHILD_SYNCER, 3, name, sizeof(name)), 0);
+	assert_string_equal(name, "demo-syncer");   /* the index is a learner's only */
+	assert_int_equal(child_name("demo", CHILD_CHECKPOINTS, 0, name, sizeof(name)), 0);
+	assert_string_equal(name, "demo-checkpoints");
+	assert_int_equal(child_name("demo", CHILD_LEARNER, 12, name, sizeof(name)), 0);
+	assert_string_equal(name, "demo-learner-12");
+	assert_int_equal(learner_index("demo", name), 12);
+	assert_int_equal(child_name("demo", CHILD_SYNCER_POD, 0, name, sizeof(name)), 0);
+	assert_string_equal(name, "demo-syncer-0");
+	/* "demo-learner-1" needs 15 bytes: refused, and out is left empty */
+	assert_int_equal(child_name("demo", CHILD_LEARNER, 1, small, sizeof(small)), -1);
+	assert_string_equal(small, "");
+	assert_int_equal(child_name("demo", CHILD_SPEC, 0, small, sizeof(small)), 0);
+	assert_string_equal(small, "demo-spec");
+
+	assert_int_equal(syncer_address("demo", "ns", 7070, addr, sizeof(addr)), 0);
+	assert_string_equal(addr, "demo-syncer-0.demo-syncer.ns.svc:7070");
+	assert_int_equal(syncer_address("demo", "ns", 7070, addr, 20), -1);
+
+	/* a job name that leaves no room for a suffix: no child is built */
+	memset(long_job, 'a', sizeof(long_job) - 8);
+	long_job[sizeof(long_job) - 8] = '\0';
+	assert_int_equal(child_name(long_job, CHILD_SPEC, 0, name, sizeof(name)), 0);
+	assert_int_equal(child_name(long_job, CHILD_CHECKPOINTS, 0, name, sizeof(name)), -1);
+	{
+		struct job_spec js;
+		struct child_ctx c = { long_job, "ns", "uid", &js, NULL, "{}" };
+
+		jobspec_defaults(&js);
+		assert_null(child_pvc(&c));
+		assert_null(child_learner(&c, 0));
+		assert_null(child_syncer(&c));
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -661,6 +704,7 @@ int main(void)
 		cmocka_unit_test(test_job_core_strips_operator_fields),
 		cmocka_unit_test(test_learner_pod_manifest),
 		cmocka_unit_test(test_learner_index),
+		cmocka_unit_test(test_child_names),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,116 @@
+/*
+ * status: the JSON of status.h. Times are RFC 3339 seconds; a loss that
+ * is not finite (no evaluation yet) is left out rather than written as
+ * null, and every condition carries the generation it was decided for.
+ */
+#include "operator/status.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "operator/kube.h"
+
+void status_read_conditions(json_t *status, struct condition *conds)
+{
+	json_t *c;
+	size_t i;
+
+	memset(conds, 0, sizeof(struct condition) * COND_N);
+	json_array_foreach(json_object_get(status, "conditions"), i, c) {
+		const char *t = json_string_value(json_object_get(c, "type"));
+
+		for (int k = 0; t && k < COND_N; k++) {
+			const char *s, *r, *m, *tm;
+
+			if (strcmp(t, cond_type_name((enum cond_type)k)))
+				continue;
+			s = json_string_value(json_object_get(c, "status"));
+			r = json_string_value(json_object_get(c, "reason"));
+			m = json_string_value(json_object_get(c, "message"));
+			tm = json_string_value(json_object_get(c, "lastTransitionTime"));
+			conds[k].set = 1;
+			conds[k].status = s && !strcmp(s, "True");
+			snprintf(conds[k].reason, sizeof(conds[k].reason), "%s", r ? r : "");
+			snprintf(conds[k].message, sizeof(conds[k].message), "%s", m ? m : "");
+			snprintf(conds[k].time, sizeof(conds[k].time), "%s", tm ? tm : "");
+		}
+	}
+}
+
+void status_read_progress(json_t *j, struct obs_progress *p)
+{
+	json_t *loss = json_object_get(j, "eval_loss");
+
+	if (!loss)
+		loss = json_object_get(j, "loss");
+	p->have = 1;
+	p->round = json_integer_value(json_object_get(j, "round"));
+	p->tokens = json_integer_value(json_object_get(j, "tokens"));
+	p->loss = json_is_number(loss) ? json_number_value(loss) : NAN;
+	p->goodput = json_number_value(json_object_get(j, "goodput"));
+	p->uptime = json_number_value(json_object_get(j, "uptime"));
+	p->elapsed = json_number_value(json_object_get(j, "elapsed"));
+	p->done = json_is_true(json_object_get(j, "done"));
+}
+
+static json_t *cond_json(const struct condition *c, enum cond_type t,
+			 long long gen)
+{
+	return json_pack("{s:s, s:s, s:s, s:s, s:s, s:I}",
+			 "type", cond_type_name(t), "status", c->status ? "True" : "False",
+			 "reason", c->reason, "message", c->message,
+			 "lastTransitionTime", c->time, "observedGeneration", (json_int_t)gen);
+}
+
+static json_t *progress_json(const struct obs_progress *p)
+{
+	json_t *j = json_pack("{s:I, s:I, s:f, s:f, s:f, s:b}",
+			      "round", (json_int_t)p->round,
+			      "tokens", (json_int_t)p->tokens,
+			      "goodput", p->goodput, "uptime", p->uptime,
+			      "elapsed", p->elapsed, "done", p->done);
+
+	if (j && isfinite(p->loss))
+		json_object_set_new(j, "loss", json_real(p->loss));
+	return j;
+}
+
+json_t *status_build(const struct status_input *in)
+{
+	const struct rc_output *out = in->out;
+	json_t *st = json_object(), *restarts = json_array(), *conds = json_array();
+	char buf[48];
+
+	json_object_set_new(st, "observedGeneration", json_integer(in->generation));
+	json_object_set_new(st, "phase", json_string(job_phase_name(out->phase)));
+	if (out->start_time > 0) {
+		kube_time_format(out->start_time, buf, sizeof(buf));
+		json_object_set_new(st, "startTime", json_string(buf));
+	}
+	if (out->completion_time > 0 &&
+	    (out->phase == PHASE_SUCCEEDED || out->phase == PHASE_FAILED)) {
+		kube_time_format(out->completion_time, buf, sizeof(buf));
+		json_object_set_new(st, "completionTime", json_string(buf));
+	}
+	snprintf(buf, sizeof(buf), "%d/%d", out->ready, out->total);
+	json_object_set_new(st, "learnersReady", json_string(buf));
+	for (int i = 0; i < in->nlearners; i++)
+		json_array_append_new(restarts, json_integer(in->learners[i].restarts));
+	json_object_set_new(st, "learners", json_pack("{s:i, s:i, s:o}",
+		"total", out->total, "ready", out->ready, "restarts", restarts));
+	json_object_set_new(st, "syncerReady", json_boolean(in->syncer_ready));
+	if (in->progress->have)
+		json_object_set_new(st, "progress", progress_json(in->progress));
+	if (in->chaos)
+		json_object_set_new(st, "chaos", in->chaos);
+	else if (json_object_get(in->old, "chaos"))
+		json_object_set(st, "chaos", json_object_get(in->old, "chaos"));
+	for (int k = 0; k < COND_N; k++)
+		if (out->conds[k].set)
+			json_array_append_new(conds, cond_json(&out->conds[k],
+							       (enum cond_type)k,
+							       in->generation));
+	json_object_set_new(st, "conditions", conds);
+	return st;
+}

@@ -1,0 +1,44 @@
+/*
+ * status: a DecoupledTrainingJob's status subresource, read back into
+ * reconcile's types and built again from its decisions. Pure functions of
+ * their arguments; the PUT is the operator's (operator.c).
+ *
+ *   status.conditions  <->  struct condition[COND_N]
+ *   status.progress    <--  struct obs_progress (also read from the
+ *                           syncer's /status, which has the same fields)
+ *   status.learners    <--  reconcile's counts, each learner's restarts
+ *   status.chaos       <--  chaos_ctl_status, else kept as it was
+ */
+#ifndef DDILOCO_STATUS_H
+#define DDILOCO_STATUS_H
+
+#include <jansson.h>
+
+#include "operator/reconcile.h"
+
+/* status.conditions into conds (COND_N entries; unknown types skipped). */
+void status_read_conditions(json_t *status, struct condition *conds);
+
+/*
+ * Progress from a JSON object with round, tokens, eval_loss or loss,
+ * goodput, uptime, elapsed and done (the syncer's /status, or
+ * status.progress as written before): *p filled and p->have set.
+ */
+void status_read_progress(json_t *j, struct obs_progress *p);
+
+struct status_input {
+	const struct rc_output *out;  /* reconcile's decisions */
+	long long generation;         /* written as observedGeneration */
+	const struct learner_mem *learners;
+	int nlearners;
+	const struct obs_progress *progress;
+	int syncer_ready;
+	json_t *chaos;                /* status.chaos to write (taken), or NULL */
+	json_t *old;                  /* the status read: its chaos is kept
+				       * when chaos is NULL */
+};
+
+/* The status to write (a new reference). */
+json_t *status_build(const struct status_input *in);
+
+#endif

@@ -1,0 +1,125 @@
+/*
+ * status: the job's status built from reconcile's output and read back.
+ * Conditions survive the round trip with their times; a loss that is not
+ * finite is left out; completionTime only in a terminal phase; status.chaos
+ * from the chaos controller, else the one already written.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "operator/status.h"
+
+static const char *str(json_t *o, const char *key)
+{
+	return json_string_value(json_object_get(o, key));
+}
+
+static void test_build_and_read_back(void **state)
+{
+	struct rc_output out;
+	struct learner_mem mem[3];
+	struct obs_progress p = { 1, 12, 3456, NAN, 0.75, 0.9, 60.5, 0 }, back;
+	struct condition conds[COND_N];
+	struct status_input in = { &out, 7, mem, 3, &p, 1, NULL, NULL };
+	json_t *st, *learners;
+
+	(void)state;
+	memset(&out, 0, sizeof(out));
+	memset(mem, 0, sizeof(mem));
+	mem[1].restarts = 2;
+	out.phase = PHASE_RUNNING;
+	out.ready = 2;
+	out.total = 3;
+	out.start_time = 1800000000;
+	out.completion_time = 1800000100;   /* not terminal: not written */
+	cond_set(&out.conds[COND_CREATED], 1, "ChildrenCreated", "all there",
+		 "2027-01-15T08:00:00Z");
+	cond_set(&out.conds[COND_RUNNING], 0, "BelowQuorum", "1 of 2",
+		 "2027-01-15T08:01:00Z");
+
+	st = status_build(&in);
+	assert_int_equal(json_integer_value(json_object_get(st, "observedGeneration")), 7);
+	assert_string_equal(str(st, "phase"), "Running");
+	assert_string_equal(str(st, "startTime"), "2027-01-15T08:00:00Z");
+	assert_null(json_object_get(st, "completionTime"));
+	assert_string_equal(str(st, "learnersReady"), "2/3");
+	learners = json_object_get(st, "learners");
+	assert_int_equal(json_integer_value(json_object_get(learners, "total")), 3);
+	assert_int_equal(json_integer_value(json_object_get(learners, "ready")), 2);
+	assert_int_equal(json_array_size(json_object_get(learners, "restarts")), 3);
+	assert_int_equal(json_integer_value(json_array_get(json_object_get(learners, "restarts"), 1)), 2);
+	assert_true(json_is_true(json_object_get(st, "syncerReady")));
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(st, "progress"), "tokens")), 3456);
+	assert_null(json_object_get(json_object_get(st, "progress"), "loss"));
+	assert_null(json_object_get(st, "chaos"));
+	assert_int_equal(json_array_size(json_object_get(st, "conditions")), 2);
+
+	status_read_conditions(st, conds);
+	assert_int_equal(conds[COND_CREATED].set, 1);
+	assert_int_equal(conds[COND_CREATED].status, 1);
+	assert_string_equal(conds[COND_CREATED].reason, "ChildrenCreated");
+	assert_int_equal(conds[COND_RUNNING].status, 0);
+	assert_string_equal(conds[COND_RUNNING].message, "1 of 2");
+	assert_string_equal(conds[COND_RUNNING].time, "2027-01-15T08:01:00Z");
+	assert_int_equal(conds[COND_SUCCEEDED].set, 0);
+
+	memset(&back, 0, sizeof(back));
+	status_read_progress(json_object_get(st, "progress"), &back);
+	assert_int_equal(back.have, 1);
+	assert_int_equal(back.round, 12);
+	assert_true(isnan(back.loss));
+	assert_float_equal(back.goodput, 0.75, 1e-12);
+	assert_float_equal(back.elapsed, 60.5, 1e-12);
+	json_decref(st);
+
+	/* terminal: completionTime; a finite loss is written; chaos kept */
+	out.phase = PHASE_SUCCEEDED;
+	p.loss = 2.5;
+	in.old = json_pack("{s:{s:i}}", "chaos", "kills", 4);
+	st = status_build(&in);
+	assert_string_equal(str(st, "completionTime"), "2027-01-15T08:01:40Z");
+	assert_float_equal(json_real_value(json_object_get(json_object_get(st, "progress"), "loss")),
+			   2.5, 1e-12);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(st, "chaos"), "kills")), 4);
+	json_decref(st);
+
+	/* the controller's status.chaos wins over the old one */
+	in.chaos = json_pack("{s:i, s:b}", "kills", 5, "active", 1);
+	st = status_build(&in);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(st, "chaos"), "kills")), 5);
+	json_decref(st);
+	json_decref(in.old);
+}
+
+static void test_progress_prefers_eval_loss(void **state)
+{
+	json_t *j = json_pack("{s:i, s:f, s:f, s:b}", "round", 3, "loss", 4.0,
+			      "eval_loss", 3.5, "done", 1);
+	struct obs_progress p;
+
+	(void)state;
+	memset(&p, 0, sizeof(p));
+	status_read_progress(j, &p);
+	assert_float_equal(p.loss, 3.5, 1e-12);
+	assert_int_equal(p.done, 1);
+	assert_int_equal(p.tokens, 0);
+	json_object_del(j, "eval_loss");
+	status_read_progress(j, &p);
+	assert_float_equal(p.loss, 4.0, 1e-12);
+	json_decref(j);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_build_and_read_back),
+		cmocka_unit_test(test_progress_prefers_eval_loss),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
