@@ -38,7 +38,6 @@
 #include <grpc/slice.h>
 #include <grpc/support/time.h>
 
-#include "common/encoding.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "common/wire.h"
