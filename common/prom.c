@@ -1,7 +1,7 @@
 /*
- * prom: Prometheus text lines on a buf; see prom.h. Each function appends
- * whole lines; a failed append leaves the buf's sticky error for the
- * caller to check once.
+ * prom: Prometheus text lines on a buf; see prom.h. Appends are not
+ * checked here: after a failed one the buf takes no more (its error is
+ * sticky) and the caller, which checks buf_error once, drops the text.
  */
 #include "common/prom.h"
 

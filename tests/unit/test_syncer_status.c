@@ -2,7 +2,8 @@
  * syncer_status: a /status document captured from a running syncer read
  * field by field; truncated and garbage bodies, fields of the wrong type,
  * counts written as reals; the GET against a real HTTP server (body too
- * large, HTTP 404, a server too slow, nobody listening).
+ * large, a handler past the server's limit, HTTP 404, a server too slow,
+ * nobody listening).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -182,6 +183,12 @@ static int serve(void *ctx, const char *path, struct buf *body,
 			buf_append(body, v->doc, v->len);
 		return 200;
 	}
+	if (!strcmp(path, "/overflow")) {
+		/* past httpd's own 16 MiB: the server answers 500 */
+		while (!buf_append(body, v->doc, v->len))
+			;
+		return 200;
+	}
 	if (!strcmp(path, "/slow")) {
 		sleep_seconds(1.5);
 		buf_append(body, v->doc, v->len);
@@ -226,6 +233,9 @@ static void fetch_from_a_server(void **state)
 	snprintf(url, sizeof(url), "http://127.0.0.1:%d/big", port);
 	assert_int_equal(syncer_status_fetch(c, url, 5, &s, &e), -1);
 	assert_non_null(strstr(e.msg, "/big': body larger than 4194304 bytes"));
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/overflow", port);
+	assert_int_equal(syncer_status_fetch(c, url, 5, &s, &e), -1);
+	assert_non_null(strstr(e.msg, "/overflow': HTTP 500"));
 	snprintf(url, sizeof(url), "http://127.0.0.1:%d/nothing", port);
 	assert_int_equal(syncer_status_fetch(NULL, url, 5, &s, &e), -1);
 	assert_non_null(strstr(e.msg, "/nothing': HTTP 404"));
