@@ -66,7 +66,7 @@ struct op {
 	pthread_mutex_t mu;           /* mems, counters */
 	struct jobmem *mems;
 	struct chaos_ctl *chaos;
-	const volatile int *stop;
+	const volatile sig_atomic_t *stop;
 	volatile int quit;
 	int leader;
 	long reconciles, reconcile_errors, conflicts, actions[ACT_EVENT + 1];
@@ -993,7 +993,8 @@ static struct informer *start_informer(struct op *op, const char *name,
 	return inf;
 }
 
-int operator_run(const struct operator_opts *o, const volatile int *stop)
+int operator_run(const struct operator_opts *o,
+		 const volatile sig_atomic_t *stop)
 {
 	struct op op;
 	struct worker *ws = NULL;

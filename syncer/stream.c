@@ -850,7 +850,8 @@ static void stop_job(struct stream_server *sv, double now)
 	close_all(sv, GRPC_STATUS_UNAVAILABLE, "syncer shutting down");
 }
 
-int syncer_run(const struct syncer_params *p, struct err *e)
+int syncer_run(const struct syncer_params *p,
+	       const volatile sig_atomic_t *stop, struct err *e)
 {
 	struct syncer *s = calloc(1, sizeof(*s));
 	struct stream_server sv;
@@ -901,7 +902,7 @@ int syncer_run(const struct syncer_params *p, struct err *e)
 				finish_at = now + p->drain_seconds;
 			}
 		}
-		if (p->stop && *p->stop && !s->stopping) {
+		if (*stop && !s->stopping) {
 			stop_job(&sv, now);
 			finish_at = now + STOP_GRACE;
 		}
