@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cmds.h"
+#include "common/cli.h"
 
 static const struct {
 	const char *name;
@@ -20,26 +21,46 @@ static const struct {
 	{ "sim", cmd_sim, "simulate goodput at cluster scale" },
 };
 
+static int version;
+
+/* The options before the command: only argv[1] is looked at. */
+static const struct cli_option opts[] = {
+	CLI_TEXT(""),
+	CLI_FLAG("version", 0, &version, "print the version"),
+	CLI_END(),
+};
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: ddiloco <command> [options]   (ddiloco <command> --help)\n\n");
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
 		fprintf(f, "  %-9s %s\n", cmds[i].name, cmds[i].help);
-	fprintf(f, "\n  --version  print the version\n");
+	cli_usage(opts, f);
 }
 
 int main(int argc, char **argv)
 {
+	struct err e;
+	int n;
+
 	if (argc < 2) {
 		usage(stderr);
 		return 2;
 	}
-	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
-		printf("ddiloco %s\n", DDILOCO_VERSION);
-		return 0;
+	if (argv[1][0] == '-') {
+		n = cli_parse(opts, 2, argv, &e);
+		if (n == CLI_HELP) {
+			usage(stdout);
+			return 0;
+		}
+		if (n < 0) {
+			fprintf(stderr, "ddiloco: %s\n\n", e.msg);
+			usage(stderr);
+			return 2;
+		}
 	}
-	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-		usage(stdout);
+	if (version || !strcmp(argv[1], "version")) {
+		printf("ddiloco %s\n", DDILOCO_VERSION);
 		return 0;
 	}
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)

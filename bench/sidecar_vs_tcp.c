@@ -41,7 +41,7 @@ struct sink {
 	grpc_server *srv;
 	grpc_completion_queue *cq;
 	int port;
-	struct sidecar *sc;
+	volatile sig_atomic_t *stop_sidecar;   /* sidecar_run's stop */
 	double t0, t1;
 	uint64_t bytes, answers;
 	volatile int shutdown;   /* set by main once the sidecar is done */
@@ -109,7 +109,7 @@ static void *sink_main(void *arg)
 		if (!stop && k->t0 > 0 && clock_mono() - k->t0 > SECONDS) {
 			stop = 1;
 			k->t1 = clock_mono();
-			sidecar_stop(k->sc);
+			*k->stop_sidecar = 1;
 		}
 		if (k->shutdown && !notified) {
 			/* the shutdown order of GRPC-NOTES.md */
@@ -239,6 +239,7 @@ static double sidecar_rate(void)
 	struct sink k = { 0 };
 	struct learner l = { 0 };
 	struct sidecar *sc;
+	volatile sig_atomic_t stop_sidecar = 0;
 	struct sidecar_opts o = { 0 };
 	pthread_t th_sink, th_learner;
 	char dir[] = "/dev/shm/ddsc-bench-XXXXXX", target[64], cmd[64];
@@ -281,12 +282,12 @@ static double sidecar_rate(void)
 	o.target = target;
 	o.job = "bench";
 	sc = sidecar_new(&o, sx, &ft, &e);
-	k.sc = sc;
+	k.stop_sidecar = &stop_sidecar;
 	l.x = lx;
 	l.params = calloc((size_t)P * N, sizeof(float));
 	pthread_create(&th_sink, NULL, sink_main, &k);
 	pthread_create(&th_learner, NULL, learner_main, &l);
-	if (sidecar_run(sc, &e) < 0)
+	if (sidecar_run(sc, &stop_sidecar, &e) < 0)
 		fprintf(stderr, "sidecar_vs_tcp: %s\n", e.msg);
 	l.stop = 1;
 	pthread_join(th_learner, NULL);

@@ -4,6 +4,7 @@
  * cluster it runs in. SIGINT/SIGTERM stop it cleanly (the Lease is given
  * up when held).
  */
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,10 +12,11 @@
 #include <unistd.h>
 
 #include "cmds.h"
+#include "common/cli.h"
 #include "common/log.h"
 #include "operator/operator.h"
 
-static volatile int stopping;
+static volatile sig_atomic_t stopping;
 
 static void on_signal(int sig)
 {
@@ -22,58 +24,77 @@ static void on_signal(int sig)
 	stopping = 1;
 }
 
-static void usage(FILE *f)
+/* --http HOST:PORT or off */
+static int parse_http(const struct cli_option *opt, const char *arg,
+		      struct err *e)
 {
-	fprintf(f,
-		"usage: ddiloco operator [--kubeconfig PATH] [--namespace NS] [--http HOST:PORT]\n"
-		"                        [--no-chaos] [--leader-elect] [--lease-namespace NS]\n"
-		"                        [--lease-name NAME] [--identity ID] [--workers N]\n"
-		"                        [--status-url TEMPLATE] [--resync SECONDS]\n"
-		"\n"
-		"Reconciles DecoupledTrainingJob objects (ddiloco.io/v1alpha1): learner pods\n"
-		"with their sidecar, the syncer StatefulSet, status and Events.\n"
-		"\n"
-		"  --kubeconfig PATH     API server and bearer token of PATH's current context;\n"
-		"                        without it, the in-cluster service account\n"
-		"  --namespace NS        watch only NS (default: every namespace)\n"
-		"  --http HOST:PORT      /metrics, /healthz, /readyz (default 0.0.0.0:8080;\n"
-		"                        port 0 picks one, 'off' disables)\n"
-		"  --no-chaos            never run the chaos controller\n"
-		"  --leader-elect        act only while holding the Lease\n"
-		"  --lease-namespace NS  the Lease's namespace (default: the config's)\n"
-		"  --lease-name NAME     the Lease's name (default ddiloco-operator)\n"
-		"  --identity ID         this replica's name in the Lease (default: hostname-pid)\n"
-		"  --workers N           reconcile workers (default 2)\n"
-		"  --status-url T        the syncer's /status URL; {job} {namespace} {port}\n"
-		"                        are replaced (default\n"
-		"                        http://{job}-syncer-0.{job}-syncer.{namespace}.svc:{port}/status)\n"
-		"  --resync SECONDS      full resync period (default 30)\n");
-}
+	struct operator_opts *o = opt->value;
 
-static int parse_http(const char *s, struct operator_opts *o)
-{
-	const char *colon = strrchr(s, ':');
-	char *end;
-	long port;
-
-	if (!strcmp(s, "off")) {
+	if (!strcmp(arg, "off")) {
 		o->http_port = -1;
 		return 0;
 	}
-	if (!colon || colon == s || (size_t)(colon - s) >= sizeof(o->http_addr))
-		return -1;
-	port = strtol(colon + 1, &end, 10);
-	if (*end || port < 0 || port > 65535)
-		return -1;
-	snprintf(o->http_addr, sizeof(o->http_addr), "%.*s", (int)(colon - s), s);
-	o->http_port = (int)port;
+	if (cli_split_hostport(arg, o->http_addr, sizeof(o->http_addr),
+			       &o->http_port) || !o->http_addr[0])
+		return err_set(e, "option '--http' needs HOST:PORT or off, got '%s'",
+			       arg);
+	return 0;
+}
+
+/* The strings that go to fixed buffers of struct operator_opts. */
+static int copy_opt(char *dst, size_t n, const char *name, const char *v,
+		    struct err *e)
+{
+	if (!v)
+		return 0;
+	if (strlen(v) >= n)
+		return err_set(e, "option '--%s' is longer than %zu characters",
+			       name, n - 1);
+	memcpy(dst, v, strlen(v) + 1);
 	return 0;
 }
 
 int cmd_operator(int argc, char **argv)
 {
 	struct operator_opts o;
-	const char *kubeconfig = NULL, *lease_ns = NULL;
+	const char *kubeconfig = NULL, *lease_ns = NULL, *ns = NULL;
+	const char *lease_name = NULL, *identity = NULL, *status_url = NULL;
+	int no_chaos = 0, n;
+	const struct cli_option opts[] = {
+		CLI_TEXT("usage: ddiloco operator [--kubeconfig PATH] [--namespace NS] [--http HOST:PORT]\n"
+			 "                        [--no-chaos] [--leader-elect] [--lease-namespace NS]\n"
+			 "                        [--lease-name NAME] [--identity ID] [--workers N]\n"
+			 "                        [--status-url TEMPLATE] [--resync SECONDS]\n"
+			 "\n"
+			 "Reconciles DecoupledTrainingJob objects (ddiloco.io/v1alpha1): learner pods\n"
+			 "with their sidecar, the syncer StatefulSet, status and Events.\n"),
+		CLI_STRING("kubeconfig", 0, &kubeconfig, "PATH",
+			   "API server and bearer token of PATH's current context;\n"
+			   "without it, the in-cluster service account"),
+		CLI_STRING("namespace", 0, &ns, "NS",
+			   "watch only NS (default: every namespace)"),
+		CLI_CALLBACK("http", 0, &o, "HOST:PORT", parse_http,
+			     "/metrics, /healthz, /readyz (default 0.0.0.0:8080;\n"
+			     "port 0 picks one, 'off' disables)"),
+		CLI_FLAG("no-chaos", 0, &no_chaos, "never run the chaos controller"),
+		CLI_FLAG("leader-elect", 0, &o.leader_elect,
+			 "act only while holding the Lease"),
+		CLI_STRING("lease-namespace", 0, &lease_ns, "NS",
+			   "the Lease's namespace (default: the config's)"),
+		CLI_STRING("lease-name", 0, &lease_name, "NAME",
+			   "the Lease's name (default ddiloco-operator)"),
+		CLI_STRING("identity", 0, &identity, "ID",
+			   "this replica's name in the Lease (default: hostname-pid)"),
+		CLI_INT("workers", 0, &o.workers, "N", 1, 64,
+			"reconcile workers (default 2)"),
+		CLI_STRING("status-url", 0, &status_url, "T",
+			   "the syncer's /status URL; {job} {namespace} {port}\n"
+			   "are replaced (default\n"
+			   "http://{job}-syncer-0.{job}-syncer.{namespace}.svc:{port}/status)"),
+		CLI_DOUBLE("resync", 0, &o.resync, "SECONDS", 1, INFINITY,
+			   "full resync period (default 30)"),
+		CLI_END(),
+	};
 	struct sigaction sa;
 	struct err e;
 	char host[64] = "operator";
@@ -82,63 +103,23 @@ int cmd_operator(int argc, char **argv)
 	memset(&o, 0, sizeof(o));
 	snprintf(o.http_addr, sizeof(o.http_addr), "0.0.0.0");
 	o.http_port = 8080;
-	o.chaos = 1;
 	o.workers = 2;
 	o.resync = 30;
 	snprintf(o.lease_name, sizeof(o.lease_name), "ddiloco-operator");
 	snprintf(o.status_url, sizeof(o.status_url),
 		 "http://{job}-syncer-0.{job}-syncer.{namespace}.svc:{port}/status");
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			usage(stdout);
-			return 0;
-		} else if (!strcmp(a, "--no-chaos")) {
-			o.chaos = 0;
-		} else if (!strcmp(a, "--leader-elect")) {
-			o.leader_elect = 1;
-		} else if (!v) {
-			fprintf(stderr, "ddiloco operator: '%s' needs a value or is unknown\n", a);
-			usage(stderr);
-			return 2;
-		} else if (!strcmp(a, "--kubeconfig")) {
-			kubeconfig = v, i++;
-		} else if (!strcmp(a, "--namespace")) {
-			snprintf(o.namespace_, sizeof(o.namespace_), "%s", v), i++;
-		} else if (!strcmp(a, "--lease-namespace")) {
-			lease_ns = v, i++;
-		} else if (!strcmp(a, "--lease-name")) {
-			snprintf(o.lease_name, sizeof(o.lease_name), "%s", v), i++;
-		} else if (!strcmp(a, "--identity")) {
-			snprintf(o.identity, sizeof(o.identity), "%s", v), i++;
-		} else if (!strcmp(a, "--status-url")) {
-			snprintf(o.status_url, sizeof(o.status_url), "%s", v), i++;
-		} else if (!strcmp(a, "--http")) {
-			if (parse_http(v, &o)) {
-				fprintf(stderr, "ddiloco operator: --http '%s': expected HOST:PORT or off\n", v);
-				return 2;
-			}
-			i++;
-		} else if (!strcmp(a, "--workers")) {
-			o.workers = atoi(v), i++;
-			if (o.workers < 1 || o.workers > 64) {
-				fprintf(stderr, "ddiloco operator: --workers '%s': expected 1..64\n", v);
-				return 2;
-			}
-		} else if (!strcmp(a, "--resync")) {
-			o.resync = atof(v), i++;
-			if (!(o.resync >= 1)) {
-				fprintf(stderr, "ddiloco operator: --resync '%s': expected >= 1\n", v);
-				return 2;
-			}
-		} else {
-			fprintf(stderr, "ddiloco operator: unknown option '%s'\n", a);
-			usage(stderr);
-			return 2;
-		}
-	}
+	n = cli_parse(opts, argc, argv, &e);
+	if (n < 0)
+		return cli_exit_code(opts, "ddiloco operator", n, &e);
+	if (n > 0)
+		err_set(&e, "unexpected argument '%s'", argv[0]);
+	if (n > 0 ||
+	    copy_opt(o.namespace_, sizeof(o.namespace_), "namespace", ns, &e) ||
+	    copy_opt(o.lease_name, sizeof(o.lease_name), "lease-name", lease_name, &e) ||
+	    copy_opt(o.identity, sizeof(o.identity), "identity", identity, &e) ||
+	    copy_opt(o.status_url, sizeof(o.status_url), "status-url", status_url, &e))
+		return cli_exit_code(opts, "ddiloco operator", -1, &e);
+	o.chaos = !no_chaos;
 	log_init("operator");
 	if (kubeconfig ? kube_config_load(kubeconfig, &o.cfg, &e) :
 			 kube_config_in_cluster(&o.cfg, &e)) {

@@ -72,7 +72,7 @@ struct op {
 	pthread_mutex_t mu;           /* mems, counters */
 	struct jobmem *mems;
 	struct chaos_ctl *chaos;
-	const volatile int *stop;
+	const volatile sig_atomic_t *stop;
 	volatile int quit;
 	int leader;
 	long reconciles, reconcile_errors, conflicts, actions[ACT_EVENT + 1];
@@ -1058,7 +1058,8 @@ static int main_loop(struct op *op, struct kube *main_k, struct leader *lead,
 	return 0;
 }
 
-int operator_run(const struct operator_opts *o, const volatile int *stop)
+int operator_run(const struct operator_opts *o,
+		 const volatile sig_atomic_t *stop)
 {
 	struct op op;
 	struct worker *ws = NULL;

@@ -7,6 +7,8 @@
 #ifndef DDILOCO_OPERATOR_H
 #define DDILOCO_OPERATOR_H
 
+#include <signal.h>
+
 #include "operator/kube.h"
 
 struct operator_opts {
@@ -29,6 +31,7 @@ struct operator_opts {
  * (returns OPERATOR_LOST_LEADERSHIP, everything stopped and freed) or it
  * cannot start (returns 1).
  */
-int operator_run(const struct operator_opts *o, const volatile int *stop);
+int operator_run(const struct operator_opts *o,
+		 const volatile sig_atomic_t *stop);
 
 #endif

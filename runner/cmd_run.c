@@ -5,7 +5,6 @@
  * to its end; 130/143 after Ctrl-C/SIGTERM, with everything stopped.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -17,35 +16,18 @@
 #include <unistd.h>
 
 #include "cmds.h"
+#include "common/cli.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "runner/proc.h"
 #include "runner/run.h"
 
-static void usage(FILE *f)
-{
-	fprintf(f,
-"usage: ddiloco run JOB.yaml [options]\n"
-"\n"
-"Runs a DecoupledTrainingJob on this machine: the syncer, then M learner +\n"
-"sidecar pairs as processes, kills and restarts them as spec.chaos says,\n"
-"shows progress, and writes report.json and report.html in the run folder.\n"
-"\n"
-"  --run-dir DIR   run folder (default runs/<name>-<UTC time>)\n"
-"  --baseline      also run `ddiloco train` on the same tokens with an M times\n"
-"                  larger batch (data parallel as one learner) and compare losses\n"
-"  --twin          also run the same job without chaos and compare losses\n"
-"  --no-chaos      ignore spec.chaos\n"
-"  --timeout S     give up after S seconds (exit 1)\n"
-"  --help          this text\n"
-"\n"
-"Exit status: 0 when the job reached its budget (and every comparison asked\n"
-"for ran), 1 on failure, 130 / 143 after Ctrl-C / SIGTERM.\n");
-}
+/* The signal that asked to stop (SIGINT, SIGTERM); 0 while none did. */
+static volatile sig_atomic_t stop_signal;
 
 static void on_signal(int sig)
 {
-	run_interrupted = sig;
+	stop_signal = sig;
 }
 
 static int default_dir(const struct job_spec *js, char *out, size_t n)
@@ -146,7 +128,7 @@ static int run_baseline(const struct job_spec *js, const char *exe,
 		return -1;
 	}
 	while (!proc_reap(&p)) {
-		if (run_interrupted) {
+		if (stop_signal) {
 			proc_stop(&p, 5);
 			proc_release(&p);
 			return err_set(e, "interrupted");
@@ -185,7 +167,7 @@ static int run_twin(const struct job_spec *js, const struct run_opts *o,
 	to.no_chaos = 1;
 	printf("twin: the same job without chaos, in %s\n", tdir);
 	fflush(stdout);
-	rc = run_job(&tj, &to, tdir, &tr, e);
+	rc = run_job(&tj, &to, tdir, &tr, &stop_signal, e);
 	{
 		struct err we;
 		if (run_report_write(&tr, &we))
@@ -207,48 +189,44 @@ static int run_twin(const struct job_spec *js, const struct run_opts *o,
 
 int cmd_run(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "run-dir", required_argument, NULL, 'd' },
-		{ "baseline", no_argument, NULL, 'b' },
-		{ "twin", no_argument, NULL, 'w' },
-		{ "no-chaos", no_argument, NULL, 'n' },
-		{ "timeout", required_argument, NULL, 't' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
 	struct run_opts o = { 0 };
+	const struct cli_option opts[] = {
+		CLI_TEXT("usage: ddiloco run JOB.yaml [options]\n\n"
+			 "Runs a DecoupledTrainingJob on this machine: the syncer, then M learner +\n"
+			 "sidecar pairs as processes, kills and restarts them as spec.chaos says,\n"
+			 "shows progress, and writes report.json and report.html in the run folder.\n"),
+		CLI_STRING("run-dir", 0, &o.run_dir, "DIR",
+			   "run folder (default runs/<name>-<UTC time>)"),
+		CLI_FLAG("baseline", 0, &o.baseline,
+			 "also run `ddiloco train` on the same tokens with an M times\n"
+			 "larger batch (data parallel as one learner) and compare losses"),
+		CLI_FLAG("twin", 0, &o.twin,
+			 "also run the same job without chaos and compare losses"),
+		CLI_FLAG("no-chaos", 0, &o.no_chaos, "ignore spec.chaos"),
+		CLI_DOUBLE("timeout", 0, &o.timeout, "S", 0, INFINITY,
+			   "give up after S seconds (exit 1)", .flags = CLI_ABOVE_MIN),
+		CLI_TEXT("\n"
+			 "Exit status: 0 when the job reached its budget (and every comparison asked\n"
+			 "for ran), 1 on failure, 130 / 143 after Ctrl-C / SIGTERM."),
+		CLI_END(),
+	};
 	struct job_spec js;
 	struct run_record r;
 	struct err e = { "" }, re;
 	char dir[4096], exe[4096];
 	struct buf sum;
-	int c, rc, ok;
+	int rc, ok, npos;
 	ssize_t n;
 
 	log_init("run");
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'd': o.run_dir = optarg; break;
-		case 'b': o.baseline = 1; break;
-		case 'w': o.twin = 1; break;
-		case 'n': o.no_chaos = 1; break;
-		case 't':
-			o.timeout = strtod(optarg, NULL);
-			if (!(o.timeout > 0)) {
-				fprintf(stderr, "ddiloco run: --timeout: '%s' is not a positive number of seconds\n", optarg);
-				return 2;
-			}
-			break;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
-		}
-	}
-	if (optind != argc - 1) {
-		usage(stderr);
+	npos = cli_parse(opts, argc, argv, &e);
+	if (npos < 0)
+		return cli_exit_code(opts, "ddiloco run", npos, &e);
+	if (npos != 1) {
+		cli_usage(opts, stderr);
 		return 2;
 	}
-	o.job_file = argv[optind];
+	o.job_file = argv[0];
 	if (jobspec_load(o.job_file, &js, &e)) {
 		fprintf(stderr, "ddiloco run: %s\n", e.msg);
 		return 2;
@@ -293,15 +271,15 @@ int cmd_run(int argc, char **argv)
 	       js.chaos.enabled && !o.no_chaos ? "on" : "off", dir);
 	fflush(stdout);
 
-	rc = run_job(&js, &o, dir, &r, &e);
+	rc = run_job(&js, &o, dir, &r, &stop_signal, &e);
 	ok = rc == 0;
 	if (!ok)
 		fprintf(stderr, "ddiloco run: %s\n", e.msg);
-	if (ok && o.twin && !run_interrupted && run_twin(&js, &o, dir, &r, &e)) {
+	if (ok && o.twin && !stop_signal && run_twin(&js, &o, dir, &r, &e)) {
 		fprintf(stderr, "ddiloco run: twin: %s\n", e.msg);
 		ok = 0;
 	}
-	if (ok && o.baseline && !run_interrupted &&
+	if (ok && o.baseline && !stop_signal &&
 	    run_baseline(&js, exe, o.job_file, dir, &r, &e)) {
 		fprintf(stderr, "ddiloco run: %s\n", e.msg);
 		ok = 0;
@@ -315,7 +293,7 @@ int cmd_run(int argc, char **argv)
 	buf_release(&sum);
 	fflush(stdout);
 	run_record_release(&r);
-	if (run_interrupted)
-		return 128 + run_interrupted;
+	if (stop_signal)
+		return 128 + stop_signal;
 	return ok ? 0 : 1;
 }

@@ -44,8 +44,6 @@
 #include "runner/proc.h"
 #include "runner/run.h"
 
-volatile sig_atomic_t run_interrupted;
-
 #define TICK            0.1
 #define POLL_EVERY      0.5
 #define SAMPLE_EVERY    1.0
@@ -70,6 +68,7 @@ struct slot {
 struct runner {
 	const struct job_spec *js;
 	const struct run_opts *o;
+	const volatile sig_atomic_t *stop;   /* set by a signal handler */
 	struct run_record *r;
 	char job[4096];                 /* absolute job file */
 	char shm[4096];                 /* parent of the exchange folders */
@@ -521,7 +520,7 @@ static int wait_ready(struct runner *R, struct err *e)
 	for (;;) {
 		struct syncer_status st;
 
-		if (run_interrupted)
+		if (*R->stop)
 			return err_set(e, "interrupted");
 		if (proc_reap(&R->syncer)) {
 			char tail[300], s[64];
@@ -545,7 +544,8 @@ static int wait_ready(struct runner *R, struct err *e)
 /* ---- the whole job ---- */
 
 int run_job(const struct job_spec *js, const struct run_opts *o,
-	    const char *dir, struct run_record *r, struct err *e)
+	    const char *dir, struct run_record *r,
+	    const volatile sig_atomic_t *stop, struct err *e)
 {
 	struct runner R;
 	char path[4200];
@@ -554,6 +554,7 @@ int run_job(const struct job_spec *js, const struct run_opts *o,
 	memset(&R, 0, sizeof(R));
 	R.js = js;
 	R.o = o;
+	R.stop = stop;
 	R.r = r;
 	R.M = js->learners.replicas;
 	R.view.tty = isatty(1);
@@ -600,7 +601,7 @@ int run_job(const struct job_spec *js, const struct run_opts *o,
 	for (;;) {
 		double t;
 
-		if (run_interrupted) {
+		if (*stop) {
 			snprintf(r->outcome, sizeof(r->outcome), "interrupted");
 			err_set(e, "interrupted");
 			break;
@@ -642,7 +643,7 @@ int run_job(const struct job_spec *js, const struct run_opts *o,
 stop:
 	if (!r->outcome[0])
 		snprintf(r->outcome, sizeof(r->outcome), "%s%s",
-			 run_interrupted ? "" : "failed: ", e->msg);
+			 *stop ? "" : "failed: ", e->msg);
 	stop_everything(&R);
 	/* one last look at /status is gone with the syncer; keep the last poll */
 	sample(&R);

@@ -147,12 +147,11 @@ struct run_opts {
 /*
  * Runs the job to its end (done, interrupted, failed or timed out),
  * recording into r (initialized here). Returns 0 when the syncer
- * reported done and every part stopped cleanly.
+ * reported done and every part stopped cleanly. It stops everything and
+ * returns once *stop is set (by a signal handler).
  */
 int run_job(const struct job_spec *js, const struct run_opts *o,
-	    const char *dir, struct run_record *r, struct err *e);
-
-/* Set by SIGINT/SIGTERM handlers; run_job stops when it is nonzero. */
-extern volatile sig_atomic_t run_interrupted;
+	    const char *dir, struct run_record *r,
+	    const volatile sig_atomic_t *stop, struct err *e);
 
 #endif

@@ -77,11 +77,6 @@ void sidecar_free(struct sidecar *s)
 	free(s);
 }
 
-void sidecar_stop(struct sidecar *s)
-{
-	s->stop = 1;
-}
-
 void sidecar_stream_begin(struct sidecar *s)
 {
 	pthread_mutex_lock(&s->mu);

@@ -512,7 +512,8 @@ static void *bridge_main(void *arg)
 	return NULL;
 }
 
-int sidecar_run(struct sidecar *s, struct err *e)
+int sidecar_run(struct sidecar *s, const volatile sig_atomic_t *stop,
+		struct err *e)
 {
 	struct client cl = { 0 };
 	pthread_t bridge;
@@ -536,7 +537,7 @@ int sidecar_run(struct sidecar *s, struct err *e)
 		return err_set(e, "sidecar: cannot start the bridge thread");
 	}
 	log_info("syncer at '%s'", s->o.target);
-	while (!s->stop && !cl.done && !cl.refused) {
+	while (!*stop && !cl.done && !cl.refused) {
 		grpc_event ev;
 
 		if (!cl.live && clock_mono() >= cl.next_attempt)

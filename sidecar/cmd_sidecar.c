@@ -4,6 +4,7 @@
  * serves /healthz /readyz /metrics, and runs the client until the syncer
  * says the job is done.
  */
+#include <limits.h>
 #include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
@@ -11,31 +12,19 @@
 #include <string.h>
 
 #include "cmds.h"
+#include "common/cli.h"
 #include "common/httpd.h"
 #include "common/jobspec.h"
 #include "common/log.h"
 #include "sidecar/sidecar.h"
 #include "trainer/model.h"
 
-static struct sidecar *running;   /* for the signal handler only */
+static volatile sig_atomic_t stop_flag;
 
 static void on_signal(int sig)
 {
 	(void)sig;
-	if (running)
-		sidecar_stop(running);
-}
-
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"usage: ddiloco sidecar --job JOB.yaml --learner I --exchange DIR\n"
-		"                       --syncer HOST:PORT [--http HOST:PORT]\n\n"
-		"Moves fragments between learner I (through the exchange folder DIR,\n"
-		"shared with `ddiloco learner`) and the syncer (gRPC; HOST is a DNS\n"
-		"name or an address). Reconnects with backoff when the syncer goes\n"
-		"away; exits 0 when the syncer says the job is done.\n\n"
-		"  --http HOST:PORT   serve /healthz, /readyz and /metrics\n");
+	stop_flag = 1;
 }
 
 static int http_handler(void *ctx, const char *path, struct buf *body,
@@ -64,28 +53,27 @@ static int http_handler(void *ctx, const char *path, struct buf *body,
 	return 404;
 }
 
-static int split_hostport(const char *hp, char *host, size_t hostlen,
-			  int *port)
-{
-	const char *colon = strrchr(hp, ':');
-	char *end;
-	long v;
-
-	if (!colon || (size_t)(colon - hp) >= hostlen)
-		return -1;
-	v = strtol(colon + 1, &end, 10);
-	if (*end || v < 0 || v > 65535 || end == colon + 1)
-		return -1;
-	memcpy(host, hp, (size_t)(colon - hp));
-	host[colon - hp] = 0;
-	*port = (int)v;
-	return 0;
-}
-
 int cmd_sidecar(int argc, char **argv)
 {
 	const char *job = NULL, *dir = NULL, *target = NULL, *http = NULL;
-	int learner = -1, rc = 1, ft_ok = 0;
+	int learner = -1, rc = 1, ft_ok = 0, n;
+	const struct cli_option opts[] = {
+		CLI_TEXT("usage: ddiloco sidecar --job JOB.yaml --learner I --exchange DIR\n"
+			 "                       --syncer HOST:PORT [--http HOST:PORT]\n\n"
+			 "Moves fragments between learner I (through the exchange folder DIR,\n"
+			 "shared with `ddiloco learner`) and the syncer (gRPC; HOST is a DNS\n"
+			 "name or an address). Reconnects with backoff when the syncer goes\n"
+			 "away; exits 0 when the syncer says the job is done.\n"),
+		CLI_STRING("job", 0, &job, "JOB.yaml", "the DecoupledTrainingJob"),
+		CLI_INT("learner", 0, &learner, "I", 0, INT_MAX,
+			"this learner's index in the job"),
+		CLI_STRING("exchange", 0, &dir, "DIR",
+			   "the exchange folder shared with the learner"),
+		CLI_STRING("syncer", 0, &target, "HOST:PORT", "the syncer's gRPC address"),
+		CLI_STRING("http", 0, &http, "HOST:PORT",
+			   "serve /healthz, /readyz and /metrics"),
+		CLI_END(),
+	};
 	struct job_spec js;
 	struct model_config mc;
 	struct frag_table ft;
@@ -97,52 +85,18 @@ int cmd_sidecar(int argc, char **argv)
 	char comp[32], host[256];
 	int port = 0;
 
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			usage(stdout);
-			return 0;
-		}
-		if (!v) {
-			fprintf(stderr, "ddiloco sidecar: '%s' needs a value\n", a);
-			usage(stderr);
-			return 2;
-		}
-		if (!strcmp(a, "--job")) {
-			job = v;
-		} else if (!strcmp(a, "--learner")) {
-			char *end;
-
-			learner = (int)strtol(v, &end, 10);
-			if (*end || end == v || learner < 0) {
-				fprintf(stderr, "ddiloco sidecar: --learner: '%s' is "
-					"not a learner index\n", v);
-				return 2;
-			}
-		} else if (!strcmp(a, "--exchange")) {
-			dir = v;
-		} else if (!strcmp(a, "--syncer")) {
-			target = v;
-		} else if (!strcmp(a, "--http")) {
-			http = v;
-		} else {
-			fprintf(stderr, "ddiloco sidecar: unknown option '%s'\n", a);
-			usage(stderr);
-			return 2;
-		}
-		i++;
-	}
-	if (!job || learner < 0 || !dir || !target) {
+	n = cli_parse(opts, argc, argv, &e);
+	if (n < 0)
+		return cli_exit_code(opts, "ddiloco sidecar", n, &e);
+	if (!job || learner < 0 || !dir || !target || n > 0) {
 		fprintf(stderr, "ddiloco sidecar: --job, --learner, --exchange and "
 			"--syncer are required\n");
-		usage(stderr);
+		cli_usage(opts, stderr);
 		return 2;
 	}
 	snprintf(comp, sizeof(comp), "sidecar-%d", learner);
 	log_init(comp);
-	if (http && split_hostport(http, host, sizeof(host), &port)) {
+	if (http && cli_split_hostport(http, host, sizeof(host), &port)) {
 		fprintf(stderr, "ddiloco sidecar: --http: '%s' is not HOST:PORT\n",
 			http);
 		return 2;
@@ -180,12 +134,10 @@ int cmd_sidecar(int argc, char **argv)
 			goto out;
 		log_info("http on %s:%d", host, httpd_port(h));
 	}
-	running = s;
 	signal(SIGTERM, on_signal);
 	signal(SIGINT, on_signal);
 	signal(SIGPIPE, SIG_IGN);
-	rc = sidecar_run(s, &e);
-	running = NULL;
+	rc = sidecar_run(s, &stop_flag, &e);
 	if (rc == 0)
 		log_info("job done: exchange marked done");
 	else if (rc == 1)

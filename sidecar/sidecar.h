@@ -20,6 +20,7 @@
 #ifndef DDILOCO_SIDECAR_H
 #define DDILOCO_SIDECAR_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -66,12 +67,12 @@ struct sidecar *sidecar_new(const struct sidecar_opts *o, struct exchange *x,
 void sidecar_free(struct sidecar *s);
 /*
  * Runs until the syncer ends the stream with OK "job done" (marks the
- * exchange done, returns 0), sidecar_stop was called (returns 1), or the
- * syncer refused this learner for good (returns -1 with e filled).
+ * exchange done, returns 0), *stop is set (by a signal handler; returns
+ * 1), or the syncer refused this learner for good (returns -1 with e
+ * filled).
  */
-int sidecar_run(struct sidecar *s, struct err *e);
-/* Safe from a signal handler. */
-void sidecar_stop(struct sidecar *s);
+int sidecar_run(struct sidecar *s, const volatile sig_atomic_t *stop,
+		struct err *e);
 void sidecar_get_metrics(struct sidecar *s, struct sidecar_metrics *m);
 /* Prometheus text for /metrics. */
 void sidecar_metrics_text(struct sidecar *s, struct buf *b);

@@ -45,7 +45,7 @@ struct sidecar {
 	uint64_t hello_incarnation;   /* learner's, in our last Hello */
 	uint64_t resume_step;    /* from the last Welcome */
 	int rehello;             /* the learner restarted: a new stream */
-	volatile int stop;
+	volatile int stop;       /* the bridge thread ends when set */
 	float *take_buf;         /* bridge thread: one fragment */
 	uint8_t *check_buf;      /* bridge thread: decode for the error */
 	float *check_vals;

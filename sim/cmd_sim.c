@@ -1,11 +1,13 @@
 /*
  * `ddiloco sim`: the command line of the goodput simulator (sim.h).
  *
- * Parses flags into a struct sim_cli (every message names its flag; bad
- * input exits 2), runs the asked action and prints text, CSV or JSON.
+ * Parses flags into a struct sim_cli (an option table, common/cli.h; every
+ * message names its flag; bad input exits 2), runs the asked action and
+ * prints text, CSV or JSON.
  */
 #include <errno.h>
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,70 +16,14 @@
 
 #include "cmds.h"
 #include "common/buf.h"
+#include "common/cli.h"
 #include "common/util.h"
 #include "sim/sim.h"
 
-static const char usage_text[] =
-"usage: ddiloco sim --mode nonelastic|elastic|decoupled [--learners M]\n"
-"                   [--chips N] [--quorum K] [--format text|csv|json] [options]\n"
-"       ddiloco sim --table [--svg FILE] [--format ...]   the whole grid\n"
-"       ddiloco sim --rule-of-thumb [--format ...]        M on N vs elastic on N/M\n"
-"       ddiloco sim --harvest-table [--chips N] [--learners M]\n"
-"       ddiloco sim --calibrate                           refit the constants\n"
-"\n"
-"Goodput (useful chip-time / allocated chip-time) and uptime (share of wall\n"
-"time in which training advanced), mean and 95%% interval over seeded repeats.\n"
-"\n"
-"model (defaults fitted to the published data parallel rows, docs/sim.md):\n"
-"  --slice S          chips per slice (%ld)\n"
-"  --mtbi-hours H     per-chip mean time between interruptions (%g)\n"
-"  --restart SEC      nonelastic restart; a harvest learner's join (%g)\n"
-"  --repair SEC       a failed slice is away this long (%g)\n"
-"  --pause-down SEC   elastic scale-down pause (%g)\n"
-"  --pause-up SEC     elastic scale-up pause (%g)\n"
-"  --hetero X         spread of slice speeds, slowest slice sets the pace (%g)\n"
-"decoupled:\n"
-"  --step SEC         learner step, one syncer round per step (%g)\n"
-"  --fragments P      fragments, H = P (%d)\n"
-"  --overlap TAU      steps from pull to applied update (%g)\n"
-"  --grace G          grace share of the overlap window (%g)\n"
-"  --harvest X        extra temporary capacity, share of N, e.g. 0.25 .. 3\n"
-"  --harvest-on H     mean hours the extra capacity stays (%g)\n"
-"  --harvest-off H    mean hours between two windows (%g)\n"
-"run:\n"
-"  --days D           simulated days (%g)\n"
-"  --repeats R        seeded repeats (%d)\n"
-"  --seed S           first seed; same seed, same result (%llu)\n";
-
-static void usage(FILE *f)
-{
-	struct sim_params d;
-
-	sim_params_default(&d);
-	fprintf(f, usage_text, d.slice, d.mtbi_h, d.restart_s, d.repair_s,
-		d.pause_down_s, d.pause_up_s, d.hetero, d.step_s, d.fragments,
-		d.overlap, d.grace, d.harvest_on_h, d.harvest_off_h, d.days,
-		d.repeats, (unsigned long long)d.seed);
-}
-
-static int parse_double(const char *flag, const char *v, double *out,
-			struct err *e)
-{
-	char *end;
-	double x;
-
-	errno = 0;
-	x = strtod(v, &end);
-	if (end == v || *end || errno || !isfinite(x))
-		return err_set(e, "sim: %s wants a number, got '%s'", flag, v);
-	*out = x;
-	return 0;
-}
-
 /* A whole number of chips, with an optional k or M: 150000, 150k, 2.4M
- * (decimal only: no hex). */
-static int parse_long(const char *flag, const char *v, long *out,
-		      struct err *e)
+ * (decimal only: no hex). The destination is a long. */
+static int parse_chips(const struct cli_option *opt, const char *v,
+		       struct err *e)
 {
 	char *end;
 	double x, mult = 1;
@@ -91,162 +37,25 @@ static int parse_long(const char *flag, const char *v, long *out,
 	x *= mult;
 	if (end == v || *end || errno || !isfinite(x) || x != floor(x) ||
 	    fabs(x) > 1e15 || strpbrk(v, "xX"))
-		return err_set(e, "sim: %s wants a whole number (150000, 150k, 2.4M), got '%s'",
-			       flag, v);
-	*out = (long)x;
+		return err_set(e, "option '--%s' needs a whole number (150000, 150k, 2.4M), got '%s'",
+			       opt->name, v);
+	*(long *)opt->value = (long)x;
 	return 0;
 }
 
-static int parse_int(const char *flag, const char *v, int *out, struct err *e)
-{
-	char *end;
-	long x;
+/* Given on the command line or not: the grid options' sentinels. */
+#define UNSET_INT  INT_MIN
+#define UNSET_LONG LONG_MIN
 
-	errno = 0;
-	x = strtol(v, &end, 10);
-	if (end == v || *end || errno)
-		return err_set(e, "sim: %s wants a whole number, got '%s'", flag, v);
-	if (x < -1000000000L || x > 1000000000L)
-		return err_set(e, "sim: %s is out of range, got '%s'", flag, v);
-	*out = (int)x;
-	return 0;
-}
-
-enum kind { K_DOUBLE, K_LONG, K_INT };
-
-int sim_cli_parse(int argc, char **argv, struct sim_cli *c, struct err *e)
+/*
+ * What the action and the options given say together; the parameters'
+ * own ranges are sim_params_check's.
+ */
+static int check_cli(struct sim_cli *c, int nactions, int seen_mode,
+		     int seen_grid, struct err *e)
 {
 	struct sim_params *p = &c->p;
-	const struct {
-		const char *flag;
-		enum kind kind;
-		void *dst;
-	} opts[] = {
-		{ "--learners", K_INT, &p->learners },
-		{ "--quorum", K_INT, &p->quorum },
-		{ "--chips", K_LONG, &p->chips },
-		{ "--slice", K_LONG, &p->slice },
-		{ "--mtbi-hours", K_DOUBLE, &p->mtbi_h },
-		{ "--restart", K_DOUBLE, &p->restart_s },
-		{ "--repair", K_DOUBLE, &p->repair_s },
-		{ "--pause-down", K_DOUBLE, &p->pause_down_s },
-		{ "--pause-up", K_DOUBLE, &p->pause_up_s },
-		{ "--hetero", K_DOUBLE, &p->hetero },
-		{ "--step", K_DOUBLE, &p->step_s },
-		{ "--fragments", K_INT, &p->fragments },
-		{ "--overlap", K_DOUBLE, &p->overlap },
-		{ "--grace", K_DOUBLE, &p->grace },
-		{ "--days", K_DOUBLE, &p->days },
-		{ "--repeats", K_INT, &p->repeats },
-		{ "--harvest", K_DOUBLE, &p->harvest },
-		{ "--harvest-on", K_DOUBLE, &p->harvest_on_h },
-		{ "--harvest-off", K_DOUBLE, &p->harvest_off_h },
-	};
-	int seen_mode = 0, seen_grid = 0, nactions = 0;
 
-	memset(c, 0, sizeof(*c));
-	sim_params_default(p);
-	c->action = SIM_ONE;
-	c->format = SIM_TEXT;
-	for (int i = 1; i < argc; i++) {
-		char name[64];
-		const char *a = argv[i], *v = NULL, *eq = strchr(a, '=');
-		size_t k, nopts = sizeof(opts) / sizeof(opts[0]);
-
-		if (strncmp(a, "--", 2))
-			return err_set(e, "sim: unexpected argument '%s' (see --help)", a);
-		if (eq) {
-			snprintf(name, sizeof(name), "%.*s", (int)(eq - a), a);
-			v = eq + 1;
-		} else {
-			snprintf(name, sizeof(name), "%s", a);
-		}
-		/* the flags without a value */
-		{
-			static const struct {
-				const char *flag;
-				enum sim_action action;
-			} acts[] = {
-				{ "--help", SIM_HELP }, { "--table", SIM_TABLE },
-				{ "--rule-of-thumb", SIM_THUMB },
-				{ "--harvest-table", SIM_HARVEST },
-				{ "--calibrate", SIM_CALIBRATE },
-			};
-			size_t j;
-
-			for (j = 0; j < sizeof(acts) / sizeof(acts[0]); j++)
-				if (!strcmp(name, acts[j].flag))
-					break;
-			if (j < sizeof(acts) / sizeof(acts[0])) {
-				if (v)
-					return err_set(e, "sim: %s takes no value", name);
-				if (acts[j].action == SIM_HELP) {
-					c->action = SIM_HELP;
-					return 0;
-				}
-				c->action = acts[j].action;
-				nactions++;
-				continue;
-			}
-		}
-		if (!v) {
-			if (i + 1 >= argc)
-				return err_set(e, "sim: %s needs a value", name);
-			v = argv[++i];
-		}
-		if (!strcmp(name, "--mode")) {
-			if (sim_mode_parse(v, &p->mode))
-				return err_set(e, "sim: --mode must be nonelastic, elastic or decoupled, got '%s'", v);
-			seen_mode = 1;
-			continue;
-		}
-		if (!strcmp(name, "--format")) {
-			if (!strcmp(v, "text"))
-				c->format = SIM_TEXT;
-			else if (!strcmp(v, "csv"))
-				c->format = SIM_CSV;
-			else if (!strcmp(v, "json"))
-				c->format = SIM_JSON;
-			else
-				return err_set(e, "sim: --format must be text, csv or json, got '%s'", v);
-			continue;
-		}
-		if (!strcmp(name, "--svg")) {
-			c->svg = v;
-			continue;
-		}
-		if (!strcmp(name, "--seed")) {
-			char *end;
-
-			errno = 0;
-			p->seed = strtoull(v, &end, 10);
-			if (end == v || *end || errno || *v == '-')
-				return err_set(e, "sim: --seed wants a whole number, got '%s'", v);
-			continue;
-		}
-		for (k = 0; k < nopts; k++)
-			if (!strcmp(name, opts[k].flag))
-				break;
-		if (k == nopts)
-			return err_set(e, "sim: unknown option '%s' (see --help)", name);
-		if (!strcmp(name, "--learners") || !strcmp(name, "--quorum") ||
-		    !strcmp(name, "--chips"))
-			seen_grid = 1;
-		switch (opts[k].kind) {
-		case K_DOUBLE:
-			if (parse_double(name, v, opts[k].dst, e))
-				return -1;
-			break;
-		case K_LONG:
-			if (parse_long(name, v, opts[k].dst, e))
-				return -1;
-			break;
-		case K_INT:
-			if (parse_int(name, v, opts[k].dst, e))
-				return -1;
-			break;
-		}
-	}
 	if (nactions > 1)
 		return err_set(e, "sim: choose one of --table, --rule-of-thumb, --harvest-table, --calibrate");
 	if ((c->action == SIM_TABLE || c->action == SIM_THUMB ||
@@ -289,6 +98,125 @@ int sim_cli_parse(int argc, char **argv, struct sim_cli *c, struct err *e)
 				       q.chips / q.learners, q.chips, q.slice);
 		return sim_params_check(&q, e);
 	}
+}
+
+/*
+ * The usage is printed here after --help (c->action = SIM_HELP): it comes
+ * from this function's option table.
+ */
+int sim_cli_parse(int argc, char **argv, struct sim_cli *c, struct err *e)
+{
+	struct sim_params *p = &c->p;
+	const char *mode = NULL, *format = NULL;
+	int learners = UNSET_INT, quorum = UNSET_INT, n;
+	long chips = UNSET_LONG;
+	int table = 0, thumb = 0, harvest_table = 0, calibrate = 0;
+	char slice_help[64];
+	const double lo = -INFINITY, hi = INFINITY, ilo = -1e9, ihi = 1e9;
+	const unsigned def = CLI_SHOW_DEFAULT;
+	const struct cli_option opts[] = {
+		CLI_TEXT("usage: ddiloco sim --mode nonelastic|elastic|decoupled [--learners M]\n"
+			 "                   [--chips N] [--quorum K] [--format text|csv|json] [options]\n"
+			 "       ddiloco sim --table [--svg FILE] [--format ...]   the whole grid\n"
+			 "       ddiloco sim --rule-of-thumb [--format ...]        M on N vs elastic on N/M\n"
+			 "       ddiloco sim --harvest-table [--chips N] [--learners M]\n"
+			 "       ddiloco sim --calibrate                           refit the constants\n"
+			 "\n"
+			 "Goodput (useful chip-time / allocated chip-time) and uptime (share of wall\n"
+			 "time in which training advanced), mean and 95% interval over seeded repeats.\n"
+			 "\n"
+			 "what to simulate:"),
+		CLI_STRING("mode", 0, &mode, "MODE", "nonelastic, elastic or decoupled"),
+		CLI_INT("learners", 0, &learners, "M", ilo, ihi, "learners (M)"),
+		CLI_CALLBACK("chips", 0, &chips, "N", parse_chips,
+			     "chips in all (N): 150000, 150k, 2.4M"),
+		CLI_INT("quorum", 0, &quorum, "K", ilo, ihi, "minimum quorum (K)"),
+		CLI_FLAG("table", 0, &table,
+			 "the whole grid: published sizes × 6 modes"),
+		CLI_STRING("svg", 0, &c->svg, "FILE", "with --table: its plot as SVG"),
+		CLI_FLAG("rule-of-thumb", 0, &thumb,
+			 "M learners on N chips vs elastic on N/M"),
+		CLI_FLAG("harvest-table", 0, &harvest_table,
+			 "harvesting +25% .. +300% of extra capacity"),
+		CLI_FLAG("calibrate", 0, &calibrate,
+			 "refit the constants to the published rows"),
+		CLI_STRING("format", 0, &format, "F", "text, csv or json (default text)"),
+		CLI_TEXT("model (defaults fitted to the published data parallel rows, docs/sim.md):"),
+		CLI_CALLBACK("slice", 0, &p->slice, "S", parse_chips, slice_help),
+		CLI_DOUBLE("mtbi-hours", 0, &p->mtbi_h, "H", lo, hi,
+			   "per-chip mean time between interruptions", .flags = def),
+		CLI_DOUBLE("restart", 0, &p->restart_s, "SEC", lo, hi,
+			   "nonelastic restart; a harvest learner's join", .flags = def),
+		CLI_DOUBLE("repair", 0, &p->repair_s, "SEC", lo, hi,
+			   "a failed slice is away this long", .flags = def),
+		CLI_DOUBLE("pause-down", 0, &p->pause_down_s, "SEC", lo, hi,
+			   "elastic scale-down pause", .flags = def),
+		CLI_DOUBLE("pause-up", 0, &p->pause_up_s, "SEC", lo, hi,
+			   "elastic scale-up pause", .flags = def),
+		CLI_DOUBLE("hetero", 0, &p->hetero, "X", lo, hi,
+			   "spread of slice speeds, slowest slice sets the pace",
+			   .flags = def),
+		CLI_TEXT("decoupled:"),
+		CLI_DOUBLE("step", 0, &p->step_s, "SEC", lo, hi,
+			   "learner step, one syncer round per step", .flags = def),
+		CLI_INT("fragments", 0, &p->fragments, "P", ilo, ihi,
+			"fragments, H = P", .flags = def),
+		CLI_DOUBLE("overlap", 0, &p->overlap, "TAU", lo, hi,
+			   "steps from pull to applied update", .flags = def),
+		CLI_DOUBLE("grace", 0, &p->grace, "G", lo, hi,
+			   "grace share of the overlap window", .flags = def),
+		CLI_DOUBLE("harvest", 0, &p->harvest, "X", lo, hi,
+			   "extra temporary capacity, share of N, e.g. 0.25 .. 3"),
+		CLI_DOUBLE("harvest-on", 0, &p->harvest_on_h, "H", lo, hi,
+			   "mean hours the extra capacity stays", .flags = def),
+		CLI_DOUBLE("harvest-off", 0, &p->harvest_off_h, "H", lo, hi,
+			   "mean hours between two windows", .flags = def),
+		CLI_TEXT("run:"),
+		CLI_DOUBLE("days", 0, &p->days, "D", lo, hi, "simulated days",
+			   .flags = def),
+		CLI_INT("repeats", 0, &p->repeats, "R", ilo, ihi, "seeded repeats",
+			.flags = def),
+		CLI_UINT64("seed", 0, &p->seed, "S", UINT64_MAX,
+			   "first seed; same seed, same result", .flags = def),
+		CLI_END(),
+	};
+
+	memset(c, 0, sizeof(*c));
+	sim_params_default(p);
+	c->action = SIM_ONE;
+	c->format = SIM_TEXT;
+	snprintf(slice_help, sizeof(slice_help), "chips per slice (%ld)", p->slice);
+	n = cli_parse(opts, argc, argv, e);
+	if (n == CLI_HELP) {
+		cli_usage(opts, stdout);
+		c->action = SIM_HELP;
+		return 0;
+	}
+	if (n < 0)
+		return err_wrap(e, "sim");
+	if (n > 0)
+		return err_set(e, "sim: unexpected argument '%s' (see --help)", argv[0]);
+	if (mode && sim_mode_parse(mode, &p->mode))
+		return err_set(e, "sim: --mode must be nonelastic, elastic or decoupled, got '%s'", mode);
+	if (!format || !strcmp(format, "text"))
+		c->format = SIM_TEXT;
+	else if (!strcmp(format, "csv"))
+		c->format = SIM_CSV;
+	else if (!strcmp(format, "json"))
+		c->format = SIM_JSON;
+	else
+		return err_set(e, "sim: --format must be text, csv or json, got '%s'", format);
+	if (learners != UNSET_INT)
+		p->learners = learners;
+	if (quorum != UNSET_INT)
+		p->quorum = quorum;
+	if (chips != UNSET_LONG)
+		p->chips = chips;
+	c->action = table ? SIM_TABLE : thumb ? SIM_THUMB :
+		    harvest_table ? SIM_HARVEST : calibrate ? SIM_CALIBRATE : SIM_ONE;
+	return check_cli(c, table + thumb + harvest_table + calibrate, mode != NULL,
+			 learners != UNSET_INT || quorum != UNSET_INT ||
+			 chips != UNSET_LONG, e);
 }
 
 static json_t *stat_json(const struct sim_stat *s)
@@ -640,7 +568,6 @@ int cmd_sim(int argc, char **argv)
 	}
 	switch (c.action) {
 	case SIM_HELP:
-		usage(stdout);
 		return 0;
 	case SIM_ONE:
 		return run_one(&c);

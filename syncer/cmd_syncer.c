@@ -8,7 +8,6 @@
  * (exit 0) or SIGTERM/SIGINT (checkpoint, exit 0). Exit 1 on a runtime
  * error, 2 on bad usage or a bad job file.
  */
-#include <getopt.h>
 #include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,6 +15,7 @@
 #include <string.h>
 
 #include "cmds.h"
+#include "common/cli.h"
 #include "common/jobspec.h"
 #include "common/log.h"
 #include "syncer/syncer.h"
@@ -30,60 +30,33 @@ static void on_signal(int sig)
 	stop_flag = 1;
 }
 
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"usage: ddiloco syncer --job JOB.yaml [--listen HOST:PORT] "
-		"[--http HOST:PORT]\n"
-		"                      [--checkpoint-dir DIR]\n\n"
-		"  --job FILE            the DecoupledTrainingJob (YAML or JSON)\n"
-		"  --listen HOST:PORT    gRPC address (default 0.0.0.0:spec.syncer.port)\n"
-		"  --http HOST:PORT      HTTP address for /healthz /readyz /metrics /status\n"
-		"                        (default 0.0.0.0:spec.syncer.httpPort)\n"
-		"  --checkpoint-dir DIR  where checkpoints are written and resumed from\n"
-		"                        (default ./checkpoints)\n");
-}
-
 static int eval_cb(void *ctx, const float *params, size_t max_tokens,
 		   double *loss, struct err *e)
 {
 	return evaluator_loss(ctx, params, max_tokens, loss, e);
 }
 
-/* "host:port" -> host (static buffer) and port; 0 on success. */
-static int split_addr(const char *s, char *host, size_t hlen, int *port)
-{
-	const char *colon = strrchr(s, ':');
-	char *end;
-	long p;
-
-	if (!colon || (size_t)(colon - s) >= hlen)
-		return -1;
-	p = strtol(colon + 1, &end, 10);
-	if (*end || end == colon + 1 || p < 0 || p > 65535)
-		return -1;
-	memcpy(host, s, (size_t)(colon - s));
-	host[colon - s] = 0;
-	if (!host[0])
-		snprintf(host, hlen, "0.0.0.0");
-	*port = (int)p;
-	return 0;
-}
-
 int cmd_syncer(int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "job", required_argument, NULL, 'j' },
-		{ "listen", required_argument, NULL, 'l' },
-		{ "http", required_argument, NULL, 'H' },
-		{ "checkpoint-dir", required_argument, NULL, 'c' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
 	const char *job = NULL, *listen = NULL, *http = NULL;
 	const char *ckpt_dir = "checkpoints";
+	const struct cli_option opts[] = {
+		CLI_TEXT("usage: ddiloco syncer --job JOB.yaml [--listen HOST:PORT] [--http HOST:PORT]\n"
+			 "                      [--checkpoint-dir DIR]\n"),
+		CLI_STRING("job", 0, &job, "FILE",
+			   "the DecoupledTrainingJob (YAML or JSON)"),
+		CLI_STRING("listen", 0, &listen, "HOST:PORT",
+			   "gRPC address (default 0.0.0.0:spec.syncer.port)"),
+		CLI_STRING("http", 0, &http, "HOST:PORT",
+			   "HTTP address for /healthz /readyz /metrics /status\n"
+			   "(default 0.0.0.0:spec.syncer.httpPort)"),
+		CLI_STRING("checkpoint-dir", 0, &ckpt_dir, "DIR",
+			   "where checkpoints are written and resumed from\n"
+			   "(default ./checkpoints)"),
+		CLI_END(),
+	};
 	char listen_buf[300], http_host[256];
-	int http_port, opt, rc = 1;
+	int http_port, n, rc = 1;
 	struct job_spec js;
 	struct model_config cfg;
 	struct frag_table ft;
@@ -91,23 +64,15 @@ int cmd_syncer(int argc, char **argv)
 	struct syncer_params prm;
 	struct sigaction sa;
 	float *params = NULL;
-	size_t n;
+	size_t nparams;
 	struct err e;
 
 	log_init("syncer");
-	optind = 1;
-	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (opt) {
-		case 'j': job = optarg; break;
-		case 'l': listen = optarg; break;
-		case 'H': http = optarg; break;
-		case 'c': ckpt_dir = optarg; break;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
-		}
-	}
-	if (!job || optind < argc) {
-		usage(stderr);
+	n = cli_parse(opts, argc, argv, &e);
+	if (n < 0)
+		return cli_exit_code(opts, "ddiloco syncer", n, &e);
+	if (!job || n > 0) {
+		cli_usage(opts, stderr);
 		return 2;
 	}
 	if (jobspec_load(job, &js, &e)) {
@@ -120,7 +85,7 @@ int cmd_syncer(int argc, char **argv)
 	} else {
 		int lp;
 
-		if (split_addr(listen, http_host, sizeof(http_host), &lp)) {
+		if (cli_split_hostport(listen, http_host, sizeof(http_host), &lp)) {
 			fprintf(stderr, "ddiloco syncer: --listen '%s': expected HOST:PORT\n",
 				listen);
 			return 2;
@@ -128,10 +93,12 @@ int cmd_syncer(int argc, char **argv)
 	}
 	snprintf(http_host, sizeof(http_host), "0.0.0.0");
 	http_port = js.syncer.http_port;
-	if (http && split_addr(http, http_host, sizeof(http_host), &http_port)) {
+	if (http && cli_split_hostport(http, http_host, sizeof(http_host), &http_port)) {
 		fprintf(stderr, "ddiloco syncer: --http '%s': expected HOST:PORT\n", http);
 		return 2;
 	}
+	if (!http_host[0])
+		snprintf(http_host, sizeof(http_host), "0.0.0.0");
 	/* large fragments: keep freed buffers instead of paying page faults
 	 * on every message (GRPC-NOTES.md) */
 	mallopt(M_MMAP_THRESHOLD, 32 << 20);
@@ -143,10 +110,10 @@ int cmd_syncer(int argc, char **argv)
 		fprintf(stderr, "ddiloco syncer: %s\n", e.msg);
 		return 2;
 	}
-	n = model_num_params(&cfg);
-	params = malloc(n * sizeof(float));
+	nparams = model_num_params(&cfg);
+	params = malloc(nparams * sizeof(float));
 	if (!params) {
-		log_error("out of memory for %zu parameters", n);
+		log_error("out of memory for %zu parameters", nparams);
 		goto out;
 	}
 	model_init_params(&cfg, params, js.model.seed);
@@ -167,7 +134,7 @@ int cmd_syncer(int argc, char **argv)
 	prm.js = &js;
 	prm.ft = &ft;
 	prm.init_params = params;
-	prm.nparams = n;
+	prm.nparams = nparams;
 	prm.listen = listen;
 	prm.http_addr = http_host;
 	prm.http_port = http_port;
@@ -175,12 +142,11 @@ int cmd_syncer(int argc, char **argv)
 	prm.eval = ev ? eval_cb : NULL;
 	prm.eval_ctx = ev;
 	prm.drain_seconds = 2.0;
-	prm.stop = &stop_flag;
 	log_info("job '%s': %zu parameters in %d fragments (imbalance %.3f), "
-		 "%d learners, quorum %d, overlap %d", js.name, n, ft.nfrags,
+		 "%d learners, quorum %d, overlap %d", js.name, nparams, ft.nfrags,
 		 frag_table_imbalance(&ft), js.learners.replicas,
 		 js.syncer.min_quorum, js.syncer.overlap);
-	if (syncer_run(&prm, &e)) {
+	if (syncer_run(&prm, &stop_flag, &e)) {
 		log_error("%s", e.msg);
 		goto out;
 	}

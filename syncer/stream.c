@@ -742,7 +742,8 @@ static void cache_release(struct stream_server *sv, int P)
 	free(sv->upd_valid);
 }
 
-int syncer_run(const struct syncer_params *p, struct err *e)
+int syncer_run(const struct syncer_params *p,
+	       const volatile sig_atomic_t *stop, struct err *e)
 {
 	struct syncer *s = calloc(1, sizeof(*s));
 	struct stream_server sv;
@@ -793,7 +794,7 @@ int syncer_run(const struct syncer_params *p, struct err *e)
 				finish_at = now + p->drain_seconds;
 			}
 		}
-		if (p->stop && *p->stop && !s->stopping) {
+		if (*stop && !s->stopping) {
 			stop_job(&sv, now);
 			finish_at = now + STOP_GRACE;
 		}

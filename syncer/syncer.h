@@ -38,9 +38,10 @@ struct syncer_params {
 	syncer_eval_fn eval;             /* NULL: no evaluation */
 	void *eval_ctx;
 	double drain_seconds;            /* after `job done`, before return */
-	volatile sig_atomic_t *stop;     /* set by a signal handler */
 };
 
-int syncer_run(const struct syncer_params *p, struct err *e);
+/* Runs until the budget is reached or *stop is set (a signal handler). */
+int syncer_run(const struct syncer_params *p,
+	       const volatile sig_atomic_t *stop, struct err *e);
 
 #endif

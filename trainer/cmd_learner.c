@@ -15,12 +15,15 @@
  * schedule step there. AdamW's t is the trainer's own count: the moments
  * of a new process are zero and are corrected from t = 1.
  */
+#include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cmds.h"
+#include "common/cli.h"
 #include "common/exchange.h"
 #include "common/jobspec.h"
 #include "common/log.h"
@@ -36,17 +39,6 @@ static void on_signal(int sig)
 {
 	(void)sig;
 	stop_requested = 1;
-}
-
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"usage: ddiloco learner --job JOB.yaml --learner I --exchange DIR\n"
-		"                       [--init-timeout SECONDS]\n\n"
-		"Trains learner I of the job. Its sidecar (`ddiloco sidecar` with the\n"
-		"same --exchange DIR) brings the global model and carries fragments\n"
-		"to and from the syncer; the learner never waits for it.\n\n"
-		"  --init-timeout S  how long to wait for the global model (default 300)\n");
 }
 
 /* Waits until the sidecar delivered every fragment. 0 = started, 1 = the
@@ -108,8 +100,24 @@ static int wait_for_resume(struct exchange *x, uint64_t *step)
 int cmd_learner(int argc, char **argv)
 {
 	const char *job = NULL, *dir = NULL;
-	int learner = -1, rc = 1, ft_ok = 0;
+	int learner = -1, rc = 1, ft_ok = 0, n;
 	double init_timeout = 300, poll_time = 0, step_time = 0, ema = 0;
+	const struct cli_option opts[] = {
+		CLI_TEXT("usage: ddiloco learner --job JOB.yaml --learner I --exchange DIR\n"
+			 "                       [--init-timeout SECONDS]\n\n"
+			 "Trains learner I of the job. Its sidecar (`ddiloco sidecar` with the\n"
+			 "same --exchange DIR) brings the global model and carries fragments\n"
+			 "to and from the syncer; the learner never waits for it.\n"),
+		CLI_STRING("job", 0, &job, "JOB.yaml", "the DecoupledTrainingJob"),
+		CLI_INT("learner", 0, &learner, "I", 0, INT_MAX,
+			"this learner's index in the job"),
+		CLI_STRING("exchange", 0, &dir, "DIR",
+			   "the exchange folder shared with the sidecar"),
+		CLI_DOUBLE("init-timeout", 0, &init_timeout, "S", 0, INFINITY,
+			   "how long to wait for the global model (default 300)",
+			   .flags = CLI_ABOVE_MIN),
+		CLI_END(),
+	};
 	double t0, next_log;
 	struct job_spec js;
 	struct trainer *t = NULL;
@@ -120,49 +128,13 @@ int cmd_learner(int argc, char **argv)
 	char comp[32];
 	uint64_t polls = 0, rstep;
 
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-		char *end;
-
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			usage(stdout);
-			return 0;
-		}
-		if (!v) {
-			fprintf(stderr, "ddiloco learner: '%s' needs a value\n", a);
-			usage(stderr);
-			return 2;
-		}
-		if (!strcmp(a, "--job")) {
-			job = v;
-		} else if (!strcmp(a, "--exchange")) {
-			dir = v;
-		} else if (!strcmp(a, "--learner")) {
-			learner = (int)strtol(v, &end, 10);
-			if (*end || end == v || learner < 0) {
-				fprintf(stderr, "ddiloco learner: --learner: '%s' is "
-					"not a learner index\n", v);
-				return 2;
-			}
-		} else if (!strcmp(a, "--init-timeout")) {
-			init_timeout = strtod(v, &end);
-			if (*end || end == v || !(init_timeout > 0)) {
-				fprintf(stderr, "ddiloco learner: --init-timeout: '%s' "
-					"is not a positive number of seconds\n", v);
-				return 2;
-			}
-		} else {
-			fprintf(stderr, "ddiloco learner: unknown option '%s'\n", a);
-			usage(stderr);
-			return 2;
-		}
-		i++;
-	}
-	if (!job || learner < 0 || !dir) {
+	n = cli_parse(opts, argc, argv, &e);
+	if (n < 0)
+		return cli_exit_code(opts, "ddiloco learner", n, &e);
+	if (!job || learner < 0 || !dir || n > 0) {
 		fprintf(stderr, "ddiloco learner: --job, --learner and --exchange "
 			"are required\n");
-		usage(stderr);
+		cli_usage(opts, stderr);
 		return 2;
 	}
 	snprintf(comp, sizeof(comp), "learner-%d", learner);

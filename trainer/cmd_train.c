@@ -12,13 +12,13 @@
  * --baseline` uses it to compare Decoupled DiLoCo with the same tokens.
  * SIGINT/SIGTERM stop after the current step (with a checkpoint if asked).
  */
-#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cmds.h"
+#include "common/cli.h"
 #include "common/jobspec.h"
 #include "common/util.h"
 #include "trainer/trainer.h"
@@ -31,108 +31,66 @@ static void on_signal(int sig)
 	stop_requested = 1;
 }
 
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"usage: ddiloco train JOB.yaml [options]\n"
-		"\n"
-		"Trains one learner with no syncer (the data-parallel baseline) on the\n"
-		"model, data and optimizer of the job; the last line on stdout is\n"
-		"  final eval_loss=<x> tokens=<n> tokens_per_s=<r>\n"
-		"\n"
-		"  --batch-mult M     M times the job's batch size per step (default 1)\n"
-		"  --tokens N         token budget (default spec.budget.tokens)\n"
-		"  --steps N          step budget (overrides the token budget)\n"
-		"  --threads N        trainer threads (default spec.learners.threads)\n"
-		"  --eval-every N     evaluate every N steps (default 0: at the end only)\n"
-		"  --log-every N      progress line every N steps (default: about 20 lines)\n"
-		"  --checkpoint PATH  save parameters and optimizer state there at every\n"
-		"                     evaluation and at the end\n"
-		"  --resume PATH      start from a checkpoint of the same model\n"
-		"  --help             this text\n");
-}
-
-static int parse_u64(const char *opt, const char *s, uint64_t max,
-		     uint64_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || end == s || *end || s[0] == '-' || v > max) {
-		fprintf(stderr, "ddiloco train: %s: '%s' is not an integer in [0, %llu]\n",
-			opt, s, (unsigned long long)max);
-		return -1;
-	}
-	*out = v;
-	return 0;
-}
-
 struct opts {
 	const char *job, *checkpoint, *resume;
 	uint64_t batch_mult, tokens, steps, threads, eval_every, log_every;
 	int threads_set;
 };
 
-/* Returns 0 to go on, 1 after --help, 2 on a usage error. */
-static int parse_args(int argc, char **argv, struct opts *o)
+/* Returns 0 to go on, else the exit code (0 after --help, 2 on a usage error). */
+static int parse_args(int argc, char **argv, struct opts *o, int *code)
 {
+	const uint64_t big = UINT64_MAX >> 1;
+	const struct cli_option opts[] = {
+		CLI_TEXT("usage: ddiloco train JOB.yaml [options]\n\n"
+			 "Trains one learner with no syncer (the data-parallel baseline) on the\n"
+			 "model, data and optimizer of the job; the last line on stdout is\n"
+			 "  final eval_loss=<x> tokens=<n> tokens_per_s=<r>\n"),
+		CLI_UINT64("batch-mult", 0, &o->batch_mult, "M", 4096,
+			   "M times the job's batch size per step (default 1)"),
+		CLI_UINT64("tokens", 0, &o->tokens, "N", big,
+			   "token budget (default spec.budget.tokens)"),
+		CLI_UINT64("steps", 0, &o->steps, "N", big,
+			   "step budget (overrides the token budget)"),
+		CLI_UINT64("threads", 0, &o->threads, "N", 256,
+			   "trainer threads (default spec.learners.threads)"),
+		CLI_UINT64("eval-every", 0, &o->eval_every, "N", big,
+			   "evaluate every N steps (default 0: at the end only)"),
+		CLI_UINT64("log-every", 0, &o->log_every, "N", big,
+			   "progress line every N steps (default: about 20 lines)"),
+		CLI_STRING("checkpoint", 0, &o->checkpoint, "PATH",
+			   "save parameters and optimizer state there at every\n"
+			   "evaluation and at the end"),
+		CLI_STRING("resume", 0, &o->resume, "PATH",
+			   "start from a checkpoint of the same model"),
+		CLI_END(),
+	};
+	struct err e;
+	int n;
+
 	memset(o, 0, sizeof(*o));
 	o->batch_mult = 1;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		uint64_t *num = NULL, max = UINT64_MAX >> 1;
-		const char **str = NULL;
-
-		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			usage(stdout);
-			return 1;
-		}
-		if (!strcmp(a, "--batch-mult"))
-			num = &o->batch_mult, max = 4096;
-		else if (!strcmp(a, "--tokens"))
-			num = &o->tokens;
-		else if (!strcmp(a, "--steps"))
-			num = &o->steps;
-		else if (!strcmp(a, "--threads"))
-			num = &o->threads, max = 256, o->threads_set = 1;
-		else if (!strcmp(a, "--eval-every"))
-			num = &o->eval_every;
-		else if (!strcmp(a, "--log-every"))
-			num = &o->log_every;
-		else if (!strcmp(a, "--checkpoint"))
-			str = &o->checkpoint;
-		else if (!strcmp(a, "--resume"))
-			str = &o->resume;
-		else if (a[0] == '-' && a[1]) {
-			fprintf(stderr, "ddiloco train: unknown option '%s'\n", a);
-			usage(stderr);
-			return 2;
-		} else if (!o->job) {
-			o->job = a;
-			continue;
-		} else {
-			fprintf(stderr, "ddiloco train: one job file only ('%s' and '%s')\n",
-				o->job, a);
-			return 2;
-		}
-		if (i + 1 >= argc) {
-			fprintf(stderr, "ddiloco train: %s needs a value\n", a);
-			return 2;
-		}
-		if (str)
-			*str = argv[++i];
-		else if (parse_u64(a, argv[++i], max, num))
-			return 2;
+	o->threads = UINT64_MAX;        /* not given */
+	n = cli_parse(opts, argc, argv, &e);
+	if (n < 0) {
+		*code = cli_exit_code(opts, "ddiloco train", n, &e);
+		return -1;
 	}
-	if (!o->job) {
-		usage(stderr);
-		return 2;
+	*code = 2;
+	if (n == 0) {
+		cli_usage(opts, stderr);
+		return -1;
 	}
+	if (n > 1) {
+		fprintf(stderr, "ddiloco train: one job file only ('%s' and '%s')\n",
+			argv[0], argv[1]);
+		return -1;
+	}
+	o->job = argv[0];
+	o->threads_set = o->threads != UINT64_MAX;
 	if (o->batch_mult < 1) {
 		fprintf(stderr, "ddiloco train: --batch-mult must be at least 1\n");
-		return 2;
+		return -1;
 	}
 	return 0;
 }
@@ -162,9 +120,8 @@ int cmd_train(int argc, char **argv)
 	size_t eval_tokens;
 	int rc = 1, B, T;
 
-	rc = parse_args(argc, argv, &o);
-	if (rc)
-		return rc == 1 ? 0 : 2;
+	if (parse_args(argc, argv, &o, &rc))
+		return rc;
 	rc = 1;
 	if (jobspec_load(o.job, &js, &e)) {
 		fprintf(stderr, "ddiloco train: %s\n", e.msg);

@@ -51,6 +51,6 @@ grep -q "cannot load checkpoint '$dir/ck': truncated" "$dir/err" || fail "messag
 if "$BIN" train "$dir/job.yaml" --steps x > /dev/null 2> "$dir/err"; then
 	fail "--steps x was accepted"
 fi
-grep -q "ddiloco train: --steps: 'x' is not an integer" "$dir/err" || fail "message: $(cat "$dir/err")"
+grep -q "ddiloco train: option '--steps' needs a whole number, got 'x'" "$dir/err" || fail "message: $(cat "$dir/err")"
 "$BIN" train --help | grep -q -- '--batch-mult M' || fail "--help"
 echo "ok"

@@ -224,6 +224,8 @@ struct result {
 	char dir[4200], job[4200];
 };
 
+static const volatile sig_atomic_t never;   /* run_job's stop, never set */
+
 static void run(const char *name, const char *chaos, struct result *res)
 {
 	struct job_spec js;
@@ -240,8 +242,7 @@ static void run(const char *name, const char *chaos, struct result *res)
 	o.exe = self;
 	o.quiet = 1;
 	o.timeout = 60;
-	run_interrupted = 0;
-	res->rc = run_job(&js, &o, res->dir, &res->r, &res->e);
+	res->rc = run_job(&js, &o, res->dir, &res->r, &never, &res->e);
 	assert_int_equal(procs_with(res->job), 0);
 	assert_int_equal(shm_leftovers(), 0);
 }
@@ -377,9 +378,10 @@ static void crash_loop_ends_the_run(void **state)
 
 static void *interrupt_later(void *arg)
 {
-	(void)arg;
+	volatile sig_atomic_t *stop = arg;
+
 	sleep_seconds(1.5);
-	run_interrupted = 2;
+	*stop = 2;
 	return NULL;
 }
 
@@ -392,6 +394,7 @@ static void interrupt_stops_everything(void **state)
 	char job[4200], dir[4200], done[4200];
 	pthread_t th;
 	double t0;
+	volatile sig_atomic_t stop = 0;
 	int rc;
 
 	(void)state;
@@ -404,12 +407,10 @@ static void interrupt_stops_everything(void **state)
 	o.job_file = job;
 	o.exe = self;
 	o.quiet = 1;
-	run_interrupted = 0;
 	t0 = clock_mono();
-	pthread_create(&th, NULL, interrupt_later, NULL);
-	rc = run_job(&js, &o, dir, &r, &e);
+	pthread_create(&th, NULL, interrupt_later, (void *)&stop);
+	rc = run_job(&js, &o, dir, &r, &stop, &e);
 	pthread_join(th, NULL);
-	run_interrupted = 0;
 	assert_int_equal(rc, -1);
 	assert_string_equal(r.outcome, "interrupted");
 	assert_true(clock_mono() - t0 < FAKE_SECONDS);   /* it did not wait for done */
