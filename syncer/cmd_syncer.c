@@ -133,7 +133,7 @@ int cmd_syncer(int argc, char **argv)
 		return 2;
 	}
 	/* large fragments: keep freed buffers instead of paying page faults
-	 * on every message (GRPC-NOTES.md) */
+	 * on every message (docs/design.md §7) */
 	mallopt(M_MMAP_THRESHOLD, 32 << 20);
 	mallopt(M_TRIM_THRESHOLD, 1 << 30);
 	mallopt(M_TOP_PAD, 64 << 20);
