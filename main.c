@@ -1,5 +1,5 @@
 /*
- * ddiloco: one binary, one subcommand per part (DESIGN.md §2).
+ * ddiloco: one binary, one subcommand per part (docs/design.md §2).
  */
 #include <stdio.h>
 #include <string.h>

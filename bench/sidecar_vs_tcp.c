@@ -112,7 +112,7 @@ static void *sink_main(void *arg)
 			*k->stop_sidecar = 1;
 		}
 		if (k->shutdown && !notified) {
-			/* the shutdown order of GRPC-NOTES.md */
+			/* the shutdown order of docs/design.md §7 */
 			grpc_server_shutdown_and_notify(k->srv, k->cq, (void *)9);
 			grpc_server_cancel_all_calls(k->srv);
 			notified = 1;

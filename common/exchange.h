@@ -1,5 +1,5 @@
 /*
- * exchange: where a learner and its sidecar meet (DESIGN.md §2).
+ * exchange: where a learner and its sidecar meet (docs/design.md §2).
  *
  * One file, DIR/exchange, mapped shared by both processes, and one Unix
  * datagram socket per side (DIR/learner.sock, DIR/sidecar.sock) for small

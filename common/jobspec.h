@@ -3,7 +3,7 @@
  *
  * The same code serves `ddiloco run` and the operator, so nothing here is
  * about local processes or pods: it is the job's meaning. Every field has
- * the default of DESIGN.md §1; every error names the field path and what
+ * the default of docs/design.md §3; every error names the field path and what
  * was expected, e.g.
  *   "spec.syncer.minQuorum: 5 is more than spec.learners.replicas (4)".
  *

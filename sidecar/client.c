@@ -1,5 +1,5 @@
 /*
- * client: the sidecar's gRPC side on the C core (GRPC-NOTES.md).
+ * client: the sidecar's gRPC side on the C core (docs/design.md §7).
  *
  * One channel for the process, one call (the Train stream) at a time, one
  * completion queue polled by the client thread with a short deadline as

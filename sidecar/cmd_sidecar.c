@@ -116,7 +116,7 @@ int cmd_sidecar(int argc, char **argv)
 		return 1;
 	}
 	ft_ok = 1;
-	/* reuse big buffers instead of fresh mmaps (GRPC-NOTES.md) */
+	/* reuse big buffers instead of fresh mmaps (docs/design.md §7) */
 	mallopt(M_MMAP_THRESHOLD, 32 << 20);
 	mallopt(M_TRIM_THRESHOLD, 1 << 30);
 	mallopt(M_TOP_PAD, 64 << 20);

@@ -20,7 +20,7 @@
  *   - decoupled: the syncer completes rounds (one per step_s) while at
  *     least K learners run. A learner that is stopped while rounds go on
  *     misses them after its grace window; each missed fragment discards its
- *     unmerged work on that fragment (DESIGN.md §1: the update overwrites).
+ *     unmerged work on that fragment (docs/design.md §3: the update overwrites).
  *   - harvesting (decoupled only): extra capacity of harvest·N chips comes
  *     and goes in windows (exponential on/off), as extra learners of the
  *     same size; joining costs `restart`, leaving discards unmerged work.

@@ -100,7 +100,7 @@ int cmd_syncer(int argc, char **argv)
 	if (!http_host[0])
 		snprintf(http_host, sizeof(http_host), "0.0.0.0");
 	/* large fragments: keep freed buffers instead of paying page faults
-	 * on every message (GRPC-NOTES.md) */
+	 * on every message (docs/design.md §7) */
 	mallopt(M_MMAP_THRESHOLD, 32 << 20);
 	mallopt(M_TRIM_THRESHOLD, 1 << 30);
 	mallopt(M_TOP_PAD, 64 << 20);

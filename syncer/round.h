@@ -9,7 +9,7 @@
  * it has been sent every current fragment; only joined learners are
  * pulled and count for pacing.
  *
- * Pacing (DESIGN.md §1): round r starts when fewer than τ rounds are in
+ * Pacing (docs/design.md §3): round r starts when fewer than τ rounds are in
  * flight, at least K learners are joined, and the K-th most advanced
  * joined learner's step has moved H/P steps past the mark of the previous
  * start. The first round starts as soon as K learners are joined, the

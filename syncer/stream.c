@@ -1,6 +1,6 @@
 /*
  * stream: the gRPC side of the syncer and its run loop, on the C core's
- * completion-queue API (GRPC-NOTES.md). One thread, one queue; every
+ * completion-queue API (docs/design.md §7). One thread, one queue; every
  * learner stream is a `struct conn` with at most one operation of each
  * kind in flight:
  *
@@ -672,7 +672,7 @@ static int start_server(struct stream_server *sv, const char *listen,
 	return 0;
 }
 
-/* Shutdown order from GRPC-NOTES.md. */
+/* Shutdown order of docs/design.md §7. */
 static void stop_server(struct stream_server *sv)
 {
 	grpc_event ev;

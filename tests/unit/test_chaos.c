@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/chaos.h"
+#include "tests/unit/testlib.h"
 
 static struct job_chaos cfg(enum chaos_schedule s, double mean, int max_down)
 {
@@ -37,14 +38,14 @@ static void poisson_mean_and_spread(void **state)
 	(void)state;
 	chaos_init(&c, &jc, 4);
 	first = chaos_next_time(&c);
-	assert_true(first > 10);
+	assert_greater(first, 10);
 	for (int i = 0; i < n; i++) {
 		double t = chaos_next_time(&c);
 
 		assert_int_equal(chaos_due(&c, t, &v, &k), 1);
-		assert_true(k.time == t);
+		assert_exactly(k.time, t);
 		assert_int_equal(k.kind, CHAOS_LEARNER);
-		assert_true(k.index >= 0 && k.index < 4);
+		assert_in_range(k.index, 0, 3);
 		assert_int_equal(k.seq, (uint64_t)i + 1);
 		sum += t - prev;
 		sum2 += (t - prev) * (t - prev);
@@ -53,9 +54,9 @@ static void poisson_mean_and_spread(void **state)
 	}
 	/* exponential: mean 20 (±2% at n = 20000: ~7 sd), sd 20, P(gap < mean) = 1 - 1/e */
 	double mean = sum / n, sd = sqrt(sum2 / n - mean * mean);
-	assert_true(fabs(mean - 20) < 0.4);
-	assert_true(fabs(sd - 20) < 1.0);
-	assert_true(fabs((double)below_mean / n - (1 - exp(-1))) < 0.02);
+	assert_near(mean, 20, 0.4);
+	assert_near(sd, 20, 1.0);
+	assert_near((double)below_mean / n, (1 - exp(-1)), 0.02);
 	assert_int_equal(c.skipped, 0);
 }
 
@@ -72,11 +73,11 @@ static void victims_uniform(void **state)
 	chaos_init(&c, &jc, 4);
 	for (int i = 0; i < n; i++) {
 		assert_int_equal(chaos_due(&c, 1e9, &v, &k), 1);
-		assert_true(k.time == 15 + 5.0 * i);   /* fixed interval */
+		assert_exactly(k.time, 15 + 5.0 * i);   /* fixed interval */
 		count[k.index]++;
 	}
 	for (int i = 0; i < 4; i++)
-		assert_true(fabs(count[i] - n / 4.0) < 150);   /* ~4.5 sd */
+		assert_near(count[i], n / 4.0, 150);   /* ~4.5 sd */
 }
 
 /*
@@ -111,14 +112,14 @@ static void never_beyond_max_down(void **state)
 		}
 		for (int i = 0; i < 6; i++)
 			ndown += down[i];
-		assert_true(ndown <= 2);
+		assert_at_most(ndown, 2);
 		peak = ndown > peak ? ndown : peak;
 	}
 	planned = c.kills + c.skipped;
 	assert_int_equal(peak, 2);
-	assert_true(c.skipped > 0);
+	assert_greater(c.skipped, 0);
 	/* the time stream ignores the victims: about 20000 / 5 planned */
-	assert_true(fabs((double)planned - 4000) < 250);
+	assert_near((double)planned, 4000, 250);
 }
 
 static void same_seed_same_schedule(void **state)
@@ -140,12 +141,12 @@ static void same_seed_same_schedule(void **state)
 		assert_int_equal(chaos_due(&a, 1e9, &v, &ka), 1);
 		assert_int_equal(chaos_due(&b, 1e9, &v, &kb), 1);
 		assert_int_equal(chaos_due(&d, 1e9, &v, &kd), 1);
-		assert_true(ka.time == kb.time);
+		assert_exactly(ka.time, kb.time);
 		assert_int_equal(ka.kind, kb.kind);
 		assert_int_equal(ka.index, kb.index);
 		differ += ka.time != kd.time;
 	}
-	assert_true(differ > 190);
+	assert_greater(differ, 190);
 }
 
 static void windows_and_targets(void **state)
@@ -163,7 +164,7 @@ static void windows_and_targets(void **state)
 	chaos_init(&c, &jc, 3);
 	assert_int_equal(chaos_due(&c, 19.9, &v, &k), 0);
 	assert_int_equal(chaos_due(&c, 20, &v, &k), 1);
-	assert_true(k.time == 20);
+	assert_exactly(k.time, 20);
 	assert_int_equal(chaos_due(&c, 30, &v, &k), 1);
 	assert_int_equal(chaos_due(&c, 40, &v, &k), 1);
 	assert_true(isinf(chaos_next_time(&c)));
@@ -231,9 +232,9 @@ static void executor_called_once_per_kill(void **state)
 	assert_int_equal(r.calls, 0);
 	/* 20 and 30 are both due at 35: one per call */
 	assert_int_equal(chaos_run_due(&c, 35, &v, &x, &e), 1);
-	assert_true(r.last.time == 20);
+	assert_exactly(r.last.time, 20);
 	assert_int_equal(chaos_run_due(&c, 35, &v, &x, &e), 1);
-	assert_true(r.last.time == 30);
+	assert_exactly(r.last.time, 30);
 	assert_int_equal(chaos_run_due(&c, 35, &v, &x, &e), 0);
 	r.fail = 1;
 	assert_int_equal(chaos_run_due(&c, 40, &v, &x, &e), -1);

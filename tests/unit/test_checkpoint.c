@@ -15,6 +15,7 @@
 
 #include "common/util.h"
 #include "trainer/trainer.h"
+#include "tests/unit/testlib.h"
 
 static char dir[64], text[256];
 
@@ -23,8 +24,7 @@ static int setup(void **state)
 	char buf[2048];
 
 	(void)state;
-	snprintf(dir, sizeof(dir), "/tmp/ddiloco-test-ckpt-XXXXXX");
-	if (!mkdtemp(dir))
+	if (testlib_tmpdir(dir, sizeof(dir), "ddiloco-test-ckpt"))
 		return -1;
 	for (size_t i = 0; i < sizeof(buf); i++)
 		buf[i] = (char)('a' + (i * 7 + i / 13) % 26);
@@ -34,24 +34,14 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	char cmd[128];
-
 	(void)state;
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	return system(cmd);
+	return testlib_rmtree(dir);
 }
 
 static void tiny_job(struct job_spec *js)
 {
-	jobspec_defaults(js);
-	js->model.layers = 1;
-	js->model.heads = 2;
-	js->model.channels = 16;
-	js->model.context = 8;
-	js->optimizer.batch_size = 2;
+	testlib_tiny_job(js, text);
 	js->optimizer.warmup_steps = 2;
-	js->syncer.fragments = 2;
-	snprintf(js->data.path, sizeof(js->data.path), "%s", text);
 }
 
 static struct trainer *trained(const struct job_spec *js, int steps)

@@ -14,6 +14,7 @@
 
 #include "common/util.h"
 #include "trainer/data.h"
+#include "tests/unit/testlib.h"
 
 static char dir[64];
 
@@ -45,17 +46,13 @@ static void write_shard(const char *name, size_t n, uint16_t mod)
 static int setup(void **state)
 {
 	(void)state;
-	snprintf(dir, sizeof(dir), "/tmp/ddiloco-test-data-XXXXXX");
-	return mkdtemp(dir) ? 0 : -1;
+	return testlib_tmpdir(dir, sizeof(dir), "ddiloco-test-data");
 }
 
 static int teardown(void **state)
 {
-	char cmd[128];
-
 	(void)state;
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	return system(cmd);
+	return testlib_rmtree(dir);
 }
 
 static void text_file_is_bytes(void **state)

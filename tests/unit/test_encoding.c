@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/encoding.h"
+#include "tests/unit/testlib.h"
 
 #define N 1000
 
@@ -41,14 +42,14 @@ static void bf16_within_relative_bound(void **state)
 	assert_int_equal(enc_encode(ENC_BF16, x, N, buf, NULL), 0);
 	assert_int_equal(enc_decode(ENC_BF16, buf, sizeof(buf), y, N, NULL), 0);
 	for (int i = 0; i < N; i++)
-		assert_true(fabsf(x[i] - y[i]) <= ldexpf(fabsf(x[i]), -8));
+		assert_at_most(fabsf(x[i] - y[i]), ldexpf(fabsf(x[i]), -8));
 	/* 1 + 2^-9 rounds to even (1.0); 1 + 3·2^-9 rounds up */
 	x[0] = 1.0f + ldexpf(1, -9);
 	x[1] = 1.0f + 3 * ldexpf(1, -9);
 	enc_encode(ENC_BF16, x, 2, buf, NULL);
 	enc_decode(ENC_BF16, buf, 4, y, 2, NULL);
-	assert_true(y[0] == 1.0f);
-	assert_true(y[1] == 1.0f + ldexpf(1, -7));
+	assert_exactly(y[0], 1.0f);
+	assert_exactly(y[1], 1.0f + ldexpf(1, -7));
 }
 
 static void int8_within_half_scale(void **state)
@@ -68,8 +69,8 @@ static void int8_within_half_scale(void **state)
 		for (int i = 0; i < m; i++)
 			amax = fmaxf(amax, fabsf(x[b + i]));
 		for (int i = 0; i < m; i++)
-			assert_true(fabsf(x[b + i] - y[b + i]) <=
-				    amax / 127.0f * 0.5f * 1.0001f);
+			assert_at_most(fabsf(x[b + i] - y[b + i]),
+				       amax / 127.0f * 0.5f * 1.0001f);
 	}
 	x[5] = NAN;
 	assert_int_equal(enc_encode(ENC_INT8, x, N, buf, NULL), -1);

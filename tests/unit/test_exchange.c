@@ -16,6 +16,7 @@
 
 #include "common/exchange.h"
 #include "common/util.h"
+#include "tests/unit/testlib.h"
 
 /* three tensors in two fragments: {1: 6 values}, {0: 5 values + 2: 2} */
 static const struct frag_tensor small_t[3] = {
@@ -28,20 +29,11 @@ struct fx {
 	struct frag_table ft;
 };
 
-static void rm_dir(const char *dir)
-{
-	char cmd[128];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	assert_int_equal(system(cmd), 0);
-}
-
 static int setup_small(void **state)
 {
 	struct fx *f = calloc(1, sizeof(*f));
 
-	strcpy(f->dir, "/tmp/ddx-test-XXXXXX");
-	assert_non_null(mkdtemp(f->dir));
+	assert_int_equal(testlib_tmpdir(f->dir, sizeof(f->dir), "ddx-test"), 0);
 	assert_int_equal(frag_table_init(&f->ft, small_t, 3, 2, NULL), 0);
 	*state = f;
 	return 0;
@@ -55,8 +47,7 @@ static int setup_big(void **state)
 	};
 	struct fx *f = calloc(1, sizeof(*f));
 
-	strcpy(f->dir, "/tmp/ddx-test-XXXXXX");
-	assert_non_null(mkdtemp(f->dir));
+	assert_int_equal(testlib_tmpdir(f->dir, sizeof(f->dir), "ddx-test"), 0);
 	assert_int_equal(frag_table_init(&f->ft, t, 2, 2, NULL), 0);
 	*state = f;
 	return 0;
@@ -66,7 +57,7 @@ static int teardown(void **state)
 {
 	struct fx *f = *state;
 
-	rm_dir(f->dir);
+	assert_int_equal(testlib_rmtree(f->dir), 0);
 	frag_table_release(&f->ft);
 	free(f);
 	return 0;
@@ -116,16 +107,17 @@ static void conversation(void **state)
 	assert_int_equal(exchange_learner_start(ln, params), 0);
 	publish_const(sc, 0, 7, 1.0f);
 	assert_int_equal(exchange_learner_start(ln, params), 0);
-	assert_true(params[5] == -1.0f);
+	assert_exactly(params[5], -1.0f);
 	publish_const(sc, 1, 3, 2.0f);
 	assert_int_equal(exchange_wait(ln, 1.0), 1);
 	assert_int_equal(exchange_learner_start(ln, params), 1);
 	/* fragment 0 = tensor 1, fragment 1 = tensors 0 and 2 */
 	for (int i = 5; i < 11; i++)
-		assert_true(params[i] == 1.0f);
+		assert_exactly(params[i], 1.0f);
 	for (int i = 0; i < 5; i++)
-		assert_true(params[i] == 2.0f);
-	assert_true(params[11] == 2.0f && params[12] == 2.0f);
+		assert_exactly(params[i], 2.0f);
+	assert_exactly(params[11], 2.0f);
+	assert_exactly(params[12], 2.0f);
 	assert_int_equal(exchange_inbox_version(sc, 0), 7);
 
 	/* two steps of training, then a pull of fragment 1 */
@@ -162,7 +154,7 @@ static void conversation(void **state)
 	assert_int_equal(stats.tokens_total, 128);
 	assert_float_equal(stats.loss, 2.5, 1e-12);
 	assert_int_equal(stats.pid, (uint64_t)getpid());
-	assert_true(stats.incarnation != 0);
+	assert_int_not_equal(stats.incarnation, 0);
 
 	/* an update of fragment 0 overwrites θ and resets its counters */
 	publish_const(sc, 0, 4, 5.0f);
@@ -170,7 +162,7 @@ static void conversation(void **state)
 	exchange_poll(ln, params, &st, &res);
 	assert_int_equal(res.applied, 1);
 	for (int i = 5; i < 11; i++)
-		assert_true(params[i] == 5.0f);
+		assert_exactly(params[i], 5.0f);
 	exchange_post_pull(sc, 0, 12);
 	st = step_of(4, 64);
 	params[5] = 4.5f;
@@ -188,7 +180,7 @@ static void conversation(void **state)
 	st = step_of(5, 64);
 	exchange_poll(ln, params, &st, &res);
 	assert_int_equal(res.applied, 0);
-	assert_true(params[5] == 4.0f);
+	assert_exactly(params[5], 4.0f);
 	exchange_counters(ln, &c);
 	assert_int_equal(c.updates_skipped, 1);
 	assert_int_equal(c.updates_applied, 1);
@@ -317,10 +309,11 @@ static void restart_reattaches(void **state)
 	assert_int_equal(exchange_open(f->dir, EXCHANGE_LEARNER, &f->ft, &ln,
 				       NULL), 0);
 	assert_int_equal(exchange_learner_start(ln, params), 1);
-	assert_true(params[5] == 1.0f && params[0] == 3.0f);
+	assert_exactly(params[5], 1.0f);
+	assert_exactly(params[0], 3.0f);
 	exchange_poll(ln, params, &st, &res);
 	assert_int_equal(exchange_read_stats(sc, &s2), 0);
-	assert_true(s2.incarnation != s1.incarnation);
+	assert_int_not_equal(s2.incarnation, s1.incarnation);
 	/* the step left for the earlier process is not this one's */
 	rs = 0;
 	assert_int_equal(exchange_resume(ln, &rs), 0);
@@ -356,7 +349,7 @@ static void sidecar_killed_mid_copy(void **state)
 
 	assert_int_equal(pipe(pfd), 0);
 	pid = fork();
-	assert_true(pid >= 0);
+	assert_at_least(pid, 0);
 	if (pid == 0) {
 		float *d;
 
@@ -383,7 +376,7 @@ static void sidecar_killed_mid_copy(void **state)
 				       NULL), 0);
 	assert_int_equal(exchange_learner_start(ln, params), 1);
 	assert_true(all_equal(params, 262144));
-	assert_true(params[0] == 1.0f);
+	assert_exactly(params[0], 1.0f);
 	exchange_poll(ln, params, &st, &res);
 	assert_int_equal(res.applied, 0);
 
@@ -394,7 +387,8 @@ static void sidecar_killed_mid_copy(void **state)
 	publish_const(sc, 0, 2, 3.0f);
 	exchange_poll(ln, params, &st, &res);
 	assert_int_equal(res.applied, 1);
-	assert_true(params[0] == 3.0f && all_equal(params, n));
+	assert_exactly(params[0], 3.0f);
+	assert_true(all_equal(params, n));
 	exchange_close(sc);
 	exchange_close(ln);
 	free(params);
@@ -429,9 +423,9 @@ static void check_answer(const struct exchange_answer *a, const float *buf,
 			 size_t n)
 {
 	/* the answer's counters and payload come from the same step */
-	assert_true(a->steps > 0);
+	assert_greater(a->steps, 0);
 	assert_true(all_equal(buf, n));
-	assert_true(buf[0] == (float)a->step);
+	assert_exactly(buf[0], (float)a->step);
 }
 
 /* Concurrent learner and sidecar in two processes, the learner killed at
@@ -456,7 +450,7 @@ static void concurrent_and_killed(void **state)
 		pid_t pid = fork();
 		double until;
 
-		assert_true(pid >= 0);
+		assert_at_least(pid, 0);
 		if (pid == 0)
 			learner_child(f);
 		until = clock_mono() + 0.15 + 0.2 * rng_uniform(&rng);
@@ -479,19 +473,20 @@ static void concurrent_and_killed(void **state)
 				answers++;
 			}
 	}
-	assert_true(answers > 4);
+	assert_greater(answers, 4);
 
 	/* the learner ends cleanly on done */
 	{
 		pid_t pid = fork();
 
-		assert_true(pid >= 0);
+		assert_at_least(pid, 0);
 		if (pid == 0)
 			learner_child(f);
 		sleep_seconds(0.05);
 		exchange_set_done(sc, 1);
 		assert_int_equal(waitpid(pid, &status, 0), pid);
-		assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+		assert_true(WIFEXITED(status));
+		assert_int_equal(WEXITSTATUS(status), 0);
 	}
 	exchange_close(sc);
 	free(buf);
@@ -549,7 +544,7 @@ static void concurrent_updates(void **state)
 	publish_const(sc, 0, v, (float)v);
 	publish_const(sc, 1, v, (float)v);
 	pid = fork();
-	assert_true(pid >= 0);
+	assert_at_least(pid, 0);
 	if (pid == 0)
 		applying_child(f);
 	until = clock_mono() + 0.6;
@@ -571,8 +566,8 @@ static void concurrent_updates(void **state)
 	assert_true(WIFEXITED(status));
 	assert_int_equal(WEXITSTATUS(status), 0);
 	exchange_counters(sc, &c);
-	assert_true(c.updates_published > 10);
-	assert_true(c.updates_superseded > 0);
+	assert_greater(c.updates_published, 10);
+	assert_greater(c.updates_superseded, 0);
 	exchange_close(sc);
 }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/fragment.h"
+#include "tests/unit/testlib.h"
 
 static void packs_largest_first_into_smallest(void **state)
 {
@@ -26,7 +27,7 @@ static void packs_largest_first_into_smallest(void **state)
 	assert_int_equal(ft.frags[1].tensors[0], 1);
 	assert_int_equal(ft.frags[1].tensors[1], 2);
 	assert_int_equal(ft.frags[1].tensors[2], 4);
-	assert_true(frag_table_imbalance(&ft) == 1.0);
+	assert_exactly(frag_table_imbalance(&ft), 1.0);
 	frag_table_release(&ft);
 }
 
@@ -44,7 +45,10 @@ static void gather_scatter_round_trip(void **state)
 	assert_int_equal(ft.frags[0].numel, 5);
 	assert_int_equal(ft.frags[1].numel, 5);
 	frag_gather(&ft, 1, params, buf);
-	assert_true(buf[0] == 0 && buf[2] == 2 && buf[3] == 8 && buf[4] == 9);
+	assert_exactly(buf[0], 0);
+	assert_exactly(buf[2], 2);
+	assert_exactly(buf[3], 8);
+	assert_exactly(buf[4], 9);
 	memset(back, 0, sizeof(back));
 	for (int p = 0; p < 2; p++) {
 		frag_gather(&ft, p, params, buf);
@@ -65,8 +69,8 @@ static void fingerprint_tracks_shapes(void **state)
 	assert_int_equal(frag_table_init(&fa, a, 3, 2, NULL), 0);
 	assert_int_equal(frag_table_init(&fb, b, 3, 2, NULL), 0);
 	assert_int_equal(frag_table_init(&fc, a, 3, 3, NULL), 0);
-	assert_true(fa.fingerprint != fb.fingerprint);
-	assert_true(fa.fingerprint != fc.fingerprint);
+	assert_int_not_equal(fa.fingerprint, fb.fingerprint);
+	assert_int_not_equal(fa.fingerprint, fc.fingerprint);
 	frag_table_release(&fa);
 	frag_table_release(&fb);
 	frag_table_release(&fc);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "common/jobspec.h"
+#include "tests/unit/testlib.h"
 
 #define HEAD "apiVersion: ddiloco.io/v1alpha1\nkind: DecoupledTrainingJob\n" \
 	     "metadata: {name: t}\n"
@@ -60,28 +61,28 @@ static void full_yaml_file(void **state)
 	assert_string_equal(js.data.path, "/data/train.txt");
 	assert_string_equal(js.data.val_path, "/data/val.txt");
 	assert_int_equal(js.data.format, DATA_TEXT);
-	assert_true(js.data.val_fraction == 0.05);
+	assert_exactly(js.data.val_fraction, 0.05);
 	assert_string_equal(js.data.shard_pattern, "/data/shard-{learner}.txt");
-	assert_true(js.optimizer.lr == 3e-4);
-	assert_true(js.optimizer.beta1 == 0.85);
-	assert_true(js.optimizer.beta2 == 0.99);
-	assert_true(js.optimizer.eps == 1e-6);
-	assert_true(js.optimizer.weight_decay == 0.0);
+	assert_exactly(js.optimizer.lr, 3e-4);
+	assert_exactly(js.optimizer.beta1, 0.85);
+	assert_exactly(js.optimizer.beta2, 0.99);
+	assert_exactly(js.optimizer.eps, 1e-6);
+	assert_exactly(js.optimizer.weight_decay, 0.0);
 	assert_int_equal(js.optimizer.warmup_steps, 50);
 	assert_int_equal(js.optimizer.cosine_steps, 5000);
-	assert_true(js.optimizer.min_lr_ratio == 0.2);
-	assert_true(js.optimizer.grad_clip == 0.5);
+	assert_exactly(js.optimizer.min_lr_ratio, 0.2);
+	assert_exactly(js.optimizer.grad_clip, 0.5);
 	assert_int_equal(js.optimizer.batch_size, 16);
 	assert_int_equal(js.optimizer.seq_len, 64);
 	assert_int_equal(js.syncer.min_quorum, 6);
-	assert_true(js.syncer.grace == 0.25);
+	assert_exactly(js.syncer.grace, 0.25);
 	assert_int_equal(js.syncer.fragments, 6);
 	assert_int_equal(js.syncer.sync_every, 12);
 	assert_int_equal(jobspec_sync_every(&js), 12);
 	assert_int_equal(js.syncer.overlap, 3);
-	assert_true(js.syncer.alpha == 0.1);
-	assert_true(js.syncer.outer_lr == 0.5);
-	assert_true(js.syncer.outer_momentum == 0.8);
+	assert_exactly(js.syncer.alpha, 0.1);
+	assert_exactly(js.syncer.outer_lr, 0.5);
+	assert_exactly(js.syncer.outer_momentum, 0.8);
 	assert_int_equal(js.syncer.nesterov, 0);
 	assert_int_equal(js.syncer.merge, MERGE_MEAN);
 	assert_int_equal(js.syncer.encoding, ENC_INT8);
@@ -89,21 +90,21 @@ static void full_yaml_file(void **state)
 	assert_int_equal(js.syncer.checkpoint_every, 10);
 	assert_int_equal(js.syncer.eval_every, 5);
 	assert_int_equal(js.syncer.eval_tokens, 4096);
-	assert_true(js.syncer.norm_outlier == 20);
+	assert_exactly(js.syncer.norm_outlier, 20);
 	assert_int_equal(js.syncer.port, 9000);
 	assert_int_equal(js.syncer.http_port, 9001);
 	assert_int_equal(js.budget.tokens, 10000000);
 	assert_int_equal(js.budget.outer_steps, 1000);
 	assert_int_equal(js.chaos.enabled, 1);
 	assert_int_equal(js.chaos.schedule, CHAOS_INTERVAL);
-	assert_true(js.chaos.mtbf_seconds == 30);
-	assert_true(js.chaos.interval_seconds == 15.5);
+	assert_exactly(js.chaos.mtbf_seconds, 30);
+	assert_exactly(js.chaos.interval_seconds, 15.5);
 	assert_int_equal(js.chaos.targets, CHAOS_TARGET_LEARNERS |
 			 CHAOS_TARGET_SYNCER | CHAOS_TARGET_SIDECARS);
 	assert_int_equal(js.chaos.max_down, 2);
-	assert_true(js.chaos.start_after_seconds == 5);
-	assert_true(js.chaos.stop_after_seconds == 100);
-	assert_true(js.chaos.recovery_seconds == 1.5);
+	assert_exactly(js.chaos.start_after_seconds, 5);
+	assert_exactly(js.chaos.stop_after_seconds, 100);
+	assert_exactly(js.chaos.recovery_seconds, 1.5);
 	assert_int_equal(js.chaos.seed, 42);
 }
 
@@ -120,13 +121,13 @@ static void apiserver_json_object(void **state)
 	assert_string_equal(js.learners.cpu, "500m");
 	assert_string_equal(js.learners.memory, "1Gi");
 	assert_int_equal(js.syncer.min_quorum, 4);
-	assert_true(js.syncer.grace == 0);
+	assert_exactly(js.syncer.grace, 0);
 	assert_int_equal(js.budget.outer_steps, 200);
 	assert_int_equal(js.budget.tokens, 0);
 	assert_int_equal(js.chaos.targets, CHAOS_TARGET_SYNCER);
 	/* untouched fields keep their defaults */
 	assert_int_equal(js.model.layers, 2);
-	assert_true(js.syncer.outer_lr == 0.7);
+	assert_exactly(js.syncer.outer_lr, 0.7);
 }
 
 static void minimal_gets_defaults(void **state)
@@ -155,7 +156,7 @@ static void examples_load(void **state)
 	assert_int_equal(js.learners.replicas, 4);
 	assert_int_equal(js.syncer.min_quorum, 3);
 	assert_int_equal(js.chaos.enabled, 1);
-	assert_true(js.chaos.mtbf_seconds == 20);
+	assert_exactly(js.chaos.mtbf_seconds, 20);
 	assert_int_equal(jobspec_load("examples/quickstart-nochaos.yaml", &js, &e), 0);
 	assert_string_equal(js.name, "quickstart-nochaos");
 	assert_int_equal(js.learners.replicas, 4);
@@ -179,7 +180,7 @@ static void file_errors(void **state)
 
 	/* a file past the size limit is refused before it is read */
 	fd = mkstemp(path);
-	assert_true(fd >= 0);
+	assert_at_least(fd, 0);
 	assert_int_equal(ftruncate(fd, (1 << 20) + 1), 0);
 	close(fd);
 	assert_int_equal(jobspec_load(path, &js, &e), -1);

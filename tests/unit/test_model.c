@@ -22,6 +22,7 @@
 #include "common/util.h"
 #include "trainer/layers.h"
 #include "trainer/model.h"
+#include "tests/unit/testlib.h"
 
 #define FWD_ATOL 1e-5
 #define FWD_RTOL 1e-4
@@ -178,10 +179,10 @@ static void tanh_is_accurate(void **state)
 
 		worst = d > worst ? d : worst;
 	}
-	assert_true(worst < 2e-7);
-	assert_true(layers_tanhf(100.0f) == 1.0f);
-	assert_true(layers_tanhf(-100.0f) == -1.0f);
-	assert_true(layers_tanhf(0.0f) == 0.0f);
+	assert_less(worst, 2e-7);
+	assert_exactly(layers_tanhf(100.0f), 1.0f);
+	assert_exactly(layers_tanhf(-100.0f), -1.0f);
+	assert_exactly(layers_tanhf(0.0f), 0.0f);
 }
 
 struct mm_ctx {
@@ -325,9 +326,9 @@ static void attention_matches_naive(void **state)
 		for (int j = 0; j < T; j++) {
 			s += att[r * T + j];
 			if (j > r % T)
-				assert_true(att[r * T + j] == 0.0f);
+				assert_exactly(att[r * T + j], 0.0f);
 		}
-		assert_true(fabs(s - 1) < 1e-6);
+		assert_near(s, 1, 1e-6);
 	}
 	for (int i = 0; i < B * T * 3 * C; i++)
 		dqkv[i] = 1e6f;   /* overwritten */
@@ -410,10 +411,10 @@ static void crossentropy_matches_naive(void **state)
 	fill(logits, N * V, 3);
 	c.logits = to_double(logits, N * V);
 	loss = crossentropy_forward(NULL, probs, losses, logits, targets, N, V);
-	assert_true(fabs(loss - ce_loss(&c)) < 1e-5);
+	assert_near(loss, ce_loss(&c), 1e-5);
 	/* in place gives the same */
 	memcpy(d, logits, sizeof(d));
-	assert_true(crossentropy_forward(NULL, d, losses, d, targets, N, V) == loss);
+	assert_exactly(crossentropy_forward(NULL, d, losses, d, targets, N, V), loss);
 	crossentropy_backward(NULL, d, probs, targets, 1.0f / N, N, V);
 	check_grad("crossentropy dlogits", c.logits, N * V, d, ce_loss, &c);
 	free(c.logits);
@@ -434,16 +435,16 @@ static void encoder_adds_rows(void **state)
 	for (int b = 0; b < B; b++)
 		for (int t = 0; t < T; t++)
 			for (int i = 0; i < C; i++)
-				assert_true(out[(b * T + t) * C + i] ==
-					    wte[inp[b * T + t] * C + i] + wpe[t * C + i]);
+				assert_exactly(out[(b * T + t) * C + i],
+					       wte[inp[b * T + t] * C + i] + wpe[t * C + i]);
 	encoder_backward(NULL, dwte, dwpe, dout, inp, B, T, C);
 	/* token 1 appears at (0,0), (0,2), (1,2) */
 	for (int i = 0; i < C; i++) {
 		float want = dout[0 * C + i] + dout[2 * C + i] + dout[5 * C + i];
 
-		assert_true(fabsf(dwte[1 * C + i] - want) < 1e-6f);
-		assert_true(dwte[3 * C + i] == 0.0f);
-		assert_true(fabsf(dwpe[1 * C + i] - (dout[1 * C + i] + dout[4 * C + i])) < 1e-6f);
+		assert_near(dwte[1 * C + i], want, 1e-6f);
+		assert_exactly(dwte[3 * C + i], 0.0f);
+		assert_near(dwpe[1 * C + i], (dout[1 * C + i] + dout[4 * C + i]), 1e-6f);
 	}
 }
 
@@ -461,11 +462,14 @@ static void tensor_table_is_contiguous(void **state)
 	n = model_tensors(&c, t, 64);
 	assert_int_equal(n, 2 + 12 * 2 + 2);
 	assert_string_equal(t[0].name, "wte");
-	assert_true(t[0].is_embedding && t[0].is_matrix);
+	assert_true(t[0].is_embedding);
+	assert_true(t[0].is_matrix);
 	assert_string_equal(t[2].name, "h0.ln1w");
 	assert_string_equal(t[4].name, "h0.qkvw");
 	assert_int_equal(t[4].numel, 3 * 8 * 8);
-	assert_true(t[4].is_matrix && !t[2].is_matrix && !t[5].is_matrix);
+	assert_true(t[4].is_matrix);
+	assert_false(t[2].is_matrix);
+	assert_false(t[5].is_matrix);
 	assert_string_equal(t[n - 1].name, "lnfb");
 	for (int i = 1; i < n; i++)
 		assert_int_equal(t[i].offset, t[i - 1].offset + t[i - 1].numel);
@@ -494,13 +498,13 @@ static void init_is_pure_and_gpt2_like(void **state)
 	model_init_params(&small, b, 43);
 	assert_memory_not_equal(a, b, t[0].numel * sizeof(float));
 	for (size_t i = 0; i < t[2].numel; i++)
-		assert_true(a[t[2].offset + i] == 1.0f);    /* ln1w */
+		assert_exactly(a[t[2].offset + i], 1.0f);    /* ln1w */
 	for (size_t i = 0; i < t[5].numel; i++)
-		assert_true(a[t[5].offset + i] == 0.0f);    /* qkvb */
+		assert_exactly(a[t[5].offset + i], 0.0f);    /* qkvb */
 	for (size_t i = 0; i < t[0].numel; i++)
 		ss += (double)a[i] * a[i];
 	/* sd 0.02 over 104 draws: the sample sd is within 30% */
-	assert_true(fabs(sqrt(ss / (double)t[0].numel) - 0.02) < 0.006);
+	assert_near(sqrt(ss / (double)t[0].numel), 0.02, 0.006);
 	free(a);
 	free(b);
 }
@@ -519,7 +523,7 @@ static void frag_table_covers_model(void **state)
 	assert_int_equal(total, model_num_params(&small));
 	assert_true(ft.tensors[0].is_embedding);
 	assert_int_equal(model_frag_table(&small, 4, &ft2, NULL), 0);
-	assert_true(ft.fingerprint == ft2.fingerprint);
+	assert_int_equal(ft.fingerprint, ft2.fingerprint);
 	frag_table_release(&ft);
 	frag_table_release(&ft2);
 	assert_int_equal(model_frag_table(&small, 1000, &ft, NULL), -1);
@@ -531,7 +535,7 @@ static void flops_count(void **state)
 
 	(void)state;
 	/* 6·(2·12·128² + 256·128) + 12·2·64·128 */
-	assert_true(model_flops_per_token(&c, 64) == 6.0 * (24.0 * 16384 + 32768) + 12.0 * 2 * 64 * 128);
+	assert_exactly(model_flops_per_token(&c, 64), 6.0 * (24.0 * 16384 + 32768) + 12.0 * 2 * 64 * 128);
 }
 
 static void config_from_job(void **state)
@@ -587,7 +591,8 @@ static void model_gradient_matches_differences(void **state)
 		for (size_t i = 0; i < n; i++)
 			p[i] += (float)(0.3 * rng_normal(&rng));
 		base = model_forward(m, in, tg);
-		assert_true(base > 0 && isfinite(base));
+		assert_greater(base, 0);
+		assert_true(isfinite(base));
 		model_backward(m);
 		grad = malloc(n * sizeof(float));
 		memcpy(grad, g, n * sizeof(float));
@@ -609,7 +614,7 @@ static void model_gradient_matches_differences(void **state)
 		}
 		/* the wpe rows past T get no gradient */
 		for (size_t i = (size_t)13 * 8 + (size_t)T * 8; i < (size_t)13 * 8 + 8 * 8; i++)
-			assert_true(grad[i] == 0.0f);
+			assert_exactly(grad[i], 0.0f);
 		free(grad);
 		model_free(m);
 	}
@@ -647,9 +652,9 @@ static void threads_are_deterministic(void **state)
 		model_backward(m[k]);
 	}
 	n = model_size(m[0]);
-	assert_true(loss[1] == loss[2]);
+	assert_exactly(loss[1], loss[2]);
 	assert_memory_equal(model_grads(m[1]), model_grads(m[2]), n * sizeof(float));
-	assert_true(fabsf(loss[0] - loss[1]) < 1e-5f);
+	assert_near(loss[0], loss[1], 1e-5f);
 	{
 		double *want = to_double(model_grads(m[0]), n);
 
@@ -668,8 +673,8 @@ static void forward_without_targets(void **state)
 
 	(void)state;
 	model_init_params(&small, model_params(m), 1);
-	assert_true(model_forward(m, in, NULL) == 0.0f);
-	assert_true(model_forward(m, in, in) > 0.0f);
+	assert_exactly(model_forward(m, in, NULL), 0.0f);
+	assert_greater(model_forward(m, in, in), 0.0f);
 	model_free(m);
 	assert_null(model_new(&small, 1, 9, NULL));   /* T > maxT */
 }

@@ -10,6 +10,7 @@
 #include <math.h>
 
 #include "trainer/optim.h"
+#include "tests/unit/testlib.h"
 
 static void adamw_two_steps(void **state)
 {
@@ -26,16 +27,16 @@ static void adamw_two_steps(void **state)
 
 	(void)state;
 	adamw_update(p, g, m, v, 2, &s);
-	assert_true(fabsf(p[0] - 0.890000002f) < 1e-6f);
-	assert_true(fabsf(m[0] - 0.05f) < 1e-7f);
-	assert_true(fabsf(v[0] - 0.0125f) < 1e-7f);
+	assert_near(p[0], 0.890000002f, 1e-6f);
+	assert_near(m[0], 0.05f, 1e-7f);
+	assert_near(v[0], 0.0125f, 1e-7f);
 	g[0] = g[1] = -0.5f;
 	s.t = 2;
 	adamw_update(p, g, m, v, 2, &s);
-	assert_true(fabsf(p[0] - 0.88636316f) < 1e-6f);
-	assert_true(fabsf(m[0] - -0.005f) < 1e-7f);
-	assert_true(fabsf(v[0] - 0.024375f) < 1e-7f);
-	assert_true(p[0] == p[1]);
+	assert_near(p[0], 0.88636316f, 1e-6f);
+	assert_near(m[0], -0.005f, 1e-7f);
+	assert_near(v[0], 0.024375f, 1e-7f);
+	assert_exactly(p[0], p[1]);
 }
 
 static void adamw_without_decay_and_scaled(void **state)
@@ -50,11 +51,11 @@ static void adamw_without_decay_and_scaled(void **state)
 
 	(void)state;
 	adamw_update(p, g, m, v, 3, &s);
-	assert_true(fabsf(p[0] - 1.99f) < 1e-6f);
-	assert_true(fabsf(p[1] - -2.99f) < 1e-6f);
-	assert_true(p[2] == 0.0f);
-	assert_true(fabsf(m[0] - 0.2f) < 1e-7f);        /* 0.1 · 0.5 · 4 */
-	assert_true(fabsf(v[0] - 0.004f) < 1e-6f);      /* 0.001 · 2², 1 − 0.999 in float */
+	assert_near(p[0], 1.99f, 1e-6f);
+	assert_near(p[1], -2.99f, 1e-6f);
+	assert_exactly(p[2], 0.0f);
+	assert_near(m[0], 0.2f, 1e-7f);        /* 0.1 · 0.5 · 4 */
+	assert_near(v[0], 0.004f, 1e-6f);      /* 0.001 · 2², 1 − 0.999 in float */
 }
 
 static void clipping(void **state)
@@ -62,10 +63,10 @@ static void clipping(void **state)
 	float g[4] = { 3.0f, 0.0f, -4.0f, 0.0f };
 
 	(void)state;
-	assert_true(grad_norm(g, 4) == 5.0);
-	assert_true(clip_scale(5.0, 1.0) == 0.2f);
-	assert_true(clip_scale(0.5, 1.0) == 1.0f);
-	assert_true(clip_scale(50.0, 0.0) == 1.0f);     /* 0 = off */
+	assert_exactly(grad_norm(g, 4), 5.0);
+	assert_exactly(clip_scale(5.0, 1.0), 0.2f);
+	assert_exactly(clip_scale(0.5, 1.0), 1.0f);
+	assert_exactly(clip_scale(50.0, 0.0), 1.0f);     /* 0 = off */
 }
 
 static void schedule_values(void **state)
@@ -74,20 +75,20 @@ static void schedule_values(void **state)
 
 	(void)state;
 	/* warmup: lr·(s+1)/10 */
-	assert_true(fabs(schedule_lr(&o, 0, 110) - 1e-4) < 1e-12);
-	assert_true(fabs(schedule_lr(&o, 4, 110) - 5e-4) < 1e-12);
-	assert_true(fabs(schedule_lr(&o, 9, 110) - 1e-3) < 1e-12);
+	assert_near(schedule_lr(&o, 0, 110), 1e-4, 1e-12);
+	assert_near(schedule_lr(&o, 4, 110), 5e-4, 1e-12);
+	assert_near(schedule_lr(&o, 9, 110), 1e-3, 1e-12);
 	/* cosine from step 10 to 110 between 1e-3 and 1e-4 */
-	assert_true(fabs(schedule_lr(&o, 10, 110) - 1e-3) < 1e-12);
-	assert_true(fabs(schedule_lr(&o, 35, 110) - 8.681980515339464e-4) < 1e-12);
-	assert_true(fabs(schedule_lr(&o, 60, 110) - 5.5e-4) < 1e-12);
-	assert_true(fabs(schedule_lr(&o, 110, 110) - 1e-4) < 1e-12);
-	assert_true(fabs(schedule_lr(&o, 5000, 110) - 1e-4) < 1e-12);
+	assert_near(schedule_lr(&o, 10, 110), 1e-3, 1e-12);
+	assert_near(schedule_lr(&o, 35, 110), 8.681980515339464e-4, 1e-12);
+	assert_near(schedule_lr(&o, 60, 110), 5.5e-4, 1e-12);
+	assert_near(schedule_lr(&o, 110, 110), 1e-4, 1e-12);
+	assert_near(schedule_lr(&o, 5000, 110), 1e-4, 1e-12);
 	/* no horizon: constant after warmup */
-	assert_true(fabs(schedule_lr(&o, 5000, 0) - 1e-3) < 1e-12);
+	assert_near(schedule_lr(&o, 5000, 0), 1e-3, 1e-12);
 	o.warmup_steps = 0;
-	assert_true(fabs(schedule_lr(&o, 0, 0) - 1e-3) < 1e-12);
-	assert_true(fabs(schedule_lr(&o, 50, 100) - 5.5e-4) < 1e-12);
+	assert_near(schedule_lr(&o, 0, 0), 1e-3, 1e-12);
+	assert_near(schedule_lr(&o, 50, 100), 5.5e-4, 1e-12);
 }
 
 static void decay_horizon(void **state)

@@ -8,8 +8,9 @@
 #include <stdlib.h>
 
 #include "syncer/outer.h"
+#include "tests/unit/testlib.h"
 
-#define near(a, b) assert_true(fabs((double)(a) - (double)(b)) < 1e-5)
+#define near(a, b) assert_near(a, b, 1e-5)
 
 static void weights_are_tokens_squared_over_steps(void **state)
 {
@@ -129,8 +130,8 @@ static void merge_of_many_answers_over_blocks(void **state)
 	near(out[0], 35.5);
 	near(out[LEN - 1], 35.5);
 	assert_int_equal(outer_merge(OUTER_RDA, x, w, sq, N, &seg, 1, out), 0);
-	assert_true(fabs(out[2049] - 35.5) < 1e-3);
-	assert_true(fabs(out[LEN - 1] - 35.5) < 1e-3);
+	assert_near(out[2049], 35.5, 1e-3);
+	assert_near(out[LEN - 1], 35.5, 1e-3);
 	free(buf);
 	free(out);
 }

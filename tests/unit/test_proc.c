@@ -14,8 +14,9 @@
 
 #include "common/util.h"
 #include "runner/proc.h"
+#include "tests/unit/testlib.h"
 
-static char dir[] = "/tmp/test_proc_XXXXXX";
+static char dir[64];
 
 static void path_in(char *out, size_t n, const char *name)
 {
@@ -89,16 +90,13 @@ static pid_t read_pid(const char *name)
 static int setup(void **state)
 {
 	(void)state;
-	return mkdtemp(dir) ? 0 : -1;
+	return testlib_tmpdir(dir, sizeof(dir), "test_proc");
 }
 
 static int teardown(void **state)
 {
-	char cmd[300];
-
 	(void)state;
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	return system(cmd) == 0 ? 0 : -1;
+	return testlib_rmtree(dir);
 }
 
 static void kill_and_restart(void **state)
@@ -111,7 +109,7 @@ static void kill_and_restart(void **state)
 	make_proc(&p, "sleeper", "exec sleep 30");
 	assert_int_equal(proc_start(&p, NULL), 0);
 	first = p.pid;
-	assert_true(first > 0);
+	assert_greater(first, 0);
 	assert_int_equal(getpgid(first), first);   /* its own group */
 	assert_int_equal(proc_start(&p, NULL), -1); /* already running */
 	assert_int_equal(proc_reap(&p), 0);
@@ -123,7 +121,8 @@ static void kill_and_restart(void **state)
 	assert_int_equal(proc_signal(&p, SIGKILL), -1);   /* nothing running */
 
 	assert_int_equal(proc_start(&p, NULL), 0);
-	assert_true(p.pid > 0 && p.pid != first);
+	assert_greater(p.pid, 0);
+	assert_int_not_equal(p.pid, first);
 	assert_int_equal(p.starts, 2);
 	proc_stop(&p, 5);
 	assert_int_equal(p.pid, 0);
@@ -144,7 +143,7 @@ static void group_goes_with_the_leader(void **state)
 	make_proc(&p, "group", script);
 	assert_int_equal(proc_start(&p, NULL), 0);
 	grandchild = read_pid("gc1");
-	assert_true(grandchild > 0);
+	assert_greater(grandchild, 0);
 	assert_int_equal(getpgid(grandchild), p.pid);
 	proc_signal(&p, SIGKILL);
 	assert_true(reap_within(&p, 10));
@@ -156,9 +155,10 @@ static void group_goes_with_the_leader(void **state)
 	make_proc(&p, "leaver", script);
 	assert_int_equal(proc_start(&p, NULL), 0);
 	grandchild = read_pid("gc2");
-	assert_true(grandchild > 0);
+	assert_greater(grandchild, 0);
 	assert_true(reap_within(&p, 10));
-	assert_true(WIFEXITED(p.status) && WEXITSTATUS(p.status) == 3);
+	assert_true(WIFEXITED(p.status));
+	assert_int_equal(WEXITSTATUS(p.status), 3);
 	assert_true(gone_within(grandchild, 10));
 	proc_release(&p);
 }
@@ -177,7 +177,7 @@ static void stop_with_grace(void **state)
 	sleep_seconds(0.3);   /* let the trap be set */
 	t0 = clock_mono();
 	proc_stop_all(both, 2, 1.0);
-	assert_true(clock_mono() - t0 < 8);
+	assert_less(clock_mono() - t0, 8);
 	assert_int_equal(a.pid, 0);
 	assert_int_equal(b.pid, 0);
 	assert_string_equal(proc_describe_status(a.status, buf, sizeof(buf)),
@@ -201,13 +201,15 @@ static void output_to_log(void **state)
 	make_proc(&p, "talker", "echo to-stdout; echo to-stderr >&2; read x; echo read=$x");
 	assert_int_equal(proc_start(&p, NULL), 0);
 	assert_true(reap_within(&p, 10));
-	assert_true(WIFEXITED(p.status) && WEXITSTATUS(p.status) == 0);
+	assert_true(WIFEXITED(p.status));
+	assert_int_equal(WEXITSTATUS(p.status), 0);
 	proc_release(&p);
 
 	assert_int_equal(proc_init(&p, "missing", log, bad, NULL), 0);
 	assert_int_equal(proc_start(&p, NULL), 0);
 	assert_true(reap_within(&p, 10));
-	assert_true(WIFEXITED(p.status) && WEXITSTATUS(p.status) == 127);
+	assert_true(WIFEXITED(p.status));
+	assert_int_equal(WEXITSTATUS(p.status), 127);
 	proc_release(&p);
 
 	assert_int_equal(file_read_all(log, 1 << 16, (void **)&text, &n, NULL), 0);
@@ -240,7 +242,7 @@ static void children_die_with_the_parent(void **state)
 	(void)state;
 	snprintf(script, sizeof(script), "echo $$ > %s/orphan; exec sleep 30", dir);
 	runner = fork();
-	assert_true(runner >= 0);
+	assert_at_least(runner, 0);
 	if (runner == 0) {
 		struct proc p;
 
@@ -252,9 +254,10 @@ static void children_die_with_the_parent(void **state)
 		_exit(0);   /* no stop, no reap */
 	}
 	assert_int_equal(waitpid(runner, &status, 0), runner);
-	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
 	orphan = read_pid("orphan");
-	assert_true(orphan > 0);
+	assert_greater(orphan, 0);
 	assert_true(gone_within(orphan, 10));
 }
 

@@ -33,11 +33,12 @@
 #include "common/httpd.h"
 #include "common/util.h"
 #include "runner/run.h"
+#include "tests/unit/testlib.h"
 
 #define FAKE_SECONDS 3.0
 
 static char self[4096];
-static char tmp[] = "/tmp/test_run_XXXXXX";
+static char tmp[64];
 
 /* ---- the stand-in parts ---- */
 
@@ -270,11 +271,11 @@ static void runs_to_done_and_reports(void **state)
 	assert_int_equal(res.r.success, 1);
 	assert_string_equal(res.r.outcome, "done");
 	assert_int_equal(res.r.final.done, 1);
-	assert_true(res.r.final.round >= 10 * FAKE_SECONDS);
+	assert_at_least(res.r.final.round, 10 * FAKE_SECONDS);
 	assert_int_equal(res.r.nkills, 0);
 	assert_int_equal(sum(res.r.restarts, 2), 0);
 	assert_int_equal(res.r.syncer_restarts, 0);
-	assert_true(res.r.nsamples >= 3);
+	assert_at_least(res.r.nsamples, 3);
 	assert_int_equal(res.r.samples[res.r.nsamples / 2].up, 2);
 
 	assert_int_equal(run_report_write(&res.r, &res.e), 0);
@@ -282,7 +283,7 @@ static void runs_to_done_and_reports(void **state)
 	j = json_load_file(path, 0, NULL);
 	assert_non_null(j);
 	assert_true(json_is_true(json_object_get(j, "success")));
-	assert_true(json_real_value(json_object_get(j, "uptime")) == 0.995);
+	assert_exactly(json_real_value(json_object_get(j, "uptime")), 0.995);
 	assert_int_equal(json_integer_value(json_object_get(json_object_get(j, "bytes"),
 							    "received")), 1000);
 	assert_int_equal(json_array_size(json_object_get(j, "eval_history")), 2);
@@ -305,11 +306,11 @@ static void chaos_kills_and_restarts_learners(void **state)
 	run("chaos", "  chaos: {enabled: true, schedule: interval, intervalSeconds: 0.7,"
 	    " startAfterSeconds: 0, recoverySeconds: 0.2, maxDown: 1, seed: 3}\n", &res);
 	assert_int_equal(res.rc, 0);
-	assert_true(res.r.nkills >= 3);
+	assert_at_least(res.r.nkills, 3);
 	for (size_t i = 0; i < res.r.nkills; i++)
 		assert_int_equal(res.r.kills[i].k.kind, CHAOS_LEARNER);
 	/* every kill but possibly the last (done stops restarts) was restarted */
-	assert_true(sum(res.r.restarts, 2) >= (int)res.r.nkills - 1);
+	assert_at_least(sum(res.r.restarts, 2), (int)res.r.nkills - 1);
 	assert_int_equal(sum(res.r.crashes, 2), 0);
 	/*
 	 * Each restart started both again; a start killed before it could
@@ -322,18 +323,18 @@ static void chaos_kills_and_restarts_learners(void **state)
 			kills += res.r.kills[k].k.index == i;
 		snprintf(path, sizeof(path), "%s/learner-%d.log", res.dir, i);
 		starts = count_in_file(path, "start");
-		assert_true(starts <= 1 + res.r.restarts[i]);
-		assert_true(starts >= 1 + res.r.restarts[i] - kills);
+		assert_at_most(starts, 1 + res.r.restarts[i]);
+		assert_at_least(starts, 1 + res.r.restarts[i] - kills);
 		snprintf(path, sizeof(path), "%s/sidecar-%d.log", res.dir, i);
 		starts = count_in_file(path, "start");
-		assert_true(starts <= 1 + res.r.restarts[i]);
-		assert_true(starts >= 1 + res.r.restarts[i] - kills);
+		assert_at_most(starts, 1 + res.r.restarts[i]);
+		assert_at_least(starts, 1 + res.r.restarts[i] - kills);
 	}
 	/* maxDown 1: until done (then the parts exit), never two slots down */
 	assert_true(isfinite(res.r.done_at));
 	for (size_t i = 0; i < res.r.nsamples; i++)
 		if (res.r.samples[i].t < res.r.done_at)
-			assert_true(res.r.samples[i].up >= 1);
+			assert_at_least(res.r.samples[i].up, 1);
 	run_record_release(&res.r);
 }
 
@@ -346,14 +347,14 @@ static void syncer_killed_and_restarted(void **state)
 	run("syncer", "  chaos: {enabled: true, schedule: interval, intervalSeconds: 1.5,"
 	    " startAfterSeconds: 0, recoverySeconds: 0.2, targets: [syncer], seed: 3}\n", &res);
 	assert_int_equal(res.rc, 0);
-	assert_true(res.r.nkills >= 1);
+	assert_at_least(res.r.nkills, 1);
 	assert_int_equal(res.r.kills[0].k.kind, CHAOS_SYNCER);
-	assert_true(res.r.syncer_restarts >= 1);
+	assert_at_least(res.r.syncer_restarts, 1);
 	assert_int_equal(res.r.syncer_crashes, 0);
 	snprintf(path, sizeof(path), "%s/syncer.log", res.dir);
 	/* the restarted syncer found its state (a restart killed early may not print) */
-	assert_true(count_in_file(path, "start (restarted)") <= res.r.syncer_restarts);
-	assert_true(count_in_file(path, "start (restarted)") >= 1);
+	assert_at_most(count_in_file(path, "start (restarted)"), res.r.syncer_restarts);
+	assert_at_least(count_in_file(path, "start (restarted)"), 1);
 	assert_int_equal(sum(res.r.restarts, 2), 0);
 	run_record_release(&res.r);
 }
@@ -371,8 +372,9 @@ static void crash_loop_ends_the_run(void **state)
 	assert_int_equal(res.rc, -1);
 	assert_int_equal(res.r.success, 0);
 	assert_non_null(strstr(res.e.msg, "keeps failing (exit 1): start ["));
-	assert_true(strstr(res.e.msg, "learner-0") || strstr(res.e.msg, "learner-1"));
-	assert_true(sum(res.r.crashes, 2) >= 5);
+	if (!strstr(res.e.msg, "learner-0") && !strstr(res.e.msg, "learner-1"))
+		fail_msg("names neither learner: %s", res.e.msg);
+	assert_at_least(sum(res.r.crashes, 2), 5);
 	run_record_release(&res.r);
 }
 
@@ -413,7 +415,7 @@ static void interrupt_stops_everything(void **state)
 	pthread_join(th, NULL);
 	assert_int_equal(rc, -1);
 	assert_string_equal(r.outcome, "interrupted");
-	assert_true(clock_mono() - t0 < FAKE_SECONDS);   /* it did not wait for done */
+	assert_less(clock_mono() - t0, FAKE_SECONDS);   /* it did not wait for done */
 	assert_int_equal(r.final.done, 0);
 	assert_int_equal(procs_with(job), 0);
 	assert_int_equal(shm_leftovers(), 0);
@@ -425,7 +427,7 @@ static int setup(void **state)
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 
 	(void)state;
-	if (n <= 0 || !mkdtemp(tmp))
+	if (n <= 0 || testlib_tmpdir(tmp, sizeof(tmp), "test_run"))
 		return -1;
 	self[n] = 0;
 	return 0;
@@ -433,11 +435,8 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	char cmd[300];
-
 	(void)state;
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmp);
-	return system(cmd) == 0 ? 0 : -1;
+	return testlib_rmtree(tmp);
 }
 
 int main(int argc, char **argv)

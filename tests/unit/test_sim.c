@@ -11,6 +11,7 @@
 
 #include "common/buf.h"
 #include "sim/sim.h"
+#include "tests/unit/testlib.h"
 
 static void base(struct sim_params *p, enum sim_mode mode, int m, long chips)
 {
@@ -37,9 +38,9 @@ static void no_failures_goodput_one(void **state)
 		p.hetero = 0;
 		assert_int_equal(sim_run_once(&p, 0, 0, &r, NULL), 0);
 		assert_int_equal(r.failures, 0);
-		assert_true(fabs(r.goodput - 1.0) < 1e-12);
-		assert_true(fabs(r.uptime - 1.0) < 1e-12);
-		assert_true(fabs(r.wall_s - 10 * 86400.0) < 1e-6);
+		assert_near(r.goodput, 1.0, 1e-12);
+		assert_near(r.uptime, 1.0, 1e-12);
+		assert_near(r.wall_s, 10 * 86400.0, 1e-6);
 	}
 }
 
@@ -59,10 +60,11 @@ static void rare_failures_match_renewal_formula(void **state)
 	mtbf = p.mtbi_h * 3600.0 / (double)p.chips; /* whole job: 3154 s */
 	expect = 1.0 / (1.0 + p.restart_s / mtbf);   /* 0.9131 */
 	assert_int_equal(sim_estimate(&p, &r, NULL), 0);
-	assert_true(r.goodput.lo <= expect && expect <= r.goodput.hi);
-	assert_true(r.goodput.hi - r.goodput.lo < 0.01);
+	assert_at_most(r.goodput.lo, expect);
+	assert_at_most(expect, r.goodput.hi);
+	assert_less(r.goodput.hi - r.goodput.lo, 0.01);
 	/* the job is all up or all down: uptime is the same number */
-	assert_true(fabs(r.uptime.mean - r.goodput.mean) < 1e-9);
+	assert_near(r.uptime.mean, r.goodput.mean, 1e-9);
 }
 
 /* Elastic: each failure costs two pauses; repairs hold S·repair/MTBI of chips. */
@@ -84,7 +86,7 @@ static void elastic_matches_its_formula(void **state)
 	expect = (1.0 - away) /
 		 (1.0 + lambda * (p.pause_down_s + p.pause_up_s));
 	assert_int_equal(sim_estimate(&p, &r, NULL), 0);
-	assert_true(fabs(r.goodput.mean - expect) < 0.005);
+	assert_near(r.goodput.mean, expect, 0.005);
 }
 
 static void same_seed_same_result(void **state)
@@ -103,7 +105,7 @@ static void same_seed_same_result(void **state)
 	p.seed = 2;
 	assert_int_equal(sim_estimate(&p, &c, NULL), 0);
 	assert_true(c.goodput.mean != a.goodput.mean);
-	assert_true(fabs(c.goodput.mean - a.goodput.mean) < 0.02);
+	assert_near(c.goodput.mean, a.goodput.mean, 0.02);
 }
 
 /* Within the fitted model the rule of thumb holds: M on N ~ elastic on N/M. */
@@ -117,9 +119,9 @@ static void decoupled_like_elastic_on_n_over_m(void **state)
 	base(&el, SIM_ELASTIC, 1, 300000);
 	assert_int_equal(sim_estimate(&d, &rd, NULL), 0);
 	assert_int_equal(sim_estimate(&el, &re, NULL), 0);
-	assert_true(fabs(rd.goodput.mean - re.goodput.mean) < 0.01);
-	assert_true(rd.uptime.mean > 0.999); /* K = 1: someone is always up */
-	assert_true(re.uptime.mean < 0.9);
+	assert_near(rd.goodput.mean, re.goodput.mean, 0.01);
+	assert_greater(rd.uptime.mean, 0.999); /* K = 1: someone is always up */
+	assert_less(re.uptime.mean, 0.9);
 }
 
 /* Short steps and long pauses: a stopped learner misses rounds and loses
@@ -139,9 +141,9 @@ static void missed_rounds_and_quorum(void **state)
 	base(&p, SIM_ELASTIC, 1, 150000);
 	p.pause_down_s = p.pause_up_s = 30;
 	assert_int_equal(sim_estimate(&p, &el, NULL), 0);
-	assert_true(k1.goodput.hi < el.goodput.lo);     /* missed work */
-	assert_true(fabs(kall.goodput.mean - el.goodput.mean) < 0.01);
-	assert_true(kall.uptime.mean < 0.9 * k1.uptime.mean);
+	assert_less(k1.goodput.hi, el.goodput.lo);     /* missed work */
+	assert_near(kall.goodput.mean, el.goodput.mean, 0.01);
+	assert_less(kall.uptime.mean, 0.9 * k1.uptime.mean);
 }
 
 static void heterogeneity_costs_big_groups_more(void **state)
@@ -156,13 +158,13 @@ static void heterogeneity_costs_big_groups_more(void **state)
 	p.hetero = 0.02;
 	assert_int_equal(sim_estimate(&p, &h1, NULL), 0);
 	/* min over ~2300 slices of 1 - 0.02|Z|: about 1 - 0.02·3.6 */
-	assert_true(flat.goodput.mean - h1.goodput.mean > 0.05);
-	assert_true(flat.goodput.mean - h1.goodput.mean < 0.09);
+	assert_greater(flat.goodput.mean - h1.goodput.mean, 0.05);
+	assert_less(flat.goodput.mean - h1.goodput.mean, 0.09);
 	base(&p, SIM_DECOUPLED, 16, 600000 * 16);
 	p.hetero = 0.02;
 	p.mtbi_h = 1e12;
 	assert_int_equal(sim_estimate(&p, &h16, NULL), 0);
-	assert_true(h16.goodput.mean < 1.0 - 0.05);
+	assert_less(h16.goodput.mean, 1.0 - 0.05);
 }
 
 static void harvesting_shortens_wall_time(void **state)
@@ -179,9 +181,10 @@ static void harvesting_shortens_wall_time(void **state)
 	p.harvest = 3.0;
 	assert_int_equal(sim_harvest_estimate(&p, &b, NULL), 0);
 	/* a third of the time with 2× (4×) the chips: about 0.75 (0.5) */
-	assert_true(a.time_ratio.mean > 0.65 && a.time_ratio.mean < 0.85);
-	assert_true(b.time_ratio.mean < a.time_ratio.mean);
-	assert_true(b.time_ratio.mean > 0.35);
+	assert_greater(a.time_ratio.mean, 0.65);
+	assert_less(a.time_ratio.mean, 0.85);
+	assert_less(b.time_ratio.mean, a.time_ratio.mean);
+	assert_greater(b.time_ratio.mean, 0.35);
 }
 
 static void expect_refused(const char *const *args, const char *want)
@@ -293,15 +296,15 @@ static void svg_has_one_line_per_mode(void **state)
 static void group_speed_quantiles(void **state)
 {
 	(void)state;
-	assert_true(fabs(sim_group_speed(0.5, 10, 0.1) - (1 - 0.1 * 1.831895)) < 1e-6);
-	assert_true(fabs(sim_group_speed(0.5, 1000, 0.1) - (1 - 0.1 * 3.392370)) < 1e-6);
-	assert_true(fabs(sim_group_speed(0.5, 100000, 0.1) - (1 - 0.1 * 4.495783)) < 1e-6);
+	assert_near(sim_group_speed(0.5, 10, 0.1), (1 - 0.1 * 1.831895), 1e-6);
+	assert_near(sim_group_speed(0.5, 1000, 0.1), (1 - 0.1 * 3.392370), 1e-6);
+	assert_near(sim_group_speed(0.5, 100000, 0.1), (1 - 0.1 * 4.495783), 1e-6);
 	/* one slice: |Z| at u = 0.5 is 0.674490 */
-	assert_true(fabs(sim_group_speed(0.5, 1, 0.1) - (1 - 0.1 * 0.674490)) < 1e-6);
-	assert_true(sim_group_speed(0.5, 1000, 0) == 1.0);
-	assert_true(sim_group_speed(0.999999, 10, 0.5) == 0.05);
+	assert_near(sim_group_speed(0.5, 1, 0.1), (1 - 0.1 * 0.674490), 1e-6);
+	assert_exactly(sim_group_speed(0.5, 1000, 0), 1.0);
+	assert_exactly(sim_group_speed(0.999999, 10, 0.5), 0.05);
 	/* more slices, slower: the slowest member sets the pace */
-	assert_true(sim_group_speed(0.3, 5000, 0.01) < sim_group_speed(0.3, 50, 0.01));
+	assert_less(sim_group_speed(0.3, 5000, 0.01), sim_group_speed(0.3, 50, 0.01));
 }
 
 static void stat_interval(void **state)
@@ -311,10 +314,10 @@ static void stat_interval(void **state)
 
 	(void)state;
 	sim_stat_of(x, 4, &s);
-	assert_true(fabs(s.mean - 2.5) < 1e-12);
+	assert_near(s.mean, 2.5, 1e-12);
 	/* sd 1.2910, t(3) 3.182: half width 2.054 */
-	assert_true(fabs(s.hi - s.mean - 3.182 * 1.2909944 / 2) < 1e-6);
-	assert_true(fabs(s.mean - s.lo - (s.hi - s.mean)) < 1e-12);
+	assert_near(s.hi - s.mean, 3.182 * 1.2909944 / 2, 1e-6);
+	assert_near(s.mean - s.lo, (s.hi - s.mean), 1e-12);
 }
 
 int main(void)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/svg.h"
+#include "tests/unit/testlib.h"
 
 static int count(const char *hay, const char *needle)
 {
@@ -26,19 +27,24 @@ static void ticks_1_2_5(void **state)
 	(void)state;
 	n = svg_ticks(&lo, &hi, 5, t, 32);
 	/* span 8.9 / 5 = 1.78 -> step 2 */
-	assert_true(lo == 0 && hi == 10);
+	assert_exactly(lo, 0);
+	assert_exactly(hi, 10);
 	assert_int_equal(n, 6);
-	assert_true(t[1] == 2 && t[5] == 10);
+	assert_exactly(t[1], 2);
+	assert_exactly(t[5], 10);
 
 	lo = 1.93;
 	hi = 2.41;
 	n = svg_ticks(&lo, &hi, 5, t, 32);   /* 0.096 -> 0.1 */
-	assert_true(fabs(lo - 1.9) < 1e-12 && fabs(hi - 2.5) < 1e-12);
+	assert_near(lo, 1.9, 1e-12);
+	assert_near(hi, 2.5, 1e-12);
 	assert_int_equal(n, 7);
 
 	lo = hi = 3;                         /* flat data still gets a range */
 	n = svg_ticks(&lo, &hi, 5, t, 32);
-	assert_true(lo < 3 && hi > 3 && n >= 2);
+	assert_less(lo, 3);
+	assert_greater(hi, 3);
+	assert_at_least(n, 2);
 
 	lo = 0;
 	hi = 1e6;
@@ -68,7 +74,7 @@ static void plot_coordinates_and_parts(void **state)
 	assert_non_null(strstr(b.data, "loss &lt;train&gt;"));
 	assert_non_null(strstr(b.data, "baseline &amp; co"));
 	assert_null(strstr(b.data, "<train>"));
-	assert_true(strncmp(b.data, "<svg xmlns=", 11) == 0);
+	assert_memory_equal(b.data, "<svg xmlns=", 11);
 	assert_non_null(strstr(b.data, "</svg>\n"));
 	buf_release(&b);
 }

@@ -11,6 +11,7 @@
 
 #include "common/util.h"
 #include "syncer/ckpt.h"
+#include "tests/unit/testlib.h"
 
 #define FP 0x1234abcd5678ef01ULL
 #define P 3
@@ -22,17 +23,13 @@ static char dir[256];
 static int make_dir(void **state)
 {
 	(void)state;
-	snprintf(dir, sizeof(dir), "/tmp/ddiloco-ckpt-XXXXXX");
-	return mkdtemp(dir) ? 0 : -1;
+	return testlib_tmpdir(dir, sizeof(dir), "ddiloco-ckpt");
 }
 
 static int remove_dir(void **state)
 {
-	char cmd[300];
-
 	(void)state;
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	return system(cmd) ? -1 : 0;
+	return testlib_rmtree(dir);
 }
 
 static void fill(struct syncer_ckpt *c, uint64_t round)
@@ -81,13 +78,13 @@ static void assert_same(const struct syncer_ckpt *a, const struct syncer_ckpt *b
 	assert_int_equal(a->empty, b->empty);
 	assert_int_equal(a->bytes_in, b->bytes_in);
 	assert_int_equal(a->bytes_out, b->bytes_out);
-	assert_true(a->tokens_merged == b->tokens_merged);
-	assert_true(a->elapsed == b->elapsed);
-	assert_true(a->down == b->down);
-	assert_true(a->compute_merged == b->compute_merged);
-	assert_true(a->wall_time == b->wall_time);
-	assert_true(a->last_round_elapsed == b->last_round_elapsed);
-	assert_true(a->uptime_start == b->uptime_start);
+	assert_exactly(a->tokens_merged, b->tokens_merged);
+	assert_exactly(a->elapsed, b->elapsed);
+	assert_exactly(a->down, b->down);
+	assert_exactly(a->compute_merged, b->compute_merged);
+	assert_exactly(a->wall_time, b->wall_time);
+	assert_exactly(a->last_round_elapsed, b->last_round_elapsed);
+	assert_exactly(a->uptime_start, b->uptime_start);
 	assert_int_equal(a->done, b->done);
 	assert_int_equal(a->nevals, b->nevals);
 	assert_memory_equal(a->versions, b->versions, P * 8);

@@ -16,6 +16,7 @@
 #include "common/util.h"
 #include "trainer/optim.h"
 #include "trainer/trainer.h"
+#include "tests/unit/testlib.h"
 
 static char dir[64], text[256];
 
@@ -25,8 +26,7 @@ static int setup(void **state)
 	struct rng r;
 
 	(void)state;
-	snprintf(dir, sizeof(dir), "/tmp/ddiloco-test-trainer-XXXXXX");
-	if (!mkdtemp(dir))
+	if (testlib_tmpdir(dir, sizeof(dir), "ddiloco-test-trainer"))
 		return -1;
 	/* a repetitive text: a small model learns it within a few steps */
 	rng_seed(&r, 5);
@@ -40,26 +40,20 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	char cmd[128];
-
 	(void)state;
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	return system(cmd);
+	return testlib_rmtree(dir);
 }
 
+/* testlib's tiny job, twice as wide and long, learning fast */
 static void tiny_job(struct job_spec *js)
 {
-	jobspec_defaults(js);
-	js->model.layers = 1;
-	js->model.heads = 2;
+	testlib_tiny_job(js, text);
 	js->model.channels = 32;
 	js->model.context = 16;
 	js->optimizer.batch_size = 4;
 	js->optimizer.seq_len = 16;
 	js->optimizer.warmup_steps = 0;
 	js->optimizer.lr = 3e-3;
-	js->syncer.fragments = 2;
-	snprintf(js->data.path, sizeof(js->data.path), "%s", text);
 	assert_int_equal(jobspec_validate(js, NULL), 0);
 }
 
@@ -96,8 +90,9 @@ static void overfits_one_batch(void **state)
 			first = st.loss;
 	}
 	/* from ln 256 ≈ 5.5 to near zero */
-	assert_true(first > 5.0f && first < 6.0f);
-	assert_true(st.loss < 0.05f);
+	assert_greater(first, 5.0f);
+	assert_less(first, 6.0f);
+	assert_less(st.loss, 0.05f);
 	trainer_free(t);
 }
 
@@ -123,7 +118,7 @@ static void steps_are_deterministic(void **state)
 		assert_int_equal(trainer_step(a, &sa, NULL), 0);
 		assert_int_equal(trainer_step(b, &sb, NULL), 0);
 		assert_int_equal(trainer_step(c, NULL, NULL), 0);
-		assert_true(sa.loss == sb.loss);
+		assert_exactly(sa.loss, sb.loss);
 	}
 	assert_memory_equal(trainer_params(a), trainer_params(b), n * sizeof(float));
 	/* learner 1 trains on other windows */
@@ -174,14 +169,14 @@ static void learns_and_follows_schedule(void **state)
 	assert_non_null(t);
 	assert_int_equal(trainer_decay_steps(t), 60);
 	assert_int_equal(trainer_eval(t, 0, &before, NULL), 0);
-	assert_true(fabs(before - log(256.0)) < 0.2);   /* untrained: uniform-ish */
+	assert_near(before, log(256.0), 0.2);   /* untrained: uniform-ish */
 	for (int i = 0; i < 60; i++) {
 		assert_int_equal(trainer_step(t, &st, NULL), 0);
-		assert_true(fabs(st.lr - schedule_lr(&js.optimizer, (uint64_t)i, 60)) < 1e-12);
+		assert_near(st.lr, schedule_lr(&js.optimizer, (uint64_t)i, 60), 1e-12);
 	}
-	assert_true(fabs(st.lr - 3e-3 * 0.1) < 1e-4);
+	assert_near(st.lr, 3e-3 * 0.1, 1e-4);
 	assert_int_equal(trainer_eval(t, 0, &after, NULL), 0);
-	assert_true(after < before - 1.5);
+	assert_less(after, before - 1.5);
 	trainer_free(t);
 }
 
@@ -231,13 +226,13 @@ static void resume_moves_schedule_not_adam_t(void **state)
 	assert_int_equal(trainer_steps(u), 40);
 	assert_int_equal(trainer_step(u, &st, NULL), 0);
 	lr40 = schedule_lr(&js.optimizer, 40, 60);
-	assert_true(lr40 < 3e-3 * 0.5);                  /* well into the decay */
-	assert_true(fabs(st.lr - lr40) < 1e-12);         /* not warmup's 6e-4 */
+	assert_less(lr40, 3e-3 * 0.5);                  /* well into the decay */
+	assert_near(st.lr, lr40, 1e-12);         /* not warmup's 6e-4 */
 	assert_int_equal(st.step, 41);
 	assert_int_equal(trainer_adam_t(u), 1);
 	moved = max_change(trainer_params(u), before, n);
-	assert_true(moved > 0.97 * lr40);
-	assert_true(moved < 1.01 * lr40);
+	assert_greater(moved, 0.97 * lr40);
+	assert_less(moved, 1.01 * lr40);
 
 	/* a learner with moments keeps its t when it moves forward */
 	t = trainer_new(&js, 0, 1, NULL);
@@ -248,7 +243,7 @@ static void resume_moves_schedule_not_adam_t(void **state)
 	assert_int_equal(trainer_resume_at(t, 20), 1);
 	assert_int_equal(trainer_adam_t(t), 3);
 	assert_int_equal(trainer_step(t, &st, NULL), 0);
-	assert_true(fabs(st.lr - schedule_lr(&js.optimizer, 20, 60)) < 1e-12);
+	assert_near(st.lr, schedule_lr(&js.optimizer, 20, 60), 1e-12);
 	assert_int_equal(st.step, 21);
 	assert_int_equal(trainer_adam_t(t), 4);
 	free(before);
@@ -274,10 +269,11 @@ static void evaluator_scores_params(void **state)
 	/* same validation rows, same parameters: same loss */
 	assert_int_equal(trainer_eval(t, 1000, &lt, NULL), 0);
 	assert_int_equal(evaluator_loss(ev, trainer_params(t), 1000, &le, NULL), 0);
-	assert_true(fabs(lt - le) < 1e-6);
+	assert_near(lt, le, 1e-6);
 	/* fewer tokens still scores at least one batch */
 	assert_int_equal(evaluator_loss(ev, trainer_params(t), 1, &lsmall, NULL), 0);
-	assert_true(isfinite(lsmall) && lsmall > 0);
+	assert_true(isfinite(lsmall));
+	assert_greater(lsmall, 0);
 	evaluator_free(ev);
 	trainer_free(t);
 }
