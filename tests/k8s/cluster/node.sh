@@ -339,29 +339,46 @@ cmd_up() {
 # our bridge, our rule comment); nothing else is touched
 cmd_clean() {
 	[ -d "$NODE" ] || return 0
-	local id pid f sockhash n=0
+	local id pid f sockhash n=0 ids=""
 	# best effort: each step runs even when one before it found nothing
 	set +e +o pipefail
-	if [ -d "$RUNC_ROOT" ]; then
-		for f in "$RUNC_ROOT"/*/; do
+	# the shim keeps runc's state in Root/<namespace>
+	if [ -d "$RUNC_ROOT/k8s.io" ]; then
+		for f in "$RUNC_ROOT"/k8s.io/*/; do
 			[ -d "$f" ] || continue
 			id=$(basename "$f")
-			runc --root "$RUNC_ROOT" kill "$id" KILL >/dev/null 2>&1 || true
-			runc --root "$RUNC_ROOT" delete --force "$id" >/dev/null 2>&1 || true
+			ids="$ids $id"
+			runc --root "$RUNC_ROOT/k8s.io" kill "$id" KILL >/dev/null 2>&1
+			runc --root "$RUNC_ROOT/k8s.io" delete --force "$id" >/dev/null 2>&1
 			# the shim's socket: /run/containerd/s/sha256(address/ns/id)
 			sockhash=$(printf '%s' "$SOCK/k8s.io/$id" | sha256sum | cut -d' ' -f1)
 			rm -f "/run/containerd/s/$sockhash"
 			n=$((n + 1))
 		done
 	fi
-	# shims of our containerd: their command line names our socket
+	# shims of our containerd: their command line names our socket; each
+	# leaves its socket /run/containerd/s/sha256(address/namespace/id)
+	local cmd
 	for f in /proc/[0-9]*/cmdline; do
 		pid=${f#/proc/}
 		pid=${pid%/cmdline}
-		if tr '\0' ' ' 2>/dev/null <"$f" | grep -q -- "-address $SOCK "; then
-			kill -KILL "$pid" 2>/dev/null || true
-		fi
+		cmd=$(tr '\0' ' ' 2>/dev/null <"$f")
+		case $cmd in *" -address $SOCK "*) ;; *) continue ;; esac
+		kill -KILL "$pid" 2>/dev/null
+		id=$(echo "$cmd" | sed -n 's/.* -id \([^ ]*\) .*/\1/p')
+		[ -n "$id" ] || continue
+		ids="$ids $id"
+		sockhash=$(printf '%s' "$SOCK/k8s.io/$id" | sha256sum | cut -d' ' -f1)
+		rm -f "/run/containerd/s/$sockhash"
 	done
+	# cgroups runc did not remove (containerd puts them in k8s.io/<id>
+	# when the kubelet names no parent: cgroupsPerQOS is off)
+	for id in $ids; do
+		for f in /sys/fs/cgroup/*/k8s.io/"$id" /sys/fs/cgroup/k8s.io/"$id"; do
+			[ -d "$f" ] && rmdir "$f" 2>/dev/null
+		done
+	done
+	rmdir /sys/fs/cgroup/*/k8s.io 2>/dev/null   # only where empty
 	# mounts under $NODE (netns, shm, rootfs, volumes), deepest first
 	awk -v p="$NODE/" 'index($2, p) == 1 { print $2 }' /proc/self/mounts \
 		| sort -r | while read -r m; do

@@ -41,9 +41,11 @@ APISERVER_NODE_ARGS=()
 KCM_CONTROLLERS='*,-endpoint,-endpointslice,-endpointslicemirroring'
 KWOK_NODES=--manage-all-nodes=true
 if [ -n "$E2E" ]; then
-	# the apiserver's client certificate toward the kubelet (logs, exec)
+	# the apiserver's client certificate toward the kubelet (logs, exec),
+	# which it reaches at the node's InternalIP (its name resolves nowhere)
 	APISERVER_NODE_ARGS=(--kubelet-client-certificate="$RUN/pki/kubelet-client.crt"
-		--kubelet-client-key="$RUN/pki/kubelet-client.key")
+		--kubelet-client-key="$RUN/pki/kubelet-client.key"
+		--kubelet-preferred-address-types=InternalIP)
 	# CoreDNS answers from EndpointSlices; kwok pods' loopback addresses
 	# are refused there, real pods' bridge addresses are not
 	KCM_CONTROLLERS='*'
@@ -225,8 +227,10 @@ status:
   capacity: {cpu: "32", memory: 256Gi, pods: "110"}
 EOF
 done >"$RUN/nodes.yaml"
-"$BIN/kubectl" --kubeconfig="$RUN/kubeconfig" apply -f "$RUN/nodes.yaml" >/dev/null \
-	|| die "could not create the fake nodes"
+if [ "$NODES" -gt 0 ]; then
+	"$BIN/kubectl" --kubeconfig="$RUN/kubeconfig" apply -f "$RUN/nodes.yaml" >/dev/null \
+		|| die "could not create the fake nodes"
+fi
 
 nodes_ready() {
 	local n
