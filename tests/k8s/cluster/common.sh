@@ -32,6 +32,31 @@ KUBELET_HEALTHZ_PORT=${DDILOCO_K8S_KUBELET_HEALTHZ_PORT:-16248}
 COREDNS_HEALTH_PORT=${DDILOCO_K8S_COREDNS_HEALTH_PORT:-16080}
 COREDNS_READY_PORT=${DDILOCO_K8S_COREDNS_READY_PORT:-16181}
 
+# kubeconfig FILE USER TOKEN: an identity of the test cluster (CA by path)
+kubeconfig() {
+	cat >"$1" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: ddiloco-test
+  cluster:
+    server: $KUBE_SERVER
+    certificate-authority: $RUN/pki/ca.crt
+users:
+- name: $2
+  user:
+    token: $3
+contexts:
+- name: ddiloco-test
+  context:
+    cluster: ddiloco-test
+    user: $2
+    namespace: default
+current-context: ddiloco-test
+EOF
+	chmod 600 "$1"
+}
+
 die() {
 	echo "cluster: $*" >&2
 	exit 1

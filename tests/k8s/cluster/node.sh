@@ -38,28 +38,6 @@ KCTL() { "$BIN/kubectl" --kubeconfig="$RUN/kubeconfig" "$@"; }
 CTR() { ctr --address "$SOCK" --namespace k8s.io "$@"; }
 ms() { date +%s%3N; }
 
-# kubeconfig FILE USER TOKEN (CA inline)
-kubeconfig() {
-	cat >"$1" <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: ddiloco-test
-  cluster:
-    server: $KUBE_SERVER
-    certificate-authority-data: $(base64 -w0 <"$PKI/ca.crt")
-users:
-- name: $2
-  user:
-    token: $3
-contexts:
-- name: ddiloco-test
-  context: {cluster: ddiloco-test, user: $2}
-current-context: ddiloco-test
-EOF
-	chmod 600 "$1"
-}
-
 cmd_pki() {
 	mkdir -p "$NODE"
 	chmod 700 "$NODE"

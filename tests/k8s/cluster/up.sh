@@ -101,30 +101,6 @@ EOF
 chmod 600 "$PKI/tokens.csv"
 [ -n "$E2E" ] && "$HERE/node.sh" pki
 
-# kubeconfig FILE USER TOKEN
-kubeconfig() {
-	cat >"$1" <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: ddiloco-test
-  cluster:
-    server: $KUBE_SERVER
-    certificate-authority: $PKI/ca.crt
-users:
-- name: $2
-  user:
-    token: $3
-contexts:
-- name: ddiloco-test
-  context:
-    cluster: ddiloco-test
-    user: $2
-    namespace: default
-current-context: ddiloco-test
-EOF
-	chmod 600 "$1"
-}
 kubeconfig "$RUN/kube-controller-manager.kubeconfig" system:kube-controller-manager "$KCM_TOKEN"
 kubeconfig "$RUN/kube-scheduler.kubeconfig" system:kube-scheduler "$SCHED_TOKEN"
 kubeconfig "$RUN/kwok.kubeconfig" kwok-controller "$KWOK_TOKEN"
