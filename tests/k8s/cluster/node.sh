@@ -289,10 +289,18 @@ cmd_up() {
 	# from Docker into the runtime, unpacked by the native snapshotter
 	pause_image
 	tools_image
-	docker save "$PAUSE_IMAGE" "$TOOLS_IMAGE" ddiloco:latest \
+	# ddiloco:latest and ddiloco:VERSION (the tag the chart's appVersion
+	# names), one image
+	local v images="$PAUSE_IMAGE $TOOLS_IMAGE ddiloco:latest"
+	v=$(docker image inspect --format '{{index .Config.Labels "org.opencontainers.image.version"}}' ddiloco:latest)
+	if [ -n "$v" ] && docker image inspect "ddiloco:$v" >/dev/null 2>&1; then
+		images="$images ddiloco:$v"
+	fi
+	# shellcheck disable=SC2086
+	docker save $images \
 		| CTR images import --snapshotter native - >/dev/null \
 		|| die "cannot import the images into containerd"
-	echo "node: images imported in $(($(ms) - t)) ms"
+	echo "node: images imported in $(($(ms) - t)) ms: $images"
 
 	write_corefile
 	start coredns "$BIN/coredns" -conf "$NODE/Corefile"
