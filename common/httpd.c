@@ -44,6 +44,15 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *c,
 	} else {
 		status = h->fn(h->ctx, url, &body, &ctype);
 	}
+	/* the handler's appends are checked here, once (buf's error is sticky) */
+	if (buf_error(&body)) {
+		enum buf_err be = buf_error(&body);
+
+		status = 500;
+		ctype = "text/plain; charset=utf-8";
+		buf_reset(&body);
+		buf_printf(&body, "response %s\n", buf_strerror(be));
+	}
 	if (buf_append(&body, "", 0)) /* makes data non-NULL */
 		status = 500;
 	r = MHD_create_response_from_buffer(body.len, body.data,

@@ -1,7 +1,9 @@
 /*
  * svg: line plots; see svg.h. The data range (with the marks and
  * reference lines) is widened to whole 1-2-5 ticks, mapped linearly into
- * the plot area inside fixed margins, and drawn as polylines.
+ * the plot area inside fixed margins, and drawn as polylines. Appends are
+ * not checked one by one: out keeps its first error (buf.h), which
+ * svg_plot returns at the end.
  */
 #include "common/svg.h"
 
@@ -16,19 +18,15 @@ static const char *palette[] = {
 int svg_escape(struct buf *out, const char *s)
 {
 	for (; s && *s; s++) {
-		int rc;
-
 		switch (*s) {
-		case '&': rc = buf_printf(out, "&amp;"); break;
-		case '<': rc = buf_printf(out, "&lt;"); break;
-		case '>': rc = buf_printf(out, "&gt;"); break;
-		case '"': rc = buf_printf(out, "&quot;"); break;
-		default: rc = buf_append(out, s, 1); break;
+		case '&': buf_printf(out, "&amp;"); break;
+		case '<': buf_printf(out, "&lt;"); break;
+		case '>': buf_printf(out, "&gt;"); break;
+		case '"': buf_printf(out, "&quot;"); break;
+		default: buf_append(out, s, 1); break;
 		}
-		if (rc)
-			return -1;
 	}
-	return 0;
+	return buf_error(out) ? -1 : 0;
 }
 
 int svg_ticks(double *lo, double *hi, int want, double *ticks, int max)
@@ -67,9 +65,6 @@ static void fmt_tick(char *b, size_t n, double v)
 	else
 		snprintf(b, n, "%.4g", v);
 }
-
-#define EMIT(...) do { if (buf_printf(out, __VA_ARGS__)) return -1; } while (0)
-#define TEXT(s) do { if (svg_escape(out, s)) return -1; } while (0)
 
 int svg_plot(struct buf *out, const struct svg_plot *p,
 	     const struct svg_series *s, size_t ns)
@@ -115,71 +110,71 @@ int svg_plot(struct buf *out, const struct svg_plot *p,
 #define PX(x) (ml + ((x) - x0) / (x1 - x0) * pw)
 #define PY(y) (mt + ph - ((y) - y0) / (y1 - y0) * ph)
 
-	EMIT("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-	     "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"11\">\n",
-	     W, H, W, H);
-	EMIT("<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, H);
-	EMIT("<text x=\"%g\" y=\"16\" font-size=\"13\" font-weight=\"bold\">", ml);
-	TEXT(p->title);
-	EMIT("</text>\n");
+	buf_printf(out, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+	           "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"11\">\n",
+	           W, H, W, H);
+	buf_printf(out, "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, H);
+	buf_printf(out, "<text x=\"%g\" y=\"16\" font-size=\"13\" font-weight=\"bold\">", ml);
+	svg_escape(out, p->title);
+	buf_printf(out, "</text>\n");
 	for (int i = 0; i < nxt; i++) {
 		fmt_tick(lab, sizeof(lab), xt[i]);
-		EMIT("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
-		     "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n",
-		     PX(xt[i]), mt, PX(xt[i]), mt + ph, PX(xt[i]), mt + ph + 14, lab);
+		buf_printf(out, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
+		           "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n",
+		           PX(xt[i]), mt, PX(xt[i]), mt + ph, PX(xt[i]), mt + ph + 14, lab);
 	}
 	for (int i = 0; i < nyt; i++) {
 		fmt_tick(lab, sizeof(lab), yt[i]);
-		EMIT("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
-		     "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
-		     ml, PY(yt[i]), ml + pw, PY(yt[i]), ml - 4, PY(yt[i]) + 4, lab);
+		buf_printf(out, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
+		           "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
+		           ml, PY(yt[i]), ml + pw, PY(yt[i]), ml - 4, PY(yt[i]) + 4, lab);
 	}
-	EMIT("<rect x=\"%g\" y=\"%g\" width=\"%g\" height=\"%g\" fill=\"none\" stroke=\"#888\"/>\n",
-	     ml, mt, pw, ph);
-	EMIT("<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">", ml + pw / 2, H - 8);
-	TEXT(p->xlabel);
-	EMIT("</text>\n<text transform=\"translate(14,%.1f) rotate(-90)\" text-anchor=\"middle\">",
-	     mt + ph / 2);
-	TEXT(p->ylabel);
-	EMIT("</text>\n");
+	buf_printf(out, "<rect x=\"%g\" y=\"%g\" width=\"%g\" height=\"%g\" fill=\"none\" stroke=\"#888\"/>\n",
+	           ml, mt, pw, ph);
+	buf_printf(out, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">", ml + pw / 2, H - 8);
+	svg_escape(out, p->xlabel);
+	buf_printf(out, "</text>\n<text transform=\"translate(14,%.1f) rotate(-90)\" text-anchor=\"middle\">",
+	           mt + ph / 2);
+	svg_escape(out, p->ylabel);
+	buf_printf(out, "</text>\n");
 
 	for (size_t i = 0; i < p->nmarks; i++) {
 		if (!isfinite(p->marks[i]))
 			continue;
-		EMIT("<line class=\"mark\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
-		     "stroke=\"#d62728\" stroke-dasharray=\"3,3\"/>\n",
-		     PX(p->marks[i]), mt, PX(p->marks[i]), mt + ph);
+		buf_printf(out, "<line class=\"mark\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+		           "stroke=\"#d62728\" stroke-dasharray=\"3,3\"/>\n",
+		           PX(p->marks[i]), mt, PX(p->marks[i]), mt + ph);
 	}
 	for (size_t i = 0; i < p->nhlines; i++) {
 		const struct svg_hline *h = &p->hlines[i];
 		if (!isfinite(h->y))
 			continue;
-		EMIT("<line class=\"hline\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
-		     "stroke=\"%s\" stroke-dasharray=\"6,3\"/>\n",
-		     ml, PY(h->y), ml + pw, PY(h->y), h->color ? h->color : "#555");
+		buf_printf(out, "<line class=\"hline\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+		           "stroke=\"%s\" stroke-dasharray=\"6,3\"/>\n",
+		           ml, PY(h->y), ml + pw, PY(h->y), h->color ? h->color : "#555");
 	}
 	for (size_t i = 0; i < ns; i++) {
 		const char *color = s[i].color ? s[i].color : palette[i % 6];
 		int started = 0;
 		double lasty = 0;
 
-		EMIT("<polyline class=\"series\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"",
-		     color);
+		buf_printf(out, "<polyline class=\"series\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"",
+		           color);
 		for (size_t j = 0; j < s[i].n; j++) {
 			double x = s[i].x[j], y = s[i].y[j];
 			if (!isfinite(x) || !isfinite(y))
 				continue;
 			if (s[i].steps && started)
-				EMIT("%.1f,%.1f ", PX(x), PY(lasty));
-			EMIT("%.1f,%.1f ", PX(x), PY(y));
+				buf_printf(out, "%.1f,%.1f ", PX(x), PY(lasty));
+			buf_printf(out, "%.1f,%.1f ", PX(x), PY(y));
 			lasty = y;
 			started = 1;
 		}
-		EMIT("\"/>\n");
+		buf_printf(out, "\"/>\n");
 		for (size_t j = 0; s[i].dots && j < s[i].n; j++)
 			if (isfinite(s[i].x[j]) && isfinite(s[i].y[j]))
-				EMIT("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2\" fill=\"%s\"/>\n",
-				     PX(s[i].x[j]), PY(s[i].y[j]), color);
+				buf_printf(out, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2\" fill=\"%s\"/>\n",
+				           PX(s[i].x[j]), PY(s[i].y[j]), color);
 	}
 	/* legend, top right inside the plot */
 	{
@@ -199,16 +194,17 @@ int svg_plot(struct buf *out, const struct svg_plot *p,
 				color = "#d62728";
 				dash = " stroke-dasharray=\"3,3\"";
 			}
-			EMIT("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\"%s/>"
-			     "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">",
-			     ml + pw - 24, ly - 4, ml + pw - 6, ly - 4, color, dash,
-			     ml + pw - 28, ly);
-			TEXT(label);
-			EMIT("</text>\n");
+			buf_printf(out, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\"%s/>"
+			           "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">",
+			           ml + pw - 24, ly - 4, ml + pw - 6, ly - 4, color, dash,
+			           ml + pw - 28, ly);
+			svg_escape(out, label);
+			buf_printf(out, "</text>\n");
 		}
 	}
-	EMIT("</svg>\n");
-	return 0;
+	buf_printf(out, "</svg>\n");
+	/* the appends above are checked here, once: buf's error is sticky */
+	return buf_error(out) ? -1 : 0;
 #undef PX
 #undef PY
 }

@@ -40,7 +40,8 @@ struct svg_plot {
 	int y_from_zero;        /* include 0 in the y range */
 };
 
-/* Appends one <svg> element; -1 when buf's maximum is reached. */
+/* Appends one <svg> element; -1 when out has an error (buf_error), now or
+ * from before. */
 int svg_plot(struct buf *out, const struct svg_plot *p,
 	     const struct svg_series *s, size_t ns);
 
@@ -48,7 +49,7 @@ int svg_plot(struct buf *out, const struct svg_plot *p,
  * count (at most max) and widens [*lo, *hi] to whole steps. */
 int svg_ticks(double *lo, double *hi, int want, double *ticks, int max);
 
-/* Appends s with &, <, >, " escaped. */
+/* Appends s with &, <, >, " escaped; -1 when out has an error. */
 int svg_escape(struct buf *out, const char *s);
 
 #endif

@@ -89,7 +89,7 @@ static void parse_train_log(struct run_compare *c, uint64_t tokens_per_step)
 		c->loss = loss;
 		if (c->nevals == cap) {
 			size_t want = cap ? cap * 2 : 64;
-			struct run_eval *p;
+			struct syncer_eval *p;
 			if (want > RUN_MAX_EVALS)
 				continue;
 			p = realloc(c->evals, want * sizeof(*p));

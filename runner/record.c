@@ -25,8 +25,7 @@ int run_record_init(struct run_record *r, const struct job_spec *js,
 	r->params = run_param_count(&js->model);
 	r->tokens_per_step = (uint64_t)js->optimizer.batch_size *
 			     (uint64_t)jobspec_seq_len(js);
-	r->final.eval_loss = NAN;
-	r->final.uptime = r->final.goodput = r->final.elapsed = NAN;
+	syncer_status_init(&r->final);
 	r->baseline.loss = r->twin.loss = NAN;
 	r->done_at = NAN;
 	r->restarts = calloc((size_t)r->learners, sizeof(int));
@@ -44,7 +43,7 @@ void run_record_release(struct run_record *r)
 	free(r->kills);
 	free(r->restarts);
 	free(r->crashes);
-	run_status_release(&r->final);
+	syncer_status_release(&r->final);
 	free(r->twin.evals);
 	free(r->baseline.evals);
 	r->samples = NULL;

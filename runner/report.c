@@ -19,6 +19,9 @@
 #include "runner/run.h"
 
 #define REPORT_MAX (64u << 20)
+/* |loss ratio - 1| within which a comparison counts as matched */
+#define BASELINE_TOLERANCE 0.05
+#define TWIN_TOLERANCE 0.03
 
 static json_t *num_or_null(double v)
 {
@@ -52,7 +55,7 @@ static double loss_ratio(const struct run_record *r, const struct run_compare *c
 	return r->final.eval_loss / c->loss;
 }
 
-static json_t *evals_json(const struct run_eval *ev, size_t n)
+static json_t *evals_json(const struct syncer_eval *ev, size_t n)
 {
 	json_t *a = json_array();
 
@@ -83,7 +86,7 @@ static json_t *compare_json(const struct run_record *r, const struct run_compare
 
 int run_report_json(const struct run_record *r, struct buf *out, struct err *e)
 {
-	const struct run_status *f = &r->final;
+	const struct syncer_status *f = &r->final;
 	double dp = run_dp_bytes(r->params, r->learners, f->tokens, r->tokens_per_step);
 	double exchanged = (double)f->bytes_in + (double)f->bytes_out;
 	char started[32];
@@ -142,9 +145,9 @@ int run_report_json(const struct run_record *r, struct buf *out, struct err *e)
 		       "data_parallel = steps x 8 N (M-1): a ring all-reduce of the f32 "
 		       "gradient (N parameters) in which each of M workers sends and "
 		       "receives 2 (M-1)/M of it every step, over steps = tokens / (M B T)"));
-	json_object_set_new(root, "baseline", compare_json(r, &r->baseline, 0.05,
+	json_object_set_new(root, "baseline", compare_json(r, &r->baseline, BASELINE_TOLERANCE,
 		"ddiloco train with an M times larger batch (data parallel as one learner), same tokens"));
-	json_object_set_new(root, "twin", compare_json(r, &r->twin, 0.03,
+	json_object_set_new(root, "twin", compare_json(r, &r->twin, TWIN_TOLERANCE,
 		"the same job without chaos"));
 	json_object_set_new(root, "eval_history", evals_json(f->evals, f->nevals));
 
@@ -152,11 +155,11 @@ int run_report_json(const struct run_record *r, struct buf *out, struct err *e)
 	json_decref(root);
 	if (!text)
 		return err_set(e, "report: cannot encode JSON");
-	if (buf_append(out, text, strlen(text)) || buf_append(out, "\n", 1)) {
-		free(text);
-		return err_set(e, "report: JSON larger than the limit");
-	}
+	buf_append(out, text, strlen(text));
+	buf_append(out, "\n", 1);
 	free(text);
+	if (buf_error(out))
+		return err_set(e, "report: JSON %s", buf_strerror(buf_error(out)));
 	return 0;
 }
 
@@ -168,37 +171,107 @@ static void fmt_opt(char *b, size_t n, const char *fmt, double v)
 		snprintf(b, n, "–");
 }
 
-#define EMIT(...) do { if (buf_printf(out, __VA_ARGS__)) goto full; } while (0)
-
-int run_report_html(const struct run_record *r, struct buf *out, struct err *e)
+/* Loss and tolerance of a comparison, as one row of the figures table. */
+static void html_compare_row(struct buf *out, const struct run_record *r,
+			     const struct run_compare *c, const char *name,
+			     double tolerance)
 {
-	const struct run_status *f = &r->final;
-	size_t ns = r->nsamples, nk = r->nkills, ne = f->nevals;
-	double *t = NULL, *up = NULL, *rounds = NULL, *kt = NULL;
+	double q = loss_ratio(r, c);
+	char loss[64], ratio[64];
+
+	if (!c->ran)
+		return;
+	fmt_opt(loss, sizeof(loss), "%.4f", c->loss);
+	fmt_opt(ratio, sizeof(ratio), "%.4f", q);
+	buf_printf(out, "<tr><th>%s</th><td class=\"n\">%s</td><td>loss ratio %s (%swithin %.0f%%), %llu tokens</td></tr>\n",
+		   name, loss, ratio, isfinite(q) && fabs(q - 1) <= tolerance ? "" : "not ",
+		   tolerance * 100, (unsigned long long)c->tokens);
+}
+
+static void html_head(struct buf *out, const struct run_record *r)
+{
+	char started[32];
+
+	iso_time(r->started_wall, started, sizeof(started));
+	buf_printf(out, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>ddiloco run ");
+	svg_escape(out, r->job);
+	buf_printf(out, "</title>\n<style>body{font-family:sans-serif;max-width:720px;margin:1em auto}"
+		   "td,th{padding:2px 10px;text-align:left}td.n{text-align:right}"
+		   ".ok{color:#2ca02c}.bad{color:#d62728}</style></head><body>\n<h1>");
+	svg_escape(out, r->job);
+	buf_printf(out, "</h1>\n<p><span class=\"%s\">", r->success ? "ok" : "bad");
+	svg_escape(out, r->outcome);
+	buf_printf(out, "</span>, started %s, %.0f s, %d learners, quorum %d, chaos %s.</p>\n",
+		   started, r->seconds, r->learners, r->quorum, r->chaos ? "on" : "off");
+}
+
+static void html_figures(struct buf *out, const struct run_record *r)
+{
+	const struct syncer_status *f = &r->final;
+	double dp = run_dp_bytes(r->params, r->learners, f->tokens, r->tokens_per_step);
+	double exchanged = (double)f->bytes_in + (double)f->bytes_out;
+	char a[64];
+
+	buf_printf(out, "<table>\n");
+	fmt_opt(a, sizeof(a), "%.4f", f->uptime);
+	buf_printf(out, "<tr><th>uptime</th><td class=\"n\">%s</td><td>share of wall time the syncer kept completing rounds at its cadence</td></tr>\n", a);
+	fmt_opt(a, sizeof(a), "%.4f", f->goodput);
+	buf_printf(out, "<tr><th>goodput</th><td class=\"n\">%s</td><td>share of learner compute that ended in a merged contribution</td></tr>\n", a);
+	buf_printf(out, "<tr><th>rounds</th><td class=\"n\">%llu</td><td></td></tr>\n",
+		   (unsigned long long)f->round);
+	buf_printf(out, "<tr><th>tokens</th><td class=\"n\">%llu</td><td>%llu in merged contributions</td></tr>\n",
+		   (unsigned long long)f->tokens, (unsigned long long)f->tokens_merged);
+	fmt_opt(a, sizeof(a), "%.4f", f->eval_loss);
+	buf_printf(out, "<tr><th>final eval loss</th><td class=\"n\">%s</td><td>global model, validation split</td></tr>\n", a);
+	buf_printf(out, "<tr><th>kills</th><td class=\"n\">%zu</td><td>%d learners, %d sidecars, %d syncer; %llu skipped (maxDown)</td></tr>\n",
+		   r->nkills, kills_of(r, CHAOS_LEARNER, -1), kills_of(r, CHAOS_SIDECAR, -1),
+		   kills_of(r, CHAOS_SYNCER, -1), (unsigned long long)r->kills_skipped);
+	buf_printf(out, "<tr><th>restarts</th><td class=\"n\">");
+	for (int i = 0; i < r->learners; i++)
+		buf_printf(out, "%s%d", i ? " " : "", r->restarts[i]);
+	buf_printf(out, "</td><td>per learner; syncer %d</td></tr>\n", r->syncer_restarts);
+	buf_printf(out, "<tr><th>bytes exchanged</th><td class=\"n\">%.3g</td><td>data parallel would have moved %.3g (ratio %.3g): ring all-reduce of the f32 gradient every step, 8·N·(M−1) bytes per step, N = %llu</td></tr>\n",
+		   exchanged, dp, dp > 0 ? exchanged / dp : NAN,
+		   (unsigned long long)r->params);
+	html_compare_row(out, r, &r->baseline, "data-parallel baseline",
+			 BASELINE_TOLERANCE);
+	html_compare_row(out, r, &r->twin, "no-chaos twin", TWIN_TOLERANCE);
+	buf_printf(out, "</table>\n");
+}
+
+/* The tokens and losses of a loss curve as two new arrays (n + 1 long). */
+static int curve_xy(const struct syncer_eval *ev, size_t n, double **x,
+		    double **y)
+{
+	*x = calloc(n + 1, sizeof(double));
+	*y = calloc(n + 1, sizeof(double));
+	if (!*x || !*y)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		(*x)[i] = (double)ev[i].tokens;
+		(*y)[i] = ev[i].loss;
+	}
+	return 0;
+}
+
+/* The three plots; -1 when memory is out. */
+static int html_plots(struct buf *out, const struct run_record *r)
+{
+	const struct syncer_status *f = &r->final;
+	size_t ns = r->nsamples, nk = r->nkills, nh = 0, nss = 0;
+	double *t = calloc(ns + 1, sizeof(double)), *up = calloc(ns + 1, sizeof(double));
+	double *rounds = calloc(ns + 1, sizeof(double)), *kt = calloc(nk + 1, sizeof(double));
 	double *etok = NULL, *eloss = NULL, *ttok = NULL, *tloss = NULL;
 	double *btok = NULL, *bloss = NULL;
-	double dp = run_dp_bytes(r->params, r->learners, f->tokens, r->tokens_per_step);
-	char a[64], b[64], c[64], started[32];
 	struct svg_hline hl[2];
 	struct svg_series ss[3];
-	size_t nh = 0, nss;
 	int rc = -1;
 
-	t = calloc(ns + 1, sizeof(double));
-	up = calloc(ns + 1, sizeof(double));
-	rounds = calloc(ns + 1, sizeof(double));
-	kt = calloc(nk + 1, sizeof(double));
-	etok = calloc(ne + 1, sizeof(double));
-	eloss = calloc(ne + 1, sizeof(double));
-	ttok = calloc(r->twin.nevals + 1, sizeof(double));
-	tloss = calloc(r->twin.nevals + 1, sizeof(double));
-	btok = calloc(r->baseline.nevals + 1, sizeof(double));
-	bloss = calloc(r->baseline.nevals + 1, sizeof(double));
-	if (!t || !up || !rounds || !kt || !etok || !eloss || !ttok || !tloss ||
-	    !btok || !bloss) {
-		err_set(e, "report: out of memory");
+	if (!t || !up || !rounds || !kt ||
+	    curve_xy(f->evals, f->nevals, &etok, &eloss) ||
+	    curve_xy(r->twin.evals, r->twin.nevals, &ttok, &tloss) ||
+	    curve_xy(r->baseline.evals, r->baseline.nevals, &btok, &bloss))
 		goto out;
-	}
 	for (size_t i = 0; i < ns; i++) {
 		t[i] = r->samples[i].t;
 		up[i] = r->samples[i].up;
@@ -206,75 +279,8 @@ int run_report_html(const struct run_record *r, struct buf *out, struct err *e)
 	}
 	for (size_t i = 0; i < nk; i++)
 		kt[i] = r->kills[i].t;
-	for (size_t i = 0; i < ne; i++) {
-		etok[i] = (double)f->evals[i].tokens;
-		eloss[i] = f->evals[i].loss;
-	}
-	for (size_t i = 0; i < r->twin.nevals; i++) {
-		ttok[i] = (double)r->twin.evals[i].tokens;
-		tloss[i] = r->twin.evals[i].loss;
-	}
-	for (size_t i = 0; i < r->baseline.nevals; i++) {
-		btok[i] = (double)r->baseline.evals[i].tokens;
-		bloss[i] = r->baseline.evals[i].loss;
-	}
 
-	iso_time(r->started_wall, started, sizeof(started));
-	EMIT("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>ddiloco run ");
-	if (svg_escape(out, r->job))
-		goto full;
-	EMIT("</title>\n<style>body{font-family:sans-serif;max-width:720px;margin:1em auto}"
-	     "td,th{padding:2px 10px;text-align:left}td.n{text-align:right}"
-	     ".ok{color:#2ca02c}.bad{color:#d62728}</style></head><body>\n<h1>");
-	if (svg_escape(out, r->job))
-		goto full;
-	EMIT("</h1>\n<p><span class=\"%s\">", r->success ? "ok" : "bad");
-	if (svg_escape(out, r->outcome))
-		goto full;
-	EMIT("</span>, started %s, %.0f s, %d learners, quorum %d, chaos %s.</p>\n",
-	     started, r->seconds, r->learners, r->quorum, r->chaos ? "on" : "off");
-	EMIT("<table>\n");
-	fmt_opt(a, sizeof(a), "%.4f", f->uptime);
-	EMIT("<tr><th>uptime</th><td class=\"n\">%s</td><td>share of wall time the syncer kept completing rounds at its cadence</td></tr>\n", a);
-	fmt_opt(a, sizeof(a), "%.4f", f->goodput);
-	EMIT("<tr><th>goodput</th><td class=\"n\">%s</td><td>share of learner compute that ended in a merged contribution</td></tr>\n", a);
-	EMIT("<tr><th>rounds</th><td class=\"n\">%llu</td><td></td></tr>\n",
-	     (unsigned long long)f->round);
-	EMIT("<tr><th>tokens</th><td class=\"n\">%llu</td><td>%llu in merged contributions</td></tr>\n",
-	     (unsigned long long)f->tokens, (unsigned long long)f->tokens_merged);
-	fmt_opt(a, sizeof(a), "%.4f", f->eval_loss);
-	EMIT("<tr><th>final eval loss</th><td class=\"n\">%s</td><td>global model, validation split</td></tr>\n", a);
-	EMIT("<tr><th>kills</th><td class=\"n\">%zu</td><td>%d learners, %d sidecars, %d syncer; %llu skipped (maxDown)</td></tr>\n",
-	     nk, kills_of(r, CHAOS_LEARNER, -1), kills_of(r, CHAOS_SIDECAR, -1),
-	     kills_of(r, CHAOS_SYNCER, -1), (unsigned long long)r->kills_skipped);
-	EMIT("<tr><th>restarts</th><td class=\"n\">");
-	for (int i = 0; i < r->learners; i++)
-		EMIT("%s%d", i ? " " : "", r->restarts[i]);
-	EMIT("</td><td>per learner; syncer %d</td></tr>\n", r->syncer_restarts);
-	EMIT("<tr><th>bytes exchanged</th><td class=\"n\">%.3g</td><td>data parallel would have moved %.3g (ratio %.3g): ring all-reduce of the f32 gradient every step, 8·N·(M−1) bytes per step, N = %llu</td></tr>\n",
-	     (double)f->bytes_in + (double)f->bytes_out, dp,
-	     dp > 0 ? ((double)f->bytes_in + (double)f->bytes_out) / dp : NAN,
-	     (unsigned long long)r->params);
-	if (r->baseline.ran) {
-		double q = loss_ratio(r, &r->baseline);
-		fmt_opt(a, sizeof(a), "%.4f", r->baseline.loss);
-		fmt_opt(b, sizeof(b), "%.4f", q);
-		snprintf(c, sizeof(c), "%s", isfinite(q) && fabs(q - 1) <= 0.05 ? "within 5%" : "not within 5%");
-		EMIT("<tr><th>data-parallel baseline</th><td class=\"n\">%s</td><td>loss ratio %s (%s), %llu tokens</td></tr>\n",
-		     a, b, c, (unsigned long long)r->baseline.tokens);
-	}
-	if (r->twin.ran) {
-		double q = loss_ratio(r, &r->twin);
-		fmt_opt(a, sizeof(a), "%.4f", r->twin.loss);
-		fmt_opt(b, sizeof(b), "%.4f", q);
-		snprintf(c, sizeof(c), "%s", isfinite(q) && fabs(q - 1) <= 0.03 ? "within 3%" : "not within 3%");
-		EMIT("<tr><th>no-chaos twin</th><td class=\"n\">%s</td><td>loss ratio %s (%s), %llu tokens</td></tr>\n",
-		     a, b, c, (unsigned long long)r->twin.tokens);
-	}
-	EMIT("</table>\n");
-
-	nss = 0;
-	ss[nss++] = (struct svg_series){ "this run", NULL, etok, eloss, ne, 0, 1 };
+	ss[nss++] = (struct svg_series){ "this run", NULL, etok, eloss, f->nevals, 0, 1 };
 	if (r->twin.nevals)
 		ss[nss++] = (struct svg_series){ "no-chaos twin", NULL, ttok, tloss,
 						 r->twin.nevals, 0, 0 };
@@ -285,34 +291,18 @@ int run_report_html(const struct run_record *r, struct buf *out, struct err *e)
 		hl[nh++] = (struct svg_hline){ "baseline final", r->baseline.loss, "#ff7f0e" };
 	if (r->twin.ran && isfinite(r->twin.loss))
 		hl[nh++] = (struct svg_hline){ "twin final", r->twin.loss, "#2ca02c" };
-	EMIT("<h2>Eval loss of the global model</h2>\n");
-	if (svg_plot(out, &(struct svg_plot){ "eval loss vs tokens", "tokens (all learners)",
-			"loss (nats/token)", 0, 0, NULL, 0, NULL, hl, nh, 0 }, ss, nss))
-		goto full;
-	EMIT("<h2>Learners up</h2>\n");
+	buf_printf(out, "<h2>Eval loss of the global model</h2>\n");
+	svg_plot(out, &(struct svg_plot){ "eval loss vs tokens", "tokens (all learners)",
+			"loss (nats/token)", 0, 0, NULL, 0, NULL, hl, nh, 0 }, ss, nss);
+	buf_printf(out, "<h2>Learners up</h2>\n");
 	ss[0] = (struct svg_series){ "learners up", "#1f77b4", t, up, ns, 1, 0 };
-	if (svg_plot(out, &(struct svg_plot){ "learners up over time", "seconds",
-			"learners", 0, 0, kt, nk, "kill", NULL, 0, 1 }, ss, 1))
-		goto full;
-	EMIT("<h2>Rounds</h2>\n");
+	svg_plot(out, &(struct svg_plot){ "learners up over time", "seconds",
+			"learners", 0, 0, kt, nk, "kill", NULL, 0, 1 }, ss, 1);
+	buf_printf(out, "<h2>Rounds</h2>\n");
 	ss[0] = (struct svg_series){ "rounds completed", "#2ca02c", t, rounds, ns, 0, 0 };
-	if (svg_plot(out, &(struct svg_plot){ "rounds over time", "seconds",
-			"rounds", 0, 0, kt, nk, "kill", NULL, 0, 1 }, ss, 1))
-		goto full;
-	if (nk) {
-		EMIT("<h2>Kills</h2>\n<table><tr><th>time (s)</th><th>target</th></tr>\n");
-		for (size_t i = 0; i < nk; i++) {
-			char name[32];
-			EMIT("<tr><td class=\"n\">%.1f</td><td>%s</td></tr>\n", r->kills[i].t,
-			     chaos_kill_name(&r->kills[i].k, name, sizeof(name)));
-		}
-		EMIT("</table>\n");
-	}
-	EMIT("</body></html>\n");
+	svg_plot(out, &(struct svg_plot){ "rounds over time", "seconds",
+			"rounds", 0, 0, kt, nk, "kill", NULL, 0, 1 }, ss, 1);
 	rc = 0;
-	goto out;
-full:
-	err_set(e, "report: HTML larger than the limit");
 out:
 	free(t);
 	free(up);
@@ -325,6 +315,33 @@ out:
 	free(btok);
 	free(bloss);
 	return rc;
+}
+
+static void html_kills(struct buf *out, const struct run_record *r)
+{
+	if (!r->nkills)
+		return;
+	buf_printf(out, "<h2>Kills</h2>\n<table><tr><th>time (s)</th><th>target</th></tr>\n");
+	for (size_t i = 0; i < r->nkills; i++) {
+		char name[32];
+		buf_printf(out, "<tr><td class=\"n\">%.1f</td><td>%s</td></tr>\n", r->kills[i].t,
+			   chaos_kill_name(&r->kills[i].k, name, sizeof(name)));
+	}
+	buf_printf(out, "</table>\n");
+}
+
+int run_report_html(const struct run_record *r, struct buf *out, struct err *e)
+{
+	html_head(out, r);
+	html_figures(out, r);
+	if (html_plots(out, r))
+		return err_set(e, "report: out of memory");
+	html_kills(out, r);
+	buf_printf(out, "</body></html>\n");
+	/* every append above is checked here, once: out keeps its first error */
+	if (buf_error(out))
+		return err_set(e, "report: HTML %s", buf_strerror(buf_error(out)));
+	return 0;
 }
 
 int run_report_write(const struct run_record *r, struct err *e)
@@ -351,10 +368,20 @@ out:
 	return rc;
 }
 
-void run_summary(const struct run_record *r, struct buf *out)
+/* " (within 5%)", " (NOT within 5%)", or "" for an unknown ratio. */
+static const char *verdict(double q, double tolerance, char *b, size_t n)
 {
-	const struct run_status *f = &r->final;
-	char loss[32], upt[32], gp[32];
+	if (!isfinite(q))
+		return "";
+	snprintf(b, n, " (%swithin %.0f%%)", fabs(q - 1) <= tolerance ? "" : "NOT ",
+		 tolerance * 100);
+	return b;
+}
+
+int run_summary(const struct run_record *r, struct buf *out)
+{
+	const struct syncer_status *f = &r->final;
+	char loss[32], upt[32], gp[32], v[32];
 	int restarts = r->syncer_restarts;
 
 	for (int i = 0; i < r->learners; i++)
@@ -372,7 +399,7 @@ void run_summary(const struct run_record *r, struct buf *out)
 		fmt_opt(loss, sizeof(loss), "%.4f", r->twin.loss);
 		fmt_opt(gp, sizeof(gp), "%.4f", q);
 		buf_printf(out, "no-chaos twin: eval loss %s, ratio %s%s\n", loss, gp,
-			   isfinite(q) ? (fabs(q - 1) <= 0.03 ? " (within 3%)" : " (NOT within 3%)") : "");
+			   verdict(q, TWIN_TOLERANCE, v, sizeof(v)));
 	}
 	if (r->baseline.ran) {
 		double q = loss_ratio(r, &r->baseline);
@@ -380,7 +407,8 @@ void run_summary(const struct run_record *r, struct buf *out)
 		fmt_opt(gp, sizeof(gp), "%.4f", q);
 		buf_printf(out, "data-parallel baseline: eval loss %s at %llu tokens, ratio %s%s\n",
 			   loss, (unsigned long long)r->baseline.tokens, gp,
-			   isfinite(q) ? (fabs(q - 1) <= 0.05 ? " (within 5%)" : " (NOT within 5%)") : "");
+			   verdict(q, BASELINE_TOLERANCE, v, sizeof(v)));
 	}
 	buf_printf(out, "report: %s/report.json\nreport: %s/report.html\n", r->dir, r->dir);
+	return buf_error(out) ? -1 : 0;
 }

@@ -456,7 +456,7 @@ static void do_chaos(struct runner *R)
 
 static void poll_status(struct runner *R)
 {
-	struct run_status st;
+	struct syncer_status st;
 	double t = now_of(R);
 
 	if (t - R->last_poll < POLL_EVERY)
@@ -466,7 +466,7 @@ static void poll_status(struct runner *R)
 		return;
 	if (run_status_fetch(R->http, 2.0, &st, NULL))
 		return;
-	run_status_move(&R->r->final, &st);
+	syncer_status_move(&R->r->final, &st);
 	R->r->have_final = 1;
 	if (R->r->final.done && !R->done) {
 		R->done = 1;
@@ -492,7 +492,7 @@ static void sample(struct runner *R)
 	s.tokens = R->r->final.tokens;
 	s.eval_loss = R->r->final.eval_loss;
 	s.up = up;
-	s.connected = R->r->final.connected;
+	s.connected = R->r->final.learners_connected;
 	s.tokens_per_s = NAN;
 	if (t - R->rate_t >= 5 || R->rate_t == 0) {
 		if (R->rate_t > 0)
@@ -519,7 +519,7 @@ static int wait_ready(struct runner *R, struct err *e)
 	struct err fe = { "" };
 
 	for (;;) {
-		struct run_status st;
+		struct syncer_status st;
 
 		if (run_interrupted)
 			return err_set(e, "interrupted");
@@ -531,7 +531,7 @@ static int wait_ready(struct runner *R, struct err *e)
 				       tail, R->syncer.log);
 		}
 		if (!run_status_fetch(R->http, 1.0, &st, &fe)) {
-			run_status_move(&R->r->final, &st);
+			syncer_status_move(&R->r->final, &st);
 			R->r->have_final = 1;
 			return 0;
 		}

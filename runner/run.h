@@ -19,38 +19,15 @@
 #include "common/chaos.h"
 #include "common/err.h"
 #include "common/jobspec.h"
+#include "common/syncer_status.h"
 
-/* ---- the syncer's /status, as far as the runner uses it ---- */
+/* ---- the syncer's /status (common/syncer_status.h) ---- */
 
-#define RUN_STATUS_MAX (4u << 20)     /* largest /status body read */
-#define RUN_MAX_EVALS  100000
+#define RUN_MAX_EVALS  100000           /* a comparison's loss curve */
 
-struct run_eval {
-	uint64_t round, tokens;
-	double loss, time;
-};
-
-struct run_status {
-	uint64_t round, tokens, tokens_merged;
-	int done;
-	double eval_loss;               /* NAN while none */
-	int connected, total;
-	uint64_t merged, late, rejected, empty;
-	uint64_t bytes_in, bytes_out;
-	double uptime, goodput, elapsed;
-	struct run_eval *evals;         /* eval_history, owned */
-	size_t nevals;
-};
-
-/* Parses a /status body; fields missing from it keep zero / NAN. */
-int run_status_parse(const char *text, size_t len, struct run_status *out,
-		     struct err *e);
-void run_status_release(struct run_status *s);
-/* Moves src into dst (releasing dst's old history). */
-void run_status_move(struct run_status *dst, struct run_status *src);
 /* GET http://addr/status within timeout seconds. */
-int run_status_fetch(const char *addr, double timeout, struct run_status *out,
-		     struct err *e);
+int run_status_fetch(const char *addr, double timeout,
+		     struct syncer_status *out, struct err *e);
 
 /* ---- what a run records ---- */
 
@@ -78,7 +55,7 @@ struct run_compare {
 	uint64_t tokens;
 	double seconds;
 	char log[4096];
-	struct run_eval *evals;         /* its loss curve, owned */
+	struct syncer_eval *evals;      /* its loss curve, owned */
 	size_t nevals;
 };
 
@@ -101,7 +78,7 @@ struct run_record {
 	int *crashes;                   /* per slot: exits nobody asked for */
 	int syncer_restarts, syncer_crashes;
 
-	struct run_status final;        /* the last /status read */
+	struct syncer_status final;     /* the last /status read */
 	int have_final;
 	double done_at;                 /* run time /status first said done; NAN */
 	int success;
@@ -133,8 +110,9 @@ int run_report_json(const struct run_record *r, struct buf *out, struct err *e);
 int run_report_html(const struct run_record *r, struct buf *out, struct err *e);
 /* Writes DIR/report.json and DIR/report.html. */
 int run_report_write(const struct run_record *r, struct err *e);
-/* The final summary lines, printed after a run. */
-void run_summary(const struct run_record *r, struct buf *out);
+/* The final summary lines, printed after a run; -1 when out has an error
+ * (buf_error). */
+int run_summary(const struct run_record *r, struct buf *out);
 
 /* ---- the live view ---- */
 

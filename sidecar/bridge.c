@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/prom.h"
 #include "common/util.h"
 #include "ddiloco/v1/syncer.pb-c.h"
 #include "sidecar/sidecar_int.h"
@@ -417,56 +418,63 @@ void sidecar_metrics_text(struct sidecar *s, struct buf *b)
 
 	sidecar_learner_stats(s, &st);
 	sidecar_get_metrics(s, &m);
-#define C(name, help, v) \
-	buf_printf(b, "# HELP ddiloco_sidecar_" name " " help "\n" \
-		   "# TYPE ddiloco_sidecar_" name " counter\n" \
-		   "ddiloco_sidecar_" name " %llu\n", (unsigned long long)(v))
-#define G(name, help, fmt, v) \
-	buf_printf(b, "# HELP ddiloco_sidecar_" name " " help "\n" \
-		   "# TYPE ddiloco_sidecar_" name " gauge\n" \
-		   "ddiloco_sidecar_" name " " fmt "\n", v)
-	C("bytes_sent_total", "gRPC message bytes sent to the syncer", m.bytes_sent);
-	C("bytes_received_total", "gRPC message bytes received", m.bytes_received);
-	C("messages_sent_total", "messages sent", m.messages_sent);
-	C("messages_received_total", "messages received", m.messages_received);
-	C("connects_total", "streams opened (Welcome received)", m.welcomes);
-	C("reconnects_total", "connection attempts after the first",
-	  m.reconnect_attempts ? m.reconnect_attempts - 1 : 0);
-	C("disconnects_total", "streams that ended without job done", m.disconnects);
-	C("round_trips_total", "pulls answered on the same stream", m.round_trips);
-	G("round_trip_seconds", "last Pull-to-Answer time", "%.6f", m.round_trip_last);
-	C("updates_received_total", "updates received", m.updates_received);
-	C("updates_rejected_total", "updates that could not be decoded", m.updates_rejected);
-	C("updates_superseded_total", "updates replaced before the learner applied them",
-	  m.x.updates_superseded);
-	C("pulls_received_total", "pulls received", m.pulls_received);
-	C("pulls_superseded_total", "pulls replaced before the learner served them",
-	  m.x.pulls_superseded);
-	C("answers_sent_total", "answers sent", m.answers_sent);
-	C("answers_replaced_total", "queued answers replaced by a newer one",
-	  m.answers_replaced);
-	C("answers_dropped_total", "answers for a stream that is gone",
-	  m.answers_dropped);
-	C("heartbeats_sent_total", "heartbeats sent", m.heartbeats_sent);
-	C("learner_restarts_total", "learner restarts seen in the exchange",
-	  m.learner_restarts);
-	G("encoding_error", "relative L2 error of the last encoded answer", "%.6g",
-	  m.encoding_error_last);
-	G("encoding_error_max", "largest relative L2 error of an answer", "%.6g",
-	  m.encoding_error_max);
-	G("queue_answers", "answers waiting to be sent", "%llu",
-	  (unsigned long long)m.queue_answers);
-	G("queue_bytes", "bytes waiting to be sent", "%llu",
-	  (unsigned long long)m.queue_bytes);
-	G("inbox_pending", "updates the learner has not applied yet", "%llu",
-	  (unsigned long long)m.x.inbox_pending);
-	G("pulls_pending", "pulls the learner has not served yet", "%llu",
-	  (unsigned long long)m.x.pulls_pending);
-	G("connected", "1 while the stream is open and welcomed", "%d",
-	  m.connected && m.welcomed);
-	G("learner_step", "the learner's step", "%llu", (unsigned long long)st.step);
-	G("learner_seconds_since_poll", "time since the learner last polled", "%.3f",
-	  st.wall > 0 ? clock_wall() - st.wall : -1.0);
-#undef C
-#undef G
+#define S(name) "ddiloco_sidecar_" name
+	prom_counter(b, S("bytes_sent_total"),
+		     "gRPC message bytes sent to the syncer", m.bytes_sent);
+	prom_counter(b, S("bytes_received_total"), "gRPC message bytes received",
+		     m.bytes_received);
+	prom_counter(b, S("messages_sent_total"), "messages sent", m.messages_sent);
+	prom_counter(b, S("messages_received_total"), "messages received",
+		     m.messages_received);
+	prom_counter(b, S("connects_total"), "streams opened (Welcome received)",
+		     m.welcomes);
+	prom_counter(b, S("reconnects_total"), "connection attempts after the first",
+		     m.reconnect_attempts ? m.reconnect_attempts - 1 : 0);
+	prom_counter(b, S("disconnects_total"), "streams that ended without job done",
+		     m.disconnects);
+	prom_counter(b, S("round_trips_total"), "pulls answered on the same stream",
+		     m.round_trips);
+	prom_gauge(b, S("round_trip_seconds"), "last Pull-to-Answer time",
+		   m.round_trip_last);
+	prom_counter(b, S("updates_received_total"), "updates received",
+		     m.updates_received);
+	prom_counter(b, S("updates_rejected_total"),
+		     "updates that could not be decoded", m.updates_rejected);
+	prom_counter(b, S("updates_superseded_total"),
+		     "updates replaced before the learner applied them",
+		     m.x.updates_superseded);
+	prom_counter(b, S("pulls_received_total"), "pulls received",
+		     m.pulls_received);
+	prom_counter(b, S("pulls_superseded_total"),
+		     "pulls replaced before the learner served them",
+		     m.x.pulls_superseded);
+	prom_counter(b, S("answers_sent_total"), "answers sent", m.answers_sent);
+	prom_counter(b, S("answers_replaced_total"),
+		     "queued answers replaced by a newer one", m.answers_replaced);
+	prom_counter(b, S("answers_dropped_total"),
+		     "answers for a stream that is gone", m.answers_dropped);
+	prom_counter(b, S("heartbeats_sent_total"), "heartbeats sent",
+		     m.heartbeats_sent);
+	prom_counter(b, S("learner_restarts_total"),
+		     "learner restarts seen in the exchange", m.learner_restarts);
+	prom_gauge(b, S("encoding_error"),
+		   "relative L2 error of the last encoded answer",
+		   m.encoding_error_last);
+	prom_gauge(b, S("encoding_error_max"),
+		   "largest relative L2 error of an answer", m.encoding_error_max);
+	prom_gauge(b, S("queue_answers"), "answers waiting to be sent",
+		   (double)m.queue_answers);
+	prom_gauge(b, S("queue_bytes"), "bytes waiting to be sent",
+		   (double)m.queue_bytes);
+	prom_gauge(b, S("inbox_pending"), "updates the learner has not applied yet",
+		   (double)m.x.inbox_pending);
+	prom_gauge(b, S("pulls_pending"), "pulls the learner has not served yet",
+		   (double)m.x.pulls_pending);
+	prom_gauge(b, S("connected"), "1 while the stream is open and welcomed",
+		   m.connected && m.welcomed);
+	prom_gauge(b, S("learner_step"), "the learner's step", (double)st.step);
+	prom_gauge(b, S("learner_seconds_since_poll"),
+		   "time since the learner last polled",
+		   st.wall > 0 ? clock_wall() - st.wall : -1.0);
+#undef S
 }

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/prom.h"
 #include "common/util.h"
 
 static json_t *real_or_null(double v)
@@ -85,82 +86,79 @@ static json_t *status_json(struct syncer *s, double now)
 	return o;
 }
 
-static void metric(struct buf *b, const char *name, const char *type,
-		   const char *help)
-{
-	buf_printf(b, "# HELP ddiloco_syncer_%s %s\n# TYPE ddiloco_syncer_%s %s\n",
-		   name, help, name, type);
-}
+#define M(name) "ddiloco_syncer_" name
 
 static void metrics_text(struct syncer *s, double now, struct buf *b)
 {
 	const struct syncer_ckpt *c = &s->acc;
+	char id[16];
 
-	metric(b, "rounds_total", "counter", "Rounds completed (merged or empty).");
-	buf_printf(b, "ddiloco_syncer_rounds_total %" PRIu64 "\n", s->rs.completed);
-	metric(b, "rounds_in_flight", "gauge", "Rounds pulled and not yet merged.");
-	buf_printf(b, "ddiloco_syncer_rounds_in_flight %d\n",
+	prom_counter(b, M("rounds_total"), "Rounds completed (merged or empty).",
+		     s->rs.completed);
+	prom_gauge(b, M("rounds_in_flight"), "Rounds pulled and not yet merged.",
 		   syncer_round_in_flight(&s->rs));
-	metric(b, "answers_total", "counter", "Answers by outcome.");
-	buf_printf(b, "ddiloco_syncer_answers_total{result=\"merged\"} %" PRIu64 "\n"
-		   "ddiloco_syncer_answers_total{result=\"late\"} %" PRIu64 "\n"
-		   "ddiloco_syncer_answers_total{result=\"rejected\"} %" PRIu64 "\n"
-		   "ddiloco_syncer_answers_total{result=\"empty\"} %" PRIu64 "\n",
-		   c->merged, c->late, c->rejected, c->empty);
-	metric(b, "quorum_wait_seconds", "summary", "Time from pull to quorum.");
-	buf_printf(b, "ddiloco_syncer_quorum_wait_seconds_sum %.6f\n"
-		   "ddiloco_syncer_quorum_wait_seconds_count %" PRIu64 "\n",
-		   s->quorum_wait_sum, s->quorum_count);
-	metric(b, "grace_seconds", "summary", "Time from quorum to merge.");
-	buf_printf(b, "ddiloco_syncer_grace_seconds_sum %.6f\n"
-		   "ddiloco_syncer_grace_seconds_count %" PRIu64 "\n",
-		   s->grace_sum, s->quorum_count);
-	metric(b, "merge_seconds", "summary", "Merge and outer step time.");
-	buf_printf(b, "ddiloco_syncer_merge_seconds_sum %.6f\n"
-		   "ddiloco_syncer_merge_seconds_count %" PRIu64 "\n",
-		   s->merge_sum, s->merge_count);
-	metric(b, "bytes_in_total", "counter", "Answer payload bytes received.");
-	buf_printf(b, "ddiloco_syncer_bytes_in_total %" PRIu64 "\n", c->bytes_in);
-	metric(b, "bytes_out_total", "counter", "Update payload bytes sent.");
-	buf_printf(b, "ddiloco_syncer_bytes_out_total %" PRIu64 "\n", c->bytes_out);
-	metric(b, "tokens_trained_total", "counter", "Tokens trained, as reported.");
-	buf_printf(b, "ddiloco_syncer_tokens_trained_total %" PRIu64 "\n",
-		   c->tokens_trained);
-	metric(b, "tokens_merged_total", "counter", "Tokens in merged answers.");
-	buf_printf(b, "ddiloco_syncer_tokens_merged_total %.0f\n", c->tokens_merged);
-	metric(b, "learners_connected", "gauge", "Learners with an open stream.");
-	buf_printf(b, "ddiloco_syncer_learners_connected %d\n", s->learners_connected);
-	metric(b, "learner_last_seen_seconds", "gauge",
-	       "Seconds since each learner's last message.");
+	prom_family(b, M("answers_total"), PROM_COUNTER, "Answers by outcome.");
+	prom_u64(b, M("answers_total"), PROM_LABELS("result", "merged"), c->merged);
+	prom_u64(b, M("answers_total"), PROM_LABELS("result", "late"), c->late);
+	prom_u64(b, M("answers_total"), PROM_LABELS("result", "rejected"), c->rejected);
+	prom_u64(b, M("answers_total"), PROM_LABELS("result", "empty"), c->empty);
+	prom_family(b, M("quorum_wait_seconds"), PROM_SUMMARY, "Time from pull to quorum.");
+	prom_double(b, M("quorum_wait_seconds_sum"), NULL, s->quorum_wait_sum);
+	prom_u64(b, M("quorum_wait_seconds_count"), NULL, s->quorum_count);
+	prom_family(b, M("grace_seconds"), PROM_SUMMARY, "Time from quorum to merge.");
+	prom_double(b, M("grace_seconds_sum"), NULL, s->grace_sum);
+	prom_u64(b, M("grace_seconds_count"), NULL, s->quorum_count);
+	prom_family(b, M("merge_seconds"), PROM_SUMMARY, "Merge and outer step time.");
+	prom_double(b, M("merge_seconds_sum"), NULL, s->merge_sum);
+	prom_u64(b, M("merge_seconds_count"), NULL, s->merge_count);
+	prom_counter(b, M("bytes_in_total"), "Answer payload bytes received.",
+		     c->bytes_in);
+	prom_counter(b, M("bytes_out_total"), "Update payload bytes sent.",
+		     c->bytes_out);
+	prom_counter(b, M("tokens_trained_total"), "Tokens trained, as reported.",
+		     c->tokens_trained);
+	prom_counter(b, M("tokens_merged_total"), "Tokens in merged answers.",
+		     (uint64_t)llround(c->tokens_merged));
+	prom_gauge(b, M("learners_connected"), "Learners with an open stream.",
+		   s->learners_connected);
+	prom_family(b, M("learner_last_seen_seconds"), PROM_GAUGE,
+		    "Seconds since each learner's last message.");
 	for (int i = 0; i < s->M; i++)
-		if (s->learners[i].seen)
-			buf_printf(b, "ddiloco_syncer_learner_last_seen_seconds"
-				   "{learner=\"%d\"} %.3f\n", i,
-				   now - s->learners[i].last_seen);
-	metric(b, "learner_step", "gauge", "Each learner's last reported step.");
+		if (s->learners[i].seen) {
+			snprintf(id, sizeof(id), "%d", i);
+			prom_double(b, M("learner_last_seen_seconds"),
+				    PROM_LABELS("learner", id),
+				    now - s->learners[i].last_seen);
+		}
+	prom_family(b, M("learner_step"), PROM_GAUGE,
+		    "Each learner's last reported step.");
 	for (int i = 0; i < s->M; i++)
-		if (s->learners[i].seen)
-			buf_printf(b, "ddiloco_syncer_learner_step{learner=\"%d\"} %"
-				   PRIu64 "\n", i, s->learners[i].step);
-	metric(b, "fragment_version", "gauge", "Version of each global fragment.");
-	for (int p = 0; p < s->P; p++)
-		buf_printf(b, "ddiloco_syncer_fragment_version{fragment=\"%d\"} %"
-			   PRIu64 "\n", p, s->versions[p]);
-	if (c->nevals) {
-		metric(b, "eval_loss", "gauge", "Latest validation loss of Θ.");
-		buf_printf(b, "ddiloco_syncer_eval_loss %.6f\n",
-			   c->evals[c->nevals - 1].loss);
+		if (s->learners[i].seen) {
+			snprintf(id, sizeof(id), "%d", i);
+			prom_u64(b, M("learner_step"), PROM_LABELS("learner", id),
+				 s->learners[i].step);
+		}
+	prom_family(b, M("fragment_version"), PROM_GAUGE,
+		    "Version of each global fragment.");
+	for (int p = 0; p < s->P; p++) {
+		snprintf(id, sizeof(id), "%d", p);
+		prom_u64(b, M("fragment_version"), PROM_LABELS("fragment", id),
+			 s->versions[p]);
 	}
-	metric(b, "uptime_ratio", "gauge", "Share of wall time at round cadence.");
-	buf_printf(b, "ddiloco_syncer_uptime_ratio %.6f\n", core_uptime(s, now));
-	metric(b, "goodput_ratio", "gauge",
-	       "Share of learner compute that ended in a merge.");
-	buf_printf(b, "ddiloco_syncer_goodput_ratio %.6f\n", core_goodput(s, now));
-	metric(b, "elapsed_seconds", "gauge", "Seconds since the first start.");
-	buf_printf(b, "ddiloco_syncer_elapsed_seconds %.3f\n", core_elapsed(s, now));
-	metric(b, "done", "gauge", "1 once the budget is reached.");
-	buf_printf(b, "ddiloco_syncer_done %d\n", s->done);
+	if (c->nevals)
+		prom_gauge(b, M("eval_loss"), "Latest validation loss of Θ.",
+			   c->evals[c->nevals - 1].loss);
+	prom_gauge(b, M("uptime_ratio"), "Share of wall time at round cadence.",
+		   core_uptime(s, now));
+	prom_gauge(b, M("goodput_ratio"),
+		   "Share of learner compute that ended in a merge.",
+		   core_goodput(s, now));
+	prom_gauge(b, M("elapsed_seconds"), "Seconds since the first start.",
+		   core_elapsed(s, now));
+	prom_gauge(b, M("done"), "1 once the budget is reached.", s->done);
 }
+
+#undef M
 
 int status_http(void *ctx, const char *path, struct buf *body,
 		const char **content_type)
@@ -178,7 +176,7 @@ int status_http(void *ctx, const char *path, struct buf *body,
 		code = s->ready && !s->stopping ? 200 : 503;
 		buf_printf(body, code == 200 ? "ready\n" : "not ready\n");
 	} else if (!strcmp(path, "/metrics")) {
-		*content_type = "text/plain; version=0.0.4; charset=utf-8";
+		*content_type = PROM_CONTENT_TYPE;
 		metrics_text(s, now, body);
 	} else if (!strcmp(path, "/status")) {
 		json_t *o = status_json(s, now);

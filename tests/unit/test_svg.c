@@ -92,17 +92,24 @@ static void bounded_output(void **state)
 	double x[1000], y[1000];
 	struct svg_series s = { "s", NULL, x, y, 1000, 0, 0 };
 	struct svg_plot p = { "t", "x", "y", 0, 0, NULL, 0, NULL, NULL, 0, 1 };
-	struct buf b;
+	struct buf b, whole;
 
 	(void)state;
 	for (int i = 0; i < 1000; i++) {
 		x[i] = i;
 		y[i] = i % 7;
 	}
+	buf_init(&whole, 1 << 20);
+	assert_int_equal(svg_plot(&whole, &p, &s, 1), 0);
+	assert_true(whole.len > 4096);
 	buf_init(&b, 4096);
 	assert_int_equal(svg_plot(&b, &p, &s, 1), -1);
-	assert_true(b.len <= 4096);
+	assert_int_equal(buf_error(&b), BUF_TOO_LARGE);
+	/* what was written before the limit is a clean start of the plot */
+	assert_in_range(b.len, 1, 4096);
+	assert_memory_equal(b.data, whole.data, b.len);
 	buf_release(&b);
+	buf_release(&whole);
 }
 
 int main(void)

@@ -1,0 +1,257 @@
+/*
+ * syncer_status: GET and parse the syncer's /status; see syncer_status.h.
+ * The parse fills a local struct field by field and hands it over only
+ * when every field read well; eval_history is its one allocation.
+ */
+#include "common/syncer_status.h"
+
+#include <jansson.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/buf.h"
+
+void syncer_status_init(struct syncer_status *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->eval_loss = s->uptime = s->goodput = s->elapsed = NAN;
+}
+
+void syncer_status_release(struct syncer_status *s)
+{
+	free(s->evals);
+	s->evals = NULL;
+	s->nevals = 0;
+}
+
+void syncer_status_move(struct syncer_status *dst, struct syncer_status *src)
+{
+	syncer_status_release(dst);
+	*dst = *src;
+	src->evals = NULL;
+	src->nevals = 0;
+}
+
+/* o.k (or k alone when at is NULL) for messages. */
+static const char *field(const char *at, const char *k, char *b, size_t n)
+{
+	if (!at)
+		return k;
+	snprintf(b, n, "%s.%s", at, k);
+	return b;
+}
+
+/* A count: 0 when absent or null; a whole number >= 0 otherwise. */
+static int get_count(const json_t *o, const char *at, const char *k,
+		     uint64_t *out, struct err *e)
+{
+	const json_t *v = json_object_get(o, k);
+	char name[64];
+	double d;
+
+	*out = 0;
+	if (!v || json_is_null(v))
+		return 0;
+	if (json_is_integer(v) && json_integer_value(v) >= 0) {
+		*out = (uint64_t)json_integer_value(v);
+		return 0;
+	}
+	/* 2^64 is exactly representable; every whole double below it fits */
+	d = json_is_real(v) ? json_real_value(v) : -1;
+	if (d >= 0 && d < 18446744073709551616.0 && floor(d) == d) {
+		*out = (uint64_t)d;
+		return 0;
+	}
+	return err_set(e, "status: field '%s': not a count",
+		       field(at, k, name, sizeof(name)));
+}
+
+static int get_int(const json_t *o, const char *k, int *out, struct err *e)
+{
+	uint64_t v;
+
+	if (get_count(o, NULL, k, &v, e))
+		return -1;
+	if (v > INT_MAX)
+		return err_set(e, "status: field '%s': %llu is too large", k,
+			       (unsigned long long)v);
+	*out = (int)v;
+	return 0;
+}
+
+/* A figure: NAN when absent or null; any JSON number otherwise. */
+static int get_figure(const json_t *o, const char *at, const char *k,
+		      double *out, struct err *e)
+{
+	const json_t *v = json_object_get(o, k);
+	char name[64];
+
+	*out = NAN;
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_number(v))
+		return err_set(e, "status: field '%s': not a number",
+			       field(at, k, name, sizeof(name)));
+	*out = json_number_value(v);
+	return 0;
+}
+
+static int get_history(const json_t *h, struct syncer_status *s, struct err *e)
+{
+	size_t n;
+
+	if (!h || json_is_null(h))
+		return 0;
+	if (!json_is_array(h))
+		return err_set(e, "status: field 'eval_history': not an array");
+	n = json_array_size(h);
+	if (n > SYNCER_STATUS_MAX_EVALS)
+		n = SYNCER_STATUS_MAX_EVALS;   /* the newest are dropped: keep the start */
+	if (!n)
+		return 0;
+	s->evals = calloc(n, sizeof(*s->evals));
+	if (!s->evals)
+		return err_set(e, "status: out of memory");
+	for (size_t i = 0; i < n; i++) {
+		const json_t *ev = json_array_get(h, i);
+		struct syncer_eval *x = &s->evals[i];
+		char at[48];
+
+		snprintf(at, sizeof(at), "eval_history[%zu]", i);
+		if (!json_is_object(ev))
+			return err_set(e, "status: field '%s': not an object", at);
+		if (get_count(ev, at, "round", &x->round, e) ||
+		    get_count(ev, at, "tokens", &x->tokens, e) ||
+		    get_figure(ev, at, "loss", &x->loss, e) ||
+		    get_figure(ev, at, "time", &x->time, e))
+			return -1;
+		s->nevals = i + 1;
+	}
+	return 0;
+}
+
+static int get_fields(const json_t *root, struct syncer_status *s,
+		      struct err *e)
+{
+	const json_t *a = json_object_get(root, "answers");
+	const json_t *done = json_object_get(root, "done");
+
+	if (done && !json_is_boolean(done) && !json_is_null(done))
+		return err_set(e, "status: field 'done': not a boolean");
+	s->done = json_is_true(done);
+	if (a && !json_is_object(a) && !json_is_null(a))
+		return err_set(e, "status: field 'answers': not an object");
+	if (get_count(root, NULL, "round", &s->round, e) ||
+	    get_count(root, NULL, "tokens", &s->tokens, e) ||
+	    get_count(root, NULL, "tokens_merged", &s->tokens_merged, e) ||
+	    get_figure(root, NULL, "eval_loss", &s->eval_loss, e) ||
+	    get_int(root, "learners_connected", &s->learners_connected, e) ||
+	    get_int(root, "learners_total", &s->learners_total, e) ||
+	    get_count(a, "answers", "merged", &s->merged, e) ||
+	    get_count(a, "answers", "late", &s->late, e) ||
+	    get_count(a, "answers", "rejected", &s->rejected, e) ||
+	    get_count(a, "answers", "empty", &s->empty, e) ||
+	    get_count(root, NULL, "bytes_in", &s->bytes_in, e) ||
+	    get_count(root, NULL, "bytes_out", &s->bytes_out, e) ||
+	    get_figure(root, NULL, "uptime", &s->uptime, e) ||
+	    get_figure(root, NULL, "goodput", &s->goodput, e) ||
+	    get_figure(root, NULL, "elapsed", &s->elapsed, e))
+		return -1;
+	return get_history(json_object_get(root, "eval_history"), s, e);
+}
+
+int syncer_status_parse(const char *text, size_t len, struct syncer_status *out,
+			struct err *e)
+{
+	struct syncer_status s;
+	json_error_t je;
+	json_t *root;
+	int rc;
+
+	root = json_loadb(text ? text : "", text ? len : 0, 0, &je);
+	if (!root)
+		return err_set(e, "status: not JSON: line %d column %d: %s",
+			       je.line, je.column, je.text);
+	if (!json_is_object(root)) {
+		json_decref(root);
+		return err_set(e, "status: not a JSON object");
+	}
+	syncer_status_init(&s);
+	rc = get_fields(root, &s, e);
+	json_decref(root);
+	if (rc) {
+		syncer_status_release(&s);
+		return -1;
+	}
+	*out = s;
+	return 0;
+}
+
+static size_t on_body(char *p, size_t size, size_t n, void *ctx)
+{
+	/* a failed append (over the maximum, or out of memory) stops curl with
+	 * CURLE_WRITE_ERROR; the buf keeps which it was */
+	return buf_append(ctx, p, size * n) ? 0 : size * n;
+}
+
+int syncer_status_fetch(CURL *c, const char *url, double timeout,
+			struct syncer_status *out, struct err *e)
+{
+	char cerr[CURL_ERROR_SIZE] = "";
+	long ms = (long)(timeout * 1000), code = 0;
+	CURL *own = NULL;
+	struct buf body;
+	CURLcode rc;
+	struct err pe;
+	int ret = -1;
+
+	if (!c && !(c = own = curl_easy_init()))
+		return err_set(e, "status: '%s': cannot start curl", url);
+	curl_easy_reset(c);
+	buf_init(&body, SYNCER_STATUS_MAX_BODY);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, ms > 0 ? ms : 1L);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, ms > 0 ? ms : 1L);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &body);
+	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
+	rc = curl_easy_perform(c);
+	if (rc == CURLE_WRITE_ERROR && buf_error(&body) == BUF_TOO_LARGE) {
+		err_set(e, "status: '%s': body larger than %u bytes", url,
+			SYNCER_STATUS_MAX_BODY);
+		goto out;
+	}
+	if (rc == CURLE_WRITE_ERROR && buf_error(&body)) {
+		err_set(e, "status: '%s': %s", url, buf_strerror(buf_error(&body)));
+		goto out;
+	}
+	if (rc != CURLE_OK) {
+		err_set(e, "status: '%s': %s", url,
+			cerr[0] ? cerr : curl_easy_strerror(rc));
+		goto out;
+	}
+	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+	if (code != 200) {
+		err_set(e, "status: '%s': HTTP %ld", url, code);
+		goto out;
+	}
+	if (syncer_status_parse(body.data, body.len, out, &pe)) {
+		/* "status: not JSON: ..." becomes "status: 'URL': not JSON: ..." */
+		err_set(e, "status: '%s': %s", url,
+			strncmp(pe.msg, "status: ", 8) ? pe.msg : pe.msg + 8);
+		goto out;
+	}
+	ret = 0;
+out:
+	/* the handle must not keep pointers into this stack frame */
+	curl_easy_reset(c);
+	buf_release(&body);
+	curl_easy_cleanup(own);
+	return ret;
+}

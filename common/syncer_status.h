@@ -1,0 +1,66 @@
+/*
+ * syncer_status: the one reader of the syncer's GET /status (the JSON
+ * object of docs/status.md), for `ddiloco run` and the operator: an HTTP
+ * GET with libcurl into a bounded buffer, within a timeout, and a parse
+ * with jansson into struct syncer_status.
+ *
+ * Fields are read by the contract's types, the same way for every user:
+ *   counts (round, tokens, answers, bytes, learners): a JSON integer >= 0,
+ *     or a real with a whole value (an older syncer wrote some as reals);
+ *   figures (eval_loss, uptime, goodput, elapsed, eval times and losses):
+ *     any JSON number; null means "none";
+ *   done: a boolean.
+ * A field that is missing reads 0, or NAN for a figure, so an older or
+ * newer syncer still shows what it has; a field of the wrong type (a
+ * string, a negative or fractional count) is an error naming the field.
+ */
+#ifndef DDILOCO_SYNCER_STATUS_H
+#define DDILOCO_SYNCER_STATUS_H
+
+#include <curl/curl.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/err.h"
+
+#define SYNCER_STATUS_MAX_BODY  (4u << 20)   /* largest /status body read */
+#define SYNCER_STATUS_MAX_EVALS 100000       /* eval_history kept, oldest first */
+
+/* One evaluation of the global model. */
+struct syncer_eval {
+	uint64_t round, tokens;
+	double loss, time;              /* loss NAN if null; time: s since start */
+};
+
+struct syncer_status {
+	uint64_t round, tokens, tokens_merged;
+	int done;
+	double eval_loss;               /* NAN while none */
+	int learners_connected, learners_total;
+	uint64_t merged, late, rejected, empty;     /* answers */
+	uint64_t bytes_in, bytes_out;
+	double uptime, goodput, elapsed;            /* NAN when not given */
+	struct syncer_eval *evals;      /* eval_history, owned */
+	size_t nevals;
+};
+
+/* Zeros, and NAN for every figure: what a status reads before any /status. */
+void syncer_status_init(struct syncer_status *s);
+void syncer_status_release(struct syncer_status *s);
+/* Moves src into dst (releasing what dst held); src is left empty. */
+void syncer_status_move(struct syncer_status *dst, struct syncer_status *src);
+
+/* Parses a /status body into *out (written only on success). */
+int syncer_status_parse(const char *text, size_t len, struct syncer_status *out,
+			struct err *e);
+
+/*
+ * GET url (http or https, no proxy) within timeout seconds, the connection
+ * included, and parse it. c: a handle to reuse (reset before and after),
+ * or NULL for one made and freed here. Errors name the url: unreachable, not 200,
+ * a body over SYNCER_STATUS_MAX_BODY, or what the parse found.
+ */
+int syncer_status_fetch(CURL *c, const char *url, double timeout,
+			struct syncer_status *out, struct err *e);
+
+#endif

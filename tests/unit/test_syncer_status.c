@@ -1,0 +1,268 @@
+/*
+ * syncer_status: a /status document captured from a running syncer read
+ * field by field; truncated and garbage bodies, fields of the wrong type,
+ * counts written as reals; the GET against a real HTTP server (body too
+ * large, a handler past the server's limit, HTTP 404, a server too slow,
+ * nobody listening).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/httpd.h"
+#include "common/syncer_status.h"
+#include "common/util.h"
+
+/* `curl /status` of a syncer 10.6 s into a 2-learner job (ddiloco run). */
+#define RUNNING "tests/data/status/running.json"
+
+static char *load(const char *path, size_t *n)
+{
+	void *p = NULL;
+	struct err e;
+
+	if (file_read_all(path, 1 << 20, &p, n, &e))
+		fail_msg("%s", e.msg);
+	return p;
+}
+
+static void running_syncer_document(void **state)
+{
+	struct syncer_status s;
+	struct err e;
+	size_t n;
+	char *text = load(RUNNING, &n);
+
+	(void)state;
+	assert_int_equal(syncer_status_parse(text, n, &s, &e), 0);
+	assert_int_equal(s.round, 806);
+	assert_int_equal(s.tokens, 1563392);
+	assert_int_equal(s.tokens_merged, 1082267);
+	assert_int_equal(s.done, 0);
+	assert_float_equal(s.eval_loss, 2.4749361276626587, 1e-15);
+	assert_int_equal(s.learners_connected, 2);
+	assert_int_equal(s.learners_total, 2);
+	assert_int_equal(s.merged, 868);
+	assert_int_equal(s.late, 481);
+	assert_int_equal(s.rejected, 17);
+	assert_int_equal(s.empty, 0);
+	assert_int_equal(s.bytes_in, 60098816);
+	assert_int_equal(s.bytes_out, 71052324);
+	assert_float_equal(s.uptime, 1.0, 0);
+	assert_float_equal(s.goodput, 0.882059362251119, 1e-15);
+	assert_float_equal(s.elapsed, 10.619781179000029, 1e-12);
+	assert_int_equal(s.nevals, 64);
+	assert_int_equal(s.evals[0].round, 10);
+	assert_int_equal(s.evals[0].tokens, 0);
+	assert_float_equal(s.evals[0].loss, 3.6914612054824829, 1e-15);
+	assert_float_equal(s.evals[0].time, 0.49229348300002584, 1e-15);
+	assert_int_equal(s.evals[63].round, 800);
+	assert_int_equal(s.evals[63].tokens, 1563392);
+	assert_float_equal(s.evals[63].loss, s.eval_loss, 0);
+	assert_float_equal(s.evals[63].time, 10.408259283999996, 1e-12);
+	syncer_status_release(&s);
+	assert_null(s.evals);
+	free(text);
+}
+
+static void truncated_and_garbage_are_told(void **state)
+{
+	static const char *const not_objects[] = { "[1, 2]", "[]", "[{}]" };
+	struct syncer_status s = { .round = 7 };
+	struct err e;
+	size_t n;
+	char *text = load(RUNNING, &n);
+
+	(void)state;
+	/* cut anywhere: in a key, in a number, before the closing brace */
+	for (size_t cut = 0; cut < n - 1; cut += 97) {
+		assert_int_equal(syncer_status_parse(text, cut, &s, &e), -1);
+		if (!strstr(e.msg, "status: not JSON: line 1 column"))
+			fail_msg("cut at %zu: %s", cut, e.msg);
+	}
+	assert_int_equal(syncer_status_parse(text, n - 2, &s, &e), -1);
+	assert_int_equal(syncer_status_parse("<html>502 Bad Gateway</html>", 28, &s, &e), -1);
+	assert_non_null(strstr(e.msg, "status: not JSON: line 1 column 1: "));
+	assert_int_equal(syncer_status_parse(NULL, 0, &s, &e), -1);
+	assert_non_null(strstr(e.msg, "not JSON"));
+	assert_int_equal(syncer_status_parse("42", 2, &s, &e), -1);
+	assert_non_null(strstr(e.msg, "not JSON"));
+	for (size_t i = 0; i < 3; i++) {
+		assert_int_equal(syncer_status_parse(not_objects[i],
+			strlen(not_objects[i]), &s, &e), -1);
+		assert_string_equal(e.msg, "status: not a JSON object");
+	}
+	assert_int_equal(s.round, 7);   /* never written on failure */
+	free(text);
+}
+
+static int parse(const char *json, struct syncer_status *s, struct err *e)
+{
+	return syncer_status_parse(json, strlen(json), s, e);
+}
+
+static void fields_by_the_contract(void **state)
+{
+	static const struct { const char *json, *msg; } bad[] = {
+		{ "{\"round\": \"5\"}", "status: field 'round': not a count" },
+		{ "{\"round\": -1}", "status: field 'round': not a count" },
+		{ "{\"tokens\": 1.5}", "status: field 'tokens': not a count" },
+		{ "{\"answers\": {\"late\": -3}}", "status: field 'answers.late': not a count" },
+		{ "{\"answers\": [1]}", "status: field 'answers': not an object" },
+		{ "{\"done\": 1}", "status: field 'done': not a boolean" },
+		{ "{\"uptime\": \"1.0\"}", "status: field 'uptime': not a number" },
+		{ "{\"learners_total\": 3000000000}",
+		  "status: field 'learners_total': 3000000000 is too large" },
+		{ "{\"eval_history\": {}}", "status: field 'eval_history': not an array" },
+		{ "{\"eval_history\": [{\"round\": 1}, 7]}",
+		  "status: field 'eval_history[1]': not an object" },
+		{ "{\"eval_history\": [{\"loss\": true}]}",
+		  "status: field 'eval_history[0].loss': not a number" },
+	};
+	struct syncer_status s;
+	struct err e;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(parse(bad[i].json, &s, &e), -1);
+		assert_string_equal(e.msg, bad[i].msg);
+	}
+	/* missing: counts 0, figures NAN (not 0: "unknown" is not "none") */
+	assert_int_equal(parse("{}", &s, &e), 0);
+	assert_int_equal(s.round, 0);
+	assert_int_equal(s.done, 0);
+	assert_true(isnan(s.eval_loss) && isnan(s.uptime) && isnan(s.goodput) &&
+		    isnan(s.elapsed));
+	assert_int_equal(s.nevals, 0);
+	/* a count written as a whole real reads as the integer; null is none */
+	assert_int_equal(parse("{\"tokens\": 1.5e6, \"round\": 12.0, \"done\": true,"
+			       " \"eval_loss\": null, \"goodput\": 1,"
+			       " \"eval_history\": [{\"round\": 3, \"tokens\": 4096,"
+			       " \"loss\": null, \"time\": 2}]}", &s, &e), 0);
+	assert_int_equal(s.tokens, 1500000);
+	assert_int_equal(s.round, 12);
+	assert_int_equal(s.done, 1);
+	assert_true(isnan(s.eval_loss));
+	assert_float_equal(s.goodput, 1.0, 0);
+	assert_int_equal(s.nevals, 1);
+	assert_int_equal(s.evals[0].tokens, 4096);
+	assert_true(isnan(s.evals[0].loss));
+	assert_float_equal(s.evals[0].time, 2.0, 0);
+	syncer_status_release(&s);
+}
+
+/* ---- the GET ---------------------------------------------------------- */
+
+struct srv {
+	char *doc;
+	size_t len;
+};
+
+static int serve(void *ctx, const char *path, struct buf *body,
+		 const char **content_type)
+{
+	struct srv *v = ctx;
+
+	*content_type = "application/json";
+	if (!strcmp(path, "/status")) {
+		buf_append(body, v->doc, v->len);
+		return 200;
+	}
+	if (!strcmp(path, "/half")) {
+		buf_append(body, v->doc, v->len / 2);
+		return 200;
+	}
+	if (!strcmp(path, "/big")) {
+		for (size_t i = 0; i <= SYNCER_STATUS_MAX_BODY / v->len; i++)
+			buf_append(body, v->doc, v->len);
+		return 200;
+	}
+	if (!strcmp(path, "/overflow")) {
+		/* past httpd's own 16 MiB: the server answers 500 */
+		while (!buf_append(body, v->doc, v->len))
+			;
+		return 200;
+	}
+	if (!strcmp(path, "/slow")) {
+		sleep_seconds(1.5);
+		buf_append(body, v->doc, v->len);
+		return 200;
+	}
+	return 404;
+}
+
+static void fetch_from_a_server(void **state)
+{
+	struct srv v;
+	struct syncer_status s;
+	struct httpd *h;
+	struct err e;
+	char url[128];
+	CURL *c = curl_easy_init();
+	double t;
+	int port;
+
+	(void)state;
+	v.doc = load(RUNNING, &v.len);
+	h = httpd_start("127.0.0.1", 0, serve, &v, &e);
+	assert_non_null(h);
+	port = httpd_port(h);
+	assert_non_null(c);
+
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/status", port);
+	assert_int_equal(syncer_status_fetch(NULL, url, 5, &s, &e), 0);
+	assert_int_equal(s.round, 806);
+	assert_int_equal(s.nevals, 64);
+	syncer_status_release(&s);
+	/* a reused handle, twice */
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(syncer_status_fetch(c, url, 5, &s, &e), 0);
+		assert_int_equal(s.rejected, 17);
+		syncer_status_release(&s);
+	}
+
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/half", port);
+	assert_int_equal(syncer_status_fetch(c, url, 5, &s, &e), -1);
+	assert_non_null(strstr(e.msg, "/half': not JSON: line 1 column"));
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/big", port);
+	assert_int_equal(syncer_status_fetch(c, url, 5, &s, &e), -1);
+	assert_non_null(strstr(e.msg, "/big': body larger than 4194304 bytes"));
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/overflow", port);
+	assert_int_equal(syncer_status_fetch(c, url, 5, &s, &e), -1);
+	assert_non_null(strstr(e.msg, "/overflow': HTTP 500"));
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/nothing", port);
+	assert_int_equal(syncer_status_fetch(NULL, url, 5, &s, &e), -1);
+	assert_non_null(strstr(e.msg, "/nothing': HTTP 404"));
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/slow", port);
+	t = clock_mono();
+	assert_int_equal(syncer_status_fetch(c, url, 0.3, &s, &e), -1);
+	assert_in_range((long)((clock_mono() - t) * 1000), 250, 1400);
+	assert_non_null(strstr(e.msg, "/slow': "));
+	snprintf(url, sizeof(url), "file:///etc/hostname");
+	assert_int_equal(syncer_status_fetch(NULL, url, 1, &s, &e), -1);
+
+	httpd_stop(h);
+	/* nobody listens there any more */
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/status", port);
+	assert_int_equal(syncer_status_fetch(c, url, 1, &s, &e), -1);
+	assert_non_null(strstr(e.msg, "status: 'http://127.0.0.1:"));
+	curl_easy_cleanup(c);
+	free(v.doc);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(running_syncer_document),
+		cmocka_unit_test(truncated_and_garbage_are_told),
+		cmocka_unit_test(fields_by_the_contract),
+		cmocka_unit_test(fetch_from_a_server),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
