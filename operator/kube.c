@@ -274,8 +274,7 @@ static void refresh_token(struct kube *k)
 }
 
 struct sink {
-	struct buf body;
-	int overflow;
+	struct buf body;              /* its sticky error says why it stopped */
 	/* watch mode */
 	struct kube *k;
 	kube_watch_fn fn;
@@ -290,10 +289,8 @@ static size_t on_body(char *p, size_t sz, size_t n, void *arg)
 	struct sink *s = arg;
 	size_t len = sz * n;
 
-	if (buf_append(&s->body, p, len)) {
-		s->overflow = 1;
+	if (buf_append(&s->body, p, len))
 		return 0;
-	}
 	return len;
 }
 
@@ -334,10 +331,8 @@ static size_t on_watch(char *p, size_t sz, size_t n, void *arg)
 	long code = 0;
 
 	curl_easy_getinfo(s->k->curl, CURLINFO_RESPONSE_CODE, &code);
-	if (buf_append(&s->body, p, len)) {
-		s->overflow = 1;
+	if (buf_append(&s->body, p, len))
 		return 0;
-	}
 	if (code < 200 || code >= 300)
 		return len;   /* a Status: decoded at the end */
 	return watch_lines(s) ? 0 : len;
@@ -428,9 +423,9 @@ int kube_request(struct kube *k, const char *method, const char *path,
 	h = setup(k, method, path, ctype, body, &s, 0);
 	cc = curl_easy_perform(k->curl);
 	curl_slist_free_all(h);
-	if (s.overflow) {
-		err_set(e, "kube: %s %s: answer larger than %u bytes", method, path,
-			KUBE_MAX_BODY);
+	if (buf_error(&s.body)) {
+		err_set(e, "kube: %s %s: answer %s (%u bytes)", method, path,
+			buf_strerror(buf_error(&s.body)), KUBE_MAX_BODY);
 		goto out;
 	}
 	if (cc != CURLE_OK) {
@@ -539,9 +534,9 @@ int kube_watch(struct kube *k, const char *path, kube_watch_fn fn,
 		rc = 0;
 		goto out;
 	}
-	if (s.overflow) {
-		err_set(e, "kube: watch %s: one event larger than %u bytes", path,
-			KUBE_MAX_LINE);
+	if (buf_error(&s.body)) {
+		err_set(e, "kube: watch %s: one event %s (%u bytes)", path,
+			buf_strerror(buf_error(&s.body)), KUBE_MAX_LINE);
 		goto out;
 	}
 	if (code && (code < 200 || code >= 300)) {

@@ -26,6 +26,8 @@
 
 #include <curl/curl.h>
 #include <math.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +37,8 @@
 #include "common/httpd.h"
 #include "common/jobspec.h"
 #include "common/log.h"
+#include "common/prom.h"
+#include "common/syncer_status.h"
 #include "common/util.h"
 #include "operator/chaos_ctl.h"
 #include "operator/children.h"
@@ -45,8 +49,8 @@
 #include "operator/workqueue.h"
 
 #define CRD_PATH "/apis/" JOB_API_VERSION
-#define STATUS_MAX_BODY (4u << 20)
 #define PROGRESS_EVERY 5.0        /* seconds between /status reads */
+#define PROGRESS_TIMEOUT 2.0      /* seconds for one, connecting included */
 #define RUNNING_RESYNC 10.0
 
 /* "reason: message" of an Event reconcile asked for */
@@ -283,11 +287,6 @@ static void observe_pod(const char *job, json_t *pod, struct obs_pod *p)
 				      "deletionTimestamp") != NULL;
 }
 
-static size_t on_status_body(char *p, size_t sz, size_t n, void *arg)
-{
-	return buf_append(arg, p, sz * n) ? 0 : sz * n;
-}
-
 static void status_url(const struct op *op, const char *job, const char *ns,
 		       int port, char *out, size_t n)
 {
@@ -315,45 +314,6 @@ static void status_url(const struct op *op, const char *job, const char *ns,
 		}
 	}
 	out[k] = '\0';
-}
-
-/* GET the syncer's /status; 0 and *p filled when it answered. */
-static int read_progress(struct worker *w, const char *url,
-			 struct obs_progress *p, struct err *e)
-{
-	struct buf b;
-	CURLcode cc;
-	long code = 0;
-	json_t *j;
-	int rc = -1;
-
-	buf_init(&b, STATUS_MAX_BODY);
-	curl_easy_reset(w->http);
-	curl_easy_setopt(w->http, CURLOPT_URL, url);
-	curl_easy_setopt(w->http, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(w->http, CURLOPT_TIMEOUT_MS, 2000L);
-	curl_easy_setopt(w->http, CURLOPT_CONNECTTIMEOUT_MS, 1000L);
-	curl_easy_setopt(w->http, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(w->http, CURLOPT_WRITEFUNCTION, on_status_body);
-	curl_easy_setopt(w->http, CURLOPT_WRITEDATA, &b);
-	cc = curl_easy_perform(w->http);
-	curl_easy_getinfo(w->http, CURLINFO_RESPONSE_CODE, &code);
-	if (cc != CURLE_OK || code != 200) {
-		err_set(e, "syncer status '%s': %s", url,
-			cc != CURLE_OK ? curl_easy_strerror(cc) : "not 200");
-		goto out;
-	}
-	if (!(j = json_loadb(b.data, b.len, 0, NULL)) || !json_is_object(j)) {
-		json_decref(j);
-		err_set(e, "syncer status '%s': not a JSON object", url);
-		goto out;
-	}
-	status_read_progress(j, p);
-	json_decref(j);
-	rc = 0;
-out:
-	buf_release(&b);
-	return rc;
 }
 
 /*
@@ -465,7 +425,7 @@ static void observe_progress(struct worker *w, struct pass *p)
 	struct op *op = w->op;
 	struct jobmem *m = p->m;
 	char url[512];
-	struct obs_progress got;
+	struct syncer_status got;
 	struct err e;
 
 	if (!m->progress.have && json_object_get(p->status, "progress"))
@@ -474,8 +434,9 @@ static void observe_progress(struct worker *w, struct pass *p)
 		return;
 	status_url(op, p->name, p->ns, p->js.syncer.http_port, url, sizeof(url));
 	m->progress_at = clock_mono();
-	if (!read_progress(w, url, &got, &e)) {
-		m->progress = got;
+	if (!syncer_status_fetch(w->http, url, PROGRESS_TIMEOUT, &got, &e)) {
+		status_progress_from_syncer(&got, &m->progress);
+		syncer_status_release(&got);
 		count(op, &op->progress_reads);
 	} else {
 		count(op, &op->progress_errors);
@@ -850,6 +811,64 @@ static const char *kind_names[] = {
 	"delete_syncer", "apply_learner", "delete_learner", "delete_job", "event",
 };
 
+#define M(name) "ddiloco_operator_" name
+
+/* /metrics: the workers' counters, the queue and each informer's cache. */
+static void metrics(struct op *op, struct buf *b)
+{
+	struct informer *infs[] = { op->jobs, op->pods, op->sts, op->svcs,
+				    op->cms, op->pvcs };
+	struct informer_stats st[6];
+	static const struct { const char *name, *help; size_t off; } per_inf[] = {
+		{ M("lists_total"), "Successful lists, by resource.",
+		  offsetof(struct informer_stats, lists) },
+		{ M("relists_gone_total"), "Relists after a 410 Gone, by resource.",
+		  offsetof(struct informer_stats, relists_410) },
+		{ M("watch_errors_total"), "Failed lists and watches, by resource.",
+		  offsetof(struct informer_stats, errors) },
+	};
+
+	pthread_mutex_lock(&op->mu);
+	prom_counter(b, M("reconciles_total"), "Passes over a job.",
+		     (uint64_t)op->reconciles);
+	prom_counter(b, M("reconcile_errors_total"), "Passes that will be retried.",
+		     (uint64_t)op->reconcile_errors);
+	prom_counter(b, M("status_conflicts_total"), "Status writes refused with 409.",
+		     (uint64_t)op->conflicts);
+	prom_counter(b, M("status_writes_total"), "Status writes.",
+		     (uint64_t)op->status_writes);
+	prom_family(b, M("progress_reads_total"), PROM_COUNTER,
+		    "Reads of a syncer's /status, by result.");
+	prom_u64(b, M("progress_reads_total"), PROM_LABELS("result", "ok"),
+		 (uint64_t)op->progress_reads);
+	prom_u64(b, M("progress_reads_total"), PROM_LABELS("result", "error"),
+		 (uint64_t)op->progress_errors);
+	prom_gauge(b, M("leader"), "1 while this operator leads.", op->leader);
+	prom_family(b, M("actions_total"), PROM_COUNTER, "API actions done, by kind.");
+	for (int k = 0; k <= ACT_EVENT; k++)
+		prom_u64(b, M("actions_total"), PROM_LABELS("action", kind_names[k]),
+			 (uint64_t)op->actions[k]);
+	pthread_mutex_unlock(&op->mu);
+	prom_counter(b, "ddiloco_chaos_kills_total", "Pods deleted by the chaos controller.",
+		     op->chaos ? (uint64_t)chaos_ctl_kills(op->chaos) : 0);
+	prom_gauge(b, M("queue_depth"), "Job keys waiting in the work queue.", wq_len(op->q));
+	prom_family(b, M("cached_objects"), PROM_GAUGE, "Objects in each informer's cache.");
+	for (size_t i = 0; i < 6; i++) {
+		informer_get_stats(infs[i], &st[i]);
+		prom_u64(b, M("cached_objects"), PROM_LABELS("resource", informer_name(infs[i])),
+			 (uint64_t)informer_size(infs[i]));
+	}
+	for (size_t f = 0; f < sizeof(per_inf) / sizeof(per_inf[0]); f++) {
+		prom_family(b, per_inf[f].name, PROM_COUNTER, per_inf[f].help);
+		for (size_t i = 0; i < 6; i++)
+			prom_u64(b, per_inf[f].name,
+				 PROM_LABELS("resource", informer_name(infs[i])),
+				 (uint64_t)*(const long *)((const char *)&st[i] + per_inf[f].off));
+	}
+}
+
+#undef M
+
 static int serve(void *ctx, const char *path, struct buf *b, const char **ct)
 {
 	struct op *op = ctx;
@@ -871,46 +890,8 @@ static int serve(void *ctx, const char *path, struct buf *b, const char **ct)
 	}
 	if (strcmp(path, "/metrics"))
 		return 404;
-	*ct = "text/plain; version=0.0.4";
-	pthread_mutex_lock(&op->mu);
-	buf_printf(b, "# TYPE ddiloco_operator_reconciles_total counter\n"
-		   "ddiloco_operator_reconciles_total %ld\n"
-		   "# TYPE ddiloco_operator_reconcile_errors_total counter\n"
-		   "ddiloco_operator_reconcile_errors_total %ld\n"
-		   "# TYPE ddiloco_operator_status_conflicts_total counter\n"
-		   "ddiloco_operator_status_conflicts_total %ld\n"
-		   "# TYPE ddiloco_operator_status_writes_total counter\n"
-		   "ddiloco_operator_status_writes_total %ld\n"
-		   "# TYPE ddiloco_operator_progress_reads_total counter\n"
-		   "ddiloco_operator_progress_reads_total{result=\"ok\"} %ld\n"
-		   "ddiloco_operator_progress_reads_total{result=\"error\"} %ld\n"
-		   "# TYPE ddiloco_operator_leader gauge\nddiloco_operator_leader %d\n"
-		   "# TYPE ddiloco_operator_actions_total counter\n",
-		   op->reconciles, op->reconcile_errors, op->conflicts,
-		   op->status_writes, op->progress_reads, op->progress_errors,
-		   op->leader);
-	for (int k = 0; k <= ACT_EVENT; k++)
-		buf_printf(b, "ddiloco_operator_actions_total{action=\"%s\"} %ld\n",
-			   kind_names[k], op->actions[k]);
-	pthread_mutex_unlock(&op->mu);
-	buf_printf(b, "# TYPE ddiloco_chaos_kills_total counter\n"
-		   "ddiloco_chaos_kills_total %ld\n",
-		   op->chaos ? chaos_ctl_kills(op->chaos) : 0L);
-	buf_printf(b, "# TYPE ddiloco_operator_queue_depth gauge\n"
-		   "ddiloco_operator_queue_depth %d\n", wq_len(op->q));
-	buf_printf(b, "# TYPE ddiloco_operator_cached_objects gauge\n");
-	for (size_t i = 0; i < 6; i++) {
-		struct informer_stats s;
-
-		informer_get_stats(infs[i], &s);
-		buf_printf(b, "ddiloco_operator_cached_objects{resource=\"%s\"} %d\n",
-			   informer_name(infs[i]), informer_size(infs[i]));
-		buf_printf(b, "ddiloco_operator_lists_total{resource=\"%s\"} %ld\n"
-			   "ddiloco_operator_relists_gone_total{resource=\"%s\"} %ld\n"
-			   "ddiloco_operator_watch_errors_total{resource=\"%s\"} %ld\n",
-			   informer_name(infs[i]), s.lists, informer_name(infs[i]),
-			   s.relists_410, informer_name(infs[i]), s.errors);
-	}
+	*ct = PROM_CONTENT_TYPE;
+	metrics(op, b);
 	return 200;
 }
 

@@ -54,6 +54,24 @@ void status_read_progress(json_t *j, struct obs_progress *p)
 	p->done = json_is_true(json_object_get(j, "done"));
 }
 
+static double or_zero(double v)
+{
+	return isnan(v) ? 0 : v;
+}
+
+void status_progress_from_syncer(const struct syncer_status *s,
+				 struct obs_progress *p)
+{
+	p->have = 1;
+	p->round = (long long)s->round;
+	p->tokens = (long long)s->tokens;
+	p->loss = s->eval_loss;       /* NAN while there is none */
+	p->goodput = or_zero(s->goodput);
+	p->uptime = or_zero(s->uptime);
+	p->elapsed = or_zero(s->elapsed);
+	p->done = s->done;
+}
+
 static json_t *cond_json(const struct condition *c, enum cond_type t,
 			 long long gen)
 {

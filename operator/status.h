@@ -4,8 +4,8 @@
  * their arguments; the PUT is the operator's (operator.c).
  *
  *   status.conditions  <->  struct condition[COND_N]
- *   status.progress    <--  struct obs_progress (also read from the
- *                           syncer's /status, which has the same fields)
+ *   status.progress    <--  struct obs_progress (also from the syncer's
+ *                           /status, read by common/syncer_status)
  *   status.learners    <--  reconcile's counts, each learner's restarts
  *   status.chaos       <--  chaos_ctl_status, else kept as it was
  */
@@ -14,17 +14,22 @@
 
 #include <jansson.h>
 
+#include "common/syncer_status.h"
 #include "operator/reconcile.h"
 
 /* status.conditions into conds (COND_N entries; unknown types skipped). */
 void status_read_conditions(json_t *status, struct condition *conds);
 
 /*
- * Progress from a JSON object with round, tokens, eval_loss or loss,
- * goodput, uptime, elapsed and done (the syncer's /status, or
- * status.progress as written before): *p filled and p->have set.
+ * Progress from status.progress as written before (round, tokens, loss,
+ * goodput, uptime, elapsed, done; eval_loss is read too, ahead of loss):
+ * *p filled and p->have set.
  */
 void status_read_progress(json_t *j, struct obs_progress *p);
+
+/* Progress from the syncer's /status; a figure it did not give reads 0. */
+void status_progress_from_syncer(const struct syncer_status *s,
+				 struct obs_progress *p);
 
 struct status_input {
 	const struct rc_output *out;  /* reconcile's decisions */

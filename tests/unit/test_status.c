@@ -2,7 +2,8 @@
  * status: the job's status built from reconcile's output and read back.
  * Conditions survive the round trip with their times; a loss that is not
  * finite is left out; completionTime only in a terminal phase; status.chaos
- * from the chaos controller, else the one already written.
+ * from the chaos controller, else the one already written; progress from
+ * the syncer's /status as common/syncer_status reads it.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -114,11 +115,35 @@ static void test_progress_prefers_eval_loss(void **state)
 	json_decref(j);
 }
 
+static void test_progress_from_syncer(void **state)
+{
+	const char *body = "{\"round\":9,\"tokens\":4096,\"done\":true,"
+			   "\"eval_loss\":null,\"goodput\":0.5}";
+	struct syncer_status s;
+	struct obs_progress p;
+	struct err e;
+
+	(void)state;
+	assert_int_equal(syncer_status_parse(body, strlen(body), &s, &e), 0);
+	memset(&p, 0, sizeof(p));
+	status_progress_from_syncer(&s, &p);
+	assert_int_equal(p.have, 1);
+	assert_int_equal(p.round, 9);
+	assert_int_equal(p.tokens, 4096);
+	assert_int_equal(p.done, 1);
+	assert_true(isnan(p.loss));           /* no evaluation yet: left out */
+	assert_float_equal(p.goodput, 0.5, 1e-12);
+	assert_float_equal(p.uptime, 0, 0);   /* not given: 0, as before */
+	assert_float_equal(p.elapsed, 0, 0);
+	syncer_status_release(&s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_build_and_read_back),
 		cmocka_unit_test(test_progress_prefers_eval_loss),
+		cmocka_unit_test(test_progress_from_syncer),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
