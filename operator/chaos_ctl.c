@@ -141,9 +141,17 @@ static int kill_pod(void *arg, const struct chaos_kill *kill, struct err *e)
 	else
 		snprintf(x->pod, sizeof(x->pod), "%s-learner-%d", name, kill->index);
 	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", ns, x->pod);
+	/*
+	 * Not a force delete (grace 0): that drops the object while its
+	 * containers still run, and the node agent's own delete of the name,
+	 * already on its way, then lands on the replacement (seen with kwok:
+	 * the scheduler's bind of the new pod answered "not found"). With a
+	 * grace period the node agent stops the containers and removes the
+	 * object itself; the replacement comes after its DELETED event.
+	 */
 	snprintf(body, sizeof(body),
-		 "{\"apiVersion\":\"v1\",\"kind\":\"DeleteOptions\",\"gracePeriodSeconds\":0,"
-		 "\"preconditions\":{\"uid\":\"%s\"}}", uid);
+		 "{\"apiVersion\":\"v1\",\"kind\":\"DeleteOptions\",\"gracePeriodSeconds\":%d,"
+		 "\"preconditions\":{\"uid\":\"%s\"}}", CHAOS_GRACE_SECONDS, uid);
 	if (kube_request(x->k, "DELETE", path, NULL, body, NULL, &st, e) &&
 	    st.code != 404)
 		return -1;
