@@ -38,6 +38,7 @@
 #include "operator/children.h"
 #include "operator/informer.h"
 #include "operator/leader.h"
+#include "operator/podcheck.h"
 #include "operator/reconcile.h"
 #include "operator/workqueue.h"
 
@@ -245,6 +246,8 @@ static void observe_pod(const char *job, json_t *pod, struct obs_pod *p)
 		p->ready_since = 0;
 	p->deleting = json_object_get(json_object_get(pod, "metadata"),
 				      "deletionTimestamp") != NULL;
+	podcheck_blocked(pod, p->reason, sizeof(p->reason), p->message,
+			 sizeof(p->message));
 }
 
 static void read_conditions(json_t *status, struct condition *conds)
@@ -365,8 +368,10 @@ out:
 
 /* ---- acting --------------------------------------------------------- */
 
-static int apply(struct worker *w, const char *api, const char *res,
-		 const char *ns, const char *name, json_t *obj, struct err *e)
+/* Server-side apply; *resp (when not NULL) gets the object as written. */
+static int apply_resp(struct worker *w, const char *api, const char *res,
+		      const char *ns, const char *name, json_t *obj,
+		      json_t **resp, struct err *e)
 {
 	char path[512], full[640];
 	struct kube_status st;
@@ -380,9 +385,15 @@ static int apply(struct worker *w, const char *api, const char *res,
 	body = json_dumps(obj, JSON_COMPACT);
 	json_decref(obj);
 	rc = kube_request(w->k, "PATCH", full, "application/apply-patch+yaml", body,
-			  NULL, &st, e);
+			  resp, &st, e);
 	free(body);
 	return rc;
+}
+
+static int apply(struct worker *w, const char *api, const char *res,
+		 const char *ns, const char *name, json_t *obj, struct err *e)
+{
+	return apply_resp(w, api, res, ns, name, obj, NULL, e);
 }
 
 static int delete_obj(struct worker *w, const char *api, const char *res,
@@ -604,9 +615,20 @@ static int act(struct worker *w, struct job_view *v, struct jobmem *m,
 		snprintf(name, sizeof(name), "%s-syncer", v->name);
 		return delete_obj(w, "/apis/apps/v1", "statefulsets", v->ns, name,
 				  NULL, -1, e);
-	case ACT_APPLY_LEARNER:
+	case ACT_APPLY_LEARNER: {
+		struct learner_mem *lm = &m->learners[a->index];
+		json_t *pod = NULL;
+		const char *uid;
+
 		snprintf(name, sizeof(name), "%s-learner-%d", v->name, a->index);
-		return apply(w, "/api/v1", "pods", v->ns, name, child_learner(&c, a->index), e);
+		if (apply_resp(w, "/api/v1", "pods", v->ns, name,
+			       child_learner(&c, a->index), &pod, e))
+			return -1;
+		uid = jget(pod, "metadata", "uid");
+		snprintf(lm->create_uid, sizeof(lm->create_uid), "%s", uid ? uid : "");
+		json_decref(pod);
+		return 0;
+	}
 	case ACT_DELETE_LEARNER:
 		snprintf(name, sizeof(name), "%s-learner-%d", v->name, a->index);
 		return delete_obj(w, "/api/v1", "pods", v->ns, name, a->uid, -1, e);
@@ -646,6 +668,7 @@ static int sync_job(struct worker *w, const char *key, double *requeue)
 	size_t i, npods;
 	int rc = 0, failed = 0, M;
 	json_t *restarts, *bl;
+	char syncer_reason[64] = "", syncer_message[256] = "";
 
 	memset(&v, 0, sizeof(v));
 	memset(&in, 0, sizeof(in));
@@ -694,6 +717,9 @@ static int sync_job(struct worker *w, const char *key, double *requeue)
 		const char *role = json_string_value(json_object_get(json_object_get(
 			json_object_get(pod, "metadata"), "labels"), LABEL_ROLE));
 
+		if (role && !strcmp(role, "syncer") && !syncer_reason[0])
+			podcheck_blocked(pod, syncer_reason, sizeof(syncer_reason),
+					 syncer_message, sizeof(syncer_message));
 		if (!ou || !v.uid || strcmp(ou, v.uid))
 			continue;   /* an older job's pod, or the syncer's */
 		if (!role || strcmp(role, "learner"))
@@ -759,6 +785,14 @@ static int sync_job(struct worker *w, const char *key, double *requeue)
 	read_conditions(status, in.conds);
 	in.pods = obs;
 	in.progress = m->progress;
+	in.syncer_reason = syncer_reason;
+	in.syncer_message = syncer_message;
+	for (int k = 0; k < M; k++) {
+		struct learner_mem *lm = &m->learners[k];
+
+		if (lm->create_sent > 0 && lm->create_uid[0])
+			lm->create_gone = informer_deleted(op->pods, lm->create_uid);
+	}
 
 	if (reconcile(&in, m->learners, &out)) {
 		rc = -1;
