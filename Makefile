@@ -10,6 +10,8 @@
 #   make image        the container image ddiloco:VERSION and :latest (Docker)
 #   make test-image   the image's tests: the Kubernetes pod layout in Docker
 #   make cluster-up     build (once, cached) and start the test control plane
+#   make cluster-up E2E=1  the same with a real node (kubelet, containerd,
+#                       CoreDNS) that runs the image's pods; make e2e-up too
 #   make cluster-down   stop it
 #   make test-k8s       cluster-up, every tests/k8s/test_*.sh, cluster-down
 #   make test-e2e       helm install + a job with chaos trained through real
@@ -54,7 +56,7 @@ BENCH_SRCS := $(wildcard bench/*.c)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 
 .PHONY: all deps test check bench run clean unit integration \
-        k8s-build cluster-up cluster-down test-k8s test-e2e image test-image
+        k8s-build cluster-up e2e-up cluster-down test-k8s test-e2e image test-image
 all: $(BIN)
 
 deps:
@@ -126,10 +128,13 @@ test-image: image
 
 # A real Kubernetes control plane for tests/k8s (docs/k8s-testing.md).
 K8S_CLUSTER := tests/k8s/cluster
+E2E ?= 0
 k8s-build:
-	@$(K8S_CLUSTER)/build.sh
-cluster-up: k8s-build
-	@$(K8S_CLUSTER)/up.sh
+	@E2E=$(E2E) $(K8S_CLUSTER)/build.sh
+cluster-up: k8s-build $(if $(filter-out 0,$(E2E)),image)
+	@E2E=$(E2E) $(K8S_CLUSTER)/up.sh
+e2e-up:
+	@$(MAKE) --no-print-directory cluster-up E2E=1
 cluster-down:
 	@$(K8S_CLUSTER)/down.sh
 test-k8s: deps

@@ -5,6 +5,7 @@
 #
 #   build.sh            build whatever is missing, then print versions
 #   build.sh NAME...    only those (kube-apiserver, etcd, kwok, helm, ...)
+#   E2E=1 build.sh      also the real node's kubelet and coredns
 #
 # Environment: DDILOCO_K8S_CACHE (default $HOME/.cache/ddiloco-k8s).
 set -eu
@@ -64,8 +65,11 @@ build() {
 
 build_one() {
 	case $1 in
-	kube-apiserver|kube-controller-manager|kube-scheduler|kubectl)
+	kube-apiserver|kube-controller-manager|kube-scheduler|kubectl|kubelet)
 		build "$1" kube "k8s.io/kubernetes/cmd/$1" "$KV_LDFLAGS" ;;
+	coredns)
+		build coredns coredns . \
+			"-s -w -X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION" ;;
 	etcd)
 		build etcd etcd go.etcd.io/etcd/server/v3 \
 			"-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=$ETCD_VERSION" ;;
@@ -81,6 +85,8 @@ build_one() {
 }
 
 ALL="etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubectl helm"
+# the real node's binaries (make cluster-up E2E=1, docs/k8s-testing.md)
+[ "${E2E:-0}" != 0 ] && ALL="$ALL kubelet coredns"
 [ $# -gt 0 ] && ALL=$*
 
 t_all=$(now)
@@ -101,6 +107,7 @@ for b in $ALL; do
 	etcd) v=$("$BIN/etcd" --version 2>&1 | head -1) ;;
 	kubectl) v=$("$BIN/kubectl" version --client 2>&1 | head -1) ;;
 	helm) v=$("$BIN/helm" version --short 2>&1 | head -1) ;;
+	coredns) v=$("$BIN/coredns" -version 2>&1 | head -1) ;;
 	kwok) v=$("$BIN/kwok" --version 2>&1 | head -1) ;;
 	*) v=$("$BIN/$b" --version 2>&1 | head -1) ;;
 	esac

@@ -15,8 +15,22 @@ NODES=${DDILOCO_K8S_NODES:-3}
 # (outside $RUN, which down removes), so runs from two checkouts queue
 # instead of stopping each other's processes.
 LOCK=$RUN.lock
-# stop order is the reverse of this
-COMPONENTS="etcd kube-apiserver kube-controller-manager kube-scheduler kwok"
+# stop order is the reverse of this; the last three run only on a
+# cluster with the real node (E2E=1, node.sh)
+COMPONENTS="etcd kube-apiserver kube-controller-manager kube-scheduler kwok containerd coredns kubelet"
+# The real node: its state, its bridge and pod subnet (a /24 of its own,
+# the bridge is the gateway and the node's address), its local ports.
+NODE=$RUN/node
+NODE_NAME=e2e-node
+BRIDGE=ddl0
+POD_NET=${DDILOCO_K8S_POD_NET:-10.244.0}
+POD_SUBNET=$POD_NET.0/24
+POD_PREFIX=24
+POD_GW=$POD_NET.1
+CNI_BIN=/usr/lib/cni
+KUBELET_HEALTHZ_PORT=${DDILOCO_K8S_KUBELET_HEALTHZ_PORT:-16248}
+COREDNS_HEALTH_PORT=${DDILOCO_K8S_COREDNS_HEALTH_PORT:-16080}
+COREDNS_READY_PORT=${DDILOCO_K8S_COREDNS_READY_PORT:-16181}
 
 die() {
 	echo "cluster: $*" >&2
@@ -65,6 +79,7 @@ pid_of() {
 all_running() {
 	local c
 	for c in $COMPONENTS; do
+		case $c in containerd | coredns | kubelet) [ -d "$NODE" ] || continue ;; esac
 		pid_of "$c" >/dev/null || return 1
 	done
 }

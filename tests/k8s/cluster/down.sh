@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Stop exactly the processes up.sh started (by the pids it recorded, and
-# only while each still runs the binary it started), then remove
-# /tmp/ddiloco-k8s. Harmless when nothing runs.
+# only while each still runs the binary it started), clean up after the
+# real node (node.sh clean), then remove /tmp/ddiloco-k8s. Harmless when
+# nothing runs, and after a kill -9 of everything.
 set -uo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -22,5 +23,8 @@ for c in $(echo "$COMPONENTS" | tr ' ' '\n' | tac); do
 	fi
 	stopped=$((stopped + 1))
 done
-rm -rf "$RUN"
+# what the real node left: containers, shims, mounts, bridge, rules
+"$HERE/node.sh" clean
+# never across a mount a container's volume left behind
+rm -rf --one-file-system "$RUN"
 echo "cluster-down: stopped $stopped processes"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Start the test control plane on loopback: etcd, kube-apiserver,
-# kube-controller-manager, kube-scheduler and kwok with fake nodes.
+# kube-controller-manager, kube-scheduler and kwok with fake nodes; with
+# E2E=1 also a real node (node.sh: containerd, kubelet, CoreDNS).
 # Idempotent: when everything it started is still running and the
 # apiserver is ready, it says so and exits 0.
 #
@@ -13,10 +14,17 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/common.sh"
 take_lock
+E2E=${E2E:-0}
+[ "$E2E" = 0 ] && E2E=""
 
 if all_running && api_ready; then
-	echo "cluster-up: already up ($KUBE_SERVER)"
-	exit 0
+	if [ -z "$E2E" ] || [ -d "$NODE" ]; then
+		echo "cluster-up: already up ($KUBE_SERVER)"
+		exit 0
+	fi
+	# the node's identities are in the apiserver's token file: start afresh
+	echo "cluster-up: up without the real node; restarting with it"
+	"$HERE/down.sh"
 fi
 if [ -d "$RUN/pids" ] && [ -n "$(ls -A "$RUN/pids" 2>/dev/null)" ]; then
 	echo "cluster-up: a previous cluster is partly running; stopping it first"
@@ -28,6 +36,20 @@ for b in etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubectl
 		die "missing $BIN/$b: run tests/k8s/cluster/build.sh (make cluster-up does)"
 	fi
 done
+# what differs with the real node (node.sh)
+APISERVER_NODE_ARGS=()
+KCM_CONTROLLERS='*,-endpoint,-endpointslice,-endpointslicemirroring'
+KWOK_NODES=--manage-all-nodes=true
+if [ -n "$E2E" ]; then
+	# the apiserver's client certificate toward the kubelet (logs, exec)
+	APISERVER_NODE_ARGS=(--kubelet-client-certificate="$RUN/pki/kubelet-client.crt"
+		--kubelet-client-key="$RUN/pki/kubelet-client.key")
+	# CoreDNS answers from EndpointSlices; kwok pods' loopback addresses
+	# are refused there, real pods' bridge addresses are not
+	KCM_CONTROLLERS='*'
+	# kwok fakes only its own nodes, never the real node's pods
+	KWOK_NODES=--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake
+fi
 
 for p in "$ETCD_PORT" "$ETCD_PEER_PORT" "$API_PORT"; do
 	if port_busy "$p"; then
@@ -75,6 +97,7 @@ $SCHED_TOKEN,system:kube-scheduler,system:kube-scheduler
 $KWOK_TOKEN,kwok-controller,kwok-controller,"system:masters"
 EOF
 chmod 600 "$PKI/tokens.csv"
+[ -n "$E2E" ] && "$HERE/node.sh" pki
 
 # kubeconfig FILE USER TOKEN
 kubeconfig() {
@@ -144,6 +167,7 @@ start kube-apiserver "$BIN/kube-apiserver" \
 	--profiling=false \
 	--enable-priority-and-fairness=false \
 	--cert-dir="$PKI" \
+	"${APISERVER_NODE_ARGS[@]}" \
 	--v=1
 wait_for "kube-apiserver" 120 api_ready
 
@@ -156,7 +180,7 @@ start kube-controller-manager "$BIN/kube-controller-manager" \
 	--use-service-account-credentials=true \
 	--leader-elect=false \
 	--secure-port=0 \
-	--controllers='*,-endpoint,-endpointslice,-endpointslicemirroring' \
+	--controllers="$KCM_CONTROLLERS" \
 	--concurrent-gc-syncs=5 \
 	--profiling=false \
 	--v=1
@@ -168,11 +192,11 @@ start kube-scheduler "$BIN/kube-scheduler" \
 	--profiling=false \
 	--v=1
 
-# kwok manages every node: there are no real ones. Pod IPs come from a
+# kwok manages every node but the real one. Pod IPs come from a
 # loopback range so that nothing here ever points at another network.
 start kwok "$BIN/kwok" \
 	--kubeconfig="$RUN/kwok.kubeconfig" \
-	--manage-all-nodes=true \
+	"$KWOK_NODES" \
 	--cidr="$POD_CIDR" \
 	--node-ip=127.0.0.1 \
 	--node-lease-duration-seconds=40 \
@@ -195,6 +219,7 @@ metadata:
     kubernetes.io/os: linux
     kubernetes.io/arch: amd64
     node-role.kubernetes.io/agent: ""
+$([ -n "$E2E" ] && printf '%s\n' "spec:" "  taints: [{key: kwok.x-k8s.io/node, value: fake, effect: NoSchedule}]")
 status:
   allocatable: {cpu: "32", memory: 256Gi, pods: "110"}
   capacity: {cpu: "32", memory: 256Gi, pods: "110"}
@@ -215,6 +240,11 @@ wait_for "$NODES fake nodes Ready" 60 nodes_ready
 wait_for "controller manager (default service account)" 60 \
 	"$BIN/kubectl" --kubeconfig="$RUN/kubeconfig" get serviceaccount default
 
+# the real node, once the control plane works
+if [ -n "$E2E" ]; then
+	"$HERE/node.sh" up || die "the real node did not come up (logs: $RUN/logs)"
+fi
+
 cat >"$RUN/env" <<EOF
 KUBECONFIG=$RUN/kubeconfig
 KUBE_SERVER=$KUBE_SERVER
@@ -226,5 +256,5 @@ export KUBECONFIG KUBE_SERVER KUBE_TOKEN KUBE_CA KUBECTL HELM
 EOF
 chmod 600 "$RUN/env"
 
-echo "cluster-up: ready in $(($(date +%s) - t0)) s: $KUBE_SERVER, $NODES kwok nodes"
+echo "cluster-up: ready in $(($(date +%s) - t0)) s: $KUBE_SERVER, $NODES kwok nodes${E2E:+, real node $NODE_NAME}"
 echo "cluster-up: kubeconfig $RUN/kubeconfig, env $RUN/env (. $RUN/env)"
