@@ -99,7 +99,7 @@ K() { "$KUBECTL" "$@"; }
 # the image as built now, not as the node got it at cluster-up
 t0=$(now)
 docker save ddiloco:latest | ctr --address "$NODE/containerd.sock" --namespace k8s.io \
-	images import - >/dev/null || fail "import ddiloco:latest into the node's containerd"
+	images import --snapshotter native - >/dev/null || fail "import ddiloco:latest into the node's containerd"
 say "ddiloco:latest imported into the node in $(elapsed "$t0") s"
 
 echo "--- kubectl get nodes -o wide"
