@@ -143,11 +143,11 @@ static int kill_pod(void *arg, const struct chaos_kill *kill, struct err *e)
 	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", ns, x->pod);
 	/*
 	 * Not a force delete (grace 0): that drops the object while its
-	 * containers still run, and the node agent's own delete of the name,
-	 * already on its way, then lands on the replacement (seen with kwok:
-	 * the scheduler's bind of the new pod answered "not found"). With a
-	 * grace period the node agent stops the containers and removes the
-	 * object itself; the replacement comes after its DELETED event.
+	 * containers still run, so a replacement could run beside them.
+	 * With a grace period the kubelet stops the containers and removes
+	 * the object itself; the replacement comes after its DELETED event.
+	 * (kwok deletes by name, at times twice, and can still hit the
+	 * replacement: the operator sees that uid deleted and recreates.)
 	 */
 	snprintf(body, sizeof(body),
 		 "{\"apiVersion\":\"v1\",\"kind\":\"DeleteOptions\",\"gracePeriodSeconds\":%d,"
