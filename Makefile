@@ -14,6 +14,8 @@
 #                       CoreDNS) that runs the image's pods; make e2e-up too
 #   make cluster-down   stop it
 #   make test-k8s       cluster-up, every tests/k8s/test_*.sh, cluster-down
+#   make test-e2e       helm install + a job with chaos trained through real
+#                       pods on a real node (tests/k8s/e2e/test_e2e.sh)
 
 BUILD   ?= build
 SAN     ?=
@@ -54,7 +56,7 @@ BENCH_SRCS := $(wildcard bench/*.c)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 
 .PHONY: all deps test check bench run clean unit integration \
-        k8s-build cluster-up e2e-up cluster-down test-k8s image test-image
+        k8s-build cluster-up e2e-up cluster-down test-k8s test-e2e image test-image
 all: $(BIN)
 
 deps:
@@ -138,5 +140,11 @@ cluster-down:
 test-k8s: deps
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) bash tests/k8s/run.sh
+# the real node's binaries (kubelet, CoreDNS) are built too; a cluster up
+# with its real node is used as it is, else one is brought up and down
+test-e2e: deps
+	@$(MAKE) --no-print-directory image
+	@E2E=1 $(K8S_CLUSTER)/build.sh
+	@BUILD=$(BUILD) bash tests/k8s/e2e/test_e2e.sh
 
 -include $(OBJS:.o=.d) $(BUILD)/obj/main.d

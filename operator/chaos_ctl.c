@@ -129,9 +129,17 @@ static int kill_pod(void *arg, const struct chaos_kill *kill, struct err *e)
 		       kill->index, x->pod, sizeof(x->pod)))
 		return err_set(e, "pod name of job '%s' too long", name);
 	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", ns, x->pod);
+	/*
+	 * Not a force delete (grace 0): that drops the object while its
+	 * containers still run, so a replacement could run beside them.
+	 * With a grace period the kubelet stops the containers and removes
+	 * the object itself; the replacement comes after its DELETED event.
+	 * (kwok deletes by name, at times twice, and can still hit the
+	 * replacement: the operator sees that uid deleted and recreates.)
+	 */
 	snprintf(body, sizeof(body),
-		 "{\"apiVersion\":\"v1\",\"kind\":\"DeleteOptions\",\"gracePeriodSeconds\":0,"
-		 "\"preconditions\":{\"uid\":\"%s\"}}", uid);
+		 "{\"apiVersion\":\"v1\",\"kind\":\"DeleteOptions\",\"gracePeriodSeconds\":%d,"
+		 "\"preconditions\":{\"uid\":\"%s\"}}", CHAOS_GRACE_SECONDS, uid);
 	if (kube_request(x->k, "DELETE", path, NULL, body, NULL, &st, e) &&
 	    st.code != 404)
 		return -1;

@@ -3,7 +3,9 @@
  * spec.chaos is enabled and whose phase is Running or Restarting, it runs
  * the job's common/chaos schedule (the same one `ddiloco run` uses) on
  * the clock of status.startTime, and executes each kill by deleting the
- * chosen pod with grace period 0, like a crash:
+ * chosen pod with a grace period of CHAOS_GRACE_SECONDS (SIGTERM, then
+ * SIGKILL: close to a crash, but the object stays until its containers
+ * are stopped, so no replacement ever runs beside them):
  *
  *   learner-<i>   pod <job>-learner-<i>
  *   sidecar-<i>   pod <job>-learner-<i> too: the API cannot kill one
@@ -29,6 +31,8 @@
 
 #include "operator/informer.h"
 #include "operator/kube.h"
+
+#define CHAOS_GRACE_SECONDS 1
 
 struct chaos_ctl;
 

@@ -37,6 +37,8 @@ struct informer {
 	int synced;
 	char rv[64];                  /* last resourceVersion seen */
 	int gone;                     /* an in-stream 410 arrived */
+	char deleted[INFORMER_DELETED][64];   /* ring of deleted uids */
+	int ndeleted;
 	struct informer_stats st;
 };
 
@@ -87,6 +89,22 @@ static int key_of(json_t *obj, char *key, size_t n)
 		return -1;
 	snprintf(key, n, "%s/%s", ns ? ns : "", name);
 	return 0;
+}
+
+static const char *uid_of(json_t *obj)
+{
+	return json_string_value(json_object_get(json_object_get(obj, "metadata"),
+						 "uid"));
+}
+
+/* Under inf->mu. */
+static void note_deleted(struct informer *inf, json_t *obj)
+{
+	const char *uid = uid_of(obj);
+
+	if (uid && uid[0])
+		snprintf(inf->deleted[inf->ndeleted++ % INFORMER_DELETED],
+			 sizeof(inf->deleted[0]), "%s", uid);
 }
 
 static const char *rv_of(json_t *obj)
@@ -155,6 +173,13 @@ static int relist(struct informer *inf, struct kube *k, struct err *e)
 	inf->synced = 1;
 	inf->st.lists++;
 	json_incref(fresh);
+	json_object_foreach(old, key, obj) {
+		json_t *now = json_object_get(fresh, key);
+		const char *u = uid_of(obj), *nu = now ? uid_of(now) : NULL;
+
+		if (!now || (u && nu && strcmp(u, nu)))
+			note_deleted(inf, obj);   /* gone, or replaced */
+	}
 	pthread_mutex_unlock(&inf->mu);
 
 	json_object_foreach_safe(old, tmp, key, obj)
@@ -197,9 +222,14 @@ static int on_event(void *arg, enum kube_event type, json_t *obj)
 		return 0;
 	}
 	trim(inf, obj);
-	if (type == KUBE_DELETED)
-		json_object_del(inf->cache, key);
-	else
+	if (type == KUBE_DELETED) {
+		const char *u = uid_of(obj);
+		const char *cu = uid_of(json_object_get(inf->cache, key));
+
+		note_deleted(inf, obj);
+		if (!u || !cu || !strcmp(u, cu))
+			json_object_del(inf->cache, key);
+	} else
 		json_object_set(inf->cache, key, obj);
 	pthread_mutex_unlock(&inf->mu);
 	inf->fn(inf->ctx, type, obj);
@@ -356,6 +386,20 @@ int informer_size(struct informer *inf)
 	n = (int)json_object_size(inf->cache);
 	pthread_mutex_unlock(&inf->mu);
 	return n;
+}
+
+int informer_deleted(struct informer *inf, const char *uid)
+{
+	int n, found = 0;
+
+	if (!uid || !uid[0])
+		return 0;
+	pthread_mutex_lock(&inf->mu);
+	n = inf->ndeleted < INFORMER_DELETED ? inf->ndeleted : INFORMER_DELETED;
+	for (int i = 0; i < n && !found; i++)
+		found = !strcmp(inf->deleted[i], uid);
+	pthread_mutex_unlock(&inf->mu);
+	return found;
 }
 
 void informer_get_stats(struct informer *inf, struct informer_stats *out)

@@ -12,6 +12,8 @@
  *
  * The handler is called on the informer's thread after the cache is
  * updated; it must be quick (the operator only queues a key).
+ * A DELETED event removes the cached object only when the uids agree:
+ * the object of a name is never dropped for an older one of that name.
  * Cached objects lose metadata.managedFields, and whatever a trim
  * function set before the start removes (memory: at 100 jobs x 16
  * learners the pods are most of the operator's resident set).
@@ -24,6 +26,7 @@
 #include "operator/kube.h"
 
 #define INFORMER_PAGE 500
+#define INFORMER_DELETED 256     /* uids of recent deletions kept */
 
 typedef void (*informer_fn)(void *ctx, enum kube_event type, json_t *obj);
 /* Removes from obj, in place, the fields nobody reads. */
@@ -58,6 +61,13 @@ json_t *informer_select(struct informer *inf, const char *ns,
 /* The keys "ns/name" of every cached object. */
 json_t *informer_keys(struct informer *inf);
 int informer_size(struct informer *inf);
+/*
+ * 1 when the object with this uid was reported DELETED (by the watch or
+ * as vanished at a relist) among the last INFORMER_DELETED deletions.
+ * The operator's expectation that a pod it just created shows up in the
+ * cache ends there: the pod came and went before a pass saw it.
+ */
+int informer_deleted(struct informer *inf, const char *uid);
 void informer_get_stats(struct informer *inf, struct informer_stats *out);
 const char *informer_name(const struct informer *inf);
 

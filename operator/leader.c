@@ -2,7 +2,7 @@
  * leader: GET the Lease; create it when missing; renew it when ours;
  * take it over when its renewTime has not moved for a lease duration as
  * measured by our monotonic clock (clocks of two machines are never
- * compared).
+ * compared). Release deletes the Lease when it is still ours.
  */
 #include "operator/leader.h"
 
@@ -128,22 +128,34 @@ out:
 
 void leader_release(struct leader *l)
 {
-	char path[512];
+	char path[512], body[256];
 	struct kube_status st;
-	json_t *lease = NULL;
-	char *body;
+	json_t *lease = NULL, *meta;
+	const char *holder, *rv, *uid;
 
 	if (!l->is_leader)
 		return;
+	l->is_leader = 0;
 	snprintf(path, sizeof(path),
 		 "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s", l->ns, l->name);
 	if (kube_request(l->k, "GET", path, NULL, NULL, &lease, &st, NULL))
 		return;
-	json_object_set_new(json_object_get(lease, "spec"), "holderIdentity",
-			    json_string(""));
-	body = json_dumps(lease, JSON_COMPACT);
-	kube_request(l->k, "PUT", path, NULL, body, NULL, &st, NULL);
-	free(body);
+	meta = json_object_get(lease, "metadata");
+	holder = json_string_value(json_object_get(json_object_get(lease, "spec"),
+						   "holderIdentity"));
+	rv = json_string_value(json_object_get(meta, "resourceVersion"));
+	uid = json_string_value(json_object_get(meta, "uid"));
+	/*
+	 * Deleted, not left with an empty holder: an uninstalled operator
+	 * leaves no Lease behind, and a standby creates it afresh. The
+	 * preconditions make sure it is still the one we held as read.
+	 */
+	if (holder && !strcmp(holder, l->identity) && rv && uid) {
+		snprintf(body, sizeof(body),
+			 "{\"apiVersion\":\"v1\",\"kind\":\"DeleteOptions\","
+			 "\"preconditions\":{\"uid\":\"%s\",\"resourceVersion\":\"%s\"}}",
+			 uid, rv);
+		kube_request(l->k, "DELETE", path, NULL, body, NULL, &st, NULL);
+	}
 	json_decref(lease);
-	l->is_leader = 0;
 }

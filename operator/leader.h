@@ -34,7 +34,7 @@ void leader_init(struct leader *l, struct kube *k, const char *ns,
  * keeps acting until the renew deadline has passed).
  */
 int leader_try(struct leader *l, struct err *e);
-/* Gives the Lease up (renewTime in the past) when held. */
+/* Gives the Lease up when held: deletes it if it is still ours. */
 void leader_release(struct leader *l);
 
 #endif

@@ -44,6 +44,7 @@
 #include "operator/children.h"
 #include "operator/informer.h"
 #include "operator/leader.h"
+#include "operator/podcheck.h"
 #include "operator/reconcile.h"
 #include "operator/status.h"
 #include "operator/workqueue.h"
@@ -236,6 +237,7 @@ struct pass {
 	struct err spec_err;
 	struct jobmem *m;
 	struct obs_pod *pods;
+	char syncer_reason[64], syncer_message[256];   /* why it cannot start */
 	struct rc_input in;
 	struct rc_output out;
 };
@@ -285,6 +287,8 @@ static void observe_pod(const char *job, json_t *pod, struct obs_pod *p)
 		p->ready_since = 0;
 	p->deleting = json_object_get(json_object_get(pod, "metadata"),
 				      "deletionTimestamp") != NULL;
+	podcheck_blocked(pod, p->reason, sizeof(p->reason), p->message,
+			 sizeof(p->message));
 }
 
 static void status_url(const struct op *op, const char *job, const char *ns,
@@ -376,6 +380,9 @@ static int observe_learners(struct op *op, struct pass *p)
 		const char *role = json_string_value(json_object_get(json_object_get(
 			json_object_get(pod, "metadata"), "labels"), LABEL_ROLE));
 
+		if (role && !strcmp(role, "syncer") && !p->syncer_reason[0])
+			podcheck_blocked(pod, p->syncer_reason, sizeof(p->syncer_reason),
+					 p->syncer_message, sizeof(p->syncer_message));
 		if (!ou || !p->uid || strcmp(ou, p->uid))
 			continue;   /* an older job's pod, or the syncer's */
 		if (!role || strcmp(role, "learner"))
@@ -384,7 +391,21 @@ static int observe_learners(struct op *op, struct pass *p)
 	}
 	json_decref(pods);
 	p->in.pods = p->pods;
+	p->in.syncer_reason = p->syncer_reason;
+	p->in.syncer_message = p->syncer_message;
 	return 0;
+}
+
+/* A learner pod we created and the pod informer has since seen deleted
+ * (maybe before the cache ever showed it) is gone: reconcile recreates it. */
+static void observe_replacements(struct op *op, struct pass *p)
+{
+	for (int k = 0; k < p->js.learners.replicas; k++) {
+		struct learner_mem *lm = &p->m->learners[k];
+
+		if (lm->create_sent > 0 && lm->create_uid[0])
+			lm->create_gone = informer_deleted(op->pods, lm->create_uid);
+	}
 }
 
 static int cached(struct informer *inf, const char *ns, const char *job,
@@ -480,13 +501,16 @@ static int observe(struct worker *w, const char *key, struct pass *p)
 	observe_children(w->op, p);
 	observe_progress(w, p);
 	observe_job(p);
+	observe_replacements(w->op, p);
 	return 0;
 }
 
 /* ---- apply: reconcile's actions as API calls ------------------------ */
 
-static int apply(struct worker *w, const char *api, const char *res,
-		 const char *ns, const char *name, json_t *obj, struct err *e)
+/* Server-side apply; *resp (when not NULL) gets the object as written. */
+static int apply_resp(struct worker *w, const char *api, const char *res,
+		      const char *ns, const char *name, json_t *obj,
+		      json_t **resp, struct err *e)
 {
 	char path[512], full[640];
 	struct kube_status st;
@@ -500,9 +524,15 @@ static int apply(struct worker *w, const char *api, const char *res,
 	body = json_dumps(obj, JSON_COMPACT);
 	json_decref(obj);
 	rc = kube_request(w->k, "PATCH", full, "application/apply-patch+yaml", body,
-			  NULL, &st, e);
+			  resp, &st, e);
 	free(body);
 	return rc;
+}
+
+static int apply(struct worker *w, const char *api, const char *res,
+		 const char *ns, const char *name, json_t *obj, struct err *e)
+{
+	return apply_resp(w, api, res, ns, name, obj, NULL, e);
 }
 
 static int delete_obj(struct worker *w, const char *api, const char *res,
@@ -558,6 +588,23 @@ static int event_repeated(struct jobmem *m, const char *reason, const char *msg)
 			return 1;
 	snprintf(m->sent[m->nsent % 8].text, sizeof(m->sent[0].text), "%s", text);
 	m->sent[m->nsent++ % 8].at = now;
+	return 0;
+}
+
+/* A learner pod's apply keeps the uid it got back: if that pod is seen
+ * deleted before the cache ever showed it, the learner counts as gone. */
+static int apply_learner(struct worker *w, struct pass *p, int index,
+			 const char *name, json_t *obj, struct err *e)
+{
+	struct learner_mem *lm = &p->m->learners[index];
+	json_t *pod = NULL;
+	const char *uid;
+
+	if (apply_resp(w, "/api/v1", "pods", p->ns, name, obj, &pod, e))
+		return -1;
+	uid = jget(pod, "metadata", "uid");
+	snprintf(lm->create_uid, sizeof(lm->create_uid), "%s", uid ? uid : "");
+	json_decref(pod);
 	return 0;
 }
 
@@ -621,6 +668,8 @@ static int act(struct worker *w, struct pass *p, const struct rc_action *a,
 	if (a->kind == ACT_DELETE_LEARNER)
 		return delete_obj(w, targets[a->kind].api, targets[a->kind].res, p->ns,
 				  name, a->uid, -1, e);
+	if (a->kind == ACT_APPLY_LEARNER)
+		return apply_learner(w, p, a->index, name, build_child(&c, a), e);
 	return apply(w, targets[a->kind].api, targets[a->kind].res, p->ns, name,
 		     build_child(&c, a), e);
 }

@@ -23,7 +23,7 @@ static const char *phase_names[] = {
 };
 
 static const char *cond_names[COND_N] = {
-	"Created", "Running", "Succeeded", "Failed", "Suspended",
+	"Created", "Running", "Succeeded", "Failed", "Suspended", "PodsReady",
 };
 
 const char *job_phase_name(enum job_phase p)
@@ -149,6 +149,9 @@ static void terminal(const struct rc_input *in, struct rc_output *o,
 	if (o->conds[COND_RUNNING].set && o->conds[COND_RUNNING].status)
 		cond_set(&o->conds[COND_RUNNING], 0, "JobFinished",
 			 "the job has finished", now);
+	if (o->conds[COND_PODS_READY].set && o->conds[COND_PODS_READY].status)
+		cond_set(&o->conds[COND_PODS_READY], 0, "JobFinished",
+			 "the job has finished", now);
 	if (ttl >= 0 && o->completion_time > 0) {
 		double due = o->completion_time + ttl;
 
@@ -189,6 +192,8 @@ static void learners(const struct rc_input *in, struct learner_mem *mem,
 
 		if (p) {
 			m->create_sent = 0;
+			m->create_uid[0] = '\0';
+			m->create_gone = 0;
 			m->seen = 1;
 			if (p->deleting)
 				continue;
@@ -202,6 +207,14 @@ static void learners(const struct rc_input *in, struct learner_mem *mem,
 			    in->now - p->ready_since >= RC_STABLE_SECONDS)
 				m->fails = 0;
 			continue;
+		}
+		if (m->create_sent > 0 && m->create_gone) {
+			/* made and deleted before this cache showed it (a
+			 * stale delete of the old name): gone, not pending */
+			m->create_sent = 0;
+			m->create_uid[0] = '\0';
+			m->create_gone = 0;
+			m->seen = 1;
 		}
 		if (m->create_sent > 0) {
 			double age = in->now - m->create_sent;
@@ -237,6 +250,59 @@ static void learners(const struct rc_input *in, struct learner_mem *mem,
 		event(o, 0, "LearnerRecreated",
 		      "learner %d recreated (restart %d, backoff %.0fs)", i,
 		      m->restarts, rc_backoff(m->fails));
+	}
+}
+
+/*
+ * PodsReady: the first pod that cannot start names the reason; an Event
+ * goes out when that reason first appears.
+ */
+static void pods_ready(const struct rc_input *in, int M, struct rc_output *o,
+		       const char *now)
+{
+	struct condition *c = &o->conds[COND_PODS_READY];
+	const struct obs_pod *b = NULL;
+	const char *reason = NULL;
+	char msg[256];
+	int nb = 0;
+
+	for (int i = 0; i < in->npods; i++) {
+		const struct obs_pod *p = &in->pods[i];
+
+		if (p->index < 0 || p->index >= M || p->deleting || p->ready ||
+		    !p->reason[0])
+			continue;
+		if (!b)
+			b = p;
+		nb++;
+	}
+	if (in->syncer_reason && in->syncer_reason[0] && !in->syncer_ready) {
+		reason = in->syncer_reason;
+		snprintf(msg, sizeof(msg), "syncer: %s",
+			 in->syncer_message ? in->syncer_message : "");
+	} else if (b) {
+		reason = b->reason;
+		if (nb > 1)
+			snprintf(msg, sizeof(msg), "learner %d (and %d more): %s",
+				 b->index, nb - 1, b->message);
+		else
+			snprintf(msg, sizeof(msg), "learner %d: %s", b->index,
+				 b->message);
+	}
+	if (reason) {
+		if (!c->set || c->status || strcmp(c->reason, reason))
+			event(o, 1, reason, "%s", msg);
+		cond_set(c, 0, reason, msg, now);
+		return;
+	}
+	if (o->ready == M && in->syncer_ready) {
+		snprintf(msg, sizeof(msg), "%d/%d learners ready, syncer ready",
+			 o->ready, M);
+		cond_set(c, 1, "AllPodsReady", msg, now);
+	} else {
+		snprintf(msg, sizeof(msg), "%d/%d learners ready, syncer %s",
+			 o->ready, M, in->syncer_ready ? "ready" : "not ready");
+		cond_set(c, 0, "PodsStarting", msg, now);
 	}
 }
 
@@ -303,6 +369,9 @@ int reconcile(const struct rc_input *in, struct learner_mem *mem,
 			 "spec.suspend is true", now);
 		cond_set(&o->conds[COND_RUNNING], 0, "JobSuspended",
 			 "spec.suspend is true", now);
+		if (o->conds[COND_PODS_READY].set)
+			cond_set(&o->conds[COND_PODS_READY], 0, "JobSuspended",
+				 "spec.suspend is true", now);
 		for (int i = 0; i < M; i++) {
 			mem[i].not_before = 0;
 			mem[i].create_sent = 0;
@@ -394,6 +463,7 @@ int reconcile(const struct rc_input *in, struct learner_mem *mem,
 	if (o->conds[COND_SUSPENDED].set && o->conds[COND_SUSPENDED].status)
 		cond_set(&o->conds[COND_SUSPENDED], 0, "JobResumed",
 			 "spec.suspend is false", now);
+	pods_ready(in, M, o, now);
 out:
 	free(seen);
 	return 0;

@@ -14,6 +14,17 @@
  *                       learner pod is deleted, a missing one recreated
  *                       after its own backoff; the others are left alone
  *
+ * A learner is recreated only once its old pod is gone from the cache
+ * (the DELETED event): a pod with a deletionTimestamp still holds the
+ * name and blocks its replacement. The replacement's apply is expected
+ * in the cache for RC_EXPECT_SECONDS, unless the cache reports the uid
+ * that apply answered with deleted first (create_gone): then it came and
+ * went unseen, and counts as gone at once.
+ *
+ * Condition PodsReady: True when every learner and the syncer are ready;
+ * False with the pod's own reason (Unschedulable, ImagePullBackOff, ...)
+ * and message when one cannot start, else PodsStarting.
+ *
  * Phase: Succeeded when the syncer says done or every learner exited 0;
  * Failed when learner recreations pass spec.backoffLimit; Running when the
  * syncer is ready and at least minQuorum learners are; Restarting when a
@@ -39,6 +50,9 @@ struct obs_pod {
 	int ready;
 	int deleting;                 /* has a deletionTimestamp */
 	double ready_since;           /* wall time it became Ready, or 0 */
+	/* why it cannot start (podcheck.h): "" or e.g. ImagePullBackOff */
+	char reason[64];
+	char message[256];
 };
 
 /* The syncer's /status, as last read. */
@@ -51,7 +65,7 @@ struct obs_progress {
 };
 
 enum cond_type { COND_CREATED, COND_RUNNING, COND_SUCCEEDED, COND_FAILED,
-		 COND_SUSPENDED, COND_N };
+		 COND_SUSPENDED, COND_PODS_READY, COND_N };
 
 const char *cond_type_name(enum cond_type t);
 
@@ -69,6 +83,8 @@ struct learner_mem {
 	int fails;                    /* recent ones, for backoff */
 	double not_before;            /* no recreation before (wall) */
 	double create_sent;           /* an apply not yet seen in the cache */
+	char create_uid[64];          /* the uid that apply answered with */
+	int create_gone;              /* the cache saw create_uid deleted */
 	int seen;                     /* its pod was in the cache once */
 };
 
@@ -94,6 +110,8 @@ struct rc_input {
 	int configmap, service, pvc, statefulset;  /* exist in the cache */
 	int want_pvc;                 /* spec.syncer.storage is not "" */
 	int syncer_ready;
+	/* why the syncer's pod cannot start, as obs_pod.reason/message */
+	const char *syncer_reason, *syncer_message;
 	struct obs_progress progress; /* now, or the last in status */
 };
 

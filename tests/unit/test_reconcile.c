@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "operator/children.h"
+#include "operator/podcheck.h"
 #include "operator/reconcile.h"
 
 #define NOW 1800000000.0
@@ -191,6 +192,192 @@ static void test_deleted_learner_only_it_recreated(void **state)
 	/* still Running: 3 ready ≥ quorum 1 */
 	assert_int_equal(f.out.phase, PHASE_RUNNING);
 	rc_output_release(&f.out);
+}
+
+/*
+ * Chaos deletes learner 0. Its pod is Terminating first: nothing may
+ * take its name until the cache has lost it (the DELETED event).
+ */
+static void test_terminating_pod_blocks_replacement(void **state)
+{
+	struct fx f;
+
+	(void)state;
+	setup_fx(&f, 4);
+	running(&f);
+	f.pods[0].deleting = 1;
+	f.pods[0].ready = 0;
+	for (int k = 0; k < 3; k++) {
+		f.in.now = NOW + k * 10;
+		reconcile(&f.in, f.mem, &f.out);
+		assert_int_equal(count(&f.out, ACT_APPLY_LEARNER), 0);
+		assert_int_equal(count(&f.out, ACT_DELETE_LEARNER), 0);
+		rc_output_release(&f.out);
+	}
+	f.pods[0] = f.pods[3];   /* DELETED */
+	f.in.npods = 3;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(count(&f.out, ACT_APPLY_LEARNER), 1);
+	assert_int_equal(find(&f.out, ACT_APPLY_LEARNER)->index, 0);
+	assert_int_equal(find(&f.out, ACT_APPLY_LEARNER)->recreate, 1);
+	rc_output_release(&f.out);
+}
+
+/*
+ * The replacement is deleted before any pass saw it (a stale delete of
+ * the old name: with kwok, the fake kubelet's own delete of the pod that
+ * chaos had just force-deleted). The cache reports the uid the apply
+ * answered with as deleted: the learner is gone again and comes back
+ * after its backoff, not after RC_EXPECT_SECONDS of waiting for a pod
+ * that will never appear (the job stayed at 3/4 learners).
+ */
+static void test_replacement_deleted_unseen_is_recreated(void **state)
+{
+	struct fx f;
+
+	(void)state;
+	setup_fx(&f, 4);
+	running(&f);
+	f.pods[0] = f.pods[3];   /* learner 0 is gone */
+	f.in.npods = 3;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(count(&f.out, ACT_APPLY_LEARNER), 1);
+	assert_int_equal(f.mem[0].restarts, 1);
+	rc_output_release(&f.out);
+	/* the operator writes down the uid its apply answered with */
+	snprintf(f.mem[0].create_uid, sizeof(f.mem[0].create_uid), "uid-0b");
+
+	/* not deleted: the apply is expected, nothing is sent again */
+	f.in.now = NOW + 3;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(count(&f.out, ACT_APPLY_LEARNER), 0);
+	rc_output_release(&f.out);
+
+	/* the cache saw uid-0b deleted: gone, backoff 1 s (second failure) */
+	f.mem[0].create_gone = 1;
+	f.in.now = NOW + 4;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(count(&f.out, ACT_APPLY_LEARNER), 0);
+	assert_true(f.out.requeue_after > 0.9 && f.out.requeue_after <= 1.0);
+	assert_int_equal(f.mem[0].create_uid[0], '\0');
+	rc_output_release(&f.out);
+	f.in.now = NOW + 5.1;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(count(&f.out, ACT_APPLY_LEARNER), 1);
+	assert_int_equal(find(&f.out, ACT_APPLY_LEARNER)->index, 0);
+	assert_int_equal(find(&f.out, ACT_APPLY_LEARNER)->recreate, 1);
+	assert_int_equal(f.mem[0].restarts, 2);
+	rc_output_release(&f.out);
+
+	/* the new pod shows up: the expectation ends, nothing more */
+	f.pods[3] = f.pods[0];
+	f.pods[0].index = 0;
+	snprintf(f.pods[0].uid, sizeof(f.pods[0].uid), "uid-0c");
+	f.in.npods = 4;
+	f.in.now = NOW + 6;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(count(&f.out, ACT_APPLY_LEARNER), 0);
+	assert_true(f.mem[0].create_sent == 0);
+	rc_output_release(&f.out);
+}
+
+/* A learner that cannot start names its reason in PodsReady, once. */
+static void test_pods_ready_names_the_reason(void **state)
+{
+	struct fx f;
+	const struct rc_action *ev;
+
+	(void)state;
+	setup_fx(&f, 4);
+	running(&f);
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.conds[COND_PODS_READY].status, 1);
+	assert_string_equal(f.out.conds[COND_PODS_READY].reason, "AllPodsReady");
+	rc_output_release(&f.out);
+
+	f.pods[2].ready = 0;
+	f.pods[2].state = POD_PENDING;
+	snprintf(f.pods[2].reason, sizeof(f.pods[2].reason), "ImagePullBackOff");
+	snprintf(f.pods[2].message, sizeof(f.pods[2].message),
+		 "container learner: Back-off pulling image \"nope:1\"");
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.conds[COND_PODS_READY].set, 1);
+	assert_int_equal(f.out.conds[COND_PODS_READY].status, 0);
+	assert_string_equal(f.out.conds[COND_PODS_READY].reason, "ImagePullBackOff");
+	assert_string_equal(f.out.conds[COND_PODS_READY].message,
+			    "learner 2: container learner: Back-off pulling image \"nope:1\"");
+	assert_non_null(ev = find_event(&f.out, "ImagePullBackOff"));
+	assert_int_equal(ev->warning, 1);
+	assert_int_equal(f.out.phase, PHASE_RUNNING);   /* 3 ready, quorum 1 */
+	/* the next pass keeps it and says it once */
+	memcpy(f.in.conds, f.out.conds, sizeof(f.in.conds));
+	rc_output_release(&f.out);
+	reconcile(&f.in, f.mem, &f.out);
+	assert_string_equal(f.out.conds[COND_PODS_READY].reason, "ImagePullBackOff");
+	assert_null(find_event(&f.out, "ImagePullBackOff"));
+	rc_output_release(&f.out);
+
+	/* the syncer's pod is unschedulable (its claim unbound): it comes first */
+	f.in.syncer_ready = 0;
+	f.in.syncer_reason = "Unschedulable";
+	f.in.syncer_message = "0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims.";
+	reconcile(&f.in, f.mem, &f.out);
+	assert_string_equal(f.out.conds[COND_PODS_READY].reason, "Unschedulable");
+	assert_string_equal(f.out.conds[COND_PODS_READY].message,
+			    "syncer: 0/1 nodes are available: pod has unbound immediate PersistentVolumeClaims.");
+	assert_non_null(find_event(&f.out, "Unschedulable"));
+	rc_output_release(&f.out);
+
+	/* a pod still being made is no problem, just not ready */
+	f.in.syncer_ready = 1;
+	f.in.syncer_reason = NULL;
+	f.pods[2].reason[0] = '\0';
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.conds[COND_PODS_READY].status, 0);
+	assert_string_equal(f.out.conds[COND_PODS_READY].reason, "PodsStarting");
+	assert_string_equal(f.out.conds[COND_PODS_READY].message,
+			    "3/4 learners ready, syncer ready");
+	rc_output_release(&f.out);
+}
+
+static void check_blocked(const char *pod_json, int want, const char *reason,
+			  const char *message)
+{
+	json_t *pod = json_loads(pod_json, 0, NULL);
+	char r[64], m[256];
+
+	assert_non_null(pod);
+	assert_int_equal(podcheck_blocked(pod, r, sizeof(r), m, sizeof(m)), want);
+	assert_string_equal(r, reason);
+	assert_string_equal(m, message);
+	json_decref(pod);
+}
+
+static void test_podcheck_reasons(void **state)
+{
+	(void)state;
+	check_blocked("{\"status\":{\"phase\":\"Pending\",\"conditions\":[{\"type\":"
+		      "\"PodScheduled\",\"status\":\"False\",\"reason\":\"Unschedulable\","
+		      "\"message\":\"0/3 nodes are available\"}]}}",
+		      1, "Unschedulable", "0/3 nodes are available");
+	/* the sidecar still being made, the learner's image missing */
+	check_blocked("{\"status\":{\"conditions\":[{\"type\":\"PodScheduled\",\"status\":\"True\"}],"
+		      "\"initContainerStatuses\":[{\"name\":\"sidecar\",\"state\":{\"waiting\":"
+		      "{\"reason\":\"PodInitializing\"}}}],"
+		      "\"containerStatuses\":[{\"name\":\"learner\",\"state\":{\"waiting\":"
+		      "{\"reason\":\"ErrImageNeverPull\",\"message\":\"image \\\"x:1\\\" is not present\"}}}]}}",
+		      1, "ErrImageNeverPull", "container learner: image \"x:1\" is not present");
+	check_blocked("{\"status\":{\"containerStatuses\":[{\"name\":\"learner\",\"state\":"
+		      "{\"waiting\":{\"reason\":\"CrashLoopBackOff\"}}}]}}",
+		      1, "CrashLoopBackOff", "container learner: CrashLoopBackOff");
+	check_blocked("{\"status\":{\"containerStatuses\":[{\"name\":\"learner\",\"state\":"
+		      "{\"waiting\":{\"reason\":\"ContainerCreating\"}}}]}}", 0, "", "");
+	check_blocked("{\"status\":{\"phase\":\"Running\",\"containerStatuses\":[{\"name\":"
+		      "\"learner\",\"state\":{\"running\":{}}}]}}", 0, "", "");
+	check_blocked("{\"metadata\":{\"deletionTimestamp\":\"2026-01-01T00:00:00Z\"},"
+		      "\"status\":{\"conditions\":[{\"type\":\"PodScheduled\",\"status\":\"False\"}]}}",
+		      0, "", "");
+	check_blocked("{}", 0, "", "");
 }
 
 static void test_backoff_grows_with_repeated_failures(void **state)
@@ -689,6 +876,10 @@ int main(void)
 		cmocka_unit_test(test_all_seen_sets_created_and_running),
 		cmocka_unit_test(test_steady_state_does_nothing),
 		cmocka_unit_test(test_deleted_learner_only_it_recreated),
+		cmocka_unit_test(test_terminating_pod_blocks_replacement),
+		cmocka_unit_test(test_replacement_deleted_unseen_is_recreated),
+		cmocka_unit_test(test_pods_ready_names_the_reason),
+		cmocka_unit_test(test_podcheck_reasons),
 		cmocka_unit_test(test_backoff_grows_with_repeated_failures),
 		cmocka_unit_test(test_recreation_counted_after_create_failed),
 		cmocka_unit_test(test_failed_pod_deleted_with_uid),
