@@ -139,13 +139,21 @@ rs=$(tail -n +"$((llines + 1))" "$dir/learner1.log" | sed -n 's/.*resuming at st
 # (its own last step as the syncer knew it: it was past 2200)
 [ "$rs" -ge 2100 ] || fail "learner 1 resumed at step $rs, it had passed 2200"
 # its answers over the next 40 rounds are merged like the others': at
-# most 3 rejected (on this crowded machine the screen rejects the odd pair
-# of answers of any learner; a restart trained from step 0 lost 10 to 123)
+# most 5 more rejected than the most of another learner in the same
+# window. A restart trained from step 0 lost 10 to 123; resuming at the
+# job's step, 0 to 2 on an idle machine and up to 4 (others 0) at load
+# 3, 8 at load 20: fresh AdamW moments make its first answers larger.
 r2=$(st .round)
 wait_for 60 '[ "$(st .round)" -ge $((r2 + 40)) ]' "40 rounds with learner 1 back"
-rej=$(tail -n +"$((lines + 1))" "$dir/syncer.log" | grep -c "answer of learner 1 rejected" || true)
-echo "learner 1 resumed at step $rs; $rej of its answers rejected after the restart"
-[ "$rej" -le 3 ] || fail "$rej answers of the restarted learner 1 rejected"
+rejected() {
+	tail -n +"$((lines + 1))" "$dir/syncer.log" | grep -c "answer of learner $1 rejected" || true
+}
+rej=$(rejected 1)
+other=$(rejected 0)
+o2=$(rejected 2)
+[ "$o2" -gt "$other" ] && other=$o2
+echo "learner 1 resumed at step $rs; $rej of its answers rejected after the restart (others: at most $other)"
+[ "$rej" -le $((other + 5)) ] || fail "$rej answers of the restarted learner 1 rejected, others at most $other"
 
 # 3. kill -9 the syncer: learners keep stepping, sidecars notice
 wait_for 60 '[ -n "$(ls "$dir/ckpt" 2>/dev/null)" ]' "a checkpoint"

@@ -2,9 +2,10 @@
  * chaos_ctl: the chaos controller against a fake API server (fakeapi.h).
  * A Running job with spec.chaos on an interval schedule and its pods in
  * the caches; the test ticks the controller and checks the DELETEs it
- * sends (grace period 0, the victim's uid as precondition), the ChaosKill
- * Events, status.chaos and the counters. The server also refuses deletes
- * with 409 and 500, and answers 404 for a pod already gone.
+ * sends (grace period CHAOS_GRACE_SECONDS, the victim's uid as
+ * precondition), the ChaosKill Events, status.chaos and the counters.
+ * The server also refuses deletes with 409 and 500, and answers 404 for
+ * a pod already gone.
  */
 #include <math.h>
 #include <pthread.h>
@@ -192,7 +193,8 @@ static void test_kill_deletes_the_pod_and_posts_an_event(void **state)
 	assert_int_equal(fakeapi_count(&x.f, "DELETE", "j1-syncer-0"), 0);
 	del = fakeapi_body(&x.f, "DELETE", PODS, 0);
 	assert_non_null(del);
-	assert_int_equal(json_integer_value(json_object_get(del, "gracePeriodSeconds")), 0);
+	assert_int_equal(json_integer_value(json_object_get(del, "gracePeriodSeconds")),
+			 CHAOS_GRACE_SECONDS);
 	assert_string_equal(str(del, "preconditions", "uid"), uid);
 	json_decref(del);
 
