@@ -12,7 +12,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +21,7 @@
 #include "common/encoding.h"
 #include "common/wire.h"
 #include "syncer/syncer_int.h"
+#include "tests/unit/testlib.h"
 
 #define M 3          /* learners */
 #define NPARAM 24
@@ -40,23 +40,6 @@ struct fx {
 	struct syncer *s;
 	double now;
 };
-
-static void rm_dir(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	char path[512];
-
-	if (!d)
-		return;
-	while ((de = readdir(d)))
-		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
-			snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-			unlink(path);
-		}
-	closedir(d);
-	rmdir(dir);
-}
 
 static void fx_start(struct fx *f)
 {
@@ -110,7 +93,7 @@ static int teardown(void **state)
 	if (f->s)
 		fx_stop(f);
 	frag_table_release(&f->ft);
-	rm_dir(f->dir);
+	assert_int_equal(testlib_rmtree(f->dir), 0);
 	free(f);
 	return 0;
 }

@@ -19,6 +19,7 @@
 #include "common/util.h"
 #include "ddiloco/v1/syncer.pb-c.h"
 #include "sidecar/sidecar_int.h"
+#include "tests/unit/testlib.h"
 
 /* fragment 0: tensor 1 (600 values); fragment 1: tensors 0 and 2 (500 + 200) */
 static const struct frag_tensor tens[3] = {
@@ -56,14 +57,12 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	struct fx *f = *state;
-	char cmd[128];
 
 	sidecar_free(f->s);
 	exchange_close(f->lx);
 	exchange_close(f->sx);
 	frag_table_release(&f->ft);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
-	assert_int_equal(system(cmd), 0);
+	assert_int_equal(testlib_rmtree(f->dir), 0);
 	free(f);
 	return 0;
 }

@@ -42,6 +42,7 @@
 #include "common/util.h"
 #include "ddiloco/v1/syncer.pb-c.h"
 #include "trainer/model.h"
+#include "tests/unit/testlib.h"
 
 #define WAIT (getenv("WAIT") ? atof(getenv("WAIT")) : 20.0)   /* generous: the machine is shared */
 
@@ -173,8 +174,6 @@ static int proc_wait(struct proc *p, double timeout)
 
 static void proc_teardown(struct proc *p)
 {
-	char cmd[256];
-
 	if (p->pid > 0) {
 		kill(p->pid, SIGKILL);
 		waitpid(p->pid, NULL, 0);
@@ -184,7 +183,7 @@ static void proc_teardown(struct proc *p)
 	if (getenv("KEEP"))
 		fprintf(stderr, "kept %s\n", p->dir);
 	else
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", p->dir), (void)!system(cmd);
+		testlib_rmtree(p->dir);
 }
 
 /* cmocka setup/teardown: the process is killed even when a test fails */
