@@ -204,7 +204,9 @@ static int create_region(const char *path, const struct frag_table *ft,
 	void *m;
 	int fd, rc = -1;
 
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >=
+	    (int)sizeof(tmp))
+		return err_set(e, "exchange: path too long: '%s'", path);
 	fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC, 0660);
 	if (fd < 0)
 		return err_set(e, "exchange: cannot create '%s': %s", tmp,
