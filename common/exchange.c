@@ -320,6 +320,8 @@ static int learner_alloc(struct exchange *x)
 	return x->base && x->scratch ? 0 : -1;
 }
 
+/* Long because opening is one sequence that unwinds at one label: lay out
+ * the slots, create or wait for the region, map and check its header. */
 int exchange_open(const char *dir, enum exchange_role role,
 		  const struct frag_table *ft, struct exchange **out,
 		  struct err *e)

@@ -190,6 +190,8 @@ static int run_twin(const struct job_spec *js, const struct run_opts *o,
 	return rc;
 }
 
+/* Long because the option table is declared here, beside the variables it
+ * fills; after it, the steps of the command run in order. */
 int cmd_run(int argc, char **argv)
 {
 	struct run_opts o = { 0 };

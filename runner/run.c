@@ -547,6 +547,9 @@ static int wait_ready(struct runner *R, struct err *e)
 
 /* ---- the whole job ---- */
 
+/* Long because it is the job's life in order: set up, start the syncer and
+ * the pairs, supervise (each tick a list of calls to the functions above),
+ * then stop, report and clean up at one label. */
 int run_job(const struct job_spec *js, const struct run_opts *o,
 	    const char *dir, struct run_record *r,
 	    const volatile sig_atomic_t *stop, struct err *e)
