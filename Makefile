@@ -26,7 +26,7 @@ MODULES := common trainer syncer sidecar runner sim operator
 PKGS    := openblas jansson libcurl libmicrohttpd grpc libprotobuf-c yaml-0.1
 
 WARN    := -Wall -Wextra -Werror -Wmissing-prototypes -Wstrict-prototypes \
-           -Wvla -Wwrite-strings -fno-common -Wno-format-truncation
+           -Wvla -Wwrite-strings -fno-common
 OPT     := -O2 -g
 ifneq ($(SAN),)
 SANFLAGS := -fsanitize=address,undefined

@@ -28,6 +28,9 @@ int err_wrap(struct err *e, const char *fmt, ...)
 	vsnprintf(prefix, sizeof(prefix), fmt, ap);
 	va_end(ap);
 	memcpy(old, e->msg, sizeof(old));
-	snprintf(e->msg, sizeof(e->msg), "%s: %s", prefix, old);
+	/* the message is a fixed field: a wrapped message too long for it
+	 * loses its end */
+	snprintf(e->msg, sizeof(e->msg), "%s: %.*s", prefix,
+		 (int)(sizeof(e->msg) - 3 - strlen(prefix)), old);
 	return -1;
 }

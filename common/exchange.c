@@ -204,7 +204,9 @@ static int create_region(const char *path, const struct frag_table *ft,
 	void *m;
 	int fd, rc = -1;
 
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >=
+	    (int)sizeof(tmp))
+		return err_set(e, "exchange: path too long: '%s'", path);
 	fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC, 0660);
 	if (fd < 0)
 		return err_set(e, "exchange: cannot create '%s': %s", tmp,
@@ -318,6 +320,28 @@ static int learner_alloc(struct exchange *x)
 	return x->base && x->scratch ? 0 : -1;
 }
 
+/* Where each fragment's four slots start, after the header and the table
+ * rounded up to a page, and the region's size. */
+static int lay_out(struct exchange *x, const struct frag_table *ft,
+		   struct err *e)
+{
+	size_t off = XHDR_SIZE + align64((size_t)ft->nfrags * sizeof(struct xfrag));
+
+	off = (off + 4095) & ~(size_t)4095;
+	for (int p = 0; p < ft->nfrags; p++) {
+		size_t numel = ft->frags[p].numel;
+
+		if (numel > ((size_t)1 << 34))
+			return err_set(e, "exchange: fragment %d has %zu values (too many)",
+				       p, numel);
+		x->slot_off[p] = off;
+		x->slot_size[p] = align64(XSLOT_HDR + numel * sizeof(float));
+		off += 4 * x->slot_size[p];
+	}
+	x->size = off;
+	return 0;
+}
+
 int exchange_open(const char *dir, enum exchange_role role,
 		  const struct frag_table *ft, struct exchange **out,
 		  struct err *e)
@@ -325,7 +349,6 @@ int exchange_open(const char *dir, enum exchange_role role,
 	char path[PATH_MAX_EXCH];
 	struct exchange *x;
 	struct stat st;
-	size_t off;
 	int n;
 
 	if (ft->nfrags < 1 || ft->nfrags > EXCHANGE_MAX_FRAGS)
@@ -350,22 +373,7 @@ int exchange_open(const char *dir, enum exchange_role role,
 		err_set(e, "exchange: out of memory");
 		goto fail;
 	}
-	off = XHDR_SIZE + align64((size_t)ft->nfrags * sizeof(struct xfrag));
-	off = (off + 4095) & ~(size_t)4095;
-	for (int p = 0; p < ft->nfrags; p++) {
-		size_t numel = ft->frags[p].numel;
-
-		if (numel > ((size_t)1 << 34)) {
-			err_set(e, "exchange: fragment %d has %zu values (too many)",
-				p, numel);
-			goto fail;
-		}
-		x->slot_off[p] = off;
-		x->slot_size[p] = align64(XSLOT_HDR + numel * sizeof(float));
-		off += 4 * x->slot_size[p];
-	}
-	x->size = off;
-	if (mkdir_p(dir, e))
+	if (lay_out(x, ft, e) || mkdir_p(dir, e))
 		goto fail;
 	if (access(path, F_OK) &&
 	    create_region(path, ft, x->size,

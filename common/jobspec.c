@@ -92,6 +92,8 @@ static int valid_name(const char *s)
 	return 1;
 }
 
+/* Long because it is a flat list of checks, one per field, in the order
+ * of the spec; splitting it would only scatter them. */
 int jobspec_validate(const struct job_spec *js, struct err *e)
 {
 	const struct job_model *m = &js->model;

@@ -133,6 +133,8 @@ static int attach(struct frame *st, int depth, json_t **root, json_t *v,
 	return 0;
 }
 
+/* Long because it is one switch over libyaml's events with a stack of
+ * open nodes; each case is short and they share that stack. */
 static json_t *yaml_tree(const char *text, size_t len, struct err *e)
 {
 	yaml_parser_t p;
@@ -454,6 +456,8 @@ static int set_targets(const json_t *v, const char *path, int *out,
 	return 0;
 }
 
+/* Long because it is one switch over the field kinds of the table, each
+ * case a conversion with its own range check. */
 static int set_field(const struct field *f, const json_t *v, const char *path,
 		     struct job_spec *js, struct err *e)
 {

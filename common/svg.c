@@ -66,45 +66,58 @@ static void fmt_tick(char *b, size_t n, double v)
 		snprintf(b, n, "%.4g", v);
 }
 
+/* The box every finite point, mark and horizontal line falls in; [0, 1]
+ * on an axis with nothing on it. */
+static void data_range(const struct svg_plot *p, const struct svg_series *s,
+		       size_t ns, double *x0, double *x1, double *y0, double *y1)
+{
+	*x0 = *y0 = INFINITY;
+	*x1 = *y1 = -INFINITY;
+	for (size_t i = 0; i < ns; i++)
+		for (size_t j = 0; j < s[i].n; j++) {
+			if (!isfinite(s[i].x[j]) || !isfinite(s[i].y[j]))
+				continue;
+			*x0 = fmin(*x0, s[i].x[j]);
+			*x1 = fmax(*x1, s[i].x[j]);
+			*y0 = fmin(*y0, s[i].y[j]);
+			*y1 = fmax(*y1, s[i].y[j]);
+		}
+	for (size_t i = 0; i < p->nmarks; i++)
+		if (isfinite(p->marks[i])) {
+			*x0 = fmin(*x0, p->marks[i]);
+			*x1 = fmax(*x1, p->marks[i]);
+		}
+	for (size_t i = 0; i < p->nhlines; i++)
+		if (isfinite(p->hlines[i].y)) {
+			*y0 = fmin(*y0, p->hlines[i].y);
+			*y1 = fmax(*y1, p->hlines[i].y);
+		}
+	if (!isfinite(*x0)) {
+		*x0 = 0;
+		*x1 = 1;
+	}
+	if (!isfinite(*y0)) {
+		*y0 = 0;
+		*y1 = 1;
+	}
+	if (p->y_from_zero && *y0 > 0)
+		*y0 = 0;
+}
+
+/* Long because the SVG is written top to bottom in drawing order (grid,
+ * frame, axis titles, marks, lines, series, legend); the ranges are
+ * data_range()'s. */
 int svg_plot(struct buf *out, const struct svg_plot *p,
 	     const struct svg_series *s, size_t ns)
 {
 	int W = p->width ? p->width : 640, H = p->height ? p->height : 300;
 	double ml = 64, mr = 16, mt = 28, mb = 44;
-	double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
+	double x0, x1, y0, y1;
 	double xt[32], yt[32], pw = W - ml - mr, ph = H - mt - mb;
 	int nxt, nyt;
 	char lab[32];
 
-	for (size_t i = 0; i < ns; i++)
-		for (size_t j = 0; j < s[i].n; j++) {
-			if (!isfinite(s[i].x[j]) || !isfinite(s[i].y[j]))
-				continue;
-			x0 = fmin(x0, s[i].x[j]);
-			x1 = fmax(x1, s[i].x[j]);
-			y0 = fmin(y0, s[i].y[j]);
-			y1 = fmax(y1, s[i].y[j]);
-		}
-	for (size_t i = 0; i < p->nmarks; i++)
-		if (isfinite(p->marks[i])) {
-			x0 = fmin(x0, p->marks[i]);
-			x1 = fmax(x1, p->marks[i]);
-		}
-	for (size_t i = 0; i < p->nhlines; i++)
-		if (isfinite(p->hlines[i].y)) {
-			y0 = fmin(y0, p->hlines[i].y);
-			y1 = fmax(y1, p->hlines[i].y);
-		}
-	if (!isfinite(x0)) {
-		x0 = 0;
-		x1 = 1;
-	}
-	if (!isfinite(y0)) {
-		y0 = 0;
-		y1 = 1;
-	}
-	if (p->y_from_zero && y0 > 0)
-		y0 = 0;
+	data_range(p, s, ns, &x0, &x1, &y0, &y1);
 	nxt = svg_ticks(&x0, &x1, 6, xt, 32);
 	nyt = svg_ticks(&y0, &y1, 5, yt, 32);
 #define PX(x) (ml + ((x) - x0) / (x1 - x0) * pw)

@@ -54,6 +54,8 @@ static int copy_opt(char *dst, size_t n, const char *name, const char *v,
 	return 0;
 }
 
+/* Long because the option table is declared here, beside the variables it
+ * fills; after it, the steps of the command run in order. */
 int cmd_operator(int argc, char **argv)
 {
 	struct operator_opts o;

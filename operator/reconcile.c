@@ -278,15 +278,17 @@ static void pods_ready(const struct rc_input *in, int M, struct rc_output *o,
 	}
 	if (in->syncer_reason && in->syncer_reason[0] && !in->syncer_ready) {
 		reason = in->syncer_reason;
-		snprintf(msg, sizeof(msg), "syncer: %s",
+		/* the condition's message is a summary: a pod's message is cut to
+		 * 200 characters so that it fits after the prefix */
+		snprintf(msg, sizeof(msg), "syncer: %.200s",
 			 in->syncer_message ? in->syncer_message : "");
 	} else if (b) {
 		reason = b->reason;
 		if (nb > 1)
-			snprintf(msg, sizeof(msg), "learner %d (and %d more): %s",
+			snprintf(msg, sizeof(msg), "learner %d (and %d more): %.200s",
 				 b->index, nb - 1, b->message);
 		else
-			snprintf(msg, sizeof(msg), "learner %d: %s", b->index,
+			snprintf(msg, sizeof(msg), "learner %d: %.200s", b->index,
 				 b->message);
 	}
 	if (reason) {

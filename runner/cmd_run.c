@@ -105,7 +105,9 @@ static int run_baseline(const struct job_spec *js, const char *exe,
 
 	c->ran = 1;
 	c->tokens = tok;
-	snprintf(c->log, sizeof(c->log), "%s/baseline.log", dir);
+	if (snprintf(c->log, sizeof(c->log), "%s/baseline.log", dir) >=
+	    (int)sizeof(c->log))
+		return err_set(e, "run: log path too long: '%s/baseline.log'", dir);
 	snprintf(mult, sizeof(mult), "%d", js->learners.replicas);
 	snprintf(tokens, sizeof(tokens), "%llu", (unsigned long long)tok);
 	/* it runs alone after the job: all the cores (the loss does not depend on it) */
@@ -159,10 +161,11 @@ static int run_twin(const struct job_spec *js, const struct run_opts *o,
 	struct run_record tr;
 	struct run_opts to = *o;
 	struct job_spec tj = *js;
-	char tdir[4200];
+	char tdir[sizeof(r->twin.log)];
 	int rc;
 
-	snprintf(tdir, sizeof(tdir), "%s/twin", dir);
+	if (snprintf(tdir, sizeof(tdir), "%s/twin", dir) >= (int)sizeof(tdir))
+		return err_set(e, "run: twin folder path too long: '%s/twin'", dir);
 	tj.chaos.enabled = 0;
 	to.no_chaos = 1;
 	printf("twin: the same job without chaos, in %s\n", tdir);
@@ -187,6 +190,8 @@ static int run_twin(const struct job_spec *js, const struct run_opts *o,
 	return rc;
 }
 
+/* Long because the option table is declared here, beside the variables it
+ * fills; after it, the steps of the command run in order. */
 int cmd_run(int argc, char **argv)
 {
 	struct run_opts o = { 0 };

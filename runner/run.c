@@ -88,7 +88,7 @@ struct runner {
 	double last_poll, last_sample;
 	uint64_t rate_tokens;           /* tokens at rate_t, for tokens/s */
 	double rate_t;
-	char fatal[512];
+	char fatal[4608];    /* a proc's name, status, log tail and path, whole */
 };
 
 static double now_of(const struct runner *R)
@@ -205,7 +205,10 @@ static int init_procs(struct runner *R, const char *dir, struct err *e)
 		char name[32], sh[64];
 
 		s->http_port = ports[2 + i];
-		snprintf(s->xdir, sizeof(s->xdir), "%s/learner-%d", R->shm, i);
+		if (snprintf(s->xdir, sizeof(s->xdir), "%s/learner-%d", R->shm, i) >=
+		    (int)sizeof(s->xdir))
+			return err_set(e, "run: exchange folder path too long: '%s/learner-%d'",
+				       R->shm, i);
 		snprintf(xarg, sizeof(xarg), "%s", s->xdir);
 		snprintf(id, sizeof(id), "%d", i);
 		snprintf(sh, sizeof(sh), "127.0.0.1:%d", s->http_port);
@@ -280,7 +283,8 @@ static void log_tail(const char *path, char *out, size_t n)
 	while (got > 0 && (buf[got - 1] == '\n' || buf[got - 1] == '\r'))
 		buf[--got] = 0;
 	p = strrchr(buf, '\n');
-	snprintf(out, n, "%s", p ? p + 1 : buf);
+	/* a glimpse for the failure message: a longer line is cut to fit */
+	snprintf(out, n, "%.*s", (int)n - 1, p ? p + 1 : buf);
 }
 
 static void fail(struct runner *R, struct proc *p)
@@ -543,6 +547,9 @@ static int wait_ready(struct runner *R, struct err *e)
 
 /* ---- the whole job ---- */
 
+/* Long because it is the job's life in order: set up, start the syncer and
+ * the pairs, supervise (each tick a list of calls to the functions above),
+ * then stop, report and clean up at one label. */
 int run_job(const struct job_spec *js, const struct run_opts *o,
 	    const char *dir, struct run_record *r,
 	    const volatile sig_atomic_t *stop, struct err *e)
@@ -608,12 +615,15 @@ int run_job(const struct job_spec *js, const struct run_opts *o,
 		}
 		reap(&R);
 		if (R.fatal[0]) {
-			snprintf(r->outcome, sizeof(r->outcome), "failed: %s", R.fatal);
-			err_set(e, "%s", R.fatal);
+			/* the outcome and the error are message fields: cut to fit */
+			snprintf(r->outcome, sizeof(r->outcome), "failed: %.*s",
+				 (int)sizeof(r->outcome) - 9, R.fatal);
+			err_set(e, "%.*s", (int)sizeof(e->msg) - 1, R.fatal);
 			break;
 		}
 		if (restart_due(&R, e)) {
-			snprintf(r->outcome, sizeof(r->outcome), "failed: %s", e->msg);
+			snprintf(r->outcome, sizeof(r->outcome), "failed: %.*s",
+				 (int)sizeof(r->outcome) - 9, e->msg);
 			break;
 		}
 		do_chaos(&R);
@@ -641,9 +651,12 @@ int run_job(const struct job_spec *js, const struct run_opts *o,
 		sleep_seconds(TICK);
 	}
 stop:
-	if (!r->outcome[0])
-		snprintf(r->outcome, sizeof(r->outcome), "%s%s",
-			 *stop ? "" : "failed: ", e->msg);
+	if (!r->outcome[0] && *stop)
+		snprintf(r->outcome, sizeof(r->outcome), "%.*s",
+			 (int)sizeof(r->outcome) - 1, e->msg);
+	else if (!r->outcome[0])
+		snprintf(r->outcome, sizeof(r->outcome), "failed: %.*s",
+			 (int)sizeof(r->outcome) - 9, e->msg);
 	stop_everything(&R);
 	/* one last look at /status is gone with the syncer; keep the last poll */
 	sample(&R);

@@ -53,6 +53,8 @@ static int http_handler(void *ctx, const char *path, struct buf *body,
 	return 404;
 }
 
+/* Long because the option table is declared here, beside the variables it
+ * fills; after it, the setup runs in order and unwinds at one label. */
 int cmd_sidecar(int argc, char **argv)
 {
 	const char *job = NULL, *dir = NULL, *target = NULL, *http = NULL;

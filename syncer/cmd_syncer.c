@@ -36,6 +36,8 @@ static int eval_cb(void *ctx, const float *params, size_t max_tokens,
 	return evaluator_loss(ctx, params, max_tokens, loss, e);
 }
 
+/* Long because the option table is declared here, beside the variables it
+ * fills; after it, the setup runs in order and unwinds at one label. */
 int cmd_syncer(int argc, char **argv)
 {
 	const char *job = NULL, *listen = NULL, *http = NULL;

@@ -826,7 +826,9 @@ static void *eval_main(void *arg)
 				      (size_t)s->js->syncer.eval_tokens, &loss, &e);
 		pthread_mutex_lock(&s->mu);
 		if (rc) {
-			snprintf(ev->error, sizeof(ev->error), "%s", e.msg);
+			/* the /status field; the log keeps the whole message */
+			snprintf(ev->error, sizeof(ev->error), "%.*s",
+				 (int)sizeof(ev->error) - 1, e.msg);
 			log_error("eval: %s", e.msg);
 		} else {
 			ev->loss = loss;

@@ -60,7 +60,7 @@ struct data {
 	const uint16_t *train, *val;
 	size_t ntrain, nval;
 	int offset, stride;          /* window w of step s: s·stride + offset */
-	char train_name[512];        /* for messages */
+	char train_name[JOB_PATH_MAX + 64];  /* for messages; holds any path */
 };
 
 /* Training and validation streams of learner `learner` of `learners`. */
