@@ -277,9 +277,9 @@ check "job deleted: no pod, StatefulSet or Service left" \
 "$HELM" uninstall "$REL" -n "$OPNS" --wait --timeout 120s >/dev/null
 until_ok 60 "operator pods gone" \
 	"test \"\$(K -n $OPNS get pods -l app.kubernetes.io/instance=$REL -o name | wc -l)\" = 0"
-check "helm uninstall: no operator pod, Deployment or Lease left" \
-	'[ "$(K -n $OPNS get pods,deployments,services,leases -l app.kubernetes.io/instance=$REL -o name | wc -l)" = 0 ] &&
-	 ! K -n $OPNS get lease ddiloco-operator'
+left=$(K -n "$OPNS" get pods,deployments,services,leases -o name 2>/dev/null | tr '\n' ' ')
+check "helm uninstall: no operator pod, Deployment, Service or Lease left (${left:-none})" \
+	'[ -z "$left" ]'
 
 # --- numbers -----------------------------------------------------------------
 rejoin_mean=$(awk -v s="$rejoin_sum" -v n="$rejoined" 'BEGIN { if (n) printf "%.1f", s / n; else print "-" }')
