@@ -96,6 +96,11 @@ static grpc_channel *make_channel(const char *target)
 		int_arg(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100),
 		int_arg(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100),
 		int_arg(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500),
+		/*
+		 * a restarted syncer pod comes back at a new address under the
+		 * same name: re-resolve within a second, not gRPC's 30 s
+		 */
+		int_arg(GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS, 1000),
 		int_arg(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, (16 << 20) - 1),
 		int_arg(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 64 << 20),
 		int_arg(GRPC_ARG_HTTP2_WRITE_BUFFER_SIZE, 8 << 20),

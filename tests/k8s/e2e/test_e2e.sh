@@ -144,7 +144,7 @@ K -n "$NS" apply -f "$JOB_FILE" || fail "kubectl apply -f examples/e2e.yaml"
 # came back (new uid Ready and connected in the syncer's /status)
 declare -A uid gone_at back
 kills_seen=0 rejoined=0 rejoin_sum=0 rejoin_max=0 t_first="" t_printed=0
-syncer_deleted="" round_before=-1 vers_before="" syncer_uid="" restart_ok="" resumed_line=""
+syncer_deleted="" syncer_log_shown="" round_before=-1 vers_before="" syncer_uid="" restart_ok="" resumed_line=""
 status_json() {
 	local ip
 	ip=$(K -n "$NS" get pod $JOB-syncer-0 -o jsonpath='{.status.podIP}' 2>/dev/null)
@@ -224,6 +224,14 @@ print("yes" if ok else "no: round %d (before %d), versions %s (before %s)" % (s[
 		resumed_line=$(K -n "$NS" logs $JOB-syncer-0 2>/dev/null | grep -m1 "resumed from" || true)
 		say "syncer back $(elapsed "$syncer_deleted") s after its deletion: round $(echo "$st" | py 'import json,sys; print(json.load(sys.stdin)["round"])'), past the old ones: $restart_ok"
 	fi
+	# the restarted syncer's first 30 s: when its learners came back
+	if [ -n "$restart_ok" ] && [ -z "$syncer_log_shown" ] &&
+		awk -v a="$syncer_deleted" -v b="$(now)" 'BEGIN { exit !(b - a >= 40) }'; then
+		syncer_log_shown=1
+		echo "--- the restarted syncer's log, joins and leaves"
+		K -n "$NS" logs $JOB-syncer-0 2>/dev/null |
+			grep -E "resumed from|joined|left|gRPC on|round .* merged" | head -20
+	fi
 	if [ $(($(date +%s) - t_printed)) -ge 20 ]; then
 		t_printed=$(date +%s)
 		echo "--- kubectl get ddjobs ($(elapsed "$t_apply") s)"
@@ -277,9 +285,9 @@ check "job deleted: no pod, StatefulSet or Service left" \
 "$HELM" uninstall "$REL" -n "$OPNS" --wait --timeout 120s >/dev/null
 until_ok 60 "operator pods gone" \
 	"test \"\$(K -n $OPNS get pods -l app.kubernetes.io/instance=$REL -o name | wc -l)\" = 0"
-check "helm uninstall: no operator pod, Deployment or Lease left" \
-	'[ "$(K -n $OPNS get pods,deployments,services,leases -l app.kubernetes.io/instance=$REL -o name | wc -l)" = 0 ] &&
-	 ! K -n $OPNS get lease ddiloco-operator'
+left=$(K -n "$OPNS" get pods,deployments,services,leases -o name 2>/dev/null | tr '\n' ' ')
+check "helm uninstall: no operator pod, Deployment, Service or Lease left (${left:-none})" \
+	'[ -z "$left" ]'
 
 # --- numbers -----------------------------------------------------------------
 rejoin_mean=$(awk -v s="$rejoin_sum" -v n="$rejoined" 'BEGIN { if (n) printf "%.1f", s / n; else print "-" }')
