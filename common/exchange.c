@@ -93,6 +93,7 @@ struct exchange {
 	float *base, *scratch;
 	size_t *base_off;       /* per fragment: offset into base, in floats */
 	uint64_t *steps, *tokens, *base_version;
+	unsigned char *answered;   /* per fragment: answered since the update */
 	uint64_t incarnation;
 	struct exchange_counters c;
 };
@@ -307,7 +308,9 @@ static int learner_alloc(struct exchange *x)
 	x->steps = calloc((size_t)P, sizeof(uint64_t));
 	x->tokens = calloc((size_t)P, sizeof(uint64_t));
 	x->base_version = calloc((size_t)P, sizeof(uint64_t));
-	if (!x->base_off || !x->steps || !x->tokens || !x->base_version)
+	x->answered = calloc((size_t)P, 1);
+	if (!x->base_off || !x->steps || !x->tokens || !x->base_version ||
+	    !x->answered)
 		return -1;
 	for (int p = 0; p < P; p++) {
 		x->base_off[p] = total;
@@ -445,6 +448,7 @@ void exchange_close(struct exchange *x)
 	free(x->steps);
 	free(x->tokens);
 	free(x->base_version);
+	free(x->answered);
 	free(x);
 }
 
@@ -488,8 +492,14 @@ void exchange_put_stats(struct exchange *x, const struct exchange_step *st)
 	STORE(&h->st_seq, LOADR(&h->st_seq) + 1);
 }
 
-/* Writes fragment p of params as the new base and applies Θ (in scratch)
- * with mixing alpha. */
+/*
+ * Applies Θ (in scratch) to fragment p of params with mixing alpha, and
+ * the same mix to its base (docs/design.md §3, Learner):
+ *   θ ← α·θ + (1−α)·Θ,  base ← α·base + (1−α)·Θ
+ * so θ − base, the progress not yet answered, becomes α·(θ − base): the α
+ * share of it that θ keeps is still reported by the next answer. With
+ * α = 0 both are Θ.
+ */
 static void apply_update(struct exchange *x, int p, float *params,
 			 const float *theta, double alpha)
 {
@@ -501,15 +511,18 @@ static void apply_update(struct exchange *x, int p, float *params,
 
 	for (int j = 0; j < fr->ntensors; j++) {
 		const struct frag_tensor *t = &ft->tensors[fr->tensors[j]];
-		float *w = params + t->offset;
+		float *w = params + t->offset, *bs = base + k;
+		const float *g = theta + k;
 
 		if (alpha == 0.0) {
-			memcpy(w, theta + k, t->numel * sizeof(float));
+			memcpy(w, g, t->numel * sizeof(float));
+			memcpy(bs, g, t->numel * sizeof(float));
 		} else {
-			for (size_t i = 0; i < t->numel; i++)
-				w[i] = a * w[i] + b * theta[k + i];
+			for (size_t i = 0; i < t->numel; i++) {
+				w[i] = a * w[i] + b * g[i];
+				bs[i] = a * bs[i] + b * g[i];
+			}
 		}
-		memcpy(base + k, w, t->numel * sizeof(float));
 		k += t->numel;
 	}
 }
@@ -528,20 +541,30 @@ int exchange_learner_start(struct exchange *x, float *params)
 		apply_update(x, p, params, x->scratch, 0.0);
 		x->base_version[p] = m.version;
 		x->steps[p] = x->tokens[p] = 0;
+		x->answered[p] = 0;
 		STORE(&x->f[p].in_applied, gen);
 	}
 	x->started = 1;
 	return 1;
 }
 
-/* d = b − w; separate arrays, so the loop vectorises */
-static void delta(float *restrict d, const float *restrict b,
+/* d = b − w, then b = w: the answered progress leaves the base;
+ * separate arrays, so the loop vectorises */
+static void delta(float *restrict d, float *restrict b,
 		  const float *restrict w, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		d[i] = b[i] - w[i];
+		b[i] = w[i];
+	}
 }
 
+/*
+ * Answers round on fragment p with Δ = base − θ and the counters since
+ * the base, then moves the base to θ and zeroes the counters: no step is
+ * in two answers (docs/design.md §3, Learner). The outbox slot is written
+ * before the base moves, under its sequence counter.
+ */
 static void serve_pull(struct exchange *x, int p, uint64_t round,
 		       const float *params, uint64_t step)
 {
@@ -549,7 +572,7 @@ static void serve_pull(struct exchange *x, int p, uint64_t round,
 	const struct fragment *fr = &ft->frags[p];
 	uint64_t gen = LOADR(&x->f[p].out_gen) + 1;
 	struct xslot *s = slot_at(x, p, 1, gen);
-	const float *base = x->base + x->base_off[p];
+	float *base = x->base + x->base_off[p];
 	float *d = slot_data(s);
 	size_t k = 0;
 
@@ -572,6 +595,10 @@ static void serve_pull(struct exchange *x, int p, uint64_t round,
 	slot_end(s);
 	STORE(&x->f[p].out_gen, gen);
 	STORE(&x->f[p].pull_served, round);
+	if (x->answered[p])
+		COUNT(x, pulls_before_update);
+	x->answered[p] = 1;
+	x->steps[p] = x->tokens[p] = 0;
 	COUNT(x, pulls_served);
 }
 
@@ -608,7 +635,10 @@ void exchange_poll(struct exchange *x, float *params,
 		} else {
 			apply_update(x, p, params, x->scratch, alpha);
 			x->base_version[p] = m.version;
-			x->steps[p] = x->tokens[p] = 0;
+			x->answered[p] = 0;
+			/* α > 0 keeps α·(θ − base) of these steps to answer */
+			if (alpha == 0.0)
+				x->steps[p] = x->tokens[p] = 0;
 			COUNT(x, updates_applied);
 			applied++;
 		}
@@ -683,6 +713,9 @@ int exchange_take_answer(struct exchange *x, int p, struct exchange_answer *a,
 
 	if (box_read(x, p, 1, x->taken[p], &gen, &m, buf, 1) != 1)
 		return 0;
+	if (gen > x->taken[p] + 1)
+		__atomic_add_fetch(&x->c.answers_lost, gen - x->taken[p] - 1,
+				   __ATOMIC_RELAXED);
 	x->taken[p] = gen;
 	a->round = m.version;
 	a->base_version = m.base_version;

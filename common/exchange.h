@@ -104,10 +104,13 @@ struct exchange_poll_result {
 
 /*
  * Once per step, after the step: counts the step into every fragment,
- * publishes stats, answers pending pulls with Δ = base − θ, then applies
- * arrived updates (θ ← α·θ + (1−α)·Θ, base ← θ, counters reset). An update
- * whose version equals the fragment's base version is already applied and
- * is skipped. Never waits.
+ * publishes stats, answers pending pulls with Δ = base − θ and then moves
+ * that fragment's base to θ with its counters reset (no step is in two
+ * answers), then applies arrived updates (θ ← α·θ + (1−α)·Θ and
+ * base ← α·base + (1−α)·Θ; with α = 0 the counters reset, with α > 0
+ * they are kept, as α·(θ − base) of their progress is still to answer).
+ * An update whose version equals the fragment's base version is already
+ * applied and is skipped. Never waits.
  */
 void exchange_poll(struct exchange *x, float *params,
 		   const struct exchange_step *st,
@@ -176,10 +179,13 @@ struct exchange_counters {
 	uint64_t pulls_posted;         /* sidecar */
 	uint64_t pulls_superseded;     /* sidecar: replaced before served */
 	uint64_t answers_taken;        /* sidecar */
+	uint64_t answers_lost;         /* sidecar: overwritten before taken */
 	uint64_t torn_reads;           /* both: a read raced a writer, retried */
 	uint64_t updates_applied;      /* learner */
 	uint64_t updates_skipped;      /* learner: version already applied */
 	uint64_t pulls_served;         /* learner */
+	uint64_t pulls_before_update;  /* learner: a fragment answered again
+					* before an update was applied */
 	uint64_t inbox_pending;        /* now: updates not yet applied */
 	uint64_t pulls_pending;        /* now: pulls not yet served */
 };

@@ -194,11 +194,14 @@ static void conversation(void **state)
 	assert_float_equal(params[5], 0.25f * 4.0f + 0.75f * 8.0f, 1e-6);
 	assert_float_equal(params[6], 0.25f * 5.0f + 0.75f * 8.0f, 1e-6);
 
-	/* a pull after an update counts the steps since it, this one included */
+	/* with α > 0 the steps since the last answer (at step 4) are kept:
+	 * the α share of their progress, α·(base − θ), is still to answer */
 	exchange_post_pull(sc, 0, 13);
 	exchange_poll(ln, params, &st, &res);
 	assert_int_equal(exchange_take_answer(sc, 0, &a, buf), 1);
-	assert_int_equal(a.steps, 1);
+	assert_int_equal(a.steps, 3);
+	assert_float_equal(buf[0], 0.25f * (4.5f - 4.0f), 1e-6);
+	assert_float_equal(buf[1], 0.0f, 1e-6);
 
 	/* queue depths and superseded work */
 	exchange_post_pull(sc, 0, 14);
@@ -221,6 +224,140 @@ static void conversation(void **state)
 	exchange_set_done(sc, 1);
 	exchange_poll(ln, params, &st, &res);
 	assert_int_equal(res.done, 1);
+	exchange_close(sc);
+	exchange_close(ln);
+}
+
+/* Both fragments from the sidecar at version 1, every value v; the learner
+ * started on them. */
+static void start_pair(struct fx *f, struct exchange **ln, struct exchange **sc,
+		       float *params, float v)
+{
+	assert_int_equal(exchange_open(f->dir, EXCHANGE_LEARNER, &f->ft, ln,
+				       NULL), 0);
+	assert_int_equal(exchange_open(f->dir, EXCHANGE_SIDECAR, &f->ft, sc,
+				       NULL), 0);
+	publish_const(*sc, 0, 1, v);
+	publish_const(*sc, 1, 1, v);
+	assert_int_equal(exchange_learner_start(*ln, params), 1);
+}
+
+/*
+ * A second pull of a fragment before the update of the first answer is
+ * applied (docs/design.md §3, Learner): the answer moved the base, so the
+ * second one holds only the steps since; the update, served after it in
+ * the same poll, then overwrites. Keeping the base until the update would
+ * send step 1 again, in Δ and in steps and tokens.
+ */
+static void an_answer_moves_the_base(void **state)
+{
+	struct fx *f = *state;
+	struct exchange *ln, *sc;
+	struct exchange_poll_result res;
+	struct exchange_answer a;
+	struct exchange_counters c;
+	struct exchange_step st;
+	float params[SMALL_N], buf[8];
+
+	start_pair(f, &ln, &sc, params, 1.0f);
+	/* step 1 moves fragment 0 (tensor 1: params 5..10) by 0.5; pulled */
+	for (int i = 5; i < 11; i++)
+		params[i] += 0.5f;
+	exchange_post_pull(sc, 0, 10);
+	st = step_of(1, 64);
+	exchange_poll(ln, params, &st, &res);
+	assert_int_equal(exchange_take_answer(sc, 0, &a, buf), 1);
+	assert_int_equal(a.steps, 1);
+	assert_float_equal(buf[0], -0.5f, 1e-6);
+	/* step 2 moves it by 0.25 more; the next pull and the update of the
+	 * first answer arrive together */
+	for (int i = 5; i < 11; i++)
+		params[i] += 0.25f;
+	exchange_post_pull(sc, 0, 12);
+	publish_const(sc, 0, 2, 3.0f);
+	st = step_of(2, 64);
+	exchange_poll(ln, params, &st, &res);
+	assert_int_equal(res.served, 1);
+	assert_int_equal(res.applied, 1);
+	assert_int_equal(exchange_take_answer(sc, 0, &a, buf), 1);
+	assert_int_equal(a.round, 12);
+	assert_int_equal(a.base_version, 1);
+	assert_int_equal(a.steps, 1);
+	assert_int_equal(a.tokens, 64);
+	assert_int_equal(a.step, 2);
+	for (int i = 0; i < 6; i++)
+		assert_float_equal(buf[i], -0.25f, 1e-6);
+	exchange_counters(ln, &c);
+	assert_int_equal(c.pulls_before_update, 1);
+	/* the update overwrote θ and the base: the next answer starts there */
+	for (int i = 5; i < 11; i++)
+		assert_exactly(params[i], 3.0f);
+	params[5] = 2.0f;
+	exchange_post_pull(sc, 0, 14);
+	st = step_of(3, 64);
+	exchange_poll(ln, params, &st, &res);
+	assert_int_equal(exchange_take_answer(sc, 0, &a, buf), 1);
+	assert_int_equal(a.base_version, 2);
+	assert_int_equal(a.steps, 1);
+	assert_float_equal(buf[0], 1.0f, 1e-6);
+	assert_float_equal(buf[1], 0.0f, 1e-6);
+	exchange_counters(ln, &c);
+	assert_int_equal(c.pulls_before_update, 1);
+	exchange_close(sc);
+	exchange_close(ln);
+}
+
+/*
+ * Mixing with α > 0 (docs/design.md §3, Learner): progress g trained
+ * before an update and not answered yet is still reported afterwards, at
+ * its α share: Δ = α·(−g) against the mixed base, with its steps and
+ * tokens. A base set to the mixed θ would report 0; a base set to Θ would
+ * report α·(Θ − θ), the outer step's share sent back as progress.
+ */
+static void mixing_reports_the_alpha_share(void **state)
+{
+	struct fx *f = *state;
+	struct exchange *ln, *sc;
+	struct exchange_poll_result res;
+	struct exchange_answer a;
+	struct exchange_step st;
+	float params[SMALL_N], buf[8], g[6];
+
+	start_pair(f, &ln, &sc, params, 1.0f);
+	exchange_set_alpha(sc, 0.5);
+	for (int i = 0; i < 6; i++) {
+		g[i] = 0.125f * (float)(i + 1);
+		params[5 + i] += g[i];
+	}
+	st = step_of(1, 64);
+	exchange_poll(ln, params, &st, &res);
+	publish_const(sc, 0, 2, 3.0f);
+	st = step_of(2, 64);
+	exchange_poll(ln, params, &st, &res);
+	assert_int_equal(res.applied, 1);
+	for (int i = 0; i < 6; i++)
+		assert_float_equal(params[5 + i], 0.5f * (1.0f + g[i]) + 1.5f, 1e-6);
+	exchange_post_pull(sc, 0, 20);
+	st = step_of(3, 64);
+	exchange_poll(ln, params, &st, &res);
+	assert_int_equal(exchange_take_answer(sc, 0, &a, buf), 1);
+	assert_int_equal(a.base_version, 2);
+	assert_int_equal(a.steps, 3);
+	assert_int_equal(a.tokens, 3 * 64);
+	for (int i = 0; i < 6; i++)
+		assert_float_equal(buf[i], -0.5f * g[i], 1e-6);
+	/* with α = 0 the same progress is overwritten, counters and all */
+	exchange_set_alpha(sc, 0.0);
+	params[5] += 1.0f;
+	publish_const(sc, 0, 3, 4.0f);
+	st = step_of(4, 64);
+	exchange_poll(ln, params, &st, &res);
+	exchange_post_pull(sc, 0, 22);
+	st = step_of(5, 64);
+	exchange_poll(ln, params, &st, &res);
+	assert_int_equal(exchange_take_answer(sc, 0, &a, buf), 1);
+	assert_int_equal(a.steps, 1);
+	assert_float_equal(buf[0], 0.0f, 0);
 	exchange_close(sc);
 	exchange_close(ln);
 }
@@ -394,8 +531,10 @@ static void sidecar_killed_mid_copy(void **state)
 	free(params);
 }
 
-/* Learner in a child: sets θ to −step everywhere, then polls. Base is 0,
- * so every answer must be Δ = step uniformly, whatever the timing. */
+/* Learner in a child: sets θ to −step everywhere, then polls. The base
+ * starts at 0 and moves to θ at each answer, so every answer must be
+ * Δ = steps (the steps since the one before) uniformly, whatever the
+ * timing. */
 static void learner_child(struct fx *f)
 {
 	struct exchange *ln;
@@ -425,7 +564,7 @@ static void check_answer(const struct exchange_answer *a, const float *buf,
 	/* the answer's counters and payload come from the same step */
 	assert_greater(a->steps, 0);
 	assert_true(all_equal(buf, n));
-	assert_exactly(buf[0], (float)a->step);
+	assert_exactly(buf[0], (float)a->steps);
 }
 
 /* Concurrent learner and sidecar in two processes, the learner killed at
@@ -575,6 +714,10 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(conversation, setup_small, teardown),
+		cmocka_unit_test_setup_teardown(an_answer_moves_the_base, setup_small,
+						teardown),
+		cmocka_unit_test_setup_teardown(mixing_reports_the_alpha_share,
+						setup_small, teardown),
 		cmocka_unit_test_setup_teardown(wrong_model_is_refused, setup_small,
 						teardown),
 		cmocka_unit_test_setup_teardown(long_folder_is_refused, setup_small,
