@@ -59,6 +59,8 @@ void jobspec_defaults(struct job_spec *js)
 	js->syncer.eval_every = 20;
 	js->syncer.eval_tokens = 8192;
 	js->syncer.norm_outlier = 10.0;
+	js->syncer.stale_versions = 4;
+	js->syncer.clip_steps = 4.0;
 	js->syncer.port = 7070;
 	js->syncer.http_port = 7071;
 
@@ -164,6 +166,10 @@ int jobspec_validate(const struct job_spec *js, struct err *e)
 	CHECK(s->eval_tokens >= 0, "spec.syncer.evalTokens: %d is negative", s->eval_tokens);
 	CHECK(s->norm_outlier > 1, "spec.syncer.normOutlier: %g is not more than 1",
 	      s->norm_outlier);
+	CHECK(s->stale_versions >= 1,
+	      "spec.syncer.staleVersions: %d is less than 1", s->stale_versions);
+	CHECK(s->clip_steps >= 1 && s->clip_steps <= 1e6,
+	      "spec.syncer.clipSteps: %g is not in [1, 1e6]", s->clip_steps);
 	CHECK(s->port > 0 && s->port < 65536, "spec.syncer.port: %d is not a port", s->port);
 	CHECK(s->http_port > 0 && s->http_port < 65536 && s->http_port != s->port,
 	      "spec.syncer.httpPort: %d is not a port distinct from spec.syncer.port",

@@ -20,7 +20,8 @@
  *   spec.syncer.{minQuorum, grace, fragments, syncEvery, overlap, alpha,
  *                outerLr, outerMomentum, nesterov, merge (rda|mean),
  *                encoding, updateEncoding, checkpointEvery, evalEvery,
- *                evalTokens, normOutlier, port, httpPort}
+ *                evalTokens, normOutlier, staleVersions, clipSteps, port,
+ *                httpPort}
  *   spec.budget.{tokens, outerSteps}
  *   spec.chaos.{enabled, schedule (poisson|interval), mtbfSeconds,
  *               intervalSeconds, targets [learners|syncer|sidecars],
@@ -94,6 +95,10 @@ struct job_syncer {
 	int eval_every;               /* rounds, default 20 */
 	int eval_tokens;              /* validation tokens per eval, default 8192 */
 	double norm_outlier;          /* reject ‖Δ‖ > k·median, default 10 */
+	int stale_versions;           /* answers from a base more than this many
+				       * versions behind are empty, default 4 */
+	double clip_steps;            /* answers over clip_steps·H steps are
+				       * scaled down to it, default 4 */
 	int port, http_port;          /* default 7070, 7071 */
 };
 

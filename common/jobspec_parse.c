@@ -336,6 +336,8 @@ SECTION(s_syncer,
 	FLD("evalEvery", F_INT, syncer.eval_every),
 	FLD("evalTokens", F_INT, syncer.eval_tokens),
 	FLD("normOutlier", F_DOUBLE, syncer.norm_outlier),
+	FLD("staleVersions", F_INT, syncer.stale_versions),
+	FLD("clipSteps", F_DOUBLE, syncer.clip_steps),
 	FLD("port", F_INT, syncer.port),
 	FLD("httpPort", F_INT, syncer.http_port));
 

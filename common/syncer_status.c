@@ -137,6 +137,7 @@ static int get_fields(const json_t *root, struct syncer_status *s,
 		      struct err *e)
 {
 	const json_t *a = json_object_get(root, "answers");
+	const json_t *inv = json_object_get(root, "invariants");
 	const json_t *done = json_object_get(root, "done");
 
 	if (done && !json_is_boolean(done) && !json_is_null(done))
@@ -144,6 +145,9 @@ static int get_fields(const json_t *root, struct syncer_status *s,
 	s->done = json_is_true(done);
 	if (a && !json_is_object(a) && !json_is_null(a))
 		return err_set(e, "status: field 'answers': not an object");
+	if (inv && !json_is_object(inv) && !json_is_null(inv))
+		return err_set(e, "status: field 'invariants': not an object");
+	s->have_invariants = json_is_object(inv);
 	if (get_count(root, NULL, "round", &s->round, e) ||
 	    get_count(root, NULL, "tokens", &s->tokens, e) ||
 	    get_count(root, NULL, "tokens_merged", &s->tokens_merged, e) ||
@@ -154,6 +158,12 @@ static int get_fields(const json_t *root, struct syncer_status *s,
 	    get_count(a, "answers", "late", &s->late, e) ||
 	    get_count(a, "answers", "rejected", &s->rejected, e) ||
 	    get_count(a, "answers", "empty", &s->empty, e) ||
+	    get_count(a, "answers", "stale", &s->stale, e) ||
+	    get_count(a, "answers", "clipped", &s->clipped, e) ||
+	    get_count(inv, "invariants", "merged_steps", &s->merged_steps, e) ||
+	    get_count(inv, "invariants", "double_merged_steps",
+		      &s->double_merged_steps, e) ||
+	    get_count(inv, "invariants", "repeat_base", &s->repeat_base, e) ||
 	    get_count(root, NULL, "bytes_in", &s->bytes_in, e) ||
 	    get_count(root, NULL, "bytes_out", &s->bytes_out, e) ||
 	    get_figure(root, NULL, "uptime", &s->uptime, e) ||

@@ -38,6 +38,11 @@ struct syncer_status {
 	double eval_loss;               /* NAN while none */
 	int learners_connected, learners_total;
 	uint64_t merged, late, rejected, empty;     /* answers */
+	uint64_t stale, clipped;                    /* answers, bounds */
+	/* invariants (docs/status.md): have_invariants 0 when the syncer
+	 * gave none */
+	int have_invariants;
+	uint64_t merged_steps, double_merged_steps, repeat_base;
 	uint64_t bytes_in, bytes_out;
 	double uptime, goodput, elapsed;            /* NAN when not given */
 	struct syncer_eval *evals;      /* eval_history, owned */

@@ -3,7 +3,8 @@
  * report.html (the same figures and three SVG plots, for people).
  *
  * Where the figures come from:
- *   uptime, goodput, rounds, tokens, final eval loss, answers, bytes —
+ *   uptime, goodput, rounds, tokens, final eval loss, answers, bytes,
+ *   invariants —
  *     the syncer's last /status (docs/status.md);
  *   kills, restarts, crashes, learners up over time — the runner itself;
  *   bytes data parallel would have moved — run_dp_bytes (run.h).
@@ -133,9 +134,15 @@ int run_report_json(const struct run_record *r, struct buf *out, struct err *e)
 	json_object_set_new(root, "per_learner", per);
 	json_object_set_new(root, "syncer", json_pack("{s:i,s:i}",
 		"restarts", r->syncer_restarts, "crashes", r->syncer_crashes));
-	json_object_set_new(root, "answers", json_pack("{s:I,s:I,s:I,s:I}",
+	json_object_set_new(root, "answers", json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}",
 		"merged", (json_int_t)f->merged, "late", (json_int_t)f->late,
-		"rejected", (json_int_t)f->rejected, "empty", (json_int_t)f->empty));
+		"rejected", (json_int_t)f->rejected, "empty", (json_int_t)f->empty,
+		"stale", (json_int_t)f->stale, "clipped", (json_int_t)f->clipped));
+	json_object_set_new(root, "invariants", !f->have_invariants ? json_null() :
+		json_pack("{s:I,s:I,s:I}",
+			  "merged_steps", (json_int_t)f->merged_steps,
+			  "double_merged_steps", (json_int_t)f->double_merged_steps,
+			  "repeat_base", (json_int_t)f->repeat_base));
 	json_object_set_new(root, "bytes", json_pack("{s:I,s:I,s:f,s:I,s:f,s:o,s:s}",
 		"received", (json_int_t)f->bytes_in, "sent", (json_int_t)f->bytes_out,
 		"exchanged", exchanged, "params", (json_int_t)r->params,

@@ -141,6 +141,8 @@ static int alloc_state(struct syncer *s, struct err *e)
 	s->acc.nparams = s->nparams;
 	s->acc.nlearners = (uint32_t)s->M;
 	s->acc.uptime_start = -1;
+	if (audit_init(&s->audit, s->M, s->P))
+		return err_set(e, "syncer: out of memory");
 	return 0;
 }
 
@@ -241,6 +243,7 @@ void core_release(struct syncer *s)
 	free(s->learners);
 	free(s->acc.learners);
 	free(s->acc.evals);
+	audit_release(&s->audit);
 	pthread_cond_destroy(&s->ev.cv);
 	pthread_mutex_destroy(&s->mu);
 }
@@ -490,6 +493,9 @@ void core_merge(struct syncer *s, int slot, double now, struct core_merged *out)
 	else if ((kept = screen_answers(s, slot, p, &mw)) &&
 		 apply_merge(s, p, round, &mw, kept))
 		kept = 0;
+	for (int i = 0; i < kept; i++)
+		audit_merged(&s->audit, mw.list[i]->learner, p, mw.list[i]->step,
+			     mw.list[i]->steps, mw.list[i]->base_version);
 	work_free(&mw);
 	close_round(s, slot, now, t);
 	log_debug("round %" PRIu64 " fragment %d: %d merged, version %" PRIu64,
@@ -592,6 +598,7 @@ int core_join(struct syncer *s, const struct wire_hello *h, double now,
 	if (r > l->step_max)
 		l->step_max = r;
 	l->incarnation = h->incarnation;
+	audit_incarnation(&s->audit, id, h->incarnation);
 	l->joined = 1;
 	s->learners_connected++;
 	note_joined(s, now);
@@ -636,6 +643,7 @@ void core_heartbeat(struct syncer *s, int learner,
 	l->step_time = hb->step_time;
 	l->train_loss = hb->train_loss;
 	l->incarnation = hb->incarnation;
+	audit_incarnation(&s->audit, learner, hb->incarnation);
 	l->last_seen = now;
 	syncer_round_progress(&s->rs, learner, hb->step, hb->step_time);
 }
@@ -713,11 +721,58 @@ static enum core_verdict not_queued(struct syncer *s, int id,
 	}
 }
 
+/*
+ * Whether answer a for fragment p is stale (docs/syncer.md, bounds): it
+ * has steps and its base is more than staleVersions versions behind the
+ * fragment's version now.
+ */
+static int is_stale(const struct syncer *s, int p, const struct wire_answer *a)
+{
+	uint64_t v = s->versions[p];
+
+	return a->steps > 0 && a->base_version < v &&
+	       v - a->base_version > (uint64_t)s->js->syncer.stale_versions;
+}
+
+/*
+ * The weight of a non-empty answer within the bounds (docs/syncer.md,
+ * bounds; outer_bounded_weight): over clipSteps·H steps its Δ and squared
+ * norms are scaled down to that many steps; tokens count at most B·T a
+ * step. A cut weight is counted in `clipped`.
+ */
+static double bounded_weight(struct syncer *s, int id, int p,
+			     const struct wire_answer *a, struct answer *ans)
+{
+	const struct job_spec *js = s->js;
+	uint64_t max_steps = (uint64_t)ceil(js->syncer.clip_steps *
+					    jobspec_sync_every(js));
+	uint64_t tps = (uint64_t)js->optimizer.batch_size *
+		       (uint64_t)jobspec_seq_len(js);
+	size_t n = s->ft->frags[p].numel;
+	double scale, w;
+
+	w = outer_bounded_weight(a->steps, a->tokens, max_steps, tps, &scale);
+	if (scale < 1.0) {
+		for (size_t i = 0; i < n; i++)
+			ans->delta[i] *= (float)scale;
+		for (int k = 0; k < s->ft->frags[p].ntensors; k++)
+			ans->sq[k] *= scale * scale;
+	}
+	if (w < outer_weight(a->steps, a->tokens)) {
+		s->audit.clipped++;
+		log_info("learner %d: answer for round %" PRIu64 " fragment %d "
+			 "of %" PRIu64 " steps and %" PRIu64 " tokens clipped to "
+			 "%" PRIu64 " steps of at most %" PRIu64 " tokens", id,
+			 a->round, p, a->steps, a->tokens, max_steps, tps);
+	}
+	return w;
+}
+
 enum core_verdict core_answer(struct syncer *s, int id,
 			      const struct wire_answer *a, double now)
 {
 	struct learner *l = &s->learners[id];
-	int p = (int)a->fragment, before_resume, slot;
+	int p = (int)a->fragment, before_resume, stale, slot;
 	const char *why = NULL;
 	struct answer *ans;
 	enum round_verdict v;
@@ -745,7 +800,8 @@ enum core_verdict core_answer(struct syncer *s, int id,
 	 * learner has the Welcome's Θ by now and its next answers start there.
 	 */
 	before_resume = a->steps > 0 && a->base_version < s->resumed_at[p];
-	ans = decode_answer(s, p, a, before_resume, &why);
+	stale = !before_resume && is_stale(s, p, a);
+	ans = decode_answer(s, p, a, before_resume || stale, &why);
 	v = syncer_round_answer(&s->rs, id, a->round, p, ans && !why, now);
 	if (v != ROUND_ACCEPTED || !ans || why) {
 		answer_free(ans);
@@ -755,7 +811,18 @@ enum core_verdict core_answer(struct syncer *s, int id,
 	ans->learner = id;
 	ans->steps = a->steps;
 	ans->tokens = a->tokens;
-	ans->weight = before_resume ? 0 : outer_weight(a->steps, a->tokens);
+	ans->step = a->step;
+	ans->base_version = a->base_version;
+	ans->weight = before_resume || stale || !ans->delta
+		      ? 0 : bounded_weight(s, id, p, a, ans);
+	if (stale) {
+		s->audit.stale++;
+		log_info("learner %d: answer for round %" PRIu64 " fragment %d "
+			 "trained from version %" PRIu64 ", %" PRIu64 " behind "
+			 "(staleVersions %d): taken as empty", id, a->round, p,
+			 a->base_version, s->versions[p] - a->base_version,
+			 s->js->syncer.stale_versions);
+	}
 	if (before_resume)
 		log_info("learner %d: answer for round %" PRIu64 " fragment %d "
 			 "trained from version %" PRIu64 ", before this syncer "

@@ -24,6 +24,24 @@ double outer_weight(uint64_t steps, uint64_t tokens)
 	return (double)tokens * ((double)tokens / (double)steps);
 }
 
+double outer_bounded_weight(uint64_t steps, uint64_t tokens, uint64_t max_steps,
+			    uint64_t tokens_per_step, double *scale)
+{
+	double s = (double)steps, t = (double)tokens;
+
+	*scale = 1.0;
+	if (!steps)
+		return 0.0;
+	if (max_steps && steps > max_steps) {
+		*scale = (double)max_steps / s;
+		t *= *scale;
+		s = (double)max_steps;
+	}
+	if (tokens_per_step && t > (double)tokens_per_step * s)
+		t = (double)tokens_per_step * s;
+	return t * (t / s);
+}
+
 /*
  * The hot loops use GCC/Clang vector extensions: -O2 does not vectorise
  * loops that need alias checks or tails, and these carry the merge.

@@ -34,6 +34,17 @@ enum outer_verdict { OUTER_OK = 0, OUTER_NONFINITE = 1, OUTER_OUTLIER = 2 };
 double outer_weight(uint64_t steps, uint64_t tokens);
 
 /*
+ * The weight of an answer of `steps` steps and `tokens` tokens bounded by
+ * the job (docs/syncer.md, bounds): steps above max_steps count as
+ * max_steps, with the tokens scaled alike and *scale = max_steps / steps
+ * (the factor for Δ; else 1), and tokens at most tokens_per_step per step
+ * counted (tokens_per_step 0: no such bound). Whatever the answer claims,
+ * the weight is at most tokens_per_step² · max_steps.
+ */
+double outer_bounded_weight(uint64_t steps, uint64_t tokens, uint64_t max_steps,
+			    uint64_t tokens_per_step, double *scale);
+
+/*
  * Squared norm of each segment of x into sq[nseg] (in double); returns 0
  * when every value is finite, -1 otherwise (sq is then meaningless).
  */

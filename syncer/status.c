@@ -62,9 +62,15 @@ static json_t *status_json(struct syncer *s, double now)
 			"last_seen", l->seen ? json_real(now - l->last_seen) : json_null()));
 	}
 	json_object_set_new(o, "learners", a);
-	json_object_set_new(o, "answers", json_pack("{sI sI sI sI}",
+	json_object_set_new(o, "answers", json_pack("{sI sI sI sI sI sI}",
 		"merged", (json_int_t)c->merged, "late", (json_int_t)c->late,
-		"rejected", (json_int_t)c->rejected, "empty", (json_int_t)c->empty));
+		"rejected", (json_int_t)c->rejected, "empty", (json_int_t)c->empty,
+		"stale", (json_int_t)s->audit.stale,
+		"clipped", (json_int_t)s->audit.clipped));
+	json_object_set_new(o, "invariants", json_pack("{sI sI sI}",
+		"merged_steps", (json_int_t)s->audit.merged_steps,
+		"double_merged_steps", (json_int_t)s->audit.double_merged_steps,
+		"repeat_base", (json_int_t)s->audit.repeat_base));
 	json_object_set_new(o, "bytes_in", json_integer((json_int_t)c->bytes_in));
 	json_object_set_new(o, "bytes_out", json_integer((json_int_t)c->bytes_out));
 	json_object_set_new(o, "uptime", json_real(core_uptime(s, now)));
@@ -102,6 +108,21 @@ static void metrics_text(struct syncer *s, double now, struct buf *b)
 	prom_u64(b, M("answers_total"), PROM_LABELS("result", "late"), c->late);
 	prom_u64(b, M("answers_total"), PROM_LABELS("result", "rejected"), c->rejected);
 	prom_u64(b, M("answers_total"), PROM_LABELS("result", "empty"), c->empty);
+	prom_counter(b, M("answers_stale_total"),
+		     "Answers taken as empty: base more than staleVersions behind.",
+		     s->audit.stale);
+	prom_counter(b, M("answers_clipped_total"),
+		     "Answers whose weight the step and token bounds cut.",
+		     s->audit.clipped);
+	prom_counter(b, M("merged_steps_total"),
+		     "Learner steps in merged answers, since this process started.",
+		     s->audit.merged_steps);
+	prom_counter(b, M("double_merged_steps_total"),
+		     "Learner steps merged a second time (an invariant: 0).",
+		     s->audit.double_merged_steps);
+	prom_counter(b, M("repeat_base_total"),
+		     "Merged answers on the base of the learner's previous one.",
+		     s->audit.repeat_base);
 	prom_family(b, M("quorum_wait_seconds"), PROM_SUMMARY, "Time from pull to quorum.");
 	prom_double(b, M("quorum_wait_seconds_sum"), NULL, s->quorum_wait_sum);
 	prom_u64(b, M("quorum_wait_seconds_count"), NULL, s->quorum_count);

@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "common/httpd.h"
+#include "syncer/audit.h"
 #include "syncer/ckpt.h"
 #include "syncer/outer.h"
 #include "syncer/round.h"
@@ -41,6 +42,7 @@ struct answer {
 	struct answer *next;
 	int learner;
 	uint64_t steps, tokens;
+	uint64_t step, base_version;   /* the learner's step; its base */
 	double weight;
 	float *delta;        /* NULL for an empty answer (steps = 0) */
 	double *sq;          /* squared norm per segment */
@@ -86,6 +88,7 @@ struct syncer {
 
 	/* accounting; the checkpointed part mirrors struct syncer_ckpt */
 	struct syncer_ckpt acc;      /* counters, evals; theta/momentum unused */
+	struct audit audit;          /* merged steps, bounds (audit.h) */
 	double t0, elapsed_base, done_elapsed;
 	double quorum_wait_sum, grace_sum, merge_sum;
 	uint64_t quorum_count, merge_count;

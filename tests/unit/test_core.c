@@ -164,6 +164,52 @@ static enum core_verdict answer(struct fx *f, int id, uint64_t round, int frag,
 	return r;
 }
 
+/*
+ * Learner id answers round/frag from base with every value v, as the
+ * learner's step `step` after `steps` steps of `tokens` tokens.
+ */
+static enum core_verdict answer_at(struct fx *f, int id, uint64_t round,
+				   int frag, uint64_t base, float v,
+				   uint64_t step, uint64_t steps, uint64_t tokens)
+{
+	size_t n = f->ft.frags[frag].numel;
+	float *x = malloc(n * sizeof(float));
+	uint8_t *buf = malloc(n * sizeof(float));
+	struct wire_answer a = {
+		.fragment = (uint32_t)frag, .round = round, .base_version = base,
+		.steps = steps, .tokens = tokens, .encoding = ENC_F32,
+		.payload = buf, .payload_len = n * sizeof(float), .step = step,
+	};
+	enum core_verdict r;
+
+	for (size_t i = 0; i < n; i++)
+		x[i] = v;
+	assert_int_equal(enc_encode(ENC_F32, x, n, buf, NULL), 0);
+	r = core_answer(f->s, id, &a, f->now);
+	free(x);
+	free(buf);
+	return r;
+}
+
+/* Heartbeats move every learner on until a round is pulled; returns it. */
+static struct round_action pull_next(struct fx *f, uint64_t *step)
+{
+	struct round_action a;
+
+	for (int i = 0; i < 100; i++) {
+		syncer_round_poll(&f->s->rs, f->now, &a);
+		if (a.kind == ROUND_PULL)
+			return a;
+		assert_int_equal(a.kind, ROUND_NONE);
+		++*step;
+		for (int id = 0; id < M; id++)
+			core_heartbeat(f->s, id, &(struct wire_heartbeat){
+				.step = *step }, f->now);
+	}
+	fail_msg("no round pulled");
+	return a;
+}
+
 static void merge(struct fx *f, struct round_action a, struct core_merged *mg)
 {
 	assert_int_equal(a.kind, ROUND_MERGE);
@@ -442,6 +488,158 @@ static void a_returning_learner_resumes_at_its_own_step(void **state)
 	assert_int_equal(pulls[0].frag, 1);
 }
 
+/*
+ * The audit of merged steps (syncer/audit.h): an answer that holds steps
+ * of one merged before — what a learner that keeps its base until the
+ * update sends — is counted in double_merged_steps; answers that follow
+ * the rule (docs/design.md §3, Learner) are not; a new learner process
+ * starts its count again.
+ */
+static void steps_merged_twice_are_counted(void **state)
+{
+	struct fx *f = *state;
+	struct round_action a;
+	struct core_merged mg;
+	struct round_action pulls[8];
+	uint64_t sizes[2], resume, hb = 0;
+	struct wire_hello h;
+
+	fx_start(f);
+	join_all(f);
+	a = pull_next(f, &hb);
+	assert_int_equal(a.frag, 1);
+	/* learners 0 and 1: steps 1..5 from version 0 */
+	answer_at(f, 0, a.round, 1, 0, 0.1f, 5, 5, 50);
+	answer_at(f, 1, a.round, 1, 0, 0.1f, 5, 5, 50);
+	merge(f, poll(f), &mg);
+	assert_int_equal(mg.merged, 2);
+	assert_int_equal(f->s->audit.merged_steps, 10);
+	assert_int_equal(f->s->audit.double_merged_steps, 0);
+	assert_int_equal(f->s->audit.repeat_base, 0);
+	/* fragment 0's round: nothing to merge */
+	a = pull_next(f, &hb);
+	assert_int_equal(a.frag, 0);
+	answer_at(f, 0, a.round, 0, 0, 0, 5, 0, 0);
+	answer_at(f, 1, a.round, 0, 0, 0, 5, 0, 0);
+	merge(f, poll(f), &mg);
+	assert_int_equal(mg.merged, 0);
+	/* fragment 1 again, both still on version 0 (the update not applied
+	 * yet): learner 0 sends steps 1..8, learner 1 only 6..8 */
+	a = pull_next(f, &hb);
+	assert_int_equal(a.frag, 1);
+	answer_at(f, 0, a.round, 1, 0, 0.1f, 8, 8, 80);
+	answer_at(f, 1, a.round, 1, 0, 0.1f, 8, 3, 30);
+	merge(f, poll(f), &mg);
+	assert_int_equal(mg.merged, 2);
+	assert_int_equal(f->s->audit.merged_steps, 21);
+	assert_int_equal(f->s->audit.double_merged_steps, 5);
+	assert_int_equal(f->s->audit.repeat_base, 2);
+	/* learner 0 restarts (a new incarnation) and numbers from step 2:
+	 * new steps, not counted */
+	core_leave(f->s, 0, "test");
+	h = hello_of(f, 0, sizes);
+	h.incarnation = 99;
+	core_join(f->s, &h, f->now, &resume, pulls, 8);
+	a = pull_next(f, &hb);
+	if (a.frag != 1) {
+		for (int id = 0; id < M; id++)
+			answer_at(f, id, a.round, a.frag, 0, 0, hb, 0, 0);
+		merge(f, poll(f), &mg);
+		a = pull_next(f, &hb);
+	}
+	assert_int_equal(a.frag, 1);
+	answer_at(f, 0, a.round, 1, 2, 0.1f, 4, 2, 20);
+	answer_at(f, 1, a.round, 1, 2, 0.1f, 9, 1, 10);
+	merge(f, poll(f), &mg);
+	assert_int_equal(mg.merged, 2);
+	assert_int_equal(f->s->audit.merged_steps, 24);
+	assert_int_equal(f->s->audit.double_merged_steps, 5);
+	assert_int_equal(f->s->audit.repeat_base, 2);
+}
+
+/*
+ * An answer from a base more than staleVersions behind the fragment's
+ * version is taken as empty and counted; one within the bound merges.
+ */
+static void stale_answers_are_empty_and_counted(void **state)
+{
+	struct fx *f = *state;
+	struct core_merged mg;
+	struct round_action a;
+	float before[NPARAM];
+	size_t off;
+
+	fx_start(f);
+	join_all(f);
+	a = poll(f);
+	assert_int_equal(a.kind, ROUND_PULL);
+	assert_int_equal(a.frag, 1);
+	f->s->versions[1] = 6;            /* as after six merges */
+	memcpy(before, f->s->theta, sizeof(before));
+	/* 5 behind the default 4: stale; 4 behind: merged */
+	assert_int_equal(answer_at(f, 0, a.round, 1, 1, 5.0f, 3, 3, 30),
+			 CORE_QUEUED);
+	assert_int_equal(f->s->audit.stale, 1);
+	assert_int_equal(answer_at(f, 1, a.round, 1, 2, 0.5f, 3, 3, 30),
+			 CORE_QUEUED);
+	assert_int_equal(f->s->audit.stale, 1);
+	merge(f, poll(f), &mg);
+	assert_int_equal(mg.merged, 1);
+	assert_int_equal(mg.version, 7);
+	assert_int_equal(f->s->acc.empty, 1);
+	off = f->s->frag_off[1];
+	for (size_t i = 0; i < f->ft.frags[1].numel; i++)
+		assert_float_equal(f->s->theta[off + i], before[off + i] - 0.5f,
+				   1e-6);
+	assert_int_equal(f->s->audit.merged_steps, 3);
+}
+
+/*
+ * The bounds on one answer (docs/syncer.md): over clipSteps·H steps its
+ * Δ and weight are scaled to that many steps; tokens count at most B·T a
+ * step, whatever the answer claims.
+ */
+static void long_answers_are_clipped(void **state)
+{
+	struct fx *f = *state;
+	struct core_merged mg;
+	struct round_action a;
+	float before[NPARAM];
+	uint64_t hb = 0;
+	size_t off = 0, n = 0;
+
+	fx_start(f);
+	join_all(f);
+	/* H = P = 2, clipSteps 4: at most 8 steps; B·T = 8 · 64 */
+	a = pull_next(f, &hb);
+	memcpy(before, f->s->theta, sizeof(before));
+	off = f->s->frag_off[a.frag];
+	n = f->ft.frags[a.frag].numel;
+	/* 80 steps, Δ 1: as 8 steps, Δ 0.1, weight 80²/8; the other 8
+	 * steps, Δ 0.5, the same weight: the mean is 0.3 (unbounded: 0.95) */
+	answer_at(f, 0, a.round, a.frag, 0, 1.0f, 80, 80, 800);
+	answer_at(f, 1, a.round, a.frag, 0, 0.5f, 8, 8, 80);
+	assert_int_equal(f->s->audit.clipped, 1);
+	merge(f, poll(f), &mg);
+	assert_int_equal(mg.merged, 2);
+	for (size_t i = 0; i < n; i++)
+		assert_float_equal(f->s->theta[off + i], before[off + i] - 0.3f,
+				   1e-6);
+	/* a claim of 10⁶ tokens in one step weighs as B·T = 512 */
+	a = pull_next(f, &hb);
+	memcpy(before, f->s->theta, sizeof(before));
+	off = f->s->frag_off[a.frag];
+	n = f->ft.frags[a.frag].numel;
+	answer_at(f, 0, a.round, a.frag, 0, 1.0f, 81, 1, 1000000);
+	answer_at(f, 1, a.round, a.frag, 0, 0.0f, 9, 1, 512);
+	assert_int_equal(f->s->audit.clipped, 2);
+	merge(f, poll(f), &mg);
+	assert_int_equal(mg.merged, 2);
+	for (size_t i = 0; i < n; i++)
+		assert_float_equal(f->s->theta[off + i], before[off + i] - 0.5f,
+				   1e-6);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -453,6 +651,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(the_budget_ends_the_job, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_restart_skips_versions_and_empties_older_answers, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_returning_learner_resumes_at_its_own_step, setup, teardown),
+		cmocka_unit_test_setup_teardown(steps_merged_twice_are_counted, setup, teardown),
+		cmocka_unit_test_setup_teardown(stale_answers_are_empty_and_counted, setup, teardown),
+		cmocka_unit_test_setup_teardown(long_answers_are_clipped, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

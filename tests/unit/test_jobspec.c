@@ -91,6 +91,8 @@ static void full_yaml_file(void **state)
 	assert_int_equal(js.syncer.eval_every, 5);
 	assert_int_equal(js.syncer.eval_tokens, 4096);
 	assert_exactly(js.syncer.norm_outlier, 20);
+	assert_int_equal(js.syncer.stale_versions, 6);
+	assert_exactly(js.syncer.clip_steps, 2.5);
 	assert_int_equal(js.syncer.port, 9000);
 	assert_int_equal(js.syncer.http_port, 9001);
 	assert_int_equal(js.budget.tokens, 10000000);

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "common/util.h"
 #include "syncer/outer.h"
 #include "tests/unit/testlib.h"
 
@@ -19,6 +20,40 @@ static void weights_are_tokens_squared_over_steps(void **state)
 	near(outer_weight(2, 6), 18.0);
 	near(outer_weight(0, 100), 0.0);
 	near(outer_weight(1000, 64000), 64000.0 * 64.0);
+}
+
+/*
+ * The bounded weight: steps over the cap count as the cap with tokens and
+ * Δ scaled alike, tokens at most tokens_per_step a step; whatever an
+ * answer claims, w ≤ tokens_per_step² · max_steps.
+ */
+static void weights_are_bounded(void **state)
+{
+	struct rng r;
+	double scale;
+
+	(void)state;
+	near(outer_bounded_weight(4, 8, 16, 512, &scale), 16.0);
+	near(scale, 1.0);
+	near(outer_bounded_weight(80, 800, 8, 512, &scale), 800.0);
+	near(scale, 0.1);
+	near(outer_bounded_weight(1, 1000000, 8, 512, &scale), 512.0 * 512.0);
+	near(scale, 1.0);
+	near(outer_bounded_weight(0, 100, 8, 512, &scale), 0.0);
+	near(outer_bounded_weight(1000, 64000, 0, 0, &scale), 64000.0 * 64.0);
+	rng_seed(&r, 3);
+	for (int i = 0; i < 100000; i++) {
+		uint64_t steps = rng_next(&r) >> (rng_next(&r) % 64);
+		uint64_t tokens = rng_next(&r) >> (rng_next(&r) % 64);
+		uint64_t cap = 1 + rng_next(&r) % 1000;
+		uint64_t tps = 1 + rng_next(&r) % 100000;
+		double w = outer_bounded_weight(steps, tokens, cap, tps, &scale);
+
+		assert_true(w >= 0);
+		assert_true(w <= (double)tps * (double)tps * (double)cap * (1 + 1e-12));
+		assert_true(w <= outer_weight(steps, tokens) * (1 + 1e-12));
+		assert_true(scale > 0 && scale <= 1);
+	}
 }
 
 static void sqnorms_per_segment_and_finiteness(void **state)
@@ -183,6 +218,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(weights_are_tokens_squared_over_steps),
+		cmocka_unit_test(weights_are_bounded),
 		cmocka_unit_test(sqnorms_per_segment_and_finiteness),
 		cmocka_unit_test(mean_is_weighted),
 		cmocka_unit_test(rda_per_tensor_and_mean_for_embedding),

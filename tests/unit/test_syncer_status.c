@@ -115,6 +115,10 @@ static void fields_by_the_contract(void **state)
 		{ "{\"tokens\": 1.5}", "status: field 'tokens': not a count" },
 		{ "{\"answers\": {\"late\": -3}}", "status: field 'answers.late': not a count" },
 		{ "{\"answers\": [1]}", "status: field 'answers': not an object" },
+		{ "{\"answers\": {\"stale\": 0.5}}", "status: field 'answers.stale': not a count" },
+		{ "{\"invariants\": 0}", "status: field 'invariants': not an object" },
+		{ "{\"invariants\": {\"double_merged_steps\": -1}}",
+		  "status: field 'invariants.double_merged_steps': not a count" },
 		{ "{\"done\": 1}", "status: field 'done': not a boolean" },
 		{ "{\"uptime\": \"1.0\"}", "status: field 'uptime': not a number" },
 		{ "{\"learners_total\": 3000000000}",
@@ -140,6 +144,19 @@ static void fields_by_the_contract(void **state)
 	assert_true(isnan(s.eval_loss) && isnan(s.uptime) && isnan(s.goodput) &&
 		    isnan(s.elapsed));
 	assert_int_equal(s.nevals, 0);
+	assert_int_equal(s.have_invariants, 0);
+	/* the answer bounds and the invariants (docs/status.md) */
+	assert_int_equal(parse("{\"answers\": {\"stale\": 3, \"clipped\": 4},"
+			       " \"invariants\": {\"merged_steps\": 900,"
+			       " \"double_merged_steps\": 0, \"repeat_base\": 12}}",
+			       &s, &e), 0);
+	assert_int_equal(s.stale, 3);
+	assert_int_equal(s.clipped, 4);
+	assert_int_equal(s.have_invariants, 1);
+	assert_int_equal(s.merged_steps, 900);
+	assert_int_equal(s.double_merged_steps, 0);
+	assert_int_equal(s.repeat_base, 12);
+	syncer_status_release(&s);
 	/* a count written as a whole real reads as the integer; null is none */
 	assert_int_equal(parse("{\"tokens\": 1.5e6, \"round\": 12.0, \"done\": true,"
 			       " \"eval_loss\": null, \"goodput\": 1,"

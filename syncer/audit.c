@@ -1,0 +1,59 @@
+/*
+ * audit: the merged-steps ledger and its counters (see audit.h).
+ */
+#include "syncer/audit.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int audit_init(struct audit *a, int M, int P)
+{
+	size_t n = (size_t)M * (size_t)P;
+
+	memset(a, 0, sizeof(*a));
+	a->M = M;
+	a->P = P;
+	a->mark = calloc(n ? n : 1, sizeof(*a->mark));
+	a->base = calloc(n ? n : 1, sizeof(*a->base));
+	a->incarnation = calloc(M > 0 ? (size_t)M : 1, sizeof(*a->incarnation));
+	return a->mark && a->base && a->incarnation ? 0 : -1;
+}
+
+void audit_release(struct audit *a)
+{
+	free(a->mark);
+	free(a->base);
+	free(a->incarnation);
+	a->mark = a->base = a->incarnation = NULL;
+}
+
+void audit_incarnation(struct audit *a, int m, uint64_t incarnation)
+{
+	if (m < 0 || m >= a->M || !incarnation ||
+	    a->incarnation[m] == incarnation)
+		return;
+	a->incarnation[m] = incarnation;
+	memset(a->mark + (size_t)m * a->P, 0, (size_t)a->P * sizeof(*a->mark));
+	memset(a->base + (size_t)m * a->P, 0, (size_t)a->P * sizeof(*a->base));
+}
+
+void audit_merged(struct audit *a, int m, int p, uint64_t step,
+		  uint64_t steps, uint64_t base_version)
+{
+	size_t k = (size_t)m * a->P + (size_t)p;
+	uint64_t lo = step > steps ? step - steps : 0;
+
+	if (m < 0 || m >= a->M || p < 0 || p >= a->P)
+		return;
+	a->merged_steps += steps;
+	if (lo < a->mark[k]) {
+		uint64_t twice = a->mark[k] - lo;
+
+		a->double_merged_steps += twice < steps ? twice : steps;
+	}
+	if (a->base[k] == base_version + 1)
+		a->repeat_base++;
+	a->base[k] = base_version + 1;
+	if (step > a->mark[k])
+		a->mark[k] = step;
+}

@@ -1,0 +1,50 @@
+/*
+ * audit: what the syncer counts to prove its accounting (docs/design.md
+ * §3, Invariants; docs/syncer.md). Nothing here changes a merge.
+ *
+ * An answer of learner m for fragment p carries the learner's step at the
+ * answer and the steps since its base: it covers the learner's steps
+ * (step − steps, step]. Per learner and fragment the audit keeps the
+ * highest step merged so far (the mark); the part of a merged answer at or
+ * below the mark was merged before, and adds to double_merged_steps. The
+ * learner's rule (an answer moves its base, docs/design.md §3) keeps that
+ * at 0. A learner process that starts over (a new incarnation) numbers its
+ * steps again from its resume step: its marks go back to 0.
+ *
+ * repeat_base counts merged answers trained from the same base version as
+ * the learner's previous merged answer for that fragment: it answered
+ * again before it applied the update of the one before, the case in which
+ * a learner that kept its base would send those steps a second time. A
+ * run where it is 0 did not test the rule.
+ *
+ * The counts live in memory, from the syncer process's start: a restarted
+ * syncer starts them (and the marks) again.
+ */
+#ifndef DDILOCO_SYNCER_AUDIT_H
+#define DDILOCO_SYNCER_AUDIT_H
+
+#include <stdint.h>
+
+struct audit {
+	int M, P;
+	uint64_t *mark;          /* M × P: highest learner step merged */
+	uint64_t *base;          /* M × P: base version + 1 of the last
+				  * merged answer (0: none) */
+	uint64_t *incarnation;   /* per learner: the process the marks are of */
+	uint64_t merged_steps;          /* Σ steps of merged answers */
+	uint64_t double_merged_steps;   /* of those, merged before */
+	uint64_t repeat_base;           /* merged answers on a repeated base */
+	uint64_t stale;          /* answers taken as empty: base too old */
+	uint64_t clipped;        /* answers whose weight the bounds cut */
+};
+
+int audit_init(struct audit *a, int M, int P);
+void audit_release(struct audit *a);
+/* Learner m is process `incarnation` (0: unknown, ignored); a new one
+ * starts its marks again. */
+void audit_incarnation(struct audit *a, int m, uint64_t incarnation);
+/* An answer of learner m for fragment p was merged. */
+void audit_merged(struct audit *a, int m, int p, uint64_t step,
+		  uint64_t steps, uint64_t base_version);
+
+#endif
