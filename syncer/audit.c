@@ -37,8 +37,8 @@ void audit_incarnation(struct audit *a, int m, uint64_t incarnation)
 	memset(a->base + (size_t)m * a->P, 0, (size_t)a->P * sizeof(*a->base));
 }
 
-void audit_merged(struct audit *a, int m, int p, uint64_t step,
-		  uint64_t steps, uint64_t base_version)
+void audit_merged(struct audit *a, int m, int p, uint64_t incarnation,
+		  uint64_t step, uint64_t steps, uint64_t base_version)
 {
 	size_t k = (size_t)m * a->P + (size_t)p;
 	uint64_t lo = step > steps ? step - steps : 0;
@@ -46,6 +46,9 @@ void audit_merged(struct audit *a, int m, int p, uint64_t step,
 	if (m < 0 || m >= a->M || p < 0 || p >= a->P)
 		return;
 	a->merged_steps += steps;
+	if (incarnation && a->incarnation[m] &&
+	    incarnation != a->incarnation[m])
+		return;   /* an earlier process's: outside the new marks */
 	if (lo < a->mark[k]) {
 		uint64_t twice = a->mark[k] - lo;
 

@@ -9,7 +9,9 @@
  * below the mark was merged before, and adds to double_merged_steps. The
  * learner's rule (an answer moves its base, docs/design.md §3) keeps that
  * at 0. A learner process that starts over (a new incarnation) numbers its
- * steps again from its resume step: its marks go back to 0.
+ * steps again from its resume step: its marks go back to 0, and answers
+ * of the earlier process merged after that (accepted before it) count in
+ * merged_steps only: a new process cannot send their steps again.
  *
  * repeat_base counts merged answers trained from the same base version as
  * the learner's previous merged answer for that fragment: it answered
@@ -43,8 +45,9 @@ void audit_release(struct audit *a);
 /* Learner m is process `incarnation` (0: unknown, ignored); a new one
  * starts its marks again. */
 void audit_incarnation(struct audit *a, int m, uint64_t incarnation);
-/* An answer of learner m for fragment p was merged. */
-void audit_merged(struct audit *a, int m, int p, uint64_t step,
-		  uint64_t steps, uint64_t base_version);
+/* An answer of learner m for fragment p, sent by process `incarnation`
+ * (0: unknown), was merged. */
+void audit_merged(struct audit *a, int m, int p, uint64_t incarnation,
+		  uint64_t step, uint64_t steps, uint64_t base_version);
 
 #endif

@@ -494,7 +494,8 @@ void core_merge(struct syncer *s, int slot, double now, struct core_merged *out)
 		 apply_merge(s, p, round, &mw, kept))
 		kept = 0;
 	for (int i = 0; i < kept; i++)
-		audit_merged(&s->audit, mw.list[i]->learner, p, mw.list[i]->step,
+		audit_merged(&s->audit, mw.list[i]->learner, p,
+			     mw.list[i]->incarnation, mw.list[i]->step,
 			     mw.list[i]->steps, mw.list[i]->base_version);
 	work_free(&mw);
 	close_round(s, slot, now, t);
@@ -813,6 +814,7 @@ enum core_verdict core_answer(struct syncer *s, int id,
 	ans->tokens = a->tokens;
 	ans->step = a->step;
 	ans->base_version = a->base_version;
+	ans->incarnation = l->incarnation;
 	ans->weight = before_resume || stale || !ans->delta
 		      ? 0 : bounded_weight(s, id, p, a, ans);
 	if (stale) {

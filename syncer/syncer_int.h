@@ -43,6 +43,7 @@ struct answer {
 	int learner;
 	uint64_t steps, tokens;
 	uint64_t step, base_version;   /* the learner's step; its base */
+	uint64_t incarnation;          /* the learner process that sent it */
 	double weight;
 	float *delta;        /* NULL for an empty answer (steps = 0) */
 	double *sq;          /* squared norm per segment */

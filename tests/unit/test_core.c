@@ -534,12 +534,10 @@ static void steps_merged_twice_are_counted(void **state)
 	assert_int_equal(f->s->audit.merged_steps, 21);
 	assert_int_equal(f->s->audit.double_merged_steps, 5);
 	assert_int_equal(f->s->audit.repeat_base, 2);
-	/* learner 0 restarts (a new incarnation) and numbers from step 2:
-	 * new steps, not counted */
-	core_leave(f->s, 0, "test");
-	h = hello_of(f, 0, sizes);
-	h.incarnation = 99;
-	core_join(f->s, &h, f->now, &resume, pulls, 8);
+	/* learner 0 answers the next round of fragment 1 at its step 100,
+	 * then restarts before the merge: the new process (incarnation 99)
+	 * numbers its steps from 2. The old answer's steps count as merged
+	 * but are no mark for the new process */
 	a = pull_next(f, &hb);
 	if (a.frag != 1) {
 		for (int id = 0; id < M; id++)
@@ -548,11 +546,29 @@ static void steps_merged_twice_are_counted(void **state)
 		a = pull_next(f, &hb);
 	}
 	assert_int_equal(a.frag, 1);
-	answer_at(f, 0, a.round, 1, 2, 0.1f, 4, 2, 20);
+	answer_at(f, 0, a.round, 1, 2, 0.1f, 100, 3, 30);
+	core_leave(f->s, 0, "test");
+	h = hello_of(f, 0, sizes);
+	h.incarnation = 99;
+	core_join(f->s, &h, f->now, &resume, pulls, 8);
 	answer_at(f, 1, a.round, 1, 2, 0.1f, 9, 1, 10);
 	merge(f, poll(f), &mg);
 	assert_int_equal(mg.merged, 2);
-	assert_int_equal(f->s->audit.merged_steps, 24);
+	assert_int_equal(f->s->audit.merged_steps, 25);
+	assert_int_equal(f->s->audit.double_merged_steps, 5);
+	a = pull_next(f, &hb);
+	if (a.frag != 1) {
+		for (int id = 0; id < M; id++)
+			answer_at(f, id, a.round, a.frag, 0, 0, hb, 0, 0);
+		merge(f, poll(f), &mg);
+		a = pull_next(f, &hb);
+	}
+	assert_int_equal(a.frag, 1);
+	answer_at(f, 0, a.round, 1, 3, 0.1f, 4, 2, 20);
+	answer_at(f, 1, a.round, 1, 3, 0.1f, 10, 1, 10);
+	merge(f, poll(f), &mg);
+	assert_int_equal(mg.merged, 2);
+	assert_int_equal(f->s->audit.merged_steps, 28);
 	assert_int_equal(f->s->audit.double_merged_steps, 5);
 	assert_int_equal(f->s->audit.repeat_base, 2);
 }
