@@ -761,10 +761,10 @@ static double bounded_weight(struct syncer *s, int id, int p,
 	}
 	if (w < outer_weight(a->steps, a->tokens)) {
 		s->audit.clipped++;
-		log_info("learner %d: answer for round %" PRIu64 " fragment %d "
-			 "of %" PRIu64 " steps and %" PRIu64 " tokens clipped to "
-			 "%" PRIu64 " steps of at most %" PRIu64 " tokens", id,
-			 a->round, p, a->steps, a->tokens, max_steps, tps);
+		log_debug("learner %d: answer for round %" PRIu64 " fragment "
+			  "%d of %" PRIu64 " steps and %" PRIu64 " tokens clipped "
+			  "to %" PRIu64 " steps of at most %" PRIu64 " tokens", id,
+			  a->round, p, a->steps, a->tokens, max_steps, tps);
 	}
 	return w;
 }
