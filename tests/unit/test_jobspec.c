@@ -212,7 +212,7 @@ static void type_errors(void **state)
 	refused(HEAD "spec:\n" DATA "  syncer: {merge: median}\n",
 		"job: spec.syncer.merge: expected rda or mean, got 'median'");
 	refused(HEAD "spec:\n" DATA "  syncer: {encoding: fp8}\n",
-		"job: spec.syncer.encoding: expected f32, bf16 or int8, got 'fp8'");
+		"job: spec.syncer.encoding: expected f32, bf16, int8 or int4, got 'fp8'");
 	refused(HEAD "spec:\n  data: {path: /x, format: csv}\n",
 		"job: spec.data.format: expected auto, text or tokens, got 'csv'");
 	refused(HEAD "spec:\n" DATA "  chaos: {schedule: weibull}\n",
