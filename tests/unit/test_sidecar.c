@@ -343,6 +343,30 @@ static void resume_step_reaches_the_learner(void **state)
 	exchange_close(lx2);
 }
 
+/* int4 updates: a truncated one is refused, a good one reaches the
+ * learner within half a block scale. */
+static void int4_updates_reach_the_learner(void **state)
+{
+	struct fx *f = *state;
+	float v0[600], v1[700];
+	struct err e;
+
+	for (int i = 0; i < 600; i++)
+		v0[i] = 0.01f * (float)(i % 15) - 0.07f;
+	for (int i = 0; i < 700; i++)
+		v1[i] = 1.0f;
+	assert_int_equal(send_update(f, 0, 2, ENC_INT4, v0, 600, -1, &e), -1);
+	assert_non_null(strstr(e.msg, "int4 payload of 375 bytes"));
+	assert_int_equal(send_update(f, 0, 2, ENC_INT4, v0, 600, 0, NULL), 0);
+	assert_int_equal(send_update(f, 1, 2, ENC_INT4, v1, 700, 0, NULL), 0);
+	assert_int_equal(exchange_learner_start(f->lx, f->params), 1);
+	for (int i = 0; i < 600; i++)   /* block max 0.07: scale 0.01 */
+		assert_float_equal(f->params[500 + i], v0[i], 0.005f * 1.0001f);
+	for (int i = 0; i < 500; i++)
+		assert_true(f->params[i] == 1.0f);
+	assert_int_equal(f->s->m.updates_rejected, 1);
+}
+
 /* Takes fragment p's queued answer as the client thread sends it
  * (client.c send_answer) and decodes its payload into d. */
 static void answer_sent(struct fx *f, int p, enum payload_enc enc, float *d,
@@ -487,6 +511,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(answers_queue_bounded, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(resume_step_reaches_the_learner,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(int4_updates_reach_the_learner,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(feedback_keeps_the_sum, setup,
 						teardown),
