@@ -339,12 +339,12 @@ static void queue_answer(struct sidecar *s, int p,
 	}
 	if (n && enc_lossy(enc) &&
 	    (r || !enc_decode(enc, payload, plen, s->check_vals, n, NULL))) {
-		double r = rel_error(s->take_buf, s->check_vals, n);
+		double rel = rel_error(s->take_buf, s->check_vals, n);
 
 		pthread_mutex_lock(&s->mu);
-		s->m.encoding_error_last = r;
-		if (r > s->m.encoding_error_max)
-			s->m.encoding_error_max = r;
+		s->m.encoding_error_last = rel;
+		if (rel > s->m.encoding_error_max)
+			s->m.encoding_error_max = rel;
 		pthread_mutex_unlock(&s->mu);
 	}
 	q.used = 1;
