@@ -9,8 +9,18 @@
  * averaged over the fragments) and their ratio to f32, the mean relative
  * L2 error of one answer, of one update (the fragment of θ), and the drift
  * ‖Σ decoded − Σ Δ‖ / ‖Σ Δ‖ over all rounds with the error feedback of the
- * sidecar and without it. Byte counts do not depend on the machine; run
- * from the repository's root (docs/figures.md).
+ * sidecar and without it.
+ *
+ * Then the cost in loss: one learner trained TRAIN_ROUNDS rounds of H
+ * steps from the model's initial values, DiLoCo with one learner and
+ * outer learning rate 1: each round every fragment's Δ = base − θ goes
+ * through the answer encoding (with or without error feedback), the
+ * global Θ ← Θ − decoded Δ in float32, and the learner takes Θ back
+ * through the update encoding as its θ and base. It prints the eval loss
+ * of Θ for each pair; with f32 both ways this is plain training.
+ *
+ * Everything printed is deterministic: it does not depend on the machine
+ * or its load. Run from the repository's root (docs/figures.md).
  */
 #include <math.h>
 #include <stdio.h>
@@ -27,6 +37,8 @@
 #define JOB "examples/quickstart.yaml"
 #define WARMUP 40
 #define ROUNDS 25
+#define TRAIN_ROUNDS 100
+#define EVAL_TOKENS 32768
 
 struct stat_enc {
 	double ans_payload, ans_msg, upd_payload, upd_msg;
@@ -116,6 +128,128 @@ static double drift(const double *sum, const double *truth, size_t n)
 	return t > 0 ? sqrt(d / t) : 0;
 }
 
+/* Fragment p of Θ through enc into θ and base (the learner's update). */
+static int take_update(const struct frag_table *ft, int p,
+		       enum payload_enc upd, float *Theta, float *theta,
+		       float *base, float *x, float *dec, uint8_t *buf,
+		       struct err *e)
+{
+	size_t n = ft->frags[p].numel;
+
+	frag_gather(ft, p, Theta, x);
+	if (enc_encode(upd, x, n, buf, e) ||
+	    enc_decode(upd, buf, enc_size(upd, n), dec, n, e))
+		return -1;
+	frag_scatter(ft, p, dec, theta);
+	frag_scatter(ft, p, dec, base);
+	return 0;
+}
+
+/* One learner through answer encoding ans and update encoding upd: the
+ * eval loss of Θ after TRAIN_ROUNDS rounds (see the head comment). */
+static int train_through(const struct job_spec *js, struct evaluator *ev,
+			 enum payload_enc ans, enum payload_enc upd,
+			 int feedback, double *loss, struct err *e)
+{
+	struct trainer *t = trainer_new(js, 0, 1, e);
+	struct frag_table ft;
+	struct trainer_stats ts;
+	size_t np, maxn = 0;
+	float *Theta, *base, *resid, *x, *dec, *theta;
+	uint8_t *buf;
+	int H = js->syncer.sync_every ? js->syncer.sync_every
+				      : js->syncer.fragments, rc = -1;
+
+	if (!t)
+		return -1;
+	if (model_frag_table(trainer_config(t), js->syncer.fragments, &ft, e)) {
+		trainer_free(t);
+		return -1;
+	}
+	np = model_num_params(trainer_config(t));
+	for (int p = 0; p < ft.nfrags; p++)
+		if (ft.frags[p].numel > maxn)
+			maxn = ft.frags[p].numel;
+	theta = trainer_params(t);
+	Theta = malloc(np * sizeof(float));
+	base = malloc(np * sizeof(float));
+	resid = calloc(maxn * (size_t)ft.nfrags, sizeof(float));
+	x = malloc(maxn * sizeof(float));
+	dec = malloc(maxn * sizeof(float));
+	buf = malloc(4 * maxn);
+	memcpy(Theta, theta, np * sizeof(float));
+	for (int p = 0; p < ft.nfrags; p++)
+		if (take_update(&ft, p, upd, Theta, theta, base, x, dec, buf, e))
+			goto out;
+	for (int r = 0; r < TRAIN_ROUNDS; r++) {
+		for (int i = 0; i < H; i++)
+			if (trainer_step(t, &ts, e))
+				goto out;
+		for (int p = 0; p < ft.nfrags; p++) {
+			size_t n = ft.frags[p].numel;
+			float *rp = resid + (size_t)p * maxn;
+
+			frag_gather(&ft, p, base, x);
+			frag_gather(&ft, p, theta, dec);
+			for (size_t i = 0; i < n; i++)
+				x[i] -= dec[i];            /* Δ = base − θ */
+			if (feedback ? enc_encode_feedback(ans, x, rp, n, buf, dec, e)
+				     : enc_encode(ans, x, n, buf, e) ||
+				       enc_decode(ans, buf, enc_size(ans, n), dec,
+						  n, e))
+				goto out;
+			frag_gather(&ft, p, Theta, x);
+			for (size_t i = 0; i < n; i++)
+				x[i] -= dec[i];            /* Θ ← Θ − Δ */
+			frag_scatter(&ft, p, x, Theta);
+			if (take_update(&ft, p, upd, Theta, theta, base, x, dec,
+					buf, e))
+				goto out;
+		}
+	}
+	rc = evaluator_loss(ev, Theta, EVAL_TOKENS, loss, e);
+out:
+	free(Theta);
+	free(base);
+	free(resid);
+	free(x);
+	free(dec);
+	free(buf);
+	frag_table_release(&ft);
+	trainer_free(t);
+	return rc;
+}
+
+static int loss_table(const struct job_spec *js, struct err *e)
+{
+	static const struct { enum payload_enc ans, upd; int fb; } runs[] = {
+		{ ENC_F32, ENC_F32, 1 }, { ENC_BF16, ENC_F32, 1 },
+		{ ENC_INT8, ENC_F32, 1 }, { ENC_INT8, ENC_F32, 0 },
+		{ ENC_INT4, ENC_F32, 1 }, { ENC_INT4, ENC_F32, 0 },
+		{ ENC_INT8, ENC_INT8, 1 }, { ENC_INT4, ENC_BF16, 1 },
+		{ ENC_INT4, ENC_INT4, 1 },
+	};
+	struct evaluator *ev = evaluator_new(js, e);
+
+	if (!ev)
+		return -1;
+	for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
+		double loss;
+
+		if (train_through(js, ev, runs[i].ans, runs[i].upd, runs[i].fb,
+				  &loss, e)) {
+			evaluator_free(ev);
+			return -1;
+		}
+		printf("loss_%s_%s_%s=%.4f\n", enc_name(runs[i].ans),
+		       enc_name(runs[i].upd),
+		       runs[i].fb ? "feedback" : "plain", loss);
+		fflush(stdout);
+	}
+	evaluator_free(ev);
+	return 0;
+}
+
 int main(void)
 {
 	struct job_spec js;
@@ -194,6 +328,10 @@ int main(void)
 		printf("%s_drift_plain=%.3g\n", nm,
 		       drift(st[k].sum_plain, truth, np));
 	}
+	printf("train_rounds=%d eval_tokens=%d\n", TRAIN_ROUNDS, EVAL_TOKENS);
+	fflush(stdout);
+	if (loss_table(&js, &e))
+		goto fail;
 	return 0;
 fail:
 	fprintf(stderr, "encodings: %s\n", e.msg);
