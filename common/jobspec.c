@@ -55,6 +55,7 @@ void jobspec_defaults(struct job_spec *js)
 	js->syncer.merge = MERGE_RDA;
 	js->syncer.encoding = ENC_F32;
 	js->syncer.update_encoding = ENC_F32;
+	js->syncer.error_feedback = 1;
 	js->syncer.checkpoint_every = 50;
 	js->syncer.eval_every = 20;
 	js->syncer.eval_tokens = 8192;

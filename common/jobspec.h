@@ -19,9 +19,9 @@
  *                   cosineSteps, minLrRatio, gradClip, batchSize, seqLen}
  *   spec.syncer.{minQuorum, grace, fragments, syncEvery, overlap, alpha,
  *                outerLr, outerMomentum, nesterov, merge (rda|mean),
- *                encoding, updateEncoding, checkpointEvery, evalEvery,
- *                evalTokens, normOutlier, staleVersions, clipSteps, port,
- *                httpPort}
+ *                encoding, updateEncoding, errorFeedback, checkpointEvery,
+ *                evalEvery, evalTokens, normOutlier, staleVersions,
+ *                clipSteps, port, httpPort}
  *   spec.budget.{tokens, outerSteps}
  *   spec.chaos.{enabled, schedule (poisson|interval), mtbfSeconds,
  *               intervalSeconds, targets [learners|syncer|sidecars],
@@ -91,6 +91,7 @@ struct job_syncer {
 	enum merge_rule merge;        /* default rda */
 	enum payload_enc encoding;    /* answers, default f32 */
 	enum payload_enc update_encoding;  /* updates, default f32 */
+	int error_feedback;           /* answers' residual kept, default 1 */
 	int checkpoint_every;         /* rounds, default 50 */
 	int eval_every;               /* rounds, default 20 */
 	int eval_tokens;              /* validation tokens per eval, default 8192 */

@@ -332,6 +332,7 @@ SECTION(s_syncer,
 	FLD("merge", F_MERGE, syncer.merge),
 	FLD("encoding", F_ENC, syncer.encoding),
 	FLD("updateEncoding", F_ENC, syncer.update_encoding),
+	FLD("errorFeedback", F_BOOL, syncer.error_feedback),
 	FLD("checkpointEvery", F_INT, syncer.checkpoint_every),
 	FLD("evalEvery", F_INT, syncer.eval_every),
 	FLD("evalTokens", F_INT, syncer.eval_tokens),
@@ -550,7 +551,7 @@ static int set_field(const struct field *f, const json_t *v, const char *path,
 		const char *s = json_string_value(v);
 		enum payload_enc enc;
 		if (!s || enc_parse(s, &enc))
-			return EXPECTED("f32, bf16 or int8");
+			return EXPECTED("f32, bf16, int8 or int4");
 		*(enum payload_enc *)p = enc;
 		return 0;
 	}

@@ -39,9 +39,11 @@ struct sidecar *sidecar_new(const struct sidecar_opts *o, struct exchange *x,
 			maxn = ft->frags[p].numel;
 	s->queue = calloc((size_t)s->nfrags, sizeof(*s->queue));
 	s->pulls = calloc((size_t)s->nfrags, sizeof(*s->pulls));
+	s->resid = calloc((size_t)s->nfrags, sizeof(*s->resid));
 	s->take_buf = malloc(maxn * sizeof(float));
 	s->check_vals = malloc(maxn * sizeof(float));
-	if (!s->queue || !s->pulls || !s->take_buf || !s->check_vals) {
+	if (!s->queue || !s->pulls || !s->resid || !s->take_buf ||
+	    !s->check_vals) {
 		sidecar_free(s);
 		return err_set(e, "sidecar: out of memory"), NULL;
 	}
@@ -58,6 +60,7 @@ struct sidecar *sidecar_new(const struct sidecar_opts *o, struct exchange *x,
 void sidecar_queue_free_entry(struct qanswer *q)
 {
 	free(q->payload);
+	free(q->r_before);
 	memset(q, 0, sizeof(*q));
 }
 
@@ -74,6 +77,9 @@ void sidecar_free(struct sidecar *s)
 	free(s->pulls);
 	free(s->take_buf);
 	free(s->check_vals);
+	for (int p = 0; s->resid && p < s->nfrags; p++)
+		free(s->resid[p]);
+	free(s->resid);
 	free(s);
 }
 
@@ -100,7 +106,7 @@ static int handle_update(struct sidecar *s, const struct wire_update *u,
 	if (u->fragment >= (uint32_t)s->nfrags)
 		return err_set(e, "sidecar: update for fragment %u, the model "
 			       "has %d", u->fragment, s->nfrags);
-	if ((unsigned)u->encoding > ENC_INT8)
+	if (!enc_known(u->encoding))
 		return err_set(e, "sidecar: update of fragment %u: unknown "
 			       "encoding %d", u->fragment, (int)u->encoding);
 	n = exchange_frag_numel(s->x, (int)u->fragment);
@@ -123,7 +129,7 @@ static int handle_welcome(struct sidecar *s, const struct wire_welcome *w,
 	if (w->fragments != (uint32_t)s->nfrags)
 		return err_set(e, "sidecar: welcome for %u fragments, this "
 			       "model has %d", w->fragments, s->nfrags);
-	if ((unsigned)w->answer_encoding > ENC_INT8)
+	if (!enc_known(w->answer_encoding))
 		return err_set(e, "sidecar: welcome asks for unknown encoding %d",
 			       (int)w->answer_encoding);
 	if (!(w->alpha >= 0.0 && w->alpha < 1.0))
@@ -218,8 +224,78 @@ static double rel_error(const float *x, const float *y, size_t n)
 #endif
 
 /*
+ * Error feedback (docs/protocol.md): the residuals hold what the encoder
+ * lost of this learner's answers. They are dropped when the answers'
+ * encoding changes or a new learner process answers: its progress starts
+ * from the global model, not from the answers of the one before. A
+ * sidecar that restarts starts with none.
+ */
+static void residual_check(struct sidecar *s, enum payload_enc enc)
+{
+	struct exchange_stats st;
+	uint64_t inc = s->resid_incarnation;
+	int had = 0;
+
+	if (!exchange_read_stats(s->x, &st))
+		inc = st.incarnation;
+	if (enc == s->resid_enc && inc == s->resid_incarnation)
+		return;
+	for (int p = 0; p < s->nfrags; p++)
+		if (s->resid[p]) {
+			memset(s->resid[p], 0,
+			       exchange_frag_numel(s->x, p) * sizeof(float));
+			had = 1;
+		}
+	if (had)
+		SC_ADD(s, residual_resets, 1);
+	s->resid_gen++;
+	s->resid_enc = enc;
+	s->resid_incarnation = inc;
+}
+
+/* Fragment p's residual for an answer in enc; NULL for none (f32, feedback
+ * off, or out of memory: the answer is then encoded without it). */
+static float *residual(struct sidecar *s, int p, size_t n,
+		       enum payload_enc enc)
+{
+	if (s->o.no_feedback || !enc_lossy(enc))
+		return NULL;
+	if (!s->resid[p])
+		s->resid[p] = calloc(n, sizeof(float));
+	return s->resid[p];
+}
+
+/* An answer that never leaves (replaced in the queue, or for a stream
+ * that is gone) gives back the residual it had moved. */
+static void residual_undo(struct sidecar *s, int p, const struct qanswer *q)
+{
+	if (q->used && q->r_before && s->resid[p] && q->r_gen == s->resid_gen)
+		memcpy(s->resid[p], q->r_before,
+		       exchange_frag_numel(s->x, p) * sizeof(float));
+}
+
+/* Takes fragment p's unsent answer out of the queue before a newer one is
+ * encoded, when it moved the residual: the newer answer is encoded from
+ * the residual as it was before it. */
+static void unqueue_replaced(struct sidecar *s, int p)
+{
+	struct qanswer old = { 0 };
+
+	pthread_mutex_lock(&s->mu);
+	if (s->queue[p].used && s->queue[p].r_before) {
+		old = s->queue[p];
+		memset(&s->queue[p], 0, sizeof(old));
+		s->m.answers_replaced++;
+	}
+	pthread_mutex_unlock(&s->mu);
+	residual_undo(s, p, &old);
+	sidecar_queue_free_entry(&old);
+}
+
+/*
  * Encodes one taken answer (values in s->take_buf, or already the f32
- * payload in raw) and queues it, replacing an older one for p.
+ * payload in raw) and queues it, replacing an older one for p. With a
+ * residual, take_buf becomes Δ + r and check_vals its decoding.
  */
 static void queue_answer(struct sidecar *s, int p,
 			 const struct exchange_answer *a, uint64_t epoch,
@@ -228,16 +304,27 @@ static void queue_answer(struct sidecar *s, int p,
 	size_t n = a->steps ? exchange_frag_numel(s->x, p) : 0;
 	size_t plen = enc_size(enc, n);
 	uint8_t *payload = raw ? raw : malloc(plen ? plen : 1);
+	float *r = raw || !n ? NULL : residual(s, p, n, enc);
 	struct qanswer q = { 0 };
 	struct err e;
+	int rc;
 
 	if (!payload) {
 		SC_ADD(s, answers_dropped, 1);
 		return;
 	}
-	if (!raw && n && enc_encode(enc, s->take_buf, n, payload, &e)) {
-		/* int8 refuses non-finite values: the syncer would reject
-		 * them anyway, send them as f32 and let it count them */
+	unqueue_replaced(s, p);
+	if (r && (q.r_before = malloc(n * sizeof(float)))) {
+		memcpy(q.r_before, r, n * sizeof(float));
+		q.r_gen = s->resid_gen;
+	}
+	rc = raw || !n ? 0 :
+	     r ? enc_encode_feedback(enc, s->take_buf, r, n, payload,
+				     s->check_vals, &e) :
+	     enc_encode(enc, s->take_buf, n, payload, &e);
+	if (rc) {
+		/* int8 and int4 refuse non-finite values: the syncer would
+		 * reject them anyway, send them as f32 and let it count them */
 		free(payload);
 		log_warn("%s; sending fragment %d as f32", e.msg, p);
 		enc = ENC_F32;
@@ -245,18 +332,19 @@ static void queue_answer(struct sidecar *s, int p,
 		payload = malloc(plen);
 		if (!payload || enc_encode(enc, s->take_buf, n, payload, &e)) {
 			free(payload);
+			free(q.r_before);
 			SC_ADD(s, answers_dropped, 1);
 			return;
 		}
 	}
-	if (n && enc != ENC_F32 &&
-	    !enc_decode(enc, payload, plen, s->check_vals, n, NULL)) {
-		double r = rel_error(s->take_buf, s->check_vals, n);
+	if (n && enc_lossy(enc) &&
+	    (r || !enc_decode(enc, payload, plen, s->check_vals, n, NULL))) {
+		double rel = rel_error(s->take_buf, s->check_vals, n);
 
 		pthread_mutex_lock(&s->mu);
-		s->m.encoding_error_last = r;
-		if (r > s->m.encoding_error_max)
-			s->m.encoding_error_max = r;
+		s->m.encoding_error_last = rel;
+		if (rel > s->m.encoding_error_max)
+			s->m.encoding_error_max = rel;
 		pthread_mutex_unlock(&s->mu);
 	}
 	q.used = 1;
@@ -274,15 +362,17 @@ static void queue_answer(struct sidecar *s, int p,
 	pthread_mutex_lock(&s->mu);
 	if (epoch != s->epoch) {
 		s->m.answers_dropped++;
-		free(payload);
-	} else {
-		if (s->queue[p].used) {
-			s->m.answers_replaced++;
-			sidecar_queue_free_entry(&s->queue[p]);
-		}
-		s->queue[p] = q;
-		s->m.answers_queued++;
+		pthread_mutex_unlock(&s->mu);
+		residual_undo(s, p, &q);
+		sidecar_queue_free_entry(&q);
+		return;
 	}
+	if (s->queue[p].used) {
+		s->m.answers_replaced++;
+		sidecar_queue_free_entry(&s->queue[p]);
+	}
+	s->queue[p] = q;
+	s->m.answers_queued++;
 	pthread_mutex_unlock(&s->mu);
 }
 
@@ -324,6 +414,7 @@ int sidecar_collect(struct sidecar *s)
 			free(raw);
 			continue;
 		}
+		residual_check(s, enc);
 		queue_answer(s, p, &a, epoch, enc, at, raw);
 		n++;
 	}
@@ -432,6 +523,9 @@ void sidecar_metrics_text(struct sidecar *s, struct buf *b)
 		   m.encoding_error_last);
 	prom_gauge(b, S("encoding_error_max"),
 		   "largest relative L2 error of an answer", m.encoding_error_max);
+	prom_counter(b, S("residual_resets_total"),
+		     "error-feedback residuals dropped (new learner or encoding)",
+		     m.residual_resets);
 	prom_gauge(b, S("queue_answers"), "answers waiting to be sent",
 		   (double)m.queue_answers);
 	prom_gauge(b, S("queue_bytes"), "bytes waiting to be sent",

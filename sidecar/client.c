@@ -335,6 +335,7 @@ static int send_answer(struct client *cl, struct call *c)
 	pthread_mutex_unlock(&s->mu);
 	if (best < 0)
 		return 0;
+	free(q.r_before);   /* it leaves: its residual step stands */
 	sl[0] = grpc_slice_from_copied_buffer((const char *)q.hdr, q.hlen);
 	sl[1] = q.plen ? grpc_slice_new(q.payload, q.plen, free)
 		       : grpc_empty_slice();

@@ -127,6 +127,7 @@ int cmd_sidecar(int argc, char **argv)
 	o.target = target;
 	o.learner_id = (unsigned)learner;
 	o.job = js.name;
+	o.no_feedback = !js.syncer.error_feedback;
 	s = sidecar_new(&o, x, &ft, &e);
 	if (!s)
 		goto out;

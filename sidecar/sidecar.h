@@ -37,6 +37,8 @@ struct sidecar_opts {
 	const char *job;          /* metadata.name, sent in Hello */
 	double heartbeat_every;   /* seconds; 0 = 1 */
 	double backoff_min, backoff_max;   /* seconds; 0 = 0.1 and 5 */
+	int no_feedback;          /* 1: no residual (spec.syncer.errorFeedback
+	                           * false); docs/protocol.md, error feedback */
 };
 
 struct sidecar_metrics {
@@ -54,6 +56,7 @@ struct sidecar_metrics {
 	uint64_t round_trips;        /* pulls answered on the same stream */
 	double round_trip_last;      /* seconds from Pull received to Answer sent */
 	double encoding_error_last, encoding_error_max;   /* relative L2 */
+	uint64_t residual_resets;    /* residuals dropped: new learner or encoding */
 	uint64_t queue_answers, queue_bytes;         /* now */
 	int connected, welcomed;
 	int encoding;                /* enum payload_enc of answers */

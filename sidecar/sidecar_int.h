@@ -19,6 +19,9 @@ struct qanswer {
 	uint8_t *payload;        /* malloc'd; handed to gRPC when sent */
 	size_t plen;
 	double pulled_at;        /* clock_mono when the Pull arrived */
+	float *r_before;         /* the residual before this answer (NULL:
+				  * none kept), to undo it if never sent */
+	uint64_t r_gen;          /* resid_gen it belongs to */
 };
 
 struct pull_note {
@@ -49,6 +52,13 @@ struct sidecar {
 	float *take_buf;         /* bridge thread: one fragment */
 	uint8_t *check_buf;      /* bridge thread: decode for the error */
 	float *check_vals;
+	/* bridge thread: error feedback (docs/protocol.md). One residual per
+	 * fragment, allocated at its first lossy answer, kept for answers in
+	 * resid_enc from learner process resid_incarnation. */
+	float **resid;
+	enum payload_enc resid_enc;
+	uint64_t resid_incarnation;
+	uint64_t resid_gen;      /* counts the resets */
 };
 
 #define SC_ADD(s, field, n) __atomic_add_fetch(&(s)->m.field, (n), __ATOMIC_RELAXED)

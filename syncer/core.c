@@ -686,13 +686,13 @@ static struct answer *decode_answer(const struct syncer *s, int p,
 	}
 	if (a->steps == 0 || empty)
 		return ans;
-	if ((unsigned)a->encoding > ENC_INT8)
+	if (!enc_known(a->encoding))
 		*why = "unknown encoding";
 	else if (!(ans->delta = malloc(n * sizeof(float))))
 		*why = "out of memory";
 	else if (enc_decode((enum payload_enc)a->encoding, a->payload,
 			    a->payload_len, ans->delta, n, NULL))
-		*why = "payload size does not match the fragment";
+		*why = "payload does not decode (size, scale or values)";
 	else if (outer_seg_sqnorms(ans->delta, s->segs[p], nseg, ans->sq))
 		*why = "values are not finite";
 	return ans;

@@ -4,6 +4,7 @@
  * round state machine's actions are run by hand (a pull is just noted, a
  * merge is core_merge). Checks the merged values, versions, counters,
  * refusals (NaN, wrong size, unknown encoding, wrong fragment or round,
+ * a truncated or garbled int4 payload,
  * duplicates, a Hello for another model) and what a restart from a
  * checkpoint does to versions and to answers trained before it.
  */
@@ -311,6 +312,85 @@ static void bad_answers_are_refused(void **state)
 	assert_int_equal(a.round, 2);
 	assert_int_equal(answer(f, 0, 2, 0, 1, 0.1f, 0, 7), CORE_INVALID);
 	assert_int_equal(f->s->acc.rejected, 7);
+}
+
+/* Learner id answers round/frag with the payload bytes buf[0..len). */
+static enum core_verdict answer_bytes(struct fx *f, int id, uint64_t round,
+				      int frag, int enc, const uint8_t *buf,
+				      size_t len)
+{
+	struct wire_answer a = {
+		.fragment = (uint32_t)frag, .round = round, .steps = 1,
+		.tokens = 10, .encoding = enc, .payload = buf,
+		.payload_len = len,
+	};
+
+	return core_answer(f->s, id, &a, f->now);
+}
+
+/*
+ * int4 answers (docs/protocol.md): a truncated and a garbled one are
+ * counted refusals, a valid one merges its decoded values; an int4
+ * update decodes within half a block scale of Θ.
+ */
+static void int4_answers_and_updates(void **state)
+{
+	struct fx *f = *state;
+	struct round_action a;
+	struct core_merged mg;
+	float before[NPARAM], x[NPARAM], dec[NPARAM];
+	uint8_t buf[64], *up;
+	size_t n, off, len;
+	int enc;
+
+	fx_start(f);
+	join_all(f);
+	a = poll(f);
+	assert_int_equal(a.kind, ROUND_PULL);
+	n = f->ft.frags[a.frag].numel;
+	off = f->s->frag_off[a.frag];
+	len = enc_size(ENC_INT4, n);
+	assert_true(len <= sizeof(buf));
+	memcpy(before, f->s->theta, sizeof(before));
+	for (size_t i = 0; i < n; i++)
+		x[i] = 0.07f * ((float)(i % 8) - 3.2f);
+	assert_int_equal(enc_encode(ENC_INT4, x, n, buf, NULL), 0);
+	assert_int_equal(enc_decode(ENC_INT4, buf, len, dec, n, NULL), 0);
+	/* truncated by one byte */
+	assert_int_equal(answer_bytes(f, 0, a.round, a.frag, ENC_INT4, buf,
+				      len - 1), CORE_INVALID);
+	assert_int_equal(f->s->acc.rejected, 1);
+	/* garbled: a nibble 0 */
+	buf[4] &= 0xf0;
+	assert_int_equal(answer_bytes(f, 1, a.round, a.frag, ENC_INT4, buf,
+				      len), CORE_INVALID);
+	assert_int_equal(f->s->acc.rejected, 2);
+	assert_int_equal(enc_encode(ENC_INT4, x, n, buf, NULL), 0);
+	assert_int_equal(answer_bytes(f, 2, a.round, a.frag, ENC_INT4, buf,
+				      len), CORE_QUEUED);
+	merge(f, poll(f), &mg);
+	assert_int_equal(mg.merged, 1);
+	for (size_t i = 0; i < n; i++)
+		assert_float_equal(f->s->theta[off + i], before[off + i] - dec[i],
+				   1e-6);
+	/* the update of that fragment in int4 */
+	f->js.syncer.update_encoding = ENC_INT4;
+	up = core_update_payload(f->s, a.frag, &enc, &len);
+	assert_non_null(up);
+	assert_int_equal(enc, ENC_INT4);
+	assert_int_equal(len, enc_size(ENC_INT4, n));
+	assert_int_equal(enc_decode(ENC_INT4, up, len, dec, n, NULL), 0);
+	for (size_t b = 0; b < n; b += ENC_INT4_BLOCK) {
+		size_t m = n - b < ENC_INT4_BLOCK ? n - b : ENC_INT4_BLOCK;
+		float amax = 0;
+
+		for (size_t i = 0; i < m; i++)
+			amax = fmaxf(amax, fabsf(f->s->theta[off + b + i]));
+		for (size_t i = 0; i < m; i++)
+			assert_at_most(fabsf(dec[b + i] - f->s->theta[off + b + i]),
+				       amax / 14.0f * 1.0001f);
+	}
+	free(up);
 }
 
 static void a_merge_with_nothing_valid_changes_nothing(void **state)
@@ -661,6 +741,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(answers_merge_and_the_version_goes_up, setup, teardown),
 		cmocka_unit_test_setup_teardown(bad_answers_are_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(int4_answers_and_updates, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_merge_with_nothing_valid_changes_nothing, setup, teardown),
 		cmocka_unit_test_setup_teardown(hello_is_checked, setup, teardown),
 		cmocka_unit_test_setup_teardown(heartbeats_count_tokens_over_restarts, setup, teardown),

@@ -86,7 +86,8 @@ static void full_yaml_file(void **state)
 	assert_int_equal(js.syncer.nesterov, 0);
 	assert_int_equal(js.syncer.merge, MERGE_MEAN);
 	assert_int_equal(js.syncer.encoding, ENC_INT8);
-	assert_int_equal(js.syncer.update_encoding, ENC_BF16);
+	assert_int_equal(js.syncer.update_encoding, ENC_INT4);
+	assert_int_equal(js.syncer.error_feedback, 0);
 	assert_int_equal(js.syncer.checkpoint_every, 10);
 	assert_int_equal(js.syncer.eval_every, 5);
 	assert_int_equal(js.syncer.eval_tokens, 4096);
@@ -143,6 +144,7 @@ static void minimal_gets_defaults(void **state)
 	snprintf(def.name, sizeof(def.name), "t");
 	snprintf(def.data.path, sizeof(def.data.path), "/tmp/d.txt");
 	assert_memory_equal(&js, &def, sizeof(js));
+	assert_int_equal(js.syncer.error_feedback, 1);
 	assert_int_equal(jobspec_seq_len(&js), 64);
 	assert_int_equal(jobspec_sync_every(&js), 4);
 }
@@ -214,7 +216,7 @@ static void type_errors(void **state)
 	refused(HEAD "spec:\n" DATA "  syncer: {merge: median}\n",
 		"job: spec.syncer.merge: expected rda or mean, got 'median'");
 	refused(HEAD "spec:\n" DATA "  syncer: {encoding: fp8}\n",
-		"job: spec.syncer.encoding: expected f32, bf16 or int8, got 'fp8'");
+		"job: spec.syncer.encoding: expected f32, bf16, int8 or int4, got 'fp8'");
 	refused(HEAD "spec:\n  data: {path: /x, format: csv}\n",
 		"job: spec.data.format: expected auto, text or tokens, got 'csv'");
 	refused(HEAD "spec:\n" DATA "  chaos: {schedule: weibull}\n",

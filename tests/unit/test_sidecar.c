@@ -3,7 +3,8 @@
  * protobuf-c (an encoder independent of common/wire.c) applied to a real
  * exchange, bad payloads (truncated, oversize, wrong fragment, wrong
  * model) refused and counted, queued answers read back by protobuf-c,
- * bounded answer queue, the resume step handed to the right learner.
+ * bounded answer queue, the resume step handed to the right learner,
+ * error feedback over many sent answers and when its residual is dropped.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -343,6 +344,164 @@ static void resume_step_reaches_the_learner(void **state)
 	exchange_close(lx2);
 }
 
+/* int4 updates: a truncated one is refused, a good one reaches the
+ * learner within half a block scale. */
+static void int4_updates_reach_the_learner(void **state)
+{
+	struct fx *f = *state;
+	float v0[600], v1[700];
+	struct err e;
+
+	for (int i = 0; i < 600; i++)
+		v0[i] = 0.01f * (float)(i % 15) - 0.07f;
+	for (int i = 0; i < 700; i++)
+		v1[i] = 1.0f;
+	assert_int_equal(send_update(f, 0, 2, ENC_INT4, v0, 600, -1, &e), -1);
+	assert_non_null(strstr(e.msg, "int4 payload of 375 bytes"));
+	assert_int_equal(send_update(f, 0, 2, ENC_INT4, v0, 600, 0, NULL), 0);
+	assert_int_equal(send_update(f, 1, 2, ENC_INT4, v1, 700, 0, NULL), 0);
+	assert_int_equal(exchange_learner_start(f->lx, f->params), 1);
+	for (int i = 0; i < 600; i++)   /* block max 0.07: scale 0.01 */
+		assert_float_equal(f->params[500 + i], v0[i], 0.005f * 1.0001f);
+	for (int i = 0; i < 500; i++)
+		assert_true(f->params[i] == 1.0f);
+	assert_int_equal(f->s->m.updates_rejected, 1);
+}
+
+/* Takes fragment p's queued answer as the client thread sends it
+ * (client.c send_answer) and decodes its payload into d. */
+static void answer_sent(struct fx *f, int p, enum payload_enc enc, float *d,
+			size_t n, uint8_t *bytes)
+{
+	struct qanswer q;
+
+	pthread_mutex_lock(&f->s->mu);
+	q = f->s->queue[p];
+	memset(&f->s->queue[p], 0, sizeof(q));
+	pthread_mutex_unlock(&f->s->mu);
+	assert_true(q.used);
+	assert_int_equal(q.plen, enc_size(enc, n));
+	assert_int_equal(enc_decode(enc, q.payload, q.plen, d, n, NULL), 0);
+	if (bytes)
+		memcpy(bytes, q.payload, q.plen);
+	sidecar_queue_free_entry(&q);
+}
+
+#define FB_ROUNDS 60
+
+/*
+ * FB_ROUNDS int4 answers of fragment 0 with the same Δ, each sent: the
+ * largest |Σ decoded − Σ Δ| over the fragment, in int4 steps of Δ's
+ * block. Leaves the learner answering with lx.
+ */
+static double feedback_drift(struct fx *f, int feedback)
+{
+	struct exchange_step st = { .tokens = 32, .tokens_total = 32 };
+	struct exchange_poll_result res;
+	float v0[600], v1[700], d[600], delta[600];
+	double sum[600] = { 0 }, worst = 0;
+
+	for (int i = 0; i < 600; i++)
+		v0[i] = 1.0f;
+	for (int i = 0; i < 700; i++)
+		v1[i] = 2.0f;
+	f->s->o.no_feedback = !feedback;
+	assert_int_equal(send_update(f, 0, 1, ENC_F32, v0, 600, 0, NULL), 0);
+	assert_int_equal(send_update(f, 1, 1, ENC_F32, v1, 700, 0, NULL), 0);
+	assert_int_equal(exchange_learner_start(f->lx, f->params), 1);
+	sidecar_stream_begin(f->s);
+	f->s->connected = 1;
+	assert_int_equal(send_welcome(f, 2, ENC_INT4, 0.0, 0, NULL), 0);
+	for (int i = 0; i < 600; i++) {
+		f->params[500 + i] = 1.0f - 0.003f * (float)(i % 29 + 1) / 29.0f;
+		delta[i] = 1.0f - f->params[500 + i];
+	}
+	for (int t = 1; t <= FB_ROUNDS; t++) {
+		assert_int_equal(send_pull(f, 0, 10 + (uint64_t)t), 0);
+		st.step = (uint64_t)t;
+		exchange_poll(f->lx, f->params, &st, &res);
+		assert_int_equal(sidecar_collect(f->s), 1);
+		answer_sent(f, 0, ENC_INT4, d, 600, NULL);
+		for (int i = 0; i < 600; i++)
+			sum[i] += d[i];
+	}
+	for (int b = 0; b < 600; b += ENC_INT4_BLOCK) {
+		float amax = 0;
+
+		for (int i = b; i < b + ENC_INT4_BLOCK && i < 600; i++)
+			amax = fmaxf(amax, fabsf(delta[i]));
+		for (int i = b; i < b + ENC_INT4_BLOCK && i < 600; i++)
+			worst = fmax(worst, fabs(sum[i] - FB_ROUNDS * (double)delta[i]) /
+					    (amax / 7.0));
+	}
+	return worst;
+}
+
+/* docs/protocol.md, error feedback: the sidecar's residual keeps the sum
+ * of what the syncer decodes within a step of the learner's progress. */
+static void feedback_keeps_the_sum(void **state)
+{
+	double with = feedback_drift(*state, 1);
+
+	print_message("int4 answers: drift %.3f steps with feedback\n", with);
+	assert_at_most(with, 1.0);
+}
+
+static void no_feedback_drifts(void **state)
+{
+	double without = feedback_drift(*state, 0);
+
+	print_message("int4 answers: drift %.1f steps without feedback\n", without);
+	assert_greater(without, 10.0);
+}
+
+/* A new learner process and a new encoding drop the residual: the next
+ * answer is the plain encoding of its Δ. */
+static void residual_dropped_on_restart(void **state)
+{
+	struct fx *f = *state;
+	struct exchange_step st = { .step = 100, .tokens = 32 };
+	struct exchange_poll_result res;
+	struct exchange *lx2;
+	float d[600], delta[600], p2[NPARAM];
+	uint8_t got[640], plain[640];
+
+	assert_at_most(feedback_drift(f, 1), 1.0);
+	assert_int_equal(f->s->m.residual_resets, 0);
+	for (int i = 0; i < 600; i++)
+		delta[i] = 1.0f - f->params[500 + i];
+	/* the learner restarts: a new process, the same Δ */
+	assert_int_equal(exchange_open(f->dir, EXCHANGE_LEARNER, &f->ft, &lx2,
+				       NULL), 0);
+	assert_int_equal(exchange_learner_start(lx2, p2), 1);
+	memcpy(p2, f->params, sizeof(p2));
+	assert_int_equal(send_pull(f, 0, 500), 0);
+	exchange_poll(lx2, p2, &st, &res);
+	assert_int_equal(sidecar_collect(f->s), 1);
+	answer_sent(f, 0, ENC_INT4, d, 600, got);
+	assert_int_equal(f->s->m.residual_resets, 1);
+	assert_int_equal(enc_encode(ENC_INT4, delta, 600, plain, NULL), 0);
+	assert_memory_equal(got, plain, enc_size(ENC_INT4, 600));
+	/* a second answer has a residual again: not the plain bytes */
+	assert_int_equal(send_pull(f, 0, 501), 0);
+	st.step++;
+	exchange_poll(lx2, p2, &st, &res);
+	assert_int_equal(sidecar_collect(f->s), 1);
+	answer_sent(f, 0, ENC_INT4, d, 600, got);
+	assert_memory_not_equal(got, plain, enc_size(ENC_INT4, 600));
+	/* the syncer asks for int8 now: dropped again */
+	assert_int_equal(send_welcome(f, 2, ENC_INT8, 0.0, 0, NULL), 0);
+	assert_int_equal(send_pull(f, 0, 502), 0);
+	st.step++;
+	exchange_poll(lx2, p2, &st, &res);
+	assert_int_equal(sidecar_collect(f->s), 1);
+	answer_sent(f, 0, ENC_INT8, d, 600, got);
+	assert_int_equal(f->s->m.residual_resets, 2);
+	assert_int_equal(enc_encode(ENC_INT8, delta, 600, plain, NULL), 0);
+	assert_memory_equal(got, plain, enc_size(ENC_INT8, 600));
+	exchange_close(lx2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -353,6 +512,14 @@ int main(void)
 		cmocka_unit_test_setup_teardown(answers_queue_bounded, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(resume_step_reaches_the_learner,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(int4_updates_reach_the_learner,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(feedback_keeps_the_sum, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(no_feedback_drifts, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(residual_dropped_on_restart,
 						setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
