@@ -55,6 +55,39 @@ static double loss_ratio(const struct run_record *r, const struct run_compare *c
 	return r->final.eval_loss / c->loss;
 }
 
+/* The syncer's "pace" (syncer/round.h): H configured and as run. */
+static json_t *pace_json(const struct syncer_status *f)
+{
+	json_t *o = json_object();
+
+	json_object_set_new(o, "h", num_or_null(f->pace.h));
+	json_object_set_new(o, "h_effective", num_or_null(f->pace.h_effective));
+	json_object_set_new(o, "steps_per_round", num_or_null(f->pace.steps_per_round));
+	json_object_set_new(o, "steps_per_round_effective",
+			    num_or_null(f->pace.steps_per_round_effective));
+	json_object_set_new(o, "kth_steps", num_or_null(f->pace.kth_steps));
+	json_object_set_new(o, "rounds", json_integer((json_int_t)f->pace.rounds));
+	json_object_set_new(o, "steps_skipped", num_or_null(f->pace.steps_skipped));
+	return o;
+}
+
+/* The syncer's "goodput_breakdown" (syncer/goodput.h): shares of M × time. */
+static json_t *breakdown_json(const struct syncer_status *f)
+{
+	json_t *o = json_object();
+
+	json_object_set_new(o, "learner_seconds", num_or_null(f->gpb.learner_seconds));
+	json_object_set_new(o, "merged", num_or_null(f->gpb.merged));
+	json_object_set_new(o, "late", num_or_null(f->gpb.late));
+	json_object_set_new(o, "refused", num_or_null(f->gpb.refused));
+	json_object_set_new(o, "overwritten", num_or_null(f->gpb.overwritten));
+	json_object_set_new(o, "restarts", num_or_null(f->gpb.restarts));
+	json_object_set_new(o, "in_flight", num_or_null(f->gpb.in_flight));
+	json_object_set_new(o, "not_training", num_or_null(f->gpb.not_training));
+	json_object_set_new(o, "merged_again", num_or_null(f->gpb.merged_again));
+	return o;
+}
+
 static json_t *evals_json(const struct syncer_eval *ev, size_t n)
 {
 	json_t *a = json_array();
@@ -149,6 +182,8 @@ int run_report_json(const struct run_record *r, struct buf *out, struct err *e)
 		"ddiloco train with an M times larger batch (data parallel as one learner), same tokens"));
 	json_object_set_new(root, "twin", compare_json(r, &r->twin, TWIN_TOLERANCE,
 		"the same job without chaos"));
+	json_object_set_new(root, "pace", pace_json(f));
+	json_object_set_new(root, "goodput_breakdown", breakdown_json(f));
 	json_object_set_new(root, "eval_history", evals_json(f->evals, f->nevals));
 
 	text = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(8));
@@ -368,6 +403,41 @@ out:
 	return rc;
 }
 
+/* The pace line: H configured and as run. */
+static void summary_pace(struct buf *out, const struct syncer_status *f)
+{
+	char h[32], he[32], ks[32], sk[32];
+
+	if (!isfinite(f->pace.h))
+		return;
+	fmt_opt(h, sizeof(h), "%.4g", f->pace.h);
+	fmt_opt(he, sizeof(he), "%.4g", f->pace.h_effective);
+	fmt_opt(ks, sizeof(ks), "%.0f", f->pace.kth_steps);
+	fmt_opt(sk, sizeof(sk), "%.0f", f->pace.steps_skipped);
+	buf_printf(out, "pace: H %s configured, %s as run (K-th learner %s steps "
+		   "over %llu rounds, %s skipped)\n", h, he, ks,
+		   (unsigned long long)f->pace.rounds, sk);
+}
+
+/* The learner-time line: where M × elapsed went (syncer/goodput.h). */
+static void summary_time(struct buf *out, const struct syncer_status *f)
+{
+	const double *v[] = { &f->gpb.merged, &f->gpb.late, &f->gpb.refused,
+			      &f->gpb.overwritten, &f->gpb.restarts,
+			      &f->gpb.in_flight, &f->gpb.not_training,
+			      &f->gpb.merged_again };
+	static const char *const name[] = { "merged", "late", "refused",
+		"overwritten", "lost to restarts", "in flight", "not training",
+		"merged again" };
+
+	if (!isfinite(f->gpb.merged))
+		return;
+	buf_printf(out, "learner time:");
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+		buf_printf(out, "%s %.1f%% %s", i ? "," : "", 100 * *v[i], name[i]);
+	buf_printf(out, "\n");
+}
+
 /* " (within 5%)", " (NOT within 5%)", or "" for an unknown ratio. */
 static const char *verdict(double q, double tolerance, char *b, size_t n)
 {
@@ -394,6 +464,8 @@ int run_summary(const struct run_record *r, struct buf *out)
 		   r->job, r->outcome, r->seconds, (unsigned long long)f->round,
 		   (unsigned long long)f->tokens, loss, upt, gp, r->nkills,
 		   restarts);
+	summary_pace(out, f);
+	summary_time(out, f);
 	if (r->twin.ran) {
 		double q = loss_ratio(r, &r->twin);
 		fmt_opt(loss, sizeof(loss), "%.4f", r->twin.loss);

@@ -14,11 +14,24 @@
  * joined learner's step has moved H/P steps past the mark of the previous
  * start. The first round starts as soon as K learners are joined, the
  * mark then at the K-th step.
- * On a start the mark moves H/P forward, but never more than H/P behind
- * the current K-th step, so a stall is caught up by at most one extra
- * round. When the K-th step goes back (learners restarted at step 0) the
- * mark follows it down, so restarts never stall the rounds. Round r works
- * on fragment r mod P.
+ * A learner's step is the one it last reported (Answer, Heartbeat) plus
+ * the whole steps it has made since at its own pace: the time since the
+ * report over its seconds per step, measured between reports at least
+ * PACE_ANCHOR_S apart (its reported step time until then), for at most
+ * PACE_EST_MAX_S after the report. Without that, steps are known only
+ * from answers, which come only after pulls, and from heartbeats, and the
+ * rounds waited for the next heartbeat (docs/syncer.md, pacing).
+ * On a start the mark moves H/P forward, but never more than τ·H/P behind
+ * the current K-th step, so a stall is caught up by at most τ extra
+ * rounds (the steps beyond are counted in steps_skipped). When the K-th
+ * step goes back by more than H/P (learners restarted at step 0) the mark
+ * follows it down, so restarts never stall the rounds. Round r works on
+ * fragment r mod P.
+ *
+ * Invariant: rounds × H/P ≈ the steps the K-th learner made, within 10 %
+ * (tests/unit/test_round.c `pace_follows_h`, tests/integration/test_pace.sh),
+ * as long as τ rounds fit in τ·H/P steps of the learners; kth_steps and
+ * paced_rounds measure it.
  *
  * Quorum and grace: when K answers have been accepted the round enters
  * its grace window of
@@ -84,6 +97,16 @@ struct syncer_round {
 	double *step;                  /* last step each learner reported */
 	double mark;
 	int have_mark;
+	double *rep_t;                 /* when step[i] was reported; < 0:
+					  reported since the last poll */
+	double *period;                /* measured seconds per step, 0 unknown */
+	double *st;                    /* reported step time, 0 unknown */
+	double *anchor_step, *anchor_t;   /* the report period[] is measured from */
+	/* measure of the pacing, since this process's first round */
+	uint64_t paced_rounds;         /* rounds started after the first */
+	double kth_steps;              /* Σ rises of the K-th reported step */
+	double kth_seen;               /* the K-th reported step at the last poll */
+	double steps_skipped;          /* K-th steps the catch-up bound dropped */
 	double ema_step, ema_quorum, ema_sync;
 	int have_step, have_quorum, have_sync;
 	double last_quorum_wait, last_grace;   /* of the latest quorum */
@@ -141,6 +164,14 @@ void syncer_round_done(struct syncer_round *rs, int slot, double sync_seconds);
 void syncer_round_abandon(struct syncer_round *rs);
 /* Earliest grace deadline in flight, or a huge value when none. */
 double syncer_round_next_deadline(const struct syncer_round *rs);
+/*
+ * When the next round is due if the learners keep their pace: `now` or
+ * later, or a huge value when no round can start (τ in flight, fewer than
+ * K joined, no step time known yet).
+ */
+double syncer_round_next_pull(const struct syncer_round *rs, double now);
+/* K-th learner steps per round started, measured (0 before two rounds). */
+double syncer_round_steps_per_round(const struct syncer_round *rs);
 /* ξ_step (0 before any report). */
 double syncer_round_step_time(const struct syncer_round *rs);
 int syncer_round_in_flight(const struct syncer_round *rs);

@@ -27,6 +27,7 @@
 
 #include "common/httpd.h"
 #include "syncer/ckpt.h"
+#include "syncer/goodput.h"
 #include "syncer/outer.h"
 #include "syncer/round.h"
 #include "syncer/syncer.h"
@@ -40,7 +41,7 @@ struct wire_hello;
 struct answer {
 	struct answer *next;
 	int learner;
-	uint64_t steps, tokens;
+	uint64_t step, steps, tokens;   /* step: the learner's, at answering */
 	double weight;
 	float *delta;        /* NULL for an empty answer (steps = 0) */
 	double *sq;          /* squared norm per segment */
@@ -92,6 +93,7 @@ struct syncer {
 	int done, ready, stopping;
 	double last_loop;            /* mono time of the last loop turn */
 	int learners_connected;
+	struct goodput gp;           /* where learner time goes (goodput.h) */
 
 	pthread_mutex_t mu;
 	struct eval_job ev;
