@@ -22,6 +22,12 @@ enum { NOT_PULLED = 0, WAITING = 1, ANSWERED = 2, REFUSED = 3 };
  * heartbeat comes every second (sidecar/client.c), so a learner silent
  * longer has stalled or left */
 #define PACE_EST_MAX_S 1.5
+/* the mark trails the K-th step by at most this much of its time (and
+ * τ·H/P steps): a slow stretch of rounds is caught up, a long stall not */
+#define PACE_BACKLOG_S 2.0
+/* an estimate that ran ahead of the next report by up to this many steps
+ * (or H/P) is not a restart */
+#define PACE_DROP_STEPS 8
 
 int syncer_round_init(struct syncer_round *rs, const struct round_config *cfg,
 		      uint64_t started, uint64_t completed, struct err *e)
@@ -336,14 +342,16 @@ void syncer_round_poll(struct syncer_round *rs, double now,
 		rs->paced_rounds = (uint64_t)-1;   /* the first is not paced */
 	}
 	/*
-	 * The K-th step went back by more than a round: learners restarted
-	 * from step 0 (or the most advanced left). Pace from where the K-th
-	 * is now instead of waiting for it to climb back to the old mark.
-	 * Less is an estimate that ran ahead of the next report: the mark
-	 * waits for the steps to come.
+	 * The K-th step went back by more than a round and PACE_DROP_STEPS:
+	 * learners restarted from step 0 (or the most advanced left). Pace
+	 * from where the K-th is now instead of waiting for it to climb back
+	 * to the old mark. Less is an estimate that ran ahead of the next
+	 * report: the mark waits for the steps to come.
 	 */
-	if (kth < rs->mark - spr)
+	if (kth < rs->mark - fmax(spr, PACE_DROP_STEPS))
 		rs->mark = kth;
+	if (rs->have_step && rs->ema_step > 0)
+		backlog = fmax(backlog, PACE_BACKLOG_S / rs->ema_step);
 	if (kth < rs->mark + spr)
 		return;
 	if (kth - backlog > rs->mark + spr)

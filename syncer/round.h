@@ -21,12 +21,13 @@
  * PACE_EST_MAX_S after the report. Without that, steps are known only
  * from answers, which come only after pulls, and from heartbeats, and the
  * rounds waited for the next heartbeat (docs/syncer.md, pacing).
- * On a start the mark moves H/P forward, but never more than τ·H/P behind
- * the current K-th step, so a stall is caught up by at most τ extra
- * rounds (the steps beyond are counted in steps_skipped). When the K-th
- * step goes back by more than H/P (learners restarted at step 0) the mark
- * follows it down, so restarts never stall the rounds. Round r works on
- * fragment r mod P.
+ * On a start the mark moves H/P forward, but never more than the larger
+ * of τ·H/P and PACE_BACKLOG_S of ξ_step behind the current K-th step: a
+ * slow stretch of rounds is caught up, the steps of a longer stall are
+ * dropped and counted in steps_skipped. When the K-th step goes back by
+ * more than H/P and PACE_DROP_STEPS (learners restarted at step 0) the
+ * mark follows it down, so restarts never stall the rounds. Round r works
+ * on fragment r mod P.
  *
  * Invariant: rounds × H/P ≈ the steps the K-th learner made, within 10 %
  * (tests/unit/test_round.c `pace_follows_h`, tests/integration/test_pace.sh),

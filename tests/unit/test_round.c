@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <math.h>
+#include <string.h>
 
 #include "syncer/round.h"
 
@@ -423,6 +424,129 @@ static void resume_step_is_the_jobs(void **state)
 	syncer_round_release(&rs);
 }
 
+
+/*
+ * Pacing follows H: 4 learners at their own step times, heartbeats once a
+ * second, each pull answered at the end of the learner's step in progress
+ * and arriving 2 ms later, merges when round.c says; after 60 s of fake
+ * clock, rounds × H/P is within 10 % of the K-th learner's steps, for
+ * H/P = 1, 4, 16 and 64 (docs/design.md §3, pacing).
+ */
+#define SIM_M 4
+#define SIM_LAG 0.002
+
+struct sim_learner {
+	double st, next_step, next_hb;
+	uint64_t step;
+	double pull_at[8];      /* per slot: when its pull arrives, < 0 none */
+	uint64_t pull_round[8];
+	int pull_frag[8];
+	double ans_at[8];       /* per slot: when its answer arrives, < 0 none */
+	uint64_t ans_step[8];
+};
+
+static void sim_pull(struct sim_learner *L, const struct round_action *a,
+		     double now)
+{
+	for (int i = 0; i < SIM_M; i++) {
+		L[i].pull_at[a->slot] = now + SIM_LAG;
+		L[i].pull_round[a->slot] = a->round;
+		L[i].pull_frag[a->slot] = a->frag;
+		L[i].ans_at[a->slot] = -1;
+	}
+}
+
+/* One learner over one tick: steps, serves pulls, heartbeats, answers. */
+static void sim_learner_tick(struct syncer_round *rs, struct sim_learner *l,
+			     int id, double now)
+{
+	while (now >= l->next_step) {
+		l->step++;
+		for (int s = 0; s < 8; s++)
+			if (l->pull_at[s] >= 0 && l->pull_at[s] <= l->next_step) {
+				l->pull_at[s] = -1;
+				l->ans_at[s] = l->next_step + SIM_LAG;
+				l->ans_step[s] = l->step;
+			}
+		l->next_step += l->st;
+	}
+	for (int s = 0; s < 8; s++)
+		if (l->ans_at[s] >= 0 && now >= l->ans_at[s]) {
+			l->ans_at[s] = -1;
+			syncer_round_progress(rs, id, l->ans_step[s], 0);
+			syncer_round_answer(rs, id, l->pull_round[s],
+					    l->pull_frag[s], 1, now);
+		}
+	if (now >= l->next_hb) {
+		syncer_round_progress(rs, id, l->step, l->st);
+		l->next_hb += 1.0;
+	}
+}
+
+static double sim_pace(double spr, double *per_round)
+{
+	static const double st[SIM_M] = { 0.018, 0.020, 0.022, 0.025 };
+	struct sim_learner L[SIM_M];
+	struct syncer_round rs;
+	struct round_action a;
+	double steps[SIM_M], kth;
+
+	setup(&rs, 3, 0.5, 2, spr, SIM_M);
+	rs.cfg.ema = 0.2;
+	memset(L, 0, sizeof(L));
+	for (int i = 0; i < SIM_M; i++) {
+		L[i].st = st[i];
+		L[i].next_step = st[i];
+		L[i].next_hb = 0.25 * i;
+		for (int s = 0; s < 8; s++)
+			L[i].pull_at[s] = L[i].ans_at[s] = -1;
+	}
+	for (int tick = 0; tick <= 60000; tick++) {
+		double now = tick * 0.001;
+
+		for (int i = 0; i < SIM_M; i++)
+			sim_learner_tick(&rs, &L[i], i, now);
+		for (syncer_round_poll(&rs, now, &a); a.kind != ROUND_NONE;
+		     syncer_round_poll(&rs, now, &a)) {
+			if (a.kind == ROUND_MERGE)
+				syncer_round_done(&rs, a.slot, 0.001);
+			else
+				sim_pull(L, &a, now);
+		}
+	}
+	for (int i = 0; i < SIM_M; i++)
+		steps[i] = (double)L[i].step;
+	/* the K-th (3rd) largest of four */
+	for (int i = 0; i < SIM_M; i++)
+		for (int j = i + 1; j < SIM_M; j++)
+			if (steps[j] > steps[i]) {
+				kth = steps[i];
+				steps[i] = steps[j];
+				steps[j] = kth;
+			}
+	kth = steps[2];
+	*per_round = syncer_round_steps_per_round(&rs);
+	a.round = rs.started;
+	syncer_round_release(&rs);
+	return (double)a.round * spr / kth;
+}
+
+static void pace_follows_h(void **state)
+{
+	static const double sprs[] = { 1, 4, 16, 64 };
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(sprs) / sizeof(sprs[0]); i++) {
+		double per_round, q = sim_pace(sprs[i], &per_round);
+
+		print_message("H/P %g: rounds x H/P / K-th steps = %.3f, "
+			      "measured steps per round %.2f\n", sprs[i], q,
+			      per_round);
+		assert_true(q > 0.9 && q < 1.1);
+		assert_true(fabs(per_round / sprs[i] - 1) < 0.1);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -437,6 +561,7 @@ int main(void)
 		cmocka_unit_test(refused_answers_do_not_stall),
 		cmocka_unit_test(resume_step_is_the_jobs),
 		cmocka_unit_test(first_round_starts_at_once),
+		cmocka_unit_test(pace_follows_h),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
