@@ -612,7 +612,7 @@ int core_join(struct syncer *s, const struct wire_hello *h, double now,
 	l->incarnation = h->incarnation;
 	l->joined = 1;
 	s->learners_connected++;
-	goodput_join(s, id, h->incarnation, r);
+	goodput_join(s, id, h->incarnation, r, now);
 	note_joined(s, now);
 	npull = s->rs.cfg.overlap <= max
 		? syncer_round_join(&s->rs, id, r, pulls) : 0;

@@ -42,7 +42,7 @@ static double share(const struct syncer *s, int p)
 }
 
 void goodput_join(struct syncer *s, int id, uint64_t incarnation,
-		  uint64_t resume)
+		  uint64_t resume, double now)
 {
 	struct gp_learner *l = &s->gp.l[id];
 
@@ -59,7 +59,7 @@ void goodput_join(struct syncer *s, int id, uint64_t incarnation,
 	l->have = 1;
 	l->incarnation = incarnation;
 	l->step = (double)resume;
-	l->t_rep = -1;
+	l->t_rep = now;
 }
 
 void goodput_progress(struct syncer *s, int id, uint64_t step, double now)

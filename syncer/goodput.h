@@ -69,9 +69,9 @@ struct gp_shares {
 
 int goodput_init(struct syncer *s, double start);
 void goodput_release(struct syncer *s);
-/* Learner id joined with this incarnation, resuming at step `resume`. */
+/* Learner id joined at now with this incarnation, resuming at `resume`. */
 void goodput_join(struct syncer *s, int id, uint64_t incarnation,
-		  uint64_t resume);
+		  uint64_t resume, double now);
 /* Learner id reported step (Heartbeat or Answer) at now. */
 void goodput_progress(struct syncer *s, int id, uint64_t step, double now);
 /* Learner id's answer for fragment p, at step, with steps, had this fate. */

@@ -9,6 +9,8 @@
  */
 #include "syncer/round.h"
 
+#include "common/log.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +54,8 @@ int syncer_round_init(struct syncer_round *rs, const struct round_config *cfg,
 	rs->st = calloc(n, sizeof(*rs->st));
 	rs->anchor_step = calloc(n, sizeof(*rs->anchor_step));
 	rs->anchor_t = calloc(n, sizeof(*rs->anchor_t));
-	if (!rs->slots || !rs->joined || !rs->step || !rs->rep_t ||
+	rs->trained = calloc(n, sizeof(*rs->trained));
+	if (!rs->trained || !rs->slots || !rs->joined || !rs->step || !rs->rep_t ||
 	    !rs->period || !rs->st || !rs->anchor_step || !rs->anchor_t)
 		goto oom;
 	for (size_t i = 0; i < n; i++)
@@ -79,6 +82,7 @@ void syncer_round_release(struct syncer_round *rs)
 	free(rs->st);
 	free(rs->anchor_step);
 	free(rs->anchor_t);
+	free(rs->trained);
 	memset(rs, 0, sizeof(*rs));
 }
 
@@ -138,6 +142,8 @@ void syncer_round_progress(struct syncer_round *rs, int id, uint64_t step,
 		return;
 	if ((double)step < rs->step[id])
 		rs->anchor_t[id] = -1;   /* started over: measure anew */
+	else if (!rs->stopped)   /* the measure ends with the rounds */
+		rs->trained[id] += (double)step - rs->step[id];
 	rs->step[id] = (double)step;
 	rs->rep_t[id] = -1;
 	if (step_time > 0 && isfinite(step_time)) {
@@ -290,14 +296,6 @@ void syncer_round_poll(struct syncer_round *rs, double now,
 
 	memset(out, 0, sizeof(*out));
 	stamp_reports(rs, now);
-	if (rs->have_mark) {
-		double raw = kth_step(rs, -1, -1);
-
-		if (raw > rs->kth_seen)
-			rs->kth_steps += raw - rs->kth_seen;
-		if (raw >= 0)
-			rs->kth_seen = raw;
-	}
 	for (int s = 0; s < rs->cfg.overlap; s++) {
 		struct round_slot *sl = &rs->slots[s];
 
@@ -338,8 +336,6 @@ void syncer_round_poll(struct syncer_round *rs, double now,
 	if (!rs->have_mark) {
 		rs->mark = kth - spr;
 		rs->have_mark = 1;
-		rs->kth_seen = kth_step(rs, -1, -1);
-		rs->paced_rounds = (uint64_t)-1;   /* the first is not paced */
 	}
 	/*
 	 * The K-th step went back by more than a round and PACE_DROP_STEPS:
@@ -354,8 +350,12 @@ void syncer_round_poll(struct syncer_round *rs, double now,
 		backlog = fmax(backlog, PACE_BACKLOG_S / rs->ema_step);
 	if (kth < rs->mark + spr)
 		return;
-	if (kth - backlog > rs->mark + spr)
+	if (kth - backlog > rs->mark + spr) {
 		rs->steps_skipped += kth - backlog - (rs->mark + spr);
+		log_debug("pacing: the K-th step %.0f is %.0f past the mark, %.0f "
+			 "steps dropped", kth, kth - rs->mark,
+			 kth - backlog - (rs->mark + spr));
+	}
 	rs->mark = fmax(rs->mark + spr, kth - backlog);
 	rs->paced_rounds++;
 
@@ -453,12 +453,27 @@ double syncer_round_next_pull(const struct syncer_round *rs, double now)
 	return t;
 }
 
+double syncer_round_kth_trained(const struct syncer_round *rs)
+{
+	double stack[256], *v = stack, kth = 0;
+	int M = rs->cfg.max_learners;
+
+	if (M > 256 && !(v = malloc((size_t)M * sizeof(*v))))
+		return 0;
+	memcpy(v, rs->trained, (size_t)M * sizeof(*v));
+	qsort(v, (size_t)M, sizeof(*v), cmp_desc);
+	if (rs->cfg.quorum <= M)
+		kth = v[rs->cfg.quorum - 1];
+	if (v != stack)
+		free(v);
+	return kth;
+}
+
 double syncer_round_steps_per_round(const struct syncer_round *rs)
 {
-	if (!rs->have_mark || rs->paced_rounds == 0 ||
-	    rs->paced_rounds == (uint64_t)-1)
+	if (rs->paced_rounds == 0)
 		return 0;
-	return rs->kth_steps / (double)rs->paced_rounds;
+	return syncer_round_kth_trained(rs) / (double)rs->paced_rounds;
 }
 
 double syncer_round_step_time(const struct syncer_round *rs)

@@ -31,8 +31,8 @@
  *
  * Invariant: rounds × H/P ≈ the steps the K-th learner made, within 10 %
  * (tests/unit/test_round.c `pace_follows_h`, tests/integration/test_pace.sh),
- * as long as τ rounds fit in τ·H/P steps of the learners; kth_steps and
- * paced_rounds measure it.
+ * as long as τ rounds fit in τ·H/P steps of the learners;
+ * syncer_round_kth_trained and paced_rounds measure it.
  *
  * Quorum and grace: when K answers have been accepted the round enters
  * its grace window of
@@ -103,10 +103,10 @@ struct syncer_round {
 	double *period;                /* measured seconds per step, 0 unknown */
 	double *st;                    /* reported step time, 0 unknown */
 	double *anchor_step, *anchor_t;   /* the report period[] is measured from */
-	/* measure of the pacing, since this process's first round */
-	uint64_t paced_rounds;         /* rounds started after the first */
-	double kth_steps;              /* Σ rises of the K-th reported step */
-	double kth_seen;               /* the K-th reported step at the last poll */
+	/* measure of the pacing, since this process started */
+	uint64_t paced_rounds;         /* rounds started */
+	double *trained;               /* per learner: Σ rises of its reported
+					  step, jumps at a join excepted */
 	double steps_skipped;          /* K-th steps the catch-up bound dropped */
 	double ema_step, ema_quorum, ema_sync;
 	int have_step, have_quorum, have_sync;
@@ -171,7 +171,10 @@ double syncer_round_next_deadline(const struct syncer_round *rs);
  * K joined, no step time known yet).
  */
 double syncer_round_next_pull(const struct syncer_round *rs, double now);
-/* K-th learner steps per round started, measured (0 before two rounds). */
+/* The K-th largest of the learners' steps trained since this process
+ * started (each learner's reported steps, summed over its restarts). */
+double syncer_round_kth_trained(const struct syncer_round *rs);
+/* That over the rounds started since (0 before any). */
 double syncer_round_steps_per_round(const struct syncer_round *rs);
 /* ξ_step (0 before any report). */
 double syncer_round_step_time(const struct syncer_round *rs);

@@ -32,8 +32,8 @@ static json_t *pace_json(const struct syncer *s)
 		"h", spr * s->P, "steps_per_round", spr,
 		"h_effective", eff > 0 ? json_real(eff * s->P) : json_null(),
 		"steps_per_round_effective", eff > 0 ? json_real(eff) : json_null(),
-		"kth_steps", rs->kth_steps,
-		"rounds", (json_int_t)(rs->have_mark ? rs->paced_rounds + 1 : 0),
+		"kth_steps", syncer_round_kth_trained(rs),
+		"rounds", (json_int_t)rs->paced_rounds,
 		"steps_skipped", rs->steps_skipped);
 }
 
