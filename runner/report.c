@@ -251,7 +251,17 @@ static void html_figures(struct buf *out, const struct run_record *r)
 	fmt_opt(a, sizeof(a), "%.4f", f->uptime);
 	buf_printf(out, "<tr><th>uptime</th><td class=\"n\">%s</td><td>share of wall time the syncer kept completing rounds at its cadence</td></tr>\n", a);
 	fmt_opt(a, sizeof(a), "%.4f", f->goodput);
-	buf_printf(out, "<tr><th>goodput</th><td class=\"n\">%s</td><td>share of learner compute that ended in a merged contribution</td></tr>\n", a);
+	buf_printf(out, "<tr><th>goodput</th><td class=\"n\">%s</td><td>share of learner time whose training reached the global model</td></tr>\n", a);
+	if (isfinite(f->gpb.merged))
+		buf_printf(out, "<tr><th>learner time</th><td class=\"n\"></td><td>%.1f%% merged, %.1f%% late, %.1f%% refused, %.1f%% overwritten, %.1f%% lost to restarts, %.1f%% in flight, %.1f%% not training</td></tr>\n",
+			   100 * f->gpb.merged, 100 * f->gpb.late, 100 * f->gpb.refused,
+			   100 * f->gpb.overwritten, 100 * f->gpb.restarts,
+			   100 * f->gpb.in_flight, 100 * f->gpb.not_training);
+	if (isfinite(f->pace.h)) {
+		fmt_opt(a, sizeof(a), "%.4g", f->pace.h_effective);
+		buf_printf(out, "<tr><th>H as run</th><td class=\"n\">%s</td><td>H %.4g configured; the K-th learner's steps per round started, times P</td></tr>\n",
+			   a, f->pace.h);
+	}
 	buf_printf(out, "<tr><th>rounds</th><td class=\"n\">%llu</td><td></td></tr>\n",
 		   (unsigned long long)f->round);
 	buf_printf(out, "<tr><th>tokens</th><td class=\"n\">%llu</td><td>%llu in merged contributions</td></tr>\n",

@@ -55,7 +55,8 @@ int syncer_round_init(struct syncer_round *rs, const struct round_config *cfg,
 	rs->anchor_step = calloc(n, sizeof(*rs->anchor_step));
 	rs->anchor_t = calloc(n, sizeof(*rs->anchor_t));
 	rs->trained = calloc(n, sizeof(*rs->trained));
-	if (!rs->trained || !rs->slots || !rs->joined || !rs->step || !rs->rep_t ||
+	rs->join_step = calloc(n, sizeof(*rs->join_step));
+	if (!rs->trained || !rs->join_step || !rs->slots || !rs->joined || !rs->step || !rs->rep_t ||
 	    !rs->period || !rs->st || !rs->anchor_step || !rs->anchor_t)
 		goto oom;
 	for (size_t i = 0; i < n; i++)
@@ -83,6 +84,7 @@ void syncer_round_release(struct syncer_round *rs)
 	free(rs->anchor_step);
 	free(rs->anchor_t);
 	free(rs->trained);
+	free(rs->join_step);
 	memset(rs, 0, sizeof(*rs));
 }
 
@@ -102,7 +104,7 @@ int syncer_round_join(struct syncer_round *rs, int id, uint64_t step,
 	if (rs->joined[id])
 		syncer_round_leave(rs, id);
 	rs->joined[id] = 1;
-	rs->step[id] = (double)step;
+	rs->step[id] = rs->join_step[id] = (double)step;
 	rs->rep_t[id] = rs->anchor_t[id] = -1;
 	for (int s = 0; s < rs->cfg.overlap; s++) {
 		struct round_slot *sl = &rs->slots[s];
@@ -138,7 +140,8 @@ void syncer_round_leave(struct syncer_round *rs, int id)
 void syncer_round_progress(struct syncer_round *rs, int id, uint64_t step,
 			   double step_time)
 {
-	if (id < 0 || id >= rs->cfg.max_learners)
+	if (id < 0 || id >= rs->cfg.max_learners ||
+	    (double)step < rs->join_step[id])
 		return;
 	if ((double)step < rs->step[id])
 		rs->anchor_t[id] = -1;   /* started over: measure anew */

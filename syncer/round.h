@@ -96,6 +96,7 @@ struct syncer_round {
 	struct round_slot *slots;      /* cfg.overlap of them */
 	unsigned char *joined;
 	double *step;                  /* last step each learner reported */
+	double *join_step;             /* the step it joined (resumes) at */
 	double mark;
 	int have_mark;
 	double *rep_t;                 /* when step[i] was reported; < 0:
@@ -124,7 +125,13 @@ void syncer_round_release(struct syncer_round *rs);
 int syncer_round_join(struct syncer_round *rs, int id, uint64_t step,
 		      struct round_action *pulls);
 void syncer_round_leave(struct syncer_round *rs, int id);
-/* A heartbeat or answer told us the learner's step (and step time > 0). */
+/*
+ * A heartbeat or answer told us the learner's step (and step time > 0).
+ * A step below the one the learner joined at is ignored: a restarted
+ * learner trains a few steps from 0 before it takes the resume step its
+ * Welcome gave (docs/protocol.md), and those would pull the K-th step
+ * down and back up by the whole resume.
+ */
 void syncer_round_progress(struct syncer_round *rs, int id, uint64_t step,
 			   double step_time);
 

@@ -183,10 +183,13 @@ static void metrics_text(struct syncer *s, double now, struct buf *b)
 	prom_gauge(b, M("uptime_ratio"), "Share of wall time at round cadence.",
 		   core_uptime(s, now));
 	prom_gauge(b, M("goodput_ratio"),
-		   "Share of learner compute that ended in a merge.",
+		   "Share of learner time whose training reached the global model.",
 		   core_goodput(s, now));
 	prom_gauge(b, M("elapsed_seconds"), "Seconds since the first start.",
 		   core_elapsed(s, now));
+	prom_gauge(b, M("h_effective"),
+		   "P times the K-th learner's steps per round started.",
+		   syncer_round_steps_per_round(&s->rs) * s->P);
 	prom_gauge(b, M("done"), "1 once the budget is reached.", s->done);
 }
 

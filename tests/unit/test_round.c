@@ -547,6 +547,29 @@ static void pace_follows_h(void **state)
 	}
 }
 
+/* A restarted learner reports a few steps from 0 before it takes its
+ * resume step: they neither move the mark nor count as trained. */
+static void steps_before_the_resume_are_ignored(void **state)
+{
+	struct syncer_round rs;
+	struct round_action a, pulls[8];
+
+	(void)state;
+	setup(&rs, 2, 0.0, 2, 1.0, 2);
+	all_step(&rs, 2, 500, 1.0);
+	near(syncer_round_kth_trained(&rs), 500);
+	syncer_round_leave(&rs, 1);
+	syncer_round_join(&rs, 1, 500, pulls);     /* resumes at 500 */
+	syncer_round_progress(&rs, 1, 3, 1.0);     /* not yet resumed */
+	near(rs.step[1], 500);
+	syncer_round_progress(&rs, 1, 505, 1.0);
+	near(rs.trained[1], 505);                  /* 500 + 5, not + 502 */
+	syncer_round_poll(&rs, 1.0, &a);
+	assert_int_equal(a.kind, ROUND_PULL);
+	near(rs.mark, 500);                        /* at the K-th, 500, not 3 */
+	syncer_round_release(&rs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -562,6 +585,7 @@ int main(void)
 		cmocka_unit_test(resume_step_is_the_jobs),
 		cmocka_unit_test(first_round_starts_at_once),
 		cmocka_unit_test(pace_follows_h),
+		cmocka_unit_test(steps_before_the_resume_are_ignored),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
