@@ -197,6 +197,8 @@ static double step_at(const struct syncer_round *rs, int i, double now)
 	return dt > 0 ? rs->step[i] + floor(dt / p) : rs->step[i];
 }
 
+static double kth_step(const struct syncer_round *rs, int skip, double now);
+
 static double grace_window(const struct syncer_round *rs)
 {
 	double g = rs->cfg.grace * (rs->cfg.overlap * rs->ema_step -
@@ -239,7 +241,12 @@ enum round_verdict syncer_round_answer(struct syncer_round *rs, int id,
 		rs->last_quorum_wait = now - sl->t_start;
 		ema_add(&rs->ema_quorum, &rs->have_quorum, rs->last_quorum_wait,
 			rs->cfg.ema);
-		rs->last_grace = grace_window(rs);
+		/* behind the pace by a round: no grace, the next round needs
+		 * the slot more than this one needs the late answers */
+		rs->last_grace = rs->have_mark &&
+				 kth_step(rs, -1, now) >= rs->mark +
+							  2 * rs->cfg.steps_per_round
+				 ? 0 : grace_window(rs);
 		sl->deadline = now + rs->last_grace;
 	}
 	return ROUND_ACCEPTED;

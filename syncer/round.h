@@ -36,7 +36,9 @@
  *
  * Quorum and grace: when K answers have been accepted the round enters
  * its grace window of
- *   clamp(γ · (τ·ξ_step − ξ_quorum − ξ_sync), 0, ξ_step)
+ *   clamp(γ · (τ·ξ_step − ξ_quorum − ξ_sync), 0, ξ_step),
+ * or 0 when the K-th step is already 2·H/P past the pacing mark (the
+ * rounds are behind the pace)
  * (ξ: EMAs of the learners' step time, of start-to-quorum time, and of
  * merge time as reported by syncer_round_done). It is ready to merge when
  * the window ends, or earlier when every pulled learner that is still

@@ -570,6 +570,32 @@ static void steps_before_the_resume_are_ignored(void **state)
 	syncer_round_release(&rs);
 }
 
+/* Two rounds behind the pace: the quorum merges without a grace window. */
+static void behind_the_pace_no_grace(void **state)
+{
+	struct syncer_round rs;
+	struct round_action a;
+
+	(void)state;
+	setup(&rs, 1, 0.5, 2, 1.0, 2);
+	all_step(&rs, 2, 1, 1.0);
+	syncer_round_poll(&rs, 1.0, &a);
+	assert_int_equal(a.kind, ROUND_PULL);      /* mark at 1 */
+	syncer_round_answer(&rs, 0, 1, 1, 1, 1.1);
+	near(rs.last_grace, 0.5 * (2 * 1.0 - 0.1));   /* on pace: 0.95 */
+	syncer_round_release(&rs);
+
+	setup(&rs, 1, 0.5, 2, 1.0, 2);
+	all_step(&rs, 2, 1, 1.0);
+	syncer_round_poll(&rs, 1.0, &a);
+	all_step(&rs, 2, 3, 1.0);                  /* K-th at 3 = mark + 2 */
+	syncer_round_answer(&rs, 0, 1, 1, 1, 1.1);
+	near(rs.last_grace, 0);
+	syncer_round_poll(&rs, 1.1, &a);
+	assert_int_equal(a.kind, ROUND_MERGE);
+	syncer_round_release(&rs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -585,6 +611,7 @@ int main(void)
 		cmocka_unit_test(resume_step_is_the_jobs),
 		cmocka_unit_test(first_round_starts_at_once),
 		cmocka_unit_test(pace_follows_h),
+		cmocka_unit_test(behind_the_pace_no_grace),
 		cmocka_unit_test(steps_before_the_resume_are_ignored),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
