@@ -17,8 +17,9 @@
  *              down for its part beyond B = max(1 s, 3 · ξ_step · H/P)
  *   goodput  = learner time whose training reached Θ, over M · elapsed:
  *              Σ over merged answers of their steps not merged before ·
- *              step time · (fragment's share of parameters); where the
- *              rest goes is counted in syncer/goodput.c
+ *              (fragment's share of parameters) · the learner's wall
+ *              seconds per step; syncer/goodput.c counts it, and where
+ *              the rest of the learner time goes
  */
 #include "syncer/syncer_int.h"
 

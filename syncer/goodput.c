@@ -8,6 +8,8 @@
 
 /* a learner silent longer than this between two steps was not training */
 #define GP_GAP_S 2.0
+/* the wall time per step is the learner's once it has this much of it */
+#define GP_MIN_ACTIVE_S 1.0
 
 int goodput_init(struct syncer *s, double start)
 {
@@ -28,12 +30,15 @@ void goodput_release(struct syncer *s)
 	s->gp.l = NULL;
 }
 
-/* Wall seconds per step of learner l, or the step time ξ when unknown. */
+/* Wall seconds per step of learner l; before GP_MIN_ACTIVE_S of it, the
+ * step time it reported, else ξ_step. */
 static double step_seconds(const struct syncer *s, const struct gp_learner *l)
 {
-	if (l->trained > 0 && l->active > 0)
+	double st = s->learners ? s->learners[l - s->gp.l].step_time : 0;
+
+	if (l->trained > 0 && l->active >= GP_MIN_ACTIVE_S)
 		return l->active / l->trained;
-	return syncer_round_step_time(&s->rs);
+	return st > 0 ? st : syncer_round_step_time(&s->rs);
 }
 
 static double share(const struct syncer *s, int p)
@@ -67,8 +72,8 @@ void goodput_progress(struct syncer *s, int id, uint64_t step, double now)
 	struct gp_learner *l = &s->gp.l[id];
 	double ds = (double)step - l->step, dt = now - l->t_rep;
 
-	if (!l->have || !(ds > 0))
-		return;
+	if (!l->have || !(ds > 0) || s->done)
+		return;   /* the accounting ends with the job, as elapsed does */
 	if (l->t_rep >= 0 && dt >= 0 && dt <= GP_GAP_S)
 		l->active += dt;
 	else if (l->trained > 0)
@@ -91,7 +96,8 @@ void goodput_answer(struct syncer *s, int id, int p, uint64_t step,
 	struct gp_frag *f;
 	double k, hi = (double)step, lo = hi - (double)steps, fresh;
 
-	if (id < 0 || id >= s->M || p < 0 || p >= s->P || !s->gp.l[id].have)
+	if (id < 0 || id >= s->M || p < 0 || p >= s->P || !s->gp.l[id].have ||
+	    s->done)
 		return;
 	l = &s->gp.l[id];
 	f = &s->gp.f[id * s->P + p];

@@ -5,7 +5,8 @@
  * share of the parameters (so a step counts once over all P fragments),
  * and turned into seconds with the learner's own wall time per step: the
  * time between its reports in which its step moved (gaps over
- * GP_GAP_S excepted), over the steps it moved by.
+ * GP_GAP_S excepted), over the steps it moved by (its reported step time
+ * until it has GP_MIN_ACTIVE_S of it).
  *
  * Per learner and fragment the syncer keeps the last step it counted
  * (counted_to) and the last step that reached Θ (merged_to). An answer
