@@ -446,8 +446,13 @@ double syncer_round_next_pull(const struct syncer_round *rs, double now)
 		free_slot |= !rs->slots[s].active;
 	if (rs->stopped || !free_slot)
 		return NEVER;
+	for (int i = 0; i < M; i++)
+		n += rs->joined[i];
+	if (n < rs->cfg.quorum)
+		return NEVER;   /* a join wakes the loop */
 	if (!rs->have_mark)
 		return now;
+	n = 0;
 	target = rs->mark + rs->cfg.steps_per_round;
 	if (M > 256 && !(v = malloc((size_t)M * sizeof(*v))))
 		return now;

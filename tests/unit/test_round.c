@@ -596,6 +596,32 @@ static void behind_the_pace_no_grace(void **state)
 	syncer_round_release(&rs);
 }
 
+/* When the run loop must wake for the next pull. */
+static void next_pull_is_when_the_pace_says(void **state)
+{
+	struct syncer_round rs;
+	struct round_action a;
+
+	(void)state;
+	setup(&rs, 2, 0.0, 2, 2.0, 3);
+	syncer_round_leave(&rs, 1);
+	syncer_round_leave(&rs, 2);
+	assert_true(syncer_round_next_pull(&rs, 5.0) > 1e100);   /* 1 of K */
+	syncer_round_join(&rs, 1, 0, &a);
+	near(syncer_round_next_pull(&rs, 5.0), 5.0);   /* the first: at once */
+	all_step(&rs, 2, 10, 0.5);
+	syncer_round_poll(&rs, 5.0, &a);
+	assert_int_equal(a.kind, ROUND_PULL);          /* mark 10 */
+	/* 2 steps more at 0.5 s a step, reported at 5.0 */
+	near(syncer_round_next_pull(&rs, 5.2), 6.0);
+	syncer_round_poll(&rs, 5.9, &a);
+	assert_int_equal(a.kind, ROUND_NONE);
+	syncer_round_poll(&rs, 6.0, &a);
+	assert_int_equal(a.kind, ROUND_PULL);          /* estimated step 12 */
+	assert_true(syncer_round_next_pull(&rs, 6.0) > 1e100);   /* τ in flight */
+	syncer_round_release(&rs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -611,6 +637,7 @@ int main(void)
 		cmocka_unit_test(resume_step_is_the_jobs),
 		cmocka_unit_test(first_round_starts_at_once),
 		cmocka_unit_test(pace_follows_h),
+		cmocka_unit_test(next_pull_is_when_the_pace_says),
 		cmocka_unit_test(behind_the_pace_no_grace),
 		cmocka_unit_test(steps_before_the_resume_are_ignored),
 	};
