@@ -18,6 +18,12 @@ void syncer_status_init(struct syncer_status *s)
 {
 	memset(s, 0, sizeof(*s));
 	s->eval_loss = s->uptime = s->goodput = s->elapsed = NAN;
+	s->pace.h = s->pace.h_effective = s->pace.steps_per_round = NAN;
+	s->pace.steps_per_round_effective = s->pace.kth_steps = NAN;
+	s->pace.steps_skipped = NAN;
+	s->gpb.learner_seconds = s->gpb.merged = s->gpb.late = NAN;
+	s->gpb.refused = s->gpb.overwritten = s->gpb.restarts = NAN;
+	s->gpb.in_flight = s->gpb.not_training = s->gpb.merged_again = NAN;
 }
 
 void syncer_status_release(struct syncer_status *s)
@@ -133,6 +139,36 @@ static int get_history(const json_t *h, struct syncer_status *s, struct err *e)
 	return 0;
 }
 
+/* "pace" and "goodput_breakdown": objects of figures (docs/status.md). */
+static int get_pace(const json_t *root, struct syncer_status *s, struct err *e)
+{
+	const json_t *o = json_object_get(root, "pace");
+	const json_t *g = json_object_get(root, "goodput_breakdown");
+	const char *P = "pace", *G = "goodput_breakdown";
+
+	if ((o && !json_is_object(o) && !json_is_null(o)) ||
+	    (g && !json_is_object(g) && !json_is_null(g)))
+		return err_set(e, "status: field '%s': not an object",
+			       o && !json_is_object(o) && !json_is_null(o) ? P : G);
+	return get_figure(o, P, "h", &s->pace.h, e) ||
+	       get_figure(o, P, "h_effective", &s->pace.h_effective, e) ||
+	       get_figure(o, P, "steps_per_round", &s->pace.steps_per_round, e) ||
+	       get_figure(o, P, "steps_per_round_effective",
+			  &s->pace.steps_per_round_effective, e) ||
+	       get_figure(o, P, "kth_steps", &s->pace.kth_steps, e) ||
+	       get_figure(o, P, "steps_skipped", &s->pace.steps_skipped, e) ||
+	       get_count(o, P, "rounds", &s->pace.rounds, e) ||
+	       get_figure(g, G, "learner_seconds", &s->gpb.learner_seconds, e) ||
+	       get_figure(g, G, "merged", &s->gpb.merged, e) ||
+	       get_figure(g, G, "late", &s->gpb.late, e) ||
+	       get_figure(g, G, "refused", &s->gpb.refused, e) ||
+	       get_figure(g, G, "overwritten", &s->gpb.overwritten, e) ||
+	       get_figure(g, G, "restarts", &s->gpb.restarts, e) ||
+	       get_figure(g, G, "in_flight", &s->gpb.in_flight, e) ||
+	       get_figure(g, G, "not_training", &s->gpb.not_training, e) ||
+	       get_figure(g, G, "merged_again", &s->gpb.merged_again, e) ? -1 : 0;
+}
+
 static int get_fields(const json_t *root, struct syncer_status *s,
 		      struct err *e)
 {
@@ -168,7 +204,8 @@ static int get_fields(const json_t *root, struct syncer_status *s,
 	    get_count(root, NULL, "bytes_out", &s->bytes_out, e) ||
 	    get_figure(root, NULL, "uptime", &s->uptime, e) ||
 	    get_figure(root, NULL, "goodput", &s->goodput, e) ||
-	    get_figure(root, NULL, "elapsed", &s->elapsed, e))
+	    get_figure(root, NULL, "elapsed", &s->elapsed, e) ||
+	    get_pace(root, s, e))
 		return -1;
 	return get_history(json_object_get(root, "eval_history"), s, e);
 }

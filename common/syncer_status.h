@@ -45,6 +45,15 @@ struct syncer_status {
 	uint64_t merged_steps, double_merged_steps, repeat_base;
 	uint64_t bytes_in, bytes_out;
 	double uptime, goodput, elapsed;            /* NAN when not given */
+	struct {                        /* "pace": rounds against steps */
+		double h, h_effective, steps_per_round;
+		double steps_per_round_effective, kth_steps, steps_skipped;
+		uint64_t rounds;
+	} pace;
+	struct {                        /* "goodput_breakdown": shares */
+		double learner_seconds, merged, late, refused, overwritten;
+		double restarts, in_flight, not_training, merged_again;
+	} gpb;
 	struct syncer_eval *evals;      /* eval_history, owned */
 	size_t nevals;
 };

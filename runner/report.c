@@ -56,6 +56,39 @@ static double loss_ratio(const struct run_record *r, const struct run_compare *c
 	return r->final.eval_loss / c->loss;
 }
 
+/* The syncer's "pace" (syncer/round.h): H configured and as run. */
+static json_t *pace_json(const struct syncer_status *f)
+{
+	json_t *o = json_object();
+
+	json_object_set_new(o, "h", num_or_null(f->pace.h));
+	json_object_set_new(o, "h_effective", num_or_null(f->pace.h_effective));
+	json_object_set_new(o, "steps_per_round", num_or_null(f->pace.steps_per_round));
+	json_object_set_new(o, "steps_per_round_effective",
+			    num_or_null(f->pace.steps_per_round_effective));
+	json_object_set_new(o, "kth_steps", num_or_null(f->pace.kth_steps));
+	json_object_set_new(o, "rounds", json_integer((json_int_t)f->pace.rounds));
+	json_object_set_new(o, "steps_skipped", num_or_null(f->pace.steps_skipped));
+	return o;
+}
+
+/* The syncer's "goodput_breakdown" (syncer/goodput.h): shares of M × time. */
+static json_t *breakdown_json(const struct syncer_status *f)
+{
+	json_t *o = json_object();
+
+	json_object_set_new(o, "learner_seconds", num_or_null(f->gpb.learner_seconds));
+	json_object_set_new(o, "merged", num_or_null(f->gpb.merged));
+	json_object_set_new(o, "late", num_or_null(f->gpb.late));
+	json_object_set_new(o, "refused", num_or_null(f->gpb.refused));
+	json_object_set_new(o, "overwritten", num_or_null(f->gpb.overwritten));
+	json_object_set_new(o, "restarts", num_or_null(f->gpb.restarts));
+	json_object_set_new(o, "in_flight", num_or_null(f->gpb.in_flight));
+	json_object_set_new(o, "not_training", num_or_null(f->gpb.not_training));
+	json_object_set_new(o, "merged_again", num_or_null(f->gpb.merged_again));
+	return o;
+}
+
 static json_t *evals_json(const struct syncer_eval *ev, size_t n)
 {
 	json_t *a = json_array();
@@ -156,6 +189,8 @@ int run_report_json(const struct run_record *r, struct buf *out, struct err *e)
 		"ddiloco train with an M times larger batch (data parallel as one learner), same tokens"));
 	json_object_set_new(root, "twin", compare_json(r, &r->twin, TWIN_TOLERANCE,
 		"the same job without chaos"));
+	json_object_set_new(root, "pace", pace_json(f));
+	json_object_set_new(root, "goodput_breakdown", breakdown_json(f));
 	json_object_set_new(root, "eval_history", evals_json(f->evals, f->nevals));
 
 	text = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(8));
@@ -223,7 +258,17 @@ static void html_figures(struct buf *out, const struct run_record *r)
 	fmt_opt(a, sizeof(a), "%.4f", f->uptime);
 	buf_printf(out, "<tr><th>uptime</th><td class=\"n\">%s</td><td>share of wall time the syncer kept completing rounds at its cadence</td></tr>\n", a);
 	fmt_opt(a, sizeof(a), "%.4f", f->goodput);
-	buf_printf(out, "<tr><th>goodput</th><td class=\"n\">%s</td><td>share of learner compute that ended in a merged contribution</td></tr>\n", a);
+	buf_printf(out, "<tr><th>goodput</th><td class=\"n\">%s</td><td>share of learner time whose training reached the global model</td></tr>\n", a);
+	if (isfinite(f->gpb.merged))
+		buf_printf(out, "<tr><th>learner time</th><td class=\"n\"></td><td>%.1f%% merged, %.1f%% late, %.1f%% refused, %.1f%% overwritten, %.1f%% lost to restarts, %.1f%% in flight, %.1f%% not training</td></tr>\n",
+			   100 * f->gpb.merged, 100 * f->gpb.late, 100 * f->gpb.refused,
+			   100 * f->gpb.overwritten, 100 * f->gpb.restarts,
+			   100 * f->gpb.in_flight, 100 * f->gpb.not_training);
+	if (isfinite(f->pace.h)) {
+		fmt_opt(a, sizeof(a), "%.4g", f->pace.h_effective);
+		buf_printf(out, "<tr><th>H as run</th><td class=\"n\">%s</td><td>H %.4g configured; the K-th learner's steps per round started, times P</td></tr>\n",
+			   a, f->pace.h);
+	}
 	buf_printf(out, "<tr><th>rounds</th><td class=\"n\">%llu</td><td></td></tr>\n",
 		   (unsigned long long)f->round);
 	buf_printf(out, "<tr><th>tokens</th><td class=\"n\">%llu</td><td>%llu in merged contributions</td></tr>\n",
@@ -375,6 +420,41 @@ out:
 	return rc;
 }
 
+/* The pace line: H configured and as run. */
+static void summary_pace(struct buf *out, const struct syncer_status *f)
+{
+	char h[32], he[32], ks[32], sk[32];
+
+	if (!isfinite(f->pace.h))
+		return;
+	fmt_opt(h, sizeof(h), "%.4g", f->pace.h);
+	fmt_opt(he, sizeof(he), "%.4g", f->pace.h_effective);
+	fmt_opt(ks, sizeof(ks), "%.0f", f->pace.kth_steps);
+	fmt_opt(sk, sizeof(sk), "%.0f", f->pace.steps_skipped);
+	buf_printf(out, "pace: H %s configured, %s as run (K-th learner %s steps "
+		   "over %llu rounds, %s skipped)\n", h, he, ks,
+		   (unsigned long long)f->pace.rounds, sk);
+}
+
+/* The learner-time line: where M × elapsed went (syncer/goodput.h). */
+static void summary_time(struct buf *out, const struct syncer_status *f)
+{
+	const double *v[] = { &f->gpb.merged, &f->gpb.late, &f->gpb.refused,
+			      &f->gpb.overwritten, &f->gpb.restarts,
+			      &f->gpb.in_flight, &f->gpb.not_training,
+			      &f->gpb.merged_again };
+	static const char *const name[] = { "merged", "late", "refused",
+		"overwritten", "lost to restarts", "in flight", "not training",
+		"merged again" };
+
+	if (!isfinite(f->gpb.merged))
+		return;
+	buf_printf(out, "learner time:");
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+		buf_printf(out, "%s %.1f%% %s", i ? "," : "", 100 * *v[i], name[i]);
+	buf_printf(out, "\n");
+}
+
 /* " (within 5%)", " (NOT within 5%)", or "" for an unknown ratio. */
 static const char *verdict(double q, double tolerance, char *b, size_t n)
 {
@@ -401,6 +481,8 @@ int run_summary(const struct run_record *r, struct buf *out)
 		   r->job, r->outcome, r->seconds, (unsigned long long)f->round,
 		   (unsigned long long)f->tokens, loss, upt, gp, r->nkills,
 		   restarts);
+	summary_pace(out, f);
+	summary_time(out, f);
 	if (r->twin.ran) {
 		double q = loss_ratio(r, &r->twin);
 		fmt_opt(loss, sizeof(loss), "%.4f", r->twin.loss);

@@ -15,8 +15,11 @@
  *              joined), where each gap between two completed rounds (the
  *              first from that moment, and the one still open) counts as
  *              down for its part beyond B = max(1 s, 3 · ξ_step · H/P)
- *   goodput  = Σ over merged answers of steps · step time · (fragment's
- *              share of parameters), over M · elapsed
+ *   goodput  = learner time whose training reached Θ, over M · elapsed:
+ *              Σ over merged answers of their steps not merged before ·
+ *              (fragment's share of parameters) · the learner's wall
+ *              seconds per step; syncer/goodput.c counts it, and where
+ *              the rest of the learner time goes
  */
 #include "syncer/syncer_int.h"
 
@@ -209,6 +212,8 @@ int core_init(struct syncer *s, const struct syncer_params *p, double now,
 	};
 	if (syncer_round_init(&s->rs, &rc, started, s->acc.rounds_completed, e))
 		return -1;
+	if (goodput_init(s, core_elapsed(s, now)))
+		return err_set(e, "syncer: out of memory");
 	if (s->acc.done) {
 		s->done = 1;
 		s->done_elapsed = s->acc.elapsed;
@@ -228,6 +233,7 @@ void core_release(struct syncer *s)
 	for (int slot = 0; s->answers && slot < s->rs.cfg.overlap; slot++)
 		free_answers(s, slot);
 	syncer_round_release(&s->rs);
+	goodput_release(s);
 	for (int q = 0; s->segs && q < s->P; q++)
 		free(s->segs[q]);
 	free(s->segs);
@@ -298,7 +304,8 @@ double core_goodput(const struct syncer *s, double now)
 
 	if (!(E > 0) || s->M < 1)
 		return 0.0;
-	return fmin(1.0, s->acc.compute_merged / (s->M * E));
+	return fmin(1.0, (s->gp.merged_base + goodput_merged_seconds(s)) /
+			 (s->M * E));
 }
 
 int core_checkpoint(struct syncer *s, double now, struct err *e)
@@ -313,6 +320,7 @@ int core_checkpoint(struct syncer *s, double now, struct err *e)
 	c.rounds_started = s->rs.started;
 	c.rounds_completed = s->rs.completed;
 	c.elapsed = core_elapsed(s, now);
+	c.compute_merged = s->gp.merged_base + goodput_merged_seconds(s);
 	c.wall_time = clock_wall();
 	c.done = (uint32_t)s->done;
 	if (syncer_ckpt_save(s->prm->ckpt_dir, &c, 3, path, sizeof(path), e))
@@ -449,15 +457,25 @@ static int apply_merge(struct syncer *s, int p, uint64_t round,
 	s->versions[p]++;
 	for (int i = 0; i < kept; i++) {
 		const struct answer *a = mw->list[i];
-		const struct learner *l = &s->learners[a->learner];
-		double st = l->step_time > 0 ? l->step_time
-					     : syncer_round_step_time(&s->rs);
 
 		s->acc.merged++;
 		s->acc.tokens_merged += (double)a->tokens * share;
-		s->acc.compute_merged += (double)a->steps * st * share;
 	}
 	return 0;
+}
+
+/* Where the learner time in slot's answers went (goodput.h). */
+static void account_round(struct syncer *s, int slot, int p,
+			  const struct merge_work *mw, int kept)
+{
+	for (struct answer *a = s->answers[slot]; a; a = a->next) {
+		enum gp_fate fate = GP_REFUSED;
+
+		for (int i = 0; i < kept; i++)
+			if (mw->list[i] == a)
+				fate = GP_MERGED;
+		goodput_answer(s, a->learner, p, a->step, a->steps, fate);
+	}
 }
 
 /* The round of slot is over: its timings, the gap since the last one. */
@@ -497,6 +515,7 @@ void core_merge(struct syncer *s, int slot, double now, struct core_merged *out)
 		audit_merged(&s->audit, mw.list[i]->learner, p,
 			     mw.list[i]->incarnation, mw.list[i]->step,
 			     mw.list[i]->steps, mw.list[i]->base_version);
+	account_round(s, slot, p, &mw, kept);
 	work_free(&mw);
 	close_round(s, slot, now, t);
 	log_debug("round %" PRIu64 " fragment %d: %d merged, version %" PRIu64,
@@ -602,6 +621,7 @@ int core_join(struct syncer *s, const struct wire_hello *h, double now,
 	audit_incarnation(&s->audit, id, h->incarnation);
 	l->joined = 1;
 	s->learners_connected++;
+	goodput_join(s, id, h->incarnation, r, now);
 	note_joined(s, now);
 	npull = s->rs.cfg.overlap <= max
 		? syncer_round_join(&s->rs, id, r, pulls) : 0;
@@ -647,6 +667,7 @@ void core_heartbeat(struct syncer *s, int learner,
 	audit_incarnation(&s->audit, learner, hb->incarnation);
 	l->last_seen = now;
 	syncer_round_progress(&s->rs, learner, hb->step, hb->step_time);
+	goodput_progress(s, learner, hb->step, now);
 }
 
 static int slot_of(const struct syncer *s, uint64_t round)
@@ -785,6 +806,7 @@ enum core_verdict core_answer(struct syncer *s, int id,
 	if (a->step > l->step_max)
 		l->step_max = a->step;
 	syncer_round_progress(&s->rs, id, l->step, 0);
+	goodput_progress(s, id, l->step, now);
 	if (a->fragment >= (uint32_t)s->P) {
 		s->acc.rejected++;
 		log_warn("learner %d: answer for fragment %u of %d refused", id,
@@ -806,13 +828,15 @@ enum core_verdict core_answer(struct syncer *s, int id,
 	v = syncer_round_answer(&s->rs, id, a->round, p, ans && !why, now);
 	if (v != ROUND_ACCEPTED || !ans || why) {
 		answer_free(ans);
+		goodput_answer(s, id, p, a->step, a->steps,
+			       v == ROUND_LATE ? GP_LATE : GP_REFUSED);
 		return not_queued(s, id, a, v, why);
 	}
 	slot = slot_of(s, a->round);
 	ans->learner = id;
+	ans->step = a->step;
 	ans->steps = a->steps;
 	ans->tokens = a->tokens;
-	ans->step = a->step;
 	ans->base_version = a->base_version;
 	ans->incarnation = l->incarnation;
 	ans->weight = before_resume || stale || !ans->delta

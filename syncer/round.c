@@ -9,6 +9,8 @@
  */
 #include "syncer/round.h"
 
+#include "common/log.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,18 @@
 enum { NOT_PULLED = 0, WAITING = 1, ANSWERED = 2, REFUSED = 3 };
 
 #define NEVER 1e300
+/* a learner's period is measured between reports this far apart */
+#define PACE_ANCHOR_S 0.5
+/* steps are estimated for this long after a learner's last report: a
+ * heartbeat comes every second (sidecar/client.c), so a learner silent
+ * longer has stalled or left */
+#define PACE_EST_MAX_S 1.5
+/* the mark trails the K-th step by at most this much of its time (and
+ * τ·H/P steps): a slow stretch of rounds is caught up, a long stall not */
+#define PACE_BACKLOG_S 2.0
+/* an estimate that ran ahead of the next report by up to this many steps
+ * (or H/P) is not a restart */
+#define PACE_DROP_STEPS 8
 
 int syncer_round_init(struct syncer_round *rs, const struct round_config *cfg,
 		      uint64_t started, uint64_t completed, struct err *e)
@@ -35,8 +49,18 @@ int syncer_round_init(struct syncer_round *rs, const struct round_config *cfg,
 	rs->slots = calloc((size_t)cfg->overlap, sizeof(*rs->slots));
 	rs->joined = calloc(n, 1);
 	rs->step = calloc(n, sizeof(*rs->step));
-	if (!rs->slots || !rs->joined || !rs->step)
+	rs->rep_t = calloc(n, sizeof(*rs->rep_t));
+	rs->period = calloc(n, sizeof(*rs->period));
+	rs->st = calloc(n, sizeof(*rs->st));
+	rs->anchor_step = calloc(n, sizeof(*rs->anchor_step));
+	rs->anchor_t = calloc(n, sizeof(*rs->anchor_t));
+	rs->trained = calloc(n, sizeof(*rs->trained));
+	rs->join_step = calloc(n, sizeof(*rs->join_step));
+	if (!rs->trained || !rs->join_step || !rs->slots || !rs->joined || !rs->step || !rs->rep_t ||
+	    !rs->period || !rs->st || !rs->anchor_step || !rs->anchor_t)
 		goto oom;
+	for (size_t i = 0; i < n; i++)
+		rs->rep_t[i] = rs->anchor_t[i] = -1;
 	for (int s = 0; s < cfg->overlap; s++)
 		if (!(rs->slots[s].state = calloc(n, 1)))
 			goto oom;
@@ -54,6 +78,13 @@ void syncer_round_release(struct syncer_round *rs)
 	free(rs->slots);
 	free(rs->joined);
 	free(rs->step);
+	free(rs->rep_t);
+	free(rs->period);
+	free(rs->st);
+	free(rs->anchor_step);
+	free(rs->anchor_t);
+	free(rs->trained);
+	free(rs->join_step);
 	memset(rs, 0, sizeof(*rs));
 }
 
@@ -73,7 +104,8 @@ int syncer_round_join(struct syncer_round *rs, int id, uint64_t step,
 	if (rs->joined[id])
 		syncer_round_leave(rs, id);
 	rs->joined[id] = 1;
-	rs->step[id] = (double)step;
+	rs->step[id] = rs->join_step[id] = (double)step;
+	rs->rep_t[id] = rs->anchor_t[id] = -1;
 	for (int s = 0; s < rs->cfg.overlap; s++) {
 		struct round_slot *sl = &rs->slots[s];
 
@@ -108,12 +140,64 @@ void syncer_round_leave(struct syncer_round *rs, int id)
 void syncer_round_progress(struct syncer_round *rs, int id, uint64_t step,
 			   double step_time)
 {
-	if (id < 0 || id >= rs->cfg.max_learners)
+	if (id < 0 || id >= rs->cfg.max_learners ||
+	    (double)step < rs->join_step[id])
 		return;
+	if ((double)step < rs->step[id])
+		rs->anchor_t[id] = -1;   /* started over: measure anew */
+	else if (!rs->stopped)   /* the measure ends with the rounds */
+		rs->trained[id] += (double)step - rs->step[id];
 	rs->step[id] = (double)step;
-	if (step_time > 0 && isfinite(step_time))
+	rs->rep_t[id] = -1;
+	if (step_time > 0 && isfinite(step_time)) {
+		rs->st[id] = step_time;
 		ema_add(&rs->ema_step, &rs->have_step, step_time, rs->cfg.ema);
+	}
 }
+
+/* Dates the reports since the last poll at `now` and measures each
+ * learner's seconds per step between reports PACE_ANCHOR_S apart. */
+static void stamp_reports(struct syncer_round *rs, double now)
+{
+	for (int i = 0; i < rs->cfg.max_learners; i++) {
+		double ds, dt;
+
+		if (rs->rep_t[i] >= 0)
+			continue;
+		rs->rep_t[i] = now;
+		ds = rs->step[i] - rs->anchor_step[i];
+		dt = now - rs->anchor_t[i];
+		if (rs->anchor_t[i] < 0 || ds < 0) {
+			rs->anchor_step[i] = rs->step[i];
+			rs->anchor_t[i] = now;
+		} else if (dt >= PACE_ANCHOR_S && ds > 0) {
+			rs->period[i] = rs->period[i] > 0
+					? 0.7 * rs->period[i] + 0.3 * dt / ds
+					: dt / ds;
+			rs->anchor_step[i] = rs->step[i];
+			rs->anchor_t[i] = now;
+		}
+	}
+}
+
+static double learner_period(const struct syncer_round *rs, int i)
+{
+	return rs->period[i] > 0 ? rs->period[i] : rs->st[i];
+}
+
+/* Learner i's step at `now`: the last reported one plus the whole steps
+ * made since at its pace, for at most PACE_EST_MAX_S. */
+static double step_at(const struct syncer_round *rs, int i, double now)
+{
+	double p = learner_period(rs, i), dt;
+
+	if (!(p > 0) || rs->rep_t[i] < 0)
+		return rs->step[i];
+	dt = fmin(now - rs->rep_t[i], PACE_EST_MAX_S);
+	return dt > 0 ? rs->step[i] + floor(dt / p) : rs->step[i];
+}
+
+static double kth_step(const struct syncer_round *rs, int skip, double now);
 
 static double grace_window(const struct syncer_round *rs)
 {
@@ -157,7 +241,12 @@ enum round_verdict syncer_round_answer(struct syncer_round *rs, int id,
 		rs->last_quorum_wait = now - sl->t_start;
 		ema_add(&rs->ema_quorum, &rs->have_quorum, rs->last_quorum_wait,
 			rs->cfg.ema);
-		rs->last_grace = grace_window(rs);
+		/* behind the pace by a round: no grace, the next round needs
+		 * the slot more than this one needs the late answers */
+		rs->last_grace = rs->have_mark &&
+				 kth_step(rs, -1, now) >= rs->mark +
+							  2 * rs->cfg.steps_per_round
+				 ? 0 : grace_window(rs);
 		sl->deadline = now + rs->last_grace;
 	}
 	return ROUND_ACCEPTED;
@@ -171,8 +260,9 @@ static int cmp_desc(const void *a, const void *b)
 }
 
 /* The K-th largest step among joined learners other than `skip` (-1:
- * none skipped); -1 if fewer are joined. */
-static double kth_step(const struct syncer_round *rs, int skip)
+ * none skipped), as reported (now < 0) or estimated at now; -1 if fewer
+ * are joined. */
+static double kth_step(const struct syncer_round *rs, int skip, double now)
 {
 	double stack[256], *v = stack, kth = -1;
 	int n = 0, M = rs->cfg.max_learners;
@@ -181,7 +271,7 @@ static double kth_step(const struct syncer_round *rs, int skip)
 		return -1;
 	for (int i = 0; i < M; i++)
 		if (rs->joined[i] && i != skip)
-			v[n++] = rs->step[i];
+			v[n++] = now < 0 ? rs->step[i] : step_at(rs, i, now);
 	if (n >= rs->cfg.quorum) {
 		qsort(v, (size_t)n, sizeof(*v), cmp_desc);
 		kth = v[rs->cfg.quorum - 1];
@@ -203,7 +293,7 @@ uint64_t syncer_round_resume_step(const struct syncer_round *rs, int id,
 	 * others' would skip part of its schedule and data */
 	if (hello_step > 0 || id < 0 || id >= rs->cfg.max_learners)
 		return hello_step;
-	kth = kth_step(rs, id);
+	kth = kth_step(rs, id, -1);
 	return kth > (double)hello_step ? (uint64_t)kth : hello_step;
 }
 
@@ -212,8 +302,10 @@ void syncer_round_poll(struct syncer_round *rs, double now,
 {
 	int free_slot = -1, best = -1;
 	double kth, spr = rs->cfg.steps_per_round;
+	double backlog = rs->cfg.overlap * spr;
 
 	memset(out, 0, sizeof(*out));
+	stamp_reports(rs, now);
 	for (int s = 0; s < rs->cfg.overlap; s++) {
 		struct round_slot *sl = &rs->slots[s];
 
@@ -239,7 +331,7 @@ void syncer_round_poll(struct syncer_round *rs, double now,
 		out->slot = best;
 		return;
 	}
-	if (rs->stopped || free_slot < 0 || (kth = kth_step(rs, -1)) < 0)
+	if (rs->stopped || free_slot < 0 || (kth = kth_step(rs, -1, now)) < 0)
 		return;
 	/*
 	 * The first round starts as soon as K learners are joined, without
@@ -256,15 +348,26 @@ void syncer_round_poll(struct syncer_round *rs, double now,
 		rs->have_mark = 1;
 	}
 	/*
-	 * The K-th step went back: learners restarted from step 0 (or the
-	 * most advanced left). Pace from where the K-th is now instead of
-	 * waiting for it to climb back to the old mark.
+	 * The K-th step went back by more than a round and PACE_DROP_STEPS:
+	 * learners restarted from step 0 (or the most advanced left). Pace
+	 * from where the K-th is now instead of waiting for it to climb back
+	 * to the old mark. Less is an estimate that ran ahead of the next
+	 * report: the mark waits for the steps to come.
 	 */
-	if (kth < rs->mark)
+	if (kth < rs->mark - fmax(spr, PACE_DROP_STEPS))
 		rs->mark = kth;
+	if (rs->have_step && rs->ema_step > 0)
+		backlog = fmax(backlog, PACE_BACKLOG_S / rs->ema_step);
 	if (kth < rs->mark + spr)
 		return;
-	rs->mark = fmax(rs->mark + spr, kth - spr);
+	if (kth - backlog > rs->mark + spr) {
+		rs->steps_skipped += kth - backlog - (rs->mark + spr);
+		log_debug("pacing: the K-th step %.0f is %.0f past the mark, %.0f "
+			 "steps dropped", kth, kth - rs->mark,
+			 kth - backlog - (rs->mark + spr));
+	}
+	rs->mark = fmax(rs->mark + spr, kth - backlog);
+	rs->paced_rounds++;
 
 	struct round_slot *sl = &rs->slots[free_slot];
 	sl->active = 1;
@@ -313,6 +416,79 @@ double syncer_round_next_deadline(const struct syncer_round *rs)
 		    rs->slots[s].deadline < d)
 			d = rs->slots[s].deadline;
 	return d;
+}
+
+static int cmp_asc(const void *a, const void *b)
+{
+	return -cmp_desc(a, b);
+}
+
+/* When learner i reaches `target` at its pace, or NEVER. */
+static double reach_time(const struct syncer_round *rs, int i, double target,
+			 double now)
+{
+	double p = learner_period(rs, i), t;
+
+	if (rs->step[i] >= target || rs->rep_t[i] < 0)
+		return now;
+	if (!(p > 0))
+		return NEVER;
+	t = rs->rep_t[i] + ceil(target - rs->step[i]) * p;
+	return t - rs->rep_t[i] <= PACE_EST_MAX_S ? t : NEVER;
+}
+
+double syncer_round_next_pull(const struct syncer_round *rs, double now)
+{
+	double stack[256], *v = stack, t = NEVER, target;
+	int n = 0, M = rs->cfg.max_learners, free_slot = 0;
+
+	for (int s = 0; s < rs->cfg.overlap; s++)
+		free_slot |= !rs->slots[s].active;
+	if (rs->stopped || !free_slot)
+		return NEVER;
+	for (int i = 0; i < M; i++)
+		n += rs->joined[i];
+	if (n < rs->cfg.quorum)
+		return NEVER;   /* a join wakes the loop */
+	if (!rs->have_mark)
+		return now;
+	n = 0;
+	target = rs->mark + rs->cfg.steps_per_round;
+	if (M > 256 && !(v = malloc((size_t)M * sizeof(*v))))
+		return now;
+	for (int i = 0; i < M; i++)
+		if (rs->joined[i])
+			v[n++] = reach_time(rs, i, target, now);
+	if (n >= rs->cfg.quorum) {
+		qsort(v, (size_t)n, sizeof(*v), cmp_asc);
+		t = fmax(now, v[rs->cfg.quorum - 1]);
+	}
+	if (v != stack)
+		free(v);
+	return t;
+}
+
+double syncer_round_kth_trained(const struct syncer_round *rs)
+{
+	double stack[256], *v = stack, kth = 0;
+	int M = rs->cfg.max_learners;
+
+	if (M > 256 && !(v = malloc((size_t)M * sizeof(*v))))
+		return 0;
+	memcpy(v, rs->trained, (size_t)M * sizeof(*v));
+	qsort(v, (size_t)M, sizeof(*v), cmp_desc);
+	if (rs->cfg.quorum <= M)
+		kth = v[rs->cfg.quorum - 1];
+	if (v != stack)
+		free(v);
+	return kth;
+}
+
+double syncer_round_steps_per_round(const struct syncer_round *rs)
+{
+	if (rs->paced_rounds == 0)
+		return 0;
+	return syncer_round_kth_trained(rs) / (double)rs->paced_rounds;
 }
 
 double syncer_round_step_time(const struct syncer_round *rs)

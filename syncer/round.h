@@ -14,15 +14,31 @@
  * joined learner's step has moved H/P steps past the mark of the previous
  * start. The first round starts as soon as K learners are joined, the
  * mark then at the K-th step.
- * On a start the mark moves H/P forward, but never more than H/P behind
- * the current K-th step, so a stall is caught up by at most one extra
- * round. When the K-th step goes back (learners restarted at step 0) the
+ * A learner's step is the one it last reported (Answer, Heartbeat) plus
+ * the whole steps it has made since at its own pace: the time since the
+ * report over its seconds per step, measured between reports at least
+ * PACE_ANCHOR_S apart (its reported step time until then), for at most
+ * PACE_EST_MAX_S after the report. Without that, steps are known only
+ * from answers, which come only after pulls, and from heartbeats, and the
+ * rounds waited for the next heartbeat (docs/syncer.md, pacing).
+ * On a start the mark moves H/P forward, but never more than the larger
+ * of τ·H/P and PACE_BACKLOG_S of ξ_step behind the current K-th step: a
+ * slow stretch of rounds is caught up, the steps of a longer stall are
+ * dropped and counted in steps_skipped. When the K-th step goes back by
+ * more than H/P and PACE_DROP_STEPS (learners restarted at step 0) the
  * mark follows it down, so restarts never stall the rounds. Round r works
  * on fragment r mod P.
  *
+ * Invariant: rounds × H/P ≈ the steps the K-th learner made, within 10 %
+ * (tests/unit/test_round.c `pace_follows_h`, tests/integration/test_pace.sh),
+ * as long as τ rounds fit in τ·H/P steps of the learners;
+ * syncer_round_kth_trained and paced_rounds measure it.
+ *
  * Quorum and grace: when K answers have been accepted the round enters
  * its grace window of
- *   clamp(γ · (τ·ξ_step − ξ_quorum − ξ_sync), 0, ξ_step)
+ *   clamp(γ · (τ·ξ_step − ξ_quorum − ξ_sync), 0, ξ_step),
+ * or 0 when the K-th step is already 2·H/P past the pacing mark (the
+ * rounds are behind the pace)
  * (ξ: EMAs of the learners' step time, of start-to-quorum time, and of
  * merge time as reported by syncer_round_done). It is ready to merge when
  * the window ends, or earlier when every pulled learner that is still
@@ -82,8 +98,19 @@ struct syncer_round {
 	struct round_slot *slots;      /* cfg.overlap of them */
 	unsigned char *joined;
 	double *step;                  /* last step each learner reported */
+	double *join_step;             /* the step it joined (resumes) at */
 	double mark;
 	int have_mark;
+	double *rep_t;                 /* when step[i] was reported; < 0:
+					  reported since the last poll */
+	double *period;                /* measured seconds per step, 0 unknown */
+	double *st;                    /* reported step time, 0 unknown */
+	double *anchor_step, *anchor_t;   /* the report period[] is measured from */
+	/* measure of the pacing, since this process started */
+	uint64_t paced_rounds;         /* rounds started */
+	double *trained;               /* per learner: Σ rises of its reported
+					  step, jumps at a join excepted */
+	double steps_skipped;          /* K-th steps the catch-up bound dropped */
 	double ema_step, ema_quorum, ema_sync;
 	int have_step, have_quorum, have_sync;
 	double last_quorum_wait, last_grace;   /* of the latest quorum */
@@ -100,7 +127,13 @@ void syncer_round_release(struct syncer_round *rs);
 int syncer_round_join(struct syncer_round *rs, int id, uint64_t step,
 		      struct round_action *pulls);
 void syncer_round_leave(struct syncer_round *rs, int id);
-/* A heartbeat or answer told us the learner's step (and step time > 0). */
+/*
+ * A heartbeat or answer told us the learner's step (and step time > 0).
+ * A step below the one the learner joined at is ignored: a restarted
+ * learner trains a few steps from 0 before it takes the resume step its
+ * Welcome gave (docs/protocol.md), and those would pull the K-th step
+ * down and back up by the whole resume.
+ */
 void syncer_round_progress(struct syncer_round *rs, int id, uint64_t step,
 			   double step_time);
 
@@ -141,6 +174,17 @@ void syncer_round_done(struct syncer_round *rs, int slot, double sync_seconds);
 void syncer_round_abandon(struct syncer_round *rs);
 /* Earliest grace deadline in flight, or a huge value when none. */
 double syncer_round_next_deadline(const struct syncer_round *rs);
+/*
+ * When the next round is due if the learners keep their pace: `now` or
+ * later, or a huge value when no round can start (τ in flight, fewer than
+ * K joined, no step time known yet).
+ */
+double syncer_round_next_pull(const struct syncer_round *rs, double now);
+/* The K-th largest of the learners' steps trained since this process
+ * started (each learner's reported steps, summed over its restarts). */
+double syncer_round_kth_trained(const struct syncer_round *rs);
+/* That over the rounds started since (0 before any). */
+double syncer_round_steps_per_round(const struct syncer_round *rs);
 /* ξ_step (0 before any report). */
 double syncer_round_step_time(const struct syncer_round *rs);
 int syncer_round_in_flight(const struct syncer_round *rs);

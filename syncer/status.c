@@ -21,6 +21,36 @@ static json_t *real_or_null(double v)
 	return isfinite(v) ? json_real(v) : json_null();
 }
 
+/* Rounds against the learners' steps (round.h, pacing). */
+static json_t *pace_json(const struct syncer *s)
+{
+	const struct syncer_round *rs = &s->rs;
+	double spr = rs->cfg.steps_per_round;
+	double eff = syncer_round_steps_per_round(rs);
+
+	return json_pack("{sf sf so so sf sI sf}",
+		"h", spr * s->P, "steps_per_round", spr,
+		"h_effective", eff > 0 ? json_real(eff * s->P) : json_null(),
+		"steps_per_round_effective", eff > 0 ? json_real(eff) : json_null(),
+		"kth_steps", syncer_round_kth_trained(rs),
+		"rounds", (json_int_t)rs->paced_rounds,
+		"steps_skipped", rs->steps_skipped);
+}
+
+/* Shares of the learners' time (goodput.h). */
+static json_t *breakdown_json(const struct syncer *s, double now)
+{
+	struct gp_shares g;
+
+	goodput_shares(s, now, &g);
+	return json_pack("{sf sf sf sf sf sf sf sf sf}",
+		"learner_seconds", g.capacity, "merged", g.merged,
+		"late", g.late, "refused", g.refused,
+		"overwritten", g.overwritten, "restarts", g.restarts,
+		"in_flight", g.in_flight, "not_training", g.not_training,
+		"merged_again", g.merged_again);
+}
+
 static json_t *status_json(struct syncer *s, double now)
 {
 	json_t *o = json_object(), *a;
@@ -76,6 +106,8 @@ static json_t *status_json(struct syncer *s, double now)
 	json_object_set_new(o, "uptime", json_real(core_uptime(s, now)));
 	json_object_set_new(o, "goodput", json_real(core_goodput(s, now)));
 	json_object_set_new(o, "elapsed", json_real(core_elapsed(s, now)));
+	json_object_set_new(o, "goodput_breakdown", breakdown_json(s, now));
+	json_object_set_new(o, "pace", pace_json(s));
 	/* beyond the contract */
 	json_object_set_new(o, "fragments", json_integer(s->P));
 	json_object_set_new(o, "rounds_in_flight",
@@ -172,10 +204,13 @@ static void metrics_text(struct syncer *s, double now, struct buf *b)
 	prom_gauge(b, M("uptime_ratio"), "Share of wall time at round cadence.",
 		   core_uptime(s, now));
 	prom_gauge(b, M("goodput_ratio"),
-		   "Share of learner compute that ended in a merge.",
+		   "Share of learner time whose training reached the global model.",
 		   core_goodput(s, now));
 	prom_gauge(b, M("elapsed_seconds"), "Seconds since the first start.",
 		   core_elapsed(s, now));
+	prom_gauge(b, M("h_effective"),
+		   "P times the K-th learner's steps per round started.",
+		   syncer_round_steps_per_round(&s->rs) * s->P);
 	prom_gauge(b, M("done"), "1 once the budget is reached.", s->done);
 }
 

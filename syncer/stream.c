@@ -21,7 +21,9 @@
  * core_answer / core_merge, and sends what their results ask for.
  *
  * The loop wakes at least every 50 ms (cq_next's deadline is the only
- * timer) to pace rounds, end grace windows and notice a stop request.
+ * timer) to pace rounds, end grace windows and notice a stop request, and
+ * sooner when a grace window ends or the learners' pace makes a pull due
+ * (syncer_round_next_pull).
  */
 #include "syncer/syncer_int.h"
 
@@ -777,6 +779,9 @@ int syncer_run(const struct syncer_params *p,
 
 		pthread_mutex_lock(&s->mu);
 		wait = fmin(wait, syncer_round_next_deadline(&s->rs) - now);
+		/* the next pull when the learners' pace makes it due (round.h) */
+		wait = fmin(wait, fmax(0.001, syncer_round_next_pull(&s->rs, now) -
+					      now));
 		pthread_mutex_unlock(&s->mu);
 		ev = grpc_completion_queue_next(sv.cq, deadline_in(wait), NULL);
 		pthread_mutex_lock(&s->mu);

@@ -28,6 +28,7 @@
 #include "common/httpd.h"
 #include "syncer/audit.h"
 #include "syncer/ckpt.h"
+#include "syncer/goodput.h"
 #include "syncer/outer.h"
 #include "syncer/round.h"
 #include "syncer/syncer.h"
@@ -96,6 +97,7 @@ struct syncer {
 	int done, ready, stopping;
 	double last_loop;            /* mono time of the last loop turn */
 	int learners_connected;
+	struct goodput gp;           /* where learner time goes (goodput.h) */
 
 	pthread_mutex_t mu;
 	struct eval_job ev;

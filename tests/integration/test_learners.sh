@@ -138,13 +138,15 @@ wait_for 30 'tail -n +"$((llines + 1))" "$dir/learner1.log" | grep -q "resuming 
 rs=$(tail -n +"$((llines + 1))" "$dir/learner1.log" | sed -n 's/.*resuming at step \([0-9]*\).*/\1/p' | head -n 1)
 # (its own last step as the syncer knew it: it was past 2200)
 [ "$rs" -ge 2100 ] || fail "learner 1 resumed at step $rs, it had passed 2200"
-# its answers over the next 40 rounds are merged like the others': at
-# most 5 more rejected than the most of another learner in the same
-# window. A restart trained from step 0 lost 10 to 123; resuming at the
-# job's step, 0 to 2 on an idle machine and up to 4 (others 0) at load
-# 3, 8 at load 20: fresh AdamW moments make its first answers larger.
+# its answers over the next 120 rounds are merged like the others': at
+# most 20 more rejected than the most of another learner in the same
+# window. Fresh AdamW moments (β2 0.95: about 20 steps to settle) make
+# its first answers larger, and with a round per learner step (H = P,
+# paced as configured, docs/syncer.md) that is up to about 20 answers:
+# 14 (others 6) at load 20. A restart trained from step 0 takes the peak
+# lr while the others are at the floor: most of the window rejected.
 r2=$(st .round)
-wait_for 60 '[ "$(st .round)" -ge $((r2 + 40)) ]' "40 rounds with learner 1 back"
+wait_for 60 '[ "$(st .round)" -ge $((r2 + 120)) ]' "120 rounds with learner 1 back"
 rejected() {
 	tail -n +"$((lines + 1))" "$dir/syncer.log" | grep -c "answer of learner $1 rejected" || true
 }
@@ -153,7 +155,7 @@ other=$(rejected 0)
 o2=$(rejected 2)
 [ "$o2" -gt "$other" ] && other=$o2
 echo "learner 1 resumed at step $rs; $rej of its answers rejected after the restart (others: at most $other)"
-[ "$rej" -le $((other + 5)) ] || fail "$rej answers of the restarted learner 1 rejected, others at most $other"
+[ "$rej" -le $((other + 20)) ] || fail "$rej answers of the restarted learner 1 rejected, others at most $other"
 
 # 3. kill -9 the syncer: learners keep stepping, sidecars notice
 wait_for 60 '[ -n "$(ls "$dir/ckpt" 2>/dev/null)" ]' "a checkpoint"

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <math.h>
+#include <string.h>
 
 #include "syncer/round.h"
 
@@ -53,29 +54,32 @@ static void quorum_then_grace_then_late(void **state)
 	near(rs.last_quorum_wait, 0.5);
 	near(rs.last_grace, 0.75);
 	near(syncer_round_next_deadline(&rs), 2.25);
+	/* no merge yet, learner 2 may still come; but 1.2 s at 1 s a step
+	 * since the report of step 1: step 2 is due, and round 2 starts */
 	syncer_round_poll(&rs, 2.2, &a);
-	assert_int_equal(a.kind, ROUND_NONE);  /* learner 2 may still come */
+	assert_int_equal(a.kind, ROUND_PULL);
+	assert_int_equal(a.round, 2);
+	syncer_round_poll(&rs, 2.2, &a);
+	assert_int_equal(a.kind, ROUND_NONE);
 	syncer_round_poll(&rs, 2.25, &a);
 	assert_int_equal(a.kind, ROUND_MERGE);
 	assert_int_equal(a.round, 1);
 	syncer_round_done(&rs, a.slot, 0.1);
 	assert_int_equal(rs.completed, 1);
-	assert_int_equal(syncer_round_in_flight(&rs), 0);
+	assert_int_equal(syncer_round_in_flight(&rs), 1);   /* round 2 */
 	/* learner 2 was silent; now it is late */
 	assert_int_equal(syncer_round_answer(&rs, 2, 1, 1, 1, 2.3), ROUND_LATE);
 	assert_int_equal(syncer_round_answer(&rs, 2, 9, 1, 1, 2.3), ROUND_UNKNOWN);
 
-	/* second round: ξ_quorum = 0.5, ξ_sync = 0.1; quorum after 0.2 s:
-	 * ξ_quorum = 0.35, grace = 0.5·(2 − 0.35 − 0.1) = 0.775 */
+	/* second round, pulled at 2.2: ξ_quorum = 0.5, ξ_sync = 0.1; quorum
+	 * after 0.2 s: ξ_quorum = 0.35, grace = 0.5·(2 − 0.35 − 0.1) = 0.775 */
 	all_step(&rs, 3, 2, 1.0);
-	syncer_round_poll(&rs, 3.0, &a);
-	assert_int_equal(a.kind, ROUND_PULL);
-	assert_int_equal(a.round, 2);
-	assert_int_equal(a.frag, 2);
-	assert_int_equal(syncer_round_answer(&rs, 2, 2, 2, 1, 3.1), ROUND_ACCEPTED);
-	assert_int_equal(syncer_round_answer(&rs, 2, 2, 2, 1, 3.1), ROUND_DUPLICATE);
-	assert_int_equal(syncer_round_answer(&rs, 0, 2, 3, 1, 3.2), ROUND_UNKNOWN);
-	assert_int_equal(syncer_round_answer(&rs, 0, 2, 2, 1, 3.2), ROUND_ACCEPTED);
+	syncer_round_poll(&rs, 2.3, &a);
+	assert_int_equal(a.kind, ROUND_NONE);   /* step 3 not due */
+	assert_int_equal(syncer_round_answer(&rs, 2, 2, 2, 1, 2.3), ROUND_ACCEPTED);
+	assert_int_equal(syncer_round_answer(&rs, 2, 2, 2, 1, 2.3), ROUND_DUPLICATE);
+	assert_int_equal(syncer_round_answer(&rs, 0, 2, 3, 1, 2.4), ROUND_UNKNOWN);
+	assert_int_equal(syncer_round_answer(&rs, 0, 2, 2, 1, 2.4), ROUND_ACCEPTED);
 	near(rs.last_grace, 0.775);
 	syncer_round_release(&rs);
 }
@@ -149,11 +153,12 @@ static void at_most_tau_in_flight(void **state)
 	assert_int_equal(merge.kind, ROUND_MERGE);
 	assert_int_equal(merge.round, 2);
 	syncer_round_done(&rs, merge.slot, 0.01);
-	/* the stall is caught up by one round, not eight */
+	/* the stall is caught up by τ = 2 rounds at most, not eight */
 	syncer_round_poll(&rs, 3.6, &a);
 	assert_int_equal(a.kind, ROUND_PULL);
 	assert_int_equal(a.round, 3);
-	near(rs.mark, 9.0);                        /* max(2 + 1, 10 − 1) */
+	near(rs.mark, 8.0);                        /* max(2 + 1, 10 − 2·1) */
+	near(rs.steps_skipped, 5.0);               /* 3 .. 8 */
 	syncer_round_poll(&rs, 3.6, &a);
 	assert_int_equal(a.kind, ROUND_NONE);      /* full again */
 	syncer_round_release(&rs);
@@ -419,6 +424,204 @@ static void resume_step_is_the_jobs(void **state)
 	syncer_round_release(&rs);
 }
 
+
+/*
+ * Pacing follows H: 4 learners at their own step times, heartbeats once a
+ * second, each pull answered at the end of the learner's step in progress
+ * and arriving 2 ms later, merges when round.c says; after 60 s of fake
+ * clock, rounds × H/P is within 10 % of the K-th learner's steps, for
+ * H/P = 1, 4, 16 and 64 (docs/design.md §3, pacing).
+ */
+#define SIM_M 4
+#define SIM_LAG 0.002
+
+struct sim_learner {
+	double st, next_step, next_hb;
+	uint64_t step;
+	double pull_at[8];      /* per slot: when its pull arrives, < 0 none */
+	uint64_t pull_round[8];
+	int pull_frag[8];
+	double ans_at[8];       /* per slot: when its answer arrives, < 0 none */
+	uint64_t ans_step[8];
+};
+
+static void sim_pull(struct sim_learner *L, const struct round_action *a,
+		     double now)
+{
+	for (int i = 0; i < SIM_M; i++) {
+		L[i].pull_at[a->slot] = now + SIM_LAG;
+		L[i].pull_round[a->slot] = a->round;
+		L[i].pull_frag[a->slot] = a->frag;
+		L[i].ans_at[a->slot] = -1;
+	}
+}
+
+/* One learner over one tick: steps, serves pulls, heartbeats, answers. */
+static void sim_learner_tick(struct syncer_round *rs, struct sim_learner *l,
+			     int id, double now)
+{
+	while (now >= l->next_step) {
+		l->step++;
+		for (int s = 0; s < 8; s++)
+			if (l->pull_at[s] >= 0 && l->pull_at[s] <= l->next_step) {
+				l->pull_at[s] = -1;
+				l->ans_at[s] = l->next_step + SIM_LAG;
+				l->ans_step[s] = l->step;
+			}
+		l->next_step += l->st;
+	}
+	for (int s = 0; s < 8; s++)
+		if (l->ans_at[s] >= 0 && now >= l->ans_at[s]) {
+			l->ans_at[s] = -1;
+			syncer_round_progress(rs, id, l->ans_step[s], 0);
+			syncer_round_answer(rs, id, l->pull_round[s],
+					    l->pull_frag[s], 1, now);
+		}
+	if (now >= l->next_hb) {
+		syncer_round_progress(rs, id, l->step, l->st);
+		l->next_hb += 1.0;
+	}
+}
+
+static double sim_pace(double spr, double *per_round)
+{
+	static const double st[SIM_M] = { 0.018, 0.020, 0.022, 0.025 };
+	struct sim_learner L[SIM_M];
+	struct syncer_round rs;
+	struct round_action a;
+	double steps[SIM_M], kth;
+
+	setup(&rs, 3, 0.5, 2, spr, SIM_M);
+	rs.cfg.ema = 0.2;
+	memset(L, 0, sizeof(L));
+	for (int i = 0; i < SIM_M; i++) {
+		L[i].st = st[i];
+		L[i].next_step = st[i];
+		L[i].next_hb = 0.25 * i;
+		for (int s = 0; s < 8; s++)
+			L[i].pull_at[s] = L[i].ans_at[s] = -1;
+	}
+	for (int tick = 0; tick <= 60000; tick++) {
+		double now = tick * 0.001;
+
+		for (int i = 0; i < SIM_M; i++)
+			sim_learner_tick(&rs, &L[i], i, now);
+		for (syncer_round_poll(&rs, now, &a); a.kind != ROUND_NONE;
+		     syncer_round_poll(&rs, now, &a)) {
+			if (a.kind == ROUND_MERGE)
+				syncer_round_done(&rs, a.slot, 0.001);
+			else
+				sim_pull(L, &a, now);
+		}
+	}
+	for (int i = 0; i < SIM_M; i++)
+		steps[i] = (double)L[i].step;
+	/* the K-th (3rd) largest of four */
+	for (int i = 0; i < SIM_M; i++)
+		for (int j = i + 1; j < SIM_M; j++)
+			if (steps[j] > steps[i]) {
+				kth = steps[i];
+				steps[i] = steps[j];
+				steps[j] = kth;
+			}
+	kth = steps[2];
+	*per_round = syncer_round_steps_per_round(&rs);
+	a.round = rs.started;
+	syncer_round_release(&rs);
+	return (double)a.round * spr / kth;
+}
+
+static void pace_follows_h(void **state)
+{
+	static const double sprs[] = { 1, 4, 16, 64 };
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(sprs) / sizeof(sprs[0]); i++) {
+		double per_round, q = sim_pace(sprs[i], &per_round);
+
+		print_message("H/P %g: rounds x H/P / K-th steps = %.3f, "
+			      "measured steps per round %.2f\n", sprs[i], q,
+			      per_round);
+		assert_true(q > 0.9 && q < 1.1);
+		assert_true(fabs(per_round / sprs[i] - 1) < 0.1);
+	}
+}
+
+/* A restarted learner reports a few steps from 0 before it takes its
+ * resume step: they neither move the mark nor count as trained. */
+static void steps_before_the_resume_are_ignored(void **state)
+{
+	struct syncer_round rs;
+	struct round_action a, pulls[8];
+
+	(void)state;
+	setup(&rs, 2, 0.0, 2, 1.0, 2);
+	all_step(&rs, 2, 500, 1.0);
+	near(syncer_round_kth_trained(&rs), 500);
+	syncer_round_leave(&rs, 1);
+	syncer_round_join(&rs, 1, 500, pulls);     /* resumes at 500 */
+	syncer_round_progress(&rs, 1, 3, 1.0);     /* not yet resumed */
+	near(rs.step[1], 500);
+	syncer_round_progress(&rs, 1, 505, 1.0);
+	near(rs.trained[1], 505);                  /* 500 + 5, not + 502 */
+	syncer_round_poll(&rs, 1.0, &a);
+	assert_int_equal(a.kind, ROUND_PULL);
+	near(rs.mark, 500);                        /* at the K-th, 500, not 3 */
+	syncer_round_release(&rs);
+}
+
+/* Two rounds behind the pace: the quorum merges without a grace window. */
+static void behind_the_pace_no_grace(void **state)
+{
+	struct syncer_round rs;
+	struct round_action a;
+
+	(void)state;
+	setup(&rs, 1, 0.5, 2, 1.0, 2);
+	all_step(&rs, 2, 1, 1.0);
+	syncer_round_poll(&rs, 1.0, &a);
+	assert_int_equal(a.kind, ROUND_PULL);      /* mark at 1 */
+	syncer_round_answer(&rs, 0, 1, 1, 1, 1.1);
+	near(rs.last_grace, 0.5 * (2 * 1.0 - 0.1));   /* on pace: 0.95 */
+	syncer_round_release(&rs);
+
+	setup(&rs, 1, 0.5, 2, 1.0, 2);
+	all_step(&rs, 2, 1, 1.0);
+	syncer_round_poll(&rs, 1.0, &a);
+	all_step(&rs, 2, 3, 1.0);                  /* K-th at 3 = mark + 2 */
+	syncer_round_answer(&rs, 0, 1, 1, 1, 1.1);
+	near(rs.last_grace, 0);
+	syncer_round_poll(&rs, 1.1, &a);
+	assert_int_equal(a.kind, ROUND_MERGE);
+	syncer_round_release(&rs);
+}
+
+/* When the run loop must wake for the next pull. */
+static void next_pull_is_when_the_pace_says(void **state)
+{
+	struct syncer_round rs;
+	struct round_action a;
+
+	(void)state;
+	setup(&rs, 2, 0.0, 2, 2.0, 3);
+	syncer_round_leave(&rs, 1);
+	syncer_round_leave(&rs, 2);
+	assert_true(syncer_round_next_pull(&rs, 5.0) > 1e100);   /* 1 of K */
+	syncer_round_join(&rs, 1, 0, &a);
+	near(syncer_round_next_pull(&rs, 5.0), 5.0);   /* the first: at once */
+	all_step(&rs, 2, 10, 0.5);
+	syncer_round_poll(&rs, 5.0, &a);
+	assert_int_equal(a.kind, ROUND_PULL);          /* mark 10 */
+	/* 2 steps more at 0.5 s a step, reported at 5.0 */
+	near(syncer_round_next_pull(&rs, 5.2), 6.0);
+	syncer_round_poll(&rs, 5.9, &a);
+	assert_int_equal(a.kind, ROUND_NONE);
+	syncer_round_poll(&rs, 6.0, &a);
+	assert_int_equal(a.kind, ROUND_PULL);          /* estimated step 12 */
+	assert_true(syncer_round_next_pull(&rs, 6.0) > 1e100);   /* τ in flight */
+	syncer_round_release(&rs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -433,6 +636,10 @@ int main(void)
 		cmocka_unit_test(refused_answers_do_not_stall),
 		cmocka_unit_test(resume_step_is_the_jobs),
 		cmocka_unit_test(first_round_starts_at_once),
+		cmocka_unit_test(pace_follows_h),
+		cmocka_unit_test(next_pull_is_when_the_pace_says),
+		cmocka_unit_test(behind_the_pace_no_grace),
+		cmocka_unit_test(steps_before_the_resume_are_ignored),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -71,6 +71,48 @@ static void running_syncer_document(void **state)
 	free(text);
 }
 
+/* "pace" and "goodput_breakdown": figures; absent reads NAN, a wrong type
+ * is an error naming the field. */
+static void pace_and_breakdown(void **state)
+{
+	static const char doc[] =
+		"{\"round\": 10, \"pace\": {\"h\": 4, \"steps_per_round\": 1,"
+		" \"h_effective\": 4.2, \"steps_per_round_effective\": 1.05,"
+		" \"kth_steps\": 42, \"rounds\": 40, \"steps_skipped\": 0},"
+		" \"goodput_breakdown\": {\"learner_seconds\": 100, \"merged\": 0.5,"
+		" \"late\": 0.05, \"refused\": 0.01, \"overwritten\": 0.3,"
+		" \"restarts\": 0.02, \"in_flight\": 0.02, \"not_training\": 0.1,"
+		" \"merged_again\": 0.03}}";
+	static const char bad[] = "{\"goodput_breakdown\": {\"late\": \"x\"}}";
+	struct syncer_status s;
+	struct err e;
+	size_t n;
+	char *text = load(RUNNING, &n);
+
+	(void)state;
+	assert_int_equal(syncer_status_parse(doc, strlen(doc), &s, &e), 0);
+	assert_float_equal(s.pace.h, 4, 0);
+	assert_float_equal(s.pace.h_effective, 4.2, 1e-12);
+	assert_float_equal(s.pace.steps_per_round_effective, 1.05, 1e-12);
+	assert_float_equal(s.pace.kth_steps, 42, 0);
+	assert_int_equal(s.pace.rounds, 40);
+	assert_float_equal(s.gpb.learner_seconds, 100, 0);
+	assert_float_equal(s.gpb.merged, 0.5, 0);
+	assert_float_equal(s.gpb.overwritten, 0.3, 0);
+	assert_float_equal(s.gpb.not_training, 0.1, 0);
+	assert_float_equal(s.gpb.merged_again, 0.03, 0);
+	syncer_status_release(&s);
+	/* an older syncer: none of it */
+	assert_int_equal(syncer_status_parse(text, n, &s, &e), 0);
+	assert_true(isnan(s.pace.h_effective) && isnan(s.gpb.merged));
+	syncer_status_release(&s);
+	free(text);
+	assert_int_equal(syncer_status_parse("{\"pace\": 3}", 11, &s, &e), -1);
+	assert_string_equal(e.msg, "status: field 'pace': not an object");
+	assert_int_equal(syncer_status_parse(bad, strlen(bad), &s, &e), -1);
+	assert_string_equal(e.msg, "status: field 'goodput_breakdown.late': not a number");
+}
+
 static void truncated_and_garbage_are_told(void **state)
 {
 	static const char *const not_objects[] = { "[1, 2]", "[]", "[{}]" };
@@ -280,6 +322,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(running_syncer_document),
+		cmocka_unit_test(pace_and_breakdown),
 		cmocka_unit_test(truncated_and_garbage_are_told),
 		cmocka_unit_test(fields_by_the_contract),
 		cmocka_unit_test(fetch_from_a_server),

@@ -1,0 +1,85 @@
+/*
+ * goodput: where the learners' time goes (docs/status.md, goodput).
+ *
+ * Counted in steps, per learner, each step of fragment p weighted by p's
+ * share of the parameters (so a step counts once over all P fragments),
+ * and turned into seconds with the learner's own wall time per step: the
+ * time between its reports in which its step moved (gaps over
+ * GP_GAP_S excepted), over the steps it moved by (its reported step time
+ * until it has GP_MIN_ACTIVE_S of it).
+ *
+ * Per learner and fragment the syncer keeps the last step it counted
+ * (counted_to) and the last step that reached Θ (merged_to). An answer
+ * for p at step s carrying n steps covers the steps (s − n, s]: those
+ * trained since the learner last applied an update of p. Then:
+ *   overwritten  steps in (counted_to, s − n]: trained after the previous
+ *                answer for p and wiped when the update of p was applied
+ *   merged       steps in (counted_to, s] of a merged answer, plus those
+ *                of the previous unmerged answer it carries again
+ *   merged_again steps in (s − n, merged_to] of a merged answer: merged
+ *                a second time (they count once in merged)
+ *   late, refused  steps in (counted_to, s] of an answer that came after
+ *                its round, or was refused, counted empty or screened out
+ *   restarts     steps between the last counted one and the last step the
+ *                learner reported, when it comes back as a new process
+ *   trained      every step the learners reported, restarts included
+ * Shares are of capacity = M × the seconds since this syncer process
+ * started; not_training = 1 − trained / capacity (learners starting,
+ * down, or not yet joined); in_flight = trained and not yet in any
+ * answer. goodput (core.c) is merged over M × elapsed.
+ */
+#ifndef DDILOCO_SYNCER_GOODPUT_H
+#define DDILOCO_SYNCER_GOODPUT_H
+
+#include <stdint.h>
+
+struct syncer;
+
+enum gp_fate { GP_MERGED, GP_LATE, GP_REFUSED };
+
+struct gp_frag {
+	int have;
+	int last_fate;               /* of the last unmerged answer */
+	double counted_to, merged_to, last_amt;
+};
+
+/* Per learner: steps by where they went (weighted by fragment share). */
+struct gp_learner {
+	int have;
+	uint64_t incarnation;
+	double step;                 /* the last step counted as trained */
+	double t_rep;                /* when it was reported */
+	double active;               /* wall seconds in which steps moved */
+	double trained, merged, late, refused, overwritten, restarts;
+	double merged_again;
+};
+
+struct goodput {
+	struct gp_frag *f;           /* M × P, learner-major */
+	struct gp_learner *l;        /* M */
+	double start;                /* elapsed when this process started */
+	double merged_base;          /* compute_merged when it started */
+};
+
+/* Shares of capacity (see the head comment); capacity in learner-s. */
+struct gp_shares {
+	double capacity;
+	double merged, late, refused, overwritten, restarts, merged_again;
+	double not_training, in_flight;
+};
+
+int goodput_init(struct syncer *s, double start);
+void goodput_release(struct syncer *s);
+/* Learner id joined at now with this incarnation, resuming at `resume`. */
+void goodput_join(struct syncer *s, int id, uint64_t incarnation,
+		  uint64_t resume, double now);
+/* Learner id reported step (Heartbeat or Answer) at now. */
+void goodput_progress(struct syncer *s, int id, uint64_t step, double now);
+/* Learner id's answer for fragment p, at step, with steps, had this fate. */
+void goodput_answer(struct syncer *s, int id, int p, uint64_t step,
+		    uint64_t steps, enum gp_fate fate);
+void goodput_shares(const struct syncer *s, double now, struct gp_shares *out);
+/* Learner-seconds merged since this process started. */
+double goodput_merged_seconds(const struct syncer *s);
+
+#endif

@@ -1,0 +1,85 @@
+#!/bin/sh
+# The configured H is the H a real job runs (docs/design.md §3, pacing):
+# `ddiloco run` on a small job without chaos, at H/P = 1 and H/P = 16; from
+# the report, rounds × H/P is within 10 % of the steps the K-th learner
+# made until the job was done (pace.kth_steps, the K-th largest of the
+# learners' reported steps, checked against their logs' `job done at step
+# N`: no more, and at least 80 % — learners train on during the final
+# evaluation), and pace.h_effective is within 10 % of pace.h. Also prints the learner-time
+# breakdown the report carries (syncer/goodput.h) and checks it adds up.
+set -eu
+BIN=${BUILD:-build}/ddiloco
+dir=$(mktemp -d /tmp/ddiloco-pace-XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+fail() {
+	echo "FAIL: $*"
+	exit 1
+}
+# a number from report.json: python-free, the runner writes one per line
+num() { sed -n "/\"$1\": {/,/}/s/^    \"$2\": \([-0-9.e+]*\),\{0,1\}\$/\1/p" "$3" | head -n 1; }
+
+run_job() {   # H P tokens batch τ: runs the job
+	name="pace-$1-$$"
+	cat > "$dir/$1.yaml" <<YAML
+apiVersion: ddiloco.io/v1alpha1
+kind: DecoupledTrainingJob
+metadata:
+  name: $name
+spec:
+  learners: {replicas: 3}
+  model: {context: 64, layers: 2, heads: 4, channels: 64}
+  data: {path: /usr/share/games/fortunes, valFraction: 0.05}
+  optimizer: {lr: 0.005, warmupSteps: 5, batchSize: $4}
+  syncer: {minQuorum: 2, fragments: $2, syncEvery: $1, overlap: $5, evalEvery: 0,
+           checkpointEvery: 0, outerLr: 1.0, outerMomentum: 0.0}
+  budget: {tokens: $3}
+YAML
+	rc=0
+	"$BIN" run "$dir/$1.yaml" --no-chaos --run-dir "$dir/run-$1" \
+		--timeout 120 > "$dir/out-$1" 2>&1 || rc=$?
+	[ "$rc" -eq 0 ] || { cat "$dir/out-$1"; fail "H $1: run exited $rc"; }
+}
+
+check() {   # H P
+	rep="$dir/run-$1/report.json"
+	# rounds started (pace.rounds): the report's `rounds` are those
+	# completed, τ fewer at most (the rounds in flight at done)
+	rounds=$(num pace rounds "$rep")
+	# the K-th (2nd) largest final step of the three learners
+	last=$(grep -ho 'job done at step [0-9]*' "$dir/run-$1"/learner-*.log |
+	      awk '{print $5}' | sort -n -r | sed -n 2p)
+	kth=$(num pace kth_steps "$rep")
+	h=$(num pace h "$rep")
+	he=$(num pace h_effective "$rep")
+	[ -n "$rounds" ] && [ -n "$kth" ] && [ -n "$last" ] && [ -n "$h" ] && [ -n "$he" ] ||
+		fail "H $1: report fields missing (rounds '$rounds', kth '$kth', logs '$last', h '$h', h_effective '$he')"
+	echo "H $1, P $2: $rounds rounds x H/P $(( $1 / $2 )) vs K-th learner $kth steps (logs: $last at exit); h_effective $he"
+	grep '^pace:\|^learner time:' "$dir/out-$1"
+	awk -v k="$kth" -v l="$last" 'BEGIN { exit !(k <= l + 1 && k >= 0.8 * l) }' ||
+		fail "H $1: the syncer counted $kth steps of the K-th learner, its log says $last"
+	awk -v r="$rounds" -v s="$(( $1 / $2 ))" -v k="$kth" \
+		'BEGIN { q = r * s / k; exit !(q > 0.9 && q < 1.1) }' ||
+		fail "H $1: rounds x H/P = $(( rounds * $1 / $2 )), K-th learner $kth steps"
+	awk -v h="$h" -v e="$he" 'BEGIN { exit !(h == '"$1"' && e > 0.9 * h && e < 1.1 * h) }' ||
+		fail "H $1: h $h, h_effective $he"
+	# the breakdown: shares in [0, 1] that add up to 1 (in_flight may be
+	# slightly negative when a learner's pace changed)
+	sum=0
+	for k in merged late refused overwritten restarts in_flight not_training; do
+		v=$(num goodput_breakdown $k "$rep")
+		[ -n "$v" ] || fail "H $1: goodput_breakdown.$k missing"
+		sum=$(awk -v a="$sum" -v b="$v" 'BEGIN { print a + b }')
+	done
+	awk -v s="$sum" 'BEGIN { exit !(s > 0.97 && s < 1.03) }' ||
+		fail "H $1: goodput_breakdown adds up to $sum"
+}
+
+# The invariant holds while τ rounds (pull, the learner's step in progress,
+# answers, grace, merge) fit in τ·H/P steps (syncer/round.h). At H/P = 1
+# on 2 cores shared with other jobs a round takes 1 to 3 steps, so that
+# run has τ = 4 rounds in flight over P = 4 fragments, and batch 16.
+run_job 4 4 1500000 16 4
+check 4 4
+run_job 32 2 1000000 8 2
+check 32 2
+echo ok

@@ -1,0 +1,89 @@
+/*
+ * Where the learners' time goes (syncer/goodput.h), on a hand-made syncer:
+ * one learner, two fragments of half the parameters each, a step every
+ * 0.1 s; answers merged, late, merged again over an unmerged one, merged
+ * twice, and a restart. Each figure is checked against the steps it must
+ * hold.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <string.h>
+
+#include "syncer/syncer_int.h"
+
+#define near(a, b) assert_float_equal((double)(a), (double)(b), 1e-9)
+
+static void shares_add_up(void **state)
+{
+	static struct fragment frags[2] = { { .numel = 4 }, { .numel = 4 } };
+	struct frag_table ft = { .nfrags = 2, .frags = frags };
+	static struct syncer s;
+	struct gp_shares g;
+	const struct gp_learner *l;
+
+	(void)state;
+	memset(&s, 0, sizeof(s));
+	s.M = 1;
+	s.P = 2;
+	s.nparams = 8;
+	s.ft = &ft;
+	assert_int_equal(goodput_init(&s, 0.0), 0);
+	l = &s.gp.l[0];
+	goodput_join(&s, 0, 1, 0, 0.0);
+	for (int k = 1; k <= 10; k++)
+		goodput_progress(&s, 0, (uint64_t)k, 0.1 * k);
+	near(l->trained, 10);
+	near(l->active, 1.0);                   /* 0.1 s a step */
+
+	goodput_answer(&s, 0, 0, 4, 4, GP_MERGED);    /* (0, 4] of p0 */
+	near(l->merged, 2);                     /* 4 steps × share 1/2 */
+	goodput_answer(&s, 0, 1, 5, 5, GP_LATE);      /* (0, 5] of p1: late */
+	near(l->late, 2.5);
+	/* the update of p0 came at step 6: steps 5 and 6 were wiped */
+	goodput_answer(&s, 0, 0, 8, 2, GP_MERGED);
+	near(l->overwritten, 1);
+	near(l->merged, 3);
+	/* p1 never got an update: (0, 9] merged, the late 5 steps with it */
+	goodput_answer(&s, 0, 1, 9, 9, GP_MERGED);
+	near(l->late, 0);
+	near(l->merged, 7.5);
+	near(l->merged_again, 0);
+	/* a second pull of p0 before its update: (6, 10] again, 2 new */
+	goodput_answer(&s, 0, 0, 10, 4, GP_MERGED);
+	near(l->merged, 8.5);
+	near(l->merged_again, 1);               /* steps 7, 8 of p0 */
+	/* a new process: step 10 of p1 was in no answer */
+	goodput_join(&s, 0, 2, 10, 1.0);
+	near(l->restarts, 0.5);
+	/* the same process again (its sidecar reconnected): nothing lost */
+	goodput_join(&s, 0, 2, 10, 1.0);
+	near(l->restarts, 0.5);
+
+	s.elapsed_base = 0;
+	s.t0 = 0;
+	goodput_shares(&s, 2.0, &g);            /* capacity 1 × 2 s */
+	near(g.capacity, 2.0);
+	near(g.merged, 8.5 * 0.1 / 2);
+	near(g.late, 0);
+	near(g.overwritten, 0.1 / 2);
+	near(g.restarts, 0.05 / 2);
+	near(g.merged_again, 0.1 / 2);
+	near(g.in_flight, 0);
+	near(g.not_training, 0.5);
+	near(g.merged + g.late + g.refused + g.overwritten + g.restarts +
+	     g.in_flight + g.not_training, 1.0);
+	near(goodput_merged_seconds(&s), 0.85);
+	goodput_release(&s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(shares_add_up),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
