@@ -399,7 +399,7 @@ static double feedback_drift(struct fx *f, int feedback)
 	struct exchange_step st = { .tokens = 32, .tokens_total = 32 };
 	struct exchange_poll_result res;
 	float v0[600], v1[700], d[600], delta[600];
-	double sum[600] = { 0 }, worst = 0;
+	double sum[600] = { 0 }, truth[600] = { 0 }, worst = 0;
 
 	for (int i = 0; i < 600; i++)
 		v0[i] = 1.0f;
@@ -416,7 +416,18 @@ static double feedback_drift(struct fx *f, int feedback)
 		f->params[500 + i] = 1.0f - 0.003f * (float)(i % 29 + 1) / 29.0f;
 		delta[i] = 1.0f - f->params[500 + i];
 	}
+	/* each answer moves the base to θ (docs/exchange.md), so the learner
+	 * moves θ by the same Δ before each: the progress answered is the
+	 * float difference base − θ, summed in truth[] */
 	for (int t = 1; t <= FB_ROUNDS; t++) {
+		for (int i = 0; t > 1 && i < 600; i++) {
+			float prev = f->params[500 + i];
+			f->params[500 + i] = prev - delta[i];
+			truth[i] += (double)(prev - f->params[500 + i]);
+		}
+		if (t == 1)
+			for (int i = 0; i < 600; i++)
+				truth[i] += (double)delta[i];
 		assert_int_equal(send_pull(f, 0, 10 + (uint64_t)t), 0);
 		st.step = (uint64_t)t;
 		exchange_poll(f->lx, f->params, &st, &res);
@@ -431,8 +442,7 @@ static double feedback_drift(struct fx *f, int feedback)
 		for (int i = b; i < b + ENC_INT4_BLOCK && i < 600; i++)
 			amax = fmaxf(amax, fabsf(delta[i]));
 		for (int i = b; i < b + ENC_INT4_BLOCK && i < 600; i++)
-			worst = fmax(worst, fabs(sum[i] - FB_ROUNDS * (double)delta[i]) /
-					    (amax / 7.0));
+			worst = fmax(worst, fabs(sum[i] - truth[i]) / (amax / 7.0));
 	}
 	return worst;
 }
@@ -489,8 +499,14 @@ static void residual_dropped_on_restart(void **state)
 	assert_int_equal(sidecar_collect(f->s), 1);
 	answer_sent(f, 0, ENC_INT4, d, 600, got);
 	assert_memory_not_equal(got, plain, enc_size(ENC_INT4, 600));
-	/* the syncer asks for int8 now: dropped again */
+	/* the syncer asks for int8 now: dropped again; the learner moved on,
+	 * and that answer is the plain encoding of what it did since */
 	assert_int_equal(send_welcome(f, 2, ENC_INT8, 0.0, 0, NULL), 0);
+	for (int i = 0; i < 600; i++) {
+		float prev = p2[500 + i];
+		p2[500 + i] = prev - 0.002f;
+		delta[i] = prev - p2[500 + i];
+	}
 	assert_int_equal(send_pull(f, 0, 502), 0);
 	st.step++;
 	exchange_poll(lx2, p2, &st, &res);
