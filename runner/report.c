@@ -452,6 +452,13 @@ int run_summary(const struct run_record *r, struct buf *out)
 			   loss, (unsigned long long)r->baseline.tokens, gp,
 			   verdict(q, BASELINE_TOLERANCE, v, sizeof(v)));
 	}
+	{
+		double dp = run_dp_bytes(r->params, r->learners, f->tokens, r->tokens_per_step);
+		double ex = (double)f->bytes_in + (double)f->bytes_out;
+		if (dp > 0 && ex > 0)
+			buf_printf(out, "bytes: %.3g exchanged, %.4f of the %.3g data parallel "
+				   "would move for these tokens (1/%.0f)\n", ex, ex / dp, dp, dp / ex);
+	}
 	buf_printf(out, "report: %s/report.json\nreport: %s/report.html\n", r->dir, r->dir);
 	return buf_error(out) ? -1 : 0;
 }

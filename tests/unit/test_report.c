@@ -120,6 +120,7 @@ static void sweep_is_listed_with_the_chosen_rate(void **state)
 	assert_non_null(strstr(s, "data-parallel baseline: lr 0.001: eval loss 2.0500\n"));
 	assert_non_null(strstr(s, "data-parallel baseline: lr 0.002: eval loss 2.0000 (chosen)\n"));
 	assert_non_null(strstr(s, "data-parallel baseline: lr 0.004: eval loss 2.2500\n"));
+	assert_null(strstr(s, "bytes:"));       /* nothing exchanged: no line */
 	j = report(&r);
 	assert_float_equal(json_real_value(json_object_get(json_object_get(j, "baseline"), "lr")),
 			   0.002, 1e-12);
@@ -130,6 +131,25 @@ static void sweep_is_listed_with_the_chosen_rate(void **state)
 	assert_int_equal(json_integer_value(json_object_get(json_array_get(sw, 0),
 							    "warmup_steps")), 20);
 	json_decref(j);
+	free(s);
+	run_record_release(&r);
+}
+
+static void bytes_against_data_parallel(void **state)
+{
+	struct run_record r;
+	char *s;
+
+	(void)state;
+	record(&r, 2.0, 2.0);
+	/* N params, M learners: data parallel moves 8·N·(M−1) bytes a step */
+	r.final.tokens = 100 * r.tokens_per_step * (uint64_t)r.learners;
+	r.final.bytes_in = (uint64_t)(8.0 * (double)r.params * (r.learners - 1) * 100 / 250);
+	r.final.bytes_out = 0;
+	s = summary(&r);
+	assert_non_null(strstr(s, "of the"));
+	assert_non_null(strstr(s, "0.0040 of the"));
+	assert_non_null(strstr(s, "(1/250)"));
 	free(s);
 	run_record_release(&r);
 }
@@ -165,6 +185,7 @@ int main(void)
 		cmocka_unit_test(better_is_reported_as_better),
 		cmocka_unit_test(worse_by_more_than_tolerance_fails),
 		cmocka_unit_test(sweep_is_listed_with_the_chosen_rate),
+		cmocka_unit_test(bytes_against_data_parallel),
 		cmocka_unit_test(baseline_rates_are_checked),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
