@@ -5,7 +5,7 @@
  * `ddiloco train JOB --batch-mult M` on the job's tokens, as many steps as
  * each learner of the job takes. A larger batch wants its own learning
  * rate, so the baseline is a sweep: one full run per learning rate
- * (default the job's lr times 1, 2 and 4), and the baseline is the run
+ * (default the job's lr times 0.5, 1 and 2), and the baseline is the run
  * with the lowest final eval loss. Choosing on the final loss favours the
  * baseline, which is the side a comparison should err on.
  *
@@ -31,7 +31,7 @@
 #include "runner/run.h"
 
 /* The default sweep: the job's learning rate times these. */
-static const double default_mults[] = { 1, 2, 4 };
+static const double default_mults[] = { 0.5, 1, 2 };
 
 /*
  * Reads a `ddiloco train` log: every line with eval_loss= is a point of

@@ -98,7 +98,7 @@ int cmd_run(int argc, char **argv)
 			 "tuned by a sweep (runner/baseline.c), and compare losses"),
 		CLI_STRING("baseline-lr", 0, &o.baseline_lrs, "LR[,LR...]",
 			   "the baseline's learning rates to try (implies --baseline;\n"
-			   "one value: no sweep). Default: the job's lr times 1, 2, 4"),
+			   "one value: no sweep). Default: the job's lr times 0.5, 1, 2"),
 		CLI_FLAG("baseline-fresh", 0, &o.baseline_fresh,
 			 "train the baseline's runs even when the cache has them"),
 		CLI_FLAG("twin", 0, &o.twin,

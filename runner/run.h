@@ -180,7 +180,7 @@ int run_baseline(const struct job_spec *js, const struct run_opts *o,
 		 const volatile sig_atomic_t *stop, struct err *e);
 /*
  * The sweep's learning rates into lr[RUN_SWEEP_MAX]: the comma-separated
- * list, each in (0, 1], or with list NULL the job's lr times 1, 2 and 4.
+ * list, each in (0, 1], or with list NULL the job's lr times 0.5, 1 and 2.
  */
 int run_baseline_lrs(const struct job_spec *js, const char *list, double *lr,
 		     size_t *n, struct err *e);

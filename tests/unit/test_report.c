@@ -166,8 +166,8 @@ static void baseline_rates_are_checked(void **state)
 	js.optimizer.lr = 0.002;
 	assert_int_equal(run_baseline_lrs(&js, NULL, lr, &n, &e), 0);
 	assert_int_equal(n, 3);
-	assert_float_equal(lr[0], 0.002, 1e-12);
-	assert_float_equal(lr[2], 0.008, 1e-12);
+	assert_float_equal(lr[0], 0.001, 1e-12);
+	assert_float_equal(lr[2], 0.004, 1e-12);
 	assert_int_equal(run_baseline_lrs(&js, "0.01,0.02", lr, &n, &e), 0);
 	assert_int_equal(n, 2);
 	assert_float_equal(lr[1], 0.02, 1e-12);
