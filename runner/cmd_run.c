@@ -45,116 +45,6 @@ static int default_dir(const struct job_spec *js, char *out, size_t n)
 	return 0;
 }
 
-/*
- * The baseline's log: `key=value` lines from `ddiloco train`. Every line
- * with eval_loss= is a point of its curve, at tokens= when present, else
- * at step= times the tokens of one step; the last is its final loss.
- */
-static void parse_train_log(struct run_compare *c, uint64_t tokens_per_step)
-{
-	FILE *f = fopen(c->log, "r");
-	char line[1024];
-	size_t cap = 0;
-
-	if (!f)
-		return;
-	while (fgets(line, sizeof(line), f)) {
-		char *l = strstr(line, "eval_loss=");
-		char *tk = strstr(line, " tokens="), *st = strstr(line, "step=");
-		double loss;
-
-		if (!l)
-			continue;
-		loss = strtod(l + 10, NULL);
-		if (!isfinite(loss))
-			continue;
-		c->loss = loss;
-		if (c->nevals == cap) {
-			size_t want = cap ? cap * 2 : 64;
-			struct syncer_eval *p;
-			if (want > RUN_MAX_EVALS)
-				continue;
-			p = realloc(c->evals, want * sizeof(*p));
-			if (!p)
-				continue;
-			c->evals = p;
-			cap = want;
-		}
-		memset(&c->evals[c->nevals], 0, sizeof(c->evals[0]));
-		c->evals[c->nevals].loss = loss;
-		c->evals[c->nevals].tokens = tk ? strtoull(tk + 8, NULL, 10)
-					    : st ? strtoull(st + 5, NULL, 10) * tokens_per_step : 0;
-		c->evals[c->nevals].time = NAN;
-		c->nevals++;
-	}
-	fclose(f);
-}
-
-static int run_baseline(const struct job_spec *js, const char *exe,
-			const char *job_file, const char *dir,
-			struct run_record *r, struct err *e)
-{
-	struct run_compare *c = &r->baseline;
-	char mult[16], tokens[32], every[32], threads[16];
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	uint64_t per_step = (uint64_t)js->optimizer.batch_size *
-			    (uint64_t)jobspec_seq_len(js) * (uint64_t)js->learners.replicas;
-	struct proc p;
-	double t0 = clock_mono(), last = t0;
-	uint64_t tok = js->budget.tokens ? js->budget.tokens : r->final.tokens;
-
-	c->ran = 1;
-	c->tokens = tok;
-	if (snprintf(c->log, sizeof(c->log), "%s/baseline.log", dir) >=
-	    (int)sizeof(c->log))
-		return err_set(e, "run: log path too long: '%s/baseline.log'", dir);
-	snprintf(mult, sizeof(mult), "%d", js->learners.replicas);
-	snprintf(tokens, sizeof(tokens), "%llu", (unsigned long long)tok);
-	/* it runs alone after the job: all the cores (the loss does not depend on it) */
-	snprintf(threads, sizeof(threads), "%ld", ncpu > 0 ? (ncpu < 8 ? ncpu : 8) : 1);
-	/* about 15 points on its loss curve */
-	snprintf(every, sizeof(every), "%llu",
-		 (unsigned long long)(tok / per_step / 15 > 0 ? tok / per_step / 15 : 1));
-	{
-		char *argv[] = { (char *)exe, (char *)"train", (char *)job_file,
-				 (char *)"--batch-mult", mult, (char *)"--tokens", tokens,
-				 (char *)"--eval-every", every, (char *)"--threads", threads, NULL };
-		if (proc_init(&p, "baseline", c->log, argv, e))
-			return -1;
-	}
-	printf("baseline: ddiloco train %s --batch-mult %s --tokens %s (log %s)\n",
-	       job_file, mult, tokens, c->log);
-	fflush(stdout);
-	if (proc_start(&p, e)) {
-		proc_release(&p);
-		return -1;
-	}
-	while (!proc_reap(&p)) {
-		if (stop_signal) {
-			proc_stop(&p, 5);
-			proc_release(&p);
-			return err_set(e, "interrupted");
-		}
-		if (clock_mono() - last >= 15) {
-			last = clock_mono();
-			printf("baseline: %.0f s\n", last - t0);
-			fflush(stdout);
-		}
-		sleep_seconds(0.1);
-	}
-	c->seconds = clock_mono() - t0;
-	parse_train_log(c, per_step);
-	c->ok = WIFEXITED(p.status) && WEXITSTATUS(p.status) == 0 && isfinite(c->loss);
-	if (!c->ok) {
-		char st[64];
-		err_set(e, "baseline: ddiloco train ended with %s%s; see %s",
-			proc_describe_status(p.status, st, sizeof(st)),
-			isfinite(c->loss) ? "" : " and no eval_loss", c->log);
-	}
-	proc_release(&p);
-	return c->ok ? 0 : -1;
-}
-
 static int run_twin(const struct job_spec *js, const struct run_opts *o,
 		    const char *dir, struct run_record *r, struct err *e)
 {
@@ -204,7 +94,13 @@ int cmd_run(int argc, char **argv)
 			   "run folder (default runs/<name>-<UTC time>)"),
 		CLI_FLAG("baseline", 0, &o.baseline,
 			 "also run `ddiloco train` on the same tokens with an M times\n"
-			 "larger batch (data parallel as one learner) and compare losses"),
+			 "larger batch (data parallel as one learner), its learning rate\n"
+			 "tuned by a sweep (runner/baseline.c), and compare losses"),
+		CLI_STRING("baseline-lr", 0, &o.baseline_lrs, "LR[,LR...]",
+			   "the baseline's learning rates to try (implies --baseline;\n"
+			   "one value: no sweep). Default: the job's lr times 0.5, 1, 2"),
+		CLI_FLAG("baseline-fresh", 0, &o.baseline_fresh,
+			 "train the baseline's runs even when the cache has them"),
 		CLI_FLAG("twin", 0, &o.twin,
 			 "also run the same job without chaos and compare losses"),
 		CLI_FLAG("no-chaos", 0, &o.no_chaos, "ignore spec.chaos"),
@@ -235,6 +131,14 @@ int cmd_run(int argc, char **argv)
 	if (jobspec_load(o.job_file, &js, &e)) {
 		fprintf(stderr, "ddiloco run: %s\n", e.msg);
 		return 2;
+	}
+	if (o.baseline_lrs) {
+		double lrs[RUN_SWEEP_MAX];
+		size_t n;
+		if (run_baseline_lrs(&js, o.baseline_lrs, lrs, &n, &e)) {
+			fprintf(stderr, "ddiloco run: %s\n", e.msg);
+			return 2;
+		}
 	}
 	/* the children are this same binary, unless DDILOCO_EXE says otherwise */
 	if (getenv("DDILOCO_EXE")) {
@@ -284,8 +188,8 @@ int cmd_run(int argc, char **argv)
 		fprintf(stderr, "ddiloco run: twin: %s\n", e.msg);
 		ok = 0;
 	}
-	if (ok && o.baseline && !stop_signal &&
-	    run_baseline(&js, exe, o.job_file, dir, &r, &e)) {
+	if (ok && (o.baseline || o.baseline_lrs) && !stop_signal &&
+	    run_baseline(&js, &o, dir, &r, &stop_signal, &e)) {
 		fprintf(stderr, "ddiloco run: %s\n", e.msg);
 		ok = 0;
 	}

@@ -20,7 +20,11 @@
 #include "runner/run.h"
 
 #define REPORT_MAX (64u << 20)
-/* |loss ratio - 1| within which a comparison counts as matched */
+/*
+ * A comparison passes when this run's loss is at most (1 + tolerance)
+ * times the other's: one-sided, since ending below the baseline is not a
+ * failure (it is reported as better).
+ */
 #define BASELINE_TOLERANCE 0.05
 #define TWIN_TOLERANCE 0.03
 
@@ -100,22 +104,48 @@ static json_t *evals_json(const struct syncer_eval *ev, size_t n)
 	return a;
 }
 
+static int within(double ratio, double tolerance)
+{
+	return isfinite(ratio) && ratio <= 1 + tolerance;
+}
+
+/* The baseline's sweep: one object per learning rate tried. */
+static json_t *sweep_json(const struct run_compare *c)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; a && i < c->nsweep; i++) {
+		const struct run_trial *t = &c->sweep[i];
+		json_array_append_new(a, json_pack("{s:f,s:i,s:o,s:f,s:b,s:s}",
+			"lr", t->lr, "warmup_steps", t->warmup,
+			"final_eval_loss", num_or_null(t->loss),
+			"seconds", t->seconds, "chosen", i == c->best, "log", t->log));
+	}
+	return a;
+}
+
 static json_t *compare_json(const struct run_record *r, const struct run_compare *c,
 			    double tolerance, const char *what)
 {
 	double ratio = loss_ratio(r, c);
+	json_t *o;
 
 	if (!c->ran)
 		return json_null();
-	return json_pack("{s:s,s:b,s:o,s:I,s:f,s:o,s:f,s:o,s:s}",
+	o = json_pack("{s:s,s:b,s:o,s:I,s:f,s:o,s:f,s:o,s:s}",
 		"what", what, "ok", c->ok,
 		"final_eval_loss", num_or_null(c->loss),
 		"tokens", (json_int_t)c->tokens, "seconds", c->seconds,
 		"loss_ratio", num_or_null(ratio),
 		"tolerance", tolerance,
-		"within_tolerance", isfinite(ratio) ? json_boolean(fabs(ratio - 1) <= tolerance)
+		"within_tolerance", isfinite(ratio) ? json_boolean(within(ratio, tolerance))
 						    : json_null(),
 		"log", c->log);
+	if (o && c->nsweep) {
+		json_object_set_new(o, "lr", json_real(c->sweep[c->best].lr));
+		json_object_set_new(o, "sweep", sweep_json(c));
+	}
+	return o;
 }
 
 int run_report_json(const struct run_record *r, struct buf *out, struct err *e)
@@ -225,9 +255,13 @@ static void html_compare_row(struct buf *out, const struct run_record *r,
 		return;
 	fmt_opt(loss, sizeof(loss), "%.4f", c->loss);
 	fmt_opt(ratio, sizeof(ratio), "%.4f", q);
-	buf_printf(out, "<tr><th>%s</th><td class=\"n\">%s</td><td>loss ratio %s (%swithin %.0f%%), %llu tokens</td></tr>\n",
-		   name, loss, ratio, isfinite(q) && fabs(q - 1) <= tolerance ? "" : "not ",
+	buf_printf(out, "<tr><th>%s</th><td class=\"n\">%s</td><td>loss ratio %s (%s %.0f%%), %llu tokens</td></tr>\n",
+		   name, loss, ratio, within(q, tolerance) ? "within" : "worse by more than",
 		   tolerance * 100, (unsigned long long)c->tokens);
+	for (size_t i = 0; i < c->nsweep; i++)
+		buf_printf(out, "<tr><th></th><td class=\"n\">%.4f</td><td>lr %g, warmup %d steps%s</td></tr>\n",
+			   c->sweep[i].loss, c->sweep[i].lr, c->sweep[i].warmup,
+			   i == c->best ? " (chosen)" : "");
 }
 
 static void html_head(struct buf *out, const struct run_record *r)
@@ -460,15 +494,20 @@ static const char *verdict(double q, double tolerance, char *b, size_t n)
 {
 	if (!isfinite(q))
 		return "";
-	snprintf(b, n, " (%swithin %.0f%%)", fabs(q - 1) <= tolerance ? "" : "NOT ",
-		 tolerance * 100);
+	if (!within(q, tolerance))
+		snprintf(b, n, " (NOT within %.0f%%: worse by %.1f%%)", tolerance * 100,
+			 (q - 1) * 100);
+	else if (q < 1)
+		snprintf(b, n, " (better by %.1f%%)", (1 - q) * 100);
+	else
+		snprintf(b, n, " (within %.0f%%)", tolerance * 100);
 	return b;
 }
 
 int run_summary(const struct run_record *r, struct buf *out)
 {
 	const struct syncer_status *f = &r->final;
-	char loss[32], upt[32], gp[32], v[32];
+	char loss[32], upt[32], gp[32], v[64];
 	int restarts = r->syncer_restarts;
 
 	for (int i = 0; i < r->learners; i++)
@@ -494,9 +533,20 @@ int run_summary(const struct run_record *r, struct buf *out)
 		double q = loss_ratio(r, &r->baseline);
 		fmt_opt(loss, sizeof(loss), "%.4f", r->baseline.loss);
 		fmt_opt(gp, sizeof(gp), "%.4f", q);
+		for (size_t i = 0; i < r->baseline.nsweep; i++)
+			buf_printf(out, "data-parallel baseline: lr %g: eval loss %.4f%s\n",
+				   r->baseline.sweep[i].lr, r->baseline.sweep[i].loss,
+				   i == r->baseline.best ? " (chosen)" : "");
 		buf_printf(out, "data-parallel baseline: eval loss %s at %llu tokens, ratio %s%s\n",
 			   loss, (unsigned long long)r->baseline.tokens, gp,
 			   verdict(q, BASELINE_TOLERANCE, v, sizeof(v)));
+	}
+	{
+		double dp = run_dp_bytes(r->params, r->learners, f->tokens, r->tokens_per_step);
+		double ex = (double)f->bytes_in + (double)f->bytes_out;
+		if (dp > 0 && ex > 0)
+			buf_printf(out, "bytes: %.3g exchanged, %.4f of the %.3g data parallel "
+				   "would move for these tokens (1/%.0f)\n", ex, ex / dp, dp, dp / ex);
 	}
 	buf_printf(out, "report: %s/report.json\nreport: %s/report.html\n", r->dir, r->dir);
 	return buf_error(out) ? -1 : 0;

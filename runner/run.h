@@ -48,9 +48,23 @@ struct run_kill {
 	struct chaos_kill k;
 };
 
+/* One `ddiloco train` of the baseline's sweep. */
+struct run_trial {
+	double lr;
+	int warmup;                     /* steps */
+	int ok;
+	double loss;                    /* final eval loss, NAN if unknown */
+	double seconds;
+	char log[4096];
+};
+
+#define RUN_SWEEP_MAX 8
+
 /* A second run beside the job: the data-parallel baseline or the no-chaos twin. */
 struct run_compare {
 	int ran, ok;
+	struct run_trial sweep[RUN_SWEEP_MAX];  /* the baseline's; the best is `best` */
+	size_t nsweep, best;
 	double loss;                    /* final eval loss, NAN if unknown */
 	uint64_t tokens;
 	double seconds;
@@ -139,6 +153,8 @@ struct run_opts {
 	const char *exe;                /* the ddiloco binary for the children */
 	int no_chaos;
 	int baseline;
+	const char *baseline_lrs;       /* "LR,LR,..." or NULL: the default sweep */
+	int baseline_fresh;             /* train even when the cache has the trial */
 	int twin;
 	double timeout;                 /* give up after this many seconds; 0 = never */
 	int quiet;                      /* no live view */
@@ -153,5 +169,20 @@ struct run_opts {
 int run_job(const struct job_spec *js, const struct run_opts *o,
 	    const char *dir, struct run_record *r,
 	    const volatile sig_atomic_t *stop, struct err *e);
+
+/*
+ * The data-parallel baseline (runner/baseline.c): `ddiloco train` with an
+ * M times larger batch on the job's tokens, once per learning rate of the
+ * sweep; the best final eval loss is the baseline. Fills r->baseline.
+ */
+int run_baseline(const struct job_spec *js, const struct run_opts *o,
+		 const char *dir, struct run_record *r,
+		 const volatile sig_atomic_t *stop, struct err *e);
+/*
+ * The sweep's learning rates into lr[RUN_SWEEP_MAX]: the comma-separated
+ * list, each in (0, 1], or with list NULL the job's lr times 0.5, 1 and 2.
+ */
+int run_baseline_lrs(const struct job_spec *js, const char *list, double *lr,
+		     size_t *n, struct err *e);
 
 #endif

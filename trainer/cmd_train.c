@@ -34,6 +34,8 @@ static void on_signal(int sig)
 struct opts {
 	const char *job, *checkpoint, *resume;
 	uint64_t batch_mult, tokens, steps, threads, eval_every, log_every;
+	uint64_t warmup;                /* UINT64_MAX: the job's */
+	double lr;                      /* 0: the job's */
 	int threads_set;
 };
 
@@ -52,6 +54,11 @@ static int parse_args(int argc, char **argv, struct opts *o, int *code)
 			   "token budget (default spec.budget.tokens)"),
 		CLI_UINT64("steps", 0, &o->steps, "N", big,
 			   "step budget (overrides the token budget)"),
+		CLI_DOUBLE("lr", 0, &o->lr, "X", 0, 1,
+			   "peak learning rate (default spec.optimizer.lr)",
+			   .flags = CLI_ABOVE_MIN),
+		CLI_UINT64("warmup", 0, &o->warmup, "N", INT32_MAX,
+			   "warmup steps (default spec.optimizer.warmupSteps)"),
 		CLI_UINT64("threads", 0, &o->threads, "N", 256,
 			   "trainer threads (default spec.learners.threads)"),
 		CLI_UINT64("eval-every", 0, &o->eval_every, "N", big,
@@ -71,6 +78,7 @@ static int parse_args(int argc, char **argv, struct opts *o, int *code)
 	memset(o, 0, sizeof(*o));
 	o->batch_mult = 1;
 	o->threads = UINT64_MAX;        /* not given */
+	o->warmup = UINT64_MAX;
 	n = cli_parse(opts, argc, argv, &e);
 	if (n < 0) {
 		*code = cli_exit_code(opts, "ddiloco train", n, &e);
@@ -135,6 +143,10 @@ int cmd_train(int argc, char **argv)
 		return 2;
 	}
 	js.optimizer.batch_size *= (int)o.batch_mult;
+	if (o.lr > 0)
+		js.optimizer.lr = o.lr;
+	if (o.warmup != UINT64_MAX)
+		js.optimizer.warmup_steps = (int)o.warmup;
 	if (o.tokens)
 		js.budget.tokens = o.tokens;
 	step_tokens = (uint64_t)js.optimizer.batch_size * (uint64_t)jobspec_seq_len(&js);
@@ -168,10 +180,10 @@ int cmd_train(int argc, char **argv)
 	eval_tokens = js.syncer.eval_tokens > 0 ? (size_t)js.syncer.eval_tokens : 0;
 	if (!o.log_every)
 		o.log_every = steps / 20 ? steps / 20 : 1;
-	printf("train job=%s params=%zu B=%d T=%d steps=%llu start=%llu threads=%d\n",
+	printf("train job=%s params=%zu B=%d T=%d steps=%llu start=%llu threads=%d lr=%g warmup=%d\n",
 	       js.name, model_num_params(trainer_config(t)), B, T,
 	       (unsigned long long)steps, (unsigned long long)trainer_steps(t),
-	       js.learners.threads);
+	       js.learners.threads, js.optimizer.lr, js.optimizer.warmup_steps);
 	fflush(stdout);
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);

@@ -1,0 +1,63 @@
+#!/bin/sh
+# `ddiloco run --baseline-lr`: the data-parallel baseline's sweep on a small
+# job. Every learning rate runs to its final loss, the lowest is chosen and
+# compared, each run's log is in the run folder; a second run with the same
+# settings reads every trial from the cache and chooses the same; a bad
+# list is refused before anything runs.
+set -eu
+BIN=${BUILD:-build}/ddiloco
+dir=$(mktemp -d /tmp/ddiloco-baseline-XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+cat > "$dir/job.yaml" <<YAML
+apiVersion: ddiloco.io/v1alpha1
+kind: DecoupledTrainingJob
+metadata:
+  name: bl-$$
+spec:
+  learners: {replicas: 2, threads: 1}
+  model: {context: 32, layers: 1, heads: 2, channels: 32}
+  data: {path: /usr/share/games/fortunes, valFraction: 0.05}
+  optimizer: {lr: 0.005, warmupSteps: 5, batchSize: 8}
+  syncer: {minQuorum: 1, fragments: 2, evalEvery: 10, evalTokens: 2048}
+  budget: {tokens: 300000}
+YAML
+
+rc=0
+"$BIN" run "$dir/job.yaml" --run-dir "$dir/runs/a" --baseline-lr 0.0005,0.01 \
+	--timeout 300 > "$dir/out1" 2>&1 || rc=$?
+[ "$rc" -eq 0 ] || { cat "$dir/out1"; fail "run exited $rc"; }
+rep="$dir/runs/a/report.json"
+[ "$(jq '.baseline.sweep | length' "$rep")" -eq 2 ] || fail "sweep has not 2 runs"
+for lr in 0.0005 0.01; do
+	grep -q '^final eval_loss=' "$dir/runs/a/baseline-lr$lr.log" || fail "no final loss for lr $lr"
+done
+# the chosen run is the lowest loss, and it is the baseline's loss
+jq -e '.baseline as $b | ($b.sweep | min_by(.final_eval_loss)) as $m |
+	$m.chosen and $b.lr == $m.lr and $b.final_eval_loss == $m.final_eval_loss' "$rep" > /dev/null ||
+	fail "the chosen rate is not the lowest loss: $(jq -c .baseline.sweep "$rep")"
+# the two rates are far apart: their losses differ
+jq -e '.baseline.sweep | (.[0].final_eval_loss - .[1].final_eval_loss) | fabs > 0.01' "$rep" > /dev/null ||
+	fail "the two learning rates gave the same loss"
+jq -e '.baseline.within_tolerance == (.baseline.loss_ratio <= 1.05)' "$rep" > /dev/null ||
+	fail "within_tolerance is not loss_ratio <= 1.05"
+grep -q '^data-parallel baseline: lr 0.01: eval loss' "$dir/out1" || fail "no sweep line in the summary"
+[ "$(ls "$dir/runs/baseline-cache" | wc -l)" -eq 2 ] || fail "not 2 cached runs"
+
+# 2. the same again: both trials from the cache, the same choice
+"$BIN" run "$dir/job.yaml" --run-dir "$dir/runs/b" --baseline-lr 0.0005,0.01 \
+	--timeout 300 > "$dir/out2" 2>&1 || { cat "$dir/out2"; fail "second run failed"; }
+[ "$(grep -c '(cached: ' "$dir/out2")" -eq 2 ] || fail "the second run did not use the cache"
+[ "$(jq -c '[.baseline.sweep[].final_eval_loss]' "$dir/runs/a/report.json")" = \
+  "$(jq -c '[.baseline.sweep[].final_eval_loss]' "$dir/runs/b/report.json")" ] ||
+	fail "cached losses differ"
+
+# 3. a bad list: exit 2 before the job runs
+rc=0
+"$BIN" run "$dir/job.yaml" --run-dir "$dir/runs/c" --baseline-lr 0.01,fast > "$dir/out3" 2>&1 || rc=$?
+[ "$rc" -eq 2 ] || fail "bad --baseline-lr exited $rc"
+grep -q "baseline-lr: '0.01,fast' is not a list" "$dir/out3" || fail "no clear error: $(cat "$dir/out3")"
+[ ! -e "$dir/runs/c/report.json" ] || fail "the job ran with a bad --baseline-lr"
+echo "baseline sweep: $(jq -c '[.baseline.sweep[] | {lr, final_eval_loss}]' "$rep")"
+echo "test_baseline: pass"
