@@ -4,14 +4,15 @@
 # baseline (computed once, then read from runs/baseline-cache) and prints
 # one table row per run:
 #   config  H  eta  mu  nesterov  answers  updates  rounds  H_run  bytes/DP  loss  loss/DP
-# H_run = learner steps × P / rounds, the H the run kept (learner steps =
-# tokens / (M·B·T)).
+# H_run = the syncer's pace.h_effective (docs/status.md), else learner
+# steps × P / rounds with learner steps = tokens / (M·B·T).
 # Usage: sh bench/outer_sweep.sh [JOB] [CONFIG ...]
 #   JOB     default examples/lowbandwidth.yaml
 #   CONFIG  key=value[,key=value...] over spec.syncer fields that the job
 #           file sets, e.g. syncEvery=128,outerLr=0.7,outerMomentum=0.9
 # Without configs it runs the default grid below. Each run takes about as
-# long as the job (minutes); the run folders stay in runs/sweep-*.
+# long as the job (minutes); the run folders stay in runs/sweep-*, and the
+# baseline's runs in runs/baseline-cache.
 set -eu
 BUILD=${BUILD:-build}
 BIN=$BUILD/ddiloco
@@ -42,7 +43,7 @@ variant() {
 printf '%-44s %4s %5s %5s %5s %6s %6s %6s %8s %8s %7s %7s\n' config H eta mu nest answ upd rounds H_run bytes/DP loss loss/DP
 for cfg in "$@"; do
 	variant "$cfg"
-	dir=runs/sweep-$stamp/$(echo "$cfg" | tr ',=' '_-')
+	dir=runs/sweep-$stamp-$(echo "$cfg" | tr ',=' '_-')
 	if ! "$BIN" run "$tmp/job.yaml" --no-chaos --baseline --run-dir "$dir" \
 		> "$tmp/out" 2>&1; then
 		echo "$cfg: run failed; see $dir" >&2
@@ -57,7 +58,8 @@ for cfg in "$@"; do
 		--argjson mbt "$(($(y2 replicas) * $(y2 batchSize) * $(y2 context)))" \
 		--argjson p "$(y fragments)" '
 		[$c, $h, $eta, $mu, $n, $a, $u, (.rounds | tostring),
-		 (if .rounds > 0 then (.tokens / $mbt * $p / .rounds | . * 10 | round / 10 | tostring) else "-" end),
+		 ((.pace.h_effective // (if .rounds > 0 then .tokens / $mbt * $p / .rounds else null end))
+		 | if . == null then "-" else (. * 10 | round / 10 | tostring) end),
 		 (.bytes.ratio | . * 100000 | round / 100000 | tostring),
 		 (.final_eval_loss | tostring),
 		 (.baseline.loss_ratio | . * 10000 | round / 10000 | tostring)] | @tsv' \
