@@ -2,7 +2,8 @@
 # The low-bandwidth acceptance (tens of minutes; not part of `make test`):
 # examples/lowbandwidth.yaml (M = 4, K = 3, each fragment merged every 64
 # learner steps, a learner killed about every 20 s) with its no-chaos twin
-# and its tuned data-parallel baseline, then the same with 4-bit answers.
+# and its tuned data-parallel baseline, then the same with 4-bit answers
+# (int4 answers, int8 updates, each fragment merged every 128 steps).
 # Prints
 #   bytes_ratio=  loss_ratio_baseline=  loss_ratio_twin=
 #   bytes_ratio_4bit=  loss_ratio_baseline_4bit=
@@ -34,7 +35,8 @@ lb=$(jq -r .baseline.loss_ratio "$rep")
 lt=$(jq -r .twin.loss_ratio "$rep")
 
 sed -e 's/^    encoding:.*/    encoding: int4/' \
-    -e 's/^    updateEncoding:.*/    updateEncoding: int8/' "$JOB" > "$dir/job-4bit.yaml"
+    -e 's/^    updateEncoding:.*/    updateEncoding: int8/' \
+    -e 's/^    syncEvery:.*/    syncEvery: 128/' "$JOB" > "$dir/job-4bit.yaml"
 "$BIN" run "$dir/job-4bit.yaml" --baseline --run-dir "$dir/4bit" | tail -n 8
 rep4="$dir/4bit/report.json"
 b4=$(jq -r .bytes.ratio "$rep4")
