@@ -1,7 +1,7 @@
 #!/bin/sh
 # The outer optimizer and encodings at long H, by measurement: runs a job
 # once per configuration (without chaos) against its tuned data-parallel
-# baseline (computed once, then read from runs/baseline-cache) and prints
+# baseline (computed once, then read from its cache, docs/run.md) and prints
 # one table row per run:
 #   config  H  eta  mu  nesterov  answers  updates  rounds  H_run  bytes/DP  loss  loss/DP
 # H_run = the syncer's pace.h_effective (docs/status.md), else learner
@@ -11,8 +11,7 @@
 #   CONFIG  key=value[,key=value...] over spec.syncer fields that the job
 #           file sets, e.g. syncEvery=128,outerLr=0.7,outerMomentum=0.9
 # Without configs it runs the default grid below. Each run takes about as
-# long as the job (minutes); the run folders stay in runs/sweep-*, and the
-# baseline's runs in runs/baseline-cache.
+# long as the job (minutes); the run folders stay in runs/sweep-*.
 set -eu
 BUILD=${BUILD:-build}
 BIN=$BUILD/ddiloco

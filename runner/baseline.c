@@ -10,8 +10,7 @@
  * baseline, which is the side a comparison should err on.
  *
  * Every trial's log is kept in the run folder (baseline-lr<LR>.log) and in
- * a cache beside the run folders (<parent>/baseline-cache/<key>.log), the
- * key a hash of everything the trial's loss depends on: the binary's
+ * a cache (cache_dir below: <dir>/<key>.log), the key a hash of everything the trial's loss depends on: the binary's
  * version, the model, data (path, size, mtime), optimizer and eval
  * settings, the tokens, the batch multiple and the learning rate. A later
  * run of the same settings reads the cached log instead of training again;
@@ -201,6 +200,24 @@ static int train_once(char *const *argv, const char *log,
 	return ok ? 0 : -1;
 }
 
+/*
+ * The cache folder: $DDILOCO_CACHE_DIR, else $XDG_CACHE_HOME/ddiloco/baseline,
+ * else $HOME/.cache/ddiloco/baseline; one folder for every run folder.
+ */
+static int cache_dir(char *out, size_t n)
+{
+	const char *d = getenv("DDILOCO_CACHE_DIR"), *x = getenv("XDG_CACHE_HOME");
+	const char *h = getenv("HOME");
+
+	if (d && *d)
+		return snprintf(out, n, "%s", d) >= (int)n ? -1 : 0;
+	if (x && *x)
+		return snprintf(out, n, "%s/ddiloco/baseline", x) >= (int)n ? -1 : 0;
+	if (h && *h)
+		return snprintf(out, n, "%s/.cache/ddiloco/baseline", h) >= (int)n ? -1 : 0;
+	return -1;
+}
+
 /* One trial of the sweep: from the cache, else trained and then cached. */
 static int run_trial(const struct job_spec *js, const struct run_opts *o,
 		     const char *dir, struct run_trial *t, uint64_t tok,
@@ -208,7 +225,8 @@ static int run_trial(const struct job_spec *js, const struct run_opts *o,
 		     struct err *e)
 {
 	char mult[16], tokens[32], every[32], threads[16], lr[32], cache[4200];
-	char parent[4096], *slash;
+	char cdir[4096];
+	int have_cache;
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	double t0 = clock_mono();
 	uint64_t key;
@@ -229,18 +247,13 @@ static int run_trial(const struct job_spec *js, const struct run_opts *o,
 		const char *const kargs[] = { "train", mult, tokens, every, lr, NULL };
 		key = trial_key(js, kargs);
 	}
-	snprintf(parent, sizeof(parent), "%s", dir);
-	slash = strrchr(parent, '/');
-	if (slash)
-		*slash = 0;
-	else
-		snprintf(parent, sizeof(parent), ".");
-	snprintf(cache, sizeof(cache), "%s/baseline-cache/%016llx.log", parent,
+	have_cache = !cache_dir(cdir, sizeof(cdir));
+	snprintf(cache, sizeof(cache), "%s/%016llx.log", have_cache ? cdir : ".",
 		 (unsigned long long)key);
 
 	printf("baseline: lr %s: ddiloco train %s --batch-mult %s --tokens %s --lr %s",
 	       lr, o->job_file, mult, tokens, lr);
-	if (!o->baseline_fresh && !stat(cache, &st) &&
+	if (have_cache && !o->baseline_fresh && !stat(cache, &st) &&
 	    isfinite(read_train_log(cache, NULL, per_step)) &&
 	    !copy_file(cache, t->log)) {
 		printf(" (cached: %s)\n", cache);
@@ -253,9 +266,7 @@ static int run_trial(const struct job_spec *js, const struct run_opts *o,
 		fflush(stdout);
 		if (train_once(argv, t->log, stop, e))
 			return -1;
-		snprintf(parent + strlen(parent), sizeof(parent) - strlen(parent),
-			 "/baseline-cache");
-		if (mkdir_p(parent, NULL) || copy_file(t->log, cache))
+		if (have_cache && (mkdir_p(cdir, NULL) || copy_file(t->log, cache)))
 			log_warn("baseline: cannot cache %s in %s", t->log, cache);
 	}
 	t->seconds = clock_mono() - t0;

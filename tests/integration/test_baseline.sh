@@ -7,6 +7,7 @@
 set -eu
 BIN=${BUILD:-build}/ddiloco
 dir=$(mktemp -d /tmp/ddiloco-baseline-XXXXXX)
+export DDILOCO_CACHE_DIR="$dir/cache"
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
@@ -43,14 +44,14 @@ jq -e '.baseline.sweep | (.[0].final_eval_loss - .[1].final_eval_loss) | fabs > 
 jq -e '.baseline.within_tolerance == (.baseline.loss_ratio <= 1.05)' "$rep" > /dev/null ||
 	fail "within_tolerance is not loss_ratio <= 1.05"
 grep -q '^data-parallel baseline: lr 0.01: eval loss' "$dir/out1" || fail "no sweep line in the summary"
-[ "$(ls "$dir/runs/baseline-cache" | wc -l)" -eq 2 ] || fail "not 2 cached runs"
+[ "$(ls "$dir/cache" | wc -l)" -eq 2 ] || fail "not 2 cached runs"
 
 # 2. the same again: both trials from the cache, the same choice
-"$BIN" run "$dir/job.yaml" --run-dir "$dir/runs/b" --baseline-lr 0.0005,0.01 \
+"$BIN" run "$dir/job.yaml" --run-dir "$dir/elsewhere/b" --baseline-lr 0.0005,0.01 \
 	--timeout 300 > "$dir/out2" 2>&1 || { cat "$dir/out2"; fail "second run failed"; }
 [ "$(grep -c '(cached: ' "$dir/out2")" -eq 2 ] || fail "the second run did not use the cache"
 [ "$(jq -c '[.baseline.sweep[].final_eval_loss]' "$dir/runs/a/report.json")" = \
-  "$(jq -c '[.baseline.sweep[].final_eval_loss]' "$dir/runs/b/report.json")" ] ||
+  "$(jq -c '[.baseline.sweep[].final_eval_loss]' "$dir/elsewhere/b/report.json")" ] ||
 	fail "cached losses differ"
 
 # 3. a bad list: exit 2 before the job runs
