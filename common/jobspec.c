@@ -50,7 +50,7 @@ void jobspec_defaults(struct job_spec *js)
 	js->syncer.overlap = 2;
 	js->syncer.alpha = 0.0;
 	js->syncer.outer_lr = 0.7;
-	js->syncer.outer_momentum = 0.9;
+	js->syncer.outer_momentum = 0.5;   /* docs/syncer.md, the outer step at long H */
 	js->syncer.nesterov = 1;
 	js->syncer.merge = MERGE_RDA;
 	js->syncer.encoding = ENC_F32;

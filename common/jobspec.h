@@ -86,7 +86,7 @@ struct job_syncer {
 	int sync_every;               /* H, default 0 = P */
 	int overlap;                  /* τ, default 2 */
 	double alpha;                 /* update mixing, default 0 (overwrite) */
-	double outer_lr, outer_momentum;  /* η 0.7, μ 0.9 */
+	double outer_lr, outer_momentum;  /* η 0.7, μ 0.5 */
 	int nesterov;                 /* default 1 */
 	enum merge_rule merge;        /* default rda */
 	enum payload_enc encoding;    /* answers, default f32 */
