@@ -27,6 +27,7 @@
 
 #include "common/httpd.h"
 #include "syncer/ckpt.h"
+#include "syncer/gaplog.h"
 #include "syncer/outer.h"
 #include "syncer/round.h"
 #include "syncer/syncer.h"
@@ -92,6 +93,7 @@ struct syncer {
 	int done, ready, stopping;
 	double last_loop;            /* mono time of the last loop turn */
 	int learners_connected;
+	struct gap_log gaps;         /* down gaps between rounds (gaplog.h) */
 
 	pthread_mutex_t mu;
 	struct eval_job ev;
