@@ -167,6 +167,22 @@ static uint64_t skip_lost(struct syncer *s)
 	return s->acc.rounds_started + skip;
 }
 
+/* One line: `what` at round number `round`, and every fragment's version
+ * (the restart test of docs/k8s-testing.md reads it). */
+static void log_versions(const struct syncer *s, const char *what,
+			 uint64_t round)
+{
+	char v[512];
+	size_t n = 0;
+
+	v[0] = '\0';
+	for (int q = 0; q < s->P && n < sizeof(v) - 24; q++)
+		n += (size_t)snprintf(v + n, sizeof(v) - n, "%s%" PRIu64,
+				      q ? " " : "", s->versions[q]);
+	log_info("%s at round number %" PRIu64 ", fragment versions %s", what,
+		 round, v);
+}
+
 int core_init(struct syncer *s, const struct syncer_params *p, double now,
 	      struct err *e)
 {
@@ -202,6 +218,8 @@ int core_init(struct syncer *s, const struct syncer_params *p, double now,
 		log_info("starting from the seeded model (seed %" PRIu64 ")",
 			 p->js->model.seed);
 	started = loaded ? skip_lost(s) : s->acc.rounds_started;
+	if (loaded)
+		log_versions(s, "rounds resume", started + 1);
 	rc = (struct round_config){
 		.quorum = sy->min_quorum, .grace = sy->grace,
 		.overlap = sy->overlap, .nfrags = s->P,
@@ -558,6 +576,7 @@ void core_stop(struct syncer *s, double now)
 	syncer_round_abandon(&s->rs);
 	for (int slot = 0; slot < s->rs.cfg.overlap; slot++)
 		free_answers(s, slot);
+	log_versions(s, "stopped: the last round given out", s->rs.started);
 	if (!s->done && core_checkpoint(s, now, &e))
 		log_error("%s", e.msg);
 }

@@ -101,6 +101,8 @@ static json_t *status_json(struct syncer *s, double now)
 	json_object_set_new(o, "elapsed", json_real(core_elapsed(s, now)));
 	/* beyond the contract */
 	json_object_set_new(o, "fragments", json_integer(s->P));
+	json_object_set_new(o, "rounds_started",
+			    json_integer((json_int_t)s->rs.started));
 	json_object_set_new(o, "rounds_in_flight",
 			    json_integer(syncer_round_in_flight(&s->rs)));
 	json_object_set_new(o, "step_time", json_real(syncer_round_step_time(&s->rs)));
