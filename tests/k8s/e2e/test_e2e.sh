@@ -284,6 +284,9 @@ while :; do
 	phase=$(jp ddjob/$RJOB '{.status.phase}')
 	[ "$phase" = Succeeded ] || [ "$phase" = Failed ] && break
 	[ "$(date +%s)" -lt "$end" ] || { bad "job $RJOB did not finish within $DEADLINE s"; break; }
+	# the pod's uid before its /status: a new uid means the answer came
+	# from the new pod
+	cur_uid=$(jp pod/$RJOB-syncer-0 '{.metadata.uid}')
 	st=$(status_json $RJOB || true)
 	[ -n "$st" ] && echo "$st" >"$WORK/status-$RJOB.json"
 	SF=$WORK/status-$RJOB.json
@@ -301,7 +304,7 @@ while :; do
 		K -n "$NS" delete pod $RJOB-syncer-0 --wait=false >/dev/null
 		syncer_deleted=$(now)
 	elif [ -n "$syncer_deleted" ] && [ -z "$restarted" ] && [ -n "$st" ] &&
-		[ "$(jp pod/$RJOB-syncer-0 '{.metadata.uid}')" != "$syncer_uid" ]; then
+		[ -n "$cur_uid" ] && [ "$cur_uid" != "$syncer_uid" ]; then
 		restarted=1
 		back_s=$(elapsed "$syncer_deleted")
 		restart_ok=$(ROUND=$round_before VERS="$vers_before" sj "$SF" '"yes" if s["round"] >= int(os.environ["ROUND"]) - 10 and all(v > w for v, w in zip(s["versions"], map(int, os.environ["VERS"].split()))) else "no: round %d (before %s), versions %s (before %s)" % (s["round"], os.environ["ROUND"], s["versions"], os.environ["VERS"])')
