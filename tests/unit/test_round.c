@@ -293,6 +293,36 @@ static void restarted_learners_do_not_stall(void **state)
 	syncer_round_release(&rs);
 }
 
+/* One of the K most advanced learners leaves with no round in flight: the
+ * next round starts at once, not after the K-th's next report. */
+static void a_leave_does_not_stall_the_rounds(void **state)
+{
+	struct syncer_round rs;
+	struct round_action a;
+
+	(void)state;
+	setup(&rs, 2, 0.0, 1, 1.0, 3);
+	syncer_round_progress(&rs, 0, 10, 1.0);
+	syncer_round_progress(&rs, 1, 10, 1.0);
+	syncer_round_progress(&rs, 2, 7, 1.0);
+	syncer_round_poll(&rs, 1.0, &a);
+	assert_int_equal(a.kind, ROUND_PULL);      /* the first, at once */
+	syncer_round_answer(&rs, 0, a.round, a.frag, 1, 1.0);
+	syncer_round_answer(&rs, 1, a.round, a.frag, 1, 1.0);
+	syncer_round_answer(&rs, 2, a.round, a.frag, 1, 1.0);
+	syncer_round_poll(&rs, 1.0, &a);
+	assert_int_equal(a.kind, ROUND_MERGE);
+	syncer_round_done(&rs, a.slot, 0.0);
+	syncer_round_poll(&rs, 1.0, &a);
+	assert_int_equal(a.kind, ROUND_NONE);      /* the K-th (10) has not moved */
+	/* learner 0 leaves: the K-th is learner 2's 7, below the mark (10) */
+	syncer_round_leave(&rs, 0);
+	syncer_round_poll(&rs, 1.1, &a);
+	assert_int_equal(a.kind, ROUND_PULL);
+	near(rs.mark, 7.0);
+	syncer_round_release(&rs);
+}
+
 /*
  * The first round starts as soon as K learners are joined: they train from
  * their Welcome on, and a round that waited for their steps to move (known
@@ -430,6 +460,7 @@ int main(void)
 		cmocka_unit_test(quorum_waits_for_k_joined),
 		cmocka_unit_test(stopped_starts_nothing),
 		cmocka_unit_test(restarted_learners_do_not_stall),
+		cmocka_unit_test(a_leave_does_not_stall_the_rounds),
 		cmocka_unit_test(refused_answers_do_not_stall),
 		cmocka_unit_test(resume_step_is_the_jobs),
 		cmocka_unit_test(first_round_starts_at_once),

@@ -173,7 +173,9 @@ t_apply=$(now)
 K -n "$NS" apply -f "$JOB_FILE" || fail "kubectl apply -f examples/e2e.yaml"
 # per learner: the uid of its pod, when it was seen deleted, whether it
 # came back (new uid Ready and connected in the syncer's /status)
-declare -A uid gone_at
+declare -A uid gone_at joins_at
+LOGF=$WORK/syncer-$JOB.log EPID=""
+joins_of() { grep -c "learner $1 joined" "$LOGF" 2>/dev/null; }
 kills_seen=0 rejoined=0 rejoin_sum=0 rejoin_max=0 t_first="" t_printed=0 pods_printed=""
 end=$(($(date +%s) + DEADLINE))
 while :; do
@@ -181,6 +183,14 @@ while :; do
 	[ "$phase" = Succeeded ] || [ "$phase" = Failed ] && break
 	[ "$(date +%s)" -lt "$end" ] || { bad "job $JOB did not finish within $DEADLINE s"; break; }
 	st=$(status_json $JOB || true)
+	# the syncer's log from its start: joins, leaves, down gaps
+	if [ -z "$EPID" ] && [ -n "$st" ]; then
+		K -n "$NS" logs -f $JOB-syncer-0 >"$LOGF" 2>&1 &
+		EPID=$!
+	fi
+	# the job's end: the operator deletes the learner pods, no kill
+	[ -n "$st" ] && [ "$(echo "$st" | py 'import json,sys; print(json.load(sys.stdin)["done"])' 2>/dev/null)" = False ] ||
+		{ print_ddjobs; sleep 1; continue; }
 	if [ -n "$st" ]; then
 		echo "$st" >"$WORK/status-$JOB.json"
 		merged=$(sj "$WORK/status-$JOB.json" 's["answers"]["merged"]' || echo 0)
@@ -196,12 +206,13 @@ while :; do
 		if [ -n "${uid[$i]:-}" ] && [ -z "${gone_at[$i]:-}" ] &&
 			{ [ "${uid[$i]}" != "$u" ] || [ "$del" != d= ]; }; then
 			gone_at[$i]=$(now)   # terminating, or replaced between two looks
+			joins_at[$i]=$(joins_of $i)
 			kills_seen=$((kills_seen + 1))
 		fi
 		if [ -n "${gone_at[$i]:-}" ] && [ "${uid[$i]}" != "$u" ] && [ "$del" = d= ] &&
 			[ "$ready" = True ]; then
-			conn=$(echo "$st" | py "import json,sys; s=json.load(sys.stdin); print([l for l in s['learners'] if l['id']==$i][0]['connected'])" 2>/dev/null)
-			if [ "$conn" = True ]; then
+			# rejoined: the syncer logged a join of this learner since
+			if [ "$(joins_of $i)" -gt "${joins_at[$i]:-0}" ]; then
 				d=$(elapsed "${gone_at[$i]}")
 				say "learner $i rejoined $d s after its pod was deleted"
 				rejoined=$((rejoined + 1))
@@ -220,6 +231,7 @@ while :; do
 		if [ -n "${uid[$i]:-}" ] && [ -z "${gone_at[$i]:-}" ] &&
 			! K -n "$NS" get pod $JOB-learner-$i >/dev/null 2>&1; then
 			gone_at[$i]=$(now)
+			joins_at[$i]=$(joins_of $i)
 			kills_seen=$((kills_seen + 1))
 			uid[$i]=gone
 		fi
@@ -233,7 +245,10 @@ while :; do
 	sleep 1
 done
 t_job=$(elapsed "$t_apply")
+[ -n "$EPID" ] && { kill "$EPID" 2>/dev/null; wait "$EPID" 2>/dev/null; }
 echo "--- load after job $JOB: $(uptime)"
+echo "--- the syncer's log of job $JOB: joins, leaves, down gaps, the end"
+grep -E "joined|left|round gap|budget reached|job done" "$LOGF" | tail -60
 echo "--- kubectl get ddjobs (end, $t_job s)"
 K -n "$NS" get ddjobs
 echo "--- kubectl describe ddjob $JOB"
@@ -255,7 +270,7 @@ check "uptime >= 0.99 ($uptime)" "awk -v u='${uptime:-0}' 'BEGIN { exit !(u >= 0
 SF=$WORK/status-$JOB.json
 echo "--- the syncer's down gaps (last /status, elapsed $(sj "$SF" 's["elapsed"]') s, uptime $(sj "$SF" 's["uptime"]'))"
 sj "$SF" '"\n".join("at %.2f s: %.2f s (%.2f s down) until round %d, pulled %.2f s in, quorum %s; joined %d at start, %d at fewest, %d left, %d joined" % (g["at"], g["length"], g["down"], g["round"], g["pulled"], "none" if g["quorum"] is None else "%.2f s in" % g["quorum"], g["joined_start"], g["joined_min"], g["left"], g["joined"]) for g in s["gaps"]["last"]) or "none"'
-say "down gaps: $(sj "$SF" 's["gaps"]["count"]') ($(sj "$SF" '"%.2f" % s["gaps"]["down"]') s)"
+say "down gaps: $(sj "$SF" 's["gaps"]["count"]') ($(sj "$SF" '"%.2f" % s["gaps"]["down"]') s), gaps object: $(sj "$SF" 'json.dumps({k: v for k, v in s["gaps"].items() if k != "last"})')"
 absent=$(sj "$SF" '"%.3f" % s["gaps"]["longest_absent"]')
 xi=$(sj "$SF" '"%.4f" % s["step_time"]')
 # B = max(1 s, 3 cadences) (core.c), a grace window at most ξ_step, a
