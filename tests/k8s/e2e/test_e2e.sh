@@ -333,9 +333,11 @@ while :; do
 	fi
 	if [ -n "$quorum_s" ] && [ -z "$syncer_log_shown" ]; then
 		syncer_log_shown=1
+		# kept now: the operator deletes the syncer as soon as the job ends
+		K -n "$NS" logs $RJOB-syncer-0 >"$WORK/syncer-new.log" 2>/dev/null
 		echo "--- the restarted syncer's log, joins and leaves"
-		K -n "$NS" logs $RJOB-syncer-0 2>/dev/null |
-			grep -E "resumed from|rounds resume|joined|left|gRPC on" | head -20
+		grep -E "resumed from|rounds resume|joined|left|gRPC on|round gap" \
+			"$WORK/syncer-new.log" | head -20
 	fi
 	print_ddjobs
 	sleep 1
@@ -349,8 +351,8 @@ check "job $RJOB: phase Succeeded (is $phase, $t_rjob s)" '[ "$phase" = Succeede
 check "syncer deleted once and back: /status rounds completed at least the old count minus checkpointEvery, every version past the old ones: ${restart_ok:-never back}" \
 	'[ "$restart_ok" = yes ]'
 stopped=$(grep -m1 "stopped: the last round given out" "$WORK/syncer-old.log" 2>/dev/null)
-resumed=$(K -n "$NS" logs $RJOB-syncer-0 2>/dev/null | grep -m1 "resumed from")
-resumes=$(K -n "$NS" logs $RJOB-syncer-0 2>/dev/null | grep -m1 "rounds resume at")
+resumed=$(grep -m1 "resumed from" "$WORK/syncer-new.log" 2>/dev/null)
+resumes=$(grep -m1 "rounds resume at" "$WORK/syncer-new.log" 2>/dev/null)
 echo "--- old syncer: ${stopped:-no 'stopped' line}"
 echo "--- new syncer: ${resumed:-no 'resumed from' line}"
 echo "--- new syncer: ${resumes:-no 'rounds resume' line}"
