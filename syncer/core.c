@@ -172,6 +172,22 @@ static uint64_t skip_lost(struct syncer *s)
 	return s->acc.rounds_started + skip;
 }
 
+/* One line: `what` at round number `round`, and every fragment's version
+ * (the restart test of docs/k8s-testing.md reads it). */
+static void log_versions(const struct syncer *s, const char *what,
+			 uint64_t round)
+{
+	char v[512];
+	size_t n = 0;
+
+	v[0] = '\0';
+	for (int q = 0; q < s->P && n < sizeof(v) - 24; q++)
+		n += (size_t)snprintf(v + n, sizeof(v) - n, "%s%" PRIu64,
+				      q ? " " : "", s->versions[q]);
+	log_info("%s at round number %" PRIu64 ", fragment versions %s", what,
+		 round, v);
+}
+
 int core_init(struct syncer *s, const struct syncer_params *p, double now,
 	      struct err *e)
 {
@@ -200,10 +216,15 @@ int core_init(struct syncer *s, const struct syncer_params *p, double now,
 	if (loaded)
 		s->elapsed_base = s->acc.elapsed +
 				  fmax(0, clock_wall() - s->acc.wall_time);
+	/* the gap open at the checkpoint goes on: it spans the restart */
+	if (loaded && s->acc.uptime_start >= 0 && !s->acc.done)
+		gaplog_open(&s->gaps, s->acc.last_round_elapsed, 0);
 	else
 		log_info("starting from the seeded model (seed %" PRIu64 ")",
 			 p->js->model.seed);
 	started = loaded ? skip_lost(s) : s->acc.rounds_started;
+	if (loaded)
+		log_versions(s, "rounds resume", started + 1);
 	rc = (struct round_config){
 		.quorum = sy->min_quorum, .grace = sy->grace,
 		.overlap = sy->overlap, .nfrags = s->P,
@@ -269,18 +290,26 @@ static double expected_gap(const struct syncer *s)
 	return b > 1.0 ? b : 1.0;
 }
 
-/* Opens the uptime window the first time K learners are joined. */
-static void note_joined(struct syncer *s, double now)
+static int joined_count(const struct syncer *s)
 {
 	int n = 0;
 
-	if (s->acc.uptime_start >= 0)
-		return;
 	for (int i = 0; i < s->M; i++)
 		n += s->learners[i].joined;
+	return n;
+}
+
+/* Opens the uptime window the first time K learners are joined. */
+static void note_joined(struct syncer *s, double now)
+{
+	int n = joined_count(s);
+
+	if (s->acc.uptime_start >= 0)
+		return;
 	if (n >= s->js->syncer.min_quorum) {
 		s->acc.uptime_start = core_elapsed(s, now);
 		s->acc.last_round_elapsed = s->acc.uptime_start;
+		gaplog_open(&s->gaps, s->acc.uptime_start, n);
 	}
 }
 
@@ -493,6 +522,14 @@ static void close_round(struct syncer *s, int slot, double now, double t)
 	E = core_elapsed(s, now);
 	s->acc.down += fmax(0, E - s->acc.last_round_elapsed - expected_gap(s));
 	s->acc.last_round_elapsed = E;
+	if (s->acc.uptime_start >= 0) {
+		const struct round_slot *sl = &s->rs.slots[slot];
+
+		gaplog_close(&s->gaps, E, expected_gap(s), sl->round,
+			     E - (now - sl->t_start),
+			     sl->t_quorum >= 0 ? E - (now - sl->t_quorum) : -1,
+			     joined_count(s), s->M);
+	}
 }
 
 void core_merge(struct syncer *s, int slot, double now, struct core_merged *out)
@@ -565,6 +602,7 @@ void core_stop(struct syncer *s, double now)
 	syncer_round_abandon(&s->rs);
 	for (int slot = 0; slot < s->rs.cfg.overlap; slot++)
 		free_answers(s, slot);
+	log_versions(s, "stopped: the last round given out", s->rs.started);
 	if (!s->done && core_checkpoint(s, now, &e))
 		log_error("%s", e.msg);
 }
@@ -622,6 +660,7 @@ int core_join(struct syncer *s, const struct wire_hello *h, double now,
 	l->joined = 1;
 	s->learners_connected++;
 	goodput_join(s, id, h->incarnation, r, now);
+	gaplog_learner(&s->gaps, +1, joined_count(s));
 	note_joined(s, now);
 	npull = s->rs.cfg.overlap <= max
 		? syncer_round_join(&s->rs, id, r, pulls) : 0;
@@ -640,6 +679,7 @@ void core_leave(struct syncer *s, int learner, const char *why)
 {
 	s->learners[learner].joined = 0;
 	s->learners_connected--;
+	gaplog_learner(&s->gaps, -1, joined_count(s));
 	syncer_round_leave(&s->rs, learner);
 	log_info("learner %d left: %s", learner, why);
 }
@@ -875,6 +915,8 @@ int core_check_budget(struct syncer *s, double now)
 					       s->acc.last_round_elapsed -
 					       expected_gap(s));
 			s->acc.last_round_elapsed = s->done_elapsed;
+			gaplog_close(&s->gaps, s->done_elapsed, expected_gap(s),
+				     0, -1, -1, joined_count(s), s->M);
 		}
 		s->done = 1;
 		s->rs.stopped = 1;

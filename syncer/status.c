@@ -51,6 +51,35 @@ static json_t *breakdown_json(const struct syncer *s, double now)
 		"merged_again", g.merged_again);
 }
 
+/* "gaps": the down gaps between rounds of this process (gaplog.h). */
+static json_t *gaps_json(const struct syncer *s, double now)
+{
+	const struct gap_log *g = &s->gaps;
+	json_t *o = json_object(), *a = json_array();
+	const struct gap *c;
+
+	for (uint64_t i = GAPLOG_KEEP; i-- > 0;)
+		if ((c = gaplog_get(g, i)))
+			json_array_append_new(a, json_pack(
+				"{sf sf sf sI sf so si si si si}",
+				"at", c->at, "length", c->length, "down", c->down,
+				"round", (json_int_t)c->round, "pulled", c->pulled,
+				"quorum", c->quorum > -1e9 ? json_real(c->quorum)
+							   : json_null(),
+				"joined_start", c->joined_start,
+				"joined_min", c->joined_min, "left", c->left,
+				"joined", c->joins));
+	json_object_set_new(o, "count", json_integer((json_int_t)g->n));
+	json_object_set_new(o, "down", json_real(g->down));
+	json_object_set_new(o, "longest_absent", json_real(g->longest_absent));
+	json_object_set_new(o, "longest_absent_round",
+			    json_integer((json_int_t)g->longest_absent_round));
+	json_object_set_new(o, "open", json_real(g->open && !s->done
+		? core_elapsed(s, now) - g->cur.at : 0));
+	json_object_set_new(o, "last", a);
+	return o;
+}
+
 static json_t *status_json(struct syncer *s, double now)
 {
 	json_t *o = json_object(), *a;
@@ -110,11 +139,14 @@ static json_t *status_json(struct syncer *s, double now)
 	json_object_set_new(o, "pace", pace_json(s));
 	/* beyond the contract */
 	json_object_set_new(o, "fragments", json_integer(s->P));
+	json_object_set_new(o, "rounds_started",
+			    json_integer((json_int_t)s->rs.started));
 	json_object_set_new(o, "rounds_in_flight",
 			    json_integer(syncer_round_in_flight(&s->rs)));
 	json_object_set_new(o, "step_time", json_real(syncer_round_step_time(&s->rs)));
 	json_object_set_new(o, "last_quorum_wait", json_real(s->rs.last_quorum_wait));
 	json_object_set_new(o, "last_grace", json_real(s->rs.last_grace));
+	json_object_set_new(o, "gaps", gaps_json(s, now));
 	{
 		char fp[20];
 

@@ -29,6 +29,7 @@
 #include "syncer/audit.h"
 #include "syncer/ckpt.h"
 #include "syncer/goodput.h"
+#include "syncer/gaplog.h"
 #include "syncer/outer.h"
 #include "syncer/round.h"
 #include "syncer/syncer.h"
@@ -98,6 +99,7 @@ struct syncer {
 	double last_loop;            /* mono time of the last loop turn */
 	int learners_connected;
 	struct goodput gp;           /* where learner time goes (goodput.h) */
+	struct gap_log gaps;         /* down gaps between rounds (gaplog.h) */
 
 	pthread_mutex_t mu;
 	struct eval_job ev;

@@ -736,6 +736,48 @@ static void long_answers_are_clipped(void **state)
 				   1e-6);
 }
 
+/* A gap beyond B while a learner was away: counted down and logged the
+ * same, with the learner's leave in it (syncer/gaplog.h). */
+static void a_down_gap_is_logged_with_the_learners(void **state)
+{
+	struct fx *f = *state;
+	struct core_merged mg;
+	struct round_action a;
+	const struct gap *g;
+
+	fx_start(f);
+	join_all(f);
+	a = poll(f);
+	assert_int_equal(a.kind, ROUND_PULL);
+	f->now += 0.2;
+	answer(f, 0, 1, 1, 0, 0.1f, 0, ENC_F32);
+	answer(f, 1, 1, 1, 0, 0.1f, 0, ENC_F32);
+	merge(f, poll(f), &mg);   /* 0.2 s after the window opened: not down */
+	assert_int_equal(f->s->gaps.n, 0);
+	core_leave(f->s, 2, "test");
+	core_heartbeat(f->s, 0, &(struct wire_heartbeat){ .step = 2 }, f->now);
+	core_heartbeat(f->s, 1, &(struct wire_heartbeat){ .step = 2 }, f->now);
+	f->now += 3.0;
+	a = poll(f);
+	assert_int_equal(a.kind, ROUND_PULL);
+	f->now += 0.5;
+	answer(f, 0, a.round, a.frag, 0, 0.1f, 0, ENC_F32);
+	answer(f, 1, a.round, a.frag, 0, 0.1f, 0, ENC_F32);
+	merge(f, poll(f), &mg);
+	assert_int_equal(f->s->gaps.n, 1);
+	g = gaplog_get(&f->s->gaps, 0);
+	assert_float_equal(g->length, 3.5, 1e-9);
+	assert_float_equal(g->down, 2.5, 1e-9);   /* B = 1 s: no step time */
+	assert_float_equal(g->pulled, 3.0, 1e-9);
+	assert_float_equal(g->quorum, 3.5, 1e-9);
+	assert_int_equal(g->round, a.round);
+	assert_int_equal(g->joined_start, M);
+	assert_int_equal(g->joined_min, M - 1);
+	assert_int_equal(g->left, 1);
+	assert_float_equal(f->s->gaps.down, f->s->acc.down, 1e-9);
+	assert_float_equal(f->s->gaps.longest_absent, 3.5, 1e-9);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -751,6 +793,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(steps_merged_twice_are_counted, setup, teardown),
 		cmocka_unit_test_setup_teardown(stale_answers_are_empty_and_counted, setup, teardown),
 		cmocka_unit_test_setup_teardown(long_answers_are_clipped, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_down_gap_is_logged_with_the_learners, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
