@@ -608,14 +608,20 @@ static float *make_delta(size_t n, float scale)
 	return d;
 }
 
-/* Θ' = Θ − η(Δ + μ·Δ) for the first merge of a fragment (momentum 0). */
+/* Θ' = Θ − η(Δ + μ·Δ) for the first merge of a fragment (momentum 0),
+ * with the job's defaults η and μ (common/jobspec.c). */
 static void assert_stepped(const float *theta0, const float *delta,
 			   const uint8_t *payload, size_t n)
 {
 	const float *got = (const float *)payload;
+	struct job_spec d;
+	float k;
 
+	jobspec_defaults(&d);
+	k = (float)(d.syncer.outer_lr * (1 + d.syncer.outer_momentum));
+	assert_true(d.syncer.nesterov);
 	for (size_t i = 0; i < n; i++)
-		assert_true(fabsf(got[i] - (theta0[i] - 0.7f * 1.9f * delta[i])) < 1e-5f);
+		assert_true(fabsf(got[i] - (theta0[i] - k * delta[i])) < 1e-5f);
 }
 
 /* ---- tests --------------------------------------------------------------- */
