@@ -11,7 +11,8 @@
  * The step (schedule and data) and AdamW's bias-correction count t are
  * kept apart: a learner that resumes at the job's step (trainer_resume_at)
  * takes the schedule and data from there, while its moments, zero when it
- * restarted, are corrected from t = 1 as any fresh moments must be.
+ * restarted, are corrected from t = 1 as any fresh moments must be, and
+ * its learning rate warms up again over warmupSteps (trainer_step).
  *
  * spec.learners.threads threads run the model and the optimizer pass (the
  * model's pool); OpenBLAS is set to one thread since the pool splits each
@@ -196,6 +197,13 @@ int trainer_step(struct trainer *t, struct trainer_stats *out, struct err *e)
 		return err_set(e, "trainer: gradient is not finite at step %llu",
 			       (unsigned long long)t->step);
 	lr = schedule_lr(o, t->step, t->decay_steps);
+	/*
+	 * Resumed with fresh moments (a restarted learner): AdamW's first
+	 * steps are about lr·sign(g) whatever the gradient's size, so the
+	 * rate warms up again over warmupSteps, as at step 0.
+	 */
+	if (t->step > t->adam_t && t->adam_t < (uint64_t)o->warmup_steps)
+		lr *= (double)(t->adam_t + 1) / (double)o->warmup_steps;
 	oa->s = (struct adamw_step){
 		.lr = (float)lr, .beta1 = (float)o->beta1,
 		.beta2 = (float)o->beta2, .eps = (float)o->eps,
