@@ -568,6 +568,23 @@ static void a_returning_learner_resumes_at_its_own_step(void **state)
 	assert_int_equal(pulls[0].frag, 1);
 }
 
+/* The next round pulled for fragment p: a round of another fragment in
+ * between is answered empty by everyone and merged. */
+static struct round_action pull_frag(struct fx *f, uint64_t *step, int p)
+{
+	struct round_action a = pull_next(f, step);
+	struct core_merged mg;
+
+	if (a.frag != p) {
+		for (int id = 0; id < M; id++)
+			answer_at(f, id, a.round, a.frag, 0, 0, *step, 0, 0);
+		merge(f, poll(f), &mg);
+		a = pull_next(f, step);
+	}
+	assert_int_equal(a.frag, p);
+	return a;
+}
+
 /*
  * The audit of merged steps (syncer/audit.h): an answer that holds steps
  * of one merged before — what a learner that keeps its base until the
@@ -618,14 +635,7 @@ static void steps_merged_twice_are_counted(void **state)
 	 * then restarts before the merge: the new process (incarnation 99)
 	 * numbers its steps from 2. The old answer's steps count as merged
 	 * but are no mark for the new process */
-	a = pull_next(f, &hb);
-	if (a.frag != 1) {
-		for (int id = 0; id < M; id++)
-			answer_at(f, id, a.round, a.frag, 0, 0, hb, 0, 0);
-		merge(f, poll(f), &mg);
-		a = pull_next(f, &hb);
-	}
-	assert_int_equal(a.frag, 1);
+	a = pull_frag(f, &hb, 1);
 	answer_at(f, 0, a.round, 1, 2, 0.1f, 100, 3, 30);
 	core_leave(f->s, 0, "test");
 	h = hello_of(f, 0, sizes);
@@ -636,14 +646,7 @@ static void steps_merged_twice_are_counted(void **state)
 	assert_int_equal(mg.merged, 2);
 	assert_int_equal(f->s->audit.merged_steps, 25);
 	assert_int_equal(f->s->audit.double_merged_steps, 5);
-	a = pull_next(f, &hb);
-	if (a.frag != 1) {
-		for (int id = 0; id < M; id++)
-			answer_at(f, id, a.round, a.frag, 0, 0, hb, 0, 0);
-		merge(f, poll(f), &mg);
-		a = pull_next(f, &hb);
-	}
-	assert_int_equal(a.frag, 1);
+	a = pull_frag(f, &hb, 1);
 	answer_at(f, 0, a.round, 1, 3, 0.1f, 4, 2, 20);
 	answer_at(f, 1, a.round, 1, 3, 0.1f, 10, 1, 10);
 	merge(f, poll(f), &mg);
