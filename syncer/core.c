@@ -309,7 +309,7 @@ static void note_joined(struct syncer *s, double now)
 	if (n >= s->js->syncer.min_quorum) {
 		s->acc.uptime_start = core_elapsed(s, now);
 		s->acc.last_round_elapsed = s->acc.uptime_start;
-		gaplog_open(&s->gaps, s->acc.uptime_start, n);
+		gaplog_start(&s->gaps, s->acc.uptime_start, n);
 	}
 }
 

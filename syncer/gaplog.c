@@ -19,6 +19,12 @@ void gaplog_open(struct gap_log *g, double at, int joined)
 	g->open = 1;
 }
 
+void gaplog_start(struct gap_log *g, double at, int joined)
+{
+	gaplog_open(g, at, joined);
+	g->cur.starting = 1;
+}
+
 void gaplog_learner(struct gap_log *g, int change, int joined)
 {
 	if (!g->open)
@@ -55,7 +61,7 @@ int gaplog_close(struct gap_log *g, double E, double B, uint64_t round,
 		c->round = round;
 		c->pulled = pulled - c->at;
 		c->quorum = quorum >= 0 ? quorum - c->at : -1e300;
-		if ((c->joined_min < M || c->left > 0) &&
+		if (((c->joined_min < M && !c->starting) || c->left > 0) &&
 		    c->length > g->longest_absent) {
 			g->longest_absent = c->length;
 			g->longest_absent_round = round;

@@ -27,6 +27,7 @@ struct gap {
 	int joined_start;   /* learners joined when it began */
 	int joined_min;     /* fewest joined while it lasted */
 	int left, joins;    /* learners that left and joined meanwhile */
+	int starting;       /* the job's first gap: from K joined to round 1 */
 };
 
 struct gap_log {
@@ -34,7 +35,8 @@ struct gap_log {
 	uint64_t n;                     /* down gaps recorded */
 	double down;                    /* their down seconds, summed */
 	/* the longest gap, down or not, while fewer than M learners were
-	 * joined or one left; and the round that ended it */
+	 * joined or one left; and the round that ended it. The job's first
+	 * gap counts only if one left: the others are starting, not gone */
 	double longest_absent;
 	uint64_t longest_absent_round;
 	struct gap cur;                 /* the gap open now */
@@ -43,6 +45,8 @@ struct gap_log {
 
 /* A gap opens at elapsed `at` with `joined` learners joined. */
 void gaplog_open(struct gap_log *g, double at, int joined);
+/* The same for the job's first gap, opened when K learners are joined. */
+void gaplog_start(struct gap_log *g, double at, int joined);
 /* A learner joined (+1) or left (-1); `joined` is the count after it. */
 void gaplog_learner(struct gap_log *g, int change, int joined);
 /*

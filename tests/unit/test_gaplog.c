@@ -79,6 +79,28 @@ static void a_short_gap_with_a_learner_away_is_the_longest_absent(void **state)
 	near(g.longest_absent, 0.4);
 }
 
+static void the_job_start_is_not_an_absence(void **state)
+{
+	struct gap_log g;
+
+	(void)state;
+	memset(&g, 0, sizeof(g));
+	gaplog_start(&g, 0.0, 3);   /* K = 3 of 4 joined, the 4th starting */
+	assert_int_equal(gaplog_close(&g, 1.2, 1.0, 1, 0.1, 1.1, 4, 4), 1);
+	near(g.longest_absent, 0.0);
+	/* after round 1, a gap with one not joined is an absence */
+	gaplog_learner(&g, -1, 3);
+	assert_int_equal(gaplog_close(&g, 1.5, 1.0, 2, 1.3, 1.4, 3, 4), 0);
+	near(g.longest_absent, 0.3);
+	assert_int_equal(g.longest_absent_round, 2);
+	/* a first gap in which a learner left does count */
+	memset(&g, 0, sizeof(g));
+	gaplog_start(&g, 0.0, 4);
+	gaplog_learner(&g, -1, 3);
+	assert_int_equal(gaplog_close(&g, 0.8, 1.0, 1, 0.1, 0.7, 3, 4), 0);
+	near(g.longest_absent, 0.8);
+}
+
 static void the_ring_keeps_the_newest(void **state)
 {
 	struct gap_log g;
@@ -118,6 +140,7 @@ int main(void)
 		cmocka_unit_test(short_gaps_are_not_recorded),
 		cmocka_unit_test(a_down_gap_says_what_the_learners_did),
 		cmocka_unit_test(a_short_gap_with_a_learner_away_is_the_longest_absent),
+		cmocka_unit_test(the_job_start_is_not_an_absence),
 		cmocka_unit_test(the_ring_keeps_the_newest),
 		cmocka_unit_test(nothing_before_the_window_opens),
 	};
