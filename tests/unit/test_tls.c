@@ -828,15 +828,18 @@ static void run_certificate_folders(void **state)
 
 	assert_int_equal(testlib_tmpdir(v->dir, sizeof(v->dir), "ddiloco-tls"), 0);
 	snprintf(dir, sizeof(dir), "%s/tls", v->dir);
-	assert_int_equal(run_certs_make(dir, JOB, 2, &e), 0);
+	assert_int_equal(run_certs_make(dir, JOB, 2,
+					(const char *[]){ "tlsjob-syncer-0.tlsjob-syncer.ml.svc", NULL },
+					NULL, &e), 0);
 	snprintf(path, sizeof(path), "%s/syncer", dir);
 	assert_int_equal(stat(path, &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0700);
 	assert_int_equal(tls_files_load(&tp, &f, &e), 0);
 	assert_int_equal(pki_cert_is(f.cert, &id, &e), 0);
 	assert_int_equal(pki_cert_names(f.cert, &n, &e), 0);
-	assert_int_equal(n.ndns, 1);
+	assert_int_equal(n.ndns, 2);
 	assert_string_equal(n.dns[0], "localhost");
+	assert_string_equal(n.dns[1], "tlsjob-syncer-0.tlsjob-syncer.ml.svc");
 	assert_int_equal(n.nips, 1);
 	assert_string_equal(n.ips[0], "127.0.0.1");
 	pki_names_release(&n);
