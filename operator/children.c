@@ -6,6 +6,13 @@
  * restartPolicy Always (a native sidecar): it starts before the learner
  * and ends when the learner ends, so a finished pod finishes. The syncer's
  * pod has fsGroup set to the image's user, who writes the checkpoints.
+ *
+ * Security (docs/operator.md, "Security"): every pod and container gets
+ * the same restricted security context (pod_security, container_security)
+ * and no service-account token; the processes write only to their volumes
+ * (checkpoints, the exchange), so the root file system is read-only. The
+ * NetworkPolicy admits the job's learners to the syncer's gRPC port and
+ * the operator's pods to its HTTP port (/status), nothing else.
  */
 #include "operator/children.h"
 
@@ -85,6 +92,34 @@ static json_t *meta(const struct child_ctx *c, const char *name,
 			 "kind", JOB_KIND,
 			 "name", c->name, "uid", c->uid,
 			 "controller", 1, "blockOwnerDeletion", 1);
+}
+
+/*
+ * The Pod Security Standard "restricted", at the pod's level: the image's
+ * non-root user and group, the runtime's default seccomp profile.
+ */
+static json_t *pod_security(void)
+{
+	return json_pack("{s:b, s:i, s:i, s:{s:s}}", "runAsNonRoot", 1,
+			 "runAsUser", IMAGE_UID, "runAsGroup", IMAGE_UID,
+			 "seccompProfile", "type", "RuntimeDefault");
+}
+
+/* ... and at each container's: no way to gain privileges, no capability,
+ * nothing written outside the volumes. */
+static json_t *container_security(void)
+{
+	return json_pack("{s:b, s:b, s:{s:[s]}}", "allowPrivilegeEscalation", 0,
+			 "readOnlyRootFilesystem", 1,
+			 "capabilities", "drop", "ALL");
+}
+
+/* No job pod calls the API (the chaos controller runs in the operator):
+ * no token is mounted, and no Service's address is put in the env. */
+static void pod_hardening(json_t *podspec)
+{
+	json_object_set_new(podspec, "automountServiceAccountToken", json_false());
+	json_object_set_new(podspec, "enableServiceLinks", json_false());
 }
 
 static json_t *object(const char *api, const char *kind, json_t *m, json_t *spec)
@@ -213,7 +248,7 @@ json_t *child_syncer(const struct child_ctx *c)
 						"mountPath", CHECKPOINT_DIR));
 	podspec = json_pack(
 		"{s:[{s:s, s:s, s:s, s:[s,s,s,s,s,s], s:[{s:s, s:i}, {s:s, s:i}],"
-		" s:{s:{s:s, s:i}, s:i}, s:o}], s:o}",
+		" s:{s:{s:s, s:i}, s:i}, s:o, s:o}], s:o, s:o}",
 		"containers",
 		"name", "syncer", "image", c->js->learners.image,
 		"imagePullPolicy", pull_policy(c),
@@ -224,13 +259,17 @@ json_t *child_syncer(const struct child_ctx *c)
 		"readinessProbe", "httpGet", "path", "/readyz",
 		"port", c->js->syncer.http_port, "periodSeconds", 5,
 		"volumeMounts", mounts,
-		"volumes", volumes);
+		"securityContext", container_security(),
+		"volumes", volumes,
+		"securityContext", pod_security());
 	/* the image runs as a non-root user: a new claim's root folder is
 	 * root's, so the pod's group owns the volume (set once, when the
 	 * root does not match) */
-	json_object_set_new(podspec, "securityContext", json_pack(
-		"{s:i, s:s}", "fsGroup", IMAGE_UID,
-		"fsGroupChangePolicy", "OnRootMismatch"));
+	json_object_set_new(json_object_get(podspec, "securityContext"), "fsGroup",
+			    json_integer(IMAGE_UID));
+	json_object_set_new(json_object_get(podspec, "securityContext"),
+			    "fsGroupChangePolicy", json_string("OnRootMismatch"));
+	pod_hardening(podspec);
 	placement(c, podspec);
 	sel = json_pack("{s:s, s:s}", LABEL_JOB, c->name, LABEL_ROLE, "syncer");
 	return object("apps/v1", "StatefulSet", meta(c, name, "syncer"),
@@ -240,6 +279,38 @@ json_t *child_syncer(const struct child_ctx *c)
 				"selector", "matchLabels", sel,
 				"template", "metadata", "labels", labels(c, "syncer"),
 				"spec", podspec));
+}
+
+/*
+ * The syncer pod's ingress (policyTypes Ingress: what is not listed is
+ * refused, where the network plugin enforces NetworkPolicy):
+ *   gRPC port  from the job's learner pods (their sidecars dial it)
+ *   HTTP port  from the operator's pods in operator_ns (/status)
+ * Ports are numbers: the policy means what the job file says.
+ */
+json_t *child_networkpolicy(const struct child_ctx *c)
+{
+	char name[CHILD_NAME_MAX];
+
+	if (!c->operator_ns || !c->operator_ns[0] ||
+	    child_name(c->name, CHILD_SYNCER, 0, name, sizeof(name)))
+		return NULL;
+	return object("networking.k8s.io/v1", "NetworkPolicy",
+		      meta(c, name, "syncer"), json_pack(
+		"{s:{s:{s:s, s:s}}, s:[s],"
+		" s:[{s:[{s:{s:{s:s, s:s}}}], s:[{s:s, s:i}]},"
+		"    {s:[{s:{s:{s:s}}, s:{s:{s:s, s:s}}}], s:[{s:s, s:i}]}]}",
+		"podSelector", "matchLabels", LABEL_JOB, c->name, LABEL_ROLE, "syncer",
+		"policyTypes", "Ingress",
+		"ingress",
+		"from", "podSelector", "matchLabels", LABEL_JOB, c->name,
+		LABEL_ROLE, "learner",
+		"ports", "protocol", "TCP", "port", c->js->syncer.port,
+		"from", "namespaceSelector", "matchLabels",
+		"kubernetes.io/metadata.name", c->operator_ns,
+		"podSelector", "matchLabels", OPERATOR_NAME_LABEL, OPERATOR_NAME,
+		OPERATOR_COMPONENT_LABEL, OPERATOR_COMPONENT,
+		"ports", "protocol", "TCP", "port", c->js->syncer.http_port));
 }
 
 static json_t *resources(const struct child_ctx *c)
@@ -294,9 +365,9 @@ json_t *child_learner(const struct child_ctx *c, int index)
 	side_mounts = json_deep_copy(mounts);
 	podspec = json_pack(
 		"{s:s, s:i, s:[{s:s, s:s, s:s, s:s,"
-		"  s:[s,s,s,s,s,s,s,s,s,s,s,s], s:o}],"
-		" s:[{s:s, s:s, s:s, s:[s,s,s,s,s,s,s,s], s:[{s:s, s:s}], s:o, s:o}],"
-		" s:o}",
+		"  s:[s,s,s,s,s,s,s,s,s,s,s,s], s:o, s:o}],"
+		" s:[{s:s, s:s, s:s, s:[s,s,s,s,s,s,s,s], s:[{s:s, s:s}], s:o, s:o, s:o}],"
+		" s:o, s:o}",
 		"restartPolicy", "Never",
 		"terminationGracePeriodSeconds", 10,
 		"initContainers",
@@ -306,6 +377,7 @@ json_t *child_learner(const struct child_ctx *c, int index)
 		"--learner", idx, "--exchange", EXCHANGE_DIR, "--syncer", addr,
 		"--http", "0.0.0.0:9090",
 		"volumeMounts", side_mounts,
+		"securityContext", container_security(),
 		"containers",
 		"name", "learner", "image", c->js->learners.image,
 		"imagePullPolicy", pull_policy(c),
@@ -314,7 +386,10 @@ json_t *child_learner(const struct child_ctx *c, int index)
 		"env", "name", "DDILOCO_LEARNER_ID", "value", idx,
 		"resources", resources(c),
 		"volumeMounts", mounts,
-		"volumes", volumes);
+		"securityContext", container_security(),
+		"volumes", volumes,
+		"securityContext", pod_security());
+	pod_hardening(podspec);
 	placement(c, podspec);
 	m = meta(c, name, "learner");
 	json_object_set_new(json_object_get(m, "labels"), LABEL_INDEX, json_string(idx));

@@ -5,6 +5,9 @@
  *   <job>-spec         ConfigMap  job.json: the job as jobspec reads it
  *   <job>-syncer       Service    headless; learners dial
  *                                 <job>-syncer-0.<job>-syncer.<ns>.svc
+ *   <job>-syncer       NetworkPolicy  the syncer pod's ingress: gRPC from
+ *                                 the job's learners, HTTP from the
+ *                                 operator's pods
  *   <job>-checkpoints  PVC        the syncer's checkpoints (unless
  *                                 spec.syncer.storage is "")
  *   <job>-syncer       StatefulSet one replica: `ddiloco syncer`
@@ -12,7 +15,11 @@
  *                                 shared emptyDir (medium Memory)
  *
  * Every child carries the labels ddiloco.io/job and ddiloco.io/role and
- * a controller owner reference (blockOwnerDeletion) to the job.
+ * a controller owner reference (blockOwnerDeletion) to the job. Every pod
+ * passes the Pod Security Standard "restricted": non-root (IMAGE_UID),
+ * seccomp RuntimeDefault, no privilege escalation, every capability
+ * dropped, a read-only root file system (they write only to their
+ * volumes), and no service-account token (no job pod calls the API).
  */
 #ifndef DDILOCO_CHILDREN_H
 #define DDILOCO_CHILDREN_H
@@ -34,6 +41,12 @@
 #define CHECKPOINT_DIR "/var/lib/ddiloco"
 /* the image's non-root user and group (Dockerfile, scripts/image.sh) */
 #define IMAGE_UID 65532
+/* the operator's own pods carry these labels (deploy/04-operator.yaml and
+ * the chart's selector labels): the syncer's NetworkPolicy lets them in */
+#define OPERATOR_NAME_LABEL "app.kubernetes.io/name"
+#define OPERATOR_NAME "ddiloco"
+#define OPERATOR_COMPONENT_LABEL "app.kubernetes.io/component"
+#define OPERATOR_COMPONENT "operator"
 
 /* The children's names (the table above), and the syncer's one pod. */
 enum child_kind {
@@ -59,6 +72,7 @@ struct child_ctx {
 	const struct job_spec *js;
 	json_t *spec;                 /* the object's raw spec (pass-through) */
 	const char *job_json;         /* job_core as text, for the ConfigMap */
+	const char *operator_ns;      /* where the operator's pods run */
 };
 
 /*
@@ -75,6 +89,8 @@ json_t *child_configmap(const struct child_ctx *c);
 json_t *child_service(const struct child_ctx *c);
 json_t *child_pvc(const struct child_ctx *c);
 json_t *child_syncer(const struct child_ctx *c);
+/* NULL also when c->operator_ns is unset */
+json_t *child_networkpolicy(const struct child_ctx *c);
 json_t *child_learner(const struct child_ctx *c, int index);
 
 /* "<job>-learner-<i>" → i; -1 when the name is not one of the job's. */

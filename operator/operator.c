@@ -70,9 +70,11 @@ struct jobmem {
 	struct jobmem *next;
 };
 
+#define NINFORMERS 7           /* the fields of struct op below */
+
 struct op {
 	const struct operator_opts *o;
-	struct informer *jobs, *pods, *sts, *svcs, *cms, *pvcs;
+	struct informer *jobs, *pods, *sts, *svcs, *cms, *pvcs, *netpols;
 	struct workqueue *q;
 	pthread_mutex_t mu;           /* mems, counters */
 	struct jobmem *mems;
@@ -437,6 +439,7 @@ static void observe_children(struct op *op, struct pass *p)
 	p->in.configmap = cached(op->cms, p->ns, p->name, CHILD_SPEC);
 	p->in.service = cached(op->svcs, p->ns, p->name, CHILD_SYNCER);
 	p->in.pvc = cached(op->pvcs, p->ns, p->name, CHILD_CHECKPOINTS);
+	p->in.netpol = cached(op->netpols, p->ns, p->name, CHILD_SYNCER);
 	p->in.want_pvc = !stg || stg[0];
 }
 
@@ -615,6 +618,8 @@ static const struct {
 } targets[] = {
 	[ACT_APPLY_CONFIGMAP] = { "/api/v1", "configmaps", CHILD_SPEC },
 	[ACT_APPLY_SERVICE] = { "/api/v1", "services", CHILD_SYNCER },
+	[ACT_APPLY_NETPOL] = { "/apis/networking.k8s.io/v1", "networkpolicies",
+			       CHILD_SYNCER },
 	[ACT_APPLY_PVC] = { "/api/v1", "persistentvolumeclaims", CHILD_CHECKPOINTS },
 	[ACT_APPLY_SYNCER] = { "/apis/apps/v1", "statefulsets", CHILD_SYNCER },
 	[ACT_DELETE_SYNCER] = { "/apis/apps/v1", "statefulsets", CHILD_SYNCER },
@@ -629,6 +634,8 @@ static json_t *build_child(const struct child_ctx *c, const struct rc_action *a)
 		return child_configmap(c);
 	case ACT_APPLY_SERVICE:
 		return child_service(c);
+	case ACT_APPLY_NETPOL:
+		return child_networkpolicy(c);
 	case ACT_APPLY_PVC:
 		return child_pvc(c);
 	case ACT_APPLY_SYNCER:
@@ -644,7 +651,8 @@ static int act(struct worker *w, struct pass *p, const struct rc_action *a,
 	       struct err *e)
 {
 	struct child_ctx c = { p->name, p->ns, p->uid, &p->js,
-			       json_object_get(p->job, "spec"), p->core_text };
+			       json_object_get(p->job, "spec"), p->core_text,
+			       w->op->o->operator_ns };
 	char name[CHILD_NAME_MAX];
 
 	switch (a->kind) {
@@ -856,7 +864,7 @@ static void *work(void *arg)
 /* ---- HTTP: /healthz, /readyz, /metrics ---------------------------- */
 
 static const char *kind_names[] = {
-	"apply_configmap", "apply_service", "apply_pvc", "apply_syncer",
+	"apply_configmap", "apply_service", "apply_networkpolicy", "apply_pvc", "apply_syncer",
 	"delete_syncer", "apply_learner", "delete_learner", "delete_job", "event",
 };
 
@@ -866,8 +874,8 @@ static const char *kind_names[] = {
 static void metrics(struct op *op, struct buf *b)
 {
 	struct informer *infs[] = { op->jobs, op->pods, op->sts, op->svcs,
-				    op->cms, op->pvcs };
-	struct informer_stats st[6];
+				    op->cms, op->pvcs, op->netpols };
+	struct informer_stats st[NINFORMERS];
 	static const struct { const char *name, *help; size_t off; } per_inf[] = {
 		{ M("lists_total"), "Successful lists, by resource.",
 		  offsetof(struct informer_stats, lists) },
@@ -902,14 +910,14 @@ static void metrics(struct op *op, struct buf *b)
 		     op->chaos ? (uint64_t)chaos_ctl_kills(op->chaos) : 0);
 	prom_gauge(b, M("queue_depth"), "Job keys waiting in the work queue.", wq_len(op->q));
 	prom_family(b, M("cached_objects"), PROM_GAUGE, "Objects in each informer's cache.");
-	for (size_t i = 0; i < 6; i++) {
+	for (size_t i = 0; i < NINFORMERS; i++) {
 		informer_get_stats(infs[i], &st[i]);
 		prom_u64(b, M("cached_objects"), PROM_LABELS("resource", informer_name(infs[i])),
 			 (uint64_t)informer_size(infs[i]));
 	}
 	for (size_t f = 0; f < sizeof(per_inf) / sizeof(per_inf[0]); f++) {
 		prom_family(b, per_inf[f].name, PROM_COUNTER, per_inf[f].help);
-		for (size_t i = 0; i < 6; i++)
+		for (size_t i = 0; i < NINFORMERS; i++)
 			prom_u64(b, per_inf[f].name,
 				 PROM_LABELS("resource", informer_name(infs[i])),
 				 (uint64_t)*(const long *)((const char *)&st[i] + per_inf[f].off));
@@ -922,14 +930,14 @@ static int serve(void *ctx, const char *path, struct buf *b, const char **ct)
 {
 	struct op *op = ctx;
 	struct informer *infs[] = { op->jobs, op->pods, op->sts, op->svcs,
-				    op->cms, op->pvcs };
+				    op->cms, op->pvcs, op->netpols };
 
 	if (!strcmp(path, "/healthz")) {
 		buf_printf(b, "ok\n");
 		return 200;
 	}
 	if (!strcmp(path, "/readyz")) {
-		for (size_t i = 0; i < 6; i++)
+		for (size_t i = 0; i < NINFORMERS; i++)
 			if (!informer_synced(infs[i])) {
 				buf_printf(b, "informer %s not synced\n", informer_name(infs[i]));
 				return 503;
@@ -1005,7 +1013,7 @@ static struct informer *start_informer(struct op *op, const char *name,
 	return inf;
 }
 
-/* The six informers: jobs, and the children by the managed-by label. */
+/* The seven informers: jobs, and the children by the managed-by label. */
 static int start_informers(struct op *op, struct err *e)
 {
 	const char *sel = "app.kubernetes.io/managed-by=" FIELD_MANAGER;
@@ -1020,7 +1028,10 @@ static int start_informers(struct op *op, struct err *e)
 	    !(op->cms = start_informer(op, "configmaps", "/api/v1", "configmaps", sel,
 				       on_child, e)) ||
 	    !(op->pvcs = start_informer(op, "persistentvolumeclaims", "/api/v1",
-					"persistentvolumeclaims", sel, on_child, e)))
+					"persistentvolumeclaims", sel, on_child, e)) ||
+	    !(op->netpols = start_informer(op, "networkpolicies",
+					   "/apis/networking.k8s.io/v1",
+					   "networkpolicies", sel, on_child, e)))
 		return -1;
 	return 0;
 }
@@ -1149,6 +1160,7 @@ out:
 	informer_free(op.svcs);
 	informer_free(op.cms);
 	informer_free(op.pvcs);
+	informer_free(op.netpols);
 	kube_free(main_k);
 	while (op.mems)
 		jobmem_drop(&op, op.mems->key);

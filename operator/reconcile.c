@@ -413,6 +413,9 @@ int reconcile(const struct rc_input *in, struct learner_mem *mem,
 		act(o, ACT_APPLY_CONFIGMAP, -1);
 	if (!in->service)
 		act(o, ACT_APPLY_SERVICE, -1);
+	/* before the syncer: its pod is never up without its policy */
+	if (!in->netpol)
+		act(o, ACT_APPLY_NETPOL, -1);
 	if (in->want_pvc && !in->pvc)
 		act(o, ACT_APPLY_PVC, -1);
 	if (!in->statefulset)
@@ -426,8 +429,8 @@ int reconcile(const struct rc_input *in, struct learner_mem *mem,
 	learners(in, mem, seen, created, M, o);
 
 	if (!(o->conds[COND_CREATED].set && o->conds[COND_CREATED].status)) {
-		int all = in->configmap && in->service && in->statefulset &&
-			  (!in->want_pvc || in->pvc);
+		int all = in->configmap && in->service && in->netpol &&
+			  in->statefulset && (!in->want_pvc || in->pvc);
 
 		for (int i = 0; i < M && all; i++)
 			all = seen[i] != NULL;

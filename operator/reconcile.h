@@ -9,7 +9,8 @@
  *   terminal phase      stays terminal: stop what still runs, count down
  *                       ttlSecondsAfterFinished, then delete the job
  *   spec.suspend        delete learner pods and the syncer StatefulSet;
- *                       keep the spec ConfigMap, Service and checkpoints
+ *                       keep the spec ConfigMap, Service, NetworkPolicy
+ *                       and checkpoints
  *   otherwise           make the children that are missing; a failed
  *                       learner pod is deleted, a missing one recreated
  *                       after its own backoff; the others are left alone
@@ -108,6 +109,7 @@ struct rc_input {
 	const struct obs_pod *pods;
 	int npods;
 	int configmap, service, pvc, statefulset;  /* exist in the cache */
+	int netpol;                   /* the syncer's NetworkPolicy exists */
 	int want_pvc;                 /* spec.syncer.storage is not "" */
 	int syncer_ready;
 	/* why the syncer's pod cannot start, as obs_pod.reason/message */
@@ -116,7 +118,7 @@ struct rc_input {
 };
 
 enum rc_kind {
-	ACT_APPLY_CONFIGMAP, ACT_APPLY_SERVICE, ACT_APPLY_PVC,
+	ACT_APPLY_CONFIGMAP, ACT_APPLY_SERVICE, ACT_APPLY_NETPOL, ACT_APPLY_PVC,
 	ACT_APPLY_SYNCER, ACT_DELETE_SYNCER,
 	ACT_APPLY_LEARNER, ACT_DELETE_LEARNER,
 	ACT_DELETE_JOB, ACT_EVENT

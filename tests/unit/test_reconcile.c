@@ -46,6 +46,7 @@ static void running(struct fx *f)
 	int M = f->js.learners.replicas;
 
 	f->in.configmap = f->in.service = f->in.pvc = f->in.statefulset = 1;
+	f->in.netpol = 1;
 	f->in.syncer_ready = 1;
 	f->in.phase = PHASE_RUNNING;
 	f->in.start_time = NOW - 100;
@@ -95,10 +96,14 @@ static void test_new_job_creates_everything(void **state)
 	assert_int_equal(reconcile(&f.in, f.mem, &f.out), 0);
 	assert_int_equal(count(&f.out, ACT_APPLY_CONFIGMAP), 1);
 	assert_int_equal(count(&f.out, ACT_APPLY_SERVICE), 1);
+	assert_int_equal(count(&f.out, ACT_APPLY_NETPOL), 1);
 	assert_int_equal(count(&f.out, ACT_APPLY_PVC), 1);
 	assert_int_equal(count(&f.out, ACT_APPLY_SYNCER), 1);
 	assert_int_equal(count(&f.out, ACT_APPLY_LEARNER), 4);
 	assert_int_equal(count(&f.out, ACT_DELETE_LEARNER), 0);
+	/* the syncer's policy is in place before any pod of the job */
+	assert_true(find(&f.out, ACT_APPLY_NETPOL) < find(&f.out, ACT_APPLY_SYNCER));
+	assert_true(find(&f.out, ACT_APPLY_NETPOL) < find(&f.out, ACT_APPLY_LEARNER));
 	assert_int_equal(f.out.phase, PHASE_PENDING);
 	assert_int_equal(f.out.conds[COND_CREATED].set, 1);
 	assert_int_equal(f.out.conds[COND_CREATED].status, 0);
@@ -636,6 +641,38 @@ static void test_suspend_and_resume(void **state)
 	rc_output_release(&f.out);
 }
 
+/* A policy deleted under a running job comes back, alone; nothing else
+ * moves and the job stays Running. */
+static void test_missing_networkpolicy_is_reapplied(void **state)
+{
+	struct fx f;
+
+	(void)state;
+	setup_fx(&f, 2);
+	running(&f);
+	f.in.netpol = 0;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.nacts, 1);
+	assert_int_equal(count(&f.out, ACT_APPLY_NETPOL), 1);
+	assert_int_equal(f.out.phase, PHASE_RUNNING);
+	assert_int_equal(f.out.conds[COND_CREATED].status, 1);
+	rc_output_release(&f.out);
+	/* a new job is not Created until its policy exists */
+	setup_fx(&f, 1);
+	f.in.configmap = f.in.service = f.in.pvc = f.in.statefulset = 1;
+	f.pods[0].index = 0;
+	f.in.npods = 1;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.conds[COND_CREATED].status, 0);
+	assert_int_equal(count(&f.out, ACT_APPLY_NETPOL), 1);
+	rc_output_release(&f.out);
+	f.in.netpol = 1;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.conds[COND_CREATED].status, 1);
+	assert_int_equal(count(&f.out, ACT_APPLY_NETPOL), 0);
+	rc_output_release(&f.out);
+}
+
 static void test_deleting_job_does_nothing(void **state)
 {
 	struct fx f;
@@ -751,7 +788,7 @@ static void test_learner_pod_manifest(void **state)
 	(void)state;
 	assert_int_equal(jobspec_parse(txt, strlen(txt), "demo", &js, &e), 0);
 	c = (struct child_ctx){ "demo", "team", "u-1", &js,
-				json_object_get(job, "spec"), txt };
+				json_object_get(job, "spec"), txt, "ddiloco-system" };
 	pod = child_learner(&c, 1);
 	assert_non_null(pod);
 	assert_string_equal(path_str(pod, "metadata.name"), "demo-learner-1");
@@ -812,6 +849,163 @@ static void test_learner_pod_manifest(void **state)
 	json_decref(job);
 }
 
+/*
+ * The Pod Security Standard "restricted" as it reads a pod spec (the API
+ * server's PodSecurity admission is the real judge: tests/k8s/
+ * test_security.sh); plus no service-account token.
+ */
+static void assert_restricted(json_t *podspec)
+{
+	json_t *psc = json_object_get(podspec, "securityContext"), *v;
+	const char *lists[] = { "initContainers", "containers" };
+	size_t i, n = 0;
+
+	assert_true(json_is_true(json_object_get(psc, "runAsNonRoot")));
+	assert_int_equal(json_integer_value(json_object_get(psc, "runAsUser")), 65532);
+	assert_int_equal(json_integer_value(json_object_get(psc, "runAsGroup")), 65532);
+	assert_string_equal(path_str(psc, "seccompProfile.type"), "RuntimeDefault");
+	assert_true(json_is_false(json_object_get(podspec, "automountServiceAccountToken")));
+	assert_null(json_object_get(podspec, "hostNetwork"));
+	assert_null(json_object_get(podspec, "hostPID"));
+	for (int l = 0; l < 2; l++) {
+		json_array_foreach(json_object_get(podspec, lists[l]), i, v) {
+			json_t *sc = json_object_get(v, "securityContext");
+			json_t *drop = json_object_get(json_object_get(sc, "capabilities"), "drop");
+
+			assert_true(json_is_false(json_object_get(sc, "allowPrivilegeEscalation")));
+			assert_true(json_is_true(json_object_get(sc, "readOnlyRootFilesystem")));
+			assert_int_equal(json_array_size(drop), 1);
+			assert_string_equal(json_string_value(json_array_get(drop, 0)), "ALL");
+			assert_null(json_object_get(json_object_get(sc, "capabilities"), "add"));
+			assert_null(json_object_get(sc, "privileged"));
+			assert_null(json_object_get(sc, "runAsUser"));
+			n++;
+		}
+	}
+	assert_true(n >= 1);
+	/* only the volume types restricted allows */
+	json_array_foreach(json_object_get(podspec, "volumes"), i, v) {
+		int ok = json_object_get(v, "configMap") || json_object_get(v, "emptyDir") ||
+			 json_object_get(v, "persistentVolumeClaim") ||
+			 json_object_get(v, "secret") || json_object_get(v, "projected");
+
+		assert_true(ok);
+		assert_null(json_object_get(v, "hostPath"));
+	}
+}
+
+static void test_pods_pass_restricted(void **state)
+{
+	json_t *job = sample_job(), *core = job_core(job), *obj, *spec;
+	struct job_spec js;
+	struct err e;
+	char *txt = json_dumps(core, JSON_COMPACT);
+	struct child_ctx c;
+
+	(void)state;
+	assert_int_equal(jobspec_parse(txt, strlen(txt), "demo", &js, &e), 0);
+	c = (struct child_ctx){ "demo", "team", "u-1", &js,
+				json_object_get(job, "spec"), txt, "ddiloco-system" };
+	obj = child_learner(&c, 0);
+	spec = json_object_get(obj, "spec");
+	assert_restricted(spec);
+	/* both the sidecar and the learner were checked */
+	assert_int_equal(json_array_size(json_object_get(spec, "initContainers")), 1);
+	assert_int_equal(json_array_size(json_object_get(spec, "containers")), 1);
+	assert_true(json_is_false(json_object_get(spec, "enableServiceLinks")));
+	json_decref(obj);
+	obj = child_syncer(&c);
+	spec = json_object_get(json_object_get(json_object_get(obj, "spec"), "template"),
+			       "spec");
+	assert_restricted(spec);
+	/* fsGroup is kept beside the rest of the pod's context */
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(
+		spec, "securityContext"), "fsGroup")), 65532);
+	json_decref(obj);
+	/* the checkpoints in an emptyDir: still restricted */
+	json_object_set_new(json_object_get(json_object_get(job, "spec"), "syncer"),
+			    "storage", json_string(""));
+	obj = child_syncer(&c);
+	assert_restricted(json_object_get(json_object_get(json_object_get(obj, "spec"),
+							  "template"), "spec"));
+	json_decref(obj);
+	free(txt);
+	json_decref(core);
+	json_decref(job);
+}
+
+static void test_networkpolicy_manifest(void **state)
+{
+	json_t *job = sample_job(), *core = job_core(job), *np, *ing, *peer;
+	struct job_spec js;
+	struct err e;
+	char *txt = json_dumps(core, JSON_COMPACT);
+	struct child_ctx c;
+
+	(void)state;
+	assert_int_equal(jobspec_parse(txt, strlen(txt), "demo", &js, &e), 0);
+	c = (struct child_ctx){ "demo", "team", "u-1", &js,
+				json_object_get(job, "spec"), txt, "ops" };
+	np = child_networkpolicy(&c);
+	assert_non_null(np);
+	assert_string_equal(path_str(np, "apiVersion"), "networking.k8s.io/v1");
+	assert_string_equal(path_str(np, "kind"), "NetworkPolicy");
+	assert_string_equal(path_str(np, "metadata.name"), "demo-syncer");
+	assert_string_equal(path_str(np, "metadata.namespace"), "team");
+	assert_string_equal(path_str(np, "metadata.ownerReferences.0.uid"), "u-1");
+	assert_true(json_is_true(json_object_get(json_array_get(json_object_get(
+		json_object_get(np, "metadata"), "ownerReferences"), 0), "controller")));
+	assert_string_equal(json_string_value(json_object_get(json_object_get(
+		json_object_get(np, "metadata"), "labels"), "app.kubernetes.io/managed-by")),
+		"ddiloco-operator");
+	/* the syncer's pod, and only it */
+	assert_int_equal(json_object_size(json_object_get(json_object_get(json_object_get(
+		np, "spec"), "podSelector"), "matchLabels")), 2);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(
+		json_object_get(json_object_get(np, "spec"), "podSelector"), "matchLabels"),
+		LABEL_JOB)), "demo");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(
+		json_object_get(json_object_get(np, "spec"), "podSelector"), "matchLabels"),
+		LABEL_ROLE)), "syncer");
+	assert_string_equal(path_str(np, "spec.policyTypes.0"), "Ingress");
+	assert_int_equal(json_array_size(json_object_get(json_object_get(np, "spec"),
+							 "policyTypes")), 1);
+	ing = json_object_get(json_object_get(np, "spec"), "ingress");
+	assert_int_equal(json_array_size(ing), 2);
+	/* gRPC: the job's learners, same namespace (no namespaceSelector) */
+	peer = json_array_get(json_object_get(json_array_get(ing, 0), "from"), 0);
+	assert_int_equal(json_array_size(json_object_get(json_array_get(ing, 0), "from")), 1);
+	assert_null(json_object_get(peer, "namespaceSelector"));
+	assert_string_equal(json_string_value(json_object_get(json_object_get(json_object_get(
+		peer, "podSelector"), "matchLabels"), LABEL_JOB)), "demo");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(json_object_get(
+		peer, "podSelector"), "matchLabels"), LABEL_ROLE)), "learner");
+	assert_int_equal(json_array_size(json_object_get(json_array_get(ing, 0), "ports")), 1);
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(json_object_get(
+		json_array_get(ing, 0), "ports"), 0), "port")), 7070);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(
+		json_array_get(ing, 0), "ports"), 0), "protocol")), "TCP");
+	/* HTTP: the operator's pods in its own namespace */
+	peer = json_array_get(json_object_get(json_array_get(ing, 1), "from"), 0);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(json_object_get(
+		peer, "namespaceSelector"), "matchLabels"), "kubernetes.io/metadata.name")), "ops");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(json_object_get(
+		peer, "podSelector"), "matchLabels"), "app.kubernetes.io/name")), "ddiloco");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(json_object_get(
+		peer, "podSelector"), "matchLabels"), "app.kubernetes.io/component")), "operator");
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(json_object_get(
+		json_array_get(ing, 1), "ports"), 0), "port")), 7071);
+	json_decref(np);
+	/* no operator namespace: no policy that would let nobody in */
+	c.operator_ns = NULL;
+	assert_null(child_networkpolicy(&c));
+	c.operator_ns = "";
+	assert_null(child_networkpolicy(&c));
+	free(txt);
+	json_decref(core);
+	json_decref(job);
+}
+
 static void test_learner_index(void **state)
 {
 	(void)state;
@@ -859,7 +1053,7 @@ static void test_child_names(void **state)
 	assert_int_equal(child_name(long_job, CHILD_CHECKPOINTS, 0, name, sizeof(name)), -1);
 	{
 		struct job_spec js;
-		struct child_ctx c = { long_job, "ns", "uid", &js, NULL, "{}" };
+		struct child_ctx c = { long_job, "ns", "uid", &js, NULL, "{}", "ops" };
 
 		jobspec_defaults(&js);
 		assert_null(child_pvc(&c));
@@ -872,6 +1066,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_new_job_creates_everything),
+		cmocka_unit_test(test_missing_networkpolicy_is_reapplied),
 		cmocka_unit_test(test_no_pvc_when_storage_empty),
 		cmocka_unit_test(test_all_seen_sets_created_and_running),
 		cmocka_unit_test(test_steady_state_does_nothing),
@@ -894,6 +1089,8 @@ int main(void)
 		cmocka_unit_test(test_condition_time_kept_when_unchanged),
 		cmocka_unit_test(test_job_core_strips_operator_fields),
 		cmocka_unit_test(test_learner_pod_manifest),
+		cmocka_unit_test(test_pods_pass_restricted),
+		cmocka_unit_test(test_networkpolicy_manifest),
 		cmocka_unit_test(test_learner_index),
 		cmocka_unit_test(test_child_names),
 	};
