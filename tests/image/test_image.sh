@@ -6,7 +6,10 @@
 # emptyDir of medium Memory); the job file mounted read-only at the spec
 # folder (the ConfigMap); the commands the operator writes, run as
 # `ddiloco` found on the image's PATH; the sidecars reach the syncer by its
-# container name. Rounds and tokens grow; a learner container killed and
+# container name. Every container runs with the pods' security context
+# (operator/children.c): a read-only root file system, every capability
+# dropped, no privilege escalation, as the image's user: only the volumes
+# are written. Rounds and tokens grow; a learner container killed and
 # started again in its place rejoins and rounds go on. Every wait has a
 # timeout; everything made here is removed at the end, on failure too.
 set -eu
@@ -15,6 +18,9 @@ IMAGE=${IMAGE:-ddiloco:latest}
 EXCHANGE_DIR=/run/ddiloco       # operator/children.h
 SPEC_DIR=/etc/ddiloco
 CHECKPOINT_DIR=/var/lib/ddiloco
+# the pods' securityContext: readOnlyRootFilesystem, capabilities drop
+# ALL, allowPrivilegeEscalation false, runAsUser/runAsGroup 65532
+SEC="--read-only --cap-drop ALL --security-opt no-new-privileges --user 65532:65532"
 u=ddiloco-image-$$
 net=$u
 dir=$(mktemp -d /tmp/ddiloco-image-XXXXXX)
@@ -89,7 +95,7 @@ spec="type=bind,src=$dir/spec,dst=$SPEC_DIR,readonly"
 # (the claim; Docker fills an empty volume with the image's folder and
 # its owner, the non-root user), its HTTP port published on loopback
 D volume create "$u-ckpt" > /dev/null
-D run --pull never -d --name "$u-syncer" --network "$net" --mount "$spec" \
+D run --pull never -d --name "$u-syncer" $SEC --network "$net" --mount "$spec" \
 	--mount "type=volume,src=$u-ckpt,dst=$CHECKPOINT_DIR" \
 	-p "127.0.0.1::$http" --entrypoint ddiloco "$IMAGE" \
 	syncer --job "$job" --checkpoint-dir "$CHECKPOINT_DIR" > /dev/null
@@ -111,14 +117,14 @@ st() { status | jq -r "$1"; }
 # container's own); nocopy: nothing of the image is copied in, whose
 # owner would be set on the tmpfs by a mount that ends with the copy
 start_sidecar() {
-	D run --pull never -d --name "$u-sidecar$1" --network "$net" --mount "$spec" \
+	D run --pull never -d --name "$u-sidecar$1" $SEC --network "$net" --mount "$spec" \
 		--mount "type=volume,src=$u-x$1,dst=$EXCHANGE_DIR,volume-nocopy" \
 		--entrypoint ddiloco "$IMAGE" \
 		sidecar --job "$job" --learner "$1" --exchange "$EXCHANGE_DIR" \
 		--syncer "$u-syncer:$grpc" --http 0.0.0.0:9090 > /dev/null
 }
 start_learner() {
-	D run --pull never -d --name "$u-learner$1" --network "container:$u-sidecar$1" \
+	D run --pull never -d --name "$u-learner$1" $SEC --network "container:$u-sidecar$1" \
 		--mount "$spec" \
 		--mount "type=volume,src=$u-x$1,dst=$EXCHANGE_DIR,volume-nocopy" \
 		-e "DDILOCO_LEARNER_ID=$1" --entrypoint ddiloco "$IMAGE" \
