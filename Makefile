@@ -23,7 +23,8 @@ VERSION := 0.1.0
 CC      ?= cc
 
 MODULES := common trainer syncer sidecar runner sim operator
-PKGS    := openblas jansson libcurl libmicrohttpd grpc libprotobuf-c yaml-0.1
+PKGS    := openblas jansson libcurl libmicrohttpd grpc libprotobuf-c yaml-0.1 \
+           libcrypto
 
 WARN    := -Wall -Wextra -Werror -Wmissing-prototypes -Wstrict-prototypes \
            -Wvla -Wwrite-strings -fno-common

@@ -3,7 +3,7 @@
 # quickstart. Does nothing when all are present.
 set -e
 PKGS="build-essential pkg-config libopenblas-dev libcmocka-dev libjansson-dev
-libcurl4-openssl-dev libmicrohttpd-dev libgrpc-dev protobuf-c-compiler
+libcurl4-openssl-dev libmicrohttpd-dev libgrpc-dev libssl-dev protobuf-c-compiler
 libprotobuf-c-dev libyaml-dev fortunes openssl jq curl iproute2 procps"
 missing=""
 for p in $PKGS; do
