@@ -20,13 +20,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/pki.h"
+
 int child_name(const char *job, enum child_kind kind, int index, char *out,
 	       size_t n)
 {
 	static const char *const suffix[] = {
 		[CHILD_SPEC] = "spec", [CHILD_SYNCER] = "syncer",
 		[CHILD_CHECKPOINTS] = "checkpoints", [CHILD_LEARNER] = "learner",
-		[CHILD_SYNCER_POD] = "syncer-0",
+		[CHILD_SYNCER_POD] = "syncer-0", [CHILD_TLS] = "tls",
 	};
 	int k;
 
@@ -204,6 +206,32 @@ static int common_volumes(const struct child_ctx *c, json_t *volumes,
 	return 0;
 }
 
+/*
+ * The pod's own part of <job>-tls (`who`: "syncer" or "learner-<i>"), at
+ * TLS_DIR as ca.crt, tls.crt, tls.key: a projection by item, so a
+ * learner's pod holds its own key and no other. Mode 0440 and the pod's
+ * fsGroup (the image's group) as the files' group: the pod's user reads
+ * them, and no one else writes them.
+ */
+static int tls_volume(const struct child_ctx *c, const char *who,
+		      json_t *volumes, json_t *mounts)
+{
+	char secret[CHILD_NAME_MAX], crt[64], key[64];
+
+	if (child_name(c->name, CHILD_TLS, 0, secret, sizeof(secret)))
+		return -1;
+	snprintf(crt, sizeof(crt), "%s.crt", who);
+	snprintf(key, sizeof(key), "%s.key", who);
+	json_array_append_new(volumes, json_pack(
+		"{s:s, s:{s:s, s:i, s:[{s:s, s:s}, {s:s, s:s}, {s:s, s:s}]}}",
+		"name", "tls", "secret", "secretName", secret, "defaultMode", 0440,
+		"items", "key", "ca.crt", "path", "ca.crt", "key", crt, "path", "tls.crt",
+		"key", key, "path", "tls.key"));
+	json_array_append_new(mounts, json_pack("{s:s, s:s, s:b}", "name", "tls",
+						"mountPath", TLS_DIR, "readOnly", 1));
+	return 0;
+}
+
 static const char *pull_policy(const struct child_ctx *c)
 {
 	const char *p = sget(c->spec, "learners", "imagePullPolicy");
@@ -246,6 +274,11 @@ json_t *child_syncer(const struct child_ctx *c)
 			"{s:s, s:{}}", "name", "checkpoints", "emptyDir"));
 	json_array_append_new(mounts, json_pack("{s:s, s:s}", "name", "checkpoints",
 						"mountPath", CHECKPOINT_DIR));
+	if (tls_volume(c, "syncer", volumes, mounts)) {
+		json_decref(volumes);
+		json_decref(mounts);
+		return NULL;
+	}
 	podspec = json_pack(
 		"{s:[{s:s, s:s, s:s, s:[s,s,s,s,s,s], s:[{s:s, s:i}, {s:s, s:i}],"
 		" s:{s:{s:s, s:i}, s:i}, s:o, s:o}], s:o, s:o}",
@@ -313,6 +346,103 @@ json_t *child_networkpolicy(const struct child_ctx *c)
 		"ports", "protocol", "TCP", "port", c->js->syncer.http_port));
 }
 
+/* Adds PEM text under key; -1 when the Secret would pass its limit. */
+static int tls_put(json_t *data, const char *key, const char *pem, size_t *total)
+{
+	*total += strlen(key) + strlen(pem);
+	if (*total > SECRET_MAX_BYTES)
+		return -1;
+	json_object_set_new(data, key, json_string(pem));
+	return 0;
+}
+
+/* One leaf: issued by ca for id, stored as <key>.crt and <key>.key. */
+static int tls_leaf(const struct pki_pem *ca, const struct pki_id *id,
+		    const char *const *dns, const char *key, json_t *data,
+		    size_t *total, struct err *e)
+{
+	char uri[PKI_JOB_MAX + 64], k[64];
+	const char *uris[] = { uri, NULL };
+	struct pki_leaf_req req = { key, dns, NULL, uris,
+				    id->role == PKI_ROLE_SYNCER,
+				    id->role == PKI_ROLE_LEARNER, 0 };
+	struct pki_pem leaf = { NULL, NULL };
+	int rc = -1;
+
+	if (pki_id_uri(id, uri, sizeof(uri), e) || pki_issue(ca, &req, &leaf, e))
+		goto out;
+	snprintf(k, sizeof(k), "%s.crt", key);
+	if (tls_put(data, k, leaf.cert, total))
+		goto too_big;
+	snprintf(k, sizeof(k), "%s.key", key);
+	if (tls_put(data, k, leaf.key, total))
+		goto too_big;
+	rc = 0;
+	goto out;
+too_big:
+	err_set(e, "the certificates of job '%s' do not fit in one Secret "
+		"(more than %d bytes)", id->job, SECRET_MAX_BYTES);
+out:
+	pki_pem_release(&leaf);
+	return rc;
+}
+
+json_t *child_tls_secret(const struct child_ctx *c, struct err *e)
+{
+	char name[CHILD_NAME_MAX], pod[CHILD_NAME_MAX], svc[CHILD_NAME_MAX];
+	char dns[5][3 * CHILD_NAME_MAX + 32], key[32];
+	const char *dnsp[] = { dns[0], dns[1], dns[2], dns[3], dns[4], NULL };
+	struct pki_pem ca = { NULL, NULL };
+	struct pki_id id;
+	json_t *data = json_object(), *out = NULL;
+	size_t total = 0;
+
+	if (child_name(c->name, CHILD_TLS, 0, name, sizeof(name)) ||
+	    child_name(c->name, CHILD_SYNCER_POD, 0, pod, sizeof(pod)) ||
+	    child_name(c->name, CHILD_SYNCER, 0, svc, sizeof(svc))) {
+		err_set(e, "the name of a child of '%s' is too long", c->name);
+		goto out;
+	}
+	memset(&id, 0, sizeof(id));
+	if (strlen(c->name) >= sizeof(id.job)) {
+		err_set(e, "job name '%s' is too long for its certificates", c->name);
+		goto out;
+	}
+	snprintf(id.job, sizeof(id.job), "%s", c->name);
+	/* the names the sidecars may dial the syncer's pod by */
+	snprintf(dns[0], sizeof(dns[0]), "%s.%s.%s.svc", pod, svc, c->ns);
+	snprintf(dns[1], sizeof(dns[1]), "%s.%s.%s.svc.cluster.local", pod, svc, c->ns);
+	snprintf(dns[2], sizeof(dns[2]), "%s.%s.%s", pod, svc, c->ns);
+	snprintf(dns[3], sizeof(dns[3]), "%s.%s", pod, svc);
+	snprintf(dns[4], sizeof(dns[4]), "%s.%s.svc", svc, c->ns);
+	if (!data || pki_ca_new(c->name, 0, &ca, e))
+		goto out;
+	if (tls_put(data, "ca.crt", ca.cert, &total)) {
+		err_set(e, "the CA certificate of job '%s' does not fit in a Secret", c->name);
+		goto out;
+	}
+	id.role = PKI_ROLE_SYNCER;
+	if (tls_leaf(&ca, &id, dnsp, "syncer", data, &total, e))
+		goto out;
+	id.role = PKI_ROLE_LEARNER;
+	for (int i = 0; i < c->js->learners.replicas; i++) {
+		id.learner = (unsigned)i;
+		snprintf(key, sizeof(key), "learner-%d", i);
+		if (tls_leaf(&ca, &id, NULL, key, data, &total, e))
+			goto out;
+	}
+	out = json_pack("{s:s, s:s, s:o, s:s, s:b, s:O}", "apiVersion", "v1",
+			"kind", "Secret", "metadata", meta(c, name, "tls"),
+			"type", "Opaque", "immutable", 1, "stringData", data);
+	if (!out)
+		err_set(e, "cannot build Secret '%s'", name);
+out:
+	/* the CA's key ends here: nothing can sign for this job again */
+	pki_pem_release(&ca);
+	json_decref(data);
+	return out;
+}
+
 static json_t *resources(const struct child_ctx *c)
 {
 	const struct job_learners *l = &c->js->learners;
@@ -346,11 +476,12 @@ int syncer_address(const char *job, const char *ns, int port, char *out,
 
 json_t *child_learner(const struct child_ctx *c, int index)
 {
-	char name[CHILD_NAME_MAX], idx[16], addr[2 * CHILD_NAME_MAX + 80];
+	char name[CHILD_NAME_MAX], idx[16], addr[2 * CHILD_NAME_MAX + 80], who[32];
 	json_t *volumes = json_array(), *mounts = json_array(), *m, *podspec;
 	json_t *side_mounts;
 
 	snprintf(idx, sizeof(idx), "%d", index);
+	snprintf(who, sizeof(who), "learner-%d", index);
 	json_array_append_new(volumes, json_pack(
 		"{s:s, s:{s:s}}", "name", "exchange", "emptyDir", "medium", "Memory"));
 	json_array_append_new(mounts, json_pack("{s:s, s:s}", "name", "exchange",
@@ -362,7 +493,14 @@ json_t *child_learner(const struct child_ctx *c, int index)
 		json_decref(mounts);
 		return NULL;
 	}
+	/* the certificates: the sidecar's alone (the learner never dials) */
 	side_mounts = json_deep_copy(mounts);
+	if (tls_volume(c, who, volumes, side_mounts)) {
+		json_decref(volumes);
+		json_decref(mounts);
+		json_decref(side_mounts);
+		return NULL;
+	}
 	podspec = json_pack(
 		"{s:s, s:i, s:[{s:s, s:s, s:s, s:s,"
 		"  s:[s,s,s,s,s,s,s,s,s,s,s,s], s:o, s:o}],"
@@ -389,6 +527,9 @@ json_t *child_learner(const struct child_ctx *c, int index)
 		"securityContext", container_security(),
 		"volumes", volumes,
 		"securityContext", pod_security());
+	/* the certificates' group (tls_volume) */
+	json_object_set_new(json_object_get(podspec, "securityContext"), "fsGroup",
+			    json_integer(IMAGE_UID));
 	pod_hardening(podspec);
 	placement(c, podspec);
 	m = meta(c, name, "learner");

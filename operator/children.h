@@ -10,6 +10,9 @@
  *                                 operator's pods
  *   <job>-checkpoints  PVC        the syncer's checkpoints (unless
  *                                 spec.syncer.storage is "")
+ *   <job>-tls          Secret     the job's CA certificate, the syncer's and
+ *                                 each learner's certificate and key
+ *                                 (created once, immutable; never read back)
  *   <job>-syncer       StatefulSet one replica: `ddiloco syncer`
  *   <job>-learner-<i>  Pod        container learner + native sidecar,
  *                                 shared emptyDir (medium Memory)
@@ -39,6 +42,10 @@
 #define EXCHANGE_DIR "/run/ddiloco"
 #define SPEC_DIR "/etc/ddiloco"
 #define CHECKPOINT_DIR "/var/lib/ddiloco"
+/* where a pod finds its part of <job>-tls: ca.crt, tls.crt, tls.key */
+#define TLS_DIR "/etc/ddiloco-tls"
+/* a Secret's data may not pass 1 MiB (the API server's limit) */
+#define SECRET_MAX_BYTES (1 << 20)
 /* the image's non-root user and group (Dockerfile, scripts/image.sh) */
 #define IMAGE_UID 65532
 /* the operator's own pods carry these labels (deploy/04-operator.yaml and
@@ -55,6 +62,7 @@ enum child_kind {
 	CHILD_CHECKPOINTS,            /* <job>-checkpoints */
 	CHILD_LEARNER,                /* <job>-learner-<index> */
 	CHILD_SYNCER_POD,             /* <job>-syncer-0 */
+	CHILD_TLS,                    /* <job>-tls */
 };
 
 /* Room for any child's name: a DNS subdomain is at most 253 bytes. */
@@ -91,6 +99,18 @@ json_t *child_pvc(const struct child_ctx *c);
 json_t *child_syncer(const struct child_ctx *c);
 /* NULL also when c->operator_ns is unset */
 json_t *child_networkpolicy(const struct child_ctx *c);
+/*
+ * The Secret <job>-tls, with new keys: a CA for the job (its key is not
+ * kept: no one can sign another identity for the job later), the
+ * syncer's server certificate (DNS names of its pod, URI
+ * ddiloco://<job>/syncer) and one client certificate per learner (URI
+ * ddiloco://<job>/learner/<i>), as PEM under the keys
+ *   ca.crt  syncer.crt  syncer.key  learner-<i>.crt  learner-<i>.key
+ * Each pod mounts only its own part (child_syncer, child_learner).
+ * NULL with e set when a certificate cannot be made or the whole does
+ * not fit in one Secret.
+ */
+json_t *child_tls_secret(const struct child_ctx *c, struct err *e);
 json_t *child_learner(const struct child_ctx *c, int index);
 
 /* "<job>-learner-<i>" → i; -1 when the name is not one of the job's. */

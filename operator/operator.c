@@ -65,6 +65,7 @@ struct jobmem {
 	struct learner_mem *learners;
 	struct obs_progress progress;
 	double progress_at;           /* monotonic */
+	int tls;                      /* <job>-tls created, or found existing */
 	struct { char text[EVENT_TEXT]; double at; } sent[8];  /* recent Events */
 	int nsent;
 	struct jobmem *next;
@@ -185,6 +186,7 @@ static struct jobmem *jobmem_get(struct op *op, const char *key,
 		m->n = n;
 		snprintf(m->uid, sizeof(m->uid), "%s", uid);
 		memset(&m->progress, 0, sizeof(m->progress));
+		m->tls = 0;
 	}
 	if (!m && (m = calloc(1, sizeof(*m)))) {
 		snprintf(m->key, sizeof(m->key), "%s", key);
@@ -440,6 +442,7 @@ static void observe_children(struct op *op, struct pass *p)
 	p->in.service = cached(op->svcs, p->ns, p->name, CHILD_SYNCER);
 	p->in.pvc = cached(op->pvcs, p->ns, p->name, CHILD_CHECKPOINTS);
 	p->in.netpol = cached(op->netpols, p->ns, p->name, CHILD_SYNCER);
+	p->in.tls = p->m->tls;
 	p->in.want_pvc = !stg || stg[0];
 }
 
@@ -564,6 +567,38 @@ static int delete_obj(struct worker *w, const char *api, const char *res,
 	return -1;
 }
 
+/*
+ * <job>-tls: created (POST), never applied, read or replaced. A 409 means
+ * it is there already, with the identities the job's pods hold; the
+ * operator's role may create Secrets and nothing more.
+ */
+static int create_tls(struct worker *w, struct pass *p, const struct child_ctx *c,
+		      struct err *e)
+{
+	char path[512];
+	struct kube_status st;
+	json_t *obj = child_tls_secret(c, e);
+	char *body;
+	int rc;
+
+	if (!obj)
+		return -1;
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/secrets", p->ns);
+	body = json_dumps(obj, JSON_COMPACT);
+	json_decref(obj);
+	if (!body)
+		return err_set(e, "cannot encode Secret '%s-tls'", p->name);
+	rc = kube_request(w->k, "POST", path, NULL, body, NULL, &st, e);
+	/* the keys were in this text: wipe it before it goes */
+	memset(body, 0, strlen(body));
+	free(body);
+	if (rc && st.code == 409)
+		rc = 0;
+	if (!rc)
+		p->m->tls = 1;
+	return rc;
+}
+
 static void job_event(struct kube *k, json_t *job, int warning,
 		      const char *reason, const char *message)
 {
@@ -620,6 +655,7 @@ static const struct {
 	[ACT_APPLY_SERVICE] = { "/api/v1", "services", CHILD_SYNCER },
 	[ACT_APPLY_NETPOL] = { "/apis/networking.k8s.io/v1", "networkpolicies",
 			       CHILD_SYNCER },
+	[ACT_CREATE_TLS] = { "/api/v1", "secrets", CHILD_TLS },
 	[ACT_APPLY_PVC] = { "/api/v1", "persistentvolumeclaims", CHILD_CHECKPOINTS },
 	[ACT_APPLY_SYNCER] = { "/apis/apps/v1", "statefulsets", CHILD_SYNCER },
 	[ACT_DELETE_SYNCER] = { "/apis/apps/v1", "statefulsets", CHILD_SYNCER },
@@ -678,6 +714,8 @@ static int act(struct worker *w, struct pass *p, const struct rc_action *a,
 				  name, a->uid, -1, e);
 	if (a->kind == ACT_APPLY_LEARNER)
 		return apply_learner(w, p, a->index, name, build_child(&c, a), e);
+	if (a->kind == ACT_CREATE_TLS)
+		return create_tls(w, p, &c, e);
 	return apply(w, targets[a->kind].api, targets[a->kind].res, p->ns, name,
 		     build_child(&c, a), e);
 }
@@ -864,7 +902,8 @@ static void *work(void *arg)
 /* ---- HTTP: /healthz, /readyz, /metrics ---------------------------- */
 
 static const char *kind_names[] = {
-	"apply_configmap", "apply_service", "apply_networkpolicy", "apply_pvc", "apply_syncer",
+	"apply_configmap", "apply_service", "apply_networkpolicy", "create_tls",
+	"apply_pvc", "apply_syncer",
 	"delete_syncer", "apply_learner", "delete_learner", "delete_job", "event",
 };
 
