@@ -12,7 +12,9 @@
  * and no service-account token; the processes write only to their volumes
  * (checkpoints, the exchange), so the root file system is read-only. The
  * NetworkPolicy admits the job's learners to the syncer's gRPC port and
- * the operator's pods to its HTTP port (/status), nothing else.
+ * the operator's pods to its HTTP port (/status), nothing else. The
+ * Secret <job>-tls is made here with fresh keys (common/pki) and each
+ * pod mounts its own certificate and key from it by item.
  */
 #include "operator/children.h"
 
