@@ -21,7 +21,7 @@
  *                outerLr, outerMomentum, nesterov, merge (rda|mean),
  *                encoding, updateEncoding, errorFeedback, checkpointEvery,
  *                evalEvery, evalTokens, normOutlier, staleVersions,
- *                clipSteps, port, httpPort}
+ *                clipSteps, port, httpPort, insecure}
  *   spec.budget.{tokens, outerSteps}
  *   spec.chaos.{enabled, schedule (poisson|interval), mtbfSeconds,
  *               intervalSeconds, targets [learners|syncer|sidecars],
@@ -101,6 +101,8 @@ struct job_syncer {
 	double clip_steps;            /* answers over clip_steps·H steps are
 				       * scaled down to it, default 4 */
 	int port, http_port;          /* default 7070, 7071 */
+	int insecure;                 /* 1: plaintext gRPC, no identities;
+				       * default 0 (docs/security.md) */
 };
 
 struct job_budget {

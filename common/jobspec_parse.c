@@ -340,7 +340,8 @@ SECTION(s_syncer,
 	FLD("staleVersions", F_INT, syncer.stale_versions),
 	FLD("clipSteps", F_DOUBLE, syncer.clip_steps),
 	FLD("port", F_INT, syncer.port),
-	FLD("httpPort", F_INT, syncer.http_port));
+	FLD("httpPort", F_INT, syncer.http_port),
+	FLD("insecure", F_BOOL, syncer.insecure));
 
 SECTION(s_budget,
 	FLD("tokens", F_U64, budget.tokens),

@@ -447,6 +447,24 @@ out:
 	return rc;
 }
 
+int pki_check_pair(const char *cert_pem, const char *key_pem, struct err *e)
+{
+	X509 *x = read_cert(cert_pem, "certificate", e);
+	EVP_PKEY *k = x ? read_key(key_pem, "key", e) : NULL;
+	int rc = -1;
+
+	if (x && k) {
+		if (X509_check_private_key(x, k) == 1)
+			rc = 0;
+		else
+			err_set(e, "pki: the key does not belong to the certificate");
+	}
+	ERR_clear_error();
+	X509_free(x);
+	EVP_PKEY_free(k);
+	return rc;
+}
+
 /* ---- reading SANs back ---- */
 
 void pki_names_release(struct pki_names *n)
@@ -630,5 +648,22 @@ int pki_cert_id(const char *cert_pem, struct pki_id *out, struct err *e)
 		return err_set(e, "pki: certificate has no " ID_SCHEME " identity "
 			       "(a URI subject alternative name)");
 	*out = id;
+	return 0;
+}
+
+int pki_cert_is(const char *cert_pem, const struct pki_id *want, struct err *e)
+{
+	char w[PKI_JOB_MAX + 40], g[PKI_JOB_MAX + 40];
+	struct pki_id got;
+
+	if (pki_id_uri(want, w, sizeof(w), e))
+		return -1;
+	if (pki_cert_id(cert_pem, &got, e))
+		return err_wrap(e, "pki: the certificate should be %s", w);
+	if (strcmp(got.job, want->job) || got.role != want->role ||
+	    (got.role == PKI_ROLE_LEARNER && got.learner != want->learner)) {
+		pki_id_uri(&got, g, sizeof(g), NULL);
+		return err_set(e, "pki: the certificate is %s, not %s", g, w);
+	}
 	return 0;
 }

@@ -61,6 +61,9 @@ int pki_issue(const struct pki_pem *ca, const struct pki_leaf_req *req,
  * server purpose not checked). */
 int pki_verify(const char *ca_cert_pem, const char *cert_pem, struct err *e);
 
+/* 0 when key_pem is the private key of cert_pem's public key. */
+int pki_check_pair(const char *cert_pem, const char *key_pem, struct err *e);
+
 /* The SANs of a certificate, each kind a list of new strings. */
 struct pki_names {
 	char **dns, **ips, **uris;
@@ -88,5 +91,7 @@ int pki_id_parse(const char *uri, struct pki_id *out, struct err *e);
 /* The one identity a certificate carries: exactly one URI SAN of the
  * scheme (others are ignored); -1 for none, two or a malformed one. */
 int pki_cert_id(const char *cert_pem, struct pki_id *out, struct err *e);
+/* 0 when the certificate's identity is want; else -1 with e naming both. */
+int pki_cert_is(const char *cert_pem, const struct pki_id *want, struct err *e);
 
 #endif

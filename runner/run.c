@@ -3,10 +3,15 @@
  *
  *   syncer   ddiloco syncer --job J --listen 127.0.0.1:P --http 127.0.0.1:Q
  *                           --checkpoint-dir RUN/checkpoints
+ *                           --tls-dir RUN/tls/syncer
  *   pair i   ddiloco learner --job J --learner i --exchange X_i
  *            ddiloco sidecar --job J --learner i --exchange X_i
  *                            --syncer 127.0.0.1:P --http 127.0.0.1:R_i
+ *                            --tls-dir RUN/tls/learner-i
  *
+ * RUN/tls holds the job's CA and certificates (certs.c), made at the start
+ * of every run; with spec.syncer.insecure none are made and the --tls-dir
+ * flags are left out (plaintext gRPC, docs/security.md).
  * X_i is a folder under /dev/shm (the pod's memory emptyDir), removed at
  * the end. Ports are free ones chosen here. Every child logs to RUN/<name>.log.
  *
@@ -179,6 +184,8 @@ static int empty_dir(const char *path, struct err *e)
 static int init_procs(struct runner *R, const char *dir, struct err *e)
 {
 	char ckpt[4200], log[4200], listen[64], http[64], id[16], xarg[4200];
+	char tls[4200], tdir[4300];
+	int secure = !R->js->syncer.insecure;
 	int ports[66];
 	int M = R->M;
 	const char *exe = R->o->exe;
@@ -193,10 +200,15 @@ static int init_procs(struct runner *R, const char *dir, struct err *e)
 	snprintf(listen, sizeof(listen), "%s", R->addr);
 	snprintf(http, sizeof(http), "%s", R->http);
 	snprintf(log, sizeof(log), "%s/syncer.log", dir);
+	snprintf(tls, sizeof(tls), "%s/tls", dir);
+	if (secure && run_certs_make(tls, R->js->name, M, e))
+		return -1;
+	snprintf(tdir, sizeof(tdir), "%s/syncer", tls);
 	{
 		char *argv[] = { (char *)exe, (char *)"syncer", (char *)"--job", R->job,
 				 (char *)"--listen", listen, (char *)"--http", http,
-				 (char *)"--checkpoint-dir", ckpt, NULL };
+				 (char *)"--checkpoint-dir", ckpt,
+				 secure ? (char *)"--tls-dir" : NULL, tdir, NULL };
 		if (proc_init(&R->syncer, "syncer", log, argv, e))
 			return -1;
 	}
@@ -222,10 +234,12 @@ static int init_procs(struct runner *R, const char *dir, struct err *e)
 		}
 		snprintf(name, sizeof(name), "sidecar-%d", i);
 		snprintf(log, sizeof(log), "%s/%s.log", dir, name);
+		snprintf(tdir, sizeof(tdir), "%s/learner-%d", tls, i);
 		{
 			char *argv[] = { (char *)exe, (char *)"sidecar", (char *)"--job", R->job,
 					 (char *)"--learner", id, (char *)"--exchange", xarg,
-					 (char *)"--syncer", listen, (char *)"--http", sh, NULL };
+					 (char *)"--syncer", listen, (char *)"--http", sh,
+					 secure ? (char *)"--tls-dir" : NULL, tdir, NULL };
 			if (proc_init(&s->sidecar, name, log, argv, e))
 				return -1;
 		}
@@ -592,6 +606,10 @@ int run_job(const struct job_spec *js, const struct run_opts *o,
 	if (proc_start(&R.syncer, e))
 		goto out;
 	event(&R, "syncer started on %s (http %s), log %s", R.addr, R.http, R.syncer.log);
+	if (js->syncer.insecure)
+		event(&R, "warning: spec.syncer.insecure: plaintext gRPC, no certificates");
+	else
+		event(&R, "mutual TLS: the job's CA and certificates in %s/tls", dir);
 	if (wait_ready(&R, e))
 		goto stop;
 	for (int i = 0; i < R.M; i++)

@@ -145,6 +145,16 @@ void run_view_event(struct run_view *v, double t, const char *fmt, ...)
 /* Leaves the last table on screen and moves below it. */
 void run_view_end(struct run_view *v);
 
+/* ---- certificates (runner/certs.c) ---- */
+
+/*
+ * The job's CA and a certificate per process in dir, one folder each:
+ * dir/syncer and dir/learner-<i> with ca.crt, tls.crt, tls.key (keys
+ * 0600), as `--tls-dir` reads them (docs/security.md).
+ */
+int run_certs_make(const char *dir, const char *job, int learners,
+		   struct err *e);
+
 /* ---- the whole job ---- */
 
 struct run_opts {

@@ -12,6 +12,12 @@
  * sent; an answer goes out as two slices — the framing bridge.c made and
  * the encoded payload — so its bytes are not copied again. What arrives
  * goes to sidecar_handle (bridge.c).
+ *
+ * With TLS (sidecar_opts.tls) the channel trusts the job's CA only and
+ * shows this learner's certificate; on top of the chain, the server's
+ * certificate must carry the identity ddiloco://<job>/syncer (common/pki.h),
+ * checked once per call before its first message or its status is used
+ * (docs/security.md).
  */
 #include <grpc/byte_buffer.h>
 #include <grpc/byte_buffer_reader.h>
@@ -26,6 +32,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/pki.h"
 #include "common/util.h"
 #include "sidecar/sidecar_int.h"
 
@@ -46,6 +53,7 @@ struct call {
 	int ended;               /* status received */
 	int recv_armed, send_busy, hello_sent;
 	int welcomed_here;       /* a Welcome came on this call */
+	int peer;                /* 0 unchecked, 1 the job's syncer, -1 not */
 	grpc_metadata_array md_initial, md_trailing;
 	grpc_status_code status;
 	grpc_slice details;
@@ -84,7 +92,8 @@ static grpc_arg int_arg(const char *key, int v)
 	return a;
 }
 
-static grpc_channel *make_channel(const char *target)
+static grpc_channel *make_channel(const char *target,
+				  const struct tls_files *tls)
 {
 	grpc_arg args[] = {
 		int_arg(GRPC_ARG_KEEPALIVE_TIME_MS, 1000),
@@ -106,8 +115,17 @@ static grpc_channel *make_channel(const char *target)
 		int_arg(GRPC_ARG_HTTP2_WRITE_BUFFER_SIZE, 8 << 20),
 	};
 	grpc_channel_args ca = { sizeof(args) / sizeof(args[0]), args };
-	grpc_channel_credentials *cred = grpc_insecure_credentials_create();
-	grpc_channel *ch = grpc_channel_create(target, cred, &ca);
+	grpc_channel_credentials *cred;
+	grpc_channel *ch;
+
+	if (tls) {
+		grpc_ssl_pem_key_cert_pair pair = { tls->key, tls->cert };
+
+		cred = grpc_ssl_credentials_create_ex(tls->ca, &pair, NULL, NULL);
+	} else {
+		cred = grpc_insecure_credentials_create();
+	}
+	ch = grpc_channel_create(target, cred, &ca);
 
 	grpc_channel_credentials_release(cred);
 	return ch;
@@ -385,6 +403,41 @@ static void pump_send(struct client *cl)
 	send_answer(cl, c);
 }
 
+/* 1 when the call's server showed this job's syncer certificate (or the
+ * channel is plaintext); checked once per call, a failure logged once. */
+static int peer_ok(struct client *cl, struct call *c)
+{
+	const struct sidecar_opts *o = &cl->s->o;
+	grpc_auth_context *ctx;
+	grpc_auth_property_iterator it;
+	const grpc_auth_property *prop;
+	struct pki_id want = { .role = PKI_ROLE_SYNCER };
+	struct err e = { "no server certificate" };
+	char *pem = NULL;
+
+	if (!o->tls)
+		return 1;
+	if (c->peer)
+		return c->peer > 0;
+	snprintf(want.job, sizeof(want.job), "%s", o->job ? o->job : "");
+	c->peer = -1;
+	if ((ctx = grpc_call_auth_context(c->call))) {
+		it = grpc_auth_context_find_properties_by_name(ctx,
+			GRPC_X509_PEM_CERT_PROPERTY_NAME);
+		prop = grpc_auth_property_iterator_next(&it);
+		if (prop && prop->value_length &&
+		    (pem = strndup(prop->value, prop->value_length)) &&
+		    !pki_cert_is(pem, &want, &e))
+			c->peer = 1;
+		free(pem);
+		grpc_auth_context_release(ctx);
+	}
+	if (c->peer < 0)
+		log_error("the server at '%s' is not this job's syncer, its "
+			  "messages are ignored: %s", o->target, e.msg);
+	return c->peer > 0;
+}
+
 static void on_recv(struct client *cl, struct call *c, int ok)
 {
 	struct sidecar *s = cl->s;
@@ -405,6 +458,12 @@ static void on_recv(struct client *cl, struct call *c, int ok)
 	grpc_byte_buffer_reader_destroy(&r);
 	grpc_byte_buffer_destroy(c->recv_buf);
 	c->recv_buf = NULL;
+	if (!peer_ok(cl, c)) {
+		grpc_slice_unref(all);
+		if (c == cl->live)
+			end_live(cl);
+		return;
+	}
 	SC_ADD(s, messages_received, 1);
 	SC_ADD(s, bytes_received, GRPC_SLICE_LENGTH(all));
 	rc = c == cl->live ? sidecar_handle(s, GRPC_SLICE_START_PTR(all),
@@ -456,11 +515,19 @@ static void on_status(struct client *cl, struct call *c)
 {
 	char *details = grpc_slice_to_c_string(c->details);
 
+	/* the statuses that end the sidecar are taken from this job's
+	 * syncer only; any other is a disconnect */
+	int final = (c->status == GRPC_STATUS_OK && strstr(details, "job done")) ||
+		    c->status == GRPC_STATUS_FAILED_PRECONDITION ||
+		    c->status == GRPC_STATUS_PERMISSION_DENIED;
+
 	c->ended = 1;
-	if (c->status == GRPC_STATUS_OK && strstr(details, "job done")) {
+	if (final && !c->welcomed_here && !peer_ok(cl, c))
+		final = 0;
+	if (final && c->status == GRPC_STATUS_OK) {
 		log_info("syncer: job done");
 		cl->done = 1;
-	} else if (c->status == GRPC_STATUS_FAILED_PRECONDITION) {
+	} else if (final) {
 		err_set(&cl->refusal, "sidecar: the syncer refused learner %u: %s",
 			cl->s->o.learner_id, details);
 		cl->refused = 1;
@@ -534,7 +601,7 @@ int sidecar_run(struct sidecar *s, const volatile sig_atomic_t *stop,
 	cl.backoff = s->o.backoff_min;
 	rng_seed(&cl.rng, (uint64_t)getpid() ^ (uint64_t)(clock_wall() * 1e6));
 	cl.cq = grpc_completion_queue_create_for_next(NULL);
-	cl.ch = make_channel(s->o.target);
+	cl.ch = make_channel(s->o.target, s->o.tls);
 	s->stop = 0;
 	if (pthread_create(&bridge, NULL, bridge_main, s)) {
 		grpc_channel_destroy(cl.ch);
@@ -542,7 +609,11 @@ int sidecar_run(struct sidecar *s, const volatile sig_atomic_t *stop,
 		grpc_shutdown();
 		return err_set(e, "sidecar: cannot start the bridge thread");
 	}
-	log_info("syncer at '%s'", s->o.target);
+	if (s->o.tls)
+		log_info("syncer at '%s', mutual TLS", s->o.target);
+	else
+		log_warn("syncer at '%s' in PLAINTEXT (spec.syncer.insecure): "
+			 "whoever answers there is taken for the syncer", s->o.target);
 	while (!*stop && !cl.done && !cl.refused) {
 		grpc_event ev;
 

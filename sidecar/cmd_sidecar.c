@@ -2,7 +2,9 @@
  * `ddiloco sidecar`: the command line around sidecar/ — reads the job,
  * builds the same fragment table as the learner, attaches the exchange,
  * serves /healthz /readyz /metrics, and runs the client until the syncer
- * says the job is done.
+ * says the job is done. gRPC is mutual TLS with the certificate files
+ * (common/tls.h), whose identity must be this job's learner I; plaintext
+ * only when the job says spec.syncer.insecure (docs/security.md).
  */
 #include <limits.h>
 #include <malloc.h>
@@ -16,6 +18,8 @@
 #include "common/httpd.h"
 #include "common/jobspec.h"
 #include "common/log.h"
+#include "common/pki.h"
+#include "common/tls.h"
 #include "sidecar/sidecar.h"
 #include "trainer/model.h"
 
@@ -58,10 +62,11 @@ static int http_handler(void *ctx, const char *path, struct buf *body,
 int cmd_sidecar(int argc, char **argv)
 {
 	const char *job = NULL, *dir = NULL, *target = NULL, *http = NULL;
+	struct tls_paths tp = { 0 };
 	int learner = -1, rc = 1, ft_ok = 0, n;
 	const struct cli_option opts[] = {
 		CLI_TEXT("usage: ddiloco sidecar --job JOB.yaml --learner I --exchange DIR\n"
-			 "                       --syncer HOST:PORT [--http HOST:PORT]\n\n"
+			 "                       --syncer HOST:PORT [--http HOST:PORT] [--tls-dir DIR]\n\n"
 			 "Moves fragments between learner I (through the exchange folder DIR,\n"
 			 "shared with `ddiloco learner`) and the syncer (gRPC; HOST is a DNS\n"
 			 "name or an address). Reconnects with backoff when the syncer goes\n"
@@ -74,6 +79,12 @@ int cmd_sidecar(int argc, char **argv)
 		CLI_STRING("syncer", 0, &target, "HOST:PORT", "the syncer's gRPC address"),
 		CLI_STRING("http", 0, &http, "HOST:PORT",
 			   "serve /healthz, /readyz and /metrics"),
+		CLI_STRING("tls-dir", 0, &tp.dir, "DIR",
+			   "ca.crt, tls.crt and tls.key: the job's CA, this learner's\n"
+			   "certificate and key (docs/security.md)"),
+		CLI_STRING("tls-cert", 0, &tp.cert, "FILE", "the certificate (instead of DIR's)"),
+		CLI_STRING("tls-key", 0, &tp.key, "FILE", "its key (instead of DIR's)"),
+		CLI_STRING("tls-ca", 0, &tp.ca, "FILE", "the job's CA (instead of DIR's)"),
 		CLI_END(),
 	};
 	struct job_spec js;
@@ -83,6 +94,9 @@ int cmd_sidecar(int argc, char **argv)
 	struct sidecar *s = NULL;
 	struct httpd *h = NULL;
 	struct sidecar_opts o = { 0 };
+	struct tls_files tls = { 0 };
+	struct pki_id id = { .role = PKI_ROLE_LEARNER };
+	int use_tls;
 	struct err e;
 	char comp[32], host[256];
 	int port = 0;
@@ -112,9 +126,18 @@ int cmd_sidecar(int argc, char **argv)
 			  js.learners.replicas, js.learners.replicas - 1);
 		return 1;
 	}
+	snprintf(id.job, sizeof(id.job), "%s", js.name);
+	id.learner = (unsigned)learner;
+	if ((use_tls = tls_files_for_job(&tp, js.syncer.insecure, &tls, &e)) < 0 ||
+	    (use_tls && pki_cert_is(tls.cert, &id, &e))) {
+		log_error("%s", e.msg);
+		tls_files_release(&tls);
+		return 2;
+	}
 	if (model_config_from_job(&js.model, &mc, &e) ||
 	    model_frag_table(&mc, js.syncer.fragments, &ft, &e)) {
 		log_error("%s", e.msg);
+		tls_files_release(&tls);
 		return 1;
 	}
 	ft_ok = 1;
@@ -128,6 +151,7 @@ int cmd_sidecar(int argc, char **argv)
 	o.learner_id = (unsigned)learner;
 	o.job = js.name;
 	o.no_feedback = !js.syncer.error_feedback;
+	o.tls = use_tls ? &tls : NULL;
 	s = sidecar_new(&o, x, &ft, &e);
 	if (!s)
 		goto out;
@@ -154,5 +178,6 @@ out:
 	exchange_close(x);
 	if (ft_ok)
 		frag_table_release(&ft);
+	tls_files_release(&tls);
 	return rc;
 }

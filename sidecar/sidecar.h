@@ -13,7 +13,9 @@
  * in flight, whatever the learner or the syncer do.
  *
  * The syncer is found through the gRPC resolver: "host:port" is a DNS name
- * or an address. When the stream ends with anything but OK "job done" the
+ * or an address. With TLS the stream is mutual TLS on the job's CA, and
+ * nothing the syncer sends (updates, pulls, "job done", a refusal) is
+ * used before its certificate is seen to name this job's syncer. When the stream ends with anything but OK "job done" the
  * client reconnects with exponential backoff (100 ms doubling to 5 s, ±20%
  * jitter) and says Hello again; the learner never waits for any of it.
  */
@@ -29,6 +31,7 @@
 #include "common/err.h"
 #include "common/exchange.h"
 #include "common/fragment.h"
+#include "common/tls.h"
 
 
 struct sidecar_opts {
@@ -39,6 +42,10 @@ struct sidecar_opts {
 	double backoff_min, backoff_max;   /* seconds; 0 = 0.1 and 5 */
 	int no_feedback;          /* 1: no residual (spec.syncer.errorFeedback
 	                           * false); docs/protocol.md, error feedback */
+	/* this learner's certificate and key and the job's CA: the syncer
+	 * must show a certificate of that CA naming the job's syncer; NULL:
+	 * plaintext (spec.syncer.insecure, docs/security.md) */
+	const struct tls_files *tls;
 };
 
 struct sidecar_metrics {

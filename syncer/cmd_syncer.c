@@ -1,12 +1,17 @@
 /*
  * `ddiloco syncer --job JOB.yaml [--listen HOST:PORT] [--http HOST:PORT]
- *                 [--checkpoint-dir DIR]`
+ *                 [--checkpoint-dir DIR] [--tls-dir DIR] [--tls-cert FILE]
+ *                 [--tls-key FILE] [--tls-ca FILE]`
  *
  * Reads the job, builds the model's fragment table and its seeded initial
  * parameters (the same as `ddiloco train` builds), an evaluator on the
  * validation split, and runs the syncer until the budget is reached
  * (exit 0) or SIGTERM/SIGINT (checkpoint, exit 0). Exit 1 on a runtime
- * error, 2 on bad usage or a bad job file.
+ * error, 2 on bad usage, a bad job file or bad certificate files.
+ *
+ * gRPC is mutual TLS with the certificate files (common/tls.h), whose
+ * identity must be this job's syncer; plaintext only when the job says
+ * spec.syncer.insecure (docs/security.md).
  */
 #include <malloc.h>
 #include <signal.h>
@@ -18,6 +23,8 @@
 #include "common/cli.h"
 #include "common/jobspec.h"
 #include "common/log.h"
+#include "common/pki.h"
+#include "common/tls.h"
 #include "syncer/syncer.h"
 #include "trainer/model.h"
 #include "trainer/trainer.h"
@@ -42,9 +49,10 @@ int cmd_syncer(int argc, char **argv)
 {
 	const char *job = NULL, *listen = NULL, *http = NULL;
 	const char *ckpt_dir = "checkpoints";
+	struct tls_paths tp = { 0 };
 	const struct cli_option opts[] = {
 		CLI_TEXT("usage: ddiloco syncer --job JOB.yaml [--listen HOST:PORT] [--http HOST:PORT]\n"
-			 "                      [--checkpoint-dir DIR]\n"),
+			 "                      [--checkpoint-dir DIR] [--tls-dir DIR]\n"),
 		CLI_STRING("job", 0, &job, "FILE",
 			   "the DecoupledTrainingJob (YAML or JSON)"),
 		CLI_STRING("listen", 0, &listen, "HOST:PORT",
@@ -55,15 +63,24 @@ int cmd_syncer(int argc, char **argv)
 		CLI_STRING("checkpoint-dir", 0, &ckpt_dir, "DIR",
 			   "where checkpoints are written and resumed from\n"
 			   "(default ./checkpoints)"),
+		CLI_STRING("tls-dir", 0, &tp.dir, "DIR",
+			   "ca.crt, tls.crt and tls.key: the job's CA, this syncer's\n"
+			   "certificate and key (docs/security.md)"),
+		CLI_STRING("tls-cert", 0, &tp.cert, "FILE", "the certificate (instead of DIR's)"),
+		CLI_STRING("tls-key", 0, &tp.key, "FILE", "its key (instead of DIR's)"),
+		CLI_STRING("tls-ca", 0, &tp.ca, "FILE", "the job's CA (instead of DIR's)"),
 		CLI_END(),
 	};
 	char listen_buf[300], http_host[256];
 	int http_port, n, rc = 1;
 	struct job_spec js;
 	struct model_config cfg;
-	struct frag_table ft;
+	struct frag_table ft = { 0 };
 	struct evaluator *ev = NULL;
 	struct syncer_params prm;
+	struct tls_files tls = { 0 };
+	struct pki_id id = { 0 };
+	int use_tls;
 	struct sigaction sa;
 	float *params = NULL;
 	size_t nparams;
@@ -81,6 +98,17 @@ int cmd_syncer(int argc, char **argv)
 		fprintf(stderr, "ddiloco syncer: %s\n", e.msg);
 		return 2;
 	}
+	if ((use_tls = tls_files_for_job(&tp, js.syncer.insecure, &tls, &e)) < 0) {
+		fprintf(stderr, "ddiloco syncer: %s\n", e.msg);
+		return 2;
+	}
+	snprintf(id.job, sizeof(id.job), "%s", js.name);
+	id.role = PKI_ROLE_SYNCER;
+	if (use_tls && pki_cert_is(tls.cert, &id, &e)) {
+		fprintf(stderr, "ddiloco syncer: %s\n", e.msg);
+		tls_files_release(&tls);
+		return 2;
+	}
 	if (!listen) {
 		snprintf(listen_buf, sizeof(listen_buf), "0.0.0.0:%d", js.syncer.port);
 		listen = listen_buf;
@@ -90,14 +118,16 @@ int cmd_syncer(int argc, char **argv)
 		if (cli_split_hostport(listen, http_host, sizeof(http_host), &lp)) {
 			fprintf(stderr, "ddiloco syncer: --listen '%s': expected HOST:PORT\n",
 				listen);
-			return 2;
+			rc = 2;
+			goto out;
 		}
 	}
 	snprintf(http_host, sizeof(http_host), "0.0.0.0");
 	http_port = js.syncer.http_port;
 	if (http && cli_split_hostport(http, http_host, sizeof(http_host), &http_port)) {
 		fprintf(stderr, "ddiloco syncer: --http '%s': expected HOST:PORT\n", http);
-		return 2;
+		rc = 2;
+		goto out;
 	}
 	if (!http_host[0])
 		snprintf(http_host, sizeof(http_host), "0.0.0.0");
@@ -110,6 +140,7 @@ int cmd_syncer(int argc, char **argv)
 	if (model_config_from_job(&js.model, &cfg, &e) ||
 	    model_frag_table(&cfg, js.syncer.fragments, &ft, &e)) {
 		fprintf(stderr, "ddiloco syncer: %s\n", e.msg);
+		tls_files_release(&tls);
 		return 2;
 	}
 	nparams = model_num_params(&cfg);
@@ -144,6 +175,7 @@ int cmd_syncer(int argc, char **argv)
 	prm.eval = ev ? eval_cb : NULL;
 	prm.eval_ctx = ev;
 	prm.drain_seconds = 2.0;
+	prm.tls = use_tls ? &tls : NULL;
 	log_info("job '%s': %zu parameters in %d fragments (imbalance %.3f), "
 		 "%d learners, quorum %d, overlap %d", js.name, nparams, ft.nfrags,
 		 frag_table_imbalance(&ft), js.learners.replicas,
@@ -158,5 +190,6 @@ out:
 		evaluator_free(ev);
 	free(params);
 	frag_table_release(&ft);
+	tls_files_release(&tls);
 	return rc;
 }

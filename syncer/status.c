@@ -86,6 +86,10 @@ static json_t *status_json(struct syncer *s, double now)
 	const struct syncer_ckpt *c = &s->acc;
 
 	json_object_set_new(o, "job", json_string(s->js->name));
+	/* plaintext gRPC, no identities (docs/security.md) */
+	json_object_set_new(o, "insecure", json_boolean(s->prm->tls == NULL));
+	json_object_set_new(o, "streams_refused",
+			    json_integer((json_int_t)s->streams_refused));
 	json_object_set_new(o, "round", json_integer((json_int_t)s->rs.completed));
 	a = json_array();
 	for (int p = 0; p < s->P; p++)
@@ -172,6 +176,9 @@ static void metrics_text(struct syncer *s, double now, struct buf *b)
 	prom_u64(b, M("answers_total"), PROM_LABELS("result", "late"), c->late);
 	prom_u64(b, M("answers_total"), PROM_LABELS("result", "rejected"), c->rejected);
 	prom_u64(b, M("answers_total"), PROM_LABELS("result", "empty"), c->empty);
+	prom_counter(b, M("streams_refused_total"),
+		     "Streams refused for their client certificate (docs/security.md).",
+		     s->streams_refused);
 	prom_counter(b, M("answers_stale_total"),
 		     "Answers taken as empty: base more than staleVersions behind.",
 		     s->audit.stale);

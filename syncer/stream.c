@@ -20,6 +20,12 @@
  * file decodes, calls core_hello_check / core_join / core_heartbeat /
  * core_answer / core_merge, and sends what their results ask for.
  *
+ * With TLS (syncer_params.tls) every client shows a certificate of the
+ * job's CA; the identity in it (common/pki.h, ddiloco://<job>/learner/<id>)
+ * is read when the call arrives, and a stream whose certificate names
+ * another job, no learner, or another learner than its Hello is refused
+ * with PERMISSION_DENIED before it touches any state (docs/security.md).
+ *
  * The loop wakes at least every 50 ms (cq_next's deadline is the only
  * timer) to pace rounds, end grace windows and notice a stop request, and
  * sooner when a grace window ends or the learners' pace makes a pull due
@@ -38,9 +44,11 @@
 #include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc_security.h>
 #include <grpc/slice.h>
+#include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
 
 #include "common/log.h"
+#include "common/pki.h"
 #include "common/util.h"
 #include "common/wire.h"
 
@@ -77,6 +85,7 @@ struct conn {
 	grpc_status_code code;
 	grpc_slice details;
 	int learner;
+	int cert_learner;        /* the certificate's learner id; -1: none */
 	struct out_msg *qhead;
 	size_t send_payload;
 };
@@ -122,6 +131,7 @@ static void request_call(struct stream_server *sv)
 	}
 	c->sv = sv;
 	c->learner = -1;
+	c->cert_learner = -1;
 	c->t_new = (struct tag){ T_NEW, c };
 	c->t_recv = (struct tag){ T_RECV, c };
 	c->t_send = (struct tag){ T_SEND, c };
@@ -420,6 +430,63 @@ static void send_welcome(struct conn *c, uint64_t resume,
 		send_pull(c, pulls[i].round, pulls[i].frag);
 }
 
+/* Where a stream comes from, for log lines ("ipv4:10.0.0.7:41234"). */
+static void peer_name(struct conn *c, char *out, size_t n)
+{
+	char *p = grpc_call_get_peer(c->call);
+
+	snprintf(out, n, "%s", p ? p : "an unknown peer");
+	gpr_free(p);
+}
+
+/* The learner id the stream's client certificate names; -1 with e filled
+ * when it names none of this job's learners. */
+static int cert_learner(struct conn *c, struct err *e)
+{
+	const char *job = c->sv->s->js->name;
+	grpc_auth_context *ctx = grpc_call_auth_context(c->call);
+	grpc_auth_property_iterator it;
+	const grpc_auth_property *prop;
+	char *pem = NULL;
+	struct pki_id id;
+	int rc = -1;
+
+	if (!ctx)
+		return err_set(e, "no client certificate");
+	it = grpc_auth_context_find_properties_by_name(ctx,
+		GRPC_X509_PEM_CERT_PROPERTY_NAME);
+	prop = grpc_auth_property_iterator_next(&it);
+	if (!prop || !prop->value_length) {
+		err_set(e, "no client certificate");
+	} else if (!(pem = strndup(prop->value, prop->value_length))) {
+		err_set(e, "out of memory");
+	} else if (pki_cert_id(pem, &id, e)) {
+		/* the message says what the certificate lacks */
+	} else if (strcmp(id.job, job)) {
+		err_set(e, "the client certificate is for job '%s', not '%s'",
+			id.job, job);
+	} else if (id.role != PKI_ROLE_LEARNER) {
+		err_set(e, "the client certificate of job '%s' is not a learner's",
+			job);
+	} else {
+		rc = (int)id.learner;
+	}
+	free(pem);
+	grpc_auth_context_release(ctx);
+	return rc;
+}
+
+/* Ends a stream whose identity does not fit; counted and logged. */
+static void refuse(struct conn *c, const char *why)
+{
+	char peer[128];
+
+	peer_name(c, peer, sizeof(peer));
+	c->sv->s->streams_refused++;
+	log_warn("stream from %s refused: %s", peer, why);
+	conn_close(c, GRPC_STATUS_PERMISSION_DENIED, "%s", why);
+}
+
 static void on_hello(struct conn *c, const struct wire_hello *h, double now)
 {
 	static const grpc_status_code code[] = {
@@ -437,6 +504,15 @@ static void on_hello(struct conn *c, const struct wire_hello *h, double now)
 
 	if (c->learner >= 0) {
 		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "second hello on one stream");
+		return;
+	}
+	if (s->prm->tls && h->learner_id != (uint32_t)c->cert_learner) {
+		char why[160];
+
+		snprintf(why, sizeof(why), "the client certificate is learner %d's: "
+			 "it cannot say hello as learner %" PRIu32, c->cert_learner,
+			 h->learner_id);
+		refuse(c, why);
 		return;
 	}
 	if ((r = core_hello_check(s, h, &e)) != CORE_JOIN_OK) {
@@ -492,6 +568,7 @@ static void on_message(struct conn *c, const uint8_t *data, size_t len,
 /* A new call: watch for its end, wait for the next one, start reading. */
 static void on_new(struct stream_server *sv, struct conn *c, int ok)
 {
+	struct err e;
 	grpc_op op;
 
 	sv->waiting = NULL;
@@ -512,10 +589,13 @@ static void on_new(struct stream_server *sv, struct conn *c, int ok)
 		c->close_pending = 1;
 	if (!sv->s->stopping)
 		request_call(sv);
-	if (sv->s->stopping)
+	if (sv->s->stopping) {
 		conn_close(c, GRPC_STATUS_UNAVAILABLE, "syncer shutting down");
-	else
+	} else if (sv->s->prm->tls && (c->cert_learner = cert_learner(c, &e)) < 0) {
+		refuse(c, e.msg);
+	} else {
 		start_recv(c);
+	}
 	maybe_free(c);
 }
 
@@ -624,7 +704,7 @@ static void close_all(struct stream_server *sv, grpc_status_code code,
 }
 
 static int start_server(struct stream_server *sv, const char *listen,
-			struct err *e)
+			const struct tls_files *tls, struct err *e)
 {
 	grpc_arg args[] = {
 		{ GRPC_ARG_INTEGER, (char *)GRPC_ARG_ALLOW_REUSEPORT, { .integer = 0 } },
@@ -652,7 +732,14 @@ static int start_server(struct stream_server *sv, const char *listen,
 	sv->method = grpc_server_register_method(sv->srv,
 						 "/ddiloco.v1.Syncer/Train", NULL,
 						 GRPC_SRM_PAYLOAD_NONE, 0);
-	cred = grpc_insecure_server_credentials_create();
+	if (tls) {
+		grpc_ssl_pem_key_cert_pair pair = { tls->key, tls->cert };
+
+		cred = grpc_ssl_server_credentials_create_ex(tls->ca, &pair, 1,
+			GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY, NULL);
+	} else {
+		cred = grpc_insecure_server_credentials_create();
+	}
 	port = grpc_server_add_http2_port(sv->srv, listen, cred);
 	grpc_server_credentials_release(cred);
 	if (!port) {
@@ -670,7 +757,13 @@ static int start_server(struct stream_server *sv, const char *listen,
 	}
 	grpc_server_start(sv->srv);
 	request_call(sv);
-	log_info("gRPC on %s", listen);
+	if (tls)
+		log_info("gRPC on %s: mutual TLS, learners known by their "
+			 "certificates", listen);
+	else
+		log_warn("gRPC on %s in PLAINTEXT (spec.syncer.insecure): any "
+			 "process that reaches this port can join as any learner",
+			 listen);
 	return 0;
 }
 
@@ -764,7 +857,7 @@ int syncer_run(const struct syncer_params *p,
 		goto out;
 	log_info("HTTP on %s:%d", p->http_addr ? p->http_addr : "0.0.0.0",
 		 httpd_port(s->http));
-	if (start_server(&sv, p->listen, e))
+	if (start_server(&sv, p->listen, p->tls, e))
 		goto out;
 	pthread_mutex_lock(&s->mu);
 	s->ready = 1;

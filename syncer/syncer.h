@@ -21,6 +21,7 @@
 #include "common/err.h"
 #include "common/fragment.h"
 #include "common/jobspec.h"
+#include "common/tls.h"
 
 /* Scores a flat parameter vector (model order); 0 on success. */
 typedef int (*syncer_eval_fn)(void *ctx, const float *params, size_t max_tokens,
@@ -38,6 +39,10 @@ struct syncer_params {
 	syncer_eval_fn eval;             /* NULL: no evaluation */
 	void *eval_ctx;
 	double drain_seconds;            /* after `job done`, before return */
+	/* the syncer's certificate and key and the job's CA: mutual TLS,
+	 * each stream's learner id from its client certificate; NULL:
+	 * plaintext, no identities (spec.syncer.insecure, docs/security.md) */
+	const struct tls_files *tls;
 };
 
 /* Runs until the budget is reached or *stop is set (a signal handler). */

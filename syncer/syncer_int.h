@@ -98,6 +98,7 @@ struct syncer {
 	int done, ready, stopping;
 	double last_loop;            /* mono time of the last loop turn */
 	int learners_connected;
+	uint64_t streams_refused;    /* identity refusals (stream.c) */
 	struct goodput gp;           /* where learner time goes (goodput.h) */
 	struct gap_log gaps;         /* down gaps between rounds (gaplog.h) */
 

@@ -54,7 +54,7 @@ spec:
   model: {channels: 64}
   data: {path: /usr/share/games/fortunes}
   optimizer: {warmupSteps: 5}
-  syncer: {fragments: 2, evalEvery: 5, evalTokens: 2048, storage: ""}
+  syncer: {fragments: 2, evalEvery: 5, evalTokens: 2048, storage: "", insecure: true}
   budget: {tokens: 50000000}
 EOF
 until_ok 90 "job Running" '[ "$(jp ddjob/live "{.status.phase}")" = Running ]'

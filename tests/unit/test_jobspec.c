@@ -88,6 +88,7 @@ static void full_yaml_file(void **state)
 	assert_int_equal(js.syncer.encoding, ENC_INT8);
 	assert_int_equal(js.syncer.update_encoding, ENC_INT4);
 	assert_int_equal(js.syncer.error_feedback, 0);
+	assert_int_equal(js.syncer.insecure, 1);
 	assert_int_equal(js.syncer.checkpoint_every, 10);
 	assert_int_equal(js.syncer.eval_every, 5);
 	assert_int_equal(js.syncer.eval_tokens, 4096);
@@ -145,6 +146,7 @@ static void minimal_gets_defaults(void **state)
 	snprintf(def.data.path, sizeof(def.data.path), "/tmp/d.txt");
 	assert_memory_equal(&js, &def, sizeof(js));
 	assert_int_equal(js.syncer.error_feedback, 1);
+	assert_int_equal(js.syncer.insecure, 0);
 	assert_int_equal(jobspec_seq_len(&js), 64);
 	assert_int_equal(jobspec_sync_every(&js), 4);
 }

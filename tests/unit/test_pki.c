@@ -122,6 +122,10 @@ static void another_ca_does_not_verify(void **state)
 
 		assert_int_equal(pki_issue(&mixed, &req, &out, &e), -1);
 		assert_non_null(strstr(e.msg, "does not belong"));
+		assert_int_equal(pki_check_pair(ca1.cert, ca1.key, &e), 0);
+		assert_int_equal(pki_check_pair(leaf.cert, leaf.key, &e), 0);
+		assert_int_equal(pki_check_pair(ca1.cert, ca2.key, &e), -1);
+		assert_string_equal(e.msg, "pki: the key does not belong to the certificate");
 	}
 	pki_pem_release(&leaf);
 	pki_pem_release(&ca1);

@@ -82,7 +82,9 @@ static const char *job_fmt =
 	"    heads: 2\n    channels: 16\n"
 	"  data:\n    path: %s/data.txt\n"
 	"  optimizer:\n    batchSize: 2\n"
-	"  syncer:\n    minQuorum: 2\n    fragments: 4\n    overlap: 2\n"
+	/* plaintext: these clients test the protocol; identities are
+	 * test_tls.c's */
+	"  syncer:\n    insecure: true\n    minQuorum: 2\n    fragments: 4\n    overlap: 2\n"
 	"    grace: 0.5\n    checkpointEvery: 1\n    evalEvery: %d\n"
 	"    evalTokens: 256\n    merge: rda\n"
 	"  budget:\n    outerSteps: %d\n";
