@@ -234,6 +234,15 @@ static int tls_volume(const struct child_ctx *c, const char *who,
 	return 0;
 }
 
+/* The process reads its part of <job>-tls from TLS_DIR (docs/security.md). */
+static void tls_args(json_t *container)
+{
+	json_t *cmd = json_object_get(container, "command");
+
+	json_array_append_new(cmd, json_string("--tls-dir"));
+	json_array_append_new(cmd, json_string(TLS_DIR));
+}
+
 static const char *pull_policy(const struct child_ctx *c)
 {
 	const char *p = sget(c->spec, "learners", "imagePullPolicy");
@@ -276,7 +285,8 @@ json_t *child_syncer(const struct child_ctx *c)
 			"{s:s, s:{}}", "name", "checkpoints", "emptyDir"));
 	json_array_append_new(mounts, json_pack("{s:s, s:s}", "name", "checkpoints",
 						"mountPath", CHECKPOINT_DIR));
-	if (tls_volume(c, "syncer", volumes, mounts)) {
+	/* spec.syncer.insecure: plaintext gRPC, no certificates at all */
+	if (!c->js->syncer.insecure && tls_volume(c, "syncer", volumes, mounts)) {
 		json_decref(volumes);
 		json_decref(mounts);
 		return NULL;
@@ -304,6 +314,8 @@ json_t *child_syncer(const struct child_ctx *c)
 			    json_integer(IMAGE_UID));
 	json_object_set_new(json_object_get(podspec, "securityContext"),
 			    "fsGroupChangePolicy", json_string("OnRootMismatch"));
+	if (!c->js->syncer.insecure)
+		tls_args(json_array_get(json_object_get(podspec, "containers"), 0));
 	pod_hardening(podspec);
 	placement(c, podspec);
 	sel = json_pack("{s:s, s:s}", LABEL_JOB, c->name, LABEL_ROLE, "syncer");
@@ -497,7 +509,7 @@ json_t *child_learner(const struct child_ctx *c, int index)
 	}
 	/* the certificates: the sidecar's alone (the learner never dials) */
 	side_mounts = json_deep_copy(mounts);
-	if (tls_volume(c, who, volumes, side_mounts)) {
+	if (!c->js->syncer.insecure && tls_volume(c, who, volumes, side_mounts)) {
 		json_decref(volumes);
 		json_decref(mounts);
 		json_decref(side_mounts);
@@ -532,6 +544,8 @@ json_t *child_learner(const struct child_ctx *c, int index)
 	/* the certificates' group (tls_volume) */
 	json_object_set_new(json_object_get(podspec, "securityContext"), "fsGroup",
 			    json_integer(IMAGE_UID));
+	if (!c->js->syncer.insecure)
+		tls_args(json_array_get(json_object_get(podspec, "initContainers"), 0));
 	pod_hardening(podspec);
 	placement(c, podspec);
 	m = meta(c, name, "learner");

@@ -106,7 +106,9 @@ json_t *child_networkpolicy(const struct child_ctx *c);
  * ddiloco://<job>/syncer) and one client certificate per learner (URI
  * ddiloco://<job>/learner/<i>), as PEM under the keys
  *   ca.crt  syncer.crt  syncer.key  learner-<i>.crt  learner-<i>.key
- * Each pod mounts only its own part (child_syncer, child_learner).
+ * Each pod mounts only its own part (child_syncer, child_learner), and
+ * the syncer and sidecars get --tls-dir TLS_DIR; with
+ * spec.syncer.insecure there is no Secret, mount or flag.
  * NULL with e set when a certificate cannot be made or the whole does
  * not fit in one Secret.
  */

@@ -443,6 +443,7 @@ static void observe_children(struct op *op, struct pass *p)
 	p->in.pvc = cached(op->pvcs, p->ns, p->name, CHILD_CHECKPOINTS);
 	p->in.netpol = cached(op->netpols, p->ns, p->name, CHILD_SYNCER);
 	p->in.tls = p->m->tls;
+	p->in.want_tls = !p->js.syncer.insecure;
 	p->in.want_pvc = !stg || stg[0];
 }
 

@@ -117,6 +117,7 @@ struct rc_input {
 				       * operator may not read Secrets: it
 				       * remembers a create answered 201/409) */
 	int want_pvc;                 /* spec.syncer.storage is not "" */
+	int want_tls;                 /* spec.syncer.insecure is false */
 	int syncer_ready;
 	/* why the syncer's pod cannot start, as obs_pod.reason/message */
 	const char *syncer_reason, *syncer_message;

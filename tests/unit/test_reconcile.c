@@ -39,6 +39,7 @@ static void setup_fx(struct fx *f, int M)
 	f->in.backoff_limit = -1;
 	f->in.pods = f->pods;
 	f->in.want_pvc = 1;
+	f->in.want_tls = 1;
 }
 
 /* Everything exists, Created is True, every learner Running and ready. */
@@ -718,6 +719,16 @@ static void test_tls_secret_created_before_pods(void **state)
 	assert_int_equal(count(&f.out, ACT_CREATE_TLS), 1);
 	assert_true(find(&f.out, ACT_CREATE_TLS) < find(&f.out, ACT_APPLY_SYNCER));
 	rc_output_release(&f.out);
+	/* spec.syncer.insecure: no Secret, and Created without it */
+	setup_fx(&f, 1);
+	f.in.want_tls = 0;
+	f.in.configmap = f.in.service = f.in.pvc = f.in.statefulset = f.in.netpol = 1;
+	f.pods[0].index = 0;
+	f.in.npods = 1;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(count(&f.out, ACT_CREATE_TLS), 0);
+	assert_int_equal(f.out.conds[COND_CREATED].status, 1);
+	rc_output_release(&f.out);
 	/* suspended: nothing is created */
 	setup_fx(&f, 3);
 	f.js.suspend = 1;
@@ -1092,6 +1103,19 @@ static const char *mount_of(json_t *container, const char *name)
 	return NULL;
 }
 
+/* The last two words of a container's command, as "a b". */
+static const char *last_args(json_t *container)
+{
+	static char buf[256];
+	json_t *cmd = json_object_get(container, "command");
+	size_t n = json_array_size(cmd);
+
+	assert_true(n >= 2);
+	snprintf(buf, sizeof(buf), "%s %s", json_string_value(json_array_get(cmd, n - 2)),
+		 json_string_value(json_array_get(cmd, n - 1)));
+	return buf;
+}
+
 /* items [{key, path}] of a secret volume, as "key>path key>path ..." */
 static void items_text(json_t *vol, char *out, size_t n)
 {
@@ -1184,6 +1208,11 @@ static void test_tls_secret_and_mounts(void **state)
 	assert_string_equal(mount_of(json_array_get(json_object_get(spec, "initContainers"), 0),
 				     "tls"), TLS_DIR);
 	assert_null(mount_of(json_array_get(json_object_get(spec, "containers"), 0), "tls"));
+	/* the sidecar is told where; the learner, which never dials, is not */
+	assert_string_equal(last_args(json_array_get(json_object_get(spec, "initContainers"), 0)),
+			    "--tls-dir " TLS_DIR);
+	assert_string_equal(last_args(json_array_get(json_object_get(spec, "containers"), 0)),
+			    "--exchange " EXCHANGE_DIR);
 	/* the files' group is the image's, which the pod's user is in */
 	assert_int_equal(json_integer_value(json_object_get(json_object_get(
 		spec, "securityContext"), "fsGroup")), 65532);
@@ -1196,7 +1225,26 @@ static void test_tls_secret_and_mounts(void **state)
 	assert_string_equal(items, "ca.crt>ca.crt syncer.crt>tls.crt syncer.key>tls.key");
 	assert_string_equal(mount_of(json_array_get(json_object_get(spec, "containers"), 0),
 				     "tls"), TLS_DIR);
+	assert_string_equal(last_args(json_array_get(json_object_get(spec, "containers"), 0)),
+			    "--tls-dir " TLS_DIR);
 	json_decref(pod);
+	/* spec.syncer.insecure: no mount, no flag (and no Secret: reconcile) */
+	js.syncer.insecure = 1;
+	pod = child_learner(&c, 1);
+	spec = json_object_get(pod, "spec");
+	assert_null(volume_named(spec, "tls"));
+	assert_null(mount_of(json_array_get(json_object_get(spec, "initContainers"), 0), "tls"));
+	assert_string_equal(last_args(json_array_get(json_object_get(spec, "initContainers"), 0)),
+			    "--http 0.0.0.0:9090");
+	assert_restricted(spec);
+	json_decref(pod);
+	pod = child_syncer(&c);
+	spec = json_object_get(json_object_get(json_object_get(pod, "spec"), "template"), "spec");
+	assert_null(volume_named(spec, "tls"));
+	assert_string_equal(last_args(json_array_get(json_object_get(spec, "containers"), 0)),
+			    "--checkpoint-dir " CHECKPOINT_DIR);
+	json_decref(pod);
+	js.syncer.insecure = 0;
 
 	/* a job name that is no DNS label cannot name a CA */
 	c.name = "Demo_1";
