@@ -11,6 +11,7 @@ int cmd_sidecar(int argc, char **argv);
 int cmd_syncer(int argc, char **argv);
 int cmd_operator(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_certs(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
 
 #endif

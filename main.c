@@ -19,6 +19,7 @@ static const struct {
 	{ "syncer", cmd_syncer, "the outer loop: quorum rounds, merges, checkpoints" },
 	{ "operator", cmd_operator, "reconcile DecoupledTrainingJobs on Kubernetes" },
 	{ "sim", cmd_sim, "simulate goodput at cluster scale" },
+	{ "certs", cmd_certs, "make a job's CA and certificates (docs/security.md)" },
 };
 
 static int version;

@@ -8,6 +8,9 @@
  * fragment outstanding and counts the answer bytes it receives.
  * TCP path: one thread writes 4 MiB buffers into a loopback socket, another
  * reads them. Both run for SECONDS; prints bytes/s of each and the ratio.
+ * The sidecar path runs twice: plaintext, then mutual TLS with a job CA
+ * and certificates made by common/pki.h, as `ddiloco run` uses them
+ * (docs/security.md); prints the TLS rate and its ratio to plaintext.
  */
 #include <arpa/inet.h>
 #include <grpc/byte_buffer.h>
@@ -26,6 +29,8 @@
 
 #include "common/exchange.h"
 #include "common/log.h"
+#include "common/pki.h"
+#include "common/tls.h"
 #include "common/util.h"
 #include "ddiloco/v1/syncer.pb-c.h"
 #include "sidecar/sidecar.h"
@@ -231,7 +236,38 @@ static void *learner_main(void *arg)
 	return NULL;
 }
 
-static double sidecar_rate(void)
+/* A job CA, the sink's certificate and learner 0's, for the TLS run. */
+struct bench_pki {
+	struct pki_pem ca, srv, learner;
+};
+
+static void bench_pki_make(struct bench_pki *b)
+{
+	const char *ips[] = { "127.0.0.1", NULL };
+	const char *srv_uri[] = { "ddiloco://bench/syncer", NULL };
+	const char *l_uri[] = { "ddiloco://bench/learner/0", NULL };
+	struct pki_leaf_req srv = { .common_name = "bench syncer", .ips = ips,
+				    .uris = srv_uri, .server = 1 };
+	struct pki_leaf_req l = { .common_name = "bench learner 0", .uris = l_uri,
+				  .client = 1 };
+	struct err e;
+
+	if (pki_ca_new("bench", 0, &b->ca, &e) || pki_issue(&b->ca, &srv, &b->srv, &e) ||
+	    pki_issue(&b->ca, &l, &b->learner, &e)) {
+		fprintf(stderr, "sidecar_vs_tcp: %s\n", e.msg);
+		exit(1);
+	}
+}
+
+static void bench_pki_release(struct bench_pki *b)
+{
+	pki_pem_release(&b->ca);
+	pki_pem_release(&b->srv);
+	pki_pem_release(&b->learner);
+}
+
+/* pki NULL: plaintext. */
+static double sidecar_rate(const struct bench_pki *pki)
 {
 	struct frag_tensor t[P];
 	struct frag_table ft;
@@ -241,6 +277,7 @@ static double sidecar_rate(void)
 	struct sidecar *sc;
 	volatile sig_atomic_t stop_sidecar = 0;
 	struct sidecar_opts o = { 0 };
+	struct tls_files tf;
 	pthread_t th_sink, th_learner;
 	char dir[] = "/dev/shm/ddsc-bench-XXXXXX", target[64], cmd[64];
 	grpc_server_credentials *cred;
@@ -273,7 +310,17 @@ static double sidecar_rate(void)
 	k.cq = grpc_completion_queue_create_for_next(NULL);
 	k.srv = grpc_server_create(&ca, NULL);
 	grpc_server_register_completion_queue(k.srv, k.cq, NULL);
-	cred = grpc_insecure_server_credentials_create();
+	if (pki) {
+		grpc_ssl_pem_key_cert_pair pair = { pki->srv.key, pki->srv.cert };
+
+		cred = grpc_ssl_server_credentials_create_ex(pki->ca.cert, &pair, 1,
+			GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY, NULL);
+		tf = (struct tls_files){ pki->learner.cert, pki->learner.key,
+					 pki->ca.cert };
+		o.tls = &tf;
+	} else {
+		cred = grpc_insecure_server_credentials_create();
+	}
 	k.port = grpc_server_add_http2_port(k.srv, "127.0.0.1:0", cred);
 	grpc_server_credentials_release(cred);
 	grpc_server_start(k.srv);
@@ -300,7 +347,8 @@ static double sidecar_rate(void)
 		;
 	grpc_completion_queue_destroy(k.cq);
 	grpc_shutdown();
-	printf("sidecar_answers=%llu\n", (unsigned long long)k.answers);
+	printf("sidecar%s_answers=%llu\n", pki ? "_tls" : "",
+	       (unsigned long long)k.answers);
 	sidecar_free(sc);
 	exchange_close(lx);
 	exchange_close(sx);
@@ -377,15 +425,22 @@ static double tcp_rate(void)
 
 int main(void)
 {
-	double s, t;
+	struct bench_pki pki;
+	double s, t, st;
 
 	log_init("bench");
 	mallopt(M_MMAP_THRESHOLD, 32 << 20);
 	mallopt(M_TRIM_THRESHOLD, 1 << 30);
 	mallopt(M_TOP_PAD, 64 << 20);
 	t = tcp_rate();
-	s = sidecar_rate();
+	s = sidecar_rate(NULL);
+	bench_pki_make(&pki);
+	st = sidecar_rate(&pki);
+	bench_pki_release(&pki);
 	printf("tcp_bytes_per_s=%.0f\nsidecar_bytes_per_s=%.0f\n", t, s);
 	printf("sidecar_vs_tcp=%.3f\n", t > 0 ? s / t : 0.0);
-	return s > 0 && t > 0 ? 0 : 1;
+	printf("sidecar_tls_bytes_per_s=%.0f\n", st);
+	printf("sidecar_tls_vs_tcp=%.3f\n", t > 0 ? st / t : 0.0);
+	printf("sidecar_tls_vs_plaintext=%.3f\n", s > 0 ? st / s : 0.0);
+	return s > 0 && t > 0 && st > 0 ? 0 : 1;
 }

@@ -5,6 +5,7 @@
  *
  *   DIR/syncer/{ca.crt,tls.crt,tls.key}       ddiloco://<job>/syncer,
  *                                              DNS localhost, IP 127.0.0.1
+ *                                              and the caller's names
  *   DIR/learner-<i>/{ca.crt,tls.crt,tls.key}  ddiloco://<job>/learner/<i>
  *
  * Folders 0700, keys 0600. The CA's key is not written: nothing here
@@ -42,19 +43,41 @@ static int write_dir(const char *dir, const char *name, const char *ca,
 	return tls_write_pem(path, leaf->key, 1, e);
 }
 
+#define MAX_EXTRA 16
+
+/* localhost or 127.0.0.1 first, then the caller's list, into out. */
+static int names(const char *first, const char *const *more,
+		 const char **out, const char *kind, struct err *e)
+{
+	int n = 0;
+
+	out[n++] = first;
+	for (; more && *more; more++) {
+		if (n > MAX_EXTRA)
+			return err_set(e, "run: more than %d %s names for the syncer",
+				       MAX_EXTRA, kind);
+		out[n++] = *more;
+	}
+	out[n] = NULL;
+	return 0;
+}
+
 int run_certs_make(const char *dir, const char *job, int learners,
+		   const char *const *more_dns, const char *const *more_ips,
 		   struct err *e)
 {
 	struct pki_pem ca = { 0 }, leaf = { 0 };
 	struct pki_id id = { .role = PKI_ROLE_SYNCER };
 	char uri[PKI_JOB_MAX + 40], cn[PKI_JOB_MAX + 40], name[32];
 	const char *uris[] = { uri, NULL };
-	const char *dns[] = { "localhost", NULL };
-	const char *ips[] = { "127.0.0.1", NULL };
+	const char *dns[MAX_EXTRA + 2], *ips[MAX_EXTRA + 2];
 	struct pki_leaf_req req = { .common_name = cn, .uris = uris };
 	int rc = -1;
 
 	snprintf(id.job, sizeof(id.job), "%s", job);
+	if (names("localhost", more_dns, dns, "DNS", e) ||
+	    names("127.0.0.1", more_ips, ips, "IP", e))
+		return -1;
 	if (mkdir(dir, 0700) && errno != EEXIST)
 		return err_set(e, "run: cannot create '%s': %s", dir, strerror(errno));
 	if (pki_ca_new(job, 0, &ca, e) || pki_id_uri(&id, uri, sizeof(uri), e))

@@ -201,7 +201,7 @@ static int init_procs(struct runner *R, const char *dir, struct err *e)
 	snprintf(http, sizeof(http), "%s", R->http);
 	snprintf(log, sizeof(log), "%s/syncer.log", dir);
 	snprintf(tls, sizeof(tls), "%s/tls", dir);
-	if (secure && run_certs_make(tls, R->js->name, M, e))
+	if (secure && run_certs_make(tls, R->js->name, M, NULL, NULL, e))
 		return -1;
 	snprintf(tdir, sizeof(tdir), "%s/syncer", tls);
 	{

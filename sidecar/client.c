@@ -71,6 +71,7 @@ struct client {
 	struct call *live;       /* the current stream, if any */
 	int draining;            /* ended streams whose batches drain */
 	double backoff, next_attempt, next_heartbeat, next_warn;
+	double next_peer_warn;   /* a wrong server: one line every 30 s */
 	int done, refused;
 	struct err refusal;
 	struct rng rng;
@@ -432,9 +433,11 @@ static int peer_ok(struct client *cl, struct call *c)
 		free(pem);
 		grpc_auth_context_release(ctx);
 	}
-	if (c->peer < 0)
+	if (c->peer < 0 && clock_mono() >= cl->next_peer_warn) {
 		log_error("the server at '%s' is not this job's syncer, its "
 			  "messages are ignored: %s", o->target, e.msg);
+		cl->next_peer_warn = clock_mono() + 30;
+	}
 	return c->peer > 0;
 }
 

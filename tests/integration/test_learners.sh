@@ -5,7 +5,8 @@
 # answers are not rejected as outliers); the syncer killed with -9 and
 # restarted resumes from its checkpoint while learners keep stepping and
 # sidecars reconnect, and the eval loss does not jump; everything exits 0
-# at "job done".
+# at "job done". The gRPC streams are mutual TLS with certificates from
+# `ddiloco certs`, the sidecars finding the syncer as localhost.
 set -eu
 BIN=$(cd "$(dirname "${BUILD:-build}/ddiloco")" && pwd)/ddiloco
 dir=$(mktemp -d /tmp/ddiloco-learners-XXXXXX)
@@ -54,6 +55,8 @@ spec:
   budget: {outerSteps: 100000000}
 YAML
 
+"$BIN" certs "$dir/job.yaml" --out "$dir/tls" > /dev/null
+
 status() { curl -sf "http://127.0.0.1:$HTTP/status"; }
 # a value of /status by a jq filter, e.g. st .round
 st() { status | jq -r "$1"; }
@@ -75,7 +78,7 @@ wait_for() {
 start_syncer() {
 	"$BIN" syncer --job "$dir/job.yaml" --listen "127.0.0.1:$GRPC" \
 		--http "127.0.0.1:$HTTP" --checkpoint-dir "$dir/ckpt" \
-		>> "$dir/syncer.log" 2>&1 &
+		--tls-dir "$dir/tls/syncer" >> "$dir/syncer.log" 2>&1 &
 	syncer=$!
 	pids="$pids $syncer"
 }
@@ -88,7 +91,8 @@ start_learner() {
 start_sidecar() {
 	"$BIN" sidecar --job "$dir/job.yaml" --learner "$1" \
 		--exchange "$dir/x$1" --syncer "localhost:$GRPC" \
-		--http "127.0.0.1:$2" >> "$dir/sidecar$1.log" 2>&1 &
+		--http "127.0.0.1:$2" --tls-dir "$dir/tls/learner-$1" \
+		>> "$dir/sidecar$1.log" 2>&1 &
 	eval "sidecar$1=$!"
 	pids="$pids $!"
 }
@@ -109,7 +113,8 @@ wait_for 30 '[ "$(st .learners_connected)" -eq 3 ]' "three learners connected"
 sed 's/channels: 32/channels: 16/' "$dir/job.yaml" > "$dir/other.yaml"
 rc=0
 timeout 60 "$BIN" sidecar --job "$dir/other.yaml" --learner 2 \
-	--exchange "$dir/xo" --syncer "127.0.0.1:$GRPC" > "$dir/other.out" 2>&1 || rc=$?
+	--exchange "$dir/xo" --syncer "127.0.0.1:$GRPC" --tls-dir "$dir/tls/learner-2" \
+	> "$dir/other.out" 2>&1 || rc=$?
 [ "$rc" -eq 1 ] || fail "sidecar for another model exited $rc"
 grep -q "refused learner 2" "$dir/other.out" || fail "no refusal message: $(cat "$dir/other.out")"
 [ "$(st .learners_connected)" -eq 3 ] || fail "the refused sidecar disturbed the others"

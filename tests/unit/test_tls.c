@@ -13,6 +13,12 @@
  * command lines: missing or mismatched certificate files are refused at
  * start with the reason, and `ddiloco run`'s certificate folders.
  *
+ * The other way round, a real sidecar (sidecar_run, in this process)
+ * takes a Welcome and "job done" only from a server whose certificate
+ * chains to the job's CA and names the job's syncer: a server showing a
+ * learner's certificate of the same CA, or the syncer's identity from
+ * another CA, never gets it to finish.
+ *
  * The test clients pack messages with the generated protobuf-c code, as
  * tests/unit/test_syncer_grpc.c does.
  */
@@ -32,6 +38,7 @@
 #include <grpc/support/time.h>
 #include <jansson.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,7 +54,9 @@
 #include "common/tls.h"
 #include "common/util.h"
 #include "ddiloco/v1/syncer.pb-c.h"
+#include "common/exchange.h"
 #include "runner/run.h"
+#include "sidecar/sidecar.h"
 #include "trainer/model.h"
 #include "tests/unit/testlib.h"
 
@@ -819,15 +828,18 @@ static void run_certificate_folders(void **state)
 
 	assert_int_equal(testlib_tmpdir(v->dir, sizeof(v->dir), "ddiloco-tls"), 0);
 	snprintf(dir, sizeof(dir), "%s/tls", v->dir);
-	assert_int_equal(run_certs_make(dir, JOB, 2, &e), 0);
+	assert_int_equal(run_certs_make(dir, JOB, 2,
+					(const char *[]){ "tlsjob-syncer-0.tlsjob-syncer.ml.svc", NULL },
+					NULL, &e), 0);
 	snprintf(path, sizeof(path), "%s/syncer", dir);
 	assert_int_equal(stat(path, &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0700);
 	assert_int_equal(tls_files_load(&tp, &f, &e), 0);
 	assert_int_equal(pki_cert_is(f.cert, &id, &e), 0);
 	assert_int_equal(pki_cert_names(f.cert, &n, &e), 0);
-	assert_int_equal(n.ndns, 1);
+	assert_int_equal(n.ndns, 2);
 	assert_string_equal(n.dns[0], "localhost");
+	assert_string_equal(n.dns[1], "tlsjob-syncer-0.tlsjob-syncer.ml.svc");
 	assert_int_equal(n.nips, 1);
 	assert_string_equal(n.ips[0], "127.0.0.1");
 	pki_names_release(&n);
@@ -852,9 +864,230 @@ static void run_certificate_folders(void **state)
 	v->dir[0] = 0;
 }
 
+/* ---- a server that says Welcome then "job done" to every call ---------- */
+
+struct fake {
+	grpc_server *srv;
+	grpc_completion_queue *cq;
+	int port;
+	volatile int stop;
+	grpc_call *call;
+	grpc_call_details det;
+	grpc_metadata_array md;
+	grpc_byte_buffer *bb;
+	int cancelled;
+};
+
+static void fake_request(struct fake *f)
+{
+	grpc_call_details_init(&f->det);
+	grpc_metadata_array_init(&f->md);
+	assert_int_equal(grpc_server_request_call(f->srv, &f->call, &f->det, &f->md,
+						  f->cq, f->cq, (void *)1), GRPC_CALL_OK);
+}
+
+/* Welcome, then OK "job done", in one batch. */
+static void fake_answer(struct fake *f)
+{
+	Ddiloco__V1__SyncerMessage m = DDILOCO__V1__SYNCER_MESSAGE__INIT;
+	Ddiloco__V1__Welcome w = DDILOCO__V1__WELCOME__INIT;
+	static grpc_slice details;
+	grpc_slice sl;
+	grpc_op ops[4];
+
+	details = grpc_slice_from_static_string("job done");
+	w.fragments = P;
+	m.kind_case = DDILOCO__V1__SYNCER_MESSAGE__KIND_WELCOME;
+	m.welcome = &w;
+	sl = grpc_slice_malloc(ddiloco__v1__syncer_message__get_packed_size(&m));
+	ddiloco__v1__syncer_message__pack(&m, GRPC_SLICE_START_PTR(sl));
+	f->bb = grpc_raw_byte_buffer_create(&sl, 1);
+	grpc_slice_unref(sl);
+	memset(ops, 0, sizeof(ops));
+	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+	ops[1].op = GRPC_OP_SEND_MESSAGE;
+	ops[1].data.send_message.send_message = f->bb;
+	ops[2].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+	ops[2].data.send_status_from_server.status = GRPC_STATUS_OK;
+	ops[2].data.send_status_from_server.status_details = &details;
+	ops[3].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+	ops[3].data.recv_close_on_server.cancelled = &f->cancelled;
+	assert_int_equal(grpc_call_start_batch(f->call, ops, 4, (void *)2, NULL),
+			 GRPC_CALL_OK);
+}
+
+static void *fake_main(void *arg)
+{
+	struct fake *f = arg;
+	int pending = 1, notified = 0;
+
+	fake_request(f);
+	while (pending > 0) {
+		grpc_event ev = grpc_completion_queue_next(f->cq, in(0.02), NULL);
+
+		if (f->stop && !notified) {
+			grpc_server_shutdown_and_notify(f->srv, f->cq, (void *)9);
+			grpc_server_cancel_all_calls(f->srv);
+			notified = 1;
+			pending++;
+		}
+		if (ev.type != GRPC_OP_COMPLETE)
+			continue;
+		pending--;
+		if (ev.tag == (void *)1) {
+			if (ev.success) {
+				fake_answer(f);
+				pending++;
+			} else {
+				grpc_call_details_destroy(&f->det);
+				grpc_metadata_array_destroy(&f->md);
+			}
+		} else if (ev.tag == (void *)2) {
+			grpc_byte_buffer_destroy(f->bb);
+			grpc_call_unref(f->call);
+			grpc_call_details_destroy(&f->det);
+			grpc_metadata_array_destroy(&f->md);
+			if (!notified) {
+				fake_request(f);
+				pending++;
+			}
+		}
+	}
+	return NULL;
+}
+
+struct watch {
+	volatile sig_atomic_t *stop;
+	double until;
+	volatile int over;
+};
+
+static void *watch_main(void *arg)
+{
+	struct watch *w = arg;
+
+	while (!w->over && clock_mono() < w->until)
+		sleep_seconds(0.01);
+	*w->stop = 1;
+	return NULL;
+}
+
+/*
+ * A real sidecar with learner 0's certificate against a server showing
+ * srv (a leaf of srv_ca); stopped after `patience` seconds unless it is
+ * done first. Returns sidecar_run's result; *done: the exchange marked
+ * done; *welcomes: the Welcomes it took.
+ */
+static int sidecar_against(struct env *v, const struct pki_pem *srv,
+			   const char *srv_ca, double patience, int *done,
+			   uint64_t *welcomes)
+{
+	struct fake f;
+	struct pki_pem l0;
+	struct tls_files tf;
+	struct sidecar_opts o = { 0 };
+	struct sidecar_metrics m;
+	struct exchange *sx, *lx;
+	struct sidecar *sc;
+	struct err e;
+	volatile sig_atomic_t stop = 0;
+	struct watch w = { &stop, clock_mono() + patience, 0 };
+	grpc_server_credentials *cred;
+	grpc_ssl_pem_key_cert_pair pair = { srv->key, srv->cert };
+	pthread_t th, wt;
+	char target[64], xdir[200];
+	int rc;
+
+	memset(&f, 0, sizeof(f));
+	leaf(&v->ca, "ddiloco://" JOB "/learner/0", 0, &l0);
+	tf = (struct tls_files){ l0.cert, l0.key, v->ca.cert };
+	f.cq = grpc_completion_queue_create_for_next(NULL);
+	f.srv = grpc_server_create(NULL, NULL);
+	grpc_server_register_completion_queue(f.srv, f.cq, NULL);
+	cred = grpc_ssl_server_credentials_create_ex(srv_ca, &pair, 1,
+		GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY, NULL);
+	f.port = grpc_server_add_http2_port(f.srv, "127.0.0.1:0", cred);
+	grpc_server_credentials_release(cred);
+	assert_true(f.port > 0);
+	grpc_server_start(f.srv);
+
+	snprintf(xdir, sizeof(xdir), "%s/x", v->dir);
+	testlib_rmtree(xdir);
+	assert_int_equal(mkdir(xdir, 0700), 0);
+	assert_int_equal(exchange_open(xdir, EXCHANGE_SIDECAR, &v->ft, &sx, &e), 0);
+	assert_int_equal(exchange_open(xdir, EXCHANGE_LEARNER, &v->ft, &lx, &e), 0);
+	snprintf(target, sizeof(target), "127.0.0.1:%d", f.port);
+	o.target = target;
+	o.job = JOB;
+	o.tls = &tf;
+	o.backoff_min = 0.05;
+	o.backoff_max = 0.1;
+	sc = sidecar_new(&o, sx, &v->ft, &e);
+	assert_non_null(sc);
+	assert_int_equal(pthread_create(&th, NULL, fake_main, &f), 0);
+	assert_int_equal(pthread_create(&wt, NULL, watch_main, &w), 0);
+	rc = sidecar_run(sc, &stop, &e);
+	w.over = 1;
+	pthread_join(wt, NULL);
+	sidecar_get_metrics(sc, &m);
+	*welcomes = m.welcomes;
+	*done = exchange_is_done(lx);
+	f.stop = 1;
+	pthread_join(th, NULL);
+	grpc_server_destroy(f.srv);
+	grpc_completion_queue_shutdown(f.cq);
+	while (grpc_completion_queue_next(f.cq, gpr_inf_future(GPR_CLOCK_REALTIME),
+					  NULL).type != GRPC_QUEUE_SHUTDOWN)
+		;
+	grpc_completion_queue_destroy(f.cq);
+	sidecar_free(sc);
+	exchange_close(lx);
+	exchange_close(sx);
+	pki_pem_release(&l0);
+	return rc;
+}
+
+static void sidecar_trusts_only_the_jobs_syncer(void **state)
+{
+	struct env *v = *state;
+	struct pki_pem good, learner_srv, foreign, ca2;
+	uint64_t welcomes;
+	int done;
+	struct err e;
+
+	env_setup(v, 0);
+	leaf(&v->ca, "ddiloco://" JOB "/syncer", 1, &good);
+	leaf(&v->ca, "ddiloco://" JOB "/learner/1", 1, &learner_srv);
+	assert_int_equal(pki_ca_new(JOB, 0, &ca2, &e), 0);
+	leaf(&ca2, "ddiloco://" JOB "/syncer", 1, &foreign);
+
+	/* the job's syncer: welcomed, then done */
+	assert_int_equal(sidecar_against(v, &good, v->ca.cert, WAIT, &done,
+					 &welcomes), 0);
+	assert_int_equal(done, 1);
+	assert_int_equal(welcomes, 1);
+	/* a learner's certificate of the same CA: nothing taken */
+	assert_int_equal(sidecar_against(v, &learner_srv, v->ca.cert, 1.5, &done,
+					 &welcomes), 1);
+	assert_int_equal(done, 0);
+	assert_int_equal(welcomes, 0);
+	/* the syncer's name from another CA: the handshake fails */
+	assert_int_equal(sidecar_against(v, &foreign, ca2.cert, 1.5, &done,
+					 &welcomes), 1);
+	assert_int_equal(done, 0);
+	assert_int_equal(welcomes, 0);
+	pki_pem_release(&good);
+	pki_pem_release(&learner_srv);
+	pki_pem_release(&foreign);
+	pki_pem_release(&ca2);
+}
+
 static int init_all(void **state)
 {
 	(void)state;
+	/* the failed handshakes here are on purpose: keep gRPC's own error
+	 * lines about them out of the test's output */
+	setenv("GRPC_VERBOSITY", "NONE", 0);
 	grpc_init();
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	signal(SIGPIPE, SIG_IGN);
@@ -875,6 +1108,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(only_the_jobs_learners_get_in, setup, teardown),
 		cmocka_unit_test_setup_teardown(command_lines_refuse_bad_files, setup, teardown),
 		cmocka_unit_test_setup_teardown(run_certificate_folders, setup, teardown),
+		cmocka_unit_test_setup_teardown(sidecar_trusts_only_the_jobs_syncer, setup, teardown),
 	};
 	if (getenv("FILTER"))
 		cmocka_set_test_filter(getenv("FILTER"));
