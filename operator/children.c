@@ -6,6 +6,15 @@
  * restartPolicy Always (a native sidecar): it starts before the learner
  * and ends when the learner ends, so a finished pod finishes. The syncer's
  * pod has fsGroup set to the image's user, who writes the checkpoints.
+ *
+ * Security (docs/operator.md, "Security"): every pod and container gets
+ * the same restricted security context (pod_security, container_security)
+ * and no service-account token; the processes write only to their volumes
+ * (checkpoints, the exchange), so the root file system is read-only. The
+ * NetworkPolicy admits the job's learners to the syncer's gRPC port and
+ * the operator's pods to its HTTP port (/status), nothing else. The
+ * Secret <job>-tls is made here with fresh keys (common/pki) and each
+ * pod mounts its own certificate and key from it by item.
  */
 #include "operator/children.h"
 
@@ -13,13 +22,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/pki.h"
+
 int child_name(const char *job, enum child_kind kind, int index, char *out,
 	       size_t n)
 {
 	static const char *const suffix[] = {
 		[CHILD_SPEC] = "spec", [CHILD_SYNCER] = "syncer",
 		[CHILD_CHECKPOINTS] = "checkpoints", [CHILD_LEARNER] = "learner",
-		[CHILD_SYNCER_POD] = "syncer-0",
+		[CHILD_SYNCER_POD] = "syncer-0", [CHILD_TLS] = "tls",
 	};
 	int k;
 
@@ -85,6 +96,34 @@ static json_t *meta(const struct child_ctx *c, const char *name,
 			 "kind", JOB_KIND,
 			 "name", c->name, "uid", c->uid,
 			 "controller", 1, "blockOwnerDeletion", 1);
+}
+
+/*
+ * The Pod Security Standard "restricted", at the pod's level: the image's
+ * non-root user and group, the runtime's default seccomp profile.
+ */
+static json_t *pod_security(void)
+{
+	return json_pack("{s:b, s:i, s:i, s:{s:s}}", "runAsNonRoot", 1,
+			 "runAsUser", IMAGE_UID, "runAsGroup", IMAGE_UID,
+			 "seccompProfile", "type", "RuntimeDefault");
+}
+
+/* ... and at each container's: no way to gain privileges, no capability,
+ * nothing written outside the volumes. */
+static json_t *container_security(void)
+{
+	return json_pack("{s:b, s:b, s:{s:[s]}}", "allowPrivilegeEscalation", 0,
+			 "readOnlyRootFilesystem", 1,
+			 "capabilities", "drop", "ALL");
+}
+
+/* No job pod calls the API (the chaos controller runs in the operator):
+ * no token is mounted, and no Service's address is put in the env. */
+static void pod_hardening(json_t *podspec)
+{
+	json_object_set_new(podspec, "automountServiceAccountToken", json_false());
+	json_object_set_new(podspec, "enableServiceLinks", json_false());
 }
 
 static json_t *object(const char *api, const char *kind, json_t *m, json_t *spec)
@@ -169,6 +208,41 @@ static int common_volumes(const struct child_ctx *c, json_t *volumes,
 	return 0;
 }
 
+/*
+ * The pod's own part of <job>-tls (`who`: "syncer" or "learner-<i>"), at
+ * TLS_DIR as ca.crt, tls.crt, tls.key: a projection by item, so a
+ * learner's pod holds its own key and no other. Mode 0440 and the pod's
+ * fsGroup (the image's group) as the files' group: the pod's user reads
+ * them, and no one else writes them.
+ */
+static int tls_volume(const struct child_ctx *c, const char *who,
+		      json_t *volumes, json_t *mounts)
+{
+	char secret[CHILD_NAME_MAX], crt[64], key[64];
+
+	if (child_name(c->name, CHILD_TLS, 0, secret, sizeof(secret)))
+		return -1;
+	snprintf(crt, sizeof(crt), "%s.crt", who);
+	snprintf(key, sizeof(key), "%s.key", who);
+	json_array_append_new(volumes, json_pack(
+		"{s:s, s:{s:s, s:i, s:[{s:s, s:s}, {s:s, s:s}, {s:s, s:s}]}}",
+		"name", "tls", "secret", "secretName", secret, "defaultMode", 0440,
+		"items", "key", "ca.crt", "path", "ca.crt", "key", crt, "path", "tls.crt",
+		"key", key, "path", "tls.key"));
+	json_array_append_new(mounts, json_pack("{s:s, s:s, s:b}", "name", "tls",
+						"mountPath", TLS_DIR, "readOnly", 1));
+	return 0;
+}
+
+/* The process reads its part of <job>-tls from TLS_DIR (docs/security.md). */
+static void tls_args(json_t *container)
+{
+	json_t *cmd = json_object_get(container, "command");
+
+	json_array_append_new(cmd, json_string("--tls-dir"));
+	json_array_append_new(cmd, json_string(TLS_DIR));
+}
+
 static const char *pull_policy(const struct child_ctx *c)
 {
 	const char *p = sget(c->spec, "learners", "imagePullPolicy");
@@ -211,9 +285,15 @@ json_t *child_syncer(const struct child_ctx *c)
 			"{s:s, s:{}}", "name", "checkpoints", "emptyDir"));
 	json_array_append_new(mounts, json_pack("{s:s, s:s}", "name", "checkpoints",
 						"mountPath", CHECKPOINT_DIR));
+	/* spec.syncer.insecure: plaintext gRPC, no certificates at all */
+	if (!c->js->syncer.insecure && tls_volume(c, "syncer", volumes, mounts)) {
+		json_decref(volumes);
+		json_decref(mounts);
+		return NULL;
+	}
 	podspec = json_pack(
 		"{s:[{s:s, s:s, s:s, s:[s,s,s,s,s,s], s:[{s:s, s:i}, {s:s, s:i}],"
-		" s:{s:{s:s, s:i}, s:i}, s:o}], s:o}",
+		" s:{s:{s:s, s:i}, s:i}, s:o, s:o}], s:o, s:o}",
 		"containers",
 		"name", "syncer", "image", c->js->learners.image,
 		"imagePullPolicy", pull_policy(c),
@@ -224,13 +304,19 @@ json_t *child_syncer(const struct child_ctx *c)
 		"readinessProbe", "httpGet", "path", "/readyz",
 		"port", c->js->syncer.http_port, "periodSeconds", 5,
 		"volumeMounts", mounts,
-		"volumes", volumes);
+		"securityContext", container_security(),
+		"volumes", volumes,
+		"securityContext", pod_security());
 	/* the image runs as a non-root user: a new claim's root folder is
 	 * root's, so the pod's group owns the volume (set once, when the
 	 * root does not match) */
-	json_object_set_new(podspec, "securityContext", json_pack(
-		"{s:i, s:s}", "fsGroup", IMAGE_UID,
-		"fsGroupChangePolicy", "OnRootMismatch"));
+	json_object_set_new(json_object_get(podspec, "securityContext"), "fsGroup",
+			    json_integer(IMAGE_UID));
+	json_object_set_new(json_object_get(podspec, "securityContext"),
+			    "fsGroupChangePolicy", json_string("OnRootMismatch"));
+	if (!c->js->syncer.insecure)
+		tls_args(json_array_get(json_object_get(podspec, "containers"), 0));
+	pod_hardening(podspec);
 	placement(c, podspec);
 	sel = json_pack("{s:s, s:s}", LABEL_JOB, c->name, LABEL_ROLE, "syncer");
 	return object("apps/v1", "StatefulSet", meta(c, name, "syncer"),
@@ -240,6 +326,135 @@ json_t *child_syncer(const struct child_ctx *c)
 				"selector", "matchLabels", sel,
 				"template", "metadata", "labels", labels(c, "syncer"),
 				"spec", podspec));
+}
+
+/*
+ * The syncer pod's ingress (policyTypes Ingress: what is not listed is
+ * refused, where the network plugin enforces NetworkPolicy):
+ *   gRPC port  from the job's learner pods (their sidecars dial it)
+ *   HTTP port  from the operator's pods in operator_ns (/status)
+ * Ports are numbers: the policy means what the job file says.
+ */
+json_t *child_networkpolicy(const struct child_ctx *c)
+{
+	char name[CHILD_NAME_MAX];
+
+	if (!c->operator_ns || !c->operator_ns[0] ||
+	    child_name(c->name, CHILD_SYNCER, 0, name, sizeof(name)))
+		return NULL;
+	return object("networking.k8s.io/v1", "NetworkPolicy",
+		      meta(c, name, "syncer"), json_pack(
+		"{s:{s:{s:s, s:s}}, s:[s],"
+		" s:[{s:[{s:{s:{s:s, s:s}}}], s:[{s:s, s:i}]},"
+		"    {s:[{s:{s:{s:s}}, s:{s:{s:s, s:s}}}], s:[{s:s, s:i}]}]}",
+		"podSelector", "matchLabels", LABEL_JOB, c->name, LABEL_ROLE, "syncer",
+		"policyTypes", "Ingress",
+		"ingress",
+		"from", "podSelector", "matchLabels", LABEL_JOB, c->name,
+		LABEL_ROLE, "learner",
+		"ports", "protocol", "TCP", "port", c->js->syncer.port,
+		"from", "namespaceSelector", "matchLabels",
+		"kubernetes.io/metadata.name", c->operator_ns,
+		"podSelector", "matchLabels", OPERATOR_NAME_LABEL, OPERATOR_NAME,
+		OPERATOR_COMPONENT_LABEL, OPERATOR_COMPONENT,
+		"ports", "protocol", "TCP", "port", c->js->syncer.http_port));
+}
+
+/* Adds PEM text under key; -1 when the Secret would pass its limit. */
+static int tls_put(json_t *data, const char *key, const char *pem, size_t *total)
+{
+	*total += strlen(key) + strlen(pem);
+	if (*total > SECRET_MAX_BYTES)
+		return -1;
+	json_object_set_new(data, key, json_string(pem));
+	return 0;
+}
+
+/* One leaf: issued by ca for id, stored as <key>.crt and <key>.key. */
+static int tls_leaf(const struct pki_pem *ca, const struct pki_id *id,
+		    const char *const *dns, const char *key, json_t *data,
+		    size_t *total, struct err *e)
+{
+	char uri[PKI_JOB_MAX + 64], k[64];
+	const char *uris[] = { uri, NULL };
+	struct pki_leaf_req req = { key, dns, NULL, uris,
+				    id->role == PKI_ROLE_SYNCER,
+				    id->role == PKI_ROLE_LEARNER, 0 };
+	struct pki_pem leaf = { NULL, NULL };
+	int rc = -1;
+
+	if (pki_id_uri(id, uri, sizeof(uri), e) || pki_issue(ca, &req, &leaf, e))
+		goto out;
+	snprintf(k, sizeof(k), "%s.crt", key);
+	if (tls_put(data, k, leaf.cert, total))
+		goto too_big;
+	snprintf(k, sizeof(k), "%s.key", key);
+	if (tls_put(data, k, leaf.key, total))
+		goto too_big;
+	rc = 0;
+	goto out;
+too_big:
+	err_set(e, "the certificates of job '%s' do not fit in one Secret "
+		"(more than %d bytes)", id->job, SECRET_MAX_BYTES);
+out:
+	pki_pem_release(&leaf);
+	return rc;
+}
+
+json_t *child_tls_secret(const struct child_ctx *c, struct err *e)
+{
+	char name[CHILD_NAME_MAX], pod[CHILD_NAME_MAX], svc[CHILD_NAME_MAX];
+	char dns[5][3 * CHILD_NAME_MAX + 32], key[32];
+	const char *dnsp[] = { dns[0], dns[1], dns[2], dns[3], dns[4], NULL };
+	struct pki_pem ca = { NULL, NULL };
+	struct pki_id id;
+	json_t *data = json_object(), *out = NULL;
+	size_t total = 0;
+
+	if (child_name(c->name, CHILD_TLS, 0, name, sizeof(name)) ||
+	    child_name(c->name, CHILD_SYNCER_POD, 0, pod, sizeof(pod)) ||
+	    child_name(c->name, CHILD_SYNCER, 0, svc, sizeof(svc))) {
+		err_set(e, "the name of a child of '%s' is too long", c->name);
+		goto out;
+	}
+	memset(&id, 0, sizeof(id));
+	if (strlen(c->name) >= sizeof(id.job)) {
+		err_set(e, "job name '%s' is too long for its certificates", c->name);
+		goto out;
+	}
+	snprintf(id.job, sizeof(id.job), "%s", c->name);
+	/* the names the sidecars may dial the syncer's pod by */
+	snprintf(dns[0], sizeof(dns[0]), "%s.%s.%s.svc", pod, svc, c->ns);
+	snprintf(dns[1], sizeof(dns[1]), "%s.%s.%s.svc.cluster.local", pod, svc, c->ns);
+	snprintf(dns[2], sizeof(dns[2]), "%s.%s.%s", pod, svc, c->ns);
+	snprintf(dns[3], sizeof(dns[3]), "%s.%s", pod, svc);
+	snprintf(dns[4], sizeof(dns[4]), "%s.%s.svc", svc, c->ns);
+	if (!data || pki_ca_new(c->name, 0, &ca, e))
+		goto out;
+	if (tls_put(data, "ca.crt", ca.cert, &total)) {
+		err_set(e, "the CA certificate of job '%s' does not fit in a Secret", c->name);
+		goto out;
+	}
+	id.role = PKI_ROLE_SYNCER;
+	if (tls_leaf(&ca, &id, dnsp, "syncer", data, &total, e))
+		goto out;
+	id.role = PKI_ROLE_LEARNER;
+	for (int i = 0; i < c->js->learners.replicas; i++) {
+		id.learner = (unsigned)i;
+		snprintf(key, sizeof(key), "learner-%d", i);
+		if (tls_leaf(&ca, &id, NULL, key, data, &total, e))
+			goto out;
+	}
+	out = json_pack("{s:s, s:s, s:o, s:s, s:b, s:O}", "apiVersion", "v1",
+			"kind", "Secret", "metadata", meta(c, name, "tls"),
+			"type", "Opaque", "immutable", 1, "stringData", data);
+	if (!out)
+		err_set(e, "cannot build Secret '%s'", name);
+out:
+	/* the CA's key ends here: nothing can sign for this job again */
+	pki_pem_release(&ca);
+	json_decref(data);
+	return out;
 }
 
 static json_t *resources(const struct child_ctx *c)
@@ -275,11 +490,12 @@ int syncer_address(const char *job, const char *ns, int port, char *out,
 
 json_t *child_learner(const struct child_ctx *c, int index)
 {
-	char name[CHILD_NAME_MAX], idx[16], addr[2 * CHILD_NAME_MAX + 80];
+	char name[CHILD_NAME_MAX], idx[16], addr[2 * CHILD_NAME_MAX + 80], who[32];
 	json_t *volumes = json_array(), *mounts = json_array(), *m, *podspec;
 	json_t *side_mounts;
 
 	snprintf(idx, sizeof(idx), "%d", index);
+	snprintf(who, sizeof(who), "learner-%d", index);
 	json_array_append_new(volumes, json_pack(
 		"{s:s, s:{s:s}}", "name", "exchange", "emptyDir", "medium", "Memory"));
 	json_array_append_new(mounts, json_pack("{s:s, s:s}", "name", "exchange",
@@ -291,12 +507,19 @@ json_t *child_learner(const struct child_ctx *c, int index)
 		json_decref(mounts);
 		return NULL;
 	}
+	/* the certificates: the sidecar's alone (the learner never dials) */
 	side_mounts = json_deep_copy(mounts);
+	if (!c->js->syncer.insecure && tls_volume(c, who, volumes, side_mounts)) {
+		json_decref(volumes);
+		json_decref(mounts);
+		json_decref(side_mounts);
+		return NULL;
+	}
 	podspec = json_pack(
 		"{s:s, s:i, s:[{s:s, s:s, s:s, s:s,"
-		"  s:[s,s,s,s,s,s,s,s,s,s,s,s], s:o}],"
-		" s:[{s:s, s:s, s:s, s:[s,s,s,s,s,s,s,s], s:[{s:s, s:s}], s:o, s:o}],"
-		" s:o}",
+		"  s:[s,s,s,s,s,s,s,s,s,s,s,s], s:o, s:o}],"
+		" s:[{s:s, s:s, s:s, s:[s,s,s,s,s,s,s,s], s:[{s:s, s:s}], s:o, s:o, s:o}],"
+		" s:o, s:o}",
 		"restartPolicy", "Never",
 		"terminationGracePeriodSeconds", 10,
 		"initContainers",
@@ -306,6 +529,7 @@ json_t *child_learner(const struct child_ctx *c, int index)
 		"--learner", idx, "--exchange", EXCHANGE_DIR, "--syncer", addr,
 		"--http", "0.0.0.0:9090",
 		"volumeMounts", side_mounts,
+		"securityContext", container_security(),
 		"containers",
 		"name", "learner", "image", c->js->learners.image,
 		"imagePullPolicy", pull_policy(c),
@@ -314,7 +538,15 @@ json_t *child_learner(const struct child_ctx *c, int index)
 		"env", "name", "DDILOCO_LEARNER_ID", "value", idx,
 		"resources", resources(c),
 		"volumeMounts", mounts,
-		"volumes", volumes);
+		"securityContext", container_security(),
+		"volumes", volumes,
+		"securityContext", pod_security());
+	/* the certificates' group (tls_volume) */
+	json_object_set_new(json_object_get(podspec, "securityContext"), "fsGroup",
+			    json_integer(IMAGE_UID));
+	if (!c->js->syncer.insecure)
+		tls_args(json_array_get(json_object_get(podspec, "initContainers"), 0));
+	pod_hardening(podspec);
 	placement(c, podspec);
 	m = meta(c, name, "learner");
 	json_object_set_new(json_object_get(m, "labels"), LABEL_INDEX, json_string(idx));

@@ -5,14 +5,24 @@
  *   <job>-spec         ConfigMap  job.json: the job as jobspec reads it
  *   <job>-syncer       Service    headless; learners dial
  *                                 <job>-syncer-0.<job>-syncer.<ns>.svc
+ *   <job>-syncer       NetworkPolicy  the syncer pod's ingress: gRPC from
+ *                                 the job's learners, HTTP from the
+ *                                 operator's pods
  *   <job>-checkpoints  PVC        the syncer's checkpoints (unless
  *                                 spec.syncer.storage is "")
+ *   <job>-tls          Secret     the job's CA certificate, the syncer's and
+ *                                 each learner's certificate and key
+ *                                 (created once, immutable; never read back)
  *   <job>-syncer       StatefulSet one replica: `ddiloco syncer`
  *   <job>-learner-<i>  Pod        container learner + native sidecar,
  *                                 shared emptyDir (medium Memory)
  *
  * Every child carries the labels ddiloco.io/job and ddiloco.io/role and
- * a controller owner reference (blockOwnerDeletion) to the job.
+ * a controller owner reference (blockOwnerDeletion) to the job. Every pod
+ * passes the Pod Security Standard "restricted": non-root (IMAGE_UID),
+ * seccomp RuntimeDefault, no privilege escalation, every capability
+ * dropped, a read-only root file system (they write only to their
+ * volumes), and no service-account token (no job pod calls the API).
  */
 #ifndef DDILOCO_CHILDREN_H
 #define DDILOCO_CHILDREN_H
@@ -32,8 +42,18 @@
 #define EXCHANGE_DIR "/run/ddiloco"
 #define SPEC_DIR "/etc/ddiloco"
 #define CHECKPOINT_DIR "/var/lib/ddiloco"
+/* where a pod finds its part of <job>-tls: ca.crt, tls.crt, tls.key */
+#define TLS_DIR "/etc/ddiloco-tls"
+/* a Secret's data may not pass 1 MiB (the API server's limit) */
+#define SECRET_MAX_BYTES (1 << 20)
 /* the image's non-root user and group (Dockerfile, scripts/image.sh) */
 #define IMAGE_UID 65532
+/* the operator's own pods carry these labels (deploy/04-operator.yaml and
+ * the chart's selector labels): the syncer's NetworkPolicy lets them in */
+#define OPERATOR_NAME_LABEL "app.kubernetes.io/name"
+#define OPERATOR_NAME "ddiloco"
+#define OPERATOR_COMPONENT_LABEL "app.kubernetes.io/component"
+#define OPERATOR_COMPONENT "operator"
 
 /* The children's names (the table above), and the syncer's one pod. */
 enum child_kind {
@@ -42,6 +62,7 @@ enum child_kind {
 	CHILD_CHECKPOINTS,            /* <job>-checkpoints */
 	CHILD_LEARNER,                /* <job>-learner-<index> */
 	CHILD_SYNCER_POD,             /* <job>-syncer-0 */
+	CHILD_TLS,                    /* <job>-tls */
 };
 
 /* Room for any child's name: a DNS subdomain is at most 253 bytes. */
@@ -59,6 +80,7 @@ struct child_ctx {
 	const struct job_spec *js;
 	json_t *spec;                 /* the object's raw spec (pass-through) */
 	const char *job_json;         /* job_core as text, for the ConfigMap */
+	const char *operator_ns;      /* where the operator's pods run */
 };
 
 /*
@@ -75,6 +97,22 @@ json_t *child_configmap(const struct child_ctx *c);
 json_t *child_service(const struct child_ctx *c);
 json_t *child_pvc(const struct child_ctx *c);
 json_t *child_syncer(const struct child_ctx *c);
+/* NULL also when c->operator_ns is unset */
+json_t *child_networkpolicy(const struct child_ctx *c);
+/*
+ * The Secret <job>-tls, with new keys: a CA for the job (its key is not
+ * kept: no one can sign another identity for the job later), the
+ * syncer's server certificate (DNS names of its pod, URI
+ * ddiloco://<job>/syncer) and one client certificate per learner (URI
+ * ddiloco://<job>/learner/<i>), as PEM under the keys
+ *   ca.crt  syncer.crt  syncer.key  learner-<i>.crt  learner-<i>.key
+ * Each pod mounts only its own part (child_syncer, child_learner), and
+ * the syncer and sidecars get --tls-dir TLS_DIR; with
+ * spec.syncer.insecure there is no Secret, mount or flag.
+ * NULL with e set when a certificate cannot be made or the whole does
+ * not fit in one Secret.
+ */
+json_t *child_tls_secret(const struct child_ctx *c, struct err *e);
 json_t *child_learner(const struct child_ctx *c, int index);
 
 /* "<job>-learner-<i>" → i; -1 when the name is not one of the job's. */

@@ -61,12 +61,14 @@ int cmd_operator(int argc, char **argv)
 	struct operator_opts o;
 	const char *kubeconfig = NULL, *lease_ns = NULL, *ns = NULL;
 	const char *lease_name = NULL, *identity = NULL, *status_url = NULL;
+	const char *operator_ns = NULL;
 	int no_chaos = 0, n;
 	const struct cli_option opts[] = {
 		CLI_TEXT("usage: ddiloco operator [--kubeconfig PATH] [--namespace NS] [--http HOST:PORT]\n"
 			 "                        [--no-chaos] [--leader-elect] [--lease-namespace NS]\n"
 			 "                        [--lease-name NAME] [--identity ID] [--workers N]\n"
 			 "                        [--status-url TEMPLATE] [--resync SECONDS]\n"
+			 "                        [--operator-namespace NS]\n"
 			 "\n"
 			 "Reconciles DecoupledTrainingJob objects (ddiloco.io/v1alpha1): learner pods\n"
 			 "with their sidecar, the syncer StatefulSet, status and Events.\n"),
@@ -95,6 +97,10 @@ int cmd_operator(int argc, char **argv)
 			   "http://{job}-syncer-0.{job}-syncer.{namespace}.svc:{port}/status)"),
 		CLI_DOUBLE("resync", 0, &o.resync, "SECONDS", 1, INFINITY,
 			   "full resync period (default 30)"),
+		CLI_STRING("operator-namespace", 0, &operator_ns, "NS",
+			   "where this operator's pods run: the syncers'\n"
+			   "NetworkPolicies let pods there reach /status\n"
+			   "(default: the config's namespace)"),
 		CLI_END(),
 	};
 	struct sigaction sa;
@@ -119,7 +125,9 @@ int cmd_operator(int argc, char **argv)
 	    copy_opt(o.namespace_, sizeof(o.namespace_), "namespace", ns, &e) ||
 	    copy_opt(o.lease_name, sizeof(o.lease_name), "lease-name", lease_name, &e) ||
 	    copy_opt(o.identity, sizeof(o.identity), "identity", identity, &e) ||
-	    copy_opt(o.status_url, sizeof(o.status_url), "status-url", status_url, &e))
+	    copy_opt(o.status_url, sizeof(o.status_url), "status-url", status_url, &e) ||
+	    copy_opt(o.operator_ns, sizeof(o.operator_ns), "operator-namespace",
+		     operator_ns, &e))
 		return cli_exit_code(opts, "ddiloco operator", -1, &e);
 	o.chaos = !no_chaos;
 	log_init("operator");
@@ -130,6 +138,8 @@ int cmd_operator(int argc, char **argv)
 	}
 	snprintf(o.lease_ns, sizeof(o.lease_ns), "%s",
 		 lease_ns ? lease_ns : o.cfg.namespace_);
+	if (!o.operator_ns[0])
+		snprintf(o.operator_ns, sizeof(o.operator_ns), "%s", o.cfg.namespace_);
 	if (!o.identity[0]) {
 		gethostname(host, sizeof(host) - 1);
 		snprintf(o.identity, sizeof(o.identity), "%s-%d", host, (int)getpid());

@@ -65,14 +65,17 @@ struct jobmem {
 	struct learner_mem *learners;
 	struct obs_progress progress;
 	double progress_at;           /* monotonic */
+	int tls;                      /* <job>-tls created, or found existing */
 	struct { char text[EVENT_TEXT]; double at; } sent[8];  /* recent Events */
 	int nsent;
 	struct jobmem *next;
 };
 
+#define NINFORMERS 7           /* the fields of struct op below */
+
 struct op {
 	const struct operator_opts *o;
-	struct informer *jobs, *pods, *sts, *svcs, *cms, *pvcs;
+	struct informer *jobs, *pods, *sts, *svcs, *cms, *pvcs, *netpols;
 	struct workqueue *q;
 	pthread_mutex_t mu;           /* mems, counters */
 	struct jobmem *mems;
@@ -183,6 +186,7 @@ static struct jobmem *jobmem_get(struct op *op, const char *key,
 		m->n = n;
 		snprintf(m->uid, sizeof(m->uid), "%s", uid);
 		memset(&m->progress, 0, sizeof(m->progress));
+		m->tls = 0;
 	}
 	if (!m && (m = calloc(1, sizeof(*m)))) {
 		snprintf(m->key, sizeof(m->key), "%s", key);
@@ -437,6 +441,9 @@ static void observe_children(struct op *op, struct pass *p)
 	p->in.configmap = cached(op->cms, p->ns, p->name, CHILD_SPEC);
 	p->in.service = cached(op->svcs, p->ns, p->name, CHILD_SYNCER);
 	p->in.pvc = cached(op->pvcs, p->ns, p->name, CHILD_CHECKPOINTS);
+	p->in.netpol = cached(op->netpols, p->ns, p->name, CHILD_SYNCER);
+	p->in.tls = p->m->tls;
+	p->in.want_tls = !p->js.syncer.insecure;
 	p->in.want_pvc = !stg || stg[0];
 }
 
@@ -561,6 +568,38 @@ static int delete_obj(struct worker *w, const char *api, const char *res,
 	return -1;
 }
 
+/*
+ * <job>-tls: created (POST), never applied, read or replaced. A 409 means
+ * it is there already, with the identities the job's pods hold; the
+ * operator's role may create Secrets and nothing more.
+ */
+static int create_tls(struct worker *w, struct pass *p, const struct child_ctx *c,
+		      struct err *e)
+{
+	char path[512];
+	struct kube_status st;
+	json_t *obj = child_tls_secret(c, e);
+	char *body;
+	int rc;
+
+	if (!obj)
+		return -1;
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/secrets", p->ns);
+	body = json_dumps(obj, JSON_COMPACT);
+	json_decref(obj);
+	if (!body)
+		return err_set(e, "cannot encode Secret '%s-tls'", p->name);
+	rc = kube_request(w->k, "POST", path, NULL, body, NULL, &st, e);
+	/* the keys were in this text: wipe it before it goes */
+	memset(body, 0, strlen(body));
+	free(body);
+	if (rc && st.code == 409)
+		rc = 0;
+	if (!rc)
+		p->m->tls = 1;
+	return rc;
+}
+
 static void job_event(struct kube *k, json_t *job, int warning,
 		      const char *reason, const char *message)
 {
@@ -615,6 +654,9 @@ static const struct {
 } targets[] = {
 	[ACT_APPLY_CONFIGMAP] = { "/api/v1", "configmaps", CHILD_SPEC },
 	[ACT_APPLY_SERVICE] = { "/api/v1", "services", CHILD_SYNCER },
+	[ACT_APPLY_NETPOL] = { "/apis/networking.k8s.io/v1", "networkpolicies",
+			       CHILD_SYNCER },
+	[ACT_CREATE_TLS] = { "/api/v1", "secrets", CHILD_TLS },
 	[ACT_APPLY_PVC] = { "/api/v1", "persistentvolumeclaims", CHILD_CHECKPOINTS },
 	[ACT_APPLY_SYNCER] = { "/apis/apps/v1", "statefulsets", CHILD_SYNCER },
 	[ACT_DELETE_SYNCER] = { "/apis/apps/v1", "statefulsets", CHILD_SYNCER },
@@ -629,6 +671,8 @@ static json_t *build_child(const struct child_ctx *c, const struct rc_action *a)
 		return child_configmap(c);
 	case ACT_APPLY_SERVICE:
 		return child_service(c);
+	case ACT_APPLY_NETPOL:
+		return child_networkpolicy(c);
 	case ACT_APPLY_PVC:
 		return child_pvc(c);
 	case ACT_APPLY_SYNCER:
@@ -644,7 +688,8 @@ static int act(struct worker *w, struct pass *p, const struct rc_action *a,
 	       struct err *e)
 {
 	struct child_ctx c = { p->name, p->ns, p->uid, &p->js,
-			       json_object_get(p->job, "spec"), p->core_text };
+			       json_object_get(p->job, "spec"), p->core_text,
+			       w->op->o->operator_ns };
 	char name[CHILD_NAME_MAX];
 
 	switch (a->kind) {
@@ -670,6 +715,8 @@ static int act(struct worker *w, struct pass *p, const struct rc_action *a,
 				  name, a->uid, -1, e);
 	if (a->kind == ACT_APPLY_LEARNER)
 		return apply_learner(w, p, a->index, name, build_child(&c, a), e);
+	if (a->kind == ACT_CREATE_TLS)
+		return create_tls(w, p, &c, e);
 	return apply(w, targets[a->kind].api, targets[a->kind].res, p->ns, name,
 		     build_child(&c, a), e);
 }
@@ -856,7 +903,8 @@ static void *work(void *arg)
 /* ---- HTTP: /healthz, /readyz, /metrics ---------------------------- */
 
 static const char *kind_names[] = {
-	"apply_configmap", "apply_service", "apply_pvc", "apply_syncer",
+	"apply_configmap", "apply_service", "apply_networkpolicy", "create_tls",
+	"apply_pvc", "apply_syncer",
 	"delete_syncer", "apply_learner", "delete_learner", "delete_job", "event",
 };
 
@@ -866,8 +914,8 @@ static const char *kind_names[] = {
 static void metrics(struct op *op, struct buf *b)
 {
 	struct informer *infs[] = { op->jobs, op->pods, op->sts, op->svcs,
-				    op->cms, op->pvcs };
-	struct informer_stats st[6];
+				    op->cms, op->pvcs, op->netpols };
+	struct informer_stats st[NINFORMERS];
 	static const struct { const char *name, *help; size_t off; } per_inf[] = {
 		{ M("lists_total"), "Successful lists, by resource.",
 		  offsetof(struct informer_stats, lists) },
@@ -902,14 +950,14 @@ static void metrics(struct op *op, struct buf *b)
 		     op->chaos ? (uint64_t)chaos_ctl_kills(op->chaos) : 0);
 	prom_gauge(b, M("queue_depth"), "Job keys waiting in the work queue.", wq_len(op->q));
 	prom_family(b, M("cached_objects"), PROM_GAUGE, "Objects in each informer's cache.");
-	for (size_t i = 0; i < 6; i++) {
+	for (size_t i = 0; i < NINFORMERS; i++) {
 		informer_get_stats(infs[i], &st[i]);
 		prom_u64(b, M("cached_objects"), PROM_LABELS("resource", informer_name(infs[i])),
 			 (uint64_t)informer_size(infs[i]));
 	}
 	for (size_t f = 0; f < sizeof(per_inf) / sizeof(per_inf[0]); f++) {
 		prom_family(b, per_inf[f].name, PROM_COUNTER, per_inf[f].help);
-		for (size_t i = 0; i < 6; i++)
+		for (size_t i = 0; i < NINFORMERS; i++)
 			prom_u64(b, per_inf[f].name,
 				 PROM_LABELS("resource", informer_name(infs[i])),
 				 (uint64_t)*(const long *)((const char *)&st[i] + per_inf[f].off));
@@ -922,14 +970,14 @@ static int serve(void *ctx, const char *path, struct buf *b, const char **ct)
 {
 	struct op *op = ctx;
 	struct informer *infs[] = { op->jobs, op->pods, op->sts, op->svcs,
-				    op->cms, op->pvcs };
+				    op->cms, op->pvcs, op->netpols };
 
 	if (!strcmp(path, "/healthz")) {
 		buf_printf(b, "ok\n");
 		return 200;
 	}
 	if (!strcmp(path, "/readyz")) {
-		for (size_t i = 0; i < 6; i++)
+		for (size_t i = 0; i < NINFORMERS; i++)
 			if (!informer_synced(infs[i])) {
 				buf_printf(b, "informer %s not synced\n", informer_name(infs[i]));
 				return 503;
@@ -1005,7 +1053,7 @@ static struct informer *start_informer(struct op *op, const char *name,
 	return inf;
 }
 
-/* The six informers: jobs, and the children by the managed-by label. */
+/* The seven informers: jobs, and the children by the managed-by label. */
 static int start_informers(struct op *op, struct err *e)
 {
 	const char *sel = "app.kubernetes.io/managed-by=" FIELD_MANAGER;
@@ -1020,7 +1068,10 @@ static int start_informers(struct op *op, struct err *e)
 	    !(op->cms = start_informer(op, "configmaps", "/api/v1", "configmaps", sel,
 				       on_child, e)) ||
 	    !(op->pvcs = start_informer(op, "persistentvolumeclaims", "/api/v1",
-					"persistentvolumeclaims", sel, on_child, e)))
+					"persistentvolumeclaims", sel, on_child, e)) ||
+	    !(op->netpols = start_informer(op, "networkpolicies",
+					   "/apis/networking.k8s.io/v1",
+					   "networkpolicies", sel, on_child, e)))
 		return -1;
 	return 0;
 }
@@ -1149,6 +1200,7 @@ out:
 	informer_free(op.svcs);
 	informer_free(op.cms);
 	informer_free(op.pvcs);
+	informer_free(op.netpols);
 	kube_free(main_k);
 	while (op.mems)
 		jobmem_drop(&op, op.mems->key);

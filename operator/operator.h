@@ -1,6 +1,6 @@
 /*
  * operator: the controller that runs DecoupledTrainingJobs. It wires the
- * informers (jobs and the five child kinds) to a work queue of job keys,
+ * informers (jobs and the six child kinds) to a work queue of job keys,
  * and its workers turn reconcile()'s decisions into API calls, Events and
  * a status written through the status subresource.
  */
@@ -20,6 +20,8 @@ struct operator_opts {
 	int leader_elect;
 	char lease_ns[64], lease_name[64], identity[128];
 	char status_url[256];         /* {job} {namespace} {port} replaced */
+	char operator_ns[64];         /* the operator's pods' namespace, for
+					 the syncers' NetworkPolicies */
 	int workers;
 	double resync;                /* seconds between full resyncs */
 };

@@ -413,6 +413,12 @@ int reconcile(const struct rc_input *in, struct learner_mem *mem,
 		act(o, ACT_APPLY_CONFIGMAP, -1);
 	if (!in->service)
 		act(o, ACT_APPLY_SERVICE, -1);
+	/* before the syncer: its pod is never up without its policy */
+	if (!in->netpol)
+		act(o, ACT_APPLY_NETPOL, -1);
+	/* a create, never a replace: 409 leaves the job's identities alone */
+	if (in->want_tls && (!in->tls || !in->statefulset))
+		act(o, ACT_CREATE_TLS, -1);
 	if (in->want_pvc && !in->pvc)
 		act(o, ACT_APPLY_PVC, -1);
 	if (!in->statefulset)
@@ -426,7 +432,8 @@ int reconcile(const struct rc_input *in, struct learner_mem *mem,
 	learners(in, mem, seen, created, M, o);
 
 	if (!(o->conds[COND_CREATED].set && o->conds[COND_CREATED].status)) {
-		int all = in->configmap && in->service && in->statefulset &&
+		int all = in->configmap && in->service && in->netpol &&
+			  (!in->want_tls || in->tls) && in->statefulset &&
 			  (!in->want_pvc || in->pvc);
 
 		for (int i = 0; i < M && all; i++)

@@ -9,8 +9,12 @@
  *   terminal phase      stays terminal: stop what still runs, count down
  *                       ttlSecondsAfterFinished, then delete the job
  *   spec.suspend        delete learner pods and the syncer StatefulSet;
- *                       keep the spec ConfigMap, Service and checkpoints
- *   otherwise           make the children that are missing; a failed
+ *                       keep the spec ConfigMap, Service, NetworkPolicy
+ *                       and checkpoints
+ *   otherwise           make the children that are missing (the Secret
+ *                       <job>-tls: when not known to exist, and again
+ *                       with the syncer's StatefulSet, so a job resumed
+ *                       after its Secret was deleted gets one); a failed
  *                       learner pod is deleted, a missing one recreated
  *                       after its own backoff; the others are left alone
  *
@@ -108,7 +112,12 @@ struct rc_input {
 	const struct obs_pod *pods;
 	int npods;
 	int configmap, service, pvc, statefulset;  /* exist in the cache */
+	int netpol;                   /* the syncer's NetworkPolicy exists */
+	int tls;                      /* <job>-tls is known to exist (the
+				       * operator may not read Secrets: it
+				       * remembers a create answered 201/409) */
 	int want_pvc;                 /* spec.syncer.storage is not "" */
+	int want_tls;                 /* spec.syncer.insecure is false */
 	int syncer_ready;
 	/* why the syncer's pod cannot start, as obs_pod.reason/message */
 	const char *syncer_reason, *syncer_message;
@@ -116,7 +125,8 @@ struct rc_input {
 };
 
 enum rc_kind {
-	ACT_APPLY_CONFIGMAP, ACT_APPLY_SERVICE, ACT_APPLY_PVC,
+	ACT_APPLY_CONFIGMAP, ACT_APPLY_SERVICE, ACT_APPLY_NETPOL, ACT_CREATE_TLS,
+	ACT_APPLY_PVC,
 	ACT_APPLY_SYNCER, ACT_DELETE_SYNCER,
 	ACT_APPLY_LEARNER, ACT_DELETE_LEARNER,
 	ACT_DELETE_JOB, ACT_EVENT

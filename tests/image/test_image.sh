@@ -6,7 +6,14 @@
 # emptyDir of medium Memory); the job file mounted read-only at the spec
 # folder (the ConfigMap); the commands the operator writes, run as
 # `ddiloco` found on the image's PATH; the sidecars reach the syncer by its
-# container name. Rounds and tokens grow; a learner container killed and
+# container name. Every container runs with the pods' security context
+# (operator/children.c): a read-only root file system, every capability
+# dropped, no privilege escalation, as the image's user: only the volumes
+# are written. gRPC is mutual TLS as in the pods: the syncer and each
+# sidecar read their part of the job's Secret <job>-tls (ca.crt, tls.crt,
+# tls.key; made here with openssl as the operator makes them) from a
+# read-only folder whose files are mode 0440, group 65532, as a secret
+# volume with the pod's fsGroup. Rounds and tokens grow; a learner container killed and
 # started again in its place rejoins and rounds go on. Every wait has a
 # timeout; everything made here is removed at the end, on failure too.
 set -eu
@@ -15,6 +22,10 @@ IMAGE=${IMAGE:-ddiloco:latest}
 EXCHANGE_DIR=/run/ddiloco       # operator/children.h
 SPEC_DIR=/etc/ddiloco
 CHECKPOINT_DIR=/var/lib/ddiloco
+TLS_DIR=/etc/ddiloco-tls
+# the pods' securityContext: readOnlyRootFilesystem, capabilities drop
+# ALL, allowPrivilegeEscalation false, runAsUser/runAsGroup 65532
+SEC="--read-only --cap-drop ALL --security-opt no-new-privileges --user 65532:65532"
 u=ddiloco-image-$$
 net=$u
 dir=$(mktemp -d /tmp/ddiloco-image-XXXXXX)
@@ -82,17 +93,50 @@ chmod 644 "$dir/spec/job.json"
 job=$SPEC_DIR/job.json
 grpc=$(jq -r .spec.syncer.port tests/image/job.json)
 http=$(jq -r .spec.syncer.httpPort tests/image/job.json)
+jobname=$(jq -r .metadata.name tests/image/job.json)
+[ "$(jq -r '.spec.syncer.insecure // false' tests/image/job.json)" = false ] ||
+	fail "tests/image/job.json asks for plaintext: the pods run mutual TLS"
 D network create "$net" > /dev/null
 spec="type=bind,src=$dir/spec,dst=$SPEC_DIR,readonly"
+
+# the job's certificates as operator/children.c lays them out: the CA
+# (EC P-256), the syncer's server certificate (the name the sidecars dial,
+# here its container's; ddiloco://<job>/syncer), one client certificate
+# per learner (ddiloco://<job>/learner/<i>); each pod's part in a folder
+tls="$dir/tls"
+mkdir -p "$tls"
+openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$tls/ca.key" 2> /dev/null
+openssl req -x509 -new -key "$tls/ca.key" -subj "/CN=ddiloco $jobname ca" -days 1 \
+	-addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
+	-out "$tls/ca.crt" 2> /dev/null || fail "openssl: no CA"
+leaf() {   # leaf NAME CN EXTENDED-KEY-USAGE SUBJECT-ALT-NAMES
+	mkdir -p "$tls/$1"
+	openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$tls/$1/tls.key" 2> /dev/null
+	openssl req -new -key "$tls/$1/tls.key" -subj "/CN=$2" -out "$tls/$1.csr" 2> /dev/null
+	printf '%s\n' "basicConstraints=critical,CA:FALSE" "keyUsage=critical,digitalSignature" \
+		"extendedKeyUsage=$3" "subjectAltName=$4" > "$tls/$1.ext"
+	openssl x509 -req -in "$tls/$1.csr" -CA "$tls/ca.crt" -CAkey "$tls/ca.key" -CAcreateserial \
+		-days 1 -extfile "$tls/$1.ext" -out "$tls/$1/tls.crt" 2> /dev/null || fail "openssl: no $1 certificate"
+	cp "$tls/ca.crt" "$tls/$1/ca.crt"
+	# a secret volume with defaultMode 0440 and the pod's fsGroup 65532
+	chown -R 0:65532 "$tls/$1"
+	chmod 0750 "$tls/$1"
+	chmod 0440 "$tls/$1"/*
+}
+leaf syncer syncer serverAuth "DNS:$u-syncer,URI:ddiloco://$jobname/syncer"
+leaf learner-0 learner-0 clientAuth "URI:ddiloco://$jobname/learner/0"
+leaf learner-1 learner-1 clientAuth "URI:ddiloco://$jobname/learner/1"
+rm -f "$tls/ca.key"
+certs() { echo "type=bind,src=$tls/$1,dst=$TLS_DIR,readonly"; }
 
 # the syncer (the StatefulSet's pod): checkpoints on a volume of its own
 # (the claim; Docker fills an empty volume with the image's folder and
 # its owner, the non-root user), its HTTP port published on loopback
 D volume create "$u-ckpt" > /dev/null
-D run --pull never -d --name "$u-syncer" --network "$net" --mount "$spec" \
-	--mount "type=volume,src=$u-ckpt,dst=$CHECKPOINT_DIR" \
+D run --pull never -d --name "$u-syncer" $SEC --network "$net" --mount "$spec" \
+	--mount "type=volume,src=$u-ckpt,dst=$CHECKPOINT_DIR" --mount "$(certs syncer)" \
 	-p "127.0.0.1::$http" --entrypoint ddiloco "$IMAGE" \
-	syncer --job "$job" --checkpoint-dir "$CHECKPOINT_DIR" > /dev/null
+	syncer --job "$job" --checkpoint-dir "$CHECKPOINT_DIR" --tls-dir "$TLS_DIR" > /dev/null
 # (published again, on another port, when the container restarts)
 port=""
 syncer_port() {
@@ -111,14 +155,14 @@ st() { status | jq -r "$1"; }
 # container's own); nocopy: nothing of the image is copied in, whose
 # owner would be set on the tmpfs by a mount that ends with the copy
 start_sidecar() {
-	D run --pull never -d --name "$u-sidecar$1" --network "$net" --mount "$spec" \
+	D run --pull never -d --name "$u-sidecar$1" $SEC --network "$net" --mount "$spec" \
 		--mount "type=volume,src=$u-x$1,dst=$EXCHANGE_DIR,volume-nocopy" \
-		--entrypoint ddiloco "$IMAGE" \
+		--mount "$(certs "learner-$1")" --entrypoint ddiloco "$IMAGE" \
 		sidecar --job "$job" --learner "$1" --exchange "$EXCHANGE_DIR" \
-		--syncer "$u-syncer:$grpc" --http 0.0.0.0:9090 > /dev/null
+		--syncer "$u-syncer:$grpc" --http 0.0.0.0:9090 --tls-dir "$TLS_DIR" > /dev/null
 }
 start_learner() {
-	D run --pull never -d --name "$u-learner$1" --network "container:$u-sidecar$1" \
+	D run --pull never -d --name "$u-learner$1" $SEC --network "container:$u-sidecar$1" \
 		--mount "$spec" \
 		--mount "type=volume,src=$u-x$1,dst=$EXCHANGE_DIR,volume-nocopy" \
 		-e "DDILOCO_LEARNER_ID=$1" --entrypoint ddiloco "$IMAGE" \
@@ -134,6 +178,7 @@ done
 # 3. training progresses: both learners connected, rounds and tokens grow,
 # the global model is evaluated
 wait_for 90 '[ "$(st .learners_connected)" -eq 2 ]' "two learners connected"
+[ "$(st .insecure)" = false ] || fail "the syncer says it runs in plaintext"
 wait_for 60 '[ "$(st .round)" -ge 10 ]' "ten rounds"
 r0=$(st .round)
 k0=$(st .tokens)

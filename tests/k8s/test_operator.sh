@@ -161,7 +161,7 @@ KN apply -f "$WORK/job.yaml" >/dev/null || fail "job refused"
 JOB_UID=$(jp ddjob/demo '{.metadata.uid}')
 until_ok 60 "4 learner pods" "test \"\$(learner_pods demo)\" = 4"
 until_ok 30 "syncer StatefulSet" KN get statefulset demo-syncer
-for obj in pod/demo-learner-0 pod/demo-learner-3 statefulset/demo-syncer service/demo-syncer configmap/demo-spec; do
+for obj in pod/demo-learner-0 pod/demo-learner-3 statefulset/demo-syncer service/demo-syncer configmap/demo-spec networkpolicy/demo-syncer; do
 	ref=$(jp "$obj" '{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].uid}/{.metadata.ownerReferences[0].controller}/{.metadata.ownerReferences[0].blockOwnerDeletion}')
 	[ "$ref" = "DecoupledTrainingJob/$JOB_UID/true/true" ] || fail "$obj owner reference: $ref"
 done

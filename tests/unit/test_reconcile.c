@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "common/pki.h"
 #include "operator/children.h"
 #include "operator/podcheck.h"
 #include "operator/reconcile.h"
@@ -38,6 +39,7 @@ static void setup_fx(struct fx *f, int M)
 	f->in.backoff_limit = -1;
 	f->in.pods = f->pods;
 	f->in.want_pvc = 1;
+	f->in.want_tls = 1;
 }
 
 /* Everything exists, Created is True, every learner Running and ready. */
@@ -46,6 +48,7 @@ static void running(struct fx *f)
 	int M = f->js.learners.replicas;
 
 	f->in.configmap = f->in.service = f->in.pvc = f->in.statefulset = 1;
+	f->in.netpol = f->in.tls = 1;
 	f->in.syncer_ready = 1;
 	f->in.phase = PHASE_RUNNING;
 	f->in.start_time = NOW - 100;
@@ -95,10 +98,14 @@ static void test_new_job_creates_everything(void **state)
 	assert_int_equal(reconcile(&f.in, f.mem, &f.out), 0);
 	assert_int_equal(count(&f.out, ACT_APPLY_CONFIGMAP), 1);
 	assert_int_equal(count(&f.out, ACT_APPLY_SERVICE), 1);
+	assert_int_equal(count(&f.out, ACT_APPLY_NETPOL), 1);
 	assert_int_equal(count(&f.out, ACT_APPLY_PVC), 1);
 	assert_int_equal(count(&f.out, ACT_APPLY_SYNCER), 1);
 	assert_int_equal(count(&f.out, ACT_APPLY_LEARNER), 4);
 	assert_int_equal(count(&f.out, ACT_DELETE_LEARNER), 0);
+	/* the syncer's policy is in place before any pod of the job */
+	assert_true(find(&f.out, ACT_APPLY_NETPOL) < find(&f.out, ACT_APPLY_SYNCER));
+	assert_true(find(&f.out, ACT_APPLY_NETPOL) < find(&f.out, ACT_APPLY_LEARNER));
 	assert_int_equal(f.out.phase, PHASE_PENDING);
 	assert_int_equal(f.out.conds[COND_CREATED].set, 1);
 	assert_int_equal(f.out.conds[COND_CREATED].status, 0);
@@ -636,6 +643,108 @@ static void test_suspend_and_resume(void **state)
 	rc_output_release(&f.out);
 }
 
+/* A policy deleted under a running job comes back, alone; nothing else
+ * moves and the job stays Running. */
+static void test_missing_networkpolicy_is_reapplied(void **state)
+{
+	struct fx f;
+
+	(void)state;
+	setup_fx(&f, 2);
+	running(&f);
+	f.in.netpol = 0;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.nacts, 1);
+	assert_int_equal(count(&f.out, ACT_APPLY_NETPOL), 1);
+	assert_int_equal(f.out.phase, PHASE_RUNNING);
+	assert_int_equal(f.out.conds[COND_CREATED].status, 1);
+	rc_output_release(&f.out);
+	/* a new job is not Created until its policy exists */
+	setup_fx(&f, 1);
+	f.in.configmap = f.in.service = f.in.pvc = f.in.statefulset = 1;
+	f.in.tls = 1;
+	f.pods[0].index = 0;
+	f.in.npods = 1;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.conds[COND_CREATED].status, 0);
+	assert_int_equal(count(&f.out, ACT_APPLY_NETPOL), 1);
+	rc_output_release(&f.out);
+	f.in.netpol = 1;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.conds[COND_CREATED].status, 1);
+	assert_int_equal(count(&f.out, ACT_APPLY_NETPOL), 0);
+	rc_output_release(&f.out);
+}
+
+/*
+ * <job>-tls is created, never applied: once when the operator does not
+ * know it exists (a new job, or after a restart: the 409 then tells), and
+ * with the syncer's StatefulSet; always before any pod that mounts it.
+ */
+static void test_tls_secret_created_before_pods(void **state)
+{
+	struct fx f;
+
+	(void)state;
+	setup_fx(&f, 3);
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(count(&f.out, ACT_CREATE_TLS), 1);
+	assert_true(find(&f.out, ACT_CREATE_TLS) < find(&f.out, ACT_APPLY_SYNCER));
+	assert_true(find(&f.out, ACT_CREATE_TLS) < find(&f.out, ACT_APPLY_LEARNER));
+	rc_output_release(&f.out);
+	/* a running job after an operator restart: one create, nothing else */
+	setup_fx(&f, 3);
+	running(&f);
+	f.in.tls = 0;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.nacts, 1);
+	assert_int_equal(count(&f.out, ACT_CREATE_TLS), 1);
+	assert_int_equal(f.out.conds[COND_CREATED].status, 1);
+	assert_int_equal(f.out.phase, PHASE_RUNNING);
+	rc_output_release(&f.out);
+	/* known to exist: a recreated learner does not make another */
+	f.in.tls = 1;
+	f.in.npods = 2;
+	f.mem[2].seen = 1;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(count(&f.out, ACT_APPLY_LEARNER), 1);
+	assert_int_equal(count(&f.out, ACT_CREATE_TLS), 0);
+	rc_output_release(&f.out);
+	/* the StatefulSet made again (as after a resume): the Secret too */
+	setup_fx(&f, 3);
+	running(&f);
+	f.in.statefulset = 0;
+	f.in.syncer_ready = 0;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(count(&f.out, ACT_CREATE_TLS), 1);
+	assert_true(find(&f.out, ACT_CREATE_TLS) < find(&f.out, ACT_APPLY_SYNCER));
+	rc_output_release(&f.out);
+	/* spec.syncer.insecure: no Secret, and Created without it */
+	setup_fx(&f, 1);
+	f.in.want_tls = 0;
+	f.in.configmap = f.in.service = f.in.pvc = f.in.statefulset = f.in.netpol = 1;
+	f.pods[0].index = 0;
+	f.in.npods = 1;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(count(&f.out, ACT_CREATE_TLS), 0);
+	assert_int_equal(f.out.conds[COND_CREATED].status, 1);
+	rc_output_release(&f.out);
+	/* suspended: nothing is created */
+	setup_fx(&f, 3);
+	f.js.suspend = 1;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(count(&f.out, ACT_CREATE_TLS), 0);
+	rc_output_release(&f.out);
+	/* a new job is Created only once its Secret is known */
+	setup_fx(&f, 1);
+	f.in.configmap = f.in.service = f.in.pvc = f.in.statefulset = f.in.netpol = 1;
+	f.pods[0].index = 0;
+	f.in.npods = 1;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.conds[COND_CREATED].status, 0);
+	rc_output_release(&f.out);
+}
+
 static void test_deleting_job_does_nothing(void **state)
 {
 	struct fx f;
@@ -751,7 +860,7 @@ static void test_learner_pod_manifest(void **state)
 	(void)state;
 	assert_int_equal(jobspec_parse(txt, strlen(txt), "demo", &js, &e), 0);
 	c = (struct child_ctx){ "demo", "team", "u-1", &js,
-				json_object_get(job, "spec"), txt };
+				json_object_get(job, "spec"), txt, "ddiloco-system" };
 	pod = child_learner(&c, 1);
 	assert_non_null(pod);
 	assert_string_equal(path_str(pod, "metadata.name"), "demo-learner-1");
@@ -812,6 +921,355 @@ static void test_learner_pod_manifest(void **state)
 	json_decref(job);
 }
 
+/*
+ * The Pod Security Standard "restricted" as it reads a pod spec (the API
+ * server's PodSecurity admission is the real judge: tests/k8s/
+ * test_security.sh); plus no service-account token.
+ */
+static void assert_restricted(json_t *podspec)
+{
+	json_t *psc = json_object_get(podspec, "securityContext"), *v;
+	const char *lists[] = { "initContainers", "containers" };
+	size_t i, n = 0;
+
+	assert_true(json_is_true(json_object_get(psc, "runAsNonRoot")));
+	assert_int_equal(json_integer_value(json_object_get(psc, "runAsUser")), 65532);
+	assert_int_equal(json_integer_value(json_object_get(psc, "runAsGroup")), 65532);
+	assert_string_equal(path_str(psc, "seccompProfile.type"), "RuntimeDefault");
+	assert_true(json_is_false(json_object_get(podspec, "automountServiceAccountToken")));
+	assert_null(json_object_get(podspec, "hostNetwork"));
+	assert_null(json_object_get(podspec, "hostPID"));
+	for (int l = 0; l < 2; l++) {
+		json_array_foreach(json_object_get(podspec, lists[l]), i, v) {
+			json_t *sc = json_object_get(v, "securityContext");
+			json_t *drop = json_object_get(json_object_get(sc, "capabilities"), "drop");
+
+			assert_true(json_is_false(json_object_get(sc, "allowPrivilegeEscalation")));
+			assert_true(json_is_true(json_object_get(sc, "readOnlyRootFilesystem")));
+			assert_int_equal(json_array_size(drop), 1);
+			assert_string_equal(json_string_value(json_array_get(drop, 0)), "ALL");
+			assert_null(json_object_get(json_object_get(sc, "capabilities"), "add"));
+			assert_null(json_object_get(sc, "privileged"));
+			assert_null(json_object_get(sc, "runAsUser"));
+			n++;
+		}
+	}
+	assert_true(n >= 1);
+	/* only the volume types restricted allows */
+	json_array_foreach(json_object_get(podspec, "volumes"), i, v) {
+		int ok = json_object_get(v, "configMap") || json_object_get(v, "emptyDir") ||
+			 json_object_get(v, "persistentVolumeClaim") ||
+			 json_object_get(v, "secret") || json_object_get(v, "projected");
+
+		assert_true(ok);
+		assert_null(json_object_get(v, "hostPath"));
+	}
+}
+
+static void test_pods_pass_restricted(void **state)
+{
+	json_t *job = sample_job(), *core = job_core(job), *obj, *spec;
+	struct job_spec js;
+	struct err e;
+	char *txt = json_dumps(core, JSON_COMPACT);
+	struct child_ctx c;
+
+	(void)state;
+	assert_int_equal(jobspec_parse(txt, strlen(txt), "demo", &js, &e), 0);
+	c = (struct child_ctx){ "demo", "team", "u-1", &js,
+				json_object_get(job, "spec"), txt, "ddiloco-system" };
+	obj = child_learner(&c, 0);
+	spec = json_object_get(obj, "spec");
+	assert_restricted(spec);
+	/* both the sidecar and the learner were checked */
+	assert_int_equal(json_array_size(json_object_get(spec, "initContainers")), 1);
+	assert_int_equal(json_array_size(json_object_get(spec, "containers")), 1);
+	assert_true(json_is_false(json_object_get(spec, "enableServiceLinks")));
+	json_decref(obj);
+	obj = child_syncer(&c);
+	spec = json_object_get(json_object_get(json_object_get(obj, "spec"), "template"),
+			       "spec");
+	assert_restricted(spec);
+	/* fsGroup is kept beside the rest of the pod's context */
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(
+		spec, "securityContext"), "fsGroup")), 65532);
+	json_decref(obj);
+	/* the checkpoints in an emptyDir: still restricted */
+	json_object_set_new(json_object_get(json_object_get(job, "spec"), "syncer"),
+			    "storage", json_string(""));
+	obj = child_syncer(&c);
+	assert_restricted(json_object_get(json_object_get(json_object_get(obj, "spec"),
+							  "template"), "spec"));
+	json_decref(obj);
+	free(txt);
+	json_decref(core);
+	json_decref(job);
+}
+
+static void test_networkpolicy_manifest(void **state)
+{
+	json_t *job = sample_job(), *core = job_core(job), *np, *ing, *peer;
+	struct job_spec js;
+	struct err e;
+	char *txt = json_dumps(core, JSON_COMPACT);
+	struct child_ctx c;
+
+	(void)state;
+	assert_int_equal(jobspec_parse(txt, strlen(txt), "demo", &js, &e), 0);
+	c = (struct child_ctx){ "demo", "team", "u-1", &js,
+				json_object_get(job, "spec"), txt, "ops" };
+	np = child_networkpolicy(&c);
+	assert_non_null(np);
+	assert_string_equal(path_str(np, "apiVersion"), "networking.k8s.io/v1");
+	assert_string_equal(path_str(np, "kind"), "NetworkPolicy");
+	assert_string_equal(path_str(np, "metadata.name"), "demo-syncer");
+	assert_string_equal(path_str(np, "metadata.namespace"), "team");
+	assert_string_equal(path_str(np, "metadata.ownerReferences.0.uid"), "u-1");
+	assert_true(json_is_true(json_object_get(json_array_get(json_object_get(
+		json_object_get(np, "metadata"), "ownerReferences"), 0), "controller")));
+	assert_string_equal(json_string_value(json_object_get(json_object_get(
+		json_object_get(np, "metadata"), "labels"), "app.kubernetes.io/managed-by")),
+		"ddiloco-operator");
+	/* the syncer's pod, and only it */
+	assert_int_equal(json_object_size(json_object_get(json_object_get(json_object_get(
+		np, "spec"), "podSelector"), "matchLabels")), 2);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(
+		json_object_get(json_object_get(np, "spec"), "podSelector"), "matchLabels"),
+		LABEL_JOB)), "demo");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(
+		json_object_get(json_object_get(np, "spec"), "podSelector"), "matchLabels"),
+		LABEL_ROLE)), "syncer");
+	assert_string_equal(path_str(np, "spec.policyTypes.0"), "Ingress");
+	assert_int_equal(json_array_size(json_object_get(json_object_get(np, "spec"),
+							 "policyTypes")), 1);
+	ing = json_object_get(json_object_get(np, "spec"), "ingress");
+	assert_int_equal(json_array_size(ing), 2);
+	/* gRPC: the job's learners, same namespace (no namespaceSelector) */
+	peer = json_array_get(json_object_get(json_array_get(ing, 0), "from"), 0);
+	assert_int_equal(json_array_size(json_object_get(json_array_get(ing, 0), "from")), 1);
+	assert_null(json_object_get(peer, "namespaceSelector"));
+	assert_string_equal(json_string_value(json_object_get(json_object_get(json_object_get(
+		peer, "podSelector"), "matchLabels"), LABEL_JOB)), "demo");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(json_object_get(
+		peer, "podSelector"), "matchLabels"), LABEL_ROLE)), "learner");
+	assert_int_equal(json_array_size(json_object_get(json_array_get(ing, 0), "ports")), 1);
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(json_object_get(
+		json_array_get(ing, 0), "ports"), 0), "port")), 7070);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(
+		json_array_get(ing, 0), "ports"), 0), "protocol")), "TCP");
+	/* HTTP: the operator's pods in its own namespace */
+	peer = json_array_get(json_object_get(json_array_get(ing, 1), "from"), 0);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(json_object_get(
+		peer, "namespaceSelector"), "matchLabels"), "kubernetes.io/metadata.name")), "ops");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(json_object_get(
+		peer, "podSelector"), "matchLabels"), "app.kubernetes.io/name")), "ddiloco");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(json_object_get(
+		peer, "podSelector"), "matchLabels"), "app.kubernetes.io/component")), "operator");
+	assert_int_equal(json_integer_value(json_object_get(json_array_get(json_object_get(
+		json_array_get(ing, 1), "ports"), 0), "port")), 7071);
+	json_decref(np);
+	/* no operator namespace: no policy that would let nobody in */
+	c.operator_ns = NULL;
+	assert_null(child_networkpolicy(&c));
+	c.operator_ns = "";
+	assert_null(child_networkpolicy(&c));
+	free(txt);
+	json_decref(core);
+	json_decref(job);
+}
+
+/* The volume named "tls" of a pod spec, and whether container c mounts it. */
+static json_t *volume_named(json_t *podspec, const char *name)
+{
+	size_t i;
+	json_t *v;
+
+	json_array_foreach(json_object_get(podspec, "volumes"), i, v)
+		if (!strcmp(json_string_value(json_object_get(v, "name")), name))
+			return v;
+	return NULL;
+}
+
+static const char *mount_of(json_t *container, const char *name)
+{
+	size_t i;
+	json_t *m;
+
+	json_array_foreach(json_object_get(container, "volumeMounts"), i, m)
+		if (!strcmp(json_string_value(json_object_get(m, "name")), name)) {
+			assert_true(json_is_true(json_object_get(m, "readOnly")));
+			return json_string_value(json_object_get(m, "mountPath"));
+		}
+	return NULL;
+}
+
+/* The last two words of a container's command, as "a b". */
+static const char *last_args(json_t *container)
+{
+	static char buf[256];
+	json_t *cmd = json_object_get(container, "command");
+	size_t n = json_array_size(cmd);
+
+	assert_true(n >= 2);
+	snprintf(buf, sizeof(buf), "%s %s", json_string_value(json_array_get(cmd, n - 2)),
+		 json_string_value(json_array_get(cmd, n - 1)));
+	return buf;
+}
+
+/* items [{key, path}] of a secret volume, as "key>path key>path ..." */
+static void items_text(json_t *vol, char *out, size_t n)
+{
+	size_t i, k = 0;
+	json_t *it;
+
+	out[0] = '\0';
+	json_array_foreach(json_object_get(json_object_get(vol, "secret"), "items"), i, it)
+		k += (size_t)snprintf(out + k, n - k, "%s%s>%s", i ? " " : "",
+				      json_string_value(json_object_get(it, "key")),
+				      json_string_value(json_object_get(it, "path")));
+}
+
+static void test_tls_secret_and_mounts(void **state)
+{
+	json_t *job = sample_job(), *core = job_core(job), *sec, *sd, *pod, *spec, *vol;
+	struct job_spec js;
+	struct err e;
+	char *txt = json_dumps(core, JSON_COMPACT), items[256];
+	struct child_ctx c;
+	struct pki_id id;
+	struct pki_names names;
+	const char *ca, *key;
+	json_t *v;
+	int keys = 0, found = 0;
+
+	(void)state;
+	assert_int_equal(jobspec_parse(txt, strlen(txt), "demo", &js, &e), 0);
+	c = (struct child_ctx){ "demo", "team", "u-1", &js,
+				json_object_get(job, "spec"), txt, "ops" };
+	sec = child_tls_secret(&c, &e);
+	assert_non_null(sec);
+	assert_string_equal(path_str(sec, "kind"), "Secret");
+	assert_string_equal(path_str(sec, "metadata.name"), "demo-tls");
+	assert_string_equal(path_str(sec, "metadata.ownerReferences.0.uid"), "u-1");
+	assert_string_equal(path_str(sec, "type"), "Opaque");
+	assert_true(json_is_true(json_object_get(sec, "immutable")));
+	sd = json_object_get(sec, "stringData");
+	/* the CA certificate, the syncer's pair, one pair per learner: no CA key */
+	assert_int_equal(json_object_size(sd), 7);
+	json_object_foreach(sd, key, v)
+		keys += strstr(json_string_value(v), "PRIVATE KEY") != NULL;
+	assert_int_equal(keys, 3);
+	ca = json_string_value(json_object_get(sd, "ca.crt"));
+	assert_non_null(ca);
+	assert_int_equal(pki_verify(ca, json_string_value(json_object_get(sd, "syncer.crt")), &e), 0);
+	assert_int_equal(pki_verify(ca, json_string_value(json_object_get(sd, "learner-1.crt")), &e), 0);
+	assert_non_null(strstr(json_string_value(json_object_get(sd, "learner-1.key")), "PRIVATE KEY"));
+	/* identities */
+	assert_int_equal(pki_cert_id(json_string_value(json_object_get(sd, "learner-1.crt")),
+				     &id, &e), 0);
+	assert_string_equal(id.job, "demo");
+	assert_int_equal(id.role, PKI_ROLE_LEARNER);
+	assert_int_equal(id.learner, 1);
+	assert_int_equal(pki_cert_id(json_string_value(json_object_get(sd, "syncer.crt")),
+				     &id, &e), 0);
+	assert_int_equal(id.role, PKI_ROLE_SYNCER);
+	/* the syncer's certificate names the address the sidecars dial */
+	assert_int_equal(pki_cert_names(json_string_value(json_object_get(sd, "syncer.crt")),
+					&names, &e), 0);
+	for (size_t i = 0; i < names.ndns; i++)
+		found += !strcmp(names.dns[i], "demo-syncer-0.demo-syncer.team.svc") ||
+			 !strcmp(names.dns[i], "demo-syncer-0.demo-syncer.team.svc.cluster.local");
+	assert_int_equal(found, 2);
+	pki_names_release(&names);
+	/* a second Secret is another CA: fresh keys every time */
+	{
+		json_t *again = child_tls_secret(&c, &e);
+
+		assert_non_null(json_string_value(json_object_get(json_object_get(
+			again, "stringData"), "ca.crt")));
+		assert_string_not_equal(ca, json_string_value(json_object_get(json_object_get(
+			again, "stringData"), "ca.crt")));
+		assert_int_equal(pki_verify(ca, json_string_value(json_object_get(json_object_get(
+			again, "stringData"), "learner-1.crt")), &e), -1);
+		json_decref(again);
+	}
+	json_decref(sec);
+
+	/* the learner pod: the sidecar mounts only learner 1's pair */
+	pod = child_learner(&c, 1);
+	spec = json_object_get(pod, "spec");
+	vol = volume_named(spec, "tls");
+	assert_non_null(vol);
+	assert_string_equal(path_str(vol, "secret.secretName"), "demo-tls");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(vol, "secret"),
+							    "defaultMode")), 0440);
+	items_text(vol, items, sizeof(items));
+	assert_string_equal(items, "ca.crt>ca.crt learner-1.crt>tls.crt learner-1.key>tls.key");
+	assert_string_equal(mount_of(json_array_get(json_object_get(spec, "initContainers"), 0),
+				     "tls"), TLS_DIR);
+	assert_null(mount_of(json_array_get(json_object_get(spec, "containers"), 0), "tls"));
+	/* the sidecar is told where; the learner, which never dials, is not */
+	assert_string_equal(last_args(json_array_get(json_object_get(spec, "initContainers"), 0)),
+			    "--tls-dir " TLS_DIR);
+	assert_string_equal(last_args(json_array_get(json_object_get(spec, "containers"), 0)),
+			    "--exchange " EXCHANGE_DIR);
+	/* the files' group is the image's, which the pod's user is in */
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(
+		spec, "securityContext"), "fsGroup")), 65532);
+	json_decref(pod);
+	/* the syncer: its own pair */
+	pod = child_syncer(&c);
+	spec = json_object_get(json_object_get(json_object_get(pod, "spec"), "template"), "spec");
+	vol = volume_named(spec, "tls");
+	items_text(vol, items, sizeof(items));
+	assert_string_equal(items, "ca.crt>ca.crt syncer.crt>tls.crt syncer.key>tls.key");
+	assert_string_equal(mount_of(json_array_get(json_object_get(spec, "containers"), 0),
+				     "tls"), TLS_DIR);
+	assert_string_equal(last_args(json_array_get(json_object_get(spec, "containers"), 0)),
+			    "--tls-dir " TLS_DIR);
+	json_decref(pod);
+	/* spec.syncer.insecure: no mount, no flag (and no Secret: reconcile) */
+	js.syncer.insecure = 1;
+	pod = child_learner(&c, 1);
+	spec = json_object_get(pod, "spec");
+	assert_null(volume_named(spec, "tls"));
+	assert_null(mount_of(json_array_get(json_object_get(spec, "initContainers"), 0), "tls"));
+	assert_string_equal(last_args(json_array_get(json_object_get(spec, "initContainers"), 0)),
+			    "--http 0.0.0.0:9090");
+	assert_restricted(spec);
+	json_decref(pod);
+	pod = child_syncer(&c);
+	spec = json_object_get(json_object_get(json_object_get(pod, "spec"), "template"), "spec");
+	assert_null(volume_named(spec, "tls"));
+	assert_string_equal(last_args(json_array_get(json_object_get(spec, "containers"), 0)),
+			    "--checkpoint-dir " CHECKPOINT_DIR);
+	json_decref(pod);
+	js.syncer.insecure = 0;
+
+	/* a job name that is no DNS label cannot name a CA */
+	c.name = "Demo_1";
+	assert_null(child_tls_secret(&c, &e));
+	assert_non_null(strstr(e.msg, "not a DNS label"));
+	free(txt);
+	json_decref(core);
+	json_decref(job);
+}
+
+/* More learners than one Secret holds: refused, with the reason. */
+static void test_tls_secret_too_big(void **state)
+{
+	struct job_spec js;
+	struct child_ctx c = { "big", "team", "u-2", &js, NULL, "{}", "ops" };
+	struct err e;
+
+	(void)state;
+	jobspec_defaults(&js);
+	js.learners.replicas = 4096;
+	assert_null(child_tls_secret(&c, &e));
+	assert_non_null(strstr(e.msg, "do not fit in one Secret"));
+	assert_non_null(strstr(e.msg, "'big'"));
+}
+
 static void test_learner_index(void **state)
 {
 	(void)state;
@@ -859,7 +1317,7 @@ static void test_child_names(void **state)
 	assert_int_equal(child_name(long_job, CHILD_CHECKPOINTS, 0, name, sizeof(name)), -1);
 	{
 		struct job_spec js;
-		struct child_ctx c = { long_job, "ns", "uid", &js, NULL, "{}" };
+		struct child_ctx c = { long_job, "ns", "uid", &js, NULL, "{}", "ops" };
 
 		jobspec_defaults(&js);
 		assert_null(child_pvc(&c));
@@ -872,6 +1330,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_new_job_creates_everything),
+		cmocka_unit_test(test_missing_networkpolicy_is_reapplied),
+		cmocka_unit_test(test_tls_secret_created_before_pods),
 		cmocka_unit_test(test_no_pvc_when_storage_empty),
 		cmocka_unit_test(test_all_seen_sets_created_and_running),
 		cmocka_unit_test(test_steady_state_does_nothing),
@@ -894,6 +1354,10 @@ int main(void)
 		cmocka_unit_test(test_condition_time_kept_when_unchanged),
 		cmocka_unit_test(test_job_core_strips_operator_fields),
 		cmocka_unit_test(test_learner_pod_manifest),
+		cmocka_unit_test(test_pods_pass_restricted),
+		cmocka_unit_test(test_networkpolicy_manifest),
+		cmocka_unit_test(test_tls_secret_and_mounts),
+		cmocka_unit_test(test_tls_secret_too_big),
 		cmocka_unit_test(test_learner_index),
 		cmocka_unit_test(test_child_names),
 	};
