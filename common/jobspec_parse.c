@@ -339,6 +339,9 @@ SECTION(s_syncer,
 	FLD("normOutlier", F_DOUBLE, syncer.norm_outlier),
 	FLD("staleVersions", F_INT, syncer.stale_versions),
 	FLD("clipSteps", F_DOUBLE, syncer.clip_steps),
+	FLD("maxShare", F_DOUBLE, syncer.max_share),
+	FLD("minStepTime", F_DOUBLE, syncer.min_step_time),
+	FLD("maxStepTime", F_DOUBLE, syncer.max_step_time),
 	FLD("port", F_INT, syncer.port),
 	FLD("httpPort", F_INT, syncer.http_port));
 
