@@ -39,6 +39,9 @@ struct sidecar_opts {
 	double backoff_min, backoff_max;   /* seconds; 0 = 0.1 and 5 */
 	int no_feedback;          /* 1: no residual (spec.syncer.errorFeedback
 	                           * false); docs/protocol.md, error feedback */
+	uint64_t inflate_tokens;  /* a test knob: the tokens of every Answer
+	                           * and Heartbeat times this (0 or 1: as
+	                           * trained); docs/sidecar.md, test knobs */
 };
 
 struct sidecar_metrics {
