@@ -492,12 +492,19 @@ static int screen_answers(struct syncer *s, int slot, int p,
 static void cap_shares(struct syncer *s, uint64_t round, struct merge_work *mw,
 		       int kept)
 {
-	int n = outer_cap_shares(mw->w, kept, s->js->syncer.max_share);
+	double sum = 0, top = 0;
+	int n;
 
+	for (int i = 0; i < kept; i++) {
+		sum += mw->w[i];
+		top = fmax(top, mw->w[i]);
+	}
+	n = outer_cap_shares(mw->w, kept, s->js->syncer.max_share);
 	s->audit.capped += (uint64_t)n;
 	if (n)
 		log_debug("round %" PRIu64 ": %d of %d answers held to a share of "
-			  "%g", round, n, kept, s->js->syncer.max_share);
+			  "%g (the largest had %.3f)", round, n, kept,
+			  s->js->syncer.max_share, sum > 0 ? top / sum : 0);
 }
 
 /* The outer step on fragment p from the kept answers; their compute and
