@@ -794,7 +794,6 @@ int core_heartbeat(struct syncer *s, int learner,
 	l->train_loss = hb->train_loss;
 	l->incarnation = hb->incarnation;
 	audit_incarnation(&s->audit, learner, hb->incarnation);
-	l->last_seen = now;
 	syncer_round_progress(&s->rs, learner, hb->step, hb->step_time);
 	goodput_progress(s, learner, hb->step, now);
 	return 0;
