@@ -62,6 +62,9 @@ void jobspec_defaults(struct job_spec *js)
 	js->syncer.norm_outlier = 10.0;
 	js->syncer.stale_versions = 4;
 	js->syncer.clip_steps = 4.0;
+	js->syncer.max_share = 0.5;        /* docs/syncer.md, Bounds */
+	js->syncer.min_step_time = 1e-4;
+	js->syncer.max_step_time = 600;
 	js->syncer.port = 7070;
 	js->syncer.http_port = 7071;
 
@@ -171,6 +174,13 @@ int jobspec_validate(const struct job_spec *js, struct err *e)
 	      "spec.syncer.staleVersions: %d is less than 1", s->stale_versions);
 	CHECK(s->clip_steps >= 1 && s->clip_steps <= 1e6,
 	      "spec.syncer.clipSteps: %g is not in [1, 1e6]", s->clip_steps);
+	CHECK(s->max_share > 0 && s->max_share <= 1,
+	      "spec.syncer.maxShare: %g is not in (0, 1]", s->max_share);
+	CHECK(s->min_step_time > 0 && s->min_step_time <= 1,
+	      "spec.syncer.minStepTime: %g is not in (0, 1]", s->min_step_time);
+	CHECK(s->max_step_time > s->min_step_time && s->max_step_time <= 86400,
+	      "spec.syncer.maxStepTime: %g is not in (minStepTime, 86400]",
+	      s->max_step_time);
 	CHECK(s->port > 0 && s->port < 65536, "spec.syncer.port: %d is not a port", s->port);
 	CHECK(s->http_port > 0 && s->http_port < 65536 && s->http_port != s->port,
 	      "spec.syncer.httpPort: %d is not a port distinct from spec.syncer.port",

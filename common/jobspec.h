@@ -21,7 +21,8 @@
  *                outerLr, outerMomentum, nesterov, merge (rda|mean),
  *                encoding, updateEncoding, errorFeedback, checkpointEvery,
  *                evalEvery, evalTokens, normOutlier, staleVersions,
- *                clipSteps, port, httpPort, insecure}
+ *                clipSteps, maxShare, minStepTime, maxStepTime, port,
+ *                httpPort, insecure}
  *   spec.budget.{tokens, outerSteps}
  *   spec.chaos.{enabled, schedule (poisson|interval), mtbfSeconds,
  *               intervalSeconds, targets [learners|syncer|sidecars],
@@ -100,6 +101,11 @@ struct job_syncer {
 				       * versions behind are empty, default 4 */
 	double clip_steps;            /* answers over clip_steps·H steps are
 				       * scaled down to it, default 4 */
+	double max_share;             /* one answer's share of a merge at most,
+				       * default 0.5 (1: no cap) */
+	double min_step_time;         /* s: reported step times below are
+				       * refused, default 1e-4 */
+	double max_step_time;         /* s: and above, default 600 */
 	int port, http_port;          /* default 7070, 7071 */
 	int insecure;                 /* 1: plaintext gRPC, no identities;
 				       * default 0 (docs/security.md) */

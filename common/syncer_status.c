@@ -174,6 +174,7 @@ static int get_fields(const json_t *root, struct syncer_status *s,
 {
 	const json_t *a = json_object_get(root, "answers");
 	const json_t *inv = json_object_get(root, "invariants");
+	const json_t *hb = json_object_get(root, "heartbeats");
 	const json_t *done = json_object_get(root, "done");
 
 	if (done && !json_is_boolean(done) && !json_is_null(done))
@@ -183,6 +184,8 @@ static int get_fields(const json_t *root, struct syncer_status *s,
 		return err_set(e, "status: field 'answers': not an object");
 	if (inv && !json_is_object(inv) && !json_is_null(inv))
 		return err_set(e, "status: field 'invariants': not an object");
+	if (hb && !json_is_object(hb) && !json_is_null(hb))
+		return err_set(e, "status: field 'heartbeats': not an object");
 	s->have_invariants = json_is_object(inv);
 	if (get_count(root, NULL, "round", &s->round, e) ||
 	    get_count(root, NULL, "tokens", &s->tokens, e) ||
@@ -196,6 +199,10 @@ static int get_fields(const json_t *root, struct syncer_status *s,
 	    get_count(a, "answers", "empty", &s->empty, e) ||
 	    get_count(a, "answers", "stale", &s->stale, e) ||
 	    get_count(a, "answers", "clipped", &s->clipped, e) ||
+	    get_count(a, "answers", "refused_bounds", &s->refused_bounds, e) ||
+	    get_count(a, "answers", "capped", &s->capped, e) ||
+	    get_count(hb, "heartbeats", "received", &s->heartbeats, e) ||
+	    get_count(hb, "heartbeats", "refused", &s->heartbeats_refused, e) ||
 	    get_count(inv, "invariants", "merged_steps", &s->merged_steps, e) ||
 	    get_count(inv, "invariants", "double_merged_steps",
 		      &s->double_merged_steps, e) ||

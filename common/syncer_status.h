@@ -39,6 +39,8 @@ struct syncer_status {
 	int learners_connected, learners_total;
 	uint64_t merged, late, rejected, empty;     /* answers */
 	uint64_t stale, clipped;                    /* answers, bounds */
+	uint64_t refused_bounds, capped;            /* answers, bounds */
+	uint64_t heartbeats, heartbeats_refused;    /* "heartbeats" */
 	/* invariants (docs/status.md): have_invariants 0 when the syncer
 	 * gave none */
 	int have_invariants;

@@ -353,7 +353,9 @@ static void queue_answer(struct sidecar *s, int p,
 	q.hlen = wire_answer_header(q.hdr, &(struct wire_answer){
 		.fragment = (uint32_t)p, .round = a->round,
 		.base_version = a->base_version, .steps = a->steps,
-		.tokens = a->tokens, .encoding = (int)enc, .payload_len = plen,
+		.tokens = a->tokens * (s->o.inflate_tokens > 1
+				       ? s->o.inflate_tokens : 1),
+		.encoding = (int)enc, .payload_len = plen,
 		.step = a->step,
 	});
 	q.payload = payload;

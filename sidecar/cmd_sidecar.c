@@ -57,6 +57,28 @@ static int http_handler(void *ctx, const char *path, struct buf *body,
 	return 404;
 }
 
+/*
+ * The test knob DDILOCO_TEST_INFLATE_TOKENS=LEARNER:FACTOR (docs/sidecar.md):
+ * the sidecar of learner LEARNER reports FACTOR times the tokens trained,
+ * so a real run can show the syncer refusing a learner that lies. 0 with
+ * *factor set (1 when unset or for another learner); -1 when malformed.
+ */
+static int inflate_knob(int learner, uint64_t *factor)
+{
+	const char *v = getenv("DDILOCO_TEST_INFLATE_TOKENS");
+	unsigned long long id, f;
+	int used = 0;
+
+	*factor = 1;
+	if (!v || !*v)
+		return 0;
+	if (sscanf(v, "%llu:%llu%n", &id, &f, &used) != 2 || v[used] || f < 1)
+		return -1;
+	if (id == (unsigned long long)learner)
+		*factor = f;
+	return 0;
+}
+
 /* Long because the option table is declared here, beside the variables it
  * fills; after it, the setup runs in order and unwinds at one label. */
 int cmd_sidecar(int argc, char **argv)
@@ -117,6 +139,16 @@ int cmd_sidecar(int argc, char **argv)
 			http);
 		return 2;
 	}
+	if (inflate_knob(learner, &o.inflate_tokens)) {
+		log_error("DDILOCO_TEST_INFLATE_TOKENS: '%s' is not LEARNER:FACTOR "
+			  "(FACTOR a whole number >= 1)",
+			  getenv("DDILOCO_TEST_INFLATE_TOKENS"));
+		return 2;
+	}
+	if (o.inflate_tokens > 1)
+		log_warn("test knob DDILOCO_TEST_INFLATE_TOKENS: this sidecar "
+			 "reports %llu times the tokens its learner trained",
+			 (unsigned long long)o.inflate_tokens);
 	if (jobspec_load(job, &js, &e)) {
 		log_error("%s", e.msg);
 		return 1;

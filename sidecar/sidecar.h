@@ -46,6 +46,9 @@ struct sidecar_opts {
 	 * must show a certificate of that CA naming the job's syncer; NULL:
 	 * plaintext (spec.syncer.insecure, docs/security.md) */
 	const struct tls_files *tls;
+	uint64_t inflate_tokens;  /* a test knob: the tokens of every Answer
+	                           * and Heartbeat times this (0 or 1: as
+	                           * trained); docs/sidecar.md, test knobs */
 };
 
 struct sidecar_metrics {

@@ -38,6 +38,7 @@ struct audit {
 	uint64_t repeat_base;           /* merged answers on a repeated base */
 	uint64_t stale;          /* answers taken as empty: base too old */
 	uint64_t clipped;        /* answers whose weight the bounds cut */
+	uint64_t capped;         /* merged answers held to maxShare */
 };
 
 int audit_init(struct audit *a, int M, int P);

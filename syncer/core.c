@@ -7,6 +7,9 @@
  * (stream.c) calls in with `mu` held and sends what each call's result
  * asks for; nothing here knows gRPC or sends anything, and every time
  * comes in as `now`, so tests/unit/test_core.c runs it on a fake clock.
+ * What a learner says about itself (steps, tokens, step time) is held to
+ * the bounds of bounds.h before anything of it is used; one answer's
+ * share of a merge is capped at maxShare (docs/syncer.md, Bounds).
  *
  * Accounting (docs/syncer.md has the definitions):
  *   elapsed  = elapsed in the checkpoint + wall time the syncer was away
@@ -149,6 +152,21 @@ static int alloc_state(struct syncer *s, struct err *e)
 	return 0;
 }
 
+static int bounds_start(struct syncer *s, double now, struct err *e)
+{
+	const struct job_spec *js = s->js;
+	struct bounds_config bc = {
+		.min_step_time = js->syncer.min_step_time,
+		.max_step_time = js->syncer.max_step_time,
+		.tokens_per_step = (uint64_t)js->optimizer.batch_size *
+				   (uint64_t)jobspec_seq_len(js),
+	};
+
+	if (bounds_init(&s->bounds, &bc, s->M, s->P, now))
+		return err_set(e, "syncer: out of memory");
+	return 0;
+}
+
 /*
  * Round numbers and fragment versions given out after the checkpoint are
  * never reused: skip past every round that could have been in flight
@@ -207,15 +225,19 @@ int core_init(struct syncer *s, const struct syncer_params *p, double now,
 	s->nparams = p->nparams;
 	s->t0 = now;
 	s->last_loop = now;
-	if (build_layout(s, e) || alloc_state(s, e))
+	if (build_layout(s, e) || alloc_state(s, e) || bounds_start(s, now, e))
 		return -1;
 	for (int q = 0; q < s->P; q++)
 		frag_gather(s->ft, q, p->init_params, s->theta + s->frag_off[q]);
 	if ((loaded = load_checkpoint(s, e)) < 0)
 		return -1;
-	if (loaded)
+	if (loaded) {
 		s->elapsed_base = s->acc.elapsed +
 				  fmax(0, clock_wall() - s->acc.wall_time);
+		/* the token totals it holds were reported before it was written */
+		bounds_restored(&s->bounds,
+				now - fmax(0, clock_wall() - s->acc.wall_time));
+	}
 	/* the gap open at the checkpoint goes on: it spans the restart */
 	if (loaded && s->acc.uptime_start >= 0 && !s->acc.done)
 		gaplog_open(&s->gaps, s->acc.last_round_elapsed, 0);
@@ -271,6 +293,7 @@ void core_release(struct syncer *s)
 	free(s->acc.learners);
 	free(s->acc.evals);
 	audit_release(&s->audit);
+	bounds_release(&s->bounds);
 	pthread_cond_destroy(&s->ev.cv);
 	pthread_mutex_destroy(&s->mu);
 }
@@ -464,6 +487,26 @@ static int screen_answers(struct syncer *s, int slot, int p,
 	return kept;
 }
 
+/* One answer's share of the merge at most maxShare (docs/syncer.md,
+ * Bounds): the weights of the kept answers become capped shares. */
+static void cap_shares(struct syncer *s, uint64_t round, struct merge_work *mw,
+		       int kept)
+{
+	double sum = 0, top = 0;
+	int n;
+
+	for (int i = 0; i < kept; i++) {
+		sum += mw->w[i];
+		top = fmax(top, mw->w[i]);
+	}
+	n = outer_cap_shares(mw->w, kept, s->js->syncer.max_share);
+	s->audit.capped += (uint64_t)n;
+	if (n)
+		log_debug("round %" PRIu64 ": %d of %d answers held to a share of "
+			  "%g (the largest had %.3f)", round, n, kept,
+			  s->js->syncer.max_share, sum > 0 ? top / sum : 0);
+}
+
 /* The outer step on fragment p from the kept answers; their compute and
  * tokens counted. 0 when Θ moved. */
 static int apply_merge(struct syncer *s, int p, uint64_t round,
@@ -546,7 +589,8 @@ void core_merge(struct syncer *s, int slot, double now, struct core_merged *out)
 		log_error("round %" PRIu64 ": out of memory for the merge; abandoned",
 			  round);
 	else if ((kept = screen_answers(s, slot, p, &mw)) &&
-		 apply_merge(s, p, round, &mw, kept))
+		 (cap_shares(s, round, &mw, kept),
+		  apply_merge(s, p, round, &mw, kept)))
 		kept = 0;
 	for (int i = 0; i < kept; i++)
 		audit_merged(&s->audit, mw.list[i]->learner, p,
@@ -609,10 +653,38 @@ void core_stop(struct syncer *s, double now)
 
 /* ---- learners ---------------------------------------------------------- */
 
+/*
+ * Whether the learner of h runs this model cut the same way: -1 with the
+ * first fault found in e — another model (fingerprint), another cut of it
+ * (fragment count), or sizes that do not match the cut (missing, or the
+ * first that differs, with both sizes).
+ */
+static int model_mismatch(const struct syncer *s, const struct wire_hello *h,
+			  struct err *e)
+{
+	if (h->fingerprint != s->ft->fingerprint)
+		return err_set(e, "model fingerprint mismatch: learner %016" PRIx64
+			       ", syncer %016" PRIx64, h->fingerprint,
+			       s->ft->fingerprint);
+	if (h->fragments != (uint32_t)s->P)
+		return err_set(e, "fragment count mismatch: learner %u fragments, "
+			       "syncer %d", h->fragments, s->P);
+	if (h->nsizes != (size_t)s->P)
+		return err_set(e, "fragment sizes missing: learner sent %zu sizes "
+			       "for %d fragments", h->nsizes, s->P);
+	for (int p = 0; p < s->P; p++)
+		if (h->fragment_sizes[p] != s->ft->frags[p].numel)
+			return err_set(e, "fragment %d size mismatch: learner %"
+				       PRIu64 " parameters, syncer %zu", p,
+				       h->fragment_sizes[p],
+				       s->ft->frags[p].numel);
+	return 0;
+}
+
 enum core_refusal core_hello_check(const struct syncer *s,
 				   const struct wire_hello *h, struct err *e)
 {
-	int sizes_ok;
+	struct err mine;
 
 	if (h->learner_id >= (uint32_t)s->M)
 		return err_set(e, "learner id %u is out of range: job '%s' has %d "
@@ -622,18 +694,10 @@ enum core_refusal core_hello_check(const struct syncer *s,
 		return err_set(e, "learner %u belongs to job '%s', this syncer to "
 			       "'%s'", h->learner_id, h->job, s->js->name),
 		       CORE_JOIN_MISMATCH;
-	sizes_ok = h->fragments == (uint32_t)s->P && h->nsizes == (size_t)s->P;
-	for (int p = 0; sizes_ok && p < s->P; p++)
-		sizes_ok = h->fragment_sizes[p] == s->ft->frags[p].numel;
-	if (h->fingerprint != s->ft->fingerprint || !sizes_ok) {
-		log_warn("learner %u refused: model fingerprint %016" PRIx64
-			 " (%u fragments), ours %016" PRIx64 " (%d)",
-			 h->learner_id, h->fingerprint, h->fragments,
-			 s->ft->fingerprint, s->P);
-		return err_set(e, "model fingerprint mismatch: learner %016" PRIx64
-			       " (%u fragments), syncer %016" PRIx64 " (%d fragments)",
-			       h->fingerprint, h->fragments, s->ft->fingerprint,
-			       s->P), CORE_JOIN_MISMATCH;
+	if (model_mismatch(s, h, e ? e : &mine)) {
+		log_warn("learner %u refused: %s", h->learner_id,
+			 (e ? e : &mine)->msg);
+		return CORE_JOIN_MISMATCH;
 	}
 	if (s->done)
 		return err_set(e, "job done"), CORE_JOIN_DONE;
@@ -662,6 +726,7 @@ int core_join(struct syncer *s, const struct wire_hello *h, double now,
 	goodput_join(s, id, h->incarnation, r, now);
 	gaplog_learner(&s->gaps, +1, joined_count(s));
 	note_joined(s, now);
+	bounds_join(&s->bounds, id, r, now);
 	npull = s->rs.cfg.overlap <= max
 		? syncer_round_join(&s->rs, id, r, pulls) : 0;
 	if (r > h->step)
@@ -684,11 +749,35 @@ void core_leave(struct syncer *s, int learner, const char *why)
 	log_info("learner %d left: %s", learner, why);
 }
 
-void core_heartbeat(struct syncer *s, int learner,
-		    const struct wire_heartbeat *hb, double now)
+/*
+ * A report of learner id refused by the bounds: one warning at the 1st,
+ * 2nd, 4th, 8th … refusal of its kind (a learner that keeps lying would
+ * write one a round), the others at debug level.
+ */
+static void log_refusal(int id, const char *what, uint64_t n, const char *why)
+{
+	if (n & (n - 1))
+		log_debug("learner %d: %s refused: %s", id, what, why);
+	else
+		log_warn("learner %d: %s refused: %s (%" PRIu64 " of its reports "
+			 "of this kind refused; logged at powers of two)", id,
+			 what, why, n);
+}
+
+int core_heartbeat(struct syncer *s, int learner,
+		   const struct wire_heartbeat *hb, double now)
 {
 	struct learner *l = &s->learners[learner];
 	struct ckpt_learner *cl = &s->acc.learners[learner];
+	struct err e;
+
+	l->last_seen = now;
+	if (bounds_heartbeat(&s->bounds, learner, hb, cl->tokens,
+			     hb->incarnation == cl->incarnation, now, &e)) {
+		log_refusal(learner, "heartbeat",
+			    s->bounds.l[learner].refused_heartbeats, e.msg);
+		return -1;
+	}
 
 	/* a count that went back is a learner that started over */
 	if (hb->tokens >= cl->tokens)
@@ -705,9 +794,9 @@ void core_heartbeat(struct syncer *s, int learner,
 	l->train_loss = hb->train_loss;
 	l->incarnation = hb->incarnation;
 	audit_incarnation(&s->audit, learner, hb->incarnation);
-	l->last_seen = now;
 	syncer_round_progress(&s->rs, learner, hb->step, hb->step_time);
 	goodput_progress(s, learner, hb->step, now);
+	return 0;
 }
 
 static int slot_of(const struct syncer *s, uint64_t round)
@@ -830,6 +919,31 @@ static double bounded_weight(struct syncer *s, int id, int p,
 	return w;
 }
 
+/*
+ * An answer whose claims are beyond the bounds (bounds.h): none of its
+ * numbers is used, not even its step for the pacing. It stops its round
+ * waiting for the learner, as an invalid payload does, and is counted in
+ * `rejected` and `refused_bounds`.
+ */
+static enum core_verdict refused_bounds(struct syncer *s, int id,
+					const struct wire_answer *a,
+					double now, const char *why)
+{
+	enum round_verdict v;
+	char what[96];
+	int slot;
+
+	v = syncer_round_answer(&s->rs, id, a->round, (int)a->fragment, 0, now);
+	if (v == ROUND_ACCEPTED && (slot = slot_of(s, a->round)) >= 0)
+		bounds_answered(&s->bounds, id, (int)a->fragment,
+				s->rs.slots[slot].t_start);
+	s->acc.rejected++;
+	snprintf(what, sizeof(what), "answer for round %" PRIu64 " fragment %u",
+		 a->round, a->fragment);
+	log_refusal(id, what, s->bounds.l[id].refused_answers, why);
+	return CORE_INVALID;
+}
+
 enum core_verdict core_answer(struct syncer *s, int id,
 			      const struct wire_answer *a, double now)
 {
@@ -838,15 +952,10 @@ enum core_verdict core_answer(struct syncer *s, int id,
 	const char *why = NULL;
 	struct answer *ans;
 	enum round_verdict v;
+	struct err e;
 
 	l->last_seen = now;
 	s->acc.bytes_in += a->payload_len;
-	if (a->step > l->step)
-		l->step = a->step;
-	if (a->step > l->step_max)
-		l->step_max = a->step;
-	syncer_round_progress(&s->rs, id, l->step, 0);
-	goodput_progress(s, id, l->step, now);
 	if (a->fragment >= (uint32_t)s->P) {
 		s->acc.rejected++;
 		log_warn("learner %d: answer for fragment %u of %d refused", id,
@@ -864,8 +973,19 @@ enum core_verdict core_answer(struct syncer *s, int id,
 	 */
 	before_resume = a->steps > 0 && a->base_version < s->resumed_at[p];
 	stale = !before_resume && is_stale(s, p, a);
+	if (bounds_answer(&s->bounds, id, a, a->steps > 0 && !before_resume &&
+			  !stale, now, &e))
+		return refused_bounds(s, id, a, now, e.msg);
+	if (a->step > l->step)
+		l->step = a->step;
+	if (a->step > l->step_max)
+		l->step_max = a->step;
+	syncer_round_progress(&s->rs, id, l->step, 0);
+	goodput_progress(s, id, l->step, now);
 	ans = decode_answer(s, p, a, before_resume || stale, &why);
 	v = syncer_round_answer(&s->rs, id, a->round, p, ans && !why, now);
+	if (v == ROUND_ACCEPTED && (slot = slot_of(s, a->round)) >= 0)
+		bounds_answered(&s->bounds, id, p, s->rs.slots[slot].t_start);
 	if (v != ROUND_ACCEPTED || !ans || why) {
 		answer_free(ans);
 		goodput_answer(s, id, p, a->step, a->steps,

@@ -42,6 +42,53 @@ double outer_bounded_weight(uint64_t steps, uint64_t tokens, uint64_t max_steps,
 	return t * (t / s);
 }
 
+int outer_cap_shares(double *w, int n, double cap)
+{
+	double rest, free_sum;
+	int ncap = 0, grew = 1;
+	unsigned char *capped;
+
+	if (n < 1 || !(cap < 1))
+		return 0;
+	if (cap * n < 1)
+		cap = 1.0 / n;
+	if (!(capped = calloc((size_t)n, 1)))
+		return 0;   /* uncapped is the merge as it was: not worse */
+	/*
+	 * Water filling: the uncapped answers share 1 − ncap·cap in
+	 * proportion to their weights; any of them above cap joins the
+	 * capped, which lowers what the others share, so repeat until none
+	 * grows (at most n passes).
+	 */
+	while (grew) {
+		grew = 0;
+		rest = 1.0 - ncap * cap;
+		free_sum = 0;
+		for (int i = 0; i < n; i++)
+			if (!capped[i])
+				free_sum += w[i];
+		for (int i = 0; i < n; i++)
+			if (!capped[i] && free_sum > 0 &&
+			    rest * w[i] / free_sum > cap * (1 + 1e-12)) {
+				capped[i] = 1;
+				ncap++;
+				grew = 1;
+			}
+	}
+	if (ncap) {
+		rest = 1.0 - ncap * cap;
+		free_sum = 0;
+		for (int i = 0; i < n; i++)
+			if (!capped[i])
+				free_sum += w[i];
+		for (int i = 0; i < n; i++)
+			w[i] = capped[i] ? cap
+				: free_sum > 0 ? rest * w[i] / free_sum : 0;
+	}
+	free(capped);
+	return ncap;
+}
+
 /*
  * The hot loops use GCC/Clang vector extensions: -O2 does not vectorise
  * loops that need alias checks or tails, and these carry the merge.

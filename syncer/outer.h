@@ -45,6 +45,16 @@ double outer_bounded_weight(uint64_t steps, uint64_t tokens, uint64_t max_steps,
 			    uint64_t tokens_per_step, double *scale);
 
 /*
+ * Caps each of n weights w[i] > 0 at `cap` of their sum (docs/syncer.md,
+ * Bounds: maxShare): the capped ones get exactly that share, the others
+ * share the rest in proportion to their weights, so no capped weight
+ * pushes another over. A cap below 1/n cannot hold: it is taken as 1/n
+ * (every answer the same share). The weights are rewritten as shares
+ * (summing to 1) when anything was capped; returns how many were.
+ */
+int outer_cap_shares(double *w, int n, double cap);
+
+/*
  * Squared norm of each segment of x into sq[nseg] (in double); returns 0
  * when every value is finite, -1 otherwise (sq is then meaningless).
  */

@@ -116,20 +116,29 @@ static json_t *status_json(struct syncer *s, double now)
 	for (int i = 0; i < s->M; i++) {
 		const struct learner *l = &s->learners[i];
 
-		json_array_append_new(a, json_pack("{si sb sI sI so so so}",
+		const struct bounds_learner *bl = &s->bounds.l[i];
+
+		json_array_append_new(a, json_pack("{si sb sI sI so so so s{sI sI}}",
 			"id", i, "connected", l->conn != NULL,
 			"step", (json_int_t)l->step,
 			"tokens", (json_int_t)l->tokens,
 			"train_loss", l->seen ? real_or_null(l->train_loss) : json_null(),
 			"step_time", l->seen ? real_or_null(l->step_time) : json_null(),
-			"last_seen", l->seen ? json_real(now - l->last_seen) : json_null()));
+			"last_seen", l->seen ? json_real(now - l->last_seen) : json_null(),
+			"refused", "answers", (json_int_t)bl->refused_answers,
+			"heartbeats", (json_int_t)bl->refused_heartbeats));
 	}
 	json_object_set_new(o, "learners", a);
-	json_object_set_new(o, "answers", json_pack("{sI sI sI sI sI sI}",
+	json_object_set_new(o, "answers", json_pack("{sI sI sI sI sI sI sI sI}",
 		"merged", (json_int_t)c->merged, "late", (json_int_t)c->late,
 		"rejected", (json_int_t)c->rejected, "empty", (json_int_t)c->empty,
 		"stale", (json_int_t)s->audit.stale,
-		"clipped", (json_int_t)s->audit.clipped));
+		"clipped", (json_int_t)s->audit.clipped,
+		"refused_bounds", (json_int_t)s->bounds.answers_refused,
+		"capped", (json_int_t)s->audit.capped));
+	json_object_set_new(o, "heartbeats", json_pack("{sI sI}",
+		"received", (json_int_t)s->bounds.heartbeats,
+		"refused", (json_int_t)s->bounds.heartbeats_refused));
 	json_object_set_new(o, "invariants", json_pack("{sI sI sI}",
 		"merged_steps", (json_int_t)s->audit.merged_steps,
 		"double_merged_steps", (json_int_t)s->audit.double_merged_steps,
@@ -185,6 +194,17 @@ static void metrics_text(struct syncer *s, double now, struct buf *b)
 	prom_counter(b, M("answers_clipped_total"),
 		     "Answers whose weight the step and token bounds cut.",
 		     s->audit.clipped);
+	prom_counter(b, M("answers_refused_bounds_total"),
+		     "Answers refused: claims beyond the bounds (also in rejected).",
+		     s->bounds.answers_refused);
+	prom_counter(b, M("answers_capped_total"),
+		     "Merged answers whose share was held to maxShare.",
+		     s->audit.capped);
+	prom_counter(b, M("heartbeats_total"), "Heartbeats received.",
+		     s->bounds.heartbeats);
+	prom_counter(b, M("heartbeats_refused_total"),
+		     "Heartbeats refused: claims beyond the bounds.",
+		     s->bounds.heartbeats_refused);
 	prom_counter(b, M("merged_steps_total"),
 		     "Learner steps in merged answers, since this process started.",
 		     s->audit.merged_steps);

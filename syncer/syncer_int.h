@@ -27,6 +27,7 @@
 
 #include "common/httpd.h"
 #include "syncer/audit.h"
+#include "syncer/bounds.h"
 #include "syncer/ckpt.h"
 #include "syncer/goodput.h"
 #include "syncer/gaplog.h"
@@ -92,6 +93,7 @@ struct syncer {
 	/* accounting; the checkpointed part mirrors struct syncer_ckpt */
 	struct syncer_ckpt acc;      /* counters, evals; theta/momentum unused */
 	struct audit audit;          /* merged steps, bounds (audit.h) */
+	struct bounds bounds;        /* what learners may claim (bounds.h) */
 	double t0, elapsed_base, done_elapsed;
 	double quorum_wait_sum, grace_sum, merge_sum;
 	uint64_t quorum_count, merge_count;
@@ -135,15 +137,18 @@ int core_join(struct syncer *s, const struct wire_hello *h, double now,
 	      uint64_t *resume, struct round_action *pulls, int max);
 /* The learner's stream ended: it leaves every round it was in. */
 void core_leave(struct syncer *s, int learner, const char *why);
-void core_heartbeat(struct syncer *s, int learner,
-		    const struct wire_heartbeat *hb, double now);
+/* A heartbeat: its step, tokens and step time counted, or, when they
+ * are beyond the bounds (bounds.h), refused and counted: -1. */
+int core_heartbeat(struct syncer *s, int learner,
+		   const struct wire_heartbeat *hb, double now);
 
 /* What became of an answer (counters and log lines say the same). */
 enum core_verdict {
 	CORE_QUEUED,     /* waits for its round's merge (maybe as empty) */
 	CORE_LATE,       /* its round is merged already */
 	CORE_REFUSED,    /* no such fragment or round, or answered already */
-	CORE_INVALID,    /* counts for the quorum, not merged: bad payload */
+	CORE_INVALID,    /* counts for the quorum, not merged: bad payload,
+			  * or claims beyond the bounds (bounds.h) */
 };
 enum core_verdict core_answer(struct syncer *s, int learner,
 			      const struct wire_answer *a, double now);

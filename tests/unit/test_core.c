@@ -431,13 +431,33 @@ static void hello_is_checked(void **state)
 	assert_int_equal(core_hello_check(f->s, &h, &e), CORE_JOIN_OK);
 	h.fingerprint ^= 1;
 	assert_int_equal(core_hello_check(f->s, &h, &e), CORE_JOIN_MISMATCH);
-	assert_non_null(strstr(e.msg, "fingerprint mismatch"));
+	assert_non_null(strstr(e.msg, "model fingerprint mismatch: learner "));
+	/* the same model cut otherwise: each fault named, not the model */
 	h = hello_of(f, 0, sizes);
 	sizes[1]++;
 	assert_int_equal(core_hello_check(f->s, &h, &e), CORE_JOIN_MISMATCH);
+	{
+		char want[128];
+
+		snprintf(want, sizeof(want), "fragment 1 size mismatch: learner %zu "
+			 "parameters, syncer %zu", f->ft.frags[1].numel + 1,
+			 f->ft.frags[1].numel);
+		assert_string_equal(e.msg, want);
+	}
 	h = hello_of(f, 0, sizes);
 	h.nsizes = 1;
 	assert_int_equal(core_hello_check(f->s, &h, &e), CORE_JOIN_MISMATCH);
+	assert_string_equal(e.msg, "fragment sizes missing: learner sent 1 sizes "
+			    "for 2 fragments");
+	h.nsizes = 0;
+	assert_int_equal(core_hello_check(f->s, &h, &e), CORE_JOIN_MISMATCH);
+	assert_string_equal(e.msg, "fragment sizes missing: learner sent 0 sizes "
+			    "for 2 fragments");
+	h = hello_of(f, 0, sizes);
+	h.fragments = 3;
+	assert_int_equal(core_hello_check(f->s, &h, &e), CORE_JOIN_MISMATCH);
+	assert_string_equal(e.msg, "fragment count mismatch: learner 3 fragments, "
+			    "syncer 2");
 	f->s->done = 1;
 	h = hello_of(f, 0, sizes);
 	assert_int_equal(core_hello_check(f->s, &h, &e), CORE_JOIN_DONE);
@@ -724,19 +744,204 @@ static void long_answers_are_clipped(void **state)
 	for (size_t i = 0; i < n; i++)
 		assert_float_equal(f->s->theta[off + i], before[off + i] - 0.3f,
 				   1e-6);
-	/* a claim of 10⁶ tokens in one step weighs as B·T = 512 */
+	/* a claim of 10⁶ tokens in one step is a lie (B·T = 512): refused,
+	 * the other answer merged alone */
 	a = pull_next(f, &hb);
 	memcpy(before, f->s->theta, sizeof(before));
 	off = f->s->frag_off[a.frag];
 	n = f->ft.frags[a.frag].numel;
-	answer_at(f, 0, a.round, a.frag, 0, 1.0f, 81, 1, 1000000);
-	answer_at(f, 1, a.round, a.frag, 0, 0.0f, 9, 1, 512);
-	assert_int_equal(f->s->audit.clipped, 2);
+	assert_int_equal(answer_at(f, 0, a.round, a.frag, 0, 1.0f, 81, 1,
+				   1000000), CORE_INVALID);
+	assert_int_equal(answer_at(f, 1, a.round, a.frag, 0, 0.25f, 9, 1, 512),
+			 CORE_QUEUED);
+	answer_at(f, 2, a.round, a.frag, 0, 0.25f, 9, 1, 512);
+	assert_int_equal(f->s->audit.clipped, 1);
+	assert_int_equal(f->s->bounds.answers_refused, 1);
 	merge(f, poll(f), &mg);
 	assert_int_equal(mg.merged, 2);
 	for (size_t i = 0; i < n; i++)
-		assert_float_equal(f->s->theta[off + i], before[off + i] - 0.5f,
+		assert_float_equal(f->s->theta[off + i], before[off + i] - 0.25f,
 				   1e-6);
+}
+
+/*
+ * What a learner claims about itself (syncer/bounds.h): more tokens than
+ * B·T a step, more steps than the time since its base allows at its step
+ * time, a step far ahead of its last one: each answer refused, counted,
+ * its step not taken for the pacing, never merged; the honest ones merge.
+ */
+static void answers_beyond_the_bounds_are_refused(void **state)
+{
+	struct fx *f = *state;
+	struct wire_heartbeat hb = { .step_time = 0.01 };
+	struct round_action a;
+	struct core_merged mg;
+	float before[NPARAM];
+	size_t off, n;
+
+	fx_start(f);
+	join_all(f);                       /* at t = 100 */
+	for (int id = 0; id < M; id++)     /* each learner: 10 ms a step */
+		assert_int_equal(core_heartbeat(f->s, id, &hb, f->now), 0);
+	a = poll(f);
+	assert_int_equal(a.kind, ROUND_PULL);
+	memcpy(before, f->s->theta, sizeof(before));
+	off = f->s->frag_off[a.frag];
+	n = f->ft.frags[a.frag].numel;
+	f->now += 0.5;
+	/* B·T = 512: 513 tokens in one step is refused, 512 is not */
+	assert_int_equal(answer_at(f, 0, a.round, a.frag, 0, 9.0f, 1, 1, 513),
+			 CORE_INVALID);
+	assert_int_equal(f->s->bounds.answers_refused, 1);
+	assert_int_equal(f->s->bounds.l[0].refused_answers, 1);
+	assert_int_equal(f->s->acc.rejected, 1);
+	/* 0.5 s since the join at 10 ms a step: 4 · (0.5 + 1) / 0.01 = 600
+	 * steps allowed; 601 refused, 600 not */
+	assert_float_equal(bounds_allowed(&f->s->bounds, 1, 0.5), 600, 1e-9);
+	assert_int_equal(answer_at(f, 1, a.round, a.frag, 0, 9.0f, 601, 601,
+				   601 * 512), CORE_INVALID);
+	assert_int_equal(f->s->bounds.answers_refused, 2);
+	assert_int_equal(f->s->learners[1].step, 0);   /* not taken */
+	assert_int_equal(answer_at(f, 2, a.round, a.frag, 0, 75.0f, 600, 600,
+				   600 * 512), CORE_QUEUED);
+	assert_int_equal(f->s->learners[2].step, 600);
+	merge(f, poll(f), &mg);
+	assert_int_equal(mg.merged, 1);
+	assert_int_equal(f->s->acc.rejected, 2);
+	/* the honest answer alone, clipped to clipSteps·H = 8 steps: 75·8/600 */
+	for (size_t i = 0; i < n; i++)
+		assert_float_equal(f->s->theta[off + i], before[off + i] - 1.0f,
+				   1e-5);
+	/* learner 2's next answer reports a step 10⁶ past its last one */
+	f->now += 0.5;
+	hb.step = 700;
+	for (int id = 0; id < M; id++)
+		assert_int_equal(core_heartbeat(f->s, id, &hb, f->now), 0);
+	a = poll(f);
+	assert_int_equal(a.kind, ROUND_PULL);
+	assert_int_equal(answer_at(f, 2, a.round, a.frag, 0, 0.5f, 1000600, 1,
+				   512), CORE_INVALID);
+	assert_int_equal(f->s->bounds.answers_refused, 3);
+	assert_int_equal(f->s->learners[2].step_max, 700);
+	/* an answer moves the learner's base: its next answer for this
+	 * fragment is measured from the start of this round (t = 101) */
+	f->now += 1.0;
+	assert_int_equal(answer_at(f, 0, a.round, a.frag, 0, 0.1f, 701, 1, 512),
+			 CORE_QUEUED);
+	assert_float_equal(f->s->bounds.from[0 * 2 + a.frag], 101.0, 0);
+	assert_float_equal(f->s->bounds.from[0 * 2 + (1 - a.frag)], 100.0, 0);
+	assert_int_equal(f->s->bounds.answers_refused, 3);
+}
+
+/*
+ * A heartbeat's step time must be finite and within [minStepTime,
+ * maxStepTime]; its tokens at most B·T a step and what the time since
+ * the last accepted one allows; its step likewise. A refused one changes
+ * nothing — not the tokens trained (the budget), not the step — and is
+ * counted; honest ones around it count as before.
+ */
+static void heartbeats_beyond_the_bounds_are_refused(void **state)
+{
+	struct fx *f = *state;
+	const double bad[] = { NAN, INFINITY, -INFINITY, -0.01, 1e-9, 1e4 };
+	struct wire_heartbeat hb = { .incarnation = 1 };
+	struct round_action pulls[8];
+	uint64_t sizes[2], resume;
+	struct wire_hello h;
+
+	fx_start(f);
+	join_all(f);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		hb = (struct wire_heartbeat){ .step = 1, .tokens = 512,
+					      .step_time = bad[i],
+					      .incarnation = 1 };
+		assert_int_equal(core_heartbeat(f->s, 0, &hb, f->now), -1);
+	}
+	assert_int_equal(f->s->bounds.heartbeats_refused, 6);
+	assert_int_equal(f->s->bounds.l[0].refused_heartbeats, 6);
+	assert_int_equal(f->s->acc.tokens_trained, 0);
+	assert_int_equal(f->s->learners[0].step, 0);
+	assert_float_equal(f->s->learners[0].step_time, 0, 0);
+	/* an honest one: 100 steps of 10 ms in 1 s */
+	f->now += 1.0;
+	hb = (struct wire_heartbeat){ .step = 100, .tokens = 100 * 512,
+				      .step_time = 0.01, .incarnation = 1 };
+	assert_int_equal(core_heartbeat(f->s, 0, &hb, f->now), 0);
+	assert_int_equal(f->s->acc.tokens_trained, 100 * 512);
+	assert_int_equal(f->s->learners[0].step, 100);
+	/* ten times the tokens of its steps */
+	f->now += 1.0;
+	hb.step = 200;
+	hb.tokens = 100 * 512 + 1000 * 512;
+	assert_int_equal(core_heartbeat(f->s, 0, &hb, f->now), -1);
+	/* a step far ahead: 1 s at 10 ms allows 4 · 2 / 0.01 = 800 */
+	hb.step = 100 + 1000;
+	hb.tokens = 1100 * 512;
+	assert_int_equal(core_heartbeat(f->s, 0, &hb, f->now), -1);
+	assert_int_equal(f->s->bounds.heartbeats_refused, 8);
+	assert_int_equal(f->s->acc.tokens_trained, 100 * 512);
+	assert_int_equal(f->s->learners[0].step, 100);
+	/* the truth a second later: counted whole since the last accepted */
+	f->now += 1.0;
+	hb.step = 300;
+	hb.tokens = 300 * 512;
+	assert_int_equal(core_heartbeat(f->s, 0, &hb, f->now), 0);
+	assert_int_equal(f->s->acc.tokens_trained, 300 * 512);
+	/* a learner resumed at step 1000 trains tokens from 0: its total
+	 * is far below B·T · step, but it may not grow faster than its step */
+	core_leave(f->s, 1, "test");
+	h = hello_of(f, 1, sizes);
+	h.step = 1000;
+	core_join(f->s, &h, f->now, &resume, pulls, 8);
+	assert_int_equal(resume, 1000);
+	f->now += 0.1;
+	hb = (struct wire_heartbeat){ .step = 1010, .tokens = 10 * 512,
+				      .step_time = 0.01, .incarnation = 2 };
+	assert_int_equal(core_heartbeat(f->s, 1, &hb, f->now), 0);
+	f->now += 0.1;
+	hb.step = 1012;
+	hb.tokens = 18 * 512;        /* 8 steps' tokens in 2 steps */
+	assert_int_equal(core_heartbeat(f->s, 1, &hb, f->now), -1);
+	hb.tokens = 12 * 512;
+	assert_int_equal(core_heartbeat(f->s, 1, &hb, f->now), 0);
+	assert_int_equal(f->s->bounds.l[1].refused_heartbeats, 1);
+	assert_int_equal(f->s->bounds.heartbeats_refused, 9);
+	assert_int_equal(f->s->acc.tokens_trained, 300 * 512 + 12 * 512);
+}
+
+/*
+ * One answer's share of a merge is at most maxShare (0.5): weights
+ * 4·512², 512², 512² (shares 2/3, 1/6, 1/6) become 1/2, 1/4, 1/4.
+ */
+static void one_answer_share_is_capped(void **state)
+{
+	struct fx *f = *state;
+	struct core_merged mg;
+	struct round_action a;
+	float before[NPARAM];
+	uint64_t hb = 0;
+	size_t off, n;
+
+	fx_start(f);
+	join_all(f);
+	for (int cap = 0; cap < 2; cap++) {
+		f->js.syncer.max_share = cap ? 0.5 : 1.0;
+		a = pull_next(f, &hb);
+		memcpy(before, f->s->theta, sizeof(before));
+		off = f->s->frag_off[a.frag];
+		n = f->ft.frags[a.frag].numel;
+		answer_at(f, 0, a.round, a.frag, 0, 1.2f, hb, 4, 4 * 512);
+		answer_at(f, 1, a.round, a.frag, 0, 0.0f, hb, 1, 512);
+		answer_at(f, 2, a.round, a.frag, 0, 0.0f, hb, 1, 512);
+		merge(f, poll(f), &mg);
+		assert_int_equal(mg.merged, 3);
+		assert_int_equal(f->s->audit.capped, cap ? 1 : 0);
+		/* Δ = Σ share · Δ_m: 2/3 · 1.2 = 0.8 uncapped, 1/2 · 1.2 capped */
+		for (size_t i = 0; i < n; i++)
+			assert_float_equal(f->s->theta[off + i],
+					   before[off + i] - (cap ? 0.6f : 0.8f),
+					   1e-6);
+	}
 }
 
 /* A gap beyond B while a learner was away: counted down and logged the
@@ -796,6 +1001,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(steps_merged_twice_are_counted, setup, teardown),
 		cmocka_unit_test_setup_teardown(stale_answers_are_empty_and_counted, setup, teardown),
 		cmocka_unit_test_setup_teardown(long_answers_are_clipped, setup, teardown),
+		cmocka_unit_test_setup_teardown(answers_beyond_the_bounds_are_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(heartbeats_beyond_the_bounds_are_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(one_answer_share_is_capped, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_down_gap_is_logged_with_the_learners, setup, teardown),
 	};
 

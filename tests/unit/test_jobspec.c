@@ -95,6 +95,9 @@ static void full_yaml_file(void **state)
 	assert_exactly(js.syncer.norm_outlier, 20);
 	assert_int_equal(js.syncer.stale_versions, 6);
 	assert_exactly(js.syncer.clip_steps, 2.5);
+	assert_exactly(js.syncer.max_share, 0.4);
+	assert_exactly(js.syncer.min_step_time, 0.002);
+	assert_exactly(js.syncer.max_step_time, 30);
 	assert_int_equal(js.syncer.port, 9000);
 	assert_int_equal(js.syncer.http_port, 9001);
 	assert_int_equal(js.budget.tokens, 10000000);
@@ -227,6 +230,14 @@ static void type_errors(void **state)
 		"job: spec.chaos.targets[1]: expected learners, syncer or sidecars, got 'pods'");
 	refused(HEAD "spec:\n" DATA "  chaos: {targets: 3}\n",
 		"job: spec.chaos.targets: expected a list of learners, syncer, sidecars, got 3");
+	refused(HEAD "spec:\n" DATA "  syncer: {maxShare: 0}\n",
+		"job: spec.syncer.maxShare: 0 is not in (0, 1]");
+	refused(HEAD "spec:\n" DATA "  syncer: {maxShare: 1.5}\n",
+		"job: spec.syncer.maxShare: 1.5 is not in (0, 1]");
+	refused(HEAD "spec:\n" DATA "  syncer: {minStepTime: 0}\n",
+		"job: spec.syncer.minStepTime: 0 is not in (0, 1]");
+	refused(HEAD "spec:\n" DATA "  syncer: {minStepTime: 0.5, maxStepTime: 0.5}\n",
+		"job: spec.syncer.maxStepTime: 0.5 is not in (minStepTime, 86400]");
 	refused(HEAD "spec:\n" DATA "  learners: 4\n",
 		"job: spec.learners: expected a mapping, got 4");
 	refused(HEAD "spec:\n" DATA "  learners: {image: [a]}\n",

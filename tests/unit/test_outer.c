@@ -56,6 +56,36 @@ static void weights_are_bounded(void **state)
 	}
 }
 
+/* One answer's share of a merge is capped; the others share the rest in
+ * proportion, a cap that pushes another over caps it too. */
+static void shares_are_capped(void **state)
+{
+	double a[3] = { 8, 1, 1 }, b[3] = { 100, 40, 10 }, c[2] = { 5, 1 };
+	double d[3] = { 1, 1, 1 }, e[1] = { 7 }, g[3] = { 8, 1, 1 };
+
+	(void)state;
+	assert_int_equal(outer_cap_shares(a, 3, 0.5), 1);
+	assert_float_equal(a[0], 0.5, 1e-12);
+	assert_float_equal(a[1], 0.25, 1e-12);
+	assert_float_equal(a[2], 0.25, 1e-12);
+	/* 100 of 150 is capped at 0.4; then 40 would be 0.48 of the rest */
+	assert_int_equal(outer_cap_shares(b, 3, 0.4), 2);
+	assert_float_equal(b[0], 0.4, 1e-12);
+	assert_float_equal(b[1], 0.4, 1e-12);
+	assert_float_equal(b[2], 0.2, 1e-12);
+	/* a cap below 1/n is 1/n: equal shares */
+	assert_int_equal(outer_cap_shares(c, 2, 0.3), 1);
+	assert_float_equal(c[0], 0.5, 1e-12);
+	assert_float_equal(c[1], 0.5, 1e-12);
+	/* nothing above the cap, a lone answer, no cap: unchanged */
+	assert_int_equal(outer_cap_shares(d, 3, 0.5), 0);
+	assert_float_equal(d[0], 1, 0);
+	assert_int_equal(outer_cap_shares(e, 1, 0.5), 0);
+	assert_float_equal(e[0], 7, 0);
+	assert_int_equal(outer_cap_shares(g, 3, 1.0), 0);
+	assert_float_equal(g[0], 8, 0);
+}
+
 static void sqnorms_per_segment_and_finiteness(void **state)
 {
 	struct outer_seg seg[2] = { { 0, 2, 0 }, { 2, 2, 1 } };
@@ -219,6 +249,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(weights_are_tokens_squared_over_steps),
 		cmocka_unit_test(weights_are_bounded),
+		cmocka_unit_test(shares_are_capped),
 		cmocka_unit_test(sqnorms_per_segment_and_finiteness),
 		cmocka_unit_test(mean_is_weighted),
 		cmocka_unit_test(rda_per_tensor_and_mean_for_embedding),

@@ -198,6 +198,16 @@ static void fields_by_the_contract(void **state)
 	assert_int_equal(s.merged_steps, 900);
 	assert_int_equal(s.double_merged_steps, 0);
 	assert_int_equal(s.repeat_base, 12);
+	/* what learners claimed beyond the bounds (docs/syncer.md, Bounds) */
+	assert_int_equal(parse("{\"answers\": {\"refused_bounds\": 7, \"capped\": 2},"
+			       " \"heartbeats\": {\"received\": 40, \"refused\": 5}}",
+			       &s, &e), 0);
+	assert_int_equal(s.refused_bounds, 7);
+	assert_int_equal(s.capped, 2);
+	assert_int_equal(s.heartbeats, 40);
+	assert_int_equal(s.heartbeats_refused, 5);
+	assert_int_equal(parse("{\"heartbeats\": 3}", &s, &e), -1);
+	assert_string_equal(e.msg, "status: field 'heartbeats': not an object");
 	syncer_status_release(&s);
 	/* a count written as a whole real reads as the integer; null is none */
 	assert_int_equal(parse("{\"tokens\": 1.5e6, \"round\": 12.0, \"done\": true,"

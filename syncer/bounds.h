@@ -1,0 +1,100 @@
+/*
+ * bounds: what a learner may claim about itself (docs/syncer.md, Bounds).
+ * Every number in a Heartbeat or an Answer is the learner's word; the
+ * syncer's clock is the one thing the syncer knows. A report that claims
+ * more than wall time allows is refused:
+ *
+ *   step time    finite, and 0 (not measured yet) or within
+ *                [minStepTime, maxStepTime]
+ *   floor        the learner's fastest accepted step time, never below
+ *                minStepTime (minStepTime until it reported one)
+ *   allowed(dt)  = BOUNDS_SLACK · (dt + BOUNDS_SLACK_S) / floor:
+ *                the most steps a learner can make in dt seconds
+ *   step         at most the highest step accepted from it (or the resume
+ *                step the syncer gave it) + allowed(time since that)
+ *   heartbeat    tokens (its process's running total) at most
+ *                B·T · (step + 1); their increase over the last accepted
+ *                heartbeat at most B·T · (allowed(time since it) + 1), and
+ *                from the same process at most B·T · (step increase + 1)
+ *   answer       tokens at most B·T · steps; and, when it would be merged,
+ *                steps at most allowed(time since its base can first have
+ *                moved): a learner moves its base when it answers, so that
+ *                is the start of the round of its previous answer for the
+ *                fragment, or its first join when there was none
+ *
+ * B·T (batchSize × seqLen) is what a learner trains in one step, exactly:
+ * a token claim above it is a lie, never noise. The time bounds are
+ * loose on purpose (a factor BOUNDS_SLACK and BOUNDS_SLACK_S seconds for
+ * messages that waited in queues), and a learner refused by them alone
+ * is accepted later: the reference a report is measured from moves only
+ * when one is accepted, while its allowance grows BOUNDS_SLACK times
+ * faster than any honest learner trains.
+ *
+ * Nothing here changes state the caller did not ask for: a check says
+ * yes, or no with a reason, and moves the references only on yes.
+ * Counts are kept from the syncer process's start, not checkpointed.
+ */
+#ifndef DDILOCO_SYNCER_BOUNDS_H
+#define DDILOCO_SYNCER_BOUNDS_H
+
+#include <stdint.h>
+
+#include "common/err.h"
+#include "common/wire.h"
+
+#define BOUNDS_SLACK 4.0     /* times the steps the floor allows */
+#define BOUNDS_SLACK_S 1.0   /* seconds added to every span */
+
+struct bounds_config {
+	double min_step_time, max_step_time;   /* seconds */
+	uint64_t tokens_per_step;              /* B·T */
+};
+
+struct bounds_learner {
+	double fastest;          /* lowest accepted step time; 0: none */
+	int have_step;
+	uint64_t step;           /* highest step accepted (or resume given) */
+	double step_t;           /* when */
+	double tok_t;            /* the last accepted heartbeat (tokens) */
+	uint64_t tok_step;       /* its step */
+	int have_tok_step;
+	uint64_t refused_answers, refused_heartbeats;
+};
+
+struct bounds {
+	struct bounds_config cfg;
+	int M, P;
+	struct bounds_learner *l;
+	double *from;            /* M × P: earliest its counters for p can
+				  * have started; < 0 before it joined */
+	uint64_t answers_refused;
+	uint64_t heartbeats, heartbeats_refused;
+};
+
+int bounds_init(struct bounds *b, const struct bounds_config *cfg, int M,
+		int P, double now);
+void bounds_release(struct bounds *b);
+/* The token totals restored from a checkpoint were reported at time t
+ * or before (on the caller's clock). */
+void bounds_restored(struct bounds *b, double t);
+/* allowed(dt) for learner m. */
+double bounds_allowed(const struct bounds *b, int m, double dt);
+/* Learner m joined at `now` and was told to resume at step `resume`. */
+void bounds_join(struct bounds *b, int m, uint64_t resume, double now);
+/*
+ * A heartbeat of learner m; prev_tokens is the total last counted for
+ * it, same_process whether it comes from the process that reported
+ * prev_tokens. 0: accepted (references moved); -1: refused and counted,
+ * e says why.
+ */
+int bounds_heartbeat(struct bounds *b, int m, const struct wire_heartbeat *hb,
+		     uint64_t prev_tokens, int same_process, double now,
+		     struct err *e);
+/* An answer of learner m; `merged` when it would go into a merge (not
+ * empty). 0: accepted; -1: refused and counted, e says why. */
+int bounds_answer(struct bounds *b, int m, const struct wire_answer *a,
+		  int merged, double now, struct err *e);
+/* Learner m answered a round of fragment p that started at t_start. */
+void bounds_answered(struct bounds *b, int m, int p, double t_start);
+
+#endif

@@ -1,0 +1,174 @@
+/*
+ * syncer/bounds.c on its own, with hand-picked times: the allowance and
+ * its floor, the edges of the step time range, the resume step a join
+ * gives, the base time an answer moves, the token rules for the same and
+ * for a new learner process, and a refusal by time alone accepted later
+ * with every token since the last accepted report.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <string.h>
+
+#include "syncer/bounds.h"
+
+#define T 100   /* B·T */
+
+static struct bounds b;
+
+static int setup(void **state)
+{
+	struct bounds_config c = { .min_step_time = 1e-3, .max_step_time = 10,
+				   .tokens_per_step = T };
+
+	(void)state;
+	assert_int_equal(bounds_init(&b, &c, 2, 3, 10.0), 0);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	bounds_release(&b);
+	return 0;
+}
+
+static int hb(int m, uint64_t step, uint64_t tokens, double st,
+	      uint64_t prev, int same, double now, struct err *e)
+{
+	struct wire_heartbeat h = { .step = step, .tokens = tokens,
+				    .step_time = st };
+
+	return bounds_heartbeat(&b, m, &h, prev, same, now, e);
+}
+
+static void allowance_and_step_time_range(void **state)
+{
+	struct err e;
+
+	(void)state;
+	/* no step time yet: the floor is minStepTime */
+	assert_float_equal(bounds_allowed(&b, 0, 1.0), 4 * 2 / 1e-3, 1e-6);
+	assert_float_equal(bounds_allowed(&b, 0, -5), 4 * 1 / 1e-3, 1e-6);
+	bounds_join(&b, 0, 0, 10.0);
+	/* the edges of [1 ms, 10 s] and 0 (not measured) are accepted */
+	assert_int_equal(hb(0, 0, 0, 0, 0, 1, 10.0, &e), 0);
+	assert_int_equal(hb(0, 0, 0, 10, 0, 1, 10.0, &e), 0);
+	assert_int_equal(hb(0, 0, 0, 1e-3, 0, 1, 10.0, &e), 0);
+	assert_int_equal(hb(0, 0, 0, 0.999e-3, 0, 1, 10.0, &e), -1);
+	assert_string_equal(e.msg, "step time 0.000999 s is outside [0.001, 10] "
+			    "(spec.syncer.minStepTime, maxStepTime)");
+	assert_int_equal(hb(0, 0, 0, 10.001, 0, 1, 10.0, &e), -1);
+	assert_int_equal(hb(0, 0, 0, NAN, 0, 1, 10.0, &e), -1);
+	assert_string_equal(e.msg, "step time nan is not finite");
+	assert_int_equal(hb(0, 0, 0, -1e-3, 0, 1, 10.0, &e), -1);
+	assert_int_equal(b.heartbeats, 7);
+	assert_int_equal(b.heartbeats_refused, 4);
+	assert_int_equal(b.l[0].refused_heartbeats, 4);
+	/* a refused report leaves the floor alone; an accepted one sets it */
+	assert_float_equal(b.l[0].fastest, 1e-3, 0);
+	assert_int_equal(hb(0, 0, 0, 0.02, 0, 1, 10.0, &e), 0);
+	assert_float_equal(b.l[0].fastest, 1e-3, 0);   /* the lowest stays */
+	assert_float_equal(bounds_allowed(&b, 1, 1.0), 8000, 1e-6);
+	assert_int_equal(hb(1, 0, 0, 0.02, 0, 1, 10.0, &e), 0);
+	assert_float_equal(bounds_allowed(&b, 1, 1.0), 400, 1e-9);
+}
+
+static void steps_follow_the_clock(void **state)
+{
+	struct wire_answer a = { .fragment = 1, .steps = 1, .tokens = T };
+	struct err e;
+
+	(void)state;
+	/* joined at t = 10, told to resume at step 500 */
+	bounds_join(&b, 0, 500, 10.0);
+	assert_int_equal(hb(0, 500, 0, 0.01, 0, 1, 10.0, &e), 0);
+	/* at 10 ms: 4 · (1 + 1) / 0.01 = 800 steps in 1 s */
+	a.step = 1301;
+	assert_int_equal(bounds_answer(&b, 0, &a, 1, 11.0, &e), -1);
+	assert_string_equal(e.msg, "step 1301 is 801 past step 500 of 1 s "
+			    "before: more than the 800 steps its step time "
+			    "allows");
+	a.step = 1300;
+	assert_int_equal(bounds_answer(&b, 0, &a, 1, 11.0, &e), 0);
+	assert_int_equal(b.l[0].step, 1300);
+	/* a step below the highest is no claim */
+	a.step = 7;
+	assert_int_equal(bounds_answer(&b, 0, &a, 1, 11.0, &e), 0);
+	/* steps since the base: from the first join (t = 10) until an
+	 * answer moves it to its round's start */
+	a.step = 1300;
+	a.steps = 801;
+	a.tokens = 801 * T;
+	assert_int_equal(bounds_answer(&b, 0, &a, 1, 11.0, &e), -1);
+	assert_int_equal(bounds_answer(&b, 0, &a, 0, 11.0, &e), 0);   /* empty */
+	bounds_answered(&b, 0, 1, 10.5);
+	bounds_answered(&b, 0, 1, 10.25);   /* never back */
+	assert_float_equal(b.from[1], 10.5, 0);
+	a.steps = 601;   /* 4 · (0.5 + 1) / 0.01 = 600 */
+	a.tokens = 601 * T;
+	assert_int_equal(bounds_answer(&b, 0, &a, 1, 11.0, &e), -1);
+	assert_string_equal(e.msg, "601 steps since its base, 0.5 s ago at the "
+			    "earliest: more than the 600 its step time allows");
+	a.steps = 440;
+	a.tokens = 440 * T;
+	assert_int_equal(bounds_answer(&b, 0, &a, 1, 11.0, &e), 0);
+	/* the other fragments still count from the join */
+	assert_float_equal(b.from[0], 10.0, 0);
+	assert_float_equal(b.from[3], -1, 0);   /* learner 1: not joined */
+	a.tokens = 440 * T + 1;
+	assert_int_equal(bounds_answer(&b, 0, &a, 0, 11.0, &e), -1);
+	assert_string_equal(e.msg, "44001 tokens in 440 steps: more than B·T = "
+			    "100 a step");
+	assert_int_equal(b.answers_refused, 4);
+	assert_int_equal(b.l[0].refused_answers, 4);
+}
+
+static void tokens_follow_steps_and_time(void **state)
+{
+	struct err e;
+
+	(void)state;
+	/* a learner resumed at step 1000: its process's tokens start at 0 */
+	bounds_join(&b, 0, 1000, 10.0);
+	assert_int_equal(hb(0, 1100, 100 * T, 0.01, 0, 1, 11.0, &e), 0);
+	/* more than B·T a step at all */
+	assert_int_equal(hb(0, 1100, 1102 * T, 0.01, 0, 1, 11.0, &e), -1);
+	assert_string_equal(e.msg, "110200 tokens at step 1100: more than "
+			    "B·T = 100 a step");
+	/* 50 steps, 60 steps' tokens, from the same process */
+	assert_int_equal(hb(0, 1150, 160 * T, 0.01, 100 * T, 1, 11.5, &e), -1);
+	assert_string_equal(e.msg, "6000 more tokens in 50 steps: more than "
+			    "B·T = 100 a step");
+	/* a new process's total is counted whole: the time since the last
+	 * accepted heartbeat bounds it, 4 · (0.5 + 1) / 0.01 + 1 = 601
+	 * steps of tokens */
+	assert_int_equal(hb(0, 1650, 602 * T, 0.01, 900 * T, 0, 11.5, &e), -1);
+	assert_string_equal(e.msg, "60200 more tokens in 0.5 s: more than the "
+			    "60100 its step time allows");
+	assert_int_equal(hb(0, 1650, 601 * T, 0.01, 900 * T, 0, 11.5, &e), 0);
+	/* refused by time alone (750 steps in 0.1 s), accepted 1 s after the
+	 * last accepted one with all its tokens since */
+	assert_int_equal(hb(0, 2400, 1301 * T, 0.01, 601 * T, 1, 11.6, &e), -1);
+	assert_int_equal(hb(0, 2400, 1301 * T, 0.01, 601 * T, 1, 12.5, &e), 0);
+	assert_float_equal(b.l[0].tok_t, 12.5, 0);
+	assert_int_equal(b.l[0].tok_step, 2400);
+	assert_int_equal(b.l[0].refused_heartbeats, 4);
+	/* tokens restored from a checkpoint written at t = 20 */
+	bounds_restored(&b, 20.0);
+	assert_float_equal(b.l[1].tok_t, 20.0, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(allowance_and_step_time_range, setup, teardown),
+		cmocka_unit_test_setup_teardown(steps_follow_the_clock, setup, teardown),
+		cmocka_unit_test_setup_teardown(tokens_follow_steps_and_time, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
