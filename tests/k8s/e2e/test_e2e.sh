@@ -132,6 +132,9 @@ check "operator on the real node" \
 
 # --- 2. the jobs' namespace and checkpoint volumes ---------------------------
 K create namespace "$NS" >/dev/null || fail "create namespace $NS"
+# the jobs' pods must pass Pod Security "restricted" (docs/security.md)
+K label namespace "$NS" pod-security.kubernetes.io/enforce=restricted >/dev/null ||
+	fail "label namespace $NS restricted"
 pv_for() {   # a hostPath PersistentVolume of no class for the claim of job $1
 	mkdir -p "$WORK/pv-$1" && chmod 0777 "$WORK/pv-$1"
 	K apply -f - >/dev/null <<PVEOF
@@ -261,6 +264,14 @@ K -n "$NS" describe ddjob $JOB
 
 phase=$(jp ddjob/$JOB '{.status.phase}')
 check "job $JOB: phase Succeeded (is $phase, $t_job s)" '[ "$phase" = Succeeded ]'
+# mutual TLS on the job's own CA: the operator's Secret, the syncer's word
+tls_keys=$(K -n "$NS" get secret $JOB-tls -o jsonpath='{.data}' 2>/dev/null |
+	py 'import json, sys; print(" ".join(sorted(json.load(sys.stdin))))')
+say "secret $JOB-tls: ${tls_keys:-none}"
+check "job $JOB: its certificates in Secret $JOB-tls (CA, syncer, 4 learners)" \
+	'[ "$tls_keys" = "ca.crt learner-0.crt learner-0.key learner-1.crt learner-1.key learner-2.crt learner-2.key learner-3.crt learner-3.key syncer.crt syncer.key" ]'
+insecure=$(sj "$WORK/status-$JOB.json" 's["insecure"]')
+check "job $JOB: the syncer served mutual TLS (/status insecure ${insecure:-?})" '[ "$insecure" = False ]'
 kills=$(jp ddjob/$JOB '{.status.chaos.kills}')
 nev=$(K -n "$NS" get events --field-selector involvedObject.name=$JOB,reason=ChaosKill -o name | wc -l)
 say "chaos kills: status $kills, events $nev, seen here $kills_seen, rejoined $rejoined"
