@@ -4,7 +4,7 @@
 #   1. helm install charts/ddiloco: the operator as a Deployment with its
 #      service account (in-cluster config), its pod Ready (probes)
 #   2. job e2e: kubectl apply -f examples/e2e.yaml (the file `ddiloco run`
-#      takes): M = 4, K = 3, a learner pod deleted every 8 s by the chaos
+#      takes): M = 4, K = 3, a learner pod deleted every 6 s (for 30 s) by the chaos
 #      controller; the syncer's claim bound to a hostPath volume made here
 #   3. it trains to its token budget through real pods; asserted from the
 #      job's status and the syncer's /status: Succeeded; >= 3 chaos kills,
