@@ -113,7 +113,7 @@ int tls_files_for_job(const struct tls_paths *p, int insecure,
 int tls_write_pem(const char *path, const char *pem, int secret, struct err *e)
 {
 	mode_t mode = secret ? 0600 : 0644;
-	size_t n = strlen(pem), done = 0;
+	size_t n = strlen(pem);
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
 
 	if (fd < 0)
@@ -123,16 +123,9 @@ int tls_write_pem(const char *path, const char *pem, int secret, struct err *e)
 		err_set(e, "tls: cannot set the mode of '%s': %s", path, strerror(errno));
 		goto fail;
 	}
-	while (done < n) {
-		ssize_t w = write(fd, pem + done, n - done);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0) {
-			err_set(e, "tls: cannot write '%s': %s", path, strerror(errno));
-			goto fail;
-		}
-		done += (size_t)w;
+	if (fd_write_all(fd, pem, n)) {
+		err_set(e, "tls: cannot write '%s': %s", path, strerror(errno));
+		goto fail;
 	}
 	if (close(fd))
 		return err_set(e, "tls: cannot write '%s': %s", path, strerror(errno));

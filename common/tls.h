@@ -26,6 +26,20 @@ struct tls_paths {
 	const char *dir, *cert, *key, *ca;
 };
 
+/*
+ * The command-line options that fill a struct tls_paths, as entries of a
+ * command's option table (common/cli.h): --tls-dir, --tls-cert, --tls-key
+ * and --tls-ca, the names tls_files_load's errors use. whose is a string
+ * literal, the process's ("learner's", "syncer's").
+ */
+#define TLS_CLI_OPTIONS(tp, whose) \
+	CLI_STRING("tls-dir", 0, &(tp).dir, "DIR", \
+		   "ca.crt, tls.crt and tls.key: the job's CA, this " whose "\n" \
+		   "certificate and key (docs/security.md)"), \
+	CLI_STRING("tls-cert", 0, &(tp).cert, "FILE", "the certificate (instead of DIR's)"), \
+	CLI_STRING("tls-key", 0, &(tp).key, "FILE", "its key (instead of DIR's)"), \
+	CLI_STRING("tls-ca", 0, &(tp).ca, "FILE", "the job's CA (instead of DIR's)")
+
 /* PEM text, heap-owned. */
 struct tls_files {
 	char *cert, *key, *ca;

@@ -150,27 +150,36 @@ static int fsync_dir_of(const char *path)
 	return rc;
 }
 
+int fd_write_all(int fd, const void *buf, size_t n)
+{
+	const char *p = buf;
+	size_t done = 0;
+
+	while (done < n) {
+		ssize_t w = write(fd, p + done, n - done);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -1;
+		done += (size_t)w;
+	}
+	return 0;
+}
+
 int file_write_atomic(const char *path, const void *buf, size_t n,
 		      struct err *e)
 {
 	char tmp[PATH_MAX];
-	const char *p = buf;
-	size_t done = 0;
 	int fd;
 
 	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	if (fd < 0)
 		return err_set(e, "cannot create '%s': %s", tmp, strerror(errno));
-	while (done < n) {
-		ssize_t w = write(fd, p + done, n - done);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0) {
-			err_set(e, "cannot write '%s': %s", tmp, strerror(errno));
-			goto fail;
-		}
-		done += (size_t)w;
+	if (fd_write_all(fd, buf, n)) {
+		err_set(e, "cannot write '%s': %s", tmp, strerror(errno));
+		goto fail;
 	}
 	if (fsync(fd)) {
 		err_set(e, "cannot fsync '%s': %s", tmp, strerror(errno));

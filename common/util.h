@@ -37,6 +37,9 @@ double rng_exponential(struct rng *r, double mean);
  */
 int file_write_atomic(const char *path, const void *buf, size_t n,
 		      struct err *e);
+/* Writes all n bytes of buf to fd, again after EINTR; 0, or -1 with
+ * errno set. */
+int fd_write_all(int fd, const void *buf, size_t n);
 /* Reads a whole file of at most max bytes into a new buffer (caller frees). */
 int file_read_all(const char *path, size_t max, void **out, size_t *outlen,
 		  struct err *e);

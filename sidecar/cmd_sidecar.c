@@ -101,12 +101,7 @@ int cmd_sidecar(int argc, char **argv)
 		CLI_STRING("syncer", 0, &target, "HOST:PORT", "the syncer's gRPC address"),
 		CLI_STRING("http", 0, &http, "HOST:PORT",
 			   "serve /healthz, /readyz and /metrics"),
-		CLI_STRING("tls-dir", 0, &tp.dir, "DIR",
-			   "ca.crt, tls.crt and tls.key: the job's CA, this learner's\n"
-			   "certificate and key (docs/security.md)"),
-		CLI_STRING("tls-cert", 0, &tp.cert, "FILE", "the certificate (instead of DIR's)"),
-		CLI_STRING("tls-key", 0, &tp.key, "FILE", "its key (instead of DIR's)"),
-		CLI_STRING("tls-ca", 0, &tp.ca, "FILE", "the job's CA (instead of DIR's)"),
+		TLS_CLI_OPTIONS(tp, "learner's"),
 		CLI_END(),
 	};
 	struct job_spec js;

@@ -63,12 +63,7 @@ int cmd_syncer(int argc, char **argv)
 		CLI_STRING("checkpoint-dir", 0, &ckpt_dir, "DIR",
 			   "where checkpoints are written and resumed from\n"
 			   "(default ./checkpoints)"),
-		CLI_STRING("tls-dir", 0, &tp.dir, "DIR",
-			   "ca.crt, tls.crt and tls.key: the job's CA, this syncer's\n"
-			   "certificate and key (docs/security.md)"),
-		CLI_STRING("tls-cert", 0, &tp.cert, "FILE", "the certificate (instead of DIR's)"),
-		CLI_STRING("tls-key", 0, &tp.key, "FILE", "its key (instead of DIR's)"),
-		CLI_STRING("tls-ca", 0, &tp.ca, "FILE", "the job's CA (instead of DIR's)"),
+		TLS_CLI_OPTIONS(tp, "syncer's"),
 		CLI_END(),
 	};
 	char listen_buf[300], http_host[256];

@@ -75,16 +75,11 @@ int outer_cap_shares(double *w, int n, double cap)
 				grew = 1;
 			}
 	}
-	if (ncap) {
-		rest = 1.0 - ncap * cap;
-		free_sum = 0;
-		for (int i = 0; i < n; i++)
-			if (!capped[i])
-				free_sum += w[i];
+	/* the last pass capped none more: its rest and free_sum stand */
+	if (ncap)
 		for (int i = 0; i < n; i++)
 			w[i] = capped[i] ? cap
 				: free_sum > 0 ? rest * w[i] / free_sum : 0;
-	}
 	free(capped);
 	return ncap;
 }

@@ -18,9 +18,7 @@ fail() {
 	[ -f "$dir/run/syncer.log" ] && { echo "--- syncer.log"; tail -n 30 "$dir/run/syncer.log"; }
 	exit 1
 }
-field() { sed -n "s/^  \"$1\": \(.*\),\$/\1/p" "$2" | head -n 1; }
-# a count inside one of report.json's objects: sub OBJECT KEY FILE
-sub() { sed -n "/^  \"$1\": {/,/^  }/s/^    \"$2\": \([0-9]*\),\{0,1\}\$/\1/p" "$3"; }
+. "$(dirname "$0")/report.sh"   # field, sub: report.json
 
 cat > "$dir/job.yaml" <<YAML
 apiVersion: ddiloco.io/v1alpha1

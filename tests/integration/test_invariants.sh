@@ -21,9 +21,7 @@ fail() {
 	for f in "$dir"/run*/events.log; do [ -f "$f" ] && { echo "--- $f"; tail -n 30 "$f"; }; done
 	exit 1
 }
-field() { sed -n "s/^  \"$1\": \(.*\),\$/\1/p" "$2" | head -n 1; }
-# a count inside one of report.json's objects: sub OBJECT KEY FILE
-sub() { sed -n "/^  \"$1\": {/,/^  }/s/^    \"$2\": \([0-9]*\),\{0,1\}\$/\1/p" "$3"; }
+. "$(dirname "$0")/report.sh"   # field, sub: report.json
 
 job() {   # job NAME ALPHA [CHAOS-LINE]
 	cat <<YAML

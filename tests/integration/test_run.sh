@@ -24,7 +24,7 @@ fail() {
 # live processes whose command line names this job file (zombies have none)
 live() { pgrep -c -f "$dir/job.yaml" || true; }
 shm_left() { ls -d /dev/shm/ddiloco-"$name"-* /tmp/ddiloco-"$name"-* 2>/dev/null | wc -l; }
-field() { sed -n "s/^  \"$1\": \(.*\),\$/\1/p" "$2" | head -n 1; }
+. "$(dirname "$0")/report.sh"   # field: report.json
 
 cat > "$dir/job.yaml" <<YAML
 apiVersion: ddiloco.io/v1alpha1

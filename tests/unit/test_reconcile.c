@@ -810,6 +810,38 @@ static json_t *sample_job(void)
 		"\"status\":{\"phase\":\"Running\"}}", 0, NULL);
 }
 
+/*
+ * The sample job as the reconciler builds children from it: the object,
+ * its core and the core's text (the ConfigMap's job.json), the spec parsed
+ * from that text, and a child_ctx over them with the operator in
+ * operator_ns. c points into the struct: keep it where it was opened.
+ */
+struct sample {
+	json_t *job, *core;
+	char *txt;
+	struct job_spec js;
+	struct child_ctx c;
+};
+
+static void sample_open(struct sample *s, const char *operator_ns)
+{
+	struct err e;
+
+	s->job = sample_job();
+	s->core = job_core(s->job);
+	s->txt = json_dumps(s->core, JSON_COMPACT);
+	assert_int_equal(jobspec_parse(s->txt, strlen(s->txt), "demo", &s->js, &e), 0);
+	s->c = (struct child_ctx){ "demo", "team", "u-1", &s->js,
+				   json_object_get(s->job, "spec"), s->txt, operator_ns };
+}
+
+static void sample_close(struct sample *s)
+{
+	free(s->txt);
+	json_decref(s->core);
+	json_decref(s->job);
+}
+
 static const char *path_str(json_t *o, const char *path)
 {
 	char buf[256], *save, *tok;
@@ -851,17 +883,12 @@ static void test_job_core_strips_operator_fields(void **state)
 
 static void test_learner_pod_manifest(void **state)
 {
-	json_t *job = sample_job(), *core = job_core(job), *pod, *ref, *init;
-	struct job_spec js;
-	struct err e;
-	char *txt = json_dumps(core, JSON_COMPACT);
-	struct child_ctx c;
+	struct sample s;
+	json_t *pod, *ref, *init;
 
 	(void)state;
-	assert_int_equal(jobspec_parse(txt, strlen(txt), "demo", &js, &e), 0);
-	c = (struct child_ctx){ "demo", "team", "u-1", &js,
-				json_object_get(job, "spec"), txt, "ddiloco-system" };
-	pod = child_learner(&c, 1);
+	sample_open(&s, "ddiloco-system");
+	pod = child_learner(&s.c, 1);
 	assert_non_null(pod);
 	assert_string_equal(path_str(pod, "metadata.name"), "demo-learner-1");
 	assert_string_equal(json_string_value(json_object_get(json_object_get(
@@ -893,7 +920,7 @@ static void test_learner_pod_manifest(void **state)
 	assert_string_equal(path_str(pod, "spec.tolerations.0.key"), "kwok");
 	json_decref(pod);
 
-	pod = child_syncer(&c);
+	pod = child_syncer(&s.c);
 	assert_non_null(pod);
 	assert_string_equal(path_str(pod, "kind"), "StatefulSet");
 	assert_string_equal(path_str(pod, "spec.serviceName"), "demo-syncer");
@@ -906,19 +933,17 @@ static void test_learner_pod_manifest(void **state)
 	assert_string_equal(path_str(pod, "spec.template.spec.securityContext.fsGroupChangePolicy"),
 			    "OnRootMismatch");
 	json_decref(pod);
-	pod = child_pvc(&c);
+	pod = child_pvc(&s.c);
 	assert_string_equal(path_str(pod, "spec.resources.requests.storage"), "2Gi");
 	json_decref(pod);
-	pod = child_service(&c);
+	pod = child_service(&s.c);
 	assert_string_equal(path_str(pod, "spec.clusterIP"), "None");
 	json_decref(pod);
-	pod = child_configmap(&c);
+	pod = child_configmap(&s.c);
 	assert_string_equal(json_string_value(json_object_get(json_object_get(pod, "data"),
-							      "job.json")), txt);
+							      "job.json")), s.txt);
 	json_decref(pod);
-	free(txt);
-	json_decref(core);
-	json_decref(job);
+	sample_close(&s);
 }
 
 /*
@@ -968,17 +993,12 @@ static void assert_restricted(json_t *podspec)
 
 static void test_pods_pass_restricted(void **state)
 {
-	json_t *job = sample_job(), *core = job_core(job), *obj, *spec;
-	struct job_spec js;
-	struct err e;
-	char *txt = json_dumps(core, JSON_COMPACT);
-	struct child_ctx c;
+	struct sample s;
+	json_t *obj, *spec;
 
 	(void)state;
-	assert_int_equal(jobspec_parse(txt, strlen(txt), "demo", &js, &e), 0);
-	c = (struct child_ctx){ "demo", "team", "u-1", &js,
-				json_object_get(job, "spec"), txt, "ddiloco-system" };
-	obj = child_learner(&c, 0);
+	sample_open(&s, "ddiloco-system");
+	obj = child_learner(&s.c, 0);
 	spec = json_object_get(obj, "spec");
 	assert_restricted(spec);
 	/* both the sidecar and the learner were checked */
@@ -986,7 +1006,7 @@ static void test_pods_pass_restricted(void **state)
 	assert_int_equal(json_array_size(json_object_get(spec, "containers")), 1);
 	assert_true(json_is_false(json_object_get(spec, "enableServiceLinks")));
 	json_decref(obj);
-	obj = child_syncer(&c);
+	obj = child_syncer(&s.c);
 	spec = json_object_get(json_object_get(json_object_get(obj, "spec"), "template"),
 			       "spec");
 	assert_restricted(spec);
@@ -995,30 +1015,23 @@ static void test_pods_pass_restricted(void **state)
 		spec, "securityContext"), "fsGroup")), 65532);
 	json_decref(obj);
 	/* the checkpoints in an emptyDir: still restricted */
-	json_object_set_new(json_object_get(json_object_get(job, "spec"), "syncer"),
+	json_object_set_new(json_object_get(json_object_get(s.job, "spec"), "syncer"),
 			    "storage", json_string(""));
-	obj = child_syncer(&c);
+	obj = child_syncer(&s.c);
 	assert_restricted(json_object_get(json_object_get(json_object_get(obj, "spec"),
 							  "template"), "spec"));
 	json_decref(obj);
-	free(txt);
-	json_decref(core);
-	json_decref(job);
+	sample_close(&s);
 }
 
 static void test_networkpolicy_manifest(void **state)
 {
-	json_t *job = sample_job(), *core = job_core(job), *np, *ing, *peer;
-	struct job_spec js;
-	struct err e;
-	char *txt = json_dumps(core, JSON_COMPACT);
-	struct child_ctx c;
+	struct sample s;
+	json_t *np, *ing, *peer;
 
 	(void)state;
-	assert_int_equal(jobspec_parse(txt, strlen(txt), "demo", &js, &e), 0);
-	c = (struct child_ctx){ "demo", "team", "u-1", &js,
-				json_object_get(job, "spec"), txt, "ops" };
-	np = child_networkpolicy(&c);
+	sample_open(&s, "ops");
+	np = child_networkpolicy(&s.c);
 	assert_non_null(np);
 	assert_string_equal(path_str(np, "apiVersion"), "networking.k8s.io/v1");
 	assert_string_equal(path_str(np, "kind"), "NetworkPolicy");
@@ -1069,13 +1082,11 @@ static void test_networkpolicy_manifest(void **state)
 		json_array_get(ing, 1), "ports"), 0), "port")), 7071);
 	json_decref(np);
 	/* no operator namespace: no policy that would let nobody in */
-	c.operator_ns = NULL;
-	assert_null(child_networkpolicy(&c));
-	c.operator_ns = "";
-	assert_null(child_networkpolicy(&c));
-	free(txt);
-	json_decref(core);
-	json_decref(job);
+	s.c.operator_ns = NULL;
+	assert_null(child_networkpolicy(&s.c));
+	s.c.operator_ns = "";
+	assert_null(child_networkpolicy(&s.c));
+	sample_close(&s);
 }
 
 /* The volume named "tls" of a pod spec, and whether container c mounts it. */
@@ -1131,11 +1142,10 @@ static void items_text(json_t *vol, char *out, size_t n)
 
 static void test_tls_secret_and_mounts(void **state)
 {
-	json_t *job = sample_job(), *core = job_core(job), *sec, *sd, *pod, *spec, *vol;
-	struct job_spec js;
+	struct sample s;
+	json_t *sec, *sd, *pod, *spec, *vol;
 	struct err e;
-	char *txt = json_dumps(core, JSON_COMPACT), items[256];
-	struct child_ctx c;
+	char items[256];
 	struct pki_id id;
 	struct pki_names names;
 	const char *ca, *key;
@@ -1143,10 +1153,8 @@ static void test_tls_secret_and_mounts(void **state)
 	int keys = 0, found = 0;
 
 	(void)state;
-	assert_int_equal(jobspec_parse(txt, strlen(txt), "demo", &js, &e), 0);
-	c = (struct child_ctx){ "demo", "team", "u-1", &js,
-				json_object_get(job, "spec"), txt, "ops" };
-	sec = child_tls_secret(&c, &e);
+	sample_open(&s, "ops");
+	sec = child_tls_secret(&s.c, &e);
 	assert_non_null(sec);
 	assert_string_equal(path_str(sec, "kind"), "Secret");
 	assert_string_equal(path_str(sec, "metadata.name"), "demo-tls");
@@ -1183,7 +1191,7 @@ static void test_tls_secret_and_mounts(void **state)
 	pki_names_release(&names);
 	/* a second Secret is another CA: fresh keys every time */
 	{
-		json_t *again = child_tls_secret(&c, &e);
+		json_t *again = child_tls_secret(&s.c, &e);
 
 		assert_non_null(json_string_value(json_object_get(json_object_get(
 			again, "stringData"), "ca.crt")));
@@ -1196,7 +1204,7 @@ static void test_tls_secret_and_mounts(void **state)
 	json_decref(sec);
 
 	/* the learner pod: the sidecar mounts only learner 1's pair */
-	pod = child_learner(&c, 1);
+	pod = child_learner(&s.c, 1);
 	spec = json_object_get(pod, "spec");
 	vol = volume_named(spec, "tls");
 	assert_non_null(vol);
@@ -1218,7 +1226,7 @@ static void test_tls_secret_and_mounts(void **state)
 		spec, "securityContext"), "fsGroup")), 65532);
 	json_decref(pod);
 	/* the syncer: its own pair */
-	pod = child_syncer(&c);
+	pod = child_syncer(&s.c);
 	spec = json_object_get(json_object_get(json_object_get(pod, "spec"), "template"), "spec");
 	vol = volume_named(spec, "tls");
 	items_text(vol, items, sizeof(items));
@@ -1229,8 +1237,8 @@ static void test_tls_secret_and_mounts(void **state)
 			    "--tls-dir " TLS_DIR);
 	json_decref(pod);
 	/* spec.syncer.insecure: no mount, no flag (and no Secret: reconcile) */
-	js.syncer.insecure = 1;
-	pod = child_learner(&c, 1);
+	s.js.syncer.insecure = 1;
+	pod = child_learner(&s.c, 1);
 	spec = json_object_get(pod, "spec");
 	assert_null(volume_named(spec, "tls"));
 	assert_null(mount_of(json_array_get(json_object_get(spec, "initContainers"), 0), "tls"));
@@ -1238,21 +1246,19 @@ static void test_tls_secret_and_mounts(void **state)
 			    "--http 0.0.0.0:9090");
 	assert_restricted(spec);
 	json_decref(pod);
-	pod = child_syncer(&c);
+	pod = child_syncer(&s.c);
 	spec = json_object_get(json_object_get(json_object_get(pod, "spec"), "template"), "spec");
 	assert_null(volume_named(spec, "tls"));
 	assert_string_equal(last_args(json_array_get(json_object_get(spec, "containers"), 0)),
 			    "--checkpoint-dir " CHECKPOINT_DIR);
 	json_decref(pod);
-	js.syncer.insecure = 0;
+	s.js.syncer.insecure = 0;
 
 	/* a job name that is no DNS label cannot name a CA */
-	c.name = "Demo_1";
-	assert_null(child_tls_secret(&c, &e));
+	s.c.name = "Demo_1";
+	assert_null(child_tls_secret(&s.c, &e));
 	assert_non_null(strstr(e.msg, "not a DNS label"));
-	free(txt);
-	json_decref(core);
-	json_decref(job);
+	sample_close(&s);
 }
 
 /* More learners than one Secret holds: refused, with the reason. */

@@ -7,9 +7,8 @@
  *
  * The test clients are written against docs/protocol.md with the same
  * model code a learner uses (model_frag_table), so the fingerprint and
- * fragment sizes are the real ones. They pack and read messages with the
- * generated protobuf-c code directly, not through common/wire.h: a second
- * implementation, as a learner of another version or language would be.
+ * fragment sizes are the real ones; the process and the clients' streams
+ * are tests/unit/syncerproc.h's, shared with test_tls.c.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,23 +16,13 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <arpa/inet.h>
-#include <curl/curl.h>
-#include <errno.h>
-#include <grpc/byte_buffer.h>
-#include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
-#include <grpc/grpc_security.h>
-#include <grpc/slice.h>
-#include <grpc/support/time.h>
 #include <jansson.h>
 #include <math.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -42,9 +31,8 @@
 #include "common/util.h"
 #include "ddiloco/v1/syncer.pb-c.h"
 #include "trainer/model.h"
+#include "tests/unit/syncerproc.h"
 #include "tests/unit/testlib.h"
-
-#define WAIT (getenv("WAIT") ? atof(getenv("WAIT")) : 20.0)   /* generous: the machine is shared */
 
 /* ---- the syncer process ---------------------------------------------- */
 
@@ -55,22 +43,6 @@ struct proc {
 	struct frag_table ft;
 	size_t nparams;
 };
-
-static int free_port(void)
-{
-	struct sockaddr_in a;
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-
-	memset(&a, 0, sizeof(a));
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-	port = ntohs(a.sin_port);
-	close(fd);
-	return port;
-}
 
 static const char *job_fmt =
 	"apiVersion: ddiloco.io/v1alpha1\n"
@@ -93,12 +65,10 @@ static void proc_setup(struct proc *p, int eval_every, int outer_steps)
 {
 	struct job_spec js;
 	struct model_config cfg;
-	char text[8192];
 	FILE *f;
 
 	memset(p, 0, sizeof(*p));
-	snprintf(p->dir, sizeof(p->dir), "/tmp/ddiloco-grpc-XXXXXX");
-	assert_non_null(mkdtemp(p->dir));
+	assert_int_equal(testlib_tmpdir(p->dir, sizeof(p->dir), "ddiloco-grpc"), 0);
 	snprintf(p->job, sizeof(p->job), "%s/job.yaml", p->dir);
 	snprintf(p->ckpt, sizeof(p->ckpt), "%s/ckpt", p->dir);
 	snprintf(p->log, sizeof(p->log), "%s/syncer.log", p->dir);
@@ -106,49 +76,21 @@ static void proc_setup(struct proc *p, int eval_every, int outer_steps)
 	assert_non_null(f);
 	fprintf(f, job_fmt, p->dir, eval_every, outer_steps);
 	fclose(f);
-	snprintf(text, sizeof(text), "%s/data.txt", p->dir);
-	f = fopen(text, "w");
-	assert_non_null(f);
-	for (int i = 0; i < 400; i++)
-		fprintf(f, "the quick brown fox %d jumps over the lazy dog.\n", i);
-	fclose(f);
+	syncerproc_write_text(p->dir);
 	assert_int_equal(jobspec_load(p->job, &js, NULL), 0);
 	assert_int_equal(model_config_from_job(&js.model, &cfg, NULL), 0);
 	assert_int_equal(model_frag_table(&cfg, 4, &p->ft, NULL), 0);
 	p->nparams = model_num_params(&cfg);
-	p->grpc_port = free_port();
-	p->http_port = free_port();
+	p->grpc_port = syncerproc_free_port();
+	p->http_port = syncerproc_free_port();
 }
 
-static long http_get(struct proc *p, const char *path, json_t **json);
-
+/* Starts the syncer (its log appended to) and waits until it is ready. */
 static void proc_start(struct proc *p)
 {
-	const char *build = getenv("BUILD") ? getenv("BUILD") : "build";
-	char bin[256], listen[64], http[64];
-	double t0 = clock_mono();
-
-	snprintf(bin, sizeof(bin), "%s/ddiloco", build);
-	snprintf(listen, sizeof(listen), "127.0.0.1:%d", p->grpc_port);
-	snprintf(http, sizeof(http), "127.0.0.1:%d", p->http_port);
-	p->pid = fork();
-	assert_true(p->pid >= 0);
-	if (p->pid == 0) {
-		FILE *lf = freopen(p->log, "a", stderr);
-
-		(void)lf;
-		execl(bin, "ddiloco", "syncer", "--job", p->job, "--listen",
-		      listen, "--http", http, "--checkpoint-dir", p->ckpt,
-		      (char *)NULL);
-		_exit(127);
-	}
-	while (http_get(p, "/readyz", NULL) != 200) {
-		int st;
-
-		assert_int_equal(waitpid(p->pid, &st, WNOHANG), 0);
-		assert_true(clock_mono() - t0 < WAIT);
-		sleep_seconds(0.05);
-	}
+	p->pid = syncerproc_spawn(p->job, p->grpc_port, p->http_port, p->ckpt,
+				  p->log, "a", NULL, NULL);
+	syncerproc_wait_ready(p->pid, p->http_port);
 }
 
 /* Waits for the process to exit; returns its exit code (-1: signal). */
@@ -176,16 +118,8 @@ static int proc_wait(struct proc *p, double timeout)
 
 static void proc_teardown(struct proc *p)
 {
-	if (p->pid > 0) {
-		kill(p->pid, SIGKILL);
-		waitpid(p->pid, NULL, 0);
-		p->pid = 0;
-	}
+	syncerproc_end(&p->pid, p->dir);
 	frag_table_release(&p->ft);
-	if (getenv("KEEP"))
-		fprintf(stderr, "kept %s\n", p->dir);
-	else
-		testlib_rmtree(p->dir);
 }
 
 /* cmocka setup/teardown: the process is killed even when a test fails */
@@ -205,48 +139,11 @@ static int teardown(void **state)
 	return 0;
 }
 
-static size_t collect(char *ptr, size_t size, size_t n, void *ud)
-{
-	struct { char *d; size_t len; } *b = ud;
-	char *nd = realloc(b->d, b->len + size * n + 1);
-
-	if (!nd)
-		return 0;
-	memcpy(nd + b->len, ptr, size * n);
-	b->d = nd;
-	b->len += size * n;
-	b->d[b->len] = 0;
-	return size * n;
-}
-
-static long http_get(struct proc *p, const char *path, json_t **json)
-{
-	struct { char *d; size_t len; } b = { NULL, 0 };
-	char url[128];
-	long code = 0;
-	CURL *c = curl_easy_init();
-
-	snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", p->http_port, path);
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT, 5L);
-	if (curl_easy_perform(c) == CURLE_OK)
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-	curl_easy_cleanup(c);
-	if (json) {
-		*json = b.d ? json_loads(b.d, 0, NULL) : NULL;
-		assert_non_null(*json);
-	}
-	free(b.d);
-	return code;
-}
-
 static json_t *status(struct proc *p)
 {
 	json_t *j;
 
-	assert_int_equal(http_get(p, "/status", &j), 200);
+	assert_int_equal(syncerproc_http_get(p->http_port, "/status", &j), 200);
 	return j;
 }
 
@@ -269,214 +166,38 @@ static long long jint(json_t *j, const char *path)
 
 /* ---- a test learner ----------------------------------------------------- */
 
-struct tl {
-	grpc_channel *ch;
-	grpc_completion_queue *cq;
-	grpc_call *call;
-	grpc_metadata_array md, trailing;
-	grpc_status_code code;
-	grpc_slice details;
-	grpc_byte_buffer *rbuf;
-	int recv_pending, got_md, status_done;
-	int tag_status, tag_recv;
-	/* Pulls seen while waiting for an Update, for expect_pull */
+/* A test learner: its Train stream (tests/unit/syncerproc.h) and the
+ * Pulls seen while waiting for an Update, for expect_pull. */
+struct learner {
+	struct tl tl;
 	int npulls;
 	uint64_t pull_round[8];
 	int pull_frag[8];
 };
 
-static void tl_open(struct tl *t, struct proc *p)
+/* Opens the stream, plaintext, its initial metadata sent at once. */
+static void learner_open(struct learner *l, struct proc *p)
 {
-	char target[64];
-	grpc_channel_credentials *cred = grpc_insecure_credentials_create();
-	grpc_op ops[2];
-	grpc_slice method = grpc_slice_from_static_string("/ddiloco.v1.Syncer/Train");
-	int tag;
-
-	memset(t, 0, sizeof(*t));
-	snprintf(target, sizeof(target), "127.0.0.1:%d", p->grpc_port);
-	t->ch = grpc_channel_create(target, cred, NULL);
-	grpc_channel_credentials_release(cred);
-	t->cq = grpc_completion_queue_create_for_pluck(NULL);
-	t->call = grpc_channel_create_call(t->ch, NULL, GRPC_PROPAGATE_DEFAULTS,
-					   t->cq, method, NULL,
-					   gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-	grpc_metadata_array_init(&t->md);
-	grpc_metadata_array_init(&t->trailing);
-	memset(ops, 0, sizeof(ops));
-	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-	assert_int_equal(grpc_call_start_batch(t->call, ops, 1, &tag, NULL), GRPC_CALL_OK);
-	assert_int_equal(grpc_completion_queue_pluck(t->cq, &tag,
-		gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type, GRPC_OP_COMPLETE);
-	ops[0].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-	ops[0].data.recv_status_on_client.trailing_metadata = &t->trailing;
-	ops[0].data.recv_status_on_client.status = &t->code;
-	ops[0].data.recv_status_on_client.status_details = &t->details;
-	assert_int_equal(grpc_call_start_batch(t->call, ops, 1, &t->tag_status, NULL),
-			 GRPC_CALL_OK);
+	memset(l, 0, sizeof(*l));
+	tl_open(&l->tl, p->grpc_port, NULL, NULL);
+	tl_send_metadata(&l->tl);
 }
 
-static gpr_timespec in(double s)
+static void hello(struct learner *l, struct proc *p, uint32_t id, uint64_t fp_delta)
 {
-	return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-			    gpr_time_from_millis((int64_t)(s * 1000), GPR_TIMESPAN));
-}
-
-static int tl_send_raw(struct tl *t, const void *data, size_t len)
-{
-	grpc_slice sl = grpc_slice_from_copied_buffer(data, len);
-	grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&sl, 1);
-	grpc_op op;
-	grpc_event ev;
-	int tag;
-
-	grpc_slice_unref(sl);
-	memset(&op, 0, sizeof(op));
-	op.op = GRPC_OP_SEND_MESSAGE;
-	op.data.send_message.send_message = bb;
-	assert_int_equal(grpc_call_start_batch(t->call, &op, 1, &tag, NULL), GRPC_CALL_OK);
-	ev = grpc_completion_queue_pluck(t->cq, &tag, in(WAIT), NULL);
-	grpc_byte_buffer_destroy(bb);
-	return ev.type == GRPC_OP_COMPLETE && ev.success ? 0 : -1;
-}
-
-static int tl_send(struct tl *t, Ddiloco__V1__LearnerMessage *m)
-{
-	size_t len = ddiloco__v1__learner_message__get_packed_size(m);
-	uint8_t *buf = malloc(len + 1);
-	int rc;
-
-	ddiloco__v1__learner_message__pack(m, buf);
-	rc = tl_send_raw(t, buf, len);
-	free(buf);
-	return rc;
-}
-
-/* Next message within timeout, or NULL (timeout or end of stream). */
-static Ddiloco__V1__SyncerMessage *tl_recv(struct tl *t, double timeout)
-{
-	Ddiloco__V1__SyncerMessage *m;
-	grpc_byte_buffer_reader r;
-	grpc_event ev;
-	grpc_slice sl;
-
-	if (!t->recv_pending) {
-		grpc_op ops[2];
-		int n = 0;
-
-		memset(ops, 0, sizeof(ops));
-		if (!t->got_md) {
-			ops[n].op = GRPC_OP_RECV_INITIAL_METADATA;
-			ops[n].data.recv_initial_metadata.recv_initial_metadata = &t->md;
-			n++;
-			t->got_md = 1;
-		}
-		ops[n].op = GRPC_OP_RECV_MESSAGE;
-		ops[n].data.recv_message.recv_message = &t->rbuf;
-		n++;
-		assert_int_equal(grpc_call_start_batch(t->call, ops, (size_t)n,
-						       &t->tag_recv, NULL), GRPC_CALL_OK);
-		t->recv_pending = 1;
-	}
-	ev = grpc_completion_queue_pluck(t->cq, &t->tag_recv, in(timeout), NULL);
-	if (ev.type != GRPC_OP_COMPLETE)
-		return NULL;
-	t->recv_pending = 0;
-	if (!ev.success || !t->rbuf)
-		return NULL;
-	grpc_byte_buffer_reader_init(&r, t->rbuf);
-	sl = grpc_byte_buffer_reader_readall(&r);
-	grpc_byte_buffer_reader_destroy(&r);
-	grpc_byte_buffer_destroy(t->rbuf);
-	t->rbuf = NULL;
-	m = ddiloco__v1__syncer_message__unpack(NULL, GRPC_SLICE_LENGTH(sl),
-						GRPC_SLICE_START_PTR(sl));
-	grpc_slice_unref(sl);
-	assert_non_null(m);
-	return m;
-}
-
-/* The stream's final status; details copied into msg. */
-static grpc_status_code tl_status(struct tl *t, char *msg, size_t len)
-{
-	grpc_event ev;
-
-	if (!t->status_done) {
-		/* the status needs the initial metadata received and every
-		 * message read first */
-		while (!t->recv_pending || t->got_md) {
-			Ddiloco__V1__SyncerMessage *m = tl_recv(t, WAIT);
-
-			if (!m)
-				break;
-			ddiloco__v1__syncer_message__free_unpacked(m, NULL);
-		}
-		ev = grpc_completion_queue_pluck(t->cq, &t->tag_status, in(WAIT), NULL);
-		assert_int_equal(ev.type, GRPC_OP_COMPLETE);
-		t->status_done = 1;
-	}
-	if (msg) {
-		size_t n = GRPC_SLICE_LENGTH(t->details);
-
-		n = n < len - 1 ? n : len - 1;
-		memcpy(msg, GRPC_SLICE_START_PTR(t->details), n);
-		msg[n] = 0;
-	}
-	return t->code;
-}
-
-static void tl_close(struct tl *t)
-{
-	grpc_event ev;
-
-	grpc_call_cancel(t->call, NULL);
-	if (t->recv_pending) {
-		grpc_completion_queue_pluck(t->cq, &t->tag_recv, in(WAIT), NULL);
-		if (t->rbuf)
-			grpc_byte_buffer_destroy(t->rbuf);
-	}
-	tl_status(t, NULL, 0);
-	grpc_slice_unref(t->details);
-	grpc_metadata_array_destroy(&t->md);
-	grpc_metadata_array_destroy(&t->trailing);
-	grpc_call_unref(t->call);
-	grpc_channel_destroy(t->ch);
-	grpc_completion_queue_shutdown(t->cq);
-	do
-		ev = grpc_completion_queue_pluck(t->cq, NULL, in(1), NULL);
-	while (ev.type != GRPC_QUEUE_SHUTDOWN && ev.type != GRPC_QUEUE_TIMEOUT);
-	grpc_completion_queue_destroy(t->cq);
-}
-
-static void hello(struct tl *t, struct proc *p, uint32_t id, uint64_t fp_delta)
-{
-	Ddiloco__V1__LearnerMessage m = DDILOCO__V1__LEARNER_MESSAGE__INIT;
-	Ddiloco__V1__Hello h = DDILOCO__V1__HELLO__INIT;
-	uint64_t sizes[4];
-
-	for (int q = 0; q < 4; q++)
-		sizes[q] = p->ft.frags[q].numel;
-	h.learner_id = id;
-	h.fingerprint = p->ft.fingerprint + fp_delta;
-	h.fragments = 4;
-	h.n_fragment_sizes = 4;
-	h.fragment_sizes = sizes;
-	h.incarnation = 1000 + id;
-	h.job = (char *)"grpctest";
-	m.kind_case = DDILOCO__V1__LEARNER_MESSAGE__KIND_HELLO;
-	m.hello = &h;
-	assert_int_equal(tl_send(t, &m), 0);
+	assert_int_equal(tl_hello(&l->tl, &p->ft, "grpctest", id,
+				  p->ft.fingerprint + fp_delta), 0);
 }
 
 /* Hello, then Welcome and one Update per fragment into theta[q]. */
-static void join(struct tl *t, struct proc *p, uint32_t id, float **theta,
+static void join(struct learner *l, struct proc *p, uint32_t id, float **theta,
 		 uint64_t *versions)
 {
 	Ddiloco__V1__SyncerMessage *m;
 
-	tl_open(t, p);
-	hello(t, p, id, 0);
-	m = tl_recv(t, WAIT);
+	learner_open(l, p);
+	hello(l, p, id, 0);
+	m = tl_recv(&l->tl, WAIT);
 	assert_non_null(m);
 	assert_int_equal(m->kind_case, DDILOCO__V1__SYNCER_MESSAGE__KIND_WELCOME);
 	assert_int_equal(m->welcome->fragments, 4);
@@ -484,7 +205,7 @@ static void join(struct tl *t, struct proc *p, uint32_t id, float **theta,
 		memcpy(versions, m->welcome->versions, 4 * sizeof(uint64_t));
 	ddiloco__v1__syncer_message__free_unpacked(m, NULL);
 	for (int q = 0; q < 4; q++) {
-		m = tl_recv(t, WAIT);
+		m = tl_recv(&l->tl, WAIT);
 		assert_non_null(m);
 		assert_int_equal(m->kind_case, DDILOCO__V1__SYNCER_MESSAGE__KIND_UPDATE);
 		assert_int_equal(m->update->fragment, (uint32_t)q);
@@ -496,37 +217,28 @@ static void join(struct tl *t, struct proc *p, uint32_t id, float **theta,
 	}
 }
 
-static void heartbeat(struct tl *t, uint64_t step, uint64_t tokens)
+static void heartbeat(struct learner *l, uint64_t step, uint64_t tokens)
 {
-	Ddiloco__V1__LearnerMessage m = DDILOCO__V1__LEARNER_MESSAGE__INIT;
-	Ddiloco__V1__Heartbeat hb = DDILOCO__V1__HEARTBEAT__INIT;
-
-	hb.step = step;
-	hb.tokens = tokens;
-	hb.step_time = 0.05;
-	hb.train_loss = 5.0;
-	m.kind_case = DDILOCO__V1__LEARNER_MESSAGE__KIND_HEARTBEAT;
-	m.heartbeat = &hb;
-	assert_int_equal(tl_send(t, &m), 0);
+	tl_heartbeat(&l->tl, step, tokens);
 }
 
 /* Waits for a Pull (skipping Updates); returns its round and fragment. */
-static void expect_pull(struct tl *t, uint64_t *round, int *frag)
+static void expect_pull(struct learner *l, uint64_t *round, int *frag)
 {
 	Ddiloco__V1__SyncerMessage *m;
 
-	if (t->npulls > 0) {
-		*round = t->pull_round[0];
-		*frag = t->pull_frag[0];
-		t->npulls--;
-		memmove(t->pull_round, t->pull_round + 1,
-			(size_t)t->npulls * sizeof(*t->pull_round));
-		memmove(t->pull_frag, t->pull_frag + 1,
-			(size_t)t->npulls * sizeof(*t->pull_frag));
+	if (l->npulls > 0) {
+		*round = l->pull_round[0];
+		*frag = l->pull_frag[0];
+		l->npulls--;
+		memmove(l->pull_round, l->pull_round + 1,
+			(size_t)l->npulls * sizeof(*l->pull_round));
+		memmove(l->pull_frag, l->pull_frag + 1,
+			(size_t)l->npulls * sizeof(*l->pull_frag));
 		return;
 	}
 	for (;;) {
-		m = tl_recv(t, WAIT);
+		m = tl_recv(&l->tl, WAIT);
 		assert_non_null(m);
 		if (m->kind_case != DDILOCO__V1__SYNCER_MESSAGE__KIND_UPDATE)
 			break;
@@ -539,47 +251,33 @@ static void expect_pull(struct tl *t, uint64_t *round, int *frag)
 }
 
 /* An answer trained from fragment version `base`. */
-static void answer_from(struct tl *t, uint64_t round, int frag,
+static void answer_from(struct learner *l, uint64_t round, int frag,
 			const float *delta, size_t n, uint64_t steps,
 			uint64_t base)
 {
-	Ddiloco__V1__LearnerMessage m = DDILOCO__V1__LEARNER_MESSAGE__INIT;
-	Ddiloco__V1__Answer a = DDILOCO__V1__ANSWER__INIT;
-
-	a.fragment = (uint32_t)frag;
-	a.round = round;
-	a.base_version = base;
-	a.steps = steps;
-	a.tokens = steps * 32;
-	a.step = 1;
-	a.encoding = DDILOCO__V1__ENCODING__ENCODING_F32;
-	a.payload.data = (uint8_t *)delta;
-	a.payload.len = delta ? 4 * n : 0;
-	m.kind_case = DDILOCO__V1__LEARNER_MESSAGE__KIND_ANSWER;
-	m.answer = &a;
-	assert_int_equal(tl_send(t, &m), 0);
+	tl_answer(&l->tl, round, frag, base, steps, 1, delta, n);
 }
 
-static void answer(struct tl *t, uint64_t round, int frag, const float *delta,
+static void answer(struct learner *l, uint64_t round, int frag, const float *delta,
 		   size_t n, uint64_t steps)
 {
-	answer_from(t, round, frag, delta, n, steps, 0);
+	answer_from(l, round, frag, delta, n, steps, 0);
 }
 
 /* Next Update; Pulls before it are kept for expect_pull (the next round
  * may be pulled before this one's update: the first starts at once). */
-static Ddiloco__V1__SyncerMessage *expect_update(struct tl *t)
+static Ddiloco__V1__SyncerMessage *expect_update(struct learner *l)
 {
 	for (;;) {
-		Ddiloco__V1__SyncerMessage *m = tl_recv(t, WAIT);
+		Ddiloco__V1__SyncerMessage *m = tl_recv(&l->tl, WAIT);
 
 		assert_non_null(m);
 		if (m->kind_case == DDILOCO__V1__SYNCER_MESSAGE__KIND_UPDATE)
 			return m;
 		if (m->kind_case == DDILOCO__V1__SYNCER_MESSAGE__KIND_PULL) {
-			assert_true(t->npulls < 8);
-			t->pull_round[t->npulls] = m->pull->round;
-			t->pull_frag[t->npulls++] = (int)m->pull->fragment;
+			assert_true(l->npulls < 8);
+			l->pull_round[l->npulls] = m->pull->round;
+			l->pull_frag[l->npulls++] = (int)m->pull->fragment;
 		}
 		ddiloco__v1__syncer_message__free_unpacked(m, NULL);
 	}
@@ -630,7 +328,7 @@ static void assert_stepped(const float *theta0, const float *delta,
 
 static void quorum_with_silent_learner_and_a_leaver(void **state)
 {
-	struct tl a, b, c;
+	struct learner a, b, c;
 	float **th = NULL;
 	uint64_t ra, rb, v[4];
 	int fa, fb;
@@ -688,7 +386,7 @@ static void quorum_with_silent_learner_and_a_leaver(void **state)
 	json_decref(st);
 
 	/* a leaves mid-stream; the syncer notices and keeps serving */
-	tl_close(&a);
+	tl_close(&a.tl);
 	double t0 = clock_mono();
 	for (;;) {
 		st = status(p);
@@ -706,9 +404,9 @@ static void quorum_with_silent_learner_and_a_leaver(void **state)
 	assert_int_equal(jint(st, "learners_connected"), 3);
 	json_decref(st);
 
-	tl_close(&a);
-	tl_close(&b);
-	tl_close(&c);
+	tl_close(&a.tl);
+	tl_close(&b.tl);
+	tl_close(&c.tl);
 	free(d);
 	free_theta(th);
 	kill(p->pid, SIGTERM);
@@ -717,7 +415,7 @@ static void quorum_with_silent_learner_and_a_leaver(void **state)
 
 static void garbage_truncated_and_wrong_fingerprint(void **state)
 {
-	struct tl t;
+	struct learner t;
 	char msg[512];
 	uint8_t buf[256];
 	size_t len;
@@ -728,11 +426,11 @@ static void garbage_truncated_and_wrong_fingerprint(void **state)
 	proc_setup(p, 0, 0);
 	proc_start(p);
 
-	tl_open(&t, p);
-	assert_int_equal(tl_send_raw(&t, "\xff\xff\xff\xff garbage", 12), 0);
-	assert_int_equal(tl_status(&t, msg, sizeof(msg)), GRPC_STATUS_INVALID_ARGUMENT);
+	learner_open(&t, p);
+	assert_int_equal(tl_send_raw(&t.tl, "\xff\xff\xff\xff garbage", 12), 0);
+	assert_int_equal(tl_status(&t.tl, msg, sizeof(msg), NULL), GRPC_STATUS_INVALID_ARGUMENT);
 	assert_non_null(strstr(msg, "cannot parse"));
-	tl_close(&t);
+	tl_close(&t.tl);
 
 	/* a hello cut short by three bytes */
 	{
@@ -749,24 +447,24 @@ static void garbage_truncated_and_wrong_fingerprint(void **state)
 		m.hello = &h;
 		len = ddiloco__v1__learner_message__pack(&m, buf);
 	}
-	tl_open(&t, p);
-	assert_int_equal(tl_send_raw(&t, buf, len - 3), 0);
-	assert_int_equal(tl_status(&t, msg, sizeof(msg)), GRPC_STATUS_INVALID_ARGUMENT);
+	learner_open(&t, p);
+	assert_int_equal(tl_send_raw(&t.tl, buf, len - 3), 0);
+	assert_int_equal(tl_status(&t.tl, msg, sizeof(msg), NULL), GRPC_STATUS_INVALID_ARGUMENT);
 	assert_non_null(strstr(msg, "cannot parse"));
 	assert_non_null(strstr(msg, "truncated"));   /* and says where */
-	tl_close(&t);
+	tl_close(&t.tl);
 
 	/* an answer before any hello */
-	tl_open(&t, p);
+	learner_open(&t, p);
 	answer(&t, 1, 0, NULL, 0, 0);
-	assert_int_equal(tl_status(&t, msg, sizeof(msg)), GRPC_STATUS_FAILED_PRECONDITION);
+	assert_int_equal(tl_status(&t.tl, msg, sizeof(msg), NULL), GRPC_STATUS_FAILED_PRECONDITION);
 	assert_non_null(strstr(msg, "hello"));
-	tl_close(&t);
+	tl_close(&t.tl);
 
 	/* a wrong fingerprint: refused, both named */
-	tl_open(&t, p);
+	learner_open(&t, p);
 	hello(&t, p, 1, 1);
-	assert_int_equal(tl_status(&t, msg, sizeof(msg)), GRPC_STATUS_FAILED_PRECONDITION);
+	assert_int_equal(tl_status(&t.tl, msg, sizeof(msg), NULL), GRPC_STATUS_FAILED_PRECONDITION);
 	assert_non_null(strstr(msg, "fingerprint mismatch"));
 	{
 		char fp[32];
@@ -774,14 +472,14 @@ static void garbage_truncated_and_wrong_fingerprint(void **state)
 		snprintf(fp, sizeof(fp), "%016llx", (unsigned long long)p->ft.fingerprint);
 		assert_non_null(strstr(msg, fp));
 	}
-	tl_close(&t);
+	tl_close(&t.tl);
 
 	/* an id outside the job */
-	tl_open(&t, p);
+	learner_open(&t, p);
 	hello(&t, p, 7, 0);
-	assert_int_equal(tl_status(&t, msg, sizeof(msg)), GRPC_STATUS_INVALID_ARGUMENT);
+	assert_int_equal(tl_status(&t.tl, msg, sizeof(msg), NULL), GRPC_STATUS_INVALID_ARGUMENT);
 	assert_non_null(strstr(msg, "out of range"));
-	tl_close(&t);
+	tl_close(&t.tl);
 
 	/* none of it counted as a learner; a good one still joins */
 	join(&t, p, 0, NULL, NULL);
@@ -789,14 +487,14 @@ static void garbage_truncated_and_wrong_fingerprint(void **state)
 	assert_int_equal(jint(st, "learners_connected"), 1);
 	assert_int_equal(jint(st, "round"), 0);
 	json_decref(st);
-	tl_close(&t);
+	tl_close(&t.tl);
 	kill(p->pid, SIGTERM);
 	assert_int_equal(proc_wait(p, WAIT), 0);
 }
 
 static void nan_answer_is_rejected(void **state)
 {
-	struct tl t[3];
+	struct learner t[3];
 	float **th;
 	uint64_t r[3];
 	int f[3];
@@ -866,7 +564,7 @@ static void nan_answer_is_rejected(void **state)
 	assert_int_equal(jint(st, "answers.rejected"), 2);
 	json_decref(st);
 	for (int i = 0; i < 3; i++)
-		tl_close(&t[i]);
+		tl_close(&t[i].tl);
 	free(d);
 	free(d2);
 	free(bad);
@@ -877,7 +575,7 @@ static void nan_answer_is_rejected(void **state)
 
 /* Runs one round with learners a and b answering delta·scale, trained
  * from the fragment's version in ver_out (updated with the new one). */
-static void one_round(struct proc *p, struct tl *a, struct tl *b,
+static void one_round(struct proc *p, struct learner *a, struct learner *b,
 		      uint64_t step, float **theta_out, uint64_t *ver_out)
 {
 	uint64_t ra, rb;
@@ -902,7 +600,7 @@ static void one_round(struct proc *p, struct tl *a, struct tl *b,
 
 static void kill9_and_restart_restores_state(void **state)
 {
-	struct tl a, b;
+	struct learner a, b;
 	float **th, **th2;
 	uint64_t v[4], v2[4];
 	json_t *before, *after;
@@ -922,8 +620,8 @@ static void kill9_and_restart_restores_state(void **state)
 	assert_int_equal(jint(before, "round"), 5);
 	kill(p->pid, SIGKILL);
 	assert_int_equal(proc_wait(p, WAIT), -1);
-	tl_close(&a);
-	tl_close(&b);
+	tl_close(&a.tl);
+	tl_close(&b.tl);
 
 	proc_start(p);
 	after = status(p);
@@ -980,8 +678,8 @@ static void kill9_and_restart_restores_state(void **state)
 	assert_int_equal(jint(after, "round"), 7);
 	json_decref(after);
 	json_decref(before);
-	tl_close(&a);
-	tl_close(&b);
+	tl_close(&a.tl);
+	tl_close(&b.tl);
 	free_theta(th);
 	free_theta(th2);
 	kill(p->pid, SIGTERM);
@@ -990,7 +688,7 @@ static void kill9_and_restart_restores_state(void **state)
 
 static void budget_ends_the_job(void **state)
 {
-	struct tl a, b;
+	struct learner a, b;
 	float **th;
 	uint64_t v[4];
 	char msg[256];
@@ -1014,9 +712,9 @@ static void budget_ends_the_job(void **state)
 	float *d = make_delta(n, 0.01f);
 	answer(&a, r, f, d, n, 2);
 	answer(&b, r, f, d, n, 2);
-	for (Ddiloco__V1__SyncerMessage *m; (m = tl_recv(&a, WAIT));)
+	for (Ddiloco__V1__SyncerMessage *m; (m = tl_recv(&a.tl, WAIT));)
 		ddiloco__v1__syncer_message__free_unpacked(m, NULL);
-	assert_int_equal(tl_status(&a, msg, sizeof(msg)), GRPC_STATUS_OK);
+	assert_int_equal(tl_status(&a.tl, msg, sizeof(msg), NULL), GRPC_STATUS_OK);
 	assert_string_equal(msg, "job done");
 	st = status(p);
 	assert_true(json_is_true(json_object_get(st, "done")));
@@ -1028,34 +726,17 @@ static void budget_ends_the_job(void **state)
 	assert_true(loss > 1.0 && loss < 10.0);   /* ~ln 256 for a fresh model */
 	json_decref(st);
 	/* a learner arriving now is told the same */
-	struct tl c;
-	tl_open(&c, p);
+	struct learner c;
+	learner_open(&c, p);
 	hello(&c, p, 2, 0);
-	assert_int_equal(tl_status(&c, msg, sizeof(msg)), GRPC_STATUS_OK);
+	assert_int_equal(tl_status(&c.tl, msg, sizeof(msg), NULL), GRPC_STATUS_OK);
 	assert_string_equal(msg, "job done");
-	tl_close(&c);
+	tl_close(&c.tl);
 	assert_int_equal(proc_wait(p, WAIT), 0);
-	tl_close(&a);
-	tl_close(&b);
+	tl_close(&a.tl);
+	tl_close(&b.tl);
 	free(d);
 	free_theta(th);
-}
-
-static int init_all(void **state)
-{
-	(void)state;
-	grpc_init();
-	curl_global_init(CURL_GLOBAL_DEFAULT);
-	signal(SIGPIPE, SIG_IGN);
-	return 0;
-}
-
-static int fini_all(void **state)
-{
-	(void)state;
-	curl_global_cleanup();
-	grpc_shutdown();
-	return 0;
 }
 
 int main(void)
@@ -1069,5 +750,6 @@ int main(void)
 	};
 	if (getenv("FILTER"))
 		cmocka_set_test_filter(getenv("FILTER"));
-	return cmocka_run_group_tests(tests, init_all, fini_all);
+	return cmocka_run_group_tests(tests, syncerproc_group_setup,
+				      syncerproc_group_teardown);
 }

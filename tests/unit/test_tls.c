@@ -19,8 +19,8 @@
  * learner's certificate of the same CA, or the syncer's identity from
  * another CA, never gets it to finish.
  *
- * The test clients pack messages with the generated protobuf-c code, as
- * tests/unit/test_syncer_grpc.c does.
+ * The syncer process and the test clients' streams are
+ * tests/unit/syncerproc.h's, shared with test_syncer_grpc.c.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -28,22 +28,14 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <arpa/inet.h>
-#include <curl/curl.h>
-#include <grpc/byte_buffer.h>
-#include <grpc/byte_buffer_reader.h>
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
-#include <grpc/slice.h>
-#include <grpc/support/time.h>
 #include <jansson.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -58,9 +50,9 @@
 #include "runner/run.h"
 #include "sidecar/sidecar.h"
 #include "trainer/model.h"
+#include "tests/unit/syncerproc.h"
 #include "tests/unit/testlib.h"
 
-#define WAIT (getenv("WAIT") ? atof(getenv("WAIT")) : 20.0)
 #define JOB "tlsjob"
 #define P 2
 
@@ -73,22 +65,6 @@ struct env {
 	struct frag_table ft;
 	struct pki_pem ca, other_ca;    /* this job's CA; another job's */
 };
-
-static int free_port(void)
-{
-	struct sockaddr_in a;
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-
-	memset(&a, 0, sizeof(a));
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-	port = ntohs(a.sin_port);
-	close(fd);
-	return port;
-}
 
 static void write_job(const char *path, const char *dir, int insecure)
 {
@@ -132,7 +108,6 @@ static void env_setup(struct env *v, int insecure)
 	struct pki_pem srv;
 	struct err e;
 	char path[300];
-	FILE *f;
 
 	memset(v, 0, sizeof(*v));
 	assert_int_equal(testlib_tmpdir(v->dir, sizeof(v->dir), "ddiloco-tls"), 0);
@@ -140,17 +115,12 @@ static void env_setup(struct env *v, int insecure)
 	snprintf(v->log, sizeof(v->log), "%s/syncer.log", v->dir);
 	snprintf(v->tlsdir, sizeof(v->tlsdir), "%s/syncer-tls", v->dir);
 	write_job(v->job, v->dir, insecure);
-	snprintf(path, sizeof(path), "%s/data.txt", v->dir);
-	f = fopen(path, "w");
-	assert_non_null(f);
-	for (int i = 0; i < 400; i++)
-		fprintf(f, "the quick brown fox %d jumps over the lazy dog.\n", i);
-	fclose(f);
+	syncerproc_write_text(v->dir);
 	assert_int_equal(jobspec_load(v->job, &js, NULL), 0);
 	assert_int_equal(model_config_from_job(&js.model, &cfg, NULL), 0);
 	assert_int_equal(model_frag_table(&cfg, P, &v->ft, NULL), 0);
-	v->grpc_port = free_port();
-	v->http_port = free_port();
+	v->grpc_port = syncerproc_free_port();
+	v->http_port = syncerproc_free_port();
 
 	assert_int_equal(pki_ca_new(JOB, 0, &v->ca, &e), 0);
 	assert_int_equal(pki_ca_new("otherjob", 0, &v->other_ca, &e), 0);
@@ -165,42 +135,22 @@ static void env_setup(struct env *v, int insecure)
 	pki_pem_release(&srv);
 }
 
-static long http_get(struct env *v, const char *path, json_t **json);
-
-/* Runs `ddiloco syncer` with args; returns at once (started) or, when
- * wait is set, its exit code with its stderr in log. */
+/* Runs `ddiloco syncer` with tls_flag tls_arg (NULL: none); returns at
+ * once when it is ready, or, when ready is not set, its exit code once it
+ * ends, with its stderr in log. */
 static int syncer_exec(struct env *v, int ready, const char *tls_flag,
 		       const char *tls_arg)
 {
-	const char *build = getenv("BUILD") ? getenv("BUILD") : "build";
-	char bin[256], listen[64], http[64];
-	double t0 = clock_mono();
 	int st;
 
-	snprintf(bin, sizeof(bin), "%s/ddiloco", build);
-	snprintf(listen, sizeof(listen), "127.0.0.1:%d", v->grpc_port);
-	snprintf(http, sizeof(http), "127.0.0.1:%d", v->http_port);
-	v->pid = fork();
-	assert_true(v->pid >= 0);
-	if (v->pid == 0) {
-		FILE *lf = freopen(v->log, "w", stderr);
-
-		(void)lf;
-		execl(bin, "ddiloco", "syncer", "--job", v->job, "--listen",
-		      listen, "--http", http, "--checkpoint-dir", v->dir,
-		      tls_flag, tls_arg, (char *)NULL);
-		_exit(127);
-	}
+	v->pid = syncerproc_spawn(v->job, v->grpc_port, v->http_port, v->dir,
+				  v->log, "w", tls_flag, tls_arg);
 	if (!ready) {
 		assert_int_equal(waitpid(v->pid, &st, 0), v->pid);
 		v->pid = 0;
 		return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 	}
-	while (http_get(v, "/readyz", NULL) != 200) {
-		assert_int_equal(waitpid(v->pid, &st, WNOHANG), 0);
-		assert_true(clock_mono() - t0 < WAIT);
-		sleep_seconds(0.05);
-	}
+	syncerproc_wait_ready(v->pid, v->http_port);
 	return 0;
 }
 
@@ -218,18 +168,10 @@ static void syncer_stop(struct env *v)
 
 static void env_teardown(struct env *v)
 {
-	if (v->pid > 0) {
-		kill(v->pid, SIGKILL);
-		waitpid(v->pid, NULL, 0);
-		v->pid = 0;
-	}
+	syncerproc_end(&v->pid, v->dir);
 	frag_table_release(&v->ft);
 	pki_pem_release(&v->ca);
 	pki_pem_release(&v->other_ca);
-	if (getenv("KEEP"))
-		fprintf(stderr, "kept %s\n", v->dir);
-	else
-		testlib_rmtree(v->dir);
 }
 
 static int setup(void **state)
@@ -248,49 +190,12 @@ static int teardown(void **state)
 	return 0;
 }
 
-static size_t collect(char *ptr, size_t size, size_t n, void *ud)
-{
-	struct { char *d; size_t len; } *b = ud;
-	char *nd = realloc(b->d, b->len + size * n + 1);
-
-	if (!nd)
-		return 0;
-	memcpy(nd + b->len, ptr, size * n);
-	b->d = nd;
-	b->len += size * n;
-	b->d[b->len] = 0;
-	return size * n;
-}
-
-static long http_get(struct env *v, const char *path, json_t **json)
-{
-	struct { char *d; size_t len; } b = { NULL, 0 };
-	char url[128];
-	long code = 0;
-	CURL *c = curl_easy_init();
-
-	snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", v->http_port, path);
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT, 5L);
-	if (curl_easy_perform(c) == CURLE_OK)
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-	curl_easy_cleanup(c);
-	if (json) {
-		*json = b.d ? json_loads(b.d, 0, NULL) : NULL;
-		assert_non_null(*json);
-	}
-	free(b.d);
-	return code;
-}
-
 static long long status_int(struct env *v, const char *field)
 {
 	json_t *j, *f;
 	long long n;
 
-	assert_int_equal(http_get(v, "/status", &j), 200);
+	assert_int_equal(syncerproc_http_get(v->http_port, "/status", &j), 200);
 	f = json_object_get(j, field);
 	assert_non_null(f);
 	n = json_is_boolean(f) ? json_is_true(f) : (long long)json_integer_value(f);
@@ -300,255 +205,56 @@ static long long status_int(struct env *v, const char *field)
 
 /* ---- a test learner ----------------------------------------------------- */
 
-struct tl {
-	grpc_channel *ch;
-	grpc_completion_queue *cq;
-	grpc_call *call;
-	grpc_metadata_array md, trailing;
-	grpc_status_code code;
-	grpc_slice details;
-	grpc_byte_buffer *rbuf;
-	int recv_pending, md_sent, md_recv, status_done, tag_status, tag_recv;
-	/* the legit learner's view */
+/* The legit learner: its Train stream (tests/unit/syncerproc.h) and its
+ * view of the job. */
+struct learner {
+	struct tl tl;
 	uint64_t versions[P], step, merged_updates, last_round;
 };
 
-static gpr_timespec in(double s)
-{
-	return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-			    gpr_time_from_millis((int64_t)(s * 1000), GPR_TIMESPAN));
-}
-
-/* cert NULL: TLS without a client certificate; ca NULL: plaintext. */
-static void tl_open(struct tl *t, struct env *v, const char *ca,
-		    const struct pki_pem *cert)
-{
-	char target[64];
-	grpc_channel_credentials *cred;
-	grpc_slice method = grpc_slice_from_static_string("/ddiloco.v1.Syncer/Train");
-	grpc_op op;
-
-	memset(t, 0, sizeof(*t));
-	if (!ca) {
-		cred = grpc_insecure_credentials_create();
-	} else {
-		grpc_ssl_pem_key_cert_pair pair = { cert ? cert->key : NULL,
-						    cert ? cert->cert : NULL };
-
-		cred = grpc_ssl_credentials_create_ex(ca, cert ? &pair : NULL,
-						      NULL, NULL);
-	}
-	snprintf(target, sizeof(target), "127.0.0.1:%d", v->grpc_port);
-	t->ch = grpc_channel_create(target, cred, NULL);
-	grpc_channel_credentials_release(cred);
-	t->cq = grpc_completion_queue_create_for_pluck(NULL);
-	t->call = grpc_channel_create_call(t->ch, NULL, GRPC_PROPAGATE_DEFAULTS,
-					   t->cq, method, NULL,
-					   gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-	grpc_metadata_array_init(&t->md);
-	grpc_metadata_array_init(&t->trailing);
-	t->details = grpc_empty_slice();
-	memset(&op, 0, sizeof(op));
-	op.op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-	op.data.recv_status_on_client.trailing_metadata = &t->trailing;
-	op.data.recv_status_on_client.status = &t->code;
-	op.data.recv_status_on_client.status_details = &t->details;
-	assert_int_equal(grpc_call_start_batch(t->call, &op, 1, &t->tag_status, NULL),
-			 GRPC_CALL_OK);
-}
-
-/* Sends one message (initial metadata with the first); 0 when sent. */
-static int tl_send(struct tl *t, Ddiloco__V1__LearnerMessage *m)
-{
-	size_t len = ddiloco__v1__learner_message__get_packed_size(m);
-	uint8_t *buf = malloc(len + 1);
-	grpc_slice sl;
-	grpc_byte_buffer *bb;
-	grpc_op ops[2];
-	grpc_event ev;
-	int tag, n = 0;
-
-	ddiloco__v1__learner_message__pack(m, buf);
-	sl = grpc_slice_from_copied_buffer((const char *)buf, len);
-	free(buf);
-	bb = grpc_raw_byte_buffer_create(&sl, 1);
-	grpc_slice_unref(sl);
-	memset(ops, 0, sizeof(ops));
-	if (!t->md_sent) {
-		ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
-		t->md_sent = 1;
-	}
-	ops[n].op = GRPC_OP_SEND_MESSAGE;
-	ops[n++].data.send_message.send_message = bb;
-	assert_int_equal(grpc_call_start_batch(t->call, ops, (size_t)n, &tag, NULL),
-			 GRPC_CALL_OK);
-	ev = grpc_completion_queue_pluck(t->cq, &tag, in(WAIT), NULL);
-	grpc_byte_buffer_destroy(bb);
-	return ev.type == GRPC_OP_COMPLETE && ev.success ? 0 : -1;
-}
-
-static Ddiloco__V1__SyncerMessage *tl_recv(struct tl *t, double timeout)
-{
-	Ddiloco__V1__SyncerMessage *m;
-	grpc_byte_buffer_reader r;
-	grpc_event ev;
-	grpc_slice sl;
-
-	if (!t->recv_pending) {
-		grpc_op ops[2];
-		int n = 0;
-
-		memset(ops, 0, sizeof(ops));
-		if (!t->md_recv) {
-			ops[n].op = GRPC_OP_RECV_INITIAL_METADATA;
-			ops[n++].data.recv_initial_metadata.recv_initial_metadata = &t->md;
-			t->md_recv = 1;
-		}
-		ops[n].op = GRPC_OP_RECV_MESSAGE;
-		ops[n++].data.recv_message.recv_message = &t->rbuf;
-		assert_int_equal(grpc_call_start_batch(t->call, ops, (size_t)n,
-						       &t->tag_recv, NULL), GRPC_CALL_OK);
-		t->recv_pending = 1;
-	}
-	ev = grpc_completion_queue_pluck(t->cq, &t->tag_recv, in(timeout), NULL);
-	if (ev.type != GRPC_OP_COMPLETE)
-		return NULL;
-	t->recv_pending = 0;
-	if (!ev.success || !t->rbuf)
-		return NULL;
-	grpc_byte_buffer_reader_init(&r, t->rbuf);
-	sl = grpc_byte_buffer_reader_readall(&r);
-	grpc_byte_buffer_reader_destroy(&r);
-	grpc_byte_buffer_destroy(t->rbuf);
-	t->rbuf = NULL;
-	m = ddiloco__v1__syncer_message__unpack(NULL, GRPC_SLICE_LENGTH(sl),
-						GRPC_SLICE_START_PTR(sl));
-	grpc_slice_unref(sl);
-	assert_non_null(m);
-	return m;
-}
-
-/* The call's status (read to the end first); details into msg. */
-static grpc_status_code tl_status(struct tl *t, char *msg, size_t len,
-				  int *messages)
-{
-	if (!t->status_done) {
-		Ddiloco__V1__SyncerMessage *m;
-		grpc_event ev;
-
-		while ((m = tl_recv(t, WAIT))) {
-			if (messages)
-				(*messages)++;
-			ddiloco__v1__syncer_message__free_unpacked(m, NULL);
-		}
-		ev = grpc_completion_queue_pluck(t->cq, &t->tag_status, in(WAIT), NULL);
-		assert_int_equal(ev.type, GRPC_OP_COMPLETE);
-		t->status_done = 1;
-	}
-	if (msg) {
-		size_t n = GRPC_SLICE_LENGTH(t->details);
-
-		n = n < len - 1 ? n : len - 1;
-		memcpy(msg, GRPC_SLICE_START_PTR(t->details), n);
-		msg[n] = 0;
-	}
-	return t->code;
-}
-
-static void tl_close(struct tl *t)
-{
-	grpc_event ev;
-
-	grpc_call_cancel(t->call, NULL);
-	tl_status(t, NULL, 0, NULL);
-	grpc_slice_unref(t->details);
-	grpc_metadata_array_destroy(&t->md);
-	grpc_metadata_array_destroy(&t->trailing);
-	grpc_call_unref(t->call);
-	grpc_channel_destroy(t->ch);
-	grpc_completion_queue_shutdown(t->cq);
-	do
-		ev = grpc_completion_queue_pluck(t->cq, NULL, in(1), NULL);
-	while (ev.type != GRPC_QUEUE_SHUTDOWN && ev.type != GRPC_QUEUE_TIMEOUT);
-	grpc_completion_queue_destroy(t->cq);
-}
-
 static int hello(struct tl *t, struct env *v, uint32_t id)
 {
-	Ddiloco__V1__LearnerMessage m = DDILOCO__V1__LEARNER_MESSAGE__INIT;
-	Ddiloco__V1__Hello h = DDILOCO__V1__HELLO__INIT;
-	uint64_t sizes[P];
-
-	for (int q = 0; q < P; q++)
-		sizes[q] = v->ft.frags[q].numel;
-	h.learner_id = id;
-	h.fingerprint = v->ft.fingerprint;
-	h.fragments = P;
-	h.n_fragment_sizes = P;
-	h.fragment_sizes = sizes;
-	h.incarnation = 1000 + id;
-	h.job = (char *)JOB;
-	m.kind_case = DDILOCO__V1__LEARNER_MESSAGE__KIND_HELLO;
-	m.hello = &h;
-	return tl_send(t, &m);
+	return tl_hello(t, &v->ft, JOB, id, v->ft.fingerprint);
 }
 
-static void heartbeat(struct tl *t)
+/* A heartbeat a step, 32 tokens a step. */
+static void heartbeat(struct learner *l)
 {
-	Ddiloco__V1__LearnerMessage m = DDILOCO__V1__LEARNER_MESSAGE__INIT;
-	Ddiloco__V1__Heartbeat hb = DDILOCO__V1__HEARTBEAT__INIT;
-
-	hb.step = ++t->step;
-	hb.tokens = t->step * 32;
-	hb.step_time = 0.05;
-	hb.train_loss = 5.0;
-	m.kind_case = DDILOCO__V1__LEARNER_MESSAGE__KIND_HEARTBEAT;
-	m.heartbeat = &hb;
-	assert_int_equal(tl_send(t, &m), 0);
+	l->step++;
+	tl_heartbeat(&l->tl, l->step, l->step * 32);
 }
 
-static void answer(struct tl *t, struct env *v, uint64_t round, int frag)
+/* The Pull's answer: one step's small delta from the version it has. */
+static void answer(struct learner *l, struct env *v, uint64_t round, int frag)
 {
-	Ddiloco__V1__LearnerMessage m = DDILOCO__V1__LEARNER_MESSAGE__INIT;
-	Ddiloco__V1__Answer a = DDILOCO__V1__ANSWER__INIT;
 	size_t n = v->ft.frags[frag].numel;
 	float *d = malloc(n * sizeof(float));
 
 	for (size_t i = 0; i < n; i++)
 		d[i] = 0.001f * (float)((int)(i % 5) - 2);
-	a.fragment = (uint32_t)frag;
-	a.round = round;
-	a.base_version = t->versions[frag];
-	a.steps = 1;
-	a.tokens = 32;
-	a.step = t->step;
-	a.encoding = DDILOCO__V1__ENCODING__ENCODING_F32;
-	a.payload.data = (uint8_t *)d;
-	a.payload.len = 4 * n;
-	m.kind_case = DDILOCO__V1__LEARNER_MESSAGE__KIND_ANSWER;
-	m.answer = &a;
-	assert_int_equal(tl_send(t, &m), 0);
+	tl_answer(&l->tl, round, frag, l->versions[frag], 1, l->step, d, n);
 	free(d);
 }
 
 /* The learner with this job's certificate for id joins: Welcome, then
  * one Update per fragment. */
-static void join(struct tl *t, struct env *v, const struct pki_pem *cert,
+static void join(struct learner *l, struct env *v, const struct pki_pem *cert,
 		 uint32_t id)
 {
 	Ddiloco__V1__SyncerMessage *m;
 
-	tl_open(t, v, v->ca.cert, cert);
-	assert_int_equal(hello(t, v, id), 0);
-	m = tl_recv(t, WAIT);
+	memset(l, 0, sizeof(*l));
+	tl_open(&l->tl, v->grpc_port, v->ca.cert, cert);
+	assert_int_equal(hello(&l->tl, v, id), 0);
+	m = tl_recv(&l->tl, WAIT);
 	assert_non_null(m);
 	assert_int_equal(m->kind_case, DDILOCO__V1__SYNCER_MESSAGE__KIND_WELCOME);
 	ddiloco__v1__syncer_message__free_unpacked(m, NULL);
 	for (int q = 0; q < P; q++) {
-		m = tl_recv(t, WAIT);
+		m = tl_recv(&l->tl, WAIT);
 		assert_non_null(m);
 		assert_int_equal(m->kind_case, DDILOCO__V1__SYNCER_MESSAGE__KIND_UPDATE);
-		t->versions[m->update->fragment] = m->update->version;
+		l->versions[m->update->fragment] = m->update->version;
 		ddiloco__v1__syncer_message__free_unpacked(m, NULL);
 	}
 }
@@ -558,31 +264,31 @@ static void join(struct tl *t, struct env *v, const struct pki_pem *cert,
  * until n more merged Updates (round > 0) have come. Its stream must stay
  * open all along.
  */
-static void train(struct tl *t, struct env *v, int n)
+static void train(struct learner *l, struct env *v, int n)
 {
-	uint64_t want = t->merged_updates + (uint64_t)n;
+	uint64_t want = l->merged_updates + (uint64_t)n;
 	double t0 = clock_mono();
 
-	while (t->merged_updates < want) {
+	while (l->merged_updates < want) {
 		Ddiloco__V1__SyncerMessage *m;
 
 		assert_true(clock_mono() - t0 < WAIT);
-		heartbeat(t);
-		while ((m = tl_recv(t, 0.02))) {
+		heartbeat(l);
+		while ((m = tl_recv(&l->tl, 0.02))) {
 			if (m->kind_case == DDILOCO__V1__SYNCER_MESSAGE__KIND_PULL) {
-				answer(t, v, m->pull->round, (int)m->pull->fragment);
+				answer(l, v, m->pull->round, (int)m->pull->fragment);
 			} else {
 				assert_int_equal(m->kind_case,
 						 DDILOCO__V1__SYNCER_MESSAGE__KIND_UPDATE);
-				assert_true(m->update->round > t->last_round);
-				t->last_round = m->update->round;
-				t->versions[m->update->fragment] = m->update->version;
-				t->merged_updates++;
+				assert_true(m->update->round > l->last_round);
+				l->last_round = m->update->round;
+				l->versions[m->update->fragment] = m->update->version;
+				l->merged_updates++;
 			}
 			ddiloco__v1__syncer_message__free_unpacked(m, NULL);
 		}
 		/* a receive that timed out stays armed: the stream is open */
-		assert_true(t->recv_pending);
+		assert_true(l->tl.recv_pending);
 	}
 }
 
@@ -598,7 +304,7 @@ static grpc_status_code intruder(struct env *v, const char *ca,
 	grpc_status_code code;
 	int messages = 0;
 
-	tl_open(&t, v, ca, cert);
+	tl_open(&t, v->grpc_port, ca, cert);
 	hello(&t, v, id);   /* may fail: the connection never came up */
 	code = tl_status(&t, msg, len, &messages);
 	assert_int_equal(messages, 0);
@@ -612,7 +318,7 @@ static void only_the_jobs_learners_get_in(void **state)
 {
 	struct env *v = *state;
 	struct pki_pem l0, l1, wrong_ca, other_job, other_name, syncer_id, no_id;
-	struct tl a;
+	struct learner a;
 	char msg[512];
 	long long refused = 0;
 
@@ -694,14 +400,14 @@ static void only_the_jobs_learners_get_in(void **state)
 
 	/* learner 1 with its own certificate joins beside it */
 	{
-		struct tl b;
+		struct learner b;
 
 		join(&b, v, &l1, 1);
 		assert_int_equal(status_int(v, "learners_connected"), 2);
-		tl_close(&b);
+		tl_close(&b.tl);
 	}
 	train(&a, v, 1);
-	tl_close(&a);
+	tl_close(&a.tl);
 	pki_pem_release(&l0);
 	pki_pem_release(&l1);
 	pki_pem_release(&wrong_ca);
@@ -794,7 +500,7 @@ static void command_lines_refuse_bad_files(void **state)
 	{
 		struct tl t;
 
-		tl_open(&t, v, NULL, NULL);
+		tl_open(&t, v->grpc_port, NULL, NULL);
 		assert_int_equal(hello(&t, v, 2), 0);
 		Ddiloco__V1__SyncerMessage *m = tl_recv(&t, WAIT);
 
@@ -923,7 +629,7 @@ static void *fake_main(void *arg)
 
 	fake_request(f);
 	while (pending > 0) {
-		grpc_event ev = grpc_completion_queue_next(f->cq, in(0.02), NULL);
+		grpc_event ev = grpc_completion_queue_next(f->cq, tl_in(0.02), NULL);
 
 		if (f->stop && !notified) {
 			grpc_server_shutdown_and_notify(f->srv, f->cq, (void *)9);
@@ -1084,22 +790,10 @@ static void sidecar_trusts_only_the_jobs_syncer(void **state)
 
 static int init_all(void **state)
 {
-	(void)state;
 	/* the failed handshakes here are on purpose: keep gRPC's own error
 	 * lines about them out of the test's output */
 	setenv("GRPC_VERBOSITY", "NONE", 0);
-	grpc_init();
-	curl_global_init(CURL_GLOBAL_DEFAULT);
-	signal(SIGPIPE, SIG_IGN);
-	return 0;
-}
-
-static int fini_all(void **state)
-{
-	(void)state;
-	curl_global_cleanup();
-	grpc_shutdown();
-	return 0;
+	return syncerproc_group_setup(state);
 }
 
 int main(void)
@@ -1112,5 +806,5 @@ int main(void)
 	};
 	if (getenv("FILTER"))
 		cmocka_set_test_filter(getenv("FILTER"));
-	return cmocka_run_group_tests(tests, init_all, fini_all);
+	return cmocka_run_group_tests(tests, init_all, syncerproc_group_teardown);
 }
