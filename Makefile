@@ -148,4 +148,4 @@ test-e2e: deps
 	@E2E=1 $(K8S_CLUSTER)/build.sh
 	@BUILD=$(BUILD) bash tests/k8s/e2e/test_e2e.sh
 
--include $(OBJS:.o=.d) $(BUILD)/obj/main.d
+-include $(OBJS:.o=.d) $(BUILD)/obj/main.d $(UNIT_BINS:=.d) $(BENCH_BINS:=.d)
