@@ -70,6 +70,12 @@ void status_progress_from_syncer(const struct syncer_status *s,
 	p->uptime = or_zero(s->uptime);
 	p->elapsed = or_zero(s->elapsed);
 	p->done = s->done;
+	p->ckpt_have = s->ckpt.have;
+	p->ckpt_failing = s->ckpt.failing;
+	p->ckpt_failures = (long long)s->ckpt.failures;
+	p->ckpt_last_ok_round = s->ckpt.have_last_ok
+				? (long long)s->ckpt.last_ok_round : -1;
+	snprintf(p->ckpt_error, sizeof(p->ckpt_error), "%s", s->ckpt.error);
 }
 
 static json_t *cond_json(const struct condition *c, enum cond_type t,
