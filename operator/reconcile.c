@@ -324,12 +324,12 @@ static void ckpt_failing(const struct rc_input *in, struct rc_output *o,
 		return;
 	if (p->ckpt_failing) {
 		if (p->ckpt_last_ok_round >= 0)
-			snprintf(msg, sizeof(msg), "syncer: %.160s (%lld failed; "
+			snprintf(msg, sizeof(msg), "syncer: %s (%lld failed; "
 				 "the last checkpoint is of round %lld)",
 				 p->ckpt_error, p->ckpt_failures,
 				 p->ckpt_last_ok_round);
 		else
-			snprintf(msg, sizeof(msg), "syncer: %.160s (%lld failed; "
+			snprintf(msg, sizeof(msg), "syncer: %s (%lld failed; "
 				 "no checkpoint yet)", p->ckpt_error,
 				 p->ckpt_failures);
 		if (!c->set || !c->status)

@@ -75,7 +75,7 @@ struct obs_progress {
 	int ckpt_have, ckpt_failing;
 	long long ckpt_failures;
 	long long ckpt_last_ok_round; /* -1: none written or loaded */
-	char ckpt_error[256];
+	char ckpt_error[161];         /* cut whole characters */
 };
 
 enum cond_type { COND_CREATED, COND_RUNNING, COND_SUCCEEDED, COND_FAILED,

@@ -174,6 +174,23 @@ static void test_checkpoint_from_syncer(void **state)
 	assert_string_equal(p.ckpt_error, "");
 	syncer_status_release(&s);
 
+	/* a long message is cut before a character, not inside one */
+	{
+		char body[400], want[161];
+		int n = snprintf(body, sizeof(body), "{\"checkpoint\":{\"failing\":true,"
+				 "\"error\":\"");
+
+		memset(body + n, 'x', 159);
+		n += 159;
+		n += snprintf(body + n, sizeof(body) - (size_t)n, "\u00e9tage\"}}");
+		assert_int_equal(syncer_status_parse(body, (size_t)n, &s, &e), 0);
+		status_progress_from_syncer(&s, &p);
+		memset(want, 'x', 159);
+		want[159] = '\0';   /* é is 2 bytes: 161 would not fit */
+		assert_string_equal(p.ckpt_error, want);
+		syncer_status_release(&s);
+	}
+
 	assert_int_equal(syncer_status_parse(bad, strlen(bad), &s, &e), -1);
 	assert_string_equal(e.msg, "status: field 'checkpoint.failing': not a boolean");
 }
