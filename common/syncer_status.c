@@ -169,6 +169,35 @@ static int get_pace(const json_t *root, struct syncer_status *s, struct err *e)
 	       get_figure(g, G, "merged_again", &s->gpb.merged_again, e) ? -1 : 0;
 }
 
+/* "checkpoint": {failing, error, failures, last_ok_round} (docs/status.md). */
+static int get_ckpt(const json_t *root, struct syncer_status *s, struct err *e)
+{
+	const json_t *o = json_object_get(root, "checkpoint");
+	const json_t *f, *m, *r;
+	const char *C = "checkpoint";
+
+	if (!o || json_is_null(o))
+		return 0;
+	if (!json_is_object(o))
+		return err_set(e, "status: field 'checkpoint': not an object");
+	f = json_object_get(o, "failing");
+	m = json_object_get(o, "error");
+	r = json_object_get(o, "last_ok_round");
+	if (f && !json_is_boolean(f) && !json_is_null(f))
+		return err_set(e, "status: field 'checkpoint.failing': not a boolean");
+	if (m && !json_is_string(m) && !json_is_null(m))
+		return err_set(e, "status: field 'checkpoint.error': not a string");
+	if (get_count(o, C, "failures", &s->ckpt.failures, e) ||
+	    get_count(o, C, "last_ok_round", &s->ckpt.last_ok_round, e))
+		return -1;
+	s->ckpt.have = 1;
+	s->ckpt.failing = json_is_true(f);
+	s->ckpt.have_last_ok = r && !json_is_null(r);
+	snprintf(s->ckpt.error, sizeof(s->ckpt.error), "%s",
+		 json_is_string(m) ? json_string_value(m) : "");
+	return 0;
+}
+
 static int get_fields(const json_t *root, struct syncer_status *s,
 		      struct err *e)
 {
@@ -212,7 +241,7 @@ static int get_fields(const json_t *root, struct syncer_status *s,
 	    get_figure(root, NULL, "uptime", &s->uptime, e) ||
 	    get_figure(root, NULL, "goodput", &s->goodput, e) ||
 	    get_figure(root, NULL, "elapsed", &s->elapsed, e) ||
-	    get_pace(root, s, e))
+	    get_pace(root, s, e) || get_ckpt(root, s, e))
 		return -1;
 	return get_history(json_object_get(root, "eval_history"), s, e);
 }

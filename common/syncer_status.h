@@ -9,7 +9,7 @@
  *     or a real with a whole value (an older syncer wrote some as reals);
  *   figures (eval_loss, uptime, goodput, elapsed, eval times and losses):
  *     any JSON number; null means "none";
- *   done: a boolean.
+ *   done, checkpoint.failing: a boolean; checkpoint.error: a string or null.
  * A field that is missing reads 0, or NAN for a figure, so an older or
  * newer syncer still shows what it has; a field of the wrong type (a
  * string, a negative or fractional count) is an error naming the field.
@@ -56,6 +56,14 @@ struct syncer_status {
 		double learner_seconds, merged, late, refused, overwritten;
 		double restarts, in_flight, not_training, merged_again;
 	} gpb;
+	struct {                        /* "checkpoint": the syncer's writes */
+		int have;               /* 0: the syncer gave none */
+		int failing;
+		uint64_t failures;
+		int have_last_ok;       /* last_ok_round was not null */
+		uint64_t last_ok_round;
+		char error[256];        /* "" when null */
+	} ckpt;
 	struct syncer_eval *evals;      /* eval_history, owned */
 	size_t nevals;
 };

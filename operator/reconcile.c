@@ -24,6 +24,7 @@ static const char *phase_names[] = {
 
 static const char *cond_names[COND_N] = {
 	"Created", "Running", "Succeeded", "Failed", "Suspended", "PodsReady",
+	"CheckpointFailing",
 };
 
 const char *job_phase_name(enum job_phase p)
@@ -309,6 +310,40 @@ static void pods_ready(const struct rc_input *in, int M, struct rc_output *o,
 }
 
 /*
+ * CheckpointFailing from the syncer's last /status: set when a write
+ * fails, an Event at each turn, False again when a write succeeds.
+ */
+static void ckpt_failing(const struct rc_input *in, struct rc_output *o,
+			 const char *now)
+{
+	const struct obs_progress *p = &in->progress;
+	struct condition *c = &o->conds[COND_CHECKPOINT_FAILING];
+	char msg[256];
+
+	if (!p->have || !p->ckpt_have)
+		return;
+	if (p->ckpt_failing) {
+		if (p->ckpt_last_ok_round >= 0)
+			snprintf(msg, sizeof(msg), "syncer: %s (%lld failed; "
+				 "the last checkpoint is of round %lld)",
+				 p->ckpt_error, p->ckpt_failures,
+				 p->ckpt_last_ok_round);
+		else
+			snprintf(msg, sizeof(msg), "syncer: %s (%lld failed; "
+				 "no checkpoint yet)", p->ckpt_error,
+				 p->ckpt_failures);
+		if (!c->set || !c->status)
+			event(o, 1, "CheckpointFailing", "%s", msg);
+		cond_set(c, 1, "CheckpointWriteFailed", msg, now);
+	} else if (c->set && c->status) {
+		snprintf(msg, sizeof(msg), "checkpoint of round %lld written",
+			 p->ckpt_last_ok_round);
+		event(o, 0, "CheckpointWritten", "%s", msg);
+		cond_set(c, 0, "CheckpointWritten", msg, now);
+	}
+}
+
+/*
  * Long on purpose: the decisions of reconcile.h in their order (deleting,
  * terminal, invalid spec, suspend, done, backoff limit, children, phase),
  * each able to end the pass, read best as one sequence.
@@ -331,6 +366,7 @@ int reconcile(const struct rc_input *in, struct learner_mem *mem,
 	fmt_time(in->now, now, sizeof(now));
 	if (in->deleting)
 		return 0;
+	ckpt_failing(in, o, now);
 	if (M < 1 || M > RC_MAX_LEARNERS)
 		M = 0;
 	if (!(seen = calloc((size_t)(M ? M : 1), sizeof(*seen))))

@@ -29,6 +29,10 @@
  * False with the pod's own reason (Unschedulable, ImagePullBackOff, ...)
  * and message when one cannot start, else PodsStarting.
  *
+ * Condition CheckpointFailing: True with the syncer's error while its
+ * /status says its checkpoint writes fail; False once one succeeds
+ * again; absent while none has failed.
+ *
  * Phase: Succeeded when the syncer says done or every learner exited 0;
  * Failed when learner recreations pass spec.backoffLimit; Running when the
  * syncer is ready and at least minQuorum learners are; Restarting when a
@@ -66,10 +70,17 @@ struct obs_progress {
 	double loss;                  /* NAN: no evaluation yet */
 	double goodput, uptime, elapsed;
 	int done;
+	/* the syncer's checkpoint writes; ckpt_have 0 until a /status of
+	 * this operator process gave them */
+	int ckpt_have, ckpt_failing;
+	long long ckpt_failures;
+	long long ckpt_last_ok_round; /* -1: none written or loaded */
+	char ckpt_error[161];         /* cut whole characters */
 };
 
 enum cond_type { COND_CREATED, COND_RUNNING, COND_SUCCEEDED, COND_FAILED,
-		 COND_SUSPENDED, COND_PODS_READY, COND_N };
+		 COND_SUSPENDED, COND_PODS_READY, COND_CHECKPOINT_FAILING,
+		 COND_N };
 
 const char *cond_type_name(enum cond_type t);
 

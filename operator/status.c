@@ -54,6 +54,19 @@ void status_read_progress(json_t *j, struct obs_progress *p)
 	p->done = json_is_true(json_object_get(j, "done"));
 }
 
+/* At most n − 1 bytes of src, cut before a UTF-8 sequence it would split:
+ * the condition's message must stay valid JSON text. */
+static void copy_utf8(char *dst, size_t n, const char *src)
+{
+	size_t len = strlen(src);
+
+	if (len >= n)
+		for (len = n - 1; len > 0 && (src[len] & 0xc0) == 0x80; len--)
+			;
+	memcpy(dst, src, len);
+	dst[len] = '\0';
+}
+
 static double or_zero(double v)
 {
 	return isnan(v) ? 0 : v;
@@ -70,6 +83,12 @@ void status_progress_from_syncer(const struct syncer_status *s,
 	p->uptime = or_zero(s->uptime);
 	p->elapsed = or_zero(s->elapsed);
 	p->done = s->done;
+	p->ckpt_have = s->ckpt.have;
+	p->ckpt_failing = s->ckpt.failing;
+	p->ckpt_failures = (long long)s->ckpt.failures;
+	p->ckpt_last_ok_round = s->ckpt.have_last_ok
+				? (long long)s->ckpt.last_ok_round : -1;
+	copy_utf8(p->ckpt_error, sizeof(p->ckpt_error), s->ckpt.error);
 }
 
 static json_t *cond_json(const struct condition *c, enum cond_type t,

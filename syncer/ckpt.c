@@ -17,6 +17,7 @@
 
 #define MAGIC "DDLSYNC1"
 #define FORMAT 1
+#define HEAD 48     /* magic .. zero: the fields check() reads */
 #define FIXED 176
 
 int syncer_ckpt_init(struct syncer_ckpt *c, uint32_t nfrags, uint64_t nparams,
@@ -156,15 +157,19 @@ static void read_body(const uint8_t *p, struct syncer_ckpt *c)
 	get(p, c->momentum, 4 * (size_t)c->nparams);
 }
 
-int syncer_ckpt_decode(const void *data, size_t len, const char *name,
-		       uint64_t fingerprint, uint32_t nfrags, uint64_t nparams,
-		       uint32_t nlearners, struct syncer_ckpt *c, struct err *e)
+/*
+ * Checks the header, size and CRC of buf against the expected model and
+ * learner count; *E and *done from the header. Reads nothing else.
+ */
+static int check(const uint8_t *buf, size_t len, const char *name,
+		 uint64_t fingerprint, uint32_t nfrags, uint64_t nparams,
+		 uint32_t nlearners, uint32_t *E_out, uint32_t *done_out,
+		 struct err *e)
 {
-	const uint8_t *buf = data, *p = buf;
+	const uint8_t *p = buf;
 	uint32_t format, P, L, E, done, pad, crc;
 	uint64_t N, fp;
 
-	memset(c, 0, sizeof(*c));
 	if (len < FIXED + 4)
 		return err_set(e, "cannot load checkpoint '%s': truncated (%zu bytes)",
 			       name, len);
@@ -179,7 +184,7 @@ int syncer_ckpt_decode(const void *data, size_t len, const char *name,
 	p = get(p, &L, 4);
 	p = get(p, &E, 4);
 	p = get(p, &done, 4);
-	p = get(p, &pad, 4);
+	get(p, &pad, 4);
 	if (format != FORMAT)
 		return err_set(e, "cannot load checkpoint '%s': format %u, expected %u",
 			       name, format, FORMAT);
@@ -202,22 +207,56 @@ int syncer_ckpt_decode(const void *data, size_t len, const char *name,
 	if (L != nlearners)
 		return err_set(e, "cannot load checkpoint '%s': %u learners, the job has %u",
 			       name, L, nlearners);
-	if (syncer_ckpt_init(c, P, N, L, e))
-		return err_wrap(e, "cannot load checkpoint '%s'", name);
-	c->fingerprint = fp;
-	c->done = done;
-	c->nevals = E;
-	read_body(p, c);
+	*E_out = E;
+	*done_out = done;
 	return 0;
 }
 
-/* Parses "syncer-<digits>.ckpt"; returns 0 and the number, else -1. */
-static int parse_name(const char *name, uint64_t *num)
+int syncer_ckpt_decode(const void *data, size_t len, const char *name,
+		       uint64_t fingerprint, uint32_t nfrags, uint64_t nparams,
+		       uint32_t nlearners, struct syncer_ckpt *c, struct err *e)
+{
+	uint32_t E, done;
+
+	memset(c, 0, sizeof(*c));
+	if (check(data, len, name, fingerprint, nfrags, nparams, nlearners,
+		  &E, &done, e))
+		return -1;
+	if (syncer_ckpt_init(c, nfrags, nparams, nlearners, e))
+		return err_wrap(e, "cannot load checkpoint '%s'", name);
+	c->fingerprint = fingerprint;
+	c->done = done;
+	c->nevals = E;
+	read_body((const uint8_t *)data + HEAD, c);
+	return 0;
+}
+
+/* One file of the folder that may hold a checkpoint of this model. */
+struct entry {
+	uint64_t num;        /* rounds completed, from the name */
+	int old;             /* the name without a fingerprint (ckpt.h) */
+};
+
+/*
+ * Parses "syncer-<16 hex>-<digits>.ckpt" (fingerprint and round) or the
+ * older "syncer-<digits>.ckpt"; returns 0 with the round, whether the name
+ * is the older one, and the fingerprint in it, else -1.
+ */
+static int parse_name(const char *name, uint64_t *num, int *old,
+		      uint64_t *fp)
 {
 	const char *d = name + 7;
 	char *end;
 
-	if (strncmp(name, "syncer-", 7) || *d < '0' || *d > '9')
+	if (strncmp(name, "syncer-", 7))
+		return -1;
+	*old = strspn(d, "0123456789abcdef") != 16 || d[16] != '-';
+	*fp = 0;
+	if (!*old) {
+		*fp = strtoull(d, NULL, 16);
+		d += 17;
+	}
+	if (*d < '0' || *d > '9')
 		return -1;
 	errno = 0;
 	*num = strtoull(d, &end, 10);
@@ -226,21 +265,30 @@ static int parse_name(const char *name, uint64_t *num)
 	return 0;
 }
 
-static int cmp_desc_u64(const void *a, const void *b)
+/* Newest first; of two names for one round, the one with a fingerprint. */
+static int cmp_newest(const void *a, const void *b)
 {
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	const struct entry *x = a, *y = b;
 
-	return (x < y) - (x > y);
+	if (x->num != y->num)
+		return (x->num < y->num) - (x->num > y->num);
+	return x->old - y->old;
 }
 
-/* The checkpoint numbers in dir, newest first (caller frees). */
-static int list_ckpts(const char *dir, uint64_t **out, size_t *n,
-		      struct err *e)
+/*
+ * The files in dir that may be checkpoints of the model `fingerprint`,
+ * newest first (caller frees): those named with it, and those of the
+ * older names, which say no model. Files named for another model are
+ * not listed: they are never read nor removed here.
+ */
+static int list_ckpts(const char *dir, uint64_t fingerprint,
+		      struct entry **out, size_t *n, struct err *e)
 {
 	DIR *d = opendir(dir);
 	struct dirent *de;
-	uint64_t *v = NULL, num;
+	struct entry *v = NULL, x;
 	size_t cnt = 0, cap = 0;
+	uint64_t fp;
 
 	*out = NULL;
 	*n = 0;
@@ -251,10 +299,11 @@ static int list_ckpts(const char *dir, uint64_t **out, size_t *n,
 			       strerror(errno));
 	}
 	while ((de = readdir(d))) {
-		if (parse_name(de->d_name, &num))
+		if (parse_name(de->d_name, &x.num, &x.old, &fp) ||
+		    (!x.old && fp != fingerprint))
 			continue;
 		if (cnt == cap) {
-			uint64_t *nv;
+			struct entry *nv;
 
 			cap = cap ? 2 * cap : 16;
 			if (!(nv = realloc(v, cap * sizeof(*v)))) {
@@ -264,33 +313,87 @@ static int list_ckpts(const char *dir, uint64_t **out, size_t *n,
 			}
 			v = nv;
 		}
-		v[cnt++] = num;
+		v[cnt++] = x;
 	}
 	closedir(d);
 	if (cnt)
-		qsort(v, cnt, sizeof(*v), cmp_desc_u64);
+		qsort(v, cnt, sizeof(*v), cmp_newest);
 	*out = v;
 	*n = cnt;
 	return 0;
 }
 
-static void ckpt_path(char *buf, size_t len, const char *dir, uint64_t num)
+static void ckpt_path(char *buf, size_t len, const char *dir,
+		      uint64_t fingerprint, const struct entry *x)
 {
-	snprintf(buf, len, "%s/syncer-%012" PRIu64 ".ckpt", dir, num);
+	if (x->old)
+		snprintf(buf, len, "%s/syncer-%012" PRIu64 ".ckpt", dir, x->num);
+	else
+		snprintf(buf, len, "%s/syncer-%016" PRIx64 "-%012" PRIu64 ".ckpt",
+			 dir, fingerprint, x->num);
+}
+
+/* Whether path is a checkpoint that c's model and learners would load. */
+static int loadable(const char *path, const struct syncer_ckpt *c)
+{
+	size_t max = file_size(c->nfrags, c->nparams, c->nlearners,
+			       CKPT_MAX_EVALS), len;
+	uint32_t E, done;
+	void *buf;
+	int ok;
+
+	if (file_read_all(path, max, &buf, &len, NULL))
+		return 0;
+	ok = !check(buf, len, path, c->fingerprint, c->nfrags, c->nparams,
+		    c->nlearners, &E, &done, NULL);
+	free(buf);
+	return ok;
+}
+
+/*
+ * Keeps `keep` checkpoints of this model: the one just written (`just`)
+ * and the newest keep − 1 others that load; removes the other loadable
+ * ones. A file that does not load (damaged, another learner count, a
+ * name of the older form for another model) is left alone and counts for
+ * nothing, so it can neither push out the file just written nor a good
+ * older one.
+ */
+static void prune(const char *dir, const struct syncer_ckpt *c, int keep,
+		  const char *just)
+{
+	struct entry *v;
+	size_t n;
+	int kept = 1;
+
+	if (list_ckpts(dir, c->fingerprint, &v, &n, NULL))
+		return;
+	for (size_t i = 0; i < n; i++) {
+		char path[4096];
+
+		ckpt_path(path, sizeof(path), dir, c->fingerprint, &v[i]);
+		if (!strcmp(path, just) || !loadable(path, c))
+			continue;
+		if (kept < keep)
+			kept++;
+		else if (unlink(path))
+			log_error("cannot remove old checkpoint '%s': %s", path,
+				  strerror(errno));
+	}
+	free(v);
 }
 
 int syncer_ckpt_save(const char *dir, const struct syncer_ckpt *c, int keep,
 		     char *path_out, size_t path_len, struct err *e)
 {
+	struct entry self = { c->rounds_completed, 0 };
 	char path[4096];
-	uint64_t *nums;
-	size_t n, len;
+	size_t len;
 	void *buf;
 	int rc;
 
 	if (mkdir_p(dir, e))
 		return err_wrap(e, "cannot save checkpoint");
-	ckpt_path(path, sizeof(path), dir, c->rounds_completed);
+	ckpt_path(path, sizeof(path), dir, c->fingerprint, &self);
 	if (syncer_ckpt_encode(c, &buf, &len, e))
 		return -1;
 	rc = file_write_atomic(path, buf, len, e);
@@ -299,15 +402,7 @@ int syncer_ckpt_save(const char *dir, const struct syncer_ckpt *c, int keep,
 		return err_wrap(e, "cannot save checkpoint");
 	if (path_out)
 		snprintf(path_out, path_len, "%s", path);
-	if (list_ckpts(dir, &nums, &n, NULL) == 0) {
-		for (size_t i = (size_t)(keep > 0 ? keep : 1); i < n; i++) {
-			char old[4096];
-
-			ckpt_path(old, sizeof(old), dir, nums[i]);
-			unlink(old);
-		}
-		free(nums);
-	}
+	prune(dir, c, keep > 0 ? keep : 1, path);
 	return 0;
 }
 
@@ -317,10 +412,10 @@ int syncer_ckpt_load_newest(const char *dir, uint64_t fingerprint,
 			    char *path_out, size_t path_len, struct err *e)
 {
 	size_t max = file_size(nfrags, nparams, nlearners, CKPT_MAX_EVALS);
-	uint64_t *nums;
+	struct entry *v;
 	size_t n;
 
-	if (list_ckpts(dir, &nums, &n, e))
+	if (list_ckpts(dir, fingerprint, &v, &n, e))
 		return -1;
 	for (size_t i = 0; i < n; i++) {
 		char path[4096];
@@ -329,7 +424,7 @@ int syncer_ckpt_load_newest(const char *dir, uint64_t fingerprint,
 		size_t len;
 		int rc;
 
-		ckpt_path(path, sizeof(path), dir, nums[i]);
+		ckpt_path(path, sizeof(path), dir, fingerprint, &v[i]);
 		if (file_read_all(path, max, &buf, &len, &le)) {
 			log_error("cannot load checkpoint '%s': %s", path,
 				  le.msg);
@@ -344,9 +439,9 @@ int syncer_ckpt_load_newest(const char *dir, uint64_t fingerprint,
 		}
 		if (path_out)
 			snprintf(path_out, path_len, "%s", path);
-		free(nums);
+		free(v);
 		return 1;
 	}
-	free(nums);
+	free(v);
 	return 0;
 }

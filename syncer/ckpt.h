@@ -3,10 +3,13 @@
  * outer loop exactly: Θ, outer momentum, fragment versions, round
  * counters, and the accounting behind /status.
  *
- * One file per checkpoint, `syncer-<rounds completed, 12 digits>.ckpt`,
- * written with file_write_atomic (temporary file, fsync, rename, folder
- * fsync). All numbers little-endian; P fragments, N parameters, L
- * learners, E evaluations:
+ * One file per checkpoint,
+ * `syncer-<model fingerprint, 16 hex digits>-<rounds completed, 12
+ * digits>.ckpt`, written with file_write_atomic (temporary file, fsync,
+ * rename, folder fsync). Files of the older name `syncer-<rounds
+ * completed>.ckpt` are still loaded (their header says the model).
+ * All numbers little-endian; P fragments, N parameters, L learners, E
+ * evaluations:
  *
  *   offset        size   field
  *   0             8      magic "DDLSYNC1"
@@ -89,7 +92,13 @@ int syncer_ckpt_decode(const void *buf, size_t len, const char *name,
 		       uint64_t fingerprint, uint32_t nfrags, uint64_t nparams,
 		       uint32_t nlearners, struct syncer_ckpt *c, struct err *e);
 
-/* Writes dir/syncer-<rounds completed>.ckpt and keeps the newest `keep`. */
+/*
+ * Writes dir/syncer-<fingerprint>-<rounds completed>.ckpt, then prunes:
+ * the file just written and the newest keep − 1 other checkpoints that
+ * this model and learner count would load are kept, the other loadable
+ * ones removed. Files that do not load (damaged, another model or
+ * learner count) are left alone and never push out the new one.
+ */
 int syncer_ckpt_save(const char *dir, const struct syncer_ckpt *c, int keep,
 		     char *path_out, size_t path_len, struct err *e);
 /*

@@ -108,6 +108,8 @@ static int load_checkpoint(struct syncer *s, struct err *e)
 	s->acc.wall_time = c.wall_time;
 	s->acc.last_round_elapsed = c.last_round_elapsed;
 	s->acc.uptime_start = c.uptime_start;
+	s->ckpt.have_ok = 1;
+	s->ckpt.last_ok_round = c.rounds_completed;
 	log_info("resumed from '%s': round %" PRIu64 ", %" PRIu64
 		 " tokens trained, %.1f s elapsed", path, c.rounds_completed,
 		 c.tokens_trained, c.elapsed);
@@ -365,6 +367,7 @@ int core_checkpoint(struct syncer *s, double now, struct err *e)
 	struct syncer_ckpt c = s->acc;
 	char path[4096];
 	double t = clock_mono();
+	struct err le;
 
 	c.versions = s->versions;
 	c.theta = s->theta;
@@ -375,8 +378,19 @@ int core_checkpoint(struct syncer *s, double now, struct err *e)
 	c.compute_merged = s->gp.merged_base + goodput_merged_seconds(s);
 	c.wall_time = clock_wall();
 	c.done = (uint32_t)s->done;
-	if (syncer_ckpt_save(s->prm->ckpt_dir, &c, 3, path, sizeof(path), e))
-		return -1;
+	if (syncer_ckpt_save(s->prm->ckpt_dir, &c, 3, path, sizeof(path), &le)) {
+		/* the run goes on; the next checkpoint is the retry */
+		s->ckpt.failing = 1;
+		s->ckpt.failures++;
+		snprintf(s->ckpt.error, sizeof(s->ckpt.error), "%s", le.msg);
+		return err_set(e, "%s", le.msg);
+	}
+	if (s->ckpt.failing)
+		log_info("checkpoint '%s' written again after %" PRIu64
+			 " failure(s)", path, s->ckpt.failures);
+	s->ckpt.failing = 0;
+	s->ckpt.have_ok = 1;
+	s->ckpt.last_ok_round = c.rounds_completed;
 	log_debug("checkpoint '%s' written in %.3f s", path, clock_mono() - t);
 	return 0;
 }

@@ -80,6 +80,23 @@ static json_t *gaps_json(const struct syncer *s, double now)
 	return o;
 }
 
+/* "checkpoint": whether the checkpoint writes of this process fail. */
+static json_t *ckpt_json(const struct syncer *s)
+{
+	json_t *err = json_null();
+
+	/* a path that is not UTF-8 must not cost the whole /status */
+	if (s->ckpt.failing && !(err = json_string(s->ckpt.error)))
+		err = json_string("cannot save checkpoint (message not UTF-8)");
+	return json_pack("{sb so sI so}",
+		"failing", s->ckpt.failing,
+		"error", err,
+		"failures", (json_int_t)s->ckpt.failures,
+		"last_ok_round", s->ckpt.have_ok
+			? json_integer((json_int_t)s->ckpt.last_ok_round)
+			: json_null());
+}
+
 static json_t *status_json(struct syncer *s, double now)
 {
 	json_t *o = json_object(), *a;
@@ -150,6 +167,7 @@ static json_t *status_json(struct syncer *s, double now)
 	json_object_set_new(o, "elapsed", json_real(core_elapsed(s, now)));
 	json_object_set_new(o, "goodput_breakdown", breakdown_json(s, now));
 	json_object_set_new(o, "pace", pace_json(s));
+	json_object_set_new(o, "checkpoint", ckpt_json(s));
 	/* beyond the contract */
 	json_object_set_new(o, "fragments", json_integer(s->P));
 	json_object_set_new(o, "rounds_started",
@@ -271,6 +289,11 @@ static void metrics_text(struct syncer *s, double now, struct buf *b)
 		   "P times the K-th learner's steps per round started.",
 		   syncer_round_steps_per_round(&s->rs) * s->P);
 	prom_gauge(b, M("done"), "1 once the budget is reached.", s->done);
+	prom_counter(b, M("checkpoint_failures_total"),
+		     "Checkpoints that could not be written, since this process started.",
+		     s->ckpt.failures);
+	prom_gauge(b, M("checkpoint_failing"),
+		   "1 while the last checkpoint write failed.", s->ckpt.failing);
 }
 
 #undef M

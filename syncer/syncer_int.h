@@ -103,6 +103,15 @@ struct syncer {
 	uint64_t streams_refused;    /* identity refusals (stream.c) */
 	struct goodput gp;           /* where learner time goes (goodput.h) */
 	struct gap_log gaps;         /* down gaps between rounds (gaplog.h) */
+	/* checkpoint writes of this process (docs/syncer.md, Checkpoints):
+	 * failing until one succeeds again; error is the last failure's */
+	struct {
+		int failing;
+		uint64_t failures;
+		int have_ok;             /* a checkpoint was written or loaded */
+		uint64_t last_ok_round;
+		char error[sizeof(((struct err *)0)->msg)];
+	} ckpt;
 
 	pthread_mutex_t mu;
 	struct eval_job ev;
@@ -116,6 +125,7 @@ void core_release(struct syncer *s);
 double core_elapsed(const struct syncer *s, double now);
 double core_uptime(const struct syncer *s, double now);
 double core_goodput(const struct syncer *s, double now);
+/* Writes a checkpoint; its outcome is kept in s->ckpt for /status. */
 int core_checkpoint(struct syncer *s, double now, struct err *e);
 
 /* Why a Hello cannot join; the stream ends with the matching status. */

@@ -177,6 +177,76 @@ static void test_steady_state_does_nothing(void **state)
 	rc_output_release(&f.out);
 }
 
+/* The syncer's /status says its checkpoint writes fail, then not. */
+static void test_checkpoint_failing_condition(void **state)
+{
+	struct fx f;
+	struct obs_progress *p = &f.in.progress;
+	const struct condition *c;
+
+	(void)state;
+	setup_fx(&f, 2);
+	running(&f);
+	p->have = p->ckpt_have = 1;
+	p->ckpt_last_ok_round = 4;
+	/* writes never failed: no condition, no event */
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.conds[COND_CHECKPOINT_FAILING].set, 0);
+	assert_int_equal(f.out.nacts, 0);
+	rc_output_release(&f.out);
+
+	p->ckpt_failing = 1;
+	p->ckpt_failures = 2;
+	snprintf(p->ckpt_error, sizeof(p->ckpt_error), "cannot save checkpoint: "
+		 "cannot write 'ck/x.tmp.1': No space left on device");
+	reconcile(&f.in, f.mem, &f.out);
+	c = &f.out.conds[COND_CHECKPOINT_FAILING];
+	assert_int_equal(c->set, 1);
+	assert_int_equal(c->status, 1);
+	assert_string_equal(c->reason, "CheckpointWriteFailed");
+	assert_string_equal(c->message, "syncer: cannot save checkpoint: cannot "
+			    "write 'ck/x.tmp.1': No space left on device (2 failed; "
+			    "the last checkpoint is of round 4)");
+	assert_string_equal(cond_type_name(COND_CHECKPOINT_FAILING),
+			    "CheckpointFailing");
+	assert_non_null(find_event(&f.out, "CheckpointFailing"));
+	assert_int_equal(find_event(&f.out, "CheckpointFailing")->warning, 1);
+	assert_int_equal(f.out.phase, PHASE_RUNNING);   /* the job runs on */
+	/* still failing on the next pass: no second event */
+	memcpy(f.in.conds, f.out.conds, sizeof(f.in.conds));
+	rc_output_release(&f.out);
+	p->ckpt_failures = 3;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_null(find_event(&f.out, "CheckpointFailing"));
+	assert_non_null(strstr(f.out.conds[COND_CHECKPOINT_FAILING].message,
+			       "(3 failed;"));
+	memcpy(f.in.conds, f.out.conds, sizeof(f.in.conds));
+	rc_output_release(&f.out);
+
+	/* a write succeeds again */
+	p->ckpt_failing = 0;
+	p->ckpt_last_ok_round = 9;
+	p->ckpt_error[0] = '\0';
+	f.in.now = NOW + 60;
+	reconcile(&f.in, f.mem, &f.out);
+	c = &f.out.conds[COND_CHECKPOINT_FAILING];
+	assert_int_equal(c->set, 1);
+	assert_int_equal(c->status, 0);
+	assert_string_equal(c->reason, "CheckpointWritten");
+	assert_string_equal(c->message, "checkpoint of round 9 written");
+	assert_string_equal(c->time, "2027-01-15T08:01:00Z");
+	assert_int_equal(find_event(&f.out, "CheckpointWritten")->warning, 0);
+	rc_output_release(&f.out);
+
+	/* an operator restarted before reading the syncer keeps the condition */
+	memcpy(f.in.conds, f.out.conds, sizeof(f.in.conds));
+	f.in.conds[COND_CHECKPOINT_FAILING].status = 1;
+	p->ckpt_have = 0;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.conds[COND_CHECKPOINT_FAILING].status, 1);
+	rc_output_release(&f.out);
+}
+
 static void test_deleted_learner_only_it_recreated(void **state)
 {
 	struct fx f;
@@ -1341,6 +1411,7 @@ int main(void)
 		cmocka_unit_test(test_no_pvc_when_storage_empty),
 		cmocka_unit_test(test_all_seen_sets_created_and_running),
 		cmocka_unit_test(test_steady_state_does_nothing),
+		cmocka_unit_test(test_checkpoint_failing_condition),
 		cmocka_unit_test(test_deleted_learner_only_it_recreated),
 		cmocka_unit_test(test_terminating_pod_blocks_replacement),
 		cmocka_unit_test(test_replacement_deleted_unseen_is_recreated),

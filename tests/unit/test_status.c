@@ -24,7 +24,10 @@ static void test_build_and_read_back(void **state)
 {
 	struct rc_output out;
 	struct learner_mem mem[3];
-	struct obs_progress p = { 1, 12, 3456, NAN, 0.75, 0.9, 60.5, 0 }, back;
+	struct obs_progress p = {
+		.have = 1, .round = 12, .tokens = 3456, .loss = NAN,
+		.goodput = 0.75, .uptime = 0.9, .elapsed = 60.5,
+	}, back;
 	struct condition conds[COND_N];
 	struct status_input in = { &out, 7, mem, 3, &p, 1, NULL, NULL };
 	json_t *st, *learners;
@@ -135,7 +138,61 @@ static void test_progress_from_syncer(void **state)
 	assert_float_equal(p.goodput, 0.5, 1e-12);
 	assert_float_equal(p.uptime, 0, 0);   /* not given: 0, as before */
 	assert_float_equal(p.elapsed, 0, 0);
+	assert_int_equal(p.ckpt_have, 0);     /* an older syncer: no word */
 	syncer_status_release(&s);
+}
+
+static void test_checkpoint_from_syncer(void **state)
+{
+	const char *fail = "{\"round\":9,\"checkpoint\":{\"failing\":true,"
+			   "\"error\":\"cannot save checkpoint: No space left on device\","
+			   "\"failures\":3,\"last_ok_round\":6}}";
+	const char *ok = "{\"checkpoint\":{\"failing\":false,\"error\":null,"
+			 "\"failures\":3,\"last_ok_round\":null}}";
+	const char *bad = "{\"checkpoint\":{\"failing\":\"yes\"}}";
+	struct syncer_status s;
+	struct obs_progress p;
+	struct err e;
+
+	(void)state;
+	assert_int_equal(syncer_status_parse(fail, strlen(fail), &s, &e), 0);
+	memset(&p, 0, sizeof(p));
+	status_progress_from_syncer(&s, &p);
+	assert_int_equal(p.ckpt_have, 1);
+	assert_int_equal(p.ckpt_failing, 1);
+	assert_int_equal(p.ckpt_failures, 3);
+	assert_int_equal(p.ckpt_last_ok_round, 6);
+	assert_string_equal(p.ckpt_error,
+			    "cannot save checkpoint: No space left on device");
+	syncer_status_release(&s);
+
+	assert_int_equal(syncer_status_parse(ok, strlen(ok), &s, &e), 0);
+	status_progress_from_syncer(&s, &p);
+	assert_int_equal(p.ckpt_have, 1);
+	assert_int_equal(p.ckpt_failing, 0);
+	assert_int_equal(p.ckpt_last_ok_round, -1);   /* null: none yet */
+	assert_string_equal(p.ckpt_error, "");
+	syncer_status_release(&s);
+
+	/* a long message is cut before a character, not inside one */
+	{
+		char body[400], want[161];
+		int n = snprintf(body, sizeof(body), "{\"checkpoint\":{\"failing\":true,"
+				 "\"error\":\"");
+
+		memset(body + n, 'x', 159);
+		n += 159;
+		n += snprintf(body + n, sizeof(body) - (size_t)n, "\u00e9tage\"}}");
+		assert_int_equal(syncer_status_parse(body, (size_t)n, &s, &e), 0);
+		status_progress_from_syncer(&s, &p);
+		memset(want, 'x', 159);
+		want[159] = '\0';   /* é is 2 bytes: 161 would not fit */
+		assert_string_equal(p.ckpt_error, want);
+		syncer_status_release(&s);
+	}
+
+	assert_int_equal(syncer_status_parse(bad, strlen(bad), &s, &e), -1);
+	assert_string_equal(e.msg, "status: field 'checkpoint.failing': not a boolean");
 }
 
 int main(void)
@@ -144,6 +201,7 @@ int main(void)
 		cmocka_unit_test(test_build_and_read_back),
 		cmocka_unit_test(test_progress_prefers_eval_loss),
 		cmocka_unit_test(test_progress_from_syncer),
+		cmocka_unit_test(test_checkpoint_from_syncer),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,4 +1,10 @@
-/* The syncer's checkpoint: exact round trip, corrupt files skipped. */
+/*
+ * The syncer's checkpoint: exact round trip, corrupt files skipped, the
+ * older file names still loaded, pruning that removes only loadable
+ * checkpoints of this model and never the file just written, and a write
+ * that fails (a file size limit, as a full disk) leaving the folder as it
+ * was.
+ */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,6 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/util.h"
@@ -30,6 +39,23 @@ static int remove_dir(void **state)
 {
 	(void)state;
 	return testlib_rmtree(dir);
+}
+
+/* dir/syncer-<FP>-<round>.ckpt, or the older name without FP */
+static const char *name_of(char *buf, size_t len, uint64_t round, int old)
+{
+	if (old)
+		snprintf(buf, len, "%s/syncer-%012llu.ckpt", dir,
+			 (unsigned long long)round);
+	else
+		snprintf(buf, len, "%s/syncer-%016llx-%012llu.ckpt", dir,
+			 (unsigned long long)FP, (unsigned long long)round);
+	return buf;
+}
+
+static int exists(const char *path)
+{
+	return access(path, F_OK) == 0;
 }
 
 static void fill(struct syncer_ckpt *c, uint64_t round)
@@ -161,28 +187,199 @@ static void newest_valid_is_loaded(void **state)
 		assert_int_equal(syncer_ckpt_save(dir, &a, 3, path, sizeof(path), NULL), 0);
 		syncer_ckpt_release(&a);
 	}
-	/* kept: 5, 4, 3 */
-	snprintf(path, sizeof(path), "%s/syncer-000000000002.ckpt", dir);
-	assert_int_not_equal(access(path, F_OK), 0);
+	/* kept: 5, 4, 3, named with the model's fingerprint */
+	assert_string_equal(path, name_of(got, sizeof(got), 5, 0));
+	assert_false(exists(name_of(path, sizeof(path), 2, 0)));
+	assert_false(exists(name_of(path, sizeof(path), 1, 0)));
+	assert_true(exists(name_of(path, sizeof(path), 3, 0)));
 	/* flip one byte of the newest (round 5), truncate round 4 */
-	snprintf(path, sizeof(path), "%s/syncer-000000000005.ckpt", dir);
+	name_of(path, sizeof(path), 5, 0);
 	assert_int_equal(file_read_all(path, 1 << 20, (void **)&buf, &len, NULL), 0);
 	buf[len / 2] ^= 0x40;
 	assert_int_equal(file_write_atomic(path, buf, len, NULL), 0);
-	snprintf(path, sizeof(path), "%s/syncer-000000000004.ckpt", dir);
+	name_of(path, sizeof(path), 4, 0);
 	assert_int_equal(file_write_atomic(path, buf, len / 3, NULL), 0);
 	free(buf);
 	/* a stray temporary file is not a checkpoint */
-	snprintf(path, sizeof(path), "%s/syncer-000000000009.ckpt.tmp.1", dir);
+	{
+		char nm[512];
+
+		snprintf(path, sizeof(path), "%s.tmp.1", name_of(nm, sizeof(nm), 9, 0));
+	}
 	assert_int_equal(file_write_atomic(path, "x", 1, NULL), 0);
 
 	assert_int_equal(syncer_ckpt_load_newest(dir, FP, P, N, L, &b, got,
 						 sizeof(got), NULL), 1);
-	assert_non_null(strstr(got, "syncer-000000000003.ckpt"));
+	assert_string_equal(got, name_of(path, sizeof(path), 3, 0));
 	fill(&a, 3);
 	assert_same(&a, &b);
 	syncer_ckpt_release(&a);
 	syncer_ckpt_release(&b);
+}
+
+/* Writes c under path as it is, whatever its name says. */
+static void put_file(const char *path, const struct syncer_ckpt *c)
+{
+	void *buf;
+	size_t len;
+
+	assert_int_equal(syncer_ckpt_encode(c, &buf, &len, NULL), 0);
+	assert_int_equal(file_write_atomic(path, buf, len, NULL), 0);
+	free(buf);
+}
+
+static void older_names_still_load(void **state)
+{
+	struct syncer_ckpt a, b;
+	char path[4096], got[4096];
+
+	(void)state;
+	fill(&a, 7);
+	put_file(name_of(path, sizeof(path), 7, 1), &a);
+	assert_int_equal(syncer_ckpt_load_newest(dir, FP, P, N, L, &b, got,
+						 sizeof(got), NULL), 1);
+	assert_string_equal(got, path);
+	assert_same(&a, &b);
+	syncer_ckpt_release(&b);
+	/* a newer round under the new name wins; the older name is one of
+	 * the three kept, then pruned like any other */
+	for (uint64_t r = 8; r <= 10; r++) {
+		a.rounds_completed = r;
+		assert_int_equal(syncer_ckpt_save(dir, &a, 3, NULL, 0, NULL), 0);
+		assert_int_equal(exists(name_of(path, sizeof(path), 7, 1)), r < 10);
+	}
+	assert_int_equal(syncer_ckpt_load_newest(dir, FP, P, N, L, &b, got,
+						 sizeof(got), NULL), 1);
+	assert_string_equal(got, name_of(path, sizeof(path), 10, 0));
+	assert_int_equal(b.rounds_completed, 10);
+	syncer_ckpt_release(&b);
+	syncer_ckpt_release(&a);
+}
+
+/*
+ * Files with higher round numbers that this job cannot load: a damaged
+ * one, one of another learner count, one of another model under the
+ * older name, one named for another model. Before, each new checkpoint
+ * fell outside the newest three names and was removed right after it
+ * was written; now the new one stays, the three newest loadable ones
+ * are kept, and none of the strangers is touched.
+ */
+static void unloadable_newer_files_do_not_prune_the_new_one(void **state)
+{
+	struct syncer_ckpt a, x;
+	char path[4096], got[4096], bad[4][4096];
+	uint8_t *buf;
+	size_t len;
+
+	(void)state;
+	fill(&a, 100);
+	name_of(bad[0], sizeof(bad[0]), 100, 0);
+	assert_int_equal(syncer_ckpt_encode(&a, (void **)&buf, &len, NULL), 0);
+	buf[len / 2] ^= 1;
+	assert_int_equal(file_write_atomic(bad[0], buf, len, NULL), 0);
+	free(buf);
+	syncer_ckpt_release(&a);
+	assert_int_equal(syncer_ckpt_init(&x, P, N, L + 1, NULL), 0);
+	x.fingerprint = FP;
+	put_file(name_of(bad[1], sizeof(bad[1]), 101, 0), &x);
+	x.fingerprint = FP + 1;
+	put_file(name_of(bad[2], sizeof(bad[2]), 102, 1), &x);
+	snprintf(bad[3], sizeof(bad[3]), "%s/syncer-%016llx-%012d.ckpt", dir,
+		 (unsigned long long)(FP + 1), 103);
+	put_file(bad[3], &x);
+	syncer_ckpt_release(&x);
+
+	for (uint64_t r = 1; r <= 5; r++) {
+		fill(&a, r);
+		assert_int_equal(syncer_ckpt_save(dir, &a, 3, path, sizeof(path), NULL), 0);
+		syncer_ckpt_release(&a);
+		assert_true(exists(path));              /* the one just written */
+		assert_string_equal(path, name_of(got, sizeof(got), r, 0));
+	}
+	for (uint64_t r = 1; r <= 5; r++)
+		assert_int_equal(exists(name_of(path, sizeof(path), r, 0)), r >= 3);
+	for (int i = 0; i < 4; i++)
+		assert_true(exists(bad[i]));
+	/* and it is what a restart loads */
+	assert_int_equal(syncer_ckpt_load_newest(dir, FP, P, N, L, &x, got,
+						 sizeof(got), NULL), 1);
+	assert_string_equal(got, name_of(path, sizeof(path), 5, 0));
+	assert_int_equal(x.rounds_completed, 5);
+	syncer_ckpt_release(&x);
+}
+
+/*
+ * A write that fails for want of room: run in a child whose file size
+ * limit (RLIMIT_FSIZE, which root is held to too) is below one
+ * checkpoint, so write() fails with EFBIG as on a full disk. The child
+ * sends its error text back; the folder keeps what it had.
+ */
+static void a_full_disk_fails_cleanly(void **state)
+{
+	struct syncer_ckpt a, b;
+	char path[4096], got[4096], msg[600] = "", nm[512];
+	int fds[2], status;
+	ssize_t n;
+	pid_t pid;
+
+	(void)state;
+	for (uint64_t r = 1; r <= 3; r++) {
+		fill(&a, r);
+		assert_int_equal(syncer_ckpt_save(dir, &a, 3, NULL, 0, NULL), 0);
+		syncer_ckpt_release(&a);
+	}
+	fill(&a, 4);
+	assert_int_equal(pipe(fds), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct rlimit rl;
+		struct err e;
+		int rc;
+
+		close(fds[0]);
+		signal(SIGXFSZ, SIG_IGN);
+		getrlimit(RLIMIT_FSIZE, &rl);
+		rl.rlim_cur = 4096;     /* a checkpoint here is 8,332 bytes */
+		if (setrlimit(RLIMIT_FSIZE, &rl))
+			_exit(3);
+		rc = syncer_ckpt_save(dir, &a, 3, NULL, 0, &e);
+		if (rc == 0)
+			_exit(1);
+		n = write(fds[1], e.msg, strlen(e.msg));
+		_exit(n > 0 ? 0 : 2);
+	}
+	close(fds[1]);
+	n = read(fds[0], msg, sizeof(msg) - 1);
+	close(fds[0]);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_true(n > 0);
+	msg[n] = '\0';
+	snprintf(got, sizeof(got), "cannot save checkpoint: cannot write '%s.tmp.%d': "
+		 "File too large", name_of(nm, sizeof(nm), 4, 0), (int)pid);
+	assert_string_equal(msg, got);
+	/* nothing half written is left, nothing older is gone */
+	assert_false(exists(nm));
+	snprintf(got, sizeof(got), "%s.tmp.%d", nm, (int)pid);
+	assert_false(exists(got));
+	for (uint64_t r = 1; r <= 3; r++)
+		assert_true(exists(name_of(path, sizeof(path), r, 0)));
+	assert_int_equal(syncer_ckpt_load_newest(dir, FP, P, N, L, &b, got,
+						 sizeof(got), NULL), 1);
+	assert_int_equal(b.rounds_completed, 3);
+	syncer_ckpt_release(&b);
+	/* with room again the same checkpoint is written */
+	assert_int_equal(syncer_ckpt_save(dir, &a, 3, path, sizeof(path), NULL), 0);
+	assert_string_equal(path, name_of(got, sizeof(got), 4, 0));
+	assert_false(exists(name_of(got, sizeof(got), 1, 0)));
+	syncer_ckpt_release(&a);
+}
+
+static int clean_dir(void **state)
+{
+	return remove_dir(state) || make_dir(state) ? -1 : 0;
 }
 
 int main(void)
@@ -190,7 +387,11 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(round_trip_is_exact),
 		cmocka_unit_test(flipped_byte_and_truncation_are_caught),
-		cmocka_unit_test(newest_valid_is_loaded),
+		cmocka_unit_test_setup(newest_valid_is_loaded, clean_dir),
+		cmocka_unit_test_setup(older_names_still_load, clean_dir),
+		cmocka_unit_test_setup(unloadable_newer_files_do_not_prune_the_new_one,
+				       clean_dir),
+		cmocka_unit_test_setup(a_full_disk_fails_cleanly, clean_dir),
 	};
 	return cmocka_run_group_tests(tests, make_dir, remove_dir);
 }
