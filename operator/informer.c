@@ -125,17 +125,12 @@ static void nap(struct informer *inf, double s)
 /* Lists every page into a new cache; reports the differences. */
 static int relist(struct informer *inf, struct kube *k, struct err *e)
 {
-	json_t *fresh = json_object(), *old;
+	json_t *fresh = json_object();
 	char cont[1024] = "", path[2048], rv[64] = "";
-	const char *key;
-	json_t *obj;
-	void *tmp;
 
 	do {
 		struct kube_status st;
-		json_t *page, *items, *it;
-		const char *c;
-		size_t i;
+		json_t *page;
 
 		snprintf(path, sizeof(path), "%s?limit=%d%s%s%s%s", inf->path,
 			 INFORMER_PAGE, inf->selector[0] ? "&labelSelector=" : "",
@@ -144,27 +139,47 @@ static int relist(struct informer *inf, struct kube *k, struct err *e)
 			json_decref(fresh);
 			return -1;
 		}
-		items = json_object_get(page, "items");
-		json_array_foreach(items, i, it) {
-			char kbuf[200];
-
-			trim(inf, it);
-			if (!key_of(it, kbuf, sizeof(kbuf)))
-				json_object_set(fresh, kbuf, it);
-		}
-		c = json_string_value(json_object_get(json_object_get(page, "metadata"),
-						      "continue"));
-		if (c && c[0])
-			kube_escape(c, cont, sizeof(cont));
-		else
-			cont[0] = '\0';
-		if (!cont[0]) {
-			const char *r = json_string_value(json_object_get(
-				json_object_get(page, "metadata"), "resourceVersion"));
-			snprintf(rv, sizeof(rv), "%s", r ? r : "");
-		}
+		informer_list_page(inf, page, fresh, cont, sizeof(cont), rv,
+				   sizeof(rv));
 		json_decref(page);
 	} while (cont[0] && !inf->stop);
+	informer_replace(inf, fresh, rv);
+	json_decref(fresh);
+	return 0;
+}
+
+void informer_list_page(struct informer *inf, json_t *page, json_t *fresh,
+			char *cont, size_t ncont, char *rv, size_t nrv)
+{
+	json_t *items = json_object_get(page, "items"), *it;
+	const char *c;
+	size_t i;
+
+	json_array_foreach(items, i, it) {
+		char kbuf[200];
+
+		trim(inf, it);
+		if (!key_of(it, kbuf, sizeof(kbuf)))
+			json_object_set(fresh, kbuf, it);
+	}
+	c = json_string_value(json_object_get(json_object_get(page, "metadata"),
+					      "continue"));
+	if (c && c[0])
+		kube_escape(c, cont, ncont);
+	else
+		cont[0] = '\0';
+	if (!cont[0]) {
+		const char *r = json_string_value(json_object_get(
+			json_object_get(page, "metadata"), "resourceVersion"));
+		snprintf(rv, nrv, "%s", r ? r : "");
+	}
+}
+
+void informer_replace(struct informer *inf, json_t *fresh, const char *rv)
+{
+	const char *key;
+	json_t *obj, *old;
+	void *tmp;
 
 	pthread_mutex_lock(&inf->mu);
 	old = inf->cache;
@@ -188,11 +203,9 @@ static int relist(struct informer *inf, struct kube *k, struct err *e)
 	json_object_foreach(fresh, key, obj)
 		inf->fn(inf->ctx, json_object_get(old, key) ? KUBE_MODIFIED : KUBE_ADDED, obj);
 	json_decref(old);
-	json_decref(fresh);
-	return 0;
 }
 
-static int on_event(void *arg, enum kube_event type, json_t *obj)
+int informer_event(void *arg, enum kube_event type, json_t *obj)
 {
 	struct informer *inf = arg;
 	const char *rv = rv_of(obj);
@@ -275,7 +288,7 @@ static void *run(void *arg)
 		inf->gone = 0;
 		inf->st.watches++;
 		t0 = clock_mono();
-		r = kube_watch(k, path, on_event, inf, &inf->stop, &st, &e);
+		r = kube_watch(k, path, informer_event, inf, &inf->stop, &st, &e);
 		if (clock_mono() - t0 > 10)
 			backoff = 1;   /* it ran well for a while: start over */
 		if (inf->stop)

@@ -21,6 +21,8 @@
 
 #include "common/err.h"
 
+struct buf;
+
 #define KUBE_MAX_BODY (64u << 20)   /* one list page or object */
 #define KUBE_MAX_LINE (16u << 20)   /* one watch event */
 
@@ -89,6 +91,14 @@ int kube_watch_parse(const char *line, size_t len, enum kube_event *type,
  * watch (that value is then returned by kube_watch).
  */
 typedef int (*kube_watch_fn)(void *ctx, enum kube_event type, json_t *obj);
+
+/*
+ * Calls fn for each complete line of a watch body received so far (lines
+ * that do not parse are skipped) and keeps the incomplete tail in body;
+ * returns 0, or the first non-zero fn returned (the lines after it are
+ * dropped). kube_watch feeds it each chunk the server sends.
+ */
+int kube_watch_lines(struct buf *body, kube_watch_fn fn, void *ctx);
 
 /*
  * Streams a watch (path with its query, `watch=1` included) until the
