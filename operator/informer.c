@@ -21,6 +21,12 @@
 #include "common/log.h"
 #include "common/util.h"
 
+/* Kubernetes' own limits: a namespace is a DNS label, a name at most a
+ * DNS subdomain; "ns/name" and its NUL fit in KEY_MAX. */
+#define KUBE_NAMESPACE_MAX 63
+#define KUBE_NAME_MAX      253
+#define KEY_MAX            (KUBE_NAMESPACE_MAX + 1 + KUBE_NAME_MAX + 1)
+
 struct informer {
 	char name[32];
 	char path[512];
@@ -79,16 +85,28 @@ static void trim(const struct informer *inf, json_t *obj)
 		inf->trim(obj);
 }
 
-static int key_of(json_t *obj, char *key, size_t n)
+/*
+ * The cache key "ns/name"; -1 for a name or namespace that Kubernetes
+ * never gives (none, too long, or holding '/'): such an object is not
+ * cached, as its key would be cut or would name another object.
+ */
+static int make_key(const char *ns, const char *name, char *key)
+{
+	if (!name || !name[0] || strlen(name) > KUBE_NAME_MAX ||
+	    strlen(ns) > KUBE_NAMESPACE_MAX || strchr(name, '/') ||
+	    strchr(ns, '/'))
+		return -1;
+	snprintf(key, KEY_MAX, "%s/%s", ns, name);
+	return 0;
+}
+
+static int key_of(json_t *obj, char *key)
 {
 	json_t *m = json_object_get(obj, "metadata");
 	const char *ns = json_string_value(json_object_get(m, "namespace"));
-	const char *name = json_string_value(json_object_get(m, "name"));
 
-	if (!name)
-		return -1;
-	snprintf(key, n, "%s/%s", ns ? ns : "", name);
-	return 0;
+	return make_key(ns ? ns : "",
+			json_string_value(json_object_get(m, "name")), key);
 }
 
 static const char *uid_of(json_t *obj)
@@ -156,10 +174,10 @@ void informer_list_page(struct informer *inf, json_t *page, json_t *fresh,
 	size_t i;
 
 	json_array_foreach(items, i, it) {
-		char kbuf[200];
+		char kbuf[KEY_MAX];
 
 		trim(inf, it);
-		if (!key_of(it, kbuf, sizeof(kbuf)))
+		if (!key_of(it, kbuf))
 			json_object_set(fresh, kbuf, it);
 	}
 	c = json_string_value(json_object_get(json_object_get(page, "metadata"),
@@ -209,7 +227,7 @@ int informer_event(void *arg, enum kube_event type, json_t *obj)
 {
 	struct informer *inf = arg;
 	const char *rv = rv_of(obj);
-	char key[200];
+	char key[KEY_MAX];
 
 	if (type == KUBE_ERROR) {
 		json_int_t code = json_integer_value(json_object_get(obj, "code"));
@@ -230,7 +248,7 @@ int informer_event(void *arg, enum kube_event type, json_t *obj)
 		pthread_mutex_unlock(&inf->mu);
 		return 0;
 	}
-	if (key_of(obj, key, sizeof(key))) {
+	if (key_of(obj, key)) {
 		pthread_mutex_unlock(&inf->mu);
 		return 0;
 	}
@@ -347,10 +365,11 @@ int informer_synced(struct informer *inf)
 
 json_t *informer_get(struct informer *inf, const char *ns, const char *name)
 {
-	char key[200];
+	char key[KEY_MAX];
 	json_t *o;
 
-	snprintf(key, sizeof(key), "%s/%s", ns, name);
+	if (make_key(ns, name, key))
+		return NULL;
 	pthread_mutex_lock(&inf->mu);
 	o = json_deep_copy(json_object_get(inf->cache, key));
 	pthread_mutex_unlock(&inf->mu);
