@@ -34,12 +34,11 @@ for name in "$@"; do
 			-rss_limit_mb=1024 -timeout=20 -max_len=65536 \
 			-artifact_prefix="$crashes/" "$work" >"$log" 2>&1
 		rc=$?
+		# libFuzzer's own figures (-print_final_stats=1)
 		runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
+		rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -n 1)
 		secs=$(sed -n 's/^Done [0-9]* runs in \([0-9]*\) second.*/\1/p' "$log" | tail -n 1)
-		[ -z "$secs" ] && secs=$SECONDS_EACH
-		[ -z "$runs" ] && runs=0
-		rate=$(awk -v r="$runs" -v s="$secs" 'BEGIN { printf "%.0f", (s > 0 ? r / s : 0) }')
-		echo "fuzz_$name: $runs runs in $secs s, $rate runs/s"
+		echo "fuzz_$name: ${runs:-0} runs in ${secs:-?} s, ${rate:-0} runs/s"
 		if [ $rc -ne 0 ]; then
 			grep -m 3 -E "ERROR|SUMMARY|deadly signal|Test unit written" "$log"
 			echo "--- fuzz_$name: crash (log $log)"

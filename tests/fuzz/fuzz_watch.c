@@ -9,7 +9,8 @@
  * The first byte chooses: even, the rest is a watch stream, fed in
  * chunks of 1 + (first byte / 2) bytes; odd, the rest is list pages
  * separated by NUL bytes. Afterwards the cache is read as the operator
- * reads it (keys, select, get).
+ * reads it (keys, select, get): the object under each key must be the
+ * object of that namespace and name.
  */
 #include <jansson.h>
 #include <stdlib.h>
@@ -62,6 +63,17 @@ static void read_back(struct informer *inf)
 		memcpy(ns, key, (size_t)(slash - key));
 		ns[slash - key] = '\0';
 		o = informer_get(inf, ns, slash + 1);
+		/* the object cached under ns/name is the object ns/name */
+		{
+			json_t *m = json_object_get(o, "metadata");
+			const char *on = json_string_value(json_object_get(m, "name"));
+			const char *ons = json_string_value(json_object_get(m,
+									   "namespace"));
+
+			if (!o || !on || strcmp(on, slash + 1) ||
+			    strcmp(ons ? ons : "", ns))
+				abort();
+		}
 		json_decref(o);
 		json_decref(informer_select(inf, ns, "app", "ddiloco"));
 	}
