@@ -157,8 +157,14 @@ static int relist(struct informer *inf, struct kube *k, struct err *e)
 			json_decref(fresh);
 			return -1;
 		}
-		informer_list_page(inf, page, fresh, cont, sizeof(cont), rv,
-				   sizeof(rv));
+		if (informer_list_page(inf, page, fresh, cont, sizeof(cont), rv,
+				       sizeof(rv))) {
+			err_set(e, "list %s: the continue token does not fit in "
+				"%zu bytes", inf->path, sizeof(cont));
+			json_decref(page);
+			json_decref(fresh);
+			return -1;
+		}
 		json_decref(page);
 	} while (cont[0] && !inf->stop);
 	informer_replace(inf, fresh, rv);
@@ -166,8 +172,8 @@ static int relist(struct informer *inf, struct kube *k, struct err *e)
 	return 0;
 }
 
-void informer_list_page(struct informer *inf, json_t *page, json_t *fresh,
-			char *cont, size_t ncont, char *rv, size_t nrv)
+int informer_list_page(struct informer *inf, json_t *page, json_t *fresh,
+		       char *cont, size_t ncont, char *rv, size_t nrv)
 {
 	json_t *items = json_object_get(page, "items"), *it;
 	const char *c;
@@ -183,14 +189,14 @@ void informer_list_page(struct informer *inf, json_t *page, json_t *fresh,
 	c = json_string_value(json_object_get(json_object_get(page, "metadata"),
 					      "continue"));
 	if (c && c[0])
-		kube_escape(c, cont, ncont);
-	else
-		cont[0] = '\0';
-	if (!cont[0]) {
+		return kube_escape(c, cont, ncont);   /* "" when it does not fit */
+	cont[0] = '\0';
+	{
 		const char *r = json_string_value(json_object_get(
 			json_object_get(page, "metadata"), "resourceVersion"));
 		snprintf(rv, nrv, "%s", r ? r : "");
 	}
+	return 0;
 }
 
 void informer_replace(struct informer *inf, json_t *fresh, const char *rv)

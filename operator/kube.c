@@ -634,8 +634,11 @@ int kube_escape(const char *s, char *out, size_t n)
 			    (c >= '0' && c <= '9') || c == '-' || c == '_' ||
 			    c == '.' || c == '~';
 
-		if (k + (plain ? 1 : 3) >= n)
+		if (k + (plain ? 1 : 3) >= n) {
+			if (n)
+				out[0] = '\0';   /* never a part of s */
 			return -1;
+		}
 		if (plain) {
 			out[k++] = (char)c;
 		} else {

@@ -126,7 +126,7 @@ struct kube_event_post {
 int kube_post_event(struct kube *k, const struct kube_event_post *ev);
 
 /* Percent-encodes s for a query value into out (size n). */
-int kube_escape(const char *s, char *out, size_t n);
+int kube_escape(const char *s, char *out, size_t n);   /* -1 (out ""): too long */
 
 /* RFC 3339 UTC time of the wall clock, seconds ("...Z") or micro. */
 void kube_time_now(char *out, size_t n, int micro);

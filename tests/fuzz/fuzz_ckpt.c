@@ -6,7 +6,8 @@
  * (P = 2, N = 24, L = 3, the fingerprint of the seeds); with the CRC
  * recomputed, so mutations get past the checksum to the fields behind it;
  * and, CRC fixed, against the P, N, L and fingerprint its own header
- * claims, so the size checks meet any shape. A checkpoint that decodes
+ * claims, so the size checks meet any shape (what decodes must encode to
+ * the same bytes). A checkpoint that decodes
  * for the fixed model is written to a folder and a syncer core started
  * from it, as a restarted syncer would.
  */
@@ -61,6 +62,23 @@ static uint64_t u64_at(const uint8_t *p)
 	return v;
 }
 
+/* What was decoded encodes to the same bytes (but the zero word at 44,
+ * which is not kept, and so the CRC). */
+static void roundtrip(const uint8_t *data, size_t size,
+		      const struct syncer_ckpt *c)
+{
+	void *out;
+	size_t len;
+	struct err e;
+
+	if (syncer_ckpt_encode(c, &out, &len, &e))
+		return;   /* out of memory */
+	if (len != size || memcmp(out, data, 44) ||
+	    memcmp((uint8_t *)out + 48, data + 48, size - 52))
+		abort();
+	free(out);
+}
+
 /* Loaded as the syncer loads it at start; the folder is emptied after. */
 static void start_from(const uint8_t *data, size_t size)
 {
@@ -110,8 +128,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (!syncer_ckpt_decode(fixed, size, "fuzz", u64_at(fixed + 24),
 				u32_at(fixed + 12), u64_at(fixed + 16),
-				u32_at(fixed + 32), &c, &e))
+				u32_at(fixed + 32), &c, &e)) {
+		roundtrip(fixed, size, &c);
 		syncer_ckpt_release(&c);
+	}
 	free(fixed);
 	return 0;
 }

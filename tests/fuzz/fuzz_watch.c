@@ -8,7 +8,8 @@
  *
  * The first byte chooses: even, the rest is a watch stream, fed in
  * chunks of 1 + (first byte / 2) bytes; odd, the rest is list pages
- * separated by NUL bytes. Afterwards the cache is read as the operator
+ * separated by NUL bytes, the continue token's buffer 8 + 8 · (first
+ * byte / 2) bytes (relist's is 1024). Afterwards the cache is read as the operator
  * reads it (keys, select, get): the object under each key must be the
  * object of that namespace and name.
  */
@@ -98,28 +99,48 @@ static void watch(struct informer *inf, const uint8_t *data, size_t size,
 	buf_release(&body);
 }
 
-static void list(struct informer *inf, const uint8_t *data, size_t size)
+/* One page: the continue token to send next is the page's, escaped, or
+ * none (-1 when it does not fit): never a part of it, nor of an older
+ * one. */
+static int page_in(struct informer *inf, json_t *page, json_t *fresh,
+		   char *cont, size_t ncont, char *rv, size_t nrv)
+{
+	const char *tok = json_string_value(json_object_get(
+		json_object_get(page, "metadata"), "continue"));
+	char want[4096];
+	int rc = informer_list_page(inf, page, fresh, cont, ncont, rv, nrv);
+
+	if (strnlen(cont, ncont) >= ncont || strnlen(rv, nrv) >= nrv)
+		abort();   /* not a string within its bound */
+	if (cont[0] && (!tok || kube_escape(tok, want, sizeof(want)) ||
+			strcmp(cont, want)))
+		abort();
+	return rc;
+}
+
+static void list(struct informer *inf, const uint8_t *data, size_t size,
+		 size_t ncont)
 {
 	json_t *fresh = json_object();
 	char cont[1024] = "", rv[64] = "";
+	int rc = 0;
 
-	while (size) {
+	while (size && !rc) {
 		const uint8_t *end = memchr(data, 0, size);
 		size_t n = end ? (size_t)(end - data) : size;
 		json_error_t je;
 		json_t *page = json_loadb((const char *)data, n, 0, &je);
 
 		if (page) {
-			informer_list_page(inf, page, fresh, cont, sizeof(cont),
-					   rv, sizeof(rv));
-			if (strlen(cont) >= sizeof(cont) || strlen(rv) >= sizeof(rv))
-				abort();
+			rc = page_in(inf, page, fresh, cont, ncont, rv,
+				     sizeof(rv));
 			json_decref(page);
 		}
 		data += n + (end != NULL);
 		size -= n + (end != NULL);
 	}
-	informer_replace(inf, fresh, rv);
+	if (!rc)   /* a list that failed is retried, the old cache kept */
+		informer_replace(inf, fresh, rv);
 	json_decref(fresh);
 }
 
@@ -134,7 +155,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!inf)
 		return 0;
 	if (data[0] & 1)
-		list(inf, data + 1, size - 1);
+		list(inf, data + 1, size - 1, 8 + 8 * (size_t)(data[0] >> 1));
 	else
 		watch(inf, data + 1, size - 1, 1 + data[0] / 2);
 	read_back(inf);

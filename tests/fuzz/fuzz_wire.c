@@ -6,6 +6,8 @@
  * stream for a learner replaces the older one, a closed stream leaves its
  * rounds) and the round state machine run after every message (pulls
  * noted, merges done, the Update payload of a merged fragment encoded).
+ * Whatever the messages, Θ stays finite and no fragment's version goes
+ * back.
  * No network: four streams of the small job in tests/fuzz/fuzz_model.h.
  *
  * The input is a sequence of records:
@@ -125,7 +127,7 @@ static void on_message(struct syncer *s, struct streams *st, int c,
 	wire_learner_release(&m);
 }
 
-static void run_rounds(struct syncer *s, double now)
+static void run_rounds(struct syncer *s, double now, uint64_t *versions)
 {
 	struct round_action a;
 	struct core_merged mg;
@@ -148,12 +150,18 @@ static void run_rounds(struct syncer *s, double now)
 	for (size_t i = 0; i < FM_N; i++)
 		if (!isfinite(s->theta[i]))
 			abort();   /* a merged answer made Θ non-finite */
+	for (int p = 0; p < FM_P; p++) {
+		if (s->versions[p] < versions[p])
+			abort();   /* a fragment's version went back */
+		versions[p] = s->versions[p];
+	}
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct syncer *s = calloc(1, sizeof(*s));
 	struct streams st;
+	uint64_t versions[FM_P] = { 0 };
 	double now = 100.0;
 	struct err e;
 
@@ -184,7 +192,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		if (b & 0x40)
 			detach(s, &st, b & 3);
-		run_rounds(s, now);
+		run_rounds(s, now, versions);
 		data += n;
 		size -= n;
 	}
