@@ -781,6 +781,44 @@ static void a_down_gap_is_logged_with_the_learners(void **state)
 	assert_float_equal(f->s->gaps.longest_absent, 3.5, 1e-9);
 }
 
+/*
+ * Finite answers whose step overflows Θ (found by tests/fuzz/fuzz_wire):
+ * Δ = −3·10³⁸ with Nesterov momentum 0.9 moves Θ by 1.9 · 3·10³⁸, past
+ * FLT_MAX. The fragment keeps its Θ and version and the answers count as
+ * rejected.
+ */
+static void a_step_that_overflows_is_not_applied(void **state)
+{
+	struct fx *f = *state;
+	struct round_action a;
+	struct core_merged mg;
+	float before[NPARAM];
+	uint64_t rejected;
+
+	f->js.syncer.outer_momentum = 0.9;
+	f->js.syncer.nesterov = 1;
+	fx_start(f);
+	join_all(f);
+	a = poll(f);
+	assert_int_equal(a.kind, ROUND_PULL);
+	memcpy(before, f->s->theta, sizeof(before));
+	rejected = f->s->acc.rejected;
+	assert_int_equal(answer(f, 0, a.round, a.frag, 0, -3e38f, 0, ENC_F32),
+			 CORE_QUEUED);
+	assert_int_equal(answer(f, 1, a.round, a.frag, 0, -3e38f, 0, ENC_F32),
+			 CORE_QUEUED);
+	a = poll(f);
+	merge(f, a, &mg);
+	assert_int_equal(mg.merged, 0);
+	assert_int_equal(mg.updated, 0);
+	assert_int_equal(f->s->versions[mg.frag], 0);
+	assert_int_equal(f->s->acc.rejected, rejected + 2);
+	for (int i = 0; i < NPARAM; i++) {
+		assert_exactly(f->s->theta[i], before[i]);
+		assert_exactly(f->s->mom[i], 0.0f);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -797,6 +835,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(stale_answers_are_empty_and_counted, setup, teardown),
 		cmocka_unit_test_setup_teardown(long_answers_are_clipped, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_down_gap_is_logged_with_the_learners, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_step_that_overflows_is_not_applied, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
