@@ -5,6 +5,8 @@
 #   make test     every unit and integration test
 #   make check    every test under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make bench    benchmarks (print key=value lines)
+#   make fuzz     every libFuzzer harness for FUZZ_SECONDS (30) seconds each
+#                 (clang, installed by scripts/deps.sh fuzz; docs/fuzzing.md)
 #   make run      the quickstart job, locally, with its data-parallel baseline
 #   make clean
 #   make image        the container image ddiloco:VERSION and :latest (Docker)
@@ -34,6 +36,14 @@ SANFLAGS := -fsanitize=address,undefined
 OPT     := -O1 -g -fno-omit-frame-pointer $(SANFLAGS) \
            -fno-sanitize-recover=undefined
 endif
+# make fuzz builds the library again with clang, instrumented for
+# libFuzzer, into build/fuzz (make test never needs clang)
+ifneq ($(FUZZ),)
+CC      := clang
+SANFLAGS := -fsanitize=address,undefined
+OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link \
+           $(SANFLAGS) -fno-sanitize-recover=undefined
+endif
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CFLAGS  += -std=c11 -D_GNU_SOURCE -DDDILOCO_VERSION=\"$(VERSION)\" $(OPT) \
@@ -53,11 +63,17 @@ BIN      := $(BUILD)/ddiloco
 
 UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
 UNIT_BINS  := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+# each fuzz harness also builds with the normal compiler as a replay of
+# its seed corpus and regression inputs, run by make test
+FUZZ_NAMES  := jobspec wire ckpt shard exchange watch
+FUZZ_SECONDS ?= 30
+REPLAY_BINS := $(FUZZ_NAMES:%=$(BUILD)/tests/replay_%)
+FUZZ_BINS   := $(FUZZ_NAMES:%=$(BUILD)/fuzz_%)
 BENCH_SRCS := $(wildcard bench/*.c)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 
 .PHONY: all deps test check bench run clean unit integration \
-        k8s-build cluster-up e2e-up cluster-down test-k8s test-e2e image test-image
+        fuzz fuzz-bins fuzz-seeds k8s-build cluster-up e2e-up cluster-down test-k8s test-e2e image test-image
 all: $(BIN)
 
 deps:
@@ -80,8 +96,10 @@ $(BUILD)/obj/%.o: %.c $(PROTO_H)
 # The trainer's elementwise loops must vectorise: the full cost model, and
 # float math without errno or trap bookkeeping. Values are unchanged (no
 # fast-math: no reassociation, no contraction).
+ifeq ($(FUZZ),)
 $(BUILD)/obj/trainer/%.o: CFLAGS += -fvect-cost-model=dynamic -fno-math-errno \
                                     -fno-trapping-math
+endif
 
 $(LIB): $(OBJS) $(PROTO_O)
 	@rm -f $@
@@ -96,6 +114,16 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIB)
 	@echo "  LD $@"
 	@$(CC) $(CFLAGS) $(WARN) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS) -lcmocka
 
+$(BUILD)/tests/replay_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o \
+                        $(BUILD)/obj/tests/fuzz/replay.o $(LIB)
+	@mkdir -p $(dir $@)
+	@echo "  LD $@"
+	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/fuzz_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o $(LIB)
+	@echo "  LD $@"
+	@$(CC) -fsanitize=fuzzer $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 $(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	@echo "  LD $@"
@@ -103,11 +131,25 @@ $(BUILD)/bench/%: bench/%.c $(LIB)
 
 # Unit binaries, then tests/integration/test_*.sh; the last line counts them.
 test: deps
-	@$(MAKE) --no-print-directory all $(UNIT_BINS)
-	@BUILD=$(BUILD) sh scripts/run-tests.sh $(UNIT_BINS)
+	@$(MAKE) --no-print-directory all $(UNIT_BINS) $(REPLAY_BINS)
+	@BUILD=$(BUILD) sh scripts/run-tests.sh $(UNIT_BINS) $(REPLAY_BINS)
 
 check: deps
 	@$(MAKE) --no-print-directory BUILD=build/san SAN=1 test
+
+# every harness for FUZZ_SECONDS each, one at a time (scripts/run-fuzz.sh)
+fuzz:
+	@sh scripts/deps.sh fuzz
+	@$(MAKE) --no-print-directory BUILD=build/fuzz FUZZ=1 fuzz-bins
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) BUILD=build/fuzz \
+		sh scripts/run-fuzz.sh $(FUZZ_NAMES)
+fuzz-bins: $(FUZZ_BINS)
+.SECONDARY: $(FUZZ_NAMES:%=$(BUILD)/obj/tests/fuzz/fuzz_%.o) \
+            $(BUILD)/obj/tests/fuzz/replay.o
+# the binary seed corpora, written with the project's own encoders
+fuzz-seeds: $(BUILD)/obj/tests/fuzz/make_seeds.o $(LIB)
+	@$(CC) $(LDFLAGS) -o $(BUILD)/make_seeds $^ $(LDLIBS)
+	@$(BUILD)/make_seeds
 
 bench: deps all $(BENCH_BINS)
 	@BUILD=$(BUILD) sh scripts/run-bench.sh $(BENCH_BINS)
@@ -148,4 +190,5 @@ test-e2e: deps
 	@E2E=1 $(K8S_CLUSTER)/build.sh
 	@BUILD=$(BUILD) bash tests/k8s/e2e/test_e2e.sh
 
--include $(OBJS:.o=.d) $(BUILD)/obj/main.d $(UNIT_BINS:=.d) $(BENCH_BINS:=.d)
+-include $(OBJS:.o=.d) $(BUILD)/obj/main.d $(UNIT_BINS:=.d) $(BENCH_BINS:=.d) \
+         $(wildcard $(BUILD)/obj/tests/fuzz/*.d)

@@ -10,6 +10,11 @@
  * inboxes and pull rounds, the learner writes outboxes, served rounds,
  * applied generations and stats.
  *
+ * The region is not trusted (docs/exchange.md, Trust): copy lengths and
+ * slot places come from this process's fragment table, each side keeps
+ * a private copy of the words it writes, and exchange_check rewrites and
+ * counts any header, table or own word that is not what it must be.
+ *
  * The learner keeps its private per-fragment state here too: the base
  * (fragment right after the last applied update), steps and tokens since
  * then, and the base version. A restarted learner starts over from the
@@ -20,6 +25,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +43,7 @@
 #define XHDR_SIZE 4096
 #define XSLOT_HDR 64
 #define READ_TRIES 8
+#define MAX_GEN_JUMP ((uint64_t)1 << 40)   /* more answers lost: corrupt */
 #define PATH_MAX_EXCH 4096
 
 struct xhdr {
@@ -88,7 +96,18 @@ struct exchange {
 	struct sockaddr_un own, peer;
 	/* sidecar */
 	uint64_t *taken;        /* outbox generation taken, per fragment */
-	/* learner */
+	uint64_t *in_gen;       /* inbox generation we published, per fragment */
+	uint64_t *in_version;   /* its version, per fragment */
+	uint64_t *posted;       /* pull round we asked for, per fragment */
+	pthread_mutex_t mu;     /* our own words and their copies: the
+				 * sidecar writes from more than one thread */
+	uint64_t done;          /* what we last wrote as done */
+	uint64_t alpha_bits;    /* what we last wrote as α */
+	/* learner: our own words of the region, kept here too */
+	uint64_t *applied;      /* inbox generation applied, per fragment */
+	uint64_t bad_alpha;     /* the out-of-range α last counted */
+	uint64_t *served;       /* pull round answered, per fragment */
+	uint64_t *out_gen;      /* outbox generation published, per fragment */
 	int started;
 	float *base, *scratch;
 	size_t *base_off;       /* per fragment: offset into base, in floats */
@@ -96,6 +115,8 @@ struct exchange {
 	unsigned char *answered;   /* per fragment: answered since the update */
 	uint64_t incarnation;
 	struct exchange_counters c;
+	char path[PATH_MAX_EXCH];
+	char last_error[PATH_MAX_EXCH + 256];
 };
 
 #define LOAD(p)      __atomic_load_n((p), __ATOMIC_ACQUIRE)
@@ -103,6 +124,17 @@ struct exchange {
 #define STORE(p, v)  __atomic_store_n((p), (v), __ATOMIC_RELEASE)
 #define STORER(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
 #define COUNT(x, field) __atomic_add_fetch(&(x)->c.field, 1, __ATOMIC_RELAXED)
+
+/* Says what corruption was found last (exchange_last_error). */
+static void __attribute__((format(printf, 2, 3)))
+note(struct exchange *x, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(x->last_error, sizeof(x->last_error), fmt, ap);
+	va_end(ap);
+}
 
 static uint64_t dbits(double d)
 {
@@ -153,12 +185,16 @@ static void slot_end(struct xslot *s)
 
 /*
  * Copies generation *gen of a box (meta into m, data into buf when
- * ndata > 0). 1 = copied, 0 = nothing newer than seen, -1 = kept racing.
+ * want_data). 1 = copied, 0 = nothing newer than seen, -1 = kept racing
+ * or the box is corrupt. The region is not trusted: the number of values
+ * copied is this side's own (the fragment table), never the region's.
  */
 static int box_read(struct exchange *x, int p, int box, uint64_t seen,
 		    uint64_t *gen, struct xslot *m, float *buf, int want_data)
 {
 	uint64_t *genp = box ? &x->f[p].out_gen : &x->f[p].in_gen;
+	size_t numel = x->ft->frags[p].numel;
+	int mismatch = 0;
 
 	for (int tries = 0; tries < READ_TRIES; tries++) {
 		uint64_t g = LOAD(genp);
@@ -171,6 +207,7 @@ static int box_read(struct exchange *x, int p, int box, uint64_t seen,
 		s1 = LOAD(&s->seq);
 		if (s1 & 1) {
 			COUNT(x, torn_reads);
+			mismatch = 0;
 			continue;
 		}
 		m->gen = LOADR(&s->gen);
@@ -181,15 +218,30 @@ static int box_read(struct exchange *x, int p, int box, uint64_t seen,
 		m->step = LOADR(&s->step);
 		m->flags = LOADR(&s->flags);
 		if (want_data && (box == 0 || m->steps > 0))
-			memcpy(buf, slot_data(s), x->f[p].numel * sizeof(float));
+			memcpy(buf, slot_data(s), numel * sizeof(float));
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		s2 = LOADR(&s->seq);
-		if (s1 != s2 || m->gen != g) {
+		if (s1 != s2) {
 			COUNT(x, torn_reads);
+			mismatch = 0;
+			continue;
+		}
+		if (m->gen != g) {
+			/* a writer lapping us, or a generation that no slot
+			 * holds (a corrupted word): look again */
+			COUNT(x, torn_reads);
+			mismatch = 1;
 			continue;
 		}
 		*gen = g;
 		return 1;
+	}
+	if (mismatch) {
+		COUNT(x, corrupt_boxes);
+		note(x, "exchange: '%s': %s of fragment %d has generation "
+			 "%llu, which no slot holds; ignored", x->path,
+			 box ? "outbox" : "inbox", p,
+			 (unsigned long long)LOAD(genp));
 	}
 	return -1;
 }
@@ -245,29 +297,139 @@ out:
 	return rc;
 }
 
+/*
+ * Rewrites one word of the region that is not what it must be, unless it
+ * changed meanwhile (compare-and-swap: a word of the other side is only
+ * replaced while it still holds the bad value). Counts it and says which.
+ */
+static int fix_word(struct exchange *x, uint64_t *w, uint64_t bad,
+		    uint64_t want, const char *what, int p)
+{
+	char where[32] = "";
+	uint64_t expect = bad;
+
+	if (p >= 0)
+		snprintf(where, sizeof(where), " of fragment %d", p);
+	__atomic_compare_exchange_n(w, &expect, want, 0, __ATOMIC_ACQ_REL,
+				    __ATOMIC_RELAXED);
+	COUNT(x, corrupt_headers);
+	note(x, "exchange: '%s': %s%s is %llu (0x%llx), expected %llu; "
+		 "rewritten", x->path, what, where, (unsigned long long)bad,
+		 (unsigned long long)bad, (unsigned long long)want);
+	return 1;
+}
+
+/* Layout and P share one word (two uint32); both are constants. */
+static uint64_t layout_word(uint32_t layout, uint32_t nfrags)
+{
+	struct xhdr h = { .layout = layout, .nfrags = nfrags };
+	uint64_t w;
+
+	memcpy(&w, &h.layout, sizeof(w));
+	return w;
+}
+
+static int check_words(struct exchange *x);
+
+int exchange_check(struct exchange *x)
+{
+	int n;
+
+	pthread_mutex_lock(&x->mu);
+	n = check_words(x);
+	pthread_mutex_unlock(&x->mu);
+	return n;
+}
+
+static int check_words(struct exchange *x)
+{
+	struct xhdr *h = x->h;
+	uint64_t *lw = &h->size - 1;    /* the layout and P word */
+	uint64_t v, want;
+	int n = 0;
+
+	_Static_assert(offsetof(struct xhdr, size) ==
+		       offsetof(struct xhdr, layout) + 8, "layout word");
+	/* the constants: this side's table says what they are */
+	if ((v = LOAD(&h->magic)) != XMAGIC)
+		n += fix_word(x, &h->magic, v, XMAGIC, "magic", -1);
+	want = layout_word(XLAYOUT, (uint32_t)x->nfrags);
+	if ((v = LOAD(lw)) != want)
+		n += fix_word(x, lw, v, want, "layout and fragment count", -1);
+	if ((v = LOAD(&h->size)) != x->size)
+		n += fix_word(x, &h->size, v, x->size, "region size", -1);
+	if ((v = LOAD(&h->fingerprint)) != x->ft->fingerprint)
+		n += fix_word(x, &h->fingerprint, v, x->ft->fingerprint,
+			      "fingerprint", -1);
+	if ((v = LOAD(&h->data_off)) != x->slot_off[0])
+		n += fix_word(x, &h->data_off, v, x->slot_off[0], "data offset",
+			      -1);
+	for (int p = 0; p < x->nfrags; p++)
+		if ((v = LOAD(&x->f[p].numel)) != x->ft->frags[p].numel)
+			n += fix_word(x, &x->f[p].numel, v,
+				      x->ft->frags[p].numel, "number of values",
+				      p);
+	/* the state words: our own ones from our copy; done must be 0 or 1 */
+	if (x->role == EXCHANGE_SIDECAR) {
+		if ((v = LOAD(&h->done)) != x->done)
+			n += fix_word(x, &h->done, v, x->done, "done flag", -1);
+		if ((v = LOAD(&h->alpha_bits)) != x->alpha_bits)
+			n += fix_word(x, &h->alpha_bits, v, x->alpha_bits,
+				      "alpha", -1);
+		for (int p = 0; p < x->nfrags; p++) {
+			if ((v = LOAD(&x->f[p].in_gen)) != x->in_gen[p])
+				n += fix_word(x, &x->f[p].in_gen, v,
+					      x->in_gen[p], "inbox generation",
+					      p);
+			if ((v = LOAD(&x->f[p].pull_round)) != x->posted[p])
+				n += fix_word(x, &x->f[p].pull_round, v,
+					      x->posted[p], "pull round", p);
+		}
+	} else {
+		if ((v = LOAD(&h->done)) > 1)
+			n += fix_word(x, &h->done, v, 0, "done flag", -1);
+		for (int p = 0; p < x->nfrags; p++) {
+			if ((v = LOAD(&x->f[p].in_applied)) != x->applied[p])
+				n += fix_word(x, &x->f[p].in_applied, v,
+					      x->applied[p],
+					      "applied generation", p);
+			if ((v = LOAD(&x->f[p].pull_served)) != x->served[p])
+				n += fix_word(x, &x->f[p].pull_served, v,
+					      x->served[p], "served round", p);
+			if ((v = LOAD(&x->f[p].out_gen)) != x->out_gen[p])
+				n += fix_word(x, &x->f[p].out_gen, v,
+					      x->out_gen[p],
+					      "outbox generation", p);
+		}
+	}
+	return n;
+}
+
+const char *exchange_last_error(const struct exchange *x)
+{
+	return x->last_error;
+}
+
+/*
+ * At attach: a region made for another model or layout is refused; one
+ * whose other constants are wrong (a corrupted header) is repaired.
+ */
 static int check_region(struct exchange *x, const char *path, struct err *e)
 {
 	const struct frag_table *ft = x->ft;
 	struct xhdr *h = x->h;
 
-	if (h->magic != XMAGIC || h->layout != XLAYOUT)
-		return err_set(e, "exchange: '%s' is not an exchange region "
-			       "(layout %u)", path, h->layout);
-	if (h->fingerprint != ft->fingerprint || h->nfrags != (uint32_t)ft->nfrags)
+	if (h->magic == XMAGIC && h->layout != XLAYOUT)
+		return err_set(e, "exchange: '%s' has layout %u, this build "
+			       "reads %u", path, h->layout, XLAYOUT);
+	if (h->magic == XMAGIC &&
+	    (h->fingerprint != ft->fingerprint ||
+	     h->nfrags != (uint32_t)ft->nfrags))
 		return err_set(e, "exchange: '%s' was made for model fingerprint "
 			       "%016llx with %u fragments, this one is %016llx "
 			       "with %d", path, (unsigned long long)h->fingerprint,
 			       h->nfrags, (unsigned long long)ft->fingerprint,
 			       ft->nfrags);
-	if (h->size != x->size)
-		return err_set(e, "exchange: '%s' has size %llu, expected %zu",
-			       path, (unsigned long long)h->size, x->size);
-	for (int p = 0; p < ft->nfrags; p++)
-		if (x->f[p].numel != ft->frags[p].numel)
-			return err_set(e, "exchange: '%s': fragment %d has %llu "
-				       "values, expected %zu", path, p,
-				       (unsigned long long)x->f[p].numel,
-				       ft->frags[p].numel);
 	return 0;
 }
 
@@ -364,6 +526,7 @@ int exchange_open(const char *dir, enum exchange_role role,
 	if (!x)
 		return err_set(e, "exchange: out of memory");
 	x->role = role;
+	pthread_mutex_init(&x->mu, NULL);
 	x->ft = ft;
 	x->nfrags = ft->nfrags;
 	x->fd = -1;
@@ -371,7 +534,16 @@ int exchange_open(const char *dir, enum exchange_role role,
 	x->slot_off = calloc((size_t)ft->nfrags, sizeof(size_t));
 	x->slot_size = calloc((size_t)ft->nfrags, sizeof(size_t));
 	x->taken = calloc((size_t)ft->nfrags, sizeof(uint64_t));
-	if (!x->slot_off || !x->slot_size || !x->taken ||
+	x->in_gen = calloc((size_t)ft->nfrags, sizeof(uint64_t));
+	x->in_version = calloc((size_t)ft->nfrags, sizeof(uint64_t));
+	x->posted = calloc((size_t)ft->nfrags, sizeof(uint64_t));
+	x->applied = calloc((size_t)ft->nfrags, sizeof(uint64_t));
+	x->served = calloc((size_t)ft->nfrags, sizeof(uint64_t));
+	x->out_gen = calloc((size_t)ft->nfrags, sizeof(uint64_t));
+	snprintf(x->path, sizeof(x->path), "%s", path);
+	if (!x->slot_off || !x->slot_size || !x->taken || !x->in_gen ||
+	    !x->in_version || !x->posted || !x->applied || !x->served ||
+	    !x->out_gen ||
 	    (role == EXCHANGE_LEARNER && learner_alloc(x))) {
 		err_set(e, "exchange: out of memory");
 		goto fail;
@@ -408,10 +580,28 @@ int exchange_open(const char *dir, enum exchange_role role,
 		goto fail;
 	if (open_socket(x, dir, e))
 		goto fail;
+	/* our own words go on from where the region has them */
+	for (int p = 0; p < x->nfrags; p++) {
+		x->in_gen[p] = LOAD(&x->f[p].in_gen);
+		x->posted[p] = LOAD(&x->f[p].pull_round);
+		x->applied[p] = LOAD(&x->f[p].in_applied);
+		x->served[p] = LOAD(&x->f[p].pull_served);
+		x->out_gen[p] = LOAD(&x->f[p].out_gen);
+	}
 	if (role == EXCHANGE_SIDECAR) {
-		/* answers left from an earlier sidecar belong to its stream */
-		for (int p = 0; p < x->nfrags; p++)
-			x->taken[p] = LOAD(&x->f[p].out_gen);
+		double a = bitsd(LOAD(&x->h->alpha_bits));
+
+		x->alpha_bits = a >= 0.0 && a < 1.0 ? dbits(a) : 0;
+		for (int p = 0; p < x->nfrags; p++) {
+			uint64_t g = x->in_gen[p];
+			struct xslot *s = slot_at(x, p, 0, g);
+
+			if (g && LOAD(&s->gen) == g)
+				x->in_version[p] = LOAD(&s->version);
+			/* answers left from an earlier sidecar belong to
+			 * its stream */
+			x->taken[p] = x->out_gen[p];
+		}
 		STORE(&x->h->sidecar_pid, (uint64_t)getpid());
 		STORE(&x->h->done, 0);
 	} else {
@@ -420,6 +610,7 @@ int exchange_open(const char *dir, enum exchange_role role,
 		if (!x->incarnation)
 			x->incarnation = 1;
 	}
+	exchange_check(x);   /* a corrupted header is counted and repaired */
 	*out = x;
 	return 0;
 fail:
@@ -442,6 +633,12 @@ void exchange_close(struct exchange *x)
 	free(x->slot_off);
 	free(x->slot_size);
 	free(x->taken);
+	free(x->in_gen);
+	free(x->in_version);
+	free(x->posted);
+	free(x->applied);
+	free(x->served);
+	free(x->out_gen);
 	free(x->base);
 	free(x->scratch);
 	free(x->base_off);
@@ -449,6 +646,7 @@ void exchange_close(struct exchange *x)
 	free(x->tokens);
 	free(x->base_version);
 	free(x->answered);
+	pthread_mutex_destroy(&x->mu);
 	free(x);
 }
 
@@ -532,6 +730,7 @@ int exchange_learner_start(struct exchange *x, float *params)
 	uint64_t gen;
 	struct xslot m;
 
+	exchange_check(x);
 	for (int p = 0; p < x->nfrags; p++)
 		if (LOAD(&x->f[p].in_gen) == 0)
 			return 0;
@@ -542,6 +741,7 @@ int exchange_learner_start(struct exchange *x, float *params)
 		x->base_version[p] = m.version;
 		x->steps[p] = x->tokens[p] = 0;
 		x->answered[p] = 0;
+		x->applied[p] = gen;
 		STORE(&x->f[p].in_applied, gen);
 	}
 	x->started = 1;
@@ -570,7 +770,7 @@ static void serve_pull(struct exchange *x, int p, uint64_t round,
 {
 	const struct frag_table *ft = x->ft;
 	const struct fragment *fr = &ft->frags[p];
-	uint64_t gen = LOADR(&x->f[p].out_gen) + 1;
+	uint64_t gen = x->out_gen[p] + 1;
 	struct xslot *s = slot_at(x, p, 1, gen);
 	float *base = x->base + x->base_off[p];
 	float *d = slot_data(s);
@@ -593,6 +793,8 @@ static void serve_pull(struct exchange *x, int p, uint64_t round,
 		}
 	}
 	slot_end(s);
+	x->out_gen[p] = gen;
+	x->served[p] = round;
 	STORE(&x->f[p].out_gen, gen);
 	STORE(&x->f[p].pull_served, round);
 	if (x->answered[p])
@@ -606,9 +808,11 @@ void exchange_poll(struct exchange *x, float *params,
 		   const struct exchange_step *st,
 		   struct exchange_poll_result *res)
 {
-	double alpha = bitsd(LOAD(&x->h->alpha_bits));
-	int applied = 0, served = 0;
+	double alpha;
+	int applied = 0, served = 0, repaired;
 
+	repaired = exchange_check(x);
+	alpha = bitsd(LOAD(&x->h->alpha_bits));
 	exchange_put_stats(x, st);
 	for (int p = 0; p < x->nfrags; p++) {
 		x->steps[p] += 1;
@@ -617,15 +821,26 @@ void exchange_poll(struct exchange *x, float *params,
 	for (int p = 0; p < x->nfrags; p++) {
 		uint64_t r = LOAD(&x->f[p].pull_round);
 
-		if (r && r != LOADR(&x->f[p].pull_served)) {
+		if (r && r != x->served[p]) {
 			serve_pull(x, p, r, params, st->step);
 			served++;
 		}
 	}
-	if (!(alpha >= 0.0 && alpha < 1.0))
+	if (!(alpha >= 0.0 && alpha < 1.0)) {
+		/* the sidecar's word: it repairs it, we count what we saw */
+		uint64_t bits = dbits(alpha);
+
+		if (bits != x->bad_alpha) {
+			x->bad_alpha = bits;
+			COUNT(x, corrupt_headers);
+			note(x, "exchange: '%s': alpha is %g (0 <= alpha < 1); "
+				 "0 used", x->path, alpha);
+			repaired++;
+		}
 		alpha = 0.0;
+	}
 	for (int p = 0; p < x->nfrags; p++) {
-		uint64_t seen = LOADR(&x->f[p].in_applied), gen;
+		uint64_t seen = x->applied[p], gen;
 		struct xslot m;
 
 		if (box_read(x, p, 0, seen, &gen, &m, x->scratch, 1) != 1)
@@ -642,6 +857,7 @@ void exchange_poll(struct exchange *x, float *params,
 			COUNT(x, updates_applied);
 			applied++;
 		}
+		x->applied[p] = gen;
 		STORE(&x->f[p].in_applied, gen);
 	}
 	if (served)
@@ -649,7 +865,8 @@ void exchange_poll(struct exchange *x, float *params,
 	if (res) {
 		res->applied = applied;
 		res->served = served;
-		res->done = LOAD(&x->h->done) != 0;
+		res->done = LOAD(&x->h->done) == 1;
+		res->repaired = repaired;
 	}
 }
 
@@ -667,7 +884,7 @@ size_t exchange_frag_numel(const struct exchange *x, int p)
 
 float *exchange_inbox_begin(struct exchange *x, int p)
 {
-	struct xslot *s = slot_at(x, p, 0, LOADR(&x->f[p].in_gen) + 1);
+	struct xslot *s = slot_at(x, p, 0, x->in_gen[p] + 1);
 
 	slot_begin(s);
 	return slot_data(s);
@@ -675,7 +892,7 @@ float *exchange_inbox_begin(struct exchange *x, int p)
 
 void exchange_inbox_commit(struct exchange *x, int p, uint64_t version)
 {
-	uint64_t gen = LOADR(&x->f[p].in_gen) + 1;
+	uint64_t gen = x->in_gen[p] + 1;
 	struct xslot *s = slot_at(x, p, 0, gen);
 
 	STORER(&s->gen, gen);
@@ -683,25 +900,30 @@ void exchange_inbox_commit(struct exchange *x, int p, uint64_t version)
 	slot_end(s);
 	if (LOAD(&x->f[p].in_applied) != gen - 1)
 		COUNT(x, updates_superseded);
+	pthread_mutex_lock(&x->mu);
+	x->in_gen[p] = gen;
+	x->in_version[p] = version;
 	STORE(&x->f[p].in_gen, gen);
+	pthread_mutex_unlock(&x->mu);
 	COUNT(x, updates_published);
 	notify(x);
 }
 
 uint64_t exchange_inbox_version(struct exchange *x, int p)
 {
-	uint64_t gen = LOAD(&x->f[p].in_gen);
-
-	return gen ? LOAD(&slot_at(x, p, 0, gen)->version) : 0;
+	return x->in_version[p];
 }
 
 void exchange_post_pull(struct exchange *x, int p, uint64_t round)
 {
-	uint64_t old = LOAD(&x->f[p].pull_round);
+	uint64_t old = x->posted[p];
 
 	if (old && old != LOAD(&x->f[p].pull_served))
 		COUNT(x, pulls_superseded);
+	pthread_mutex_lock(&x->mu);
+	x->posted[p] = round;
 	STORE(&x->f[p].pull_round, round);
+	pthread_mutex_unlock(&x->mu);
 	COUNT(x, pulls_posted);
 }
 
@@ -713,6 +935,21 @@ int exchange_take_answer(struct exchange *x, int p, struct exchange_answer *a,
 
 	if (box_read(x, p, 1, x->taken[p], &gen, &m, buf, 1) != 1)
 		return 0;
+	/* generations only grow, and no answer has more steps since its
+	 * base than the learner made in all: else the box is corrupt, and
+	 * it is passed over (the learner's next answer is taken) */
+	if (gen < x->taken[p] || gen - x->taken[p] > MAX_GEN_JUMP ||
+	    m.steps > m.step) {
+		COUNT(x, corrupt_boxes);
+		note(x, "exchange: '%s': outbox of fragment %d has generation "
+			 "%llu after %llu, steps %llu at step %llu; ignored",
+			 x->path, p, (unsigned long long)gen,
+			 (unsigned long long)x->taken[p],
+			 (unsigned long long)m.steps,
+			 (unsigned long long)m.step);
+		x->taken[p] = gen;
+		return 0;
+	}
 	if (gen > x->taken[p] + 1)
 		__atomic_add_fetch(&x->c.answers_lost, gen - x->taken[p] - 1,
 				   __ATOMIC_RELAXED);
@@ -798,18 +1035,24 @@ int exchange_resume(struct exchange *x, uint64_t *step)
 
 void exchange_set_done(struct exchange *x, int done)
 {
-	STORE(&x->h->done, (uint64_t)(done != 0));
+	pthread_mutex_lock(&x->mu);
+	x->done = (uint64_t)(done != 0);
+	STORE(&x->h->done, x->done);
+	pthread_mutex_unlock(&x->mu);
 	notify(x);
 }
 
 int exchange_is_done(struct exchange *x)
 {
-	return LOAD(&x->h->done) != 0;
+	return LOAD(&x->h->done) == 1;
 }
 
 void exchange_set_alpha(struct exchange *x, double alpha)
 {
-	STORE(&x->h->alpha_bits, dbits(alpha));
+	pthread_mutex_lock(&x->mu);
+	x->alpha_bits = dbits(alpha);
+	STORE(&x->h->alpha_bits, x->alpha_bits);
+	pthread_mutex_unlock(&x->mu);
 }
 
 void exchange_counters(struct exchange *x, struct exchange_counters *out)

@@ -100,6 +100,7 @@ struct exchange_poll_result {
 	int applied;            /* updates applied this poll */
 	int served;             /* pulls answered this poll */
 	int done;               /* the sidecar marked the job done */
+	int repaired;           /* corrupted words found (exchange_last_error) */
 };
 
 /*
@@ -186,9 +187,25 @@ struct exchange_counters {
 	uint64_t pulls_served;         /* learner */
 	uint64_t pulls_before_update;  /* learner: a fragment answered again
 					* before an update was applied */
+	uint64_t corrupt_headers;      /* both: a header or table word that
+					* was not what it must be: rewritten */
+	uint64_t corrupt_boxes;        /* both: a box whose generation or
+					* counts were impossible: ignored */
 	uint64_t inbox_pending;        /* now: updates not yet applied */
 	uint64_t pulls_pending;        /* now: pulls not yet served */
 };
 void exchange_counters(struct exchange *x, struct exchange_counters *out);
+
+/*
+ * The region is not trusted (docs/exchange.md, Trust): checks its header,
+ * fragment table and this side's own words against what this process
+ * knows, rewrites what is wrong and counts it (corrupt_headers). Returns
+ * how many words it rewrote; exchange_last_error then says the last one.
+ * exchange_poll and exchange_learner_start call it; the sidecar calls it
+ * once per loop.
+ */
+int exchange_check(struct exchange *x);
+/* The last corruption found, "" when none. */
+const char *exchange_last_error(const struct exchange *x);
 
 #endif

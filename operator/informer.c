@@ -21,6 +21,12 @@
 #include "common/log.h"
 #include "common/util.h"
 
+/* Kubernetes' own limits: a namespace is a DNS label, a name at most a
+ * DNS subdomain; "ns/name" and its NUL fit in KEY_MAX. */
+#define KUBE_NAMESPACE_MAX 63
+#define KUBE_NAME_MAX      253
+#define KEY_MAX            (KUBE_NAMESPACE_MAX + 1 + KUBE_NAME_MAX + 1)
+
 struct informer {
 	char name[32];
 	char path[512];
@@ -79,16 +85,28 @@ static void trim(const struct informer *inf, json_t *obj)
 		inf->trim(obj);
 }
 
-static int key_of(json_t *obj, char *key, size_t n)
+/*
+ * The cache key "ns/name"; -1 for a name or namespace that Kubernetes
+ * never gives (none, too long, or holding '/'): such an object is not
+ * cached, as its key would be cut or would name another object.
+ */
+static int make_key(const char *ns, const char *name, char *key)
+{
+	if (!name || !name[0] || strlen(name) > KUBE_NAME_MAX ||
+	    strlen(ns) > KUBE_NAMESPACE_MAX || strchr(name, '/') ||
+	    strchr(ns, '/'))
+		return -1;
+	snprintf(key, KEY_MAX, "%s/%s", ns, name);
+	return 0;
+}
+
+static int key_of(json_t *obj, char *key)
 {
 	json_t *m = json_object_get(obj, "metadata");
 	const char *ns = json_string_value(json_object_get(m, "namespace"));
-	const char *name = json_string_value(json_object_get(m, "name"));
 
-	if (!name)
-		return -1;
-	snprintf(key, n, "%s/%s", ns ? ns : "", name);
-	return 0;
+	return make_key(ns ? ns : "",
+			json_string_value(json_object_get(m, "name")), key);
 }
 
 static const char *uid_of(json_t *obj)
@@ -125,17 +143,12 @@ static void nap(struct informer *inf, double s)
 /* Lists every page into a new cache; reports the differences. */
 static int relist(struct informer *inf, struct kube *k, struct err *e)
 {
-	json_t *fresh = json_object(), *old;
+	json_t *fresh = json_object();
 	char cont[1024] = "", path[2048], rv[64] = "";
-	const char *key;
-	json_t *obj;
-	void *tmp;
 
 	do {
 		struct kube_status st;
-		json_t *page, *items, *it;
-		const char *c;
-		size_t i;
+		json_t *page;
 
 		snprintf(path, sizeof(path), "%s?limit=%d%s%s%s%s", inf->path,
 			 INFORMER_PAGE, inf->selector[0] ? "&labelSelector=" : "",
@@ -144,27 +157,53 @@ static int relist(struct informer *inf, struct kube *k, struct err *e)
 			json_decref(fresh);
 			return -1;
 		}
-		items = json_object_get(page, "items");
-		json_array_foreach(items, i, it) {
-			char kbuf[200];
-
-			trim(inf, it);
-			if (!key_of(it, kbuf, sizeof(kbuf)))
-				json_object_set(fresh, kbuf, it);
-		}
-		c = json_string_value(json_object_get(json_object_get(page, "metadata"),
-						      "continue"));
-		if (c && c[0])
-			kube_escape(c, cont, sizeof(cont));
-		else
-			cont[0] = '\0';
-		if (!cont[0]) {
-			const char *r = json_string_value(json_object_get(
-				json_object_get(page, "metadata"), "resourceVersion"));
-			snprintf(rv, sizeof(rv), "%s", r ? r : "");
+		if (informer_list_page(inf, page, fresh, cont, sizeof(cont), rv,
+				       sizeof(rv))) {
+			err_set(e, "list %s: the continue token does not fit in "
+				"%zu bytes", inf->path, sizeof(cont));
+			json_decref(page);
+			json_decref(fresh);
+			return -1;
 		}
 		json_decref(page);
 	} while (cont[0] && !inf->stop);
+	informer_replace(inf, fresh, rv);
+	json_decref(fresh);
+	return 0;
+}
+
+int informer_list_page(struct informer *inf, json_t *page, json_t *fresh,
+		       char *cont, size_t ncont, char *rv, size_t nrv)
+{
+	json_t *items = json_object_get(page, "items"), *it;
+	const char *c;
+	size_t i;
+
+	json_array_foreach(items, i, it) {
+		char kbuf[KEY_MAX];
+
+		trim(inf, it);
+		if (!key_of(it, kbuf))
+			json_object_set(fresh, kbuf, it);
+	}
+	c = json_string_value(json_object_get(json_object_get(page, "metadata"),
+					      "continue"));
+	if (c && c[0])
+		return kube_escape(c, cont, ncont);   /* "" when it does not fit */
+	cont[0] = '\0';
+	{
+		const char *r = json_string_value(json_object_get(
+			json_object_get(page, "metadata"), "resourceVersion"));
+		snprintf(rv, nrv, "%s", r ? r : "");
+	}
+	return 0;
+}
+
+void informer_replace(struct informer *inf, json_t *fresh, const char *rv)
+{
+	const char *key;
+	json_t *obj, *old;
+	void *tmp;
 
 	pthread_mutex_lock(&inf->mu);
 	old = inf->cache;
@@ -188,15 +227,13 @@ static int relist(struct informer *inf, struct kube *k, struct err *e)
 	json_object_foreach(fresh, key, obj)
 		inf->fn(inf->ctx, json_object_get(old, key) ? KUBE_MODIFIED : KUBE_ADDED, obj);
 	json_decref(old);
-	json_decref(fresh);
-	return 0;
 }
 
-static int on_event(void *arg, enum kube_event type, json_t *obj)
+int informer_event(void *arg, enum kube_event type, json_t *obj)
 {
 	struct informer *inf = arg;
 	const char *rv = rv_of(obj);
-	char key[200];
+	char key[KEY_MAX];
 
 	if (type == KUBE_ERROR) {
 		json_int_t code = json_integer_value(json_object_get(obj, "code"));
@@ -217,7 +254,7 @@ static int on_event(void *arg, enum kube_event type, json_t *obj)
 		pthread_mutex_unlock(&inf->mu);
 		return 0;
 	}
-	if (key_of(obj, key, sizeof(key))) {
+	if (key_of(obj, key)) {
 		pthread_mutex_unlock(&inf->mu);
 		return 0;
 	}
@@ -275,7 +312,7 @@ static void *run(void *arg)
 		inf->gone = 0;
 		inf->st.watches++;
 		t0 = clock_mono();
-		r = kube_watch(k, path, on_event, inf, &inf->stop, &st, &e);
+		r = kube_watch(k, path, informer_event, inf, &inf->stop, &st, &e);
 		if (clock_mono() - t0 > 10)
 			backoff = 1;   /* it ran well for a while: start over */
 		if (inf->stop)
@@ -334,10 +371,11 @@ int informer_synced(struct informer *inf)
 
 json_t *informer_get(struct informer *inf, const char *ns, const char *name)
 {
-	char key[200];
+	char key[KEY_MAX];
 	json_t *o;
 
-	snprintf(key, sizeof(key), "%s/%s", ns, name);
+	if (make_key(ns, name, key))
+		return NULL;
 	pthread_mutex_lock(&inf->mu);
 	o = json_deep_copy(json_object_get(inf->cache, key));
 	pthread_mutex_unlock(&inf->mu);

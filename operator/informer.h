@@ -71,4 +71,17 @@ int informer_deleted(struct informer *inf, const char *uid);
 void informer_get_stats(struct informer *inf, struct informer_stats *out);
 const char *informer_name(const struct informer *inf);
 
+/*
+ * The steps of the informer's thread, without the network (its unit test
+ * and tests/fuzz/fuzz_watch.c drive them): one list page's items into
+ * fresh (keyed "ns/name") with its continue token (escaped, "" on the
+ * last page; -1 and "" when it does not fit) and resourceVersion; a relisted cache swapped in, the
+ * differences reported; one watch event applied (a kube_watch_fn: 0 to
+ * go on, 1 after a 410 ERROR event, 2 after another ERROR).
+ */
+int informer_list_page(struct informer *inf, json_t *page, json_t *fresh,
+		       char *cont, size_t ncont, char *rv, size_t nrv);
+void informer_replace(struct informer *inf, json_t *fresh, const char *rv);
+int informer_event(void *inf, enum kube_event type, json_t *obj);
+
 #endif

@@ -294,10 +294,11 @@ static size_t on_body(char *p, size_t sz, size_t n, void *arg)
 	return len;
 }
 
-static int watch_lines(struct sink *s)
+int kube_watch_lines(struct buf *body, kube_watch_fn fn, void *ctx)
 {
-	char *start = s->body.data, *nl;
-	size_t left = s->body.len;
+	char *start = body->data, *nl;
+	size_t left = body->len;
+	int r = 0;
 
 	while (left && (nl = memchr(start, '\n', left))) {
 		size_t n = (size_t)(nl - start);
@@ -306,21 +307,31 @@ static int watch_lines(struct sink *s)
 		struct kube_status st;
 		struct err e;
 
-		if (n && !kube_watch_parse(start, n, &type, &obj, &st, &e)) {
-			int r = s->fn(s->ctx, type, obj);
-			json_decref(obj);
-			if (r) {
-				s->fn_ret = r;
-				return -1;
-			}
-		}
 		left -= n + 1;
 		start = nl + 1;
+		if (n && !kube_watch_parse(nl - n, n, &type, &obj, &st, &e)) {
+			r = fn(ctx, type, obj);
+			json_decref(obj);
+			if (r)
+				break;
+		}
 	}
-	memmove(s->body.data, start, left);
-	s->body.len = left;
-	if (s->body.data)
-		s->body.data[left] = '\0';
+	if (left && start != body->data)
+		memmove(body->data, start, left);
+	body->len = left;
+	if (body->data)
+		body->data[left] = '\0';
+	return r;
+}
+
+static int watch_lines(struct sink *s)
+{
+	int r = kube_watch_lines(&s->body, s->fn, s->ctx);
+
+	if (r) {
+		s->fn_ret = r;
+		return -1;
+	}
 	return 0;
 }
 
@@ -623,8 +634,11 @@ int kube_escape(const char *s, char *out, size_t n)
 			    (c >= '0' && c <= '9') || c == '-' || c == '_' ||
 			    c == '.' || c == '~';
 
-		if (k + (plain ? 1 : 3) >= n)
+		if (k + (plain ? 1 : 3) >= n) {
+			if (n)
+				out[0] = '\0';   /* never a part of s */
 			return -1;
+		}
 		if (plain) {
 			out[k++] = (char)c;
 		} else {

@@ -21,6 +21,8 @@
 
 #include "common/err.h"
 
+struct buf;
+
 #define KUBE_MAX_BODY (64u << 20)   /* one list page or object */
 #define KUBE_MAX_LINE (16u << 20)   /* one watch event */
 
@@ -91,6 +93,14 @@ int kube_watch_parse(const char *line, size_t len, enum kube_event *type,
 typedef int (*kube_watch_fn)(void *ctx, enum kube_event type, json_t *obj);
 
 /*
+ * Calls fn for each complete line of a watch body received so far (lines
+ * that do not parse are skipped) and keeps the incomplete tail in body;
+ * returns 0, or the first non-zero fn returned (the lines after it are
+ * dropped). kube_watch feeds it each chunk the server sends.
+ */
+int kube_watch_lines(struct buf *body, kube_watch_fn fn, void *ctx);
+
+/*
  * Streams a watch (path with its query, `watch=1` included) until the
  * server ends it (returns 0), fn returns non-zero (returns that value),
  * *stop becomes non-zero (returns 0) or an error (-1 with *st: a 410 is
@@ -116,7 +126,7 @@ struct kube_event_post {
 int kube_post_event(struct kube *k, const struct kube_event_post *ev);
 
 /* Percent-encodes s for a query value into out (size n). */
-int kube_escape(const char *s, char *out, size_t n);
+int kube_escape(const char *s, char *out, size_t n);   /* -1 (out ""): too long */
 
 /* RFC 3339 UTC time of the wall clock, seconds ("...Z") or micro. */
 void kube_time_now(char *out, size_t n, int micro);

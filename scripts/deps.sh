@@ -1,10 +1,14 @@
 #!/bin/sh
 # Installs the Debian packages ddiloco needs to build, test and run the
 # quickstart. Does nothing when all are present.
+#   sh scripts/deps.sh        build, test, run
+#   sh scripts/deps.sh fuzz   also clang and its libFuzzer/sanitizer runtimes
+#                             (make fuzz only: make test never needs clang)
 set -e
 PKGS="build-essential pkg-config libopenblas-dev libcmocka-dev libjansson-dev
 libcurl4-openssl-dev libmicrohttpd-dev libgrpc-dev libssl-dev protobuf-c-compiler
 libprotobuf-c-dev libyaml-dev fortunes openssl jq curl iproute2 procps"
+[ "${1:-}" = fuzz ] && PKGS="$PKGS clang libclang-rt-dev"
 missing=""
 for p in $PKGS; do
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then

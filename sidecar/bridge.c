@@ -532,6 +532,12 @@ void sidecar_metrics_text(struct sidecar *s, struct buf *b)
 		   (double)m.queue_answers);
 	prom_gauge(b, S("queue_bytes"), "bytes waiting to be sent",
 		   (double)m.queue_bytes);
+	prom_counter(b, S("exchange_corrupt_headers_total"),
+		     "exchange header or table words found corrupted and "
+		     "rewritten", m.x.corrupt_headers);
+	prom_counter(b, S("exchange_corrupt_boxes_total"),
+		     "exchange boxes found corrupted and ignored",
+		     m.x.corrupt_boxes);
 	prom_gauge(b, S("inbox_pending"), "updates the learner has not applied yet",
 		   (double)m.x.inbox_pending);
 	prom_gauge(b, S("pulls_pending"), "pulls the learner has not served yet",

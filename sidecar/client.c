@@ -583,6 +583,10 @@ static void *bridge_main(void *arg)
 
 	while (!s->stop) {
 		exchange_wait(s->x, 0.05);
+		/* the region is not trusted: a corrupted word is rewritten
+		 * and counted (docs/exchange.md, Trust) */
+		if (exchange_check(s->x))
+			log_warn("%s", exchange_last_error(s->x));
 		sidecar_collect(s);
 		/* a restarted learner is noticed here within 50 ms */
 		sidecar_learner_stats(s, &st);

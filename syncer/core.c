@@ -521,25 +521,54 @@ static void cap_shares(struct syncer *s, uint64_t round, struct merge_work *mw,
 			  s->js->syncer.max_share, sum > 0 ? top / sum : 0);
 }
 
-/* The outer step on fragment p from the kept answers; their compute and
- * tokens counted. 0 when Θ moved. */
+static int all_finite(const float *x, size_t n)
+{
+	int ok = 1;
+
+	for (size_t i = 0; i < n; i++)
+		ok &= isfinite(x[i]) != 0;
+	return ok;
+}
+
+/*
+ * The outer step on fragment p from the kept answers; their compute and
+ * tokens counted. 0 when Θ moved. Every answer is finite, but their step
+ * can still overflow Θ or its momentum (values near FLT_MAX, one answer
+ * with nothing to screen it against): then the fragment is left as it
+ * was and the answers are counted rejected (found by tests/fuzz/fuzz_wire).
+ */
 static int apply_merge(struct syncer *s, int p, uint64_t round,
 		       struct merge_work *mw, int kept)
 {
 	const struct job_syncer *sy = &s->js->syncer;
 	size_t numel = s->ft->frags[p].numel;
 	double share = (double)numel / (double)s->nparams;
+	float *theta = s->theta + s->frag_off[p], *mom = s->mom + s->frag_off[p];
+	float *keep;
 
 	if (outer_merge(sy->merge == MERGE_MEAN ? OUTER_MEAN : OUTER_RDA, mw->x,
 			mw->w, mw->sq, kept, s->segs[p], s->ft->frags[p].ntensors,
-			s->scratch)) {
+			s->scratch) ||
+	    !(keep = malloc(2 * numel * sizeof(float)))) {
 		log_error("round %" PRIu64 ": out of memory for the merge; abandoned",
 			  round);
 		return -1;
 	}
-	outer_step(s->theta + s->frag_off[p], s->mom + s->frag_off[p],
-		   s->scratch, numel, sy->outer_lr, sy->outer_momentum,
-		   sy->nesterov);
+	memcpy(keep, theta, numel * sizeof(float));
+	memcpy(keep + numel, mom, numel * sizeof(float));
+	outer_step(theta, mom, s->scratch, numel, sy->outer_lr,
+		   sy->outer_momentum, sy->nesterov);
+	if (!all_finite(theta, numel) || !all_finite(mom, numel)) {
+		memcpy(theta, keep, numel * sizeof(float));
+		memcpy(mom, keep + numel, numel * sizeof(float));
+		free(keep);
+		s->acc.rejected += (uint64_t)kept;
+		log_warn("round %" PRIu64 " fragment %d: the step of its %d "
+			 "answers makes the global model non-finite; not applied",
+			 round, p, kept);
+		return -1;
+	}
+	free(keep);
 	s->versions[p]++;
 	for (int i = 0; i < kept; i++) {
 		const struct answer *a = mw->list[i];

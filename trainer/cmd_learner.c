@@ -192,6 +192,8 @@ int cmd_learner(int argc, char **argv)
 		st.step_time = ema;
 		a = clock_mono();
 		exchange_poll(x, trainer_params(t), &st, &res);
+		if (res.repaired)
+			log_warn("%s", exchange_last_error(x));
 		if (exchange_resume(x, &rstep))
 			resume(t, rstep);
 		poll_time += clock_mono() - a;

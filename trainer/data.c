@@ -17,9 +17,8 @@
 
 #include "common/util.h"
 
-/* Appends the tokens of one file's bytes to d. */
-static int add_file(struct dataset *d, const char *path, const uint8_t *buf,
-		    size_t len, enum data_format fmt, int vocab, struct err *e)
+int dataset_add(struct dataset *d, const char *path, const uint8_t *buf,
+		size_t len, enum data_format fmt, int vocab, struct err *e)
 {
 	int32_t hdr[3];
 	size_t ntok, expect;
@@ -100,7 +99,7 @@ static int load_one(struct dataset *d, const char *path, enum data_format fmt,
 	if (file_read_all(path, *budget, &buf, &len, e))
 		return err_wrap(e, "data");
 	*budget -= len;
-	rc = add_file(d, path, buf, len, fmt, vocab, e);
+	rc = dataset_add(d, path, buf, len, fmt, vocab, e);
 	free(buf);
 	return rc;
 }

@@ -50,6 +50,10 @@ struct dataset {
 int dataset_load(struct dataset *d, const char *path, enum data_format fmt,
 		 int vocab, struct err *e);
 void dataset_release(struct dataset *d);
+/* Appends the tokens of one file's bytes (named path in errors) to d:
+ * what dataset_load does with each file it reads. */
+int dataset_add(struct dataset *d, const char *path, const uint8_t *buf,
+		size_t len, enum data_format fmt, int vocab, struct err *e);
 
 /* Writes tokens as an llm.c shard (atomically). */
 int data_write_shard(const char *path, const uint16_t *tok, size_t n,

@@ -1097,6 +1097,44 @@ static void checkpoints_that_fail_are_shown_and_retried(void **state)
 	assert_int_equal(access(want, F_OK), 0);
 }
 
+/*
+ * Finite answers whose step overflows Θ (found by tests/fuzz/fuzz_wire):
+ * Δ = −3·10³⁸ with Nesterov momentum 0.9 moves Θ by 1.9 · 3·10³⁸, past
+ * FLT_MAX. The fragment keeps its Θ and version and the answers count as
+ * rejected.
+ */
+static void a_step_that_overflows_is_not_applied(void **state)
+{
+	struct fx *f = *state;
+	struct round_action a;
+	struct core_merged mg;
+	float before[NPARAM];
+	uint64_t rejected;
+
+	f->js.syncer.outer_momentum = 0.9;
+	f->js.syncer.nesterov = 1;
+	fx_start(f);
+	join_all(f);
+	a = poll(f);
+	assert_int_equal(a.kind, ROUND_PULL);
+	memcpy(before, f->s->theta, sizeof(before));
+	rejected = f->s->acc.rejected;
+	assert_int_equal(answer(f, 0, a.round, a.frag, 0, -3e38f, 0, ENC_F32),
+			 CORE_QUEUED);
+	assert_int_equal(answer(f, 1, a.round, a.frag, 0, -3e38f, 0, ENC_F32),
+			 CORE_QUEUED);
+	a = poll(f);
+	merge(f, a, &mg);
+	assert_int_equal(mg.merged, 0);
+	assert_int_equal(mg.updated, 0);
+	assert_int_equal(f->s->versions[mg.frag], 0);
+	assert_int_equal(f->s->acc.rejected, rejected + 2);
+	for (int i = 0; i < NPARAM; i++) {
+		assert_exactly(f->s->theta[i], before[i]);
+		assert_exactly(f->s->mom[i], 0.0f);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1117,6 +1155,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(one_answer_share_is_capped, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_down_gap_is_logged_with_the_learners, setup, teardown),
 		cmocka_unit_test_setup_teardown(checkpoints_that_fail_are_shown_and_retried, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_step_that_overflows_is_not_applied, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -11,6 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -710,6 +713,312 @@ static void concurrent_updates(void **state)
 	exchange_close(sc);
 }
 
+/* ---- a corrupted region (docs/exchange.md, Trust) ---- */
+
+/* Byte offsets of the region's words (common/exchange.h draws them). */
+#define H_MAGIC    0
+#define H_LAYOUT   8
+#define H_SIZE     16
+#define H_FPRINT   24
+#define H_DATA_OFF 32
+#define H_DONE     40
+#define H_ALPHA    48
+#define F_NUMEL    0
+#define F_IN_GEN   8
+#define F_OUT_GEN  40
+#define S_STEPS    32
+
+/* The region as a third party sees it: mapped by the test itself. */
+struct region {
+	unsigned char *m;
+	size_t size;
+};
+
+static void region_map(struct fx *f, struct region *r)
+{
+	char path[128];
+	struct stat st;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", f->dir, EXCHANGE_FILE);
+	fd = open(path, O_RDWR);
+	assert_true(fd >= 0);
+	assert_int_equal(fstat(fd, &st), 0);
+	r->size = (size_t)st.st_size;
+	r->m = mmap(NULL, r->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	assert_true(r->m != MAP_FAILED);
+	close(fd);
+}
+
+static uint64_t *word(struct region *r, size_t off)
+{
+	assert_true(off + 8 <= r->size);
+	return (uint64_t *)(r->m + off);
+}
+
+static uint64_t *frag_word(struct region *r, int p, size_t off)
+{
+	return word(r, 4096 + 128 * (size_t)p + off);
+}
+
+/* Word at off in slot k (0, 1 inbox; 2, 3 outbox) of fragment p. */
+static uint64_t *slot_word(struct region *r, struct fx *f, int p, int k,
+			   size_t off)
+{
+	size_t at = *word(r, H_DATA_OFF);
+
+	for (int q = 0; q < p; q++)
+		at += 4 * ((64 + f->ft.frags[q].numel * 4 + 63) & ~(size_t)63);
+	at += (size_t)k * ((64 + f->ft.frags[p].numel * 4 + 63) & ~(size_t)63);
+	return word(r, at + off);
+}
+
+/*
+ * Every length in a copy is the process's own: a region that claims 2^40
+ * values in a box is copied with the table's 6 and 7 (a copy of the
+ * region's numel would run off the 8-float buffer: ASan under make check,
+ * a crash without it), and the learner rewrites the words and counts them.
+ */
+static void box_lengths_come_from_the_table(void **state)
+{
+	struct fx *f = *state;
+	struct exchange *ln, *sc;
+	struct exchange_poll_result res;
+	struct exchange_answer a;
+	struct exchange_counters c;
+	struct exchange_step st;
+	struct region r;
+	float params[SMALL_N], buf[8];
+
+	start_pair(f, &ln, &sc, params, 1.0f);
+	region_map(f, &r);
+	for (int i = 5; i < 11; i++)
+		params[i] = 2.0f;
+	exchange_post_pull(sc, 0, 5);
+	st = step_of(1, 64);
+	exchange_poll(ln, params, &st, &res);
+	assert_int_equal(res.served, 1);
+	assert_int_equal(res.repaired, 0);
+	*frag_word(&r, 0, F_NUMEL) = (uint64_t)1 << 40;
+	*frag_word(&r, 1, F_NUMEL) = (uint64_t)1 << 40;
+	buf[6] = buf[7] = 42.0f;
+	assert_int_equal(exchange_take_answer(sc, 0, &a, buf), 1);
+	for (int i = 0; i < 6; i++)
+		assert_exactly(buf[i], -1.0f);
+	assert_exactly(buf[6], 42.0f);   /* nothing past the 6 values */
+	/* the learner's next poll finds both words and rewrites them */
+	publish_const(sc, 1, 2, 5.0f);
+	st = step_of(2, 64);
+	exchange_poll(ln, params, &st, &res);
+	assert_int_equal(res.repaired, 2);
+	assert_int_equal(res.applied, 1);
+	assert_exactly(params[0], 5.0f);
+	assert_exactly(params[12], 5.0f);
+	assert_int_equal(*frag_word(&r, 0, F_NUMEL), 6);
+	assert_int_equal(*frag_word(&r, 1, F_NUMEL), 7);
+	assert_non_null(strstr(exchange_last_error(ln),
+			       "number of values of fragment 1 is 1099511627776"));
+	exchange_counters(ln, &c);
+	assert_int_equal(c.corrupt_headers, 2);
+	munmap(r.m, r.size);
+	exchange_close(sc);
+	exchange_close(ln);
+}
+
+/*
+ * Every constant of the header overwritten while both sides are attached,
+ * and a done flag of 7: each is found, counted and rewritten; 7 does not
+ * end the job, and the pair goes on answering and applying.
+ */
+static void corrupted_header_is_repaired(void **state)
+{
+	struct fx *f = *state;
+	struct exchange *ln, *sc;
+	struct exchange_poll_result res;
+	struct exchange_answer a;
+	struct exchange_counters c;
+	struct exchange_step st;
+	struct region r;
+	uint64_t good[5];
+	const size_t off[5] = { H_MAGIC, H_LAYOUT, H_SIZE, H_FPRINT,
+				H_DATA_OFF };
+	float params[SMALL_N], buf[8];
+
+	start_pair(f, &ln, &sc, params, 1.0f);
+	region_map(f, &r);
+	for (int i = 0; i < 5; i++) {
+		good[i] = *word(&r, off[i]);
+		*word(&r, off[i]) = 0xdeadbeefdeadbeefULL;
+	}
+	*word(&r, H_DONE) = 7;
+	assert_int_equal(exchange_is_done(ln), 0);
+	exchange_post_pull(sc, 1, 3);
+	st = step_of(1, 64);
+	exchange_poll(ln, params, &st, &res);
+	assert_int_equal(res.repaired, 6);
+	assert_int_equal(res.done, 0);
+	assert_int_equal(res.served, 1);
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(*word(&r, off[i]), good[i]);
+	assert_int_equal(*word(&r, H_DONE), 0);
+	assert_non_null(strstr(exchange_last_error(ln), "done flag is 7"));
+	exchange_counters(ln, &c);
+	assert_int_equal(c.corrupt_headers, 6);
+	/* repaired: nothing more is found, and the conversation goes on */
+	assert_int_equal(exchange_check(ln), 0);
+	assert_int_equal(exchange_check(sc), 0);
+	assert_int_equal(exchange_take_answer(sc, 1, &a, buf), 1);
+	assert_int_equal(a.round, 3);
+	publish_const(sc, 0, 2, 4.0f);
+	st = step_of(2, 64);
+	exchange_poll(ln, params, &st, &res);
+	assert_int_equal(res.applied, 1);
+	assert_int_equal(res.repaired, 0);
+	assert_exactly(params[5], 4.0f);
+	exchange_set_done(sc, 1);
+	assert_int_equal(exchange_is_done(ln), 1);
+	munmap(r.m, r.size);
+	exchange_close(sc);
+	exchange_close(ln);
+}
+
+/*
+ * The generation words: an outbox generation no slot holds, one that goes
+ * back, an answer whose steps exceed the learner's step, an inbox
+ * generation no slot holds, an α out of range. Each is passed over and
+ * counted; the writer's next check rewrites its own word and the next
+ * answer or update goes through.
+ */
+static void corrupted_boxes_are_ignored(void **state)
+{
+	struct fx *f = *state;
+	struct exchange *ln, *sc;
+	struct exchange_poll_result res;
+	struct exchange_answer a;
+	struct exchange_counters c;
+	struct exchange_step st;
+	struct region r;
+	float params[SMALL_N], buf[8];
+	double nan_alpha = 2.0;
+	uint64_t bits;
+
+	start_pair(f, &ln, &sc, params, 1.0f);
+	region_map(f, &r);
+	exchange_post_pull(sc, 0, 5);
+	st = step_of(1, 64);
+	exchange_poll(ln, params, &st, &res);
+	/* outbox generation 1 published; make it one no slot holds */
+	*frag_word(&r, 0, F_OUT_GEN) = 12345;
+	assert_int_equal(exchange_answer_ready(sc, 0), 1);
+	assert_int_equal(exchange_take_answer(sc, 0, &a, buf), 0);
+	exchange_counters(sc, &c);
+	assert_int_equal(c.corrupt_boxes, 1);
+	assert_non_null(strstr(exchange_last_error(sc),
+			       "outbox of fragment 0 has generation 12345"));
+	/* the learner's own word: rewritten at its next poll */
+	st = step_of(2, 64);
+	exchange_poll(ln, params, &st, &res);
+	assert_int_equal(res.repaired, 1);
+	assert_int_equal(*frag_word(&r, 0, F_OUT_GEN), 1);
+	assert_int_equal(exchange_take_answer(sc, 0, &a, buf), 1);
+	assert_int_equal(a.round, 5);
+
+	/* an answer with more steps since its base than the learner made */
+	exchange_post_pull(sc, 0, 6);
+	st = step_of(3, 64);
+	exchange_poll(ln, params, &st, &res);
+	*slot_word(&r, f, 0, 2, S_STEPS) = 1000;   /* gen 2: outbox[0] */
+	assert_int_equal(exchange_take_answer(sc, 0, &a, buf), 0);
+	exchange_counters(sc, &c);
+	assert_int_equal(c.corrupt_boxes, 2);
+	assert_non_null(strstr(exchange_last_error(sc), "steps 1000 at step 3"));
+	exchange_post_pull(sc, 0, 7);
+	st = step_of(4, 64);
+	exchange_poll(ln, params, &st, &res);
+	assert_int_equal(exchange_take_answer(sc, 0, &a, buf), 1);
+	assert_int_equal(a.round, 7);
+	assert_int_equal(a.steps, 1);
+
+	/* an outbox generation that goes back (the slot agrees with it) */
+	exchange_post_pull(sc, 0, 8);
+	st = step_of(5, 64);
+	exchange_poll(ln, params, &st, &res);          /* gen 4 in outbox[0] */
+	*frag_word(&r, 0, F_OUT_GEN) = 2;
+	*slot_word(&r, f, 0, 2, 8) = 2;                /* its gen word */
+	assert_int_equal(exchange_take_answer(sc, 0, &a, buf), 0);
+	exchange_counters(sc, &c);
+	assert_int_equal(c.corrupt_boxes, 3);
+
+	/* an inbox generation no slot holds: the learner keeps its θ */
+	params[5] = 9.0f;
+	*frag_word(&r, 0, F_IN_GEN) = 777;
+	st = step_of(6, 64);
+	exchange_poll(ln, params, &st, &res);
+	assert_int_equal(res.applied, 0);
+	assert_exactly(params[5], 9.0f);
+	exchange_counters(ln, &c);
+	assert_int_equal(c.corrupt_boxes, 1);
+	/* the sidecar's own word: its check rewrites it; an update then
+	 * goes through */
+	assert_int_equal(exchange_check(sc), 1);
+	assert_int_equal(*frag_word(&r, 0, F_IN_GEN), 1);
+	publish_const(sc, 0, 3, 6.0f);
+	st = step_of(7, 64);
+	exchange_poll(ln, params, &st, &res);
+	assert_int_equal(res.applied, 1);
+	assert_exactly(params[5], 6.0f);
+
+	/* α = 2: counted once by the learner, which mixes with 0 meanwhile;
+	 * the sidecar puts its own α back */
+	memcpy(&bits, &nan_alpha, sizeof(bits));
+	*word(&r, H_ALPHA) = bits;
+	publish_const(sc, 0, 4, 8.0f);
+	exchange_poll(ln, params, &st, &res);
+	assert_int_equal(res.repaired, 1);
+	assert_exactly(params[5], 8.0f);
+	exchange_poll(ln, params, &st, &res);
+	assert_int_equal(res.repaired, 0);
+	assert_int_equal(exchange_check(sc), 1);
+	assert_int_equal(*word(&r, H_ALPHA), 0);
+	exchange_counters(ln, &c);
+	assert_int_equal(c.corrupt_headers, 3);   /* out_gen twice, α */
+	munmap(r.m, r.size);
+	exchange_close(sc);
+	exchange_close(ln);
+}
+
+/*
+ * A side that attaches to a region whose magic and table are garbage (but
+ * made for this size) repairs it in place and goes on; one made for
+ * another model is still refused.
+ */
+static void attach_repairs_a_corrupted_header(void **state)
+{
+	struct fx *f = *state;
+	struct exchange *ln, *sc;
+	struct exchange_counters c;
+	struct region r;
+	float params[SMALL_N];
+
+	start_pair(f, &ln, &sc, params, 1.0f);
+	exchange_close(ln);
+	region_map(f, &r);
+	*word(&r, H_MAGIC) = 0;
+	*frag_word(&r, 1, F_NUMEL) = 3;
+	assert_int_equal(exchange_open(f->dir, EXCHANGE_LEARNER, &f->ft, &ln,
+				       NULL), 0);
+	exchange_counters(ln, &c);
+	assert_int_equal(c.corrupt_headers, 2);
+	assert_non_null(strstr(exchange_last_error(ln),
+			       "number of values of fragment 1 is 3"));
+	assert_int_equal(*frag_word(&r, 1, F_NUMEL), 7);
+	assert_int_equal(exchange_learner_start(ln, params), 1);
+	assert_exactly(params[0], 1.0f);
+	munmap(r.m, r.size);
+	exchange_close(sc);
+	exchange_close(ln);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -730,6 +1039,14 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(concurrent_updates, setup_big,
 						teardown),
+		cmocka_unit_test_setup_teardown(box_lengths_come_from_the_table,
+						setup_small, teardown),
+		cmocka_unit_test_setup_teardown(corrupted_header_is_repaired,
+						setup_small, teardown),
+		cmocka_unit_test_setup_teardown(corrupted_boxes_are_ignored,
+						setup_small, teardown),
+		cmocka_unit_test_setup_teardown(attach_repairs_a_corrupted_header,
+						setup_small, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

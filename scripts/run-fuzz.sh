@@ -1,0 +1,57 @@
+#!/bin/sh
+# Runs the fuzz harnesses given as names (build/fuzz/fuzz_NAME), one at a
+# time: first over tests/fuzz/regress/NAME (each input once: a crash there
+# is a regression), then libFuzzer for FUZZ_SECONDS seconds from
+# tests/fuzz/corpus/NAME (copied, so new inputs stay in the build folder).
+# Prints per harness the total runs and runs per second libFuzzer
+# reported, and ends with "N passed, N failed" (passed: no crash found).
+# A crashing input is left in $BUILD/crashes/NAME/ (docs/fuzzing.md).
+BUILD=${BUILD:-build/fuzz}
+SECONDS_EACH=${FUZZ_SECONDS:-30}
+pass=0
+fail=0
+failed=""
+for name in "$@"; do
+	bin=$BUILD/fuzz_$name
+	work=$BUILD/corpus/$name
+	crashes=$BUILD/crashes/$name
+	log=$BUILD/fuzz_$name.log
+	mkdir -p "$work" "$crashes"
+	cp -n tests/fuzz/corpus/"$name"/* "$work"/ 2>/dev/null
+	echo "=== fuzz_$name"
+	ok=1
+	if [ -d tests/fuzz/regress/"$name" ] &&
+	   [ -n "$(ls tests/fuzz/regress/"$name")" ]; then
+		if ! "$bin" tests/fuzz/regress/"$name"/* >"$log.regress" 2>&1; then
+			tail -n 30 "$log.regress"
+			echo "--- fuzz_$name: a regression input crashes"
+			ok=0
+		fi
+	fi
+	if [ $ok = 1 ]; then
+		# -rss_limit_mb: the shared machine; -timeout: a hang is a find
+		"$bin" -max_total_time="$SECONDS_EACH" -print_final_stats=1 \
+			-rss_limit_mb=1024 -timeout=20 -max_len=65536 \
+			-artifact_prefix="$crashes/" "$work" >"$log" 2>&1
+		rc=$?
+		# libFuzzer's own figures (-print_final_stats=1)
+		runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
+		rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -n 1)
+		secs=$(sed -n 's/^Done [0-9]* runs in \([0-9]*\) second.*/\1/p' "$log" | tail -n 1)
+		echo "fuzz_$name: ${runs:-0} runs in ${secs:-?} s, ${rate:-0} runs/s"
+		if [ $rc -ne 0 ]; then
+			grep -m 3 -E "ERROR|SUMMARY|deadly signal|Test unit written" "$log"
+			echo "--- fuzz_$name: crash (log $log)"
+			ok=0
+		fi
+	fi
+	if [ $ok = 1 ]; then
+		pass=$((pass + 1))
+	else
+		fail=$((fail + 1))
+		failed="$failed fuzz_$name"
+	fi
+done
+[ -n "$failed" ] && echo "failed:$failed"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,203 @@
+/*
+ * fuzz_wire: what the syncer does with each message of a learner's
+ * stream, from the bytes on: common/wire.c decodes, then the checks and
+ * state changes of syncer/core.c, driven as syncer/stream.c drives them
+ * (first message a Hello, a second Hello closes the stream, a newer
+ * stream for a learner replaces the older one, a closed stream leaves its
+ * rounds) and the round state machine run after every message (pulls
+ * noted, merges done, the Update payload of a merged fragment encoded).
+ * Whatever the messages, Θ stays finite and no fragment's version goes
+ * back.
+ * No network: four streams of the small job in tests/fuzz/fuzz_model.h.
+ *
+ * The input is a sequence of records:
+ *
+ *   | size | what                                                       |
+ *   |------|------------------------------------------------------------|
+ *   | 1    | bits 0-1 stream; bits 2-5 clock advance (0.1 s units);     |
+ *   |      | bit 6: the stream ends after this message; bit 7: the      |
+ *   |      | bytes are a SyncerMessage, decoded only (the sidecar side) |
+ *   | 2    | length n, little-endian (cut to what is left)              |
+ *   | n    | the message, protobuf                                      |
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "common/log.h"
+#include "common/wire.h"
+#include "syncer/syncer_int.h"
+#include "tests/fuzz/fuzz.h"
+#include "tests/fuzz/fuzz_model.h"
+
+const char fuzz_name[] = "wire";
+
+#define NCONN 4
+
+static struct fuzz_model fm;
+
+static void bye(void)
+{
+	fuzz_model_clean(&fm);
+	rmdir(fm.dir);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	(void)argc;
+	(void)argv;
+	setenv("DDILOCO_LOG", "error", 0);   /* DDILOCO_LOG=info to see */
+	log_init("fuzz");
+	if (fuzz_model_init(&fm, "ddfuzz-wire"))
+		abort();
+	atexit(bye);
+	return 0;
+}
+
+struct streams {
+	int learner[NCONN];     /* the learner a stream speaks for, or -1 */
+	int owner[FM_M];        /* the stream a learner is on, or -1 */
+};
+
+static void detach(struct syncer *s, struct streams *st, int c)
+{
+	int id = st->learner[c];
+
+	if (id < 0)
+		return;
+	if (st->owner[id] == c) {
+		st->owner[id] = -1;
+		core_leave(s, id, "fuzz");
+	}
+	st->learner[c] = -1;
+}
+
+static void on_hello(struct syncer *s, struct streams *st, int c,
+		     const struct wire_hello *h, double now)
+{
+	struct round_action pulls[64];
+	uint64_t resume;
+	struct err e;
+	int n;
+
+	if (st->learner[c] >= 0 || core_hello_check(s, h, &e) != CORE_JOIN_OK) {
+		detach(s, st, c);
+		return;
+	}
+	if (h->learner_id >= FM_M)
+		abort();   /* checked above: an id out of range joined */
+	if (st->owner[h->learner_id] >= 0)
+		detach(s, st, st->owner[h->learner_id]);
+	st->owner[h->learner_id] = c;
+	st->learner[c] = (int)h->learner_id;
+	n = core_join(s, h, now, &resume, pulls, 64);
+	if (n < 0 || n > 64)
+		abort();
+	for (int i = 0; i < n; i++)
+		if (pulls[i].frag < 0 || pulls[i].frag >= FM_P)
+			abort();
+}
+
+static void on_message(struct syncer *s, struct streams *st, int c,
+		       const uint8_t *data, size_t len, double now)
+{
+	struct wire_learner_msg m;
+	struct err e;
+
+	if (wire_learner_decode(data, len, &m, &e)) {
+		detach(s, st, c);
+		return;
+	}
+	if (m.kind != WIRE_HELLO && st->learner[c] < 0) {
+		detach(s, st, c);
+	} else {
+		switch (m.kind) {
+		case WIRE_HELLO:
+			on_hello(s, st, c, &m.hello, now);
+			break;
+		case WIRE_ANSWER:
+			core_answer(s, st->learner[c], &m.answer, now);
+			break;
+		case WIRE_HEARTBEAT:
+			core_heartbeat(s, st->learner[c], &m.heartbeat, now);
+			break;
+		default:
+			detach(s, st, c);
+		}
+	}
+	wire_learner_release(&m);
+}
+
+static void run_rounds(struct syncer *s, double now, uint64_t *versions)
+{
+	struct round_action a;
+	struct core_merged mg;
+
+	for (int guard = 0; guard < 64 && !s->done; guard++) {
+		syncer_round_poll(&s->rs, now, &a);
+		if (a.kind == ROUND_NONE)
+			break;
+		if (a.kind != ROUND_MERGE)
+			continue;
+		core_merge(s, a.slot, now, &mg);
+		if (mg.updated) {
+			int enc;
+			size_t len;
+			uint8_t *pl = core_update_payload(s, mg.frag, &enc, &len);
+
+			free(pl);
+		}
+	}
+	for (size_t i = 0; i < FM_N; i++)
+		if (!isfinite(s->theta[i]))
+			abort();   /* a merged answer made Θ non-finite */
+	for (int p = 0; p < FM_P; p++) {
+		if (s->versions[p] < versions[p])
+			abort();   /* a fragment's version went back */
+		versions[p] = s->versions[p];
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct syncer *s = calloc(1, sizeof(*s));
+	struct streams st;
+	uint64_t versions[FM_P] = { 0 };
+	double now = 100.0;
+	struct err e;
+
+	if (!s)
+		return 0;
+	if (core_init(s, &fm.prm, now, &e))
+		abort();
+	for (int i = 0; i < NCONN; i++)
+		st.learner[i] = -1;
+	for (int i = 0; i < FM_M; i++)
+		st.owner[i] = -1;
+	while (size >= 3 && !s->done) {
+		uint8_t b = data[0];
+		size_t n = (size_t)data[1] | (size_t)data[2] << 8;
+
+		data += 3;
+		size -= 3;
+		if (n > size)
+			n = size;
+		now += 0.1 * ((b >> 2) & 15);
+		if (b & 0x80) {
+			struct wire_syncer_msg m;
+
+			if (!wire_syncer_decode(data, n, &m, &e))
+				wire_syncer_release(&m);
+		} else {
+			on_message(s, &st, b & 3, data, n, now);
+		}
+		if (b & 0x40)
+			detach(s, &st, b & 3);
+		run_rounds(s, now, versions);
+		data += n;
+		size -= n;
+	}
+	core_release(s);
+	free(s);
+	fuzz_model_clean(&fm);
+	return 0;
+}

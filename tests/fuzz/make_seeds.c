@@ -1,0 +1,280 @@
+/*
+ * make_seeds: writes the seed corpora of the harnesses whose inputs are
+ * binary (tests/fuzz/corpus/{wire,ckpt,shard,exchange}), made with the
+ * project's own encoders: `make fuzz-seeds`. The job file and watch seeds
+ * are text, kept by hand. Run again when a format changes.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/encoding.h"
+#include "common/exchange.h"
+#include "common/util.h"
+#include "common/wire.h"
+#include "syncer/ckpt.h"
+#include "tests/fuzz/fuzz_model.h"
+#include "trainer/data.h"
+
+static void put(const char *name, const char *file, const void *p, size_t n)
+{
+	char path[512];
+	struct err e;
+
+	mkdir("tests/fuzz/corpus", 0755);
+	snprintf(path, sizeof(path), "tests/fuzz/corpus/%s", name);
+	mkdir(path, 0755);
+	snprintf(path, sizeof(path), "tests/fuzz/corpus/%s/%s", name, file);
+	if (file_write_atomic(path, p, n, &e)) {
+		fprintf(stderr, "make_seeds: %s\n", e.msg);
+		exit(1);
+	}
+}
+
+/* ---- wire: records of tests/fuzz/fuzz_wire.c ---- */
+
+struct rec {
+	uint8_t b[8192];
+	size_t n;
+};
+
+static void rec_msg(struct rec *r, int conn, int tick, int flags,
+		    const struct wire_learner_msg *m)
+{
+	size_t n = wire_learner_size(m);
+
+	if (r->n + 3 + n > sizeof(r->b))
+		abort();
+	r->b[r->n++] = (uint8_t)(conn | tick << 2 | flags);
+	r->b[r->n++] = (uint8_t)(n & 255);
+	r->b[r->n++] = (uint8_t)(n >> 8);
+	wire_learner_pack(m, r->b + r->n);
+	r->n += n;
+}
+
+static void wire_seeds(struct fuzz_model *fm)
+{
+	uint64_t sizes[FM_P];
+	static const enum payload_enc encs[] = { ENC_F32, ENC_BF16, ENC_INT8,
+						 ENC_INT4 };
+
+	for (int p = 0; p < FM_P; p++)
+		sizes[p] = fm->ft.frags[p].numel;
+	for (size_t k = 0; k < sizeof(encs) / sizeof(encs[0]); k++) {
+		struct rec r = { .n = 0 };
+		char file[64];
+
+		for (int id = 0; id < FM_M; id++) {
+			struct wire_learner_msg m = { .kind = WIRE_HELLO };
+
+			m.hello = (struct wire_hello){
+				.learner_id = (uint32_t)id,
+				.fingerprint = fm->ft.fingerprint,
+				.fragments = FM_P, .nsizes = FM_P,
+				.fragment_sizes = sizes,
+				.incarnation = 10 + (uint64_t)id, .job = "fuzz",
+			};
+			rec_msg(&r, id, 0, 0, &m);
+		}
+		for (uint64_t round = 1; round <= 4; round++) {
+			int p = (int)(round % FM_P);   /* round r pulls r mod P */
+			size_t n = fm->ft.frags[p].numel;
+			float x[FM_N];
+			uint8_t pl[FM_N * 4];
+
+			for (int id = 0; id < FM_M; id++) {
+				struct wire_learner_msg m = { .kind = WIRE_HEARTBEAT };
+
+				m.heartbeat = (struct wire_heartbeat){
+					.step = round, .tokens = 64 * round,
+					.step_time = 0.1, .train_loss = 2.0,
+					.incarnation = 10 + (uint64_t)id,
+				};
+				rec_msg(&r, id, 1, 0, &m);
+			}
+			for (int id = 0; id < FM_M; id++) {
+				struct wire_learner_msg m = { .kind = WIRE_ANSWER };
+
+				for (size_t i = 0; i < n; i++)
+					x[i] = 0.01f * (float)(id + 1) * (float)(i % 5);
+				if (enc_encode(encs[k], x, n, pl, NULL))
+					abort();
+				m.answer = (struct wire_answer){
+					.fragment = (uint32_t)p, .round = round,
+					.base_version = round > 2 ? 1 : 0,
+					.steps = 1, .tokens = 64,
+					.encoding = (int)encs[k], .payload = pl,
+					.payload_len = enc_size(encs[k], n),
+					.step = round,
+				};
+				rec_msg(&r, id, 2, id == 2 && round == 4 ? 0x40 : 0,
+					&m);
+			}
+		}
+		snprintf(file, sizeof(file), "rounds-%s", enc_name(encs[k]));
+		put("wire", file, r.b, r.n);
+	}
+	/* the syncer's side: a Welcome, a Pull and an Update, decoded only */
+	{
+		uint64_t versions[FM_P] = { 3, 4 };
+		uint8_t pl[FM_N * 4] = { 0 };
+		struct wire_syncer_msg ms[3] = {
+			{ .kind = WIRE_WELCOME },
+			{ .kind = WIRE_PULL },
+			{ .kind = WIRE_UPDATE },
+		};
+		struct rec r = { .n = 0 };
+
+		ms[0].welcome = (struct wire_welcome){
+			.fragments = FM_P, .nversions = FM_P, .versions = versions,
+			.round = 7, .alpha = 0.5, .answer_encoding = ENC_INT8,
+			.resume_step = 12,
+		};
+		ms[1].pull = (struct wire_pull){ .fragment = 1, .round = 8 };
+		ms[2].update = (struct wire_update){
+			.fragment = 0, .version = 5, .encoding = ENC_F32,
+			.payload = pl, .payload_len = 32, .round = 8,
+		};
+		for (int i = 0; i < 3; i++) {
+			size_t n = wire_syncer_size(&ms[i]);
+
+			r.b[r.n++] = 0x80;
+			r.b[r.n++] = (uint8_t)n;
+			r.b[r.n++] = (uint8_t)(n >> 8);
+			wire_syncer_pack(&ms[i], r.b + r.n);
+			r.n += n;
+		}
+		put("wire", "syncer-messages", r.b, r.n);
+	}
+}
+
+/* ---- ckpt: checkpoints of the small model ---- */
+
+static void ckpt_seeds(struct fuzz_model *fm)
+{
+	for (int k = 0; k < 2; k++) {
+		struct syncer_ckpt c;
+		struct err e;
+		void *buf;
+		size_t len;
+
+		if (syncer_ckpt_init(&c, FM_P, FM_N, FM_M, &e))
+			abort();
+		c.fingerprint = fm->ft.fingerprint;
+		c.rounds_started = 6 + (uint64_t)k;
+		c.rounds_completed = 5;
+		c.tokens_trained = 4096;
+		c.merged = 12;
+		c.elapsed = 30.0;
+		c.wall_time = 1.7e9;
+		c.last_round_elapsed = 29.0;
+		c.uptime_start = k ? -1.0 : 2.0;
+		c.done = (uint32_t)k;
+		c.versions[0] = 3;
+		c.versions[1] = 2;
+		for (int i = 0; i < FM_M; i++)
+			c.learners[i] = (struct ckpt_learner){ 10 + (uint64_t)i,
+							      1000 };
+		c.nevals = 1;
+		c.evals = calloc(1, sizeof(*c.evals));
+		c.evals[0] = (struct ckpt_eval){ 4, 4000, 2.5, 28.0 };
+		for (int i = 0; i < FM_N; i++)
+			c.theta[i] = 0.01f * (float)i;
+		if (syncer_ckpt_encode(&c, &buf, &len, &e))
+			abort();
+		put("ckpt", k ? "done" : "resume", buf, len);
+		free(buf);
+		syncer_ckpt_release(&c);
+	}
+}
+
+/* ---- shard: a token shard, a text file ---- */
+
+static void shard_seeds(void)
+{
+	uint8_t b[DATA_SHARD_HEADER + 2 * 16] = { 0 };
+	int32_t hdr[3] = { DATA_SHARD_MAGIC, DATA_SHARD_VERSION, 16 };
+	static const char text[] = "the quick brown fox\n";
+
+	memcpy(b, hdr, sizeof(hdr));
+	for (int i = 0; i < 16; i++) {
+		b[DATA_SHARD_HEADER + 2 * i] = (uint8_t)(i * 7);
+		b[DATA_SHARD_HEADER + 2 * i + 1] = 0;
+	}
+	b[sizeof(b) - 1] = 1;   /* the last byte picks the vocabulary */
+	put("shard", "tokens", b, sizeof(b));
+	put("shard", "text", text, sizeof(text) - 1);
+}
+
+/* ---- exchange: region images of a conversation ---- */
+
+static void exchange_seeds(void)
+{
+	static const struct frag_tensor tens[3] = {
+		{ 0, 5, 1 }, { 5, 6, 0 }, { 11, 2, 0 },
+	};
+	char dir[] = "/tmp/ddseeds-XXXXXX", path[64];
+	struct frag_table ft;
+	struct exchange *ln, *sc;
+	struct exchange_step st = { .step = 1, .tokens = 64,
+				    .tokens_total = 64, .loss = 2.0,
+				    .step_time = 0.01 };
+	struct exchange_poll_result res;
+	float params[13] = { 0 };
+	void *img;
+	size_t len;
+	struct err e;
+
+	if (!mkdtemp(dir) || frag_table_init(&ft, tens, 3, 2, NULL) ||
+	    exchange_open(dir, EXCHANGE_LEARNER, &ft, &ln, &e) ||
+	    exchange_open(dir, EXCHANGE_SIDECAR, &ft, &sc, &e))
+		abort();
+	snprintf(path, sizeof(path), "%s/%s", dir, EXCHANGE_FILE);
+	if (file_read_all(path, 1 << 20, &img, &len, &e))
+		abort();
+	put("exchange", "fresh", img, len);
+	free(img);
+	for (int p = 0; p < 2; p++) {
+		float *d = exchange_inbox_begin(sc, p);
+
+		for (size_t i = 0; i < exchange_frag_numel(sc, p); i++)
+			d[i] = 1.0f + (float)i;
+		exchange_inbox_commit(sc, p, 1);
+	}
+	exchange_set_alpha(sc, 0.25);
+	exchange_learner_start(ln, params);
+	exchange_post_pull(sc, 0, 3);
+	exchange_set_resume(sc, 5, 0);
+	exchange_poll(ln, params, &st, &res);
+	if (file_read_all(path, 1 << 20, &img, &len, &e))
+		abort();
+	put("exchange", "answered", img, len);
+	free(img);
+	exchange_set_done(sc, 1);
+	if (file_read_all(path, 1 << 20, &img, &len, &e))
+		abort();
+	put("exchange", "done", img, len);
+	free(img);
+	exchange_close(ln);
+	exchange_close(sc);
+	frag_table_release(&ft);
+	snprintf(path, sizeof(path), "rm -rf %s", dir);
+	if (system(path))
+		abort();
+}
+
+int main(void)
+{
+	struct fuzz_model fm;
+
+	if (fuzz_model_init(&fm, "ddseeds"))
+		return 1;
+	wire_seeds(&fm);
+	ckpt_seeds(&fm);
+	shard_seeds();
+	exchange_seeds();
+	rmdir(fm.dir);
+	printf("seeds written under tests/fuzz/corpus\n");
+	return 0;
+}
