@@ -15,7 +15,7 @@
 #      syncer's gap log, docs/syncer.md); final eval loss within 5% of
 #      `ddiloco train` on the host (data-parallel, same tokens, same
 #      evaluation tokens)
-#   4. job e2e-restart: the same file, chaos off, the same budget; once a
+#   4. job e2e-restart: the same file, chaos off, 4 M tokens; once a
 #      quarter of it is trained this script deletes the syncer pod. Asserted:
 #      Succeeded; the new syncer resumed from its checkpoint; the first
 #      round number and every fragment version it gives out are past the
