@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -406,6 +407,28 @@ int syncer_ckpt_save(const char *dir, const struct syncer_ckpt *c, int keep,
 	return 0;
 }
 
+/* Loads path into c: 0, or -1 with an error line on the log. */
+static int load_one(const char *path, size_t max, uint64_t fingerprint,
+		    uint32_t nfrags, uint64_t nparams, uint32_t nlearners,
+		    struct syncer_ckpt *c)
+{
+	struct err le;
+	void *buf;
+	size_t len;
+	int rc;
+
+	if (file_read_all(path, max, &buf, &len, &le)) {
+		log_error("cannot load checkpoint '%s': %s", path, le.msg);
+		return -1;
+	}
+	rc = syncer_ckpt_decode(buf, len, path, fingerprint, nfrags, nparams,
+				nlearners, c, &le);
+	free(buf);
+	if (rc)
+		log_error("%s; skipped", le.msg);
+	return rc;
+}
+
 int syncer_ckpt_load_newest(const char *dir, uint64_t fingerprint,
 			    uint32_t nfrags, uint64_t nparams,
 			    uint32_t nlearners, struct syncer_ckpt *c,
@@ -419,24 +442,11 @@ int syncer_ckpt_load_newest(const char *dir, uint64_t fingerprint,
 		return -1;
 	for (size_t i = 0; i < n; i++) {
 		char path[4096];
-		struct err le;
-		void *buf;
-		size_t len;
-		int rc;
 
 		ckpt_path(path, sizeof(path), dir, fingerprint, &v[i]);
-		if (file_read_all(path, max, &buf, &len, &le)) {
-			log_error("cannot load checkpoint '%s': %s", path,
-				  le.msg);
+		if (load_one(path, max, fingerprint, nfrags, nparams, nlearners,
+			     c))
 			continue;
-		}
-		rc = syncer_ckpt_decode(buf, len, path, fingerprint, nfrags,
-					nparams, nlearners, c, &le);
-		free(buf);
-		if (rc) {
-			log_error("%s; skipped", le.msg);
-			continue;
-		}
 		if (path_out)
 			snprintf(path_out, path_len, "%s", path);
 		free(v);
@@ -444,4 +454,82 @@ int syncer_ckpt_load_newest(const char *dir, uint64_t fingerprint,
 	}
 	free(v);
 	return 0;
+}
+
+int syncer_ckpt_newest_name(const char *dir, uint64_t fingerprint,
+			    uint64_t *round)
+{
+	struct entry *v;
+	size_t n;
+
+	if (list_ckpts(dir, fingerprint, &v, &n, NULL) || !n) {
+		free(v);
+		return 0;
+	}
+	*round = v[0].num;
+	free(v);
+	return 1;
+}
+
+static void good_path(char *buf, size_t len, const char *dir,
+		      uint64_t fingerprint)
+{
+	snprintf(buf, len, "%s/syncer-%016" PRIx64 "-last-good.ckpt", dir,
+		 fingerprint);
+}
+
+int syncer_ckpt_mark_good(const char *dir, uint64_t fingerprint,
+			  uint64_t round, struct err *e)
+{
+	struct entry self = { round, 0 };
+	char src[4096], dst[4096], tmp[4200];
+	size_t len;
+	void *buf;
+	int rc;
+
+	ckpt_path(src, sizeof(src), dir, fingerprint, &self);
+	good_path(dst, sizeof(dst), dir, fingerprint);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", dst);
+	if (access(src, F_OK))
+		return 0;
+	/* checkpoint files are only ever renamed into place, never written
+	 * in place, so a second name for one is a frozen copy of it */
+	unlink(tmp);
+	if (link(src, tmp) == 0) {
+		if (rename(tmp, dst) == 0)
+			return 1;
+		rc = errno;
+		unlink(tmp);
+		return err_set(e, "cannot keep '%s' as '%s': %s", src, dst,
+			       strerror(rc));
+	}
+	if (errno == ENOENT)
+		return 0;
+	/* a file system without hard links: a copy */
+	if (file_read_all(src, SIZE_MAX, &buf, &len, e))
+		return err_wrap(e, "cannot keep '%s' as the last good checkpoint",
+				src);
+	rc = file_write_atomic(dst, buf, len, e);
+	free(buf);
+	if (rc)
+		return err_wrap(e, "cannot keep '%s' as the last good checkpoint",
+				src);
+	return 1;
+}
+
+int syncer_ckpt_load_good(const char *dir, uint64_t fingerprint,
+			  uint32_t nfrags, uint64_t nparams, uint32_t nlearners,
+			  struct syncer_ckpt *c, char *path_out, size_t path_len)
+{
+	char path[4096];
+
+	good_path(path, sizeof(path), dir, fingerprint);
+	if (access(path, F_OK))
+		return 0;
+	if (load_one(path, file_size(nfrags, nparams, nlearners, CKPT_MAX_EVALS),
+		     fingerprint, nfrags, nparams, nlearners, c))
+		return 0;
+	if (path_out)
+		snprintf(path_out, path_len, "%s", path);
+	return 1;
 }

@@ -111,4 +111,29 @@ int syncer_ckpt_load_newest(const char *dir, uint64_t fingerprint,
 			    uint32_t nlearners, struct syncer_ckpt *c,
 			    char *path_out, size_t path_len, struct err *e);
 
+/*
+ * The highest round in the name of a checkpoint file of this model in
+ * dir, whether it loads or not: 1 with it in *round, 0 when there is none.
+ */
+int syncer_ckpt_newest_name(const char *dir, uint64_t fingerprint,
+			    uint64_t *round);
+
+/*
+ * The last good checkpoint (docs/syncer.md, Checkpoints): a second name,
+ * `syncer-<fingerprint>-last-good.ckpt`, for the checkpoint of `round`
+ * (a hard link, or a copy where links fail), replacing the one before.
+ * Its name is not a rolling checkpoint's, so pruning never removes it.
+ * Returns 1 when kept, 0 when that round's checkpoint is not in dir
+ * (never written, or pruned already), -1 on error.
+ */
+int syncer_ckpt_mark_good(const char *dir, uint64_t fingerprint,
+			  uint64_t round, struct err *e);
+/*
+ * Loads the last good checkpoint into c: 1 when loaded (its name in
+ * path_out), 0 when there is none or it does not load (logged).
+ */
+int syncer_ckpt_load_good(const char *dir, uint64_t fingerprint,
+			  uint32_t nfrags, uint64_t nparams, uint32_t nlearners,
+			  struct syncer_ckpt *c, char *path_out, size_t path_len);
+
 #endif

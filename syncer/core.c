@@ -78,11 +78,27 @@ static int load_checkpoint(struct syncer *s, struct err *e)
 {
 	struct syncer_ckpt c;
 	char path[4096];
+	uint64_t newest;
 	int rc;
 
 	rc = syncer_ckpt_load_newest(s->prm->ckpt_dir, s->ft->fingerprint,
 				     (uint32_t)s->P, s->nparams, (uint32_t)s->M,
 				     &c, path, sizeof(path), e);
+	if (rc == 0) {
+		/* no rolling checkpoint loads: the last good one, if any */
+		rc = syncer_ckpt_load_good(s->prm->ckpt_dir, s->ft->fingerprint,
+					   (uint32_t)s->P, s->nparams,
+					   (uint32_t)s->M, &c, path, sizeof(path));
+		if (rc == 1 && syncer_ckpt_newest_name(s->prm->ckpt_dir,
+						       s->ft->fingerprint,
+						       &newest) &&
+		    newest > c.rounds_completed)
+			s->skip_extra = newest - c.rounds_completed;
+		if (rc == 1)
+			log_warn("no rolling checkpoint loads; resuming from the "
+				 "last good one, %" PRIu64 " round(s) older than "
+				 "the newest checkpoint's name", s->skip_extra);
+	}
 	if (rc <= 0)
 		return rc;
 	memcpy(s->theta, c.theta, s->nparams * sizeof(float));
@@ -135,13 +151,18 @@ static int alloc_state(struct syncer *s, struct err *e)
 	s->ev.params = malloc(s->nparams * sizeof(float));
 	s->versions = calloc((size_t)s->P, sizeof(uint64_t));
 	s->resumed_at = calloc((size_t)s->P, sizeof(uint64_t));
+	s->norm_hist = calloc((size_t)s->P * CORE_NORM_HISTORY,
+			      sizeof(*s->norm_hist));
+	s->norm_hist_n = calloc((size_t)s->P, sizeof(int));
+	s->norm_hist_next = calloc((size_t)s->P, sizeof(int));
 	s->answers = calloc((size_t)s->js->syncer.overlap, sizeof(*s->answers));
 	s->learners = calloc((size_t)s->M, sizeof(*s->learners));
 	s->acc.learners = calloc((size_t)s->M, sizeof(*s->acc.learners));
 	s->acc.evals = calloc(CKPT_MAX_EVALS, sizeof(*s->acc.evals));
 	if (!s->theta || !s->mom || !s->scratch || !s->flat || !s->ev.params ||
 	    !s->versions || !s->resumed_at || !s->answers || !s->learners ||
-	    !s->acc.learners || !s->acc.evals)
+	    !s->acc.learners || !s->acc.evals || !s->norm_hist ||
+	    !s->norm_hist_n || !s->norm_hist_next)
 		return err_set(e, "syncer: out of memory for %zu parameters",
 			       s->nparams);
 	s->acc.fingerprint = s->ft->fingerprint;
@@ -176,14 +197,17 @@ static int bounds_start(struct syncer *s, double now, struct err *e)
  * completed round at most). A learner holding a version of the lost
  * rounds would otherwise take a new Update of the same number for the one
  * it has and skip it, keeping a base this syncer never had; with the skip
- * every learner takes the Welcome's Θ. Returns the rounds started.
+ * every learner takes the Welcome's Θ. Resumed from the last good
+ * checkpoint, the rounds between it and the newest checkpoint file's
+ * name are skipped too (skip_extra). Returns the rounds started.
  */
 static uint64_t skip_lost(struct syncer *s)
 {
 	const struct job_syncer *sy = &s->js->syncer;
 	uint64_t skip = (uint64_t)sy->overlap +
 			(uint64_t)(sy->checkpoint_every > 0
-				   ? sy->checkpoint_every : 1000);
+				   ? sy->checkpoint_every : 1000) +
+			s->skip_extra;
 
 	for (int q = 0; q < s->P; q++) {
 		s->versions[q] += skip;
@@ -290,6 +314,9 @@ void core_release(struct syncer *s)
 	free(s->ev.params);
 	free(s->versions);
 	free(s->resumed_at);
+	free(s->norm_hist);
+	free(s->norm_hist_n);
+	free(s->norm_hist_next);
 	free(s->answers);
 	free(s->learners);
 	free(s->acc.learners);
@@ -457,10 +484,45 @@ static void work_free(struct merge_work *mw)
 	free(mw->sq);
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* The median of fragment p's merged answer norms; -1 while fewer than
+ * CORE_NORM_HISTORY_MIN are held. */
+static double history_median(const struct syncer *s, int p)
+{
+	double v[CORE_NORM_HISTORY];
+	int n = s->norm_hist_n[p];
+
+	if (n < CORE_NORM_HISTORY_MIN)
+		return -1;
+	memcpy(v, s->norm_hist + (size_t)p * CORE_NORM_HISTORY,
+	       (size_t)n * sizeof(*v));
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static void history_add(struct syncer *s, int p, double norm)
+{
+	int *next = &s->norm_hist_next[p];
+
+	s->norm_hist[(size_t)p * CORE_NORM_HISTORY + (size_t)*next] = norm;
+	*next = (*next + 1) % CORE_NORM_HISTORY;
+	if (s->norm_hist_n[p] < CORE_NORM_HISTORY)
+		s->norm_hist_n[p]++;
+}
+
 /*
  * The answers of slot that go into the merge, in mw->list/x/w/sq: empty
  * ones are counted and skipped, then the norm screen (outer.h) rejects
- * outliers. Returns how many are kept.
+ * outliers among them, and the history screen those beyond normOutlier
+ * times the median of the fragment's recently merged norms (docs/
+ * syncer.md, Merge). Returns how many are kept; mw->norm[i] is the norm
+ * of kept answer i.
  */
 static int screen_answers(struct syncer *s, int slot, int p,
 			  struct merge_work *mw)
@@ -468,6 +530,7 @@ static int screen_answers(struct syncer *s, int slot, int p,
 	const struct job_syncer *sy = &s->js->syncer;
 	int nseg = s->ft->frags[p].ntensors, n = 0, kept = 0;
 	uint64_t round = s->rs.slots[slot].round;
+	double med;
 
 	for (struct answer *a = s->answers[slot]; a; a = a->next) {
 		double ss = 0;
@@ -482,6 +545,7 @@ static int screen_answers(struct syncer *s, int slot, int p,
 		mw->list[n++] = a;
 	}
 	outer_screen(mw->norm, n, sy->norm_outlier, mw->verdict);
+	med = history_median(s, p);
 	for (int i = 0; i < n; i++) {
 		struct answer *a = mw->list[i];
 
@@ -492,6 +556,16 @@ static int screen_answers(struct syncer *s, int slot, int p,
 				 a->learner, mw->norm[i], sy->norm_outlier);
 			continue;
 		}
+		if (med > 0 && mw->norm[i] > sy->norm_outlier * med) {
+			s->acc.rejected++;
+			s->norm_history_refused++;
+			log_warn("round %" PRIu64 ": answer of learner %d for fragment "
+				 "%d rejected: norm %.4g is more than %g times the "
+				 "median %.4g of its recent merged norms", round,
+				 a->learner, p, mw->norm[i], sy->norm_outlier, med);
+			continue;
+		}
+		mw->norm[kept] = mw->norm[i];
 		mw->x[kept] = a->delta;
 		mw->w[kept] = a->weight;
 		memcpy(mw->sq + (size_t)kept * nseg, a->sq,
@@ -635,6 +709,8 @@ void core_merge(struct syncer *s, int slot, double now, struct core_merged *out)
 		 (cap_shares(s, round, &mw, kept),
 		  apply_merge(s, p, round, &mw, kept)))
 		kept = 0;
+	for (int i = 0; i < kept; i++)
+		history_add(s, p, mw.norm[i]);
 	for (int i = 0; i < kept; i++)
 		audit_merged(&s->audit, mw.list[i]->learner, p,
 			     mw.list[i]->incarnation, mw.list[i]->step,
@@ -1091,11 +1167,49 @@ int core_check_budget(struct syncer *s, double now)
 
 /* ---- evaluation ------------------------------------------------------ */
 
+/*
+ * An evaluation of round's Θ came back: when its loss is finite and not
+ * worse than the best earlier one by more than CORE_GOOD_MARGIN of it,
+ * the checkpoint of that round becomes the last good one (docs/syncer.md,
+ * Checkpoints). Called before the loss joins the list.
+ */
+static void mark_good(struct syncer *s, uint64_t round, double loss)
+{
+	const struct syncer_ckpt *c = &s->acc;
+	double best = INFINITY;
+	struct err e;
+	int rc;
+
+	for (uint32_t i = 0; i < c->nevals; i++)
+		if (isfinite(c->evals[i].loss))
+			best = fmin(best, c->evals[i].loss);
+	if (!isfinite(loss) ||
+	    (isfinite(best) && loss > best + CORE_GOOD_MARGIN * fabs(best))) {
+		log_warn("eval: round %" PRIu64 " loss %.4f is not good (best "
+			 "%.4f); the last good checkpoint stays at round %" PRIu64,
+			 round, loss, best, s->good.round);
+		return;
+	}
+	rc = syncer_ckpt_mark_good(s->prm->ckpt_dir, s->ft->fingerprint, round,
+				   &e);
+	if (rc < 0)
+		log_error("%s", e.msg);
+	else if (rc == 0)
+		log_debug("eval: no checkpoint of round %" PRIu64 " to keep as "
+			  "the last good one", round);
+	else {
+		s->good.have = 1;
+		s->good.round = round;
+		s->good.loss = loss;
+	}
+}
+
 static void add_eval(struct syncer *s, uint64_t round, uint64_t tokens,
 		     double loss, double time)
 {
 	struct syncer_ckpt *c = &s->acc;
 
+	mark_good(s, round, loss);
 	if (c->nevals == CKPT_MAX_EVALS) {
 		memmove(c->evals, c->evals + 1,
 			(CKPT_MAX_EVALS - 1) * sizeof(*c->evals));

@@ -88,12 +88,15 @@ static json_t *ckpt_json(const struct syncer *s)
 	/* a path that is not UTF-8 must not cost the whole /status */
 	if (s->ckpt.failing && !(err = json_string(s->ckpt.error)))
 		err = json_string("cannot save checkpoint (message not UTF-8)");
-	return json_pack("{sb so sI so}",
+	return json_pack("{sb so sI so so}",
 		"failing", s->ckpt.failing,
 		"error", err,
 		"failures", (json_int_t)s->ckpt.failures,
 		"last_ok_round", s->ckpt.have_ok
 			? json_integer((json_int_t)s->ckpt.last_ok_round)
+			: json_null(),
+		"last_good_round", s->good.have
+			? json_integer((json_int_t)s->good.round)
 			: json_null());
 }
 
@@ -146,13 +149,14 @@ static json_t *status_json(struct syncer *s, double now)
 			"heartbeats", (json_int_t)bl->refused_heartbeats));
 	}
 	json_object_set_new(o, "learners", a);
-	json_object_set_new(o, "answers", json_pack("{sI sI sI sI sI sI sI sI}",
+	json_object_set_new(o, "answers", json_pack("{sI sI sI sI sI sI sI sI sI}",
 		"merged", (json_int_t)c->merged, "late", (json_int_t)c->late,
 		"rejected", (json_int_t)c->rejected, "empty", (json_int_t)c->empty,
 		"stale", (json_int_t)s->audit.stale,
 		"clipped", (json_int_t)s->audit.clipped,
 		"refused_bounds", (json_int_t)s->bounds.answers_refused,
-		"capped", (json_int_t)s->audit.capped));
+		"capped", (json_int_t)s->audit.capped,
+		"refused_history", (json_int_t)s->norm_history_refused));
 	json_object_set_new(o, "heartbeats", json_pack("{sI sI}",
 		"received", (json_int_t)s->bounds.heartbeats,
 		"refused", (json_int_t)s->bounds.heartbeats_refused));
@@ -215,6 +219,10 @@ static void metrics_text(struct syncer *s, double now, struct buf *b)
 	prom_counter(b, M("answers_refused_bounds_total"),
 		     "Answers refused: claims beyond the bounds (also in rejected).",
 		     s->bounds.answers_refused);
+	prom_counter(b, M("answers_norm_history_refused_total"),
+		     "Answers refused: norm beyond normOutlier times the median "
+		     "of recently merged norms (also in rejected).",
+		     s->norm_history_refused);
 	prom_counter(b, M("answers_capped_total"),
 		     "Merged answers whose share was held to maxShare.",
 		     s->audit.capped);

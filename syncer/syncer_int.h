@@ -113,10 +113,35 @@ struct syncer {
 		char error[sizeof(((struct err *)0)->msg)];
 	} ckpt;
 
+	/* the last good checkpoint kept by this process (docs/syncer.md,
+	 * Checkpoints) */
+	struct {
+		int have;
+		uint64_t round;
+		double loss;
+	} good;
+	/* per fragment, the whole-fragment norms of the latest merged
+	 * answers, a ring of CORE_NORM_HISTORY (docs/syncer.md, Merge) */
+	double *norm_hist;
+	int *norm_hist_n;            /* entries held, ≤ CORE_NORM_HISTORY */
+	int *norm_hist_next;         /* where the next one goes */
+	uint64_t norm_history_refused;
+	/* resumed from the last good checkpoint: the rounds from it to the
+	 * newest checkpoint file's name, skipped on top of the usual margin */
+	uint64_t skip_extra;
+
 	pthread_mutex_t mu;
 	struct eval_job ev;
 	struct httpd *http;
 };
+
+/* An evaluation loss at most this fraction above the best one so far
+ * marks its round's checkpoint the last good one. */
+#define CORE_GOOD_MARGIN 0.10
+/* Merged answer norms remembered per fragment, and how many are needed
+ * before an answer is held against them. */
+#define CORE_NORM_HISTORY 16
+#define CORE_NORM_HISTORY_MIN 4
 
 /* core.c; `now` is the monotonic clock (a fake one in tests) */
 int core_init(struct syncer *s, const struct syncer_params *p, double now,

@@ -1135,6 +1135,160 @@ static void a_step_that_overflows_is_not_applied(void **state)
 	}
 }
 
+/* One round answered by learners 0 and 1 with every value v; merged. */
+static void round_of(struct fx *f, uint64_t *hb, float v, struct core_merged *mg)
+{
+	struct round_action a = pull_next(f, hb);
+
+	answer_at(f, 0, a.round, a.frag, f->s->versions[a.frag], v, *hb, 1, 10);
+	answer_at(f, 1, a.round, a.frag, f->s->versions[a.frag], v, *hb, 1, 10);
+	merge(f, poll(f), mg);
+}
+
+/*
+ * Two answers that agree with each other pass the per-round screen, but
+ * not the history: once a fragment has CORE_NORM_HISTORY_MIN merged
+ * norms, an answer above normOutlier (10) times their median is refused,
+ * counted in rejected, /status and /metrics. Before that, nothing is
+ * held against it.
+ */
+static void answers_far_beyond_the_history_are_refused(void **state)
+{
+	struct fx *f = *state;
+	struct core_merged mg;
+	uint64_t hb = 0, rejected;
+	char *m;
+	json_t *o;
+
+	fx_start(f);
+	join_all(f);
+	round_of(f, &hb, 2.0f, &mg);      /* round 1, fragment 1: no history */
+	assert_int_equal(mg.frag, 1);
+	assert_int_equal(mg.merged, 2);
+	for (int r = 2; r <= 6; r++) {    /* fragment 1: 2, 2, .1 ×4 */
+		round_of(f, &hb, 0.1f, &mg);
+		assert_int_equal(mg.merged, 2);
+	}
+	assert_int_equal(f->s->norm_hist_n[1], 6);
+	assert_int_equal(f->s->norm_hist_n[0], 6);
+	rejected = f->s->acc.rejected;
+	/* round 7, fragment 1: 20 times the median, both refused */
+	round_of(f, &hb, 2.0f, &mg);
+	assert_int_equal(mg.frag, 1);
+	assert_int_equal(mg.merged, 0);
+	assert_int_equal(mg.updated, 0);
+	assert_int_equal(f->s->versions[1], 3);
+	assert_int_equal(f->s->acc.rejected, rejected + 2);
+	assert_int_equal(f->s->norm_history_refused, 2);
+	assert_int_equal(f->s->norm_hist_n[1], 6);   /* refused: not held */
+	/* round 8, fragment 0: 5 times the median merges */
+	round_of(f, &hb, 0.5f, &mg);
+	assert_int_equal(mg.frag, 0);
+	assert_int_equal(mg.merged, 2);
+	assert_int_equal(f->s->versions[0], 4);
+	assert_int_equal(f->s->norm_history_refused, 2);
+	m = http_get(f, "/status");
+	o = json_loads(m, 0, NULL);
+	free(m);
+	assert_non_null(o);
+	assert_int_equal(json_integer_value(json_object_get(
+			 json_object_get(o, "answers"), "refused_history")), 2);
+	json_decref(o);
+	m = http_get(f, "/metrics");
+	assert_non_null(strstr(m, "\nddiloco_syncer_answers_norm_history_refused_total 2\n"));
+	free(m);
+}
+
+/* Evaluation losses handed out in turn. */
+struct losses {
+	const double *v;
+	int n, next;
+};
+
+static int fake_eval(void *ctx, const float *params, size_t max_tokens,
+		     double *loss, struct err *e)
+{
+	struct losses *l = ctx;
+
+	(void)params;
+	(void)max_tokens;
+	if (l->next >= l->n)
+		return err_set(e, "no more losses");
+	*loss = l->v[l->next++];
+	return 0;
+}
+
+static void eval_now(struct fx *f)
+{
+	pthread_mutex_lock(&f->s->mu);
+	assert_int_equal(core_eval_sync(f->s, f->now), 0);
+	pthread_mutex_unlock(&f->s->mu);
+}
+
+static uint64_t last_good_round(struct fx *f)
+{
+	json_t *c = status_ckpt(f), *g = json_object_get(c, "last_good_round");
+	uint64_t r = json_is_null(g) ? 0 : (uint64_t)json_integer_value(g);
+
+	json_decref(c);
+	return r;
+}
+
+/*
+ * The checkpoint of a round whose evaluation is finite and at most 10 %
+ * above the best so far becomes the last good one; worse or NaN losses
+ * leave it. When no rolling checkpoint loads, a restart resumes from it.
+ */
+static void a_restart_falls_back_to_the_last_good_checkpoint(void **state)
+{
+	struct fx *f = *state;
+	static const double loss[] = { 3.0, 3.2, 3.5, NAN, 3.1, 9.0 };
+	struct losses l = { loss, 6, 0 };
+	struct core_merged mg;
+	float good[NPARAM];
+	uint64_t hb = 0, vgood[2];
+	char path[512];
+
+	f->prm.eval = fake_eval;
+	f->prm.eval_ctx = &l;
+	fx_start(f);
+	join_all(f);
+	assert_int_equal(last_good_round(f), 0);
+	for (uint64_t r = 1; r <= 6; r++) {
+		one_round(f, &hb, &mg);
+		eval_now(f);
+		if (r == 5) {
+			memcpy(good, f->s->theta, sizeof(good));
+			memcpy(vgood, f->s->versions, sizeof(vgood));
+		}
+		/* 3.0 good, 3.2 within 10 %, 3.5 and NaN not, 3.1 good, 9 not */
+		assert_int_equal(last_good_round(f),
+				 r < 2 ? 1 : r < 5 ? 2 : 5);
+	}
+	snprintf(path, sizeof(path), "%s/syncer-%016llx-last-good.ckpt",
+		 f->dir, (unsigned long long)f->ft.fingerprint);
+	assert_int_equal(access(path, F_OK), 0);
+	/* the rolling ones (4, 5, 6) all damaged */
+	for (int r = 4; r <= 6; r++) {
+		snprintf(path, sizeof(path), "%s/syncer-%016llx-%012d.ckpt", f->dir,
+			 (unsigned long long)f->ft.fingerprint, r);
+		assert_int_equal(access(path, F_OK), 0);
+		assert_int_equal(file_write_atomic(path, "x", 1, NULL), 0);
+	}
+	fx_stop(f);
+	f->prm.eval = NULL;
+	fx_start(f);
+	assert_int_equal(f->s->acc.rounds_completed, 5);
+	/* versions skip the usual margin (overlap 2 + checkpointEvery 1)
+	 * and the round from 5 to the newest name, 6 */
+	assert_int_equal(f->s->skip_extra, 1);
+	assert_int_equal(f->s->versions[0], vgood[0] + 4);
+	assert_int_equal(f->s->versions[1], vgood[1] + 4);
+	assert_int_equal(f->s->rs.started, f->s->acc.rounds_started + 4);
+	for (int i = 0; i < NPARAM; i++)
+		assert_exactly(f->s->theta[i], good[i]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1156,6 +1310,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(a_down_gap_is_logged_with_the_learners, setup, teardown),
 		cmocka_unit_test_setup_teardown(checkpoints_that_fail_are_shown_and_retried, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_step_that_overflows_is_not_applied, setup, teardown),
+		cmocka_unit_test_setup_teardown(answers_far_beyond_the_history_are_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_restart_falls_back_to_the_last_good_checkpoint, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
