@@ -1288,6 +1288,7 @@ int core_eval_sync(struct syncer *s, double now)
 	struct eval_job *ev = &s->ev;
 	struct err e;
 	double loss;
+	int rc;
 
 	if (!ev->started)
 		return 0;
@@ -1297,8 +1298,16 @@ int core_eval_sync(struct syncer *s, double now)
 	if (s->acc.nevals && s->acc.evals[s->acc.nevals - 1].round == s->rs.completed)
 		return 0;
 	snapshot(s, s->flat);
-	if (s->prm->eval(s->prm->eval_ctx, s->flat,
-			 (size_t)s->js->syncer.eval_tokens, &loss, &e)) {
+	/* the HTTP side keeps answering meanwhile: /healthz and /status
+	 * take `mu`; nothing else changes the state while the run loop is
+	 * here (syncer_int.h, Threads) */
+	s->final_eval = 1;
+	pthread_mutex_unlock(&s->mu);
+	rc = s->prm->eval(s->prm->eval_ctx, s->flat,
+			  (size_t)s->js->syncer.eval_tokens, &loss, &e);
+	pthread_mutex_lock(&s->mu);
+	s->final_eval = 0;
+	if (rc) {
 		log_error("eval: %s", e.msg);
 		return -1;
 	}

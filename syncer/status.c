@@ -1,6 +1,7 @@
 /*
  * status: the syncer's HTTP answers, read under the state lock.
- *   /healthz  200 while the run loop keeps turning (503 after 10 s stuck)
+ *   /healthz  200 while the run loop keeps turning or is in the last
+ *             evaluation (503 after 10 s stuck)
  *   /readyz   200 once the model is loaded and gRPC listens, until a stop
  *   /metrics  Prometheus text, names ddiloco_syncer_*
  *   /status   the JSON object of docs/status.md
@@ -315,9 +316,13 @@ int status_http(void *ctx, const char *path, struct buf *body,
 
 	pthread_mutex_lock(&s->mu);
 	if (!strcmp(path, "/healthz")) {
-		if (now - s->last_loop > 10.0)
+		/* the last evaluation is the run loop at work, not stuck */
+		if (s->final_eval)
+			buf_printf(body, "ok (final evaluation)\n");
+		else if (now - s->last_loop > 10.0)
 			code = 503;
-		buf_printf(body, code == 200 ? "ok\n" : "run loop stuck\n");
+		if (!s->final_eval)
+			buf_printf(body, code == 200 ? "ok\n" : "run loop stuck\n");
 	} else if (!strcmp(path, "/readyz")) {
 		code = s->ready && !s->stopping ? 200 : 503;
 		buf_printf(body, code == 200 ? "ready\n" : "not ready\n");

@@ -99,6 +99,8 @@ struct syncer {
 	uint64_t quorum_count, merge_count;
 	int done, ready, stopping;
 	double last_loop;            /* mono time of the last loop turn */
+	int final_eval;              /* the run loop is in the last evaluation,
+				      * `mu` released (core_eval_sync) */
 	int learners_connected;
 	uint64_t streams_refused;    /* identity refusals (stream.c) */
 	struct goodput gp;           /* where learner time goes (goodput.h) */
@@ -207,7 +209,8 @@ uint8_t *core_update_payload(const struct syncer *s, int p, int *enc,
 			     size_t *len);
 /* Whether the budget is reached (sets s->done the first time). */
 int core_check_budget(struct syncer *s, double now);
-/* The job is done: rounds abandoned, last checkpoint and evaluation. */
+/* The job is done: rounds abandoned, last checkpoint and evaluation
+ * (called with `mu` held, released during the evaluation). */
 void core_finish(struct syncer *s, double now);
 /* A stop request: rounds abandoned, a checkpoint unless done. */
 void core_stop(struct syncer *s, double now);
@@ -215,6 +218,8 @@ void core_stop(struct syncer *s, double now);
 /* Evaluation: start one (if the thread is idle), collect a finished one. */
 void core_eval_start(struct syncer *s, double now);
 void core_eval_collect(struct syncer *s);
+/* The last evaluation, on the caller's thread: called with `mu` held, it
+ * releases `mu` while the model is evaluated (final_eval set). */
 int core_eval_sync(struct syncer *s, double now);
 void core_eval_stop(struct syncer *s);
 

@@ -514,7 +514,9 @@ static void the_budget_ends_the_job(void **state)
 	assert_int_equal(poll(f).kind, ROUND_NONE);
 	h = hello_of(f, 2, sizes);
 	assert_int_equal(core_hello_check(f->s, &h, NULL), CORE_JOIN_DONE);
+	pthread_mutex_lock(&f->s->mu);
 	core_finish(f->s, f->now);
+	pthread_mutex_unlock(&f->s->mu);
 	/* a restart comes back knowing the job is over */
 	fx_stop(f);
 	fx_start(f);
@@ -1289,6 +1291,89 @@ static void a_restart_falls_back_to_the_last_good_checkpoint(void **state)
 		assert_exactly(f->s->theta[i], good[i]);
 }
 
+/* What the HTTP side saw while the last evaluation ran. */
+struct during {
+	struct syncer *s;
+	int calls, lock_free, healthz, status;
+	char body[64];
+};
+
+static int http_code(struct syncer *s, const char *path, char *out,
+		     size_t len)
+{
+	const char *ct = "text/plain";
+	struct buf b;
+	int code;
+
+	buf_init(&b, 1 << 20);
+	code = status_http(s, path, &b, &ct);
+	if (out)
+		snprintf(out, len, "%.*s", (int)b.len, b.data);
+	buf_release(&b);
+	return code;
+}
+
+static int eval_watching(void *ctx, const float *params, size_t max_tokens,
+			 double *loss, struct err *e)
+{
+	struct during *d = ctx;
+
+	(void)params;
+	(void)max_tokens;
+	(void)e;
+	d->calls++;
+	d->lock_free = pthread_mutex_trylock(&d->s->mu) == 0;
+	if (d->lock_free) {
+		pthread_mutex_unlock(&d->s->mu);
+		d->healthz = http_code(d->s, "/healthz", d->body, sizeof(d->body));
+		d->status = http_code(d->s, "/status", NULL, 0);
+	}
+	*loss = 2.5;
+	return 0;
+}
+
+/*
+ * The last evaluation runs without the state lock: /healthz and /status
+ * answer meanwhile, /healthz 200 though the loop has not turned for 20 s
+ * (it is evaluating), and 503 for the same 20 s outside it.
+ */
+static void the_final_evaluation_leaves_the_lock_free(void **state)
+{
+	struct fx *f = *state;
+	struct during d = { 0 };
+	struct core_merged mg;
+	char body[64];
+
+	f->prm.eval = eval_watching;
+	f->prm.eval_ctx = &d;
+	f->js.budget.outer_steps = 1;
+	fx_start(f);
+	d.s = f->s;
+	join_all(f);
+	assert_int_equal(poll(f).kind, ROUND_PULL);
+	answer(f, 0, 1, 1, 0, 0.1f, 0, ENC_F32);
+	answer(f, 1, 1, 1, 0, 0.1f, 0, ENC_F32);
+	merge(f, poll(f), &mg);
+	assert_int_equal(mg.done, 1);
+	f->s->last_loop = clock_mono() - 20;
+	pthread_mutex_lock(&f->s->mu);
+	core_finish(f->s, f->now);
+	pthread_mutex_unlock(&f->s->mu);
+	assert_int_equal(d.calls, 1);
+	assert_int_equal(d.lock_free, 1);
+	assert_int_equal(d.healthz, 200);
+	assert_string_equal(d.body, "ok (final evaluation)\n");
+	assert_int_equal(d.status, 200);
+	assert_int_equal(f->s->final_eval, 0);
+	assert_int_equal(f->s->acc.nevals, 1);
+	assert_float_equal(f->s->acc.evals[0].loss, 2.5, 0);
+	assert_int_equal(http_code(f->s, "/healthz", body, sizeof(body)), 503);
+	assert_string_equal(body, "run loop stuck\n");
+	f->s->last_loop = clock_mono();
+	assert_int_equal(http_code(f->s, "/healthz", body, sizeof(body)), 200);
+	assert_string_equal(body, "ok\n");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1312,6 +1397,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(a_step_that_overflows_is_not_applied, setup, teardown),
 		cmocka_unit_test_setup_teardown(answers_far_beyond_the_history_are_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_restart_falls_back_to_the_last_good_checkpoint, setup, teardown),
+		cmocka_unit_test_setup_teardown(the_final_evaluation_leaves_the_lock_free, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
