@@ -835,6 +835,8 @@ int core_join(struct syncer *s, const struct wire_hello *h, double now,
 	r = syncer_round_resume_step(&s->rs, id, h->step, l->seen, l->step_max);
 	l->seen = 1;
 	l->last_seen = now;
+	l->step_moved = now;
+	l->stale = 0;
 	l->step = r;
 	if (r > l->step_max)
 		l->step_max = r;
@@ -862,10 +864,48 @@ int core_join(struct syncer *s, const struct wire_hello *h, double now,
 void core_leave(struct syncer *s, int learner, const char *why)
 {
 	s->learners[learner].joined = 0;
+	s->learners[learner].stale = 0;
 	s->learners_connected--;
 	gaplog_learner(&s->gaps, -1, joined_count(s));
 	syncer_round_leave(&s->rs, learner);
 	log_info("learner %d left: %s", learner, why);
+}
+
+/* Learner id reported `step` (its last one was `old`): a step that
+ * changed ends a stall (docs/syncer.md, Stale learners). */
+static void step_seen(struct syncer *s, int id, uint64_t old, uint64_t step,
+		      double now)
+{
+	struct learner *l = &s->learners[id];
+
+	if (step == old)
+		return;
+	l->step_moved = now;
+	if (l->stale) {
+		l->stale = 0;
+		syncer_round_set_stale(&s->rs, id, 0);
+		log_info("learner %d: its step moves again (%" PRIu64 "); "
+			 "rounds wait for it again", id, step);
+	}
+}
+
+void core_check_stale(struct syncer *s, double now)
+{
+	for (int id = 0; id < s->M; id++) {
+		struct learner *l = &s->learners[id];
+		double limit = fmax(s->js->syncer.stall_seconds,
+				    CORE_STALL_STEPS * l->step_time);
+
+		if (!l->joined || l->stale || now - l->step_moved <= limit ||
+		    now - l->last_seen > CORE_STALL_HEARD_S)
+			continue;
+		l->stale = 1;
+		s->stale_marked++;
+		syncer_round_set_stale(&s->rs, id, 1);
+		log_warn("learner %d: its step %" PRIu64 " has not moved for "
+			 "%.0f s while it keeps reporting; stale: rounds no "
+			 "longer wait for it", id, l->step, now - l->step_moved);
+	}
 }
 
 /*
@@ -905,6 +945,7 @@ int core_heartbeat(struct syncer *s, int learner,
 		s->acc.tokens_trained += hb->tokens;
 	cl->tokens = hb->tokens;
 	cl->incarnation = hb->incarnation;
+	step_seen(s, learner, l->step, hb->step, now);
 	l->step = hb->step;
 	if (hb->step > l->step_max)
 		l->step_max = hb->step;
@@ -1095,8 +1136,10 @@ enum core_verdict core_answer(struct syncer *s, int id,
 	if (bounds_answer(&s->bounds, id, a, a->steps > 0 && !before_resume &&
 			  !stale, now, &e))
 		return refused_bounds(s, id, a, now, e.msg);
-	if (a->step > l->step)
+	if (a->step > l->step) {
+		step_seen(s, id, l->step, a->step, now);
 		l->step = a->step;
+	}
 	if (a->step > l->step_max)
 		l->step_max = a->step;
 	syncer_round_progress(&s->rs, id, l->step, 0);

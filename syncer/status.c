@@ -101,6 +101,15 @@ static json_t *ckpt_json(const struct syncer *s)
 			: json_null());
 }
 
+static int stale_count(const struct syncer *s)
+{
+	int n = 0;
+
+	for (int i = 0; i < s->M; i++)
+		n += s->learners[i].stale;
+	return n;
+}
+
 static json_t *status_json(struct syncer *s, double now)
 {
 	json_t *o = json_object(), *a;
@@ -133,14 +142,16 @@ static json_t *status_json(struct syncer *s, double now)
 	json_object_set_new(o, "learners_connected",
 			    json_integer(s->learners_connected));
 	json_object_set_new(o, "learners_total", json_integer(s->M));
+	json_object_set_new(o, "learners_stale", json_integer(stale_count(s)));
 	a = json_array();
 	for (int i = 0; i < s->M; i++) {
 		const struct learner *l = &s->learners[i];
 
 		const struct bounds_learner *bl = &s->bounds.l[i];
 
-		json_array_append_new(a, json_pack("{si sb sI sI so so so s{sI sI}}",
+		json_array_append_new(a, json_pack("{si sb sb sI sI so so so s{sI sI}}",
 			"id", i, "connected", l->conn != NULL,
+			"stale", l->stale,
 			"step", (json_int_t)l->step,
 			"tokens", (json_int_t)l->tokens,
 			"train_loss", l->seen ? real_or_null(l->train_loss) : json_null(),
@@ -260,6 +271,11 @@ static void metrics_text(struct syncer *s, double now, struct buf *b)
 		     (uint64_t)llround(c->tokens_merged));
 	prom_gauge(b, M("learners_connected"), "Learners with an open stream.",
 		   s->learners_connected);
+	prom_gauge(b, M("learners_stale"), "Joined learners whose step stands "
+		   "still while they report: rounds do not wait for them.",
+		   stale_count(s));
+	prom_counter(b, M("learners_stale_total"), "Times a learner was found "
+		     "stale, since the syncer process started.", s->stale_marked);
 	prom_family(b, M("learner_last_seen_seconds"), PROM_GAUGE,
 		    "Seconds since each learner's last message.");
 	for (int i = 0; i < s->M; i++)

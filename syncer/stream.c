@@ -884,6 +884,7 @@ int syncer_run(const struct syncer_params *p,
 			on_event(&sv, ev.tag, ev.success, now);
 		core_eval_collect(s);
 		if (!finishing && !s->stopping) {
+			core_check_stale(s, now);
 			run_rounds(&sv, now);
 			core_check_budget(s, now);
 			if (s->done) {

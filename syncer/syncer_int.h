@@ -61,6 +61,9 @@ struct learner {
 	uint64_t step_max;   /* highest step it reported since we started,
 			      * over its restarts too: where a restart resumes */
 	double step_time, train_loss, last_seen;   /* last_seen: mono clock */
+	double step_moved;   /* mono time its reported step last changed */
+	int stale;           /* its step stands still while it reports
+			      * (core_check_stale) */
 };
 
 struct eval_job {
@@ -103,6 +106,7 @@ struct syncer {
 				      * `mu` released (core_eval_sync) */
 	int learners_connected;
 	uint64_t streams_refused;    /* identity refusals (stream.c) */
+	uint64_t stale_marked;       /* learners found stale, since start */
 	struct goodput gp;           /* where learner time goes (goodput.h) */
 	struct gap_log gaps;         /* down gaps between rounds (gaplog.h) */
 	/* checkpoint writes of this process (docs/syncer.md, Checkpoints):
@@ -145,6 +149,12 @@ struct syncer {
 #define CORE_NORM_HISTORY 16
 #define CORE_NORM_HISTORY_MIN 4
 
+/* A joined learner is stale when its reported step has not changed for
+ * the larger of spec.syncer.stallSeconds and CORE_STALL_STEPS of its step
+ * times while it was heard from in the last CORE_STALL_HEARD_S. */
+#define CORE_STALL_STEPS 10
+#define CORE_STALL_HEARD_S 10.0
+
 /* core.c; `now` is the monotonic clock (a fake one in tests) */
 int core_init(struct syncer *s, const struct syncer_params *p, double now,
 	      struct err *e);
@@ -178,6 +188,10 @@ void core_leave(struct syncer *s, int learner, const char *why);
  * are beyond the bounds (bounds.h), refused and counted: -1. */
 int core_heartbeat(struct syncer *s, int learner,
 		   const struct wire_heartbeat *hb, double now);
+
+/* Marks the learners that became stale (rounds stop waiting for them);
+ * a report with a new step clears it. Called every loop turn. */
+void core_check_stale(struct syncer *s, double now);
 
 /* What became of an answer (counters and log lines say the same). */
 enum core_verdict {

@@ -1374,6 +1374,111 @@ static void the_final_evaluation_leaves_the_lock_free(void **state)
 	assert_string_equal(body, "ok\n");
 }
 
+static int beat(struct fx *f, int id, uint64_t step)
+{
+	return core_heartbeat(f->s, id, &(struct wire_heartbeat){
+		.step = step, .step_time = 0.5 }, f->now);
+}
+
+static json_t *status_of(struct fx *f)
+{
+	char *txt = http_get(f, "/status");
+	json_t *o = json_loads(txt, 0, NULL);
+
+	free(txt);
+	assert_non_null(o);
+	return o;
+}
+
+static int learner_stale(json_t *o, int id)
+{
+	json_t *l = json_array_get(json_object_get(o, "learners"), (size_t)id);
+
+	assert_true(json_is_boolean(json_object_get(l, "stale")));
+	return json_is_true(json_object_get(l, "stale"));
+}
+
+/*
+ * stallSeconds 30: learner 2 keeps heartbeating with its step at 5 from
+ * t = 101; at 131 it is not stale yet, at 132 it is (/status, /metrics),
+ * and the round pulled next merges as soon as 0 and 1 have answered.
+ * A new step clears it; a learner that goes silent is not stale.
+ */
+static void a_learner_whose_step_stands_still_is_not_waited_for(void **state)
+{
+	struct fx *f = *state;
+	struct round_action a;
+	struct core_merged mg;
+	uint64_t step = 0;
+	json_t *o;
+	char *m;
+
+	f->js.syncer.stall_seconds = 30;
+	fx_start(f);
+	join_all(f);
+	for (int t = 1; t <= 31; t++) {
+		f->now = 100 + t;
+		step++;
+		assert_int_equal(beat(f, 0, step), 0);
+		assert_int_equal(beat(f, 1, step), 0);
+		assert_int_equal(beat(f, 2, 5), 0);
+		core_check_stale(f->s, f->now);
+		assert_int_equal(f->s->learners[2].stale, 0);
+		/* the rounds it paces are answered by all three */
+		while ((a = poll(f)).kind != ROUND_NONE) {
+			if (a.kind == ROUND_MERGE) {
+				merge(f, a, &mg);
+				continue;
+			}
+			for (int id = 0; id < M; id++)
+				answer_at(f, id, a.round, a.frag,
+					  f->s->versions[a.frag], 0.1f, id == 2 ? 5 : step,
+					  1, 10);
+		}
+	}
+	f->now = 132;
+	core_check_stale(f->s, f->now);
+	assert_int_equal(f->s->learners[2].stale, 1);
+	assert_int_equal(f->s->learners[0].stale, 0);
+	o = status_of(f);
+	assert_int_equal(learner_stale(o, 2), 1);
+	assert_int_equal(learner_stale(o, 0), 0);
+	assert_int_equal(json_integer_value(json_object_get(o, "learners_stale")), 1);
+	json_decref(o);
+	m = http_get(f, "/metrics");
+	assert_non_null(strstr(m, "\nddiloco_syncer_learners_stale 1\n"));
+	assert_non_null(strstr(m, "\nddiloco_syncer_learners_stale_total 1\n"));
+	free(m);
+
+	/* the next round: 0 and 1 answer, it merges without 2 at once */
+	a = pull_next(f, &step);
+	answer_at(f, 0, a.round, a.frag, f->s->versions[a.frag], 0.1f, step, 1, 10);
+	assert_int_equal(poll(f).kind, ROUND_NONE);
+	answer_at(f, 1, a.round, a.frag, f->s->versions[a.frag], 0.1f, step, 1, 10);
+	merge(f, poll(f), &mg);
+	assert_int_equal(mg.round, a.round);
+	assert_int_equal(mg.merged, 2);
+
+	/* a new step: not stale */
+	assert_int_equal(beat(f, 2, 6), 0);
+	assert_int_equal(f->s->learners[2].stale, 0);
+	assert_int_equal(f->s->rs.stale[2], 0);
+	o = status_of(f);
+	assert_int_equal(json_integer_value(json_object_get(o, "learners_stale")), 0);
+	json_decref(o);
+
+	/* learner 1 goes silent for 40 s while 0 and 2 move: not stale */
+	for (int t = 1; t <= 40; t++) {
+		f->now += 1;
+		step++;
+		assert_int_equal(beat(f, 0, step), 0);
+		assert_int_equal(beat(f, 2, 6 + (uint64_t)t), 0);
+		core_check_stale(f->s, f->now);
+	}
+	assert_int_equal(f->s->learners[1].stale, 0);
+	assert_int_equal(f->s->stale_marked, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1398,6 +1503,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(answers_far_beyond_the_history_are_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_restart_falls_back_to_the_last_good_checkpoint, setup, teardown),
 		cmocka_unit_test_setup_teardown(the_final_evaluation_leaves_the_lock_free, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_learner_whose_step_stands_still_is_not_waited_for, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
