@@ -120,6 +120,8 @@ static json_t *status_json(struct syncer *s, double now)
 	json_object_set_new(o, "insecure", json_boolean(s->prm->tls == NULL));
 	json_object_set_new(o, "streams_refused",
 			    json_integer((json_int_t)s->streams_refused));
+	json_object_set_new(o, "streams_no_hello",
+			    json_integer((json_int_t)s->streams_no_hello));
 	json_object_set_new(o, "round", json_integer((json_int_t)s->rs.completed));
 	a = json_array();
 	for (int p = 0; p < s->P; p++)
@@ -222,6 +224,9 @@ static void metrics_text(struct syncer *s, double now, struct buf *b)
 	prom_counter(b, M("streams_refused_total"),
 		     "Streams refused for their client certificate (docs/security.md).",
 		     s->streams_refused);
+	prom_counter(b, M("streams_no_hello_total"),
+		     "Streams closed for saying no Hello within helloTimeout.",
+		     s->streams_no_hello);
 	prom_counter(b, M("answers_stale_total"),
 		     "Answers taken as empty: base more than staleVersions behind.",
 		     s->audit.stale);

@@ -107,6 +107,7 @@ struct syncer {
 	int learners_connected;
 	uint64_t streams_refused;    /* identity refusals (stream.c) */
 	uint64_t stale_marked;       /* learners found stale, since start */
+	uint64_t streams_no_hello;   /* closed for no Hello in time (stream.c) */
 	struct goodput gp;           /* where learner time goes (goodput.h) */
 	struct gap_log gaps;         /* down gaps between rounds (gaplog.h) */
 	/* checkpoint writes of this process (docs/syncer.md, Checkpoints):
