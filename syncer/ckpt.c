@@ -533,3 +533,104 @@ int syncer_ckpt_load_good(const char *dir, uint64_t fingerprint,
 		snprintf(path_out, path_len, "%s", path);
 	return 1;
 }
+
+/* ---- high-water mark ------------------------------------------------- */
+
+static void hwm_path(char *buf, size_t len, const char *dir,
+		     uint64_t fingerprint)
+{
+	snprintf(buf, len, "%s/syncer-%016" PRIx64 "-hwm", dir, fingerprint);
+}
+
+int syncer_hwm_write(const char *dir, uint64_t fingerprint,
+		     const struct syncer_hwm *h, struct err *e)
+{
+	char path[4096], *txt;
+	size_t len = 128 + (size_t)h->nfrags * 24, n;
+	int rc;
+
+	if (h->nfrags > HWM_MAX_FRAGS)
+		return err_set(e, "cannot write high-water mark: %u fragments "
+			       "(at most %d)", h->nfrags, HWM_MAX_FRAGS);
+	if (!(txt = malloc(len)))
+		return err_set(e, "cannot write high-water mark: out of memory");
+	n = (size_t)snprintf(txt, len, "%s\nfingerprint %016" PRIx64
+			     "\nrounds %" PRIu64 "\nversions", HWM_MAGIC,
+			     fingerprint, h->rounds);
+	for (uint32_t p = 0; p < h->nfrags; p++)
+		n += (size_t)snprintf(txt + n, len - n, " %" PRIu64,
+				      h->versions[p]);
+	n += (size_t)snprintf(txt + n, len - n, "\n");
+	if (mkdir_p(dir, e)) {
+		free(txt);
+		return err_wrap(e, "cannot write high-water mark");
+	}
+	hwm_path(path, sizeof(path), dir, fingerprint);
+	rc = file_write_atomic(path, txt, n, e);
+	free(txt);
+	return rc ? err_wrap(e, "cannot write high-water mark") : 0;
+}
+
+/* Reads the unsigned decimal at *p and moves past it; -1 when none. */
+static int read_u64(const char **p, uint64_t *v)
+{
+	char *end;
+
+	if (**p < '0' || **p > '9')
+		return -1;
+	errno = 0;
+	*v = strtoull(*p, &end, 10);
+	if (errno)
+		return -1;
+	*p = end;
+	return 0;
+}
+
+int syncer_hwm_read(const char *dir, uint64_t fingerprint, uint32_t nfrags,
+		    struct syncer_hwm *h, struct err *e)
+{
+	char path[4096], head[128];
+	const char *p;
+	void *buf;
+	size_t len;
+	int rc = -1;
+
+	hwm_path(path, sizeof(path), dir, fingerprint);
+	if (access(path, F_OK))
+		return 0;
+	if (file_read_all(path, 128 + (size_t)HWM_MAX_FRAGS * 24, &buf, &len, e))
+		return err_wrap(e, "cannot read high-water mark '%s'", path);
+	snprintf(head, sizeof(head), "%s\nfingerprint %016" PRIx64 "\nrounds ",
+		 HWM_MAGIC, fingerprint);
+	p = buf;
+	if (len == 0 || ((char *)buf)[len - 1] != '\n' ||
+	    memchr(buf, 0, len) || strncmp(p, head, strlen(head))) {
+		err_set(e, "cannot read high-water mark '%s': not one of this "
+			"model", path);
+		goto out;
+	}
+	((char *)buf)[len - 1] = 0;
+	p += strlen(head);
+	if (read_u64(&p, &h->rounds) || strncmp(p, "\nversions", 9)) {
+		err_set(e, "cannot read high-water mark '%s': bad rounds line", path);
+		goto out;
+	}
+	p += 9;
+	h->nfrags = nfrags;
+	for (uint32_t q = 0; q < nfrags; q++) {
+		if (*p++ != ' ' || read_u64(&p, &h->versions[q])) {
+			err_set(e, "cannot read high-water mark '%s': %u versions "
+				"expected", path, nfrags);
+			goto out;
+		}
+	}
+	if (*p) {
+		err_set(e, "cannot read high-water mark '%s': %u versions "
+			"expected", path, nfrags);
+		goto out;
+	}
+	rc = 1;
+out:
+	free(buf);
+	return rc;
+}

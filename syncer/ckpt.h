@@ -136,4 +136,33 @@ int syncer_ckpt_load_good(const char *dir, uint64_t fingerprint,
 			  uint32_t nfrags, uint64_t nparams, uint32_t nlearners,
 			  struct syncer_ckpt *c, char *path_out, size_t path_len);
 
+/*
+ * The high-water mark (docs/syncer.md, Checkpoints): no round number
+ * above `rounds` and no version of fragment p at or above versions[p]
+ * has been handed out. `DIR/syncer-<fingerprint>-hwm`, text, written
+ * with file_write_atomic:
+ *
+ *   line   content
+ *   1      ddiloco-syncer-hwm 1
+ *   2      fingerprint <16 hex digits>
+ *   3      rounds <decimal>
+ *   4      versions <decimal> × P, one space before each
+ */
+#define HWM_MAGIC "ddiloco-syncer-hwm 1"
+#define HWM_MAX_FRAGS 65536
+
+struct syncer_hwm {
+	uint64_t rounds;
+	uint32_t nfrags;
+	uint64_t *versions;       /* nfrags, the caller's */
+};
+
+int syncer_hwm_write(const char *dir, uint64_t fingerprint,
+		     const struct syncer_hwm *h, struct err *e);
+/* 1 when read into h (h->versions must hold nfrags), 0 when there is no
+ * file, -1 when it does not read (another model, another fragment
+ * count, damaged) with the reason in e. */
+int syncer_hwm_read(const char *dir, uint64_t fingerprint, uint32_t nfrags,
+		    struct syncer_hwm *h, struct err *e);
+
 #endif

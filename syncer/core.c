@@ -216,6 +216,66 @@ static uint64_t skip_lost(struct syncer *s)
 	return s->acc.rounds_started + skip;
 }
 
+/*
+ * The high-water mark of an earlier process (docs/syncer.md,
+ * Checkpoints): round numbers and versions it may have handed out are
+ * skipped, whatever checkpoint was (or was not) loaded. -1: out of
+ * memory.
+ */
+static int read_hwm(struct syncer *s, uint64_t *started)
+{
+	struct syncer_hwm h = { 0 };
+	struct err e;
+	int rc;
+
+	if (!(h.versions = calloc((size_t)s->P, sizeof(*h.versions))))
+		return -1;
+	rc = syncer_hwm_read(s->prm->ckpt_dir, s->ft->fingerprint,
+			     (uint32_t)s->P, &h, &e);
+	if (rc < 0)
+		log_error("%s; round numbers and versions rest on the "
+			  "checkpoint alone", e.msg);
+	if (rc == 1) {
+		if (h.rounds > *started)
+			*started = h.rounds;
+		for (int q = 0; q < s->P; q++) {
+			if (h.versions[q] > s->versions[q])
+				s->versions[q] = h.versions[q];
+			s->resumed_at[q] = s->versions[q];
+		}
+		s->hwm_rounds = h.rounds;
+		log_info("high-water mark: rounds up to %" PRIu64 " may have "
+			 "been handed out before", h.rounds);
+	}
+	free(h.versions);
+	return 0;
+}
+
+void core_round_started(struct syncer *s, uint64_t round)
+{
+	struct syncer_hwm h = { 0 };
+	struct err e;
+
+	if (round <= s->hwm_rounds)
+		return;
+	h.rounds = round - 1 + CORE_HWM_ROUNDS;
+	h.nfrags = (uint32_t)s->P;
+	if (!(h.versions = calloc((size_t)s->P, sizeof(*h.versions)))) {
+		log_error("cannot write high-water mark: out of memory");
+		return;
+	}
+	/* a version goes up once per merge: the rounds up to h.rounds and
+	 * the τ in flight now at most, and the mark is the next one */
+	for (int q = 0; q < s->P; q++)
+		h.versions[q] = s->versions[q] + CORE_HWM_ROUNDS +
+				(uint64_t)s->rs.cfg.overlap + 1;
+	if (syncer_hwm_write(s->prm->ckpt_dir, s->ft->fingerprint, &h, &e))
+		log_error("%s", e.msg);
+	else
+		s->hwm_rounds = h.rounds;
+	free(h.versions);
+}
+
 /* One line: `what` at round number `round`, and every fragment's version
  * (the restart test of docs/k8s-testing.md reads it). */
 static void log_versions(const struct syncer *s, const char *what,
@@ -271,7 +331,9 @@ int core_init(struct syncer *s, const struct syncer_params *p, double now,
 		log_info("starting from the seeded model (seed %" PRIu64 ")",
 			 p->js->model.seed);
 	started = loaded ? skip_lost(s) : s->acc.rounds_started;
-	if (loaded)
+	if (read_hwm(s, &started))
+		return err_set(e, "syncer: out of memory");
+	if (loaded || s->hwm_rounds)
 		log_versions(s, "rounds resume", started + 1);
 	rc = (struct round_config){
 		.quorum = sy->min_quorum, .grace = sy->grace,

@@ -693,6 +693,7 @@ static void run_rounds(struct stream_server *sv, double now)
 			send_merged(sv, &mg);
 			continue;
 		}
+		core_round_started(s, a.round);
 		for (int i = 0; i < s->M; i++)
 			if (s->learners[i].conn && s->learners[i].joined)
 				send_pull(s->learners[i].conn, a.round, a.frag);

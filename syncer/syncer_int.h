@@ -136,6 +136,8 @@ struct syncer {
 	/* resumed from the last good checkpoint: the rounds from it to the
 	 * newest checkpoint file's name, skipped on top of the usual margin */
 	uint64_t skip_extra;
+	/* the high-water mark on disk: rounds up to it are covered */
+	uint64_t hwm_rounds;
 
 	pthread_mutex_t mu;
 	struct eval_job ev;
@@ -153,6 +155,9 @@ struct syncer {
 /* A joined learner is stale when its reported step has not changed for
  * the larger of spec.syncer.stallSeconds and CORE_STALL_STEPS of its step
  * times while it was heard from in the last CORE_STALL_HEARD_S. */
+/* The high-water mark is written when a round starts past it, to cover
+ * this many rounds (docs/syncer.md, Checkpoints). */
+#define CORE_HWM_ROUNDS 16
 #define CORE_STALL_STEPS 10
 #define CORE_STALL_HEARD_S 10.0
 
@@ -193,6 +198,10 @@ int core_heartbeat(struct syncer *s, int learner,
 /* Marks the learners that became stale (rounds stop waiting for them);
  * a report with a new step clears it. Called every loop turn. */
 void core_check_stale(struct syncer *s, double now);
+
+/* Round `round` is about to be pulled: the high-water mark is written
+ * first when the round is past it. */
+void core_round_started(struct syncer *s, uint64_t round);
 
 /* What became of an answer (counters and log lines say the same). */
 enum core_verdict {

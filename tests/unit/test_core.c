@@ -1479,6 +1479,91 @@ static void a_learner_whose_step_stands_still_is_not_waited_for(void **state)
 	assert_int_equal(f->s->stale_marked, 1);
 }
 
+/* The high-water mark file of the fixture's folder, parsed. */
+static int read_mark(struct fx *f, uint64_t *rounds, uint64_t *versions)
+{
+	struct syncer_hwm h = { .versions = versions };
+
+	if (syncer_hwm_read(f->dir, f->ft.fingerprint, 2, &h, NULL) != 1)
+		return -1;
+	*rounds = h.rounds;
+	return 0;
+}
+
+/*
+ * The high-water mark: written when round 1 starts (rounds up to 16,
+ * versions 0 + 16 + τ 2 + 1 = 19), not again until round 17. With every
+ * checkpoint gone, a restart resumes round numbers after 16 and versions
+ * at 19, answers from older bases empty; round 17 writes the next mark.
+ * A mark for another fragment count is refused with a message.
+ */
+static void the_high_water_mark_outlives_the_checkpoints(void **state)
+{
+	struct fx *f = *state;
+	struct core_merged mg;
+	struct round_action a;
+	uint64_t hb = 0, rounds, v[2];
+	char path[512];
+	struct err e;
+
+	fx_start(f);
+	join_all(f);
+	assert_int_equal(read_mark(f, &rounds, v), -1);   /* none yet */
+	for (int r = 1; r <= 3; r++) {
+		a = pull_next(f, &hb);
+		core_round_started(f->s, a.round);
+		assert_int_equal(read_mark(f, &rounds, v), 0);
+		assert_int_equal(rounds, 16);
+		assert_int_equal(v[0], 19);
+		assert_int_equal(v[1], 19);
+		answer_at(f, 0, a.round, a.frag, f->s->versions[a.frag], 0.1f, hb, 1, 10);
+		answer_at(f, 1, a.round, a.frag, f->s->versions[a.frag], 0.1f, hb, 1, 10);
+		merge(f, poll(f), &mg);
+		assert_int_equal(mg.merged, 2);
+	}
+	assert_int_equal(f->s->versions[1], 2);
+	assert_int_equal(f->s->versions[0], 1);
+	fx_stop(f);
+	/* every checkpoint gone: a start from the seeded model */
+	for (int r = 1; r <= 3; r++) {
+		snprintf(path, sizeof(path), "%s/syncer-%016llx-%012d.ckpt", f->dir,
+			 (unsigned long long)f->ft.fingerprint, r);
+		unlink(path);
+	}
+	fx_start(f);
+	assert_int_equal(f->s->acc.rounds_completed, 0);
+	assert_int_equal(f->s->rs.started, 16);
+	assert_int_equal(f->s->versions[0], 19);
+	assert_int_equal(f->s->versions[1], 19);
+	assert_int_equal(f->s->resumed_at[0], 19);
+	join_all(f);
+	a = poll(f);
+	assert_int_equal(a.kind, ROUND_PULL);
+	assert_int_equal(a.round, 17);
+	core_round_started(f->s, a.round);
+	assert_int_equal(read_mark(f, &rounds, v), 0);
+	assert_int_equal(rounds, 32);
+	assert_int_equal(v[0], 38);
+	assert_int_equal(v[1], 38);
+	/* trained from version 2 of the process before: empty */
+	answer_at(f, 0, a.round, a.frag, 2, 0.1f, 1, 1, 10);
+	answer_at(f, 1, a.round, a.frag, 19, 0.1f, 1, 1, 10);
+	merge(f, poll(f), &mg);
+	assert_int_equal(mg.merged, 1);
+	assert_int_equal(f->s->acc.empty, 1);
+	assert_int_equal(f->s->versions[1], 20);
+
+	/* a mark of another cut does not read */
+	{
+		uint64_t vv[3];
+		struct syncer_hwm h = { .versions = vv };
+
+		assert_int_equal(syncer_hwm_read(f->dir, f->ft.fingerprint, 3,
+						 &h, &e), -1);
+		assert_non_null(strstr(e.msg, "3 versions expected"));
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1504,6 +1589,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(a_restart_falls_back_to_the_last_good_checkpoint, setup, teardown),
 		cmocka_unit_test_setup_teardown(the_final_evaluation_leaves_the_lock_free, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_learner_whose_step_stands_still_is_not_waited_for, setup, teardown),
+		cmocka_unit_test_setup_teardown(the_high_water_mark_outlives_the_checkpoints, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

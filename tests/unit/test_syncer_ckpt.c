@@ -437,6 +437,54 @@ static void the_last_good_one_outlives_pruning(void **state)
 					       sizeof(got)), 0);
 }
 
+/*
+ * The high-water mark file: read back exactly, its text as drawn in
+ * ckpt.h; none is 0; another model's name is not read; a damaged or
+ * truncated one is refused with a message.
+ */
+static void the_high_water_mark_reads_back(void **state)
+{
+	uint64_t v[P] = { 7, 0, 18446744073709551615ULL }, w[P];
+	struct syncer_hwm h = { 42, P, v }, g = { 0, 0, w };
+	char path[4096], want[256];
+	struct err e;
+	size_t len;
+	char *txt;
+
+	(void)state;
+	assert_int_equal(syncer_hwm_read(dir, FP, P, &g, &e), 0);
+	assert_int_equal(syncer_hwm_write(dir, FP, &h, &e), 0);
+	assert_int_equal(syncer_hwm_read(dir, FP, P, &g, &e), 1);
+	assert_int_equal(g.rounds, 42);
+	assert_memory_equal(w, v, sizeof(v));
+	snprintf(path, sizeof(path), "%s/syncer-%016llx-hwm", dir,
+		 (unsigned long long)FP);
+	assert_int_equal(file_read_all(path, 4096, (void **)&txt, &len, NULL), 0);
+	snprintf(want, sizeof(want), "ddiloco-syncer-hwm 1\nfingerprint "
+		 "%016llx\nrounds 42\nversions 7 0 18446744073709551615\n",
+		 (unsigned long long)FP);
+	assert_int_equal(len, strlen(want));
+	assert_memory_equal(txt, want, len);
+	/* not a checkpoint: the newest-first search does not see it */
+	{
+		struct syncer_ckpt b;
+
+		assert_int_equal(syncer_ckpt_load_newest(dir, FP, P, N, L, &b,
+							 NULL, 0, NULL), 0);
+	}
+	assert_int_equal(syncer_hwm_read(dir, FP + 1, P, &g, &e), 0);
+	/* one version short */
+	assert_int_equal(file_write_atomic(path, txt, len - 3, NULL), 0);
+	assert_int_equal(syncer_hwm_read(dir, FP, P, &g, &e), -1);
+	assert_non_null(strstr(e.msg, "cannot read high-water mark"));
+	/* a digit flipped to a letter */
+	txt[len - 3] = 'x';
+	assert_int_equal(file_write_atomic(path, txt, len, NULL), 0);
+	assert_int_equal(syncer_hwm_read(dir, FP, P, &g, &e), -1);
+	assert_non_null(strstr(e.msg, "3 versions expected"));
+	free(txt);
+}
+
 static int clean_dir(void **state)
 {
 	return remove_dir(state) || make_dir(state) ? -1 : 0;
@@ -454,6 +502,7 @@ int main(void)
 		cmocka_unit_test_setup(a_full_disk_fails_cleanly, clean_dir),
 		cmocka_unit_test_setup(the_last_good_one_outlives_pruning,
 				       clean_dir),
+		cmocka_unit_test_setup(the_high_water_mark_reads_back, clean_dir),
 	};
 	return cmocka_run_group_tests(tests, make_dir, remove_dir);
 }
