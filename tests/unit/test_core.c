@@ -514,7 +514,9 @@ static void the_budget_ends_the_job(void **state)
 	assert_int_equal(poll(f).kind, ROUND_NONE);
 	h = hello_of(f, 2, sizes);
 	assert_int_equal(core_hello_check(f->s, &h, NULL), CORE_JOIN_DONE);
+	pthread_mutex_lock(&f->s->mu);
 	core_finish(f->s, f->now);
+	pthread_mutex_unlock(&f->s->mu);
 	/* a restart comes back knowing the job is over */
 	fx_stop(f);
 	fx_start(f);
@@ -1135,6 +1137,433 @@ static void a_step_that_overflows_is_not_applied(void **state)
 	}
 }
 
+/* One round answered by learners 0 and 1 with every value v; merged. */
+static void round_of(struct fx *f, uint64_t *hb, float v, struct core_merged *mg)
+{
+	struct round_action a = pull_next(f, hb);
+
+	answer_at(f, 0, a.round, a.frag, f->s->versions[a.frag], v, *hb, 1, 10);
+	answer_at(f, 1, a.round, a.frag, f->s->versions[a.frag], v, *hb, 1, 10);
+	merge(f, poll(f), mg);
+}
+
+/*
+ * Two answers that agree with each other pass the per-round screen, but
+ * not the history: once a fragment has CORE_NORM_HISTORY_MIN merged
+ * norms, an answer above normOutlier (10) times their median is refused,
+ * counted in rejected, /status and /metrics. Before that, nothing is
+ * held against it.
+ */
+static void answers_far_beyond_the_history_are_refused(void **state)
+{
+	struct fx *f = *state;
+	struct core_merged mg;
+	uint64_t hb = 0, rejected;
+	char *m;
+	json_t *o;
+
+	fx_start(f);
+	join_all(f);
+	round_of(f, &hb, 2.0f, &mg);      /* round 1, fragment 1: no history */
+	assert_int_equal(mg.frag, 1);
+	assert_int_equal(mg.merged, 2);
+	for (int r = 2; r <= 6; r++) {    /* fragment 1: 2, 2, .1 ×4 */
+		round_of(f, &hb, 0.1f, &mg);
+		assert_int_equal(mg.merged, 2);
+	}
+	assert_int_equal(f->s->norm_hist_n[1], 6);
+	assert_int_equal(f->s->norm_hist_n[0], 6);
+	rejected = f->s->acc.rejected;
+	/* round 7, fragment 1: 20 times the median, both refused */
+	round_of(f, &hb, 2.0f, &mg);
+	assert_int_equal(mg.frag, 1);
+	assert_int_equal(mg.merged, 0);
+	assert_int_equal(mg.updated, 0);
+	assert_int_equal(f->s->versions[1], 3);
+	assert_int_equal(f->s->acc.rejected, rejected + 2);
+	assert_int_equal(f->s->norm_history_refused, 2);
+	assert_int_equal(f->s->norm_hist_n[1], 6);   /* refused: not held */
+	/* round 8, fragment 0: 5 times the median merges */
+	round_of(f, &hb, 0.5f, &mg);
+	assert_int_equal(mg.frag, 0);
+	assert_int_equal(mg.merged, 2);
+	assert_int_equal(f->s->versions[0], 4);
+	assert_int_equal(f->s->norm_history_refused, 2);
+	m = http_get(f, "/status");
+	o = json_loads(m, 0, NULL);
+	free(m);
+	assert_non_null(o);
+	assert_int_equal(json_integer_value(json_object_get(
+			 json_object_get(o, "answers"), "refused_history")), 2);
+	json_decref(o);
+	m = http_get(f, "/metrics");
+	assert_non_null(strstr(m, "\nddiloco_syncer_answers_norm_history_refused_total 2\n"));
+	free(m);
+}
+
+/* Evaluation losses handed out in turn. */
+struct losses {
+	const double *v;
+	int n, next;
+};
+
+static int fake_eval(void *ctx, const float *params, size_t max_tokens,
+		     double *loss, struct err *e)
+{
+	struct losses *l = ctx;
+
+	(void)params;
+	(void)max_tokens;
+	if (l->next >= l->n)
+		return err_set(e, "no more losses");
+	*loss = l->v[l->next++];
+	return 0;
+}
+
+static void eval_now(struct fx *f)
+{
+	pthread_mutex_lock(&f->s->mu);
+	assert_int_equal(core_eval_sync(f->s, f->now), 0);
+	pthread_mutex_unlock(&f->s->mu);
+}
+
+static uint64_t last_good_round(struct fx *f)
+{
+	json_t *c = status_ckpt(f), *g = json_object_get(c, "last_good_round");
+	uint64_t r = json_is_null(g) ? 0 : (uint64_t)json_integer_value(g);
+
+	json_decref(c);
+	return r;
+}
+
+/*
+ * The checkpoint of a round whose evaluation is finite and at most 10 %
+ * above the best so far becomes the last good one; worse or NaN losses
+ * leave it. When no rolling checkpoint loads, a restart resumes from it.
+ */
+static void a_restart_falls_back_to_the_last_good_checkpoint(void **state)
+{
+	struct fx *f = *state;
+	static const double loss[] = { 3.0, 3.2, 3.5, NAN, 3.1, 9.0 };
+	struct losses l = { loss, 6, 0 };
+	struct core_merged mg;
+	float good[NPARAM];
+	uint64_t hb = 0, vgood[2];
+	char path[512];
+
+	f->prm.eval = fake_eval;
+	f->prm.eval_ctx = &l;
+	fx_start(f);
+	join_all(f);
+	assert_int_equal(last_good_round(f), 0);
+	for (uint64_t r = 1; r <= 6; r++) {
+		one_round(f, &hb, &mg);
+		eval_now(f);
+		if (r == 5) {
+			memcpy(good, f->s->theta, sizeof(good));
+			memcpy(vgood, f->s->versions, sizeof(vgood));
+		}
+		/* 3.0 good, 3.2 within 10 %, 3.5 and NaN not, 3.1 good, 9 not */
+		assert_int_equal(last_good_round(f),
+				 r < 2 ? 1 : r < 5 ? 2 : 5);
+	}
+	snprintf(path, sizeof(path), "%s/syncer-%016llx-last-good.ckpt",
+		 f->dir, (unsigned long long)f->ft.fingerprint);
+	assert_int_equal(access(path, F_OK), 0);
+	/* the rolling ones (4, 5, 6) all damaged */
+	for (int r = 4; r <= 6; r++) {
+		snprintf(path, sizeof(path), "%s/syncer-%016llx-%012d.ckpt", f->dir,
+			 (unsigned long long)f->ft.fingerprint, r);
+		assert_int_equal(access(path, F_OK), 0);
+		assert_int_equal(file_write_atomic(path, "x", 1, NULL), 0);
+	}
+	fx_stop(f);
+	f->prm.eval = NULL;
+	fx_start(f);
+	assert_int_equal(f->s->acc.rounds_completed, 5);
+	/* versions skip the usual margin (overlap 2 + checkpointEvery 1)
+	 * and the round from 5 to the newest name, 6 */
+	assert_int_equal(f->s->skip_extra, 1);
+	assert_int_equal(f->s->versions[0], vgood[0] + 4);
+	assert_int_equal(f->s->versions[1], vgood[1] + 4);
+	assert_int_equal(f->s->rs.started, f->s->acc.rounds_started + 4);
+	for (int i = 0; i < NPARAM; i++)
+		assert_exactly(f->s->theta[i], good[i]);
+}
+
+/* What the HTTP side saw while the last evaluation ran. */
+struct during {
+	struct syncer *s;
+	int calls, lock_free, healthz, status;
+	char body[64];
+};
+
+static int http_code(struct syncer *s, const char *path, char *out,
+		     size_t len)
+{
+	const char *ct = "text/plain";
+	struct buf b;
+	int code;
+
+	buf_init(&b, 1 << 20);
+	code = status_http(s, path, &b, &ct);
+	if (out)
+		snprintf(out, len, "%.*s", (int)b.len, b.data);
+	buf_release(&b);
+	return code;
+}
+
+static int eval_watching(void *ctx, const float *params, size_t max_tokens,
+			 double *loss, struct err *e)
+{
+	struct during *d = ctx;
+
+	(void)params;
+	(void)max_tokens;
+	(void)e;
+	d->calls++;
+	d->lock_free = pthread_mutex_trylock(&d->s->mu) == 0;
+	if (d->lock_free) {
+		pthread_mutex_unlock(&d->s->mu);
+		d->healthz = http_code(d->s, "/healthz", d->body, sizeof(d->body));
+		d->status = http_code(d->s, "/status", NULL, 0);
+	}
+	*loss = 2.5;
+	return 0;
+}
+
+/*
+ * The last evaluation runs without the state lock: /healthz and /status
+ * answer meanwhile, /healthz 200 though the loop has not turned for 20 s
+ * (it is evaluating), and 503 for the same 20 s outside it.
+ */
+static void the_final_evaluation_leaves_the_lock_free(void **state)
+{
+	struct fx *f = *state;
+	struct during d = { 0 };
+	struct core_merged mg;
+	char body[64];
+
+	f->prm.eval = eval_watching;
+	f->prm.eval_ctx = &d;
+	f->js.budget.outer_steps = 1;
+	fx_start(f);
+	d.s = f->s;
+	join_all(f);
+	assert_int_equal(poll(f).kind, ROUND_PULL);
+	answer(f, 0, 1, 1, 0, 0.1f, 0, ENC_F32);
+	answer(f, 1, 1, 1, 0, 0.1f, 0, ENC_F32);
+	merge(f, poll(f), &mg);
+	assert_int_equal(mg.done, 1);
+	f->s->last_loop = clock_mono() - 20;
+	pthread_mutex_lock(&f->s->mu);
+	core_finish(f->s, f->now);
+	pthread_mutex_unlock(&f->s->mu);
+	assert_int_equal(d.calls, 1);
+	assert_int_equal(d.lock_free, 1);
+	assert_int_equal(d.healthz, 200);
+	assert_string_equal(d.body, "ok (final evaluation)\n");
+	assert_int_equal(d.status, 200);
+	assert_int_equal(f->s->final_eval, 0);
+	assert_int_equal(f->s->acc.nevals, 1);
+	assert_float_equal(f->s->acc.evals[0].loss, 2.5, 0);
+	assert_int_equal(http_code(f->s, "/healthz", body, sizeof(body)), 503);
+	assert_string_equal(body, "run loop stuck\n");
+	f->s->last_loop = clock_mono();
+	assert_int_equal(http_code(f->s, "/healthz", body, sizeof(body)), 200);
+	assert_string_equal(body, "ok\n");
+}
+
+static int beat(struct fx *f, int id, uint64_t step)
+{
+	return core_heartbeat(f->s, id, &(struct wire_heartbeat){
+		.step = step, .step_time = 0.5 }, f->now);
+}
+
+static json_t *status_of(struct fx *f)
+{
+	char *txt = http_get(f, "/status");
+	json_t *o = json_loads(txt, 0, NULL);
+
+	free(txt);
+	assert_non_null(o);
+	return o;
+}
+
+static int learner_stale(json_t *o, int id)
+{
+	json_t *l = json_array_get(json_object_get(o, "learners"), (size_t)id);
+
+	assert_true(json_is_boolean(json_object_get(l, "stale")));
+	return json_is_true(json_object_get(l, "stale"));
+}
+
+/*
+ * stallSeconds 30: learner 2 keeps heartbeating with its step at 5 from
+ * t = 101; at 131 it is not stale yet, at 132 it is (/status, /metrics),
+ * and the round pulled next merges as soon as 0 and 1 have answered.
+ * A new step clears it; a learner that goes silent is not stale.
+ */
+static void a_learner_whose_step_stands_still_is_not_waited_for(void **state)
+{
+	struct fx *f = *state;
+	struct round_action a;
+	struct core_merged mg;
+	uint64_t step = 0;
+	json_t *o;
+	char *m;
+
+	f->js.syncer.stall_seconds = 30;
+	fx_start(f);
+	join_all(f);
+	for (int t = 1; t <= 31; t++) {
+		f->now = 100 + t;
+		step++;
+		assert_int_equal(beat(f, 0, step), 0);
+		assert_int_equal(beat(f, 1, step), 0);
+		assert_int_equal(beat(f, 2, 5), 0);
+		core_check_stale(f->s, f->now);
+		assert_int_equal(f->s->learners[2].stale, 0);
+		/* the rounds it paces are answered by all three */
+		while ((a = poll(f)).kind != ROUND_NONE) {
+			if (a.kind == ROUND_MERGE) {
+				merge(f, a, &mg);
+				continue;
+			}
+			for (int id = 0; id < M; id++)
+				answer_at(f, id, a.round, a.frag,
+					  f->s->versions[a.frag], 0.1f, id == 2 ? 5 : step,
+					  1, 10);
+		}
+	}
+	f->now = 132;
+	core_check_stale(f->s, f->now);
+	assert_int_equal(f->s->learners[2].stale, 1);
+	assert_int_equal(f->s->learners[0].stale, 0);
+	o = status_of(f);
+	assert_int_equal(learner_stale(o, 2), 1);
+	assert_int_equal(learner_stale(o, 0), 0);
+	assert_int_equal(json_integer_value(json_object_get(o, "learners_stale")), 1);
+	json_decref(o);
+	m = http_get(f, "/metrics");
+	assert_non_null(strstr(m, "\nddiloco_syncer_learners_stale 1\n"));
+	assert_non_null(strstr(m, "\nddiloco_syncer_learners_stale_total 1\n"));
+	free(m);
+
+	/* the next round: 0 and 1 answer, it merges without 2 at once */
+	a = pull_next(f, &step);
+	answer_at(f, 0, a.round, a.frag, f->s->versions[a.frag], 0.1f, step, 1, 10);
+	assert_int_equal(poll(f).kind, ROUND_NONE);
+	answer_at(f, 1, a.round, a.frag, f->s->versions[a.frag], 0.1f, step, 1, 10);
+	merge(f, poll(f), &mg);
+	assert_int_equal(mg.round, a.round);
+	assert_int_equal(mg.merged, 2);
+
+	/* a new step: not stale */
+	assert_int_equal(beat(f, 2, 6), 0);
+	assert_int_equal(f->s->learners[2].stale, 0);
+	assert_int_equal(f->s->rs.stale[2], 0);
+	o = status_of(f);
+	assert_int_equal(json_integer_value(json_object_get(o, "learners_stale")), 0);
+	json_decref(o);
+
+	/* learner 1 goes silent for 40 s while 0 and 2 move: not stale */
+	for (int t = 1; t <= 40; t++) {
+		f->now += 1;
+		step++;
+		assert_int_equal(beat(f, 0, step), 0);
+		assert_int_equal(beat(f, 2, 6 + (uint64_t)t), 0);
+		core_check_stale(f->s, f->now);
+	}
+	assert_int_equal(f->s->learners[1].stale, 0);
+	assert_int_equal(f->s->stale_marked, 1);
+}
+
+/* The high-water mark file of the fixture's folder, parsed. */
+static int read_mark(struct fx *f, uint64_t *rounds, uint64_t *versions)
+{
+	struct syncer_hwm h = { .versions = versions };
+
+	if (syncer_hwm_read(f->dir, f->ft.fingerprint, 2, &h, NULL) != 1)
+		return -1;
+	*rounds = h.rounds;
+	return 0;
+}
+
+/*
+ * The high-water mark: written when round 1 starts (rounds up to 16,
+ * versions 0 + 16 + τ 2 + 1 = 19), not again until round 17. With every
+ * checkpoint gone, a restart resumes round numbers after 16 and versions
+ * at 19, answers from older bases empty; round 17 writes the next mark.
+ * A mark for another fragment count is refused with a message.
+ */
+static void the_high_water_mark_outlives_the_checkpoints(void **state)
+{
+	struct fx *f = *state;
+	struct core_merged mg;
+	struct round_action a;
+	uint64_t hb = 0, rounds, v[2];
+	char path[512];
+	struct err e;
+
+	fx_start(f);
+	join_all(f);
+	assert_int_equal(read_mark(f, &rounds, v), -1);   /* none yet */
+	for (int r = 1; r <= 3; r++) {
+		a = pull_next(f, &hb);
+		core_round_started(f->s, a.round);
+		assert_int_equal(read_mark(f, &rounds, v), 0);
+		assert_int_equal(rounds, 16);
+		assert_int_equal(v[0], 19);
+		assert_int_equal(v[1], 19);
+		answer_at(f, 0, a.round, a.frag, f->s->versions[a.frag], 0.1f, hb, 1, 10);
+		answer_at(f, 1, a.round, a.frag, f->s->versions[a.frag], 0.1f, hb, 1, 10);
+		merge(f, poll(f), &mg);
+		assert_int_equal(mg.merged, 2);
+	}
+	assert_int_equal(f->s->versions[1], 2);
+	assert_int_equal(f->s->versions[0], 1);
+	fx_stop(f);
+	/* every checkpoint gone: a start from the seeded model */
+	for (int r = 1; r <= 3; r++) {
+		snprintf(path, sizeof(path), "%s/syncer-%016llx-%012d.ckpt", f->dir,
+			 (unsigned long long)f->ft.fingerprint, r);
+		unlink(path);
+	}
+	fx_start(f);
+	assert_int_equal(f->s->acc.rounds_completed, 0);
+	assert_int_equal(f->s->rs.started, 16);
+	assert_int_equal(f->s->versions[0], 19);
+	assert_int_equal(f->s->versions[1], 19);
+	assert_int_equal(f->s->resumed_at[0], 19);
+	join_all(f);
+	a = poll(f);
+	assert_int_equal(a.kind, ROUND_PULL);
+	assert_int_equal(a.round, 17);
+	core_round_started(f->s, a.round);
+	assert_int_equal(read_mark(f, &rounds, v), 0);
+	assert_int_equal(rounds, 32);
+	assert_int_equal(v[0], 38);
+	assert_int_equal(v[1], 38);
+	/* trained from version 2 of the process before: empty */
+	answer_at(f, 0, a.round, a.frag, 2, 0.1f, 1, 1, 10);
+	answer_at(f, 1, a.round, a.frag, 19, 0.1f, 1, 1, 10);
+	merge(f, poll(f), &mg);
+	assert_int_equal(mg.merged, 1);
+	assert_int_equal(f->s->acc.empty, 1);
+	assert_int_equal(f->s->versions[1], 20);
+
+	/* a mark of another cut does not read */
+	{
+		uint64_t vv[3];
+		struct syncer_hwm h = { .versions = vv };
+
+		assert_int_equal(syncer_hwm_read(f->dir, f->ft.fingerprint, 3,
+						 &h, &e), -1);
+		assert_non_null(strstr(e.msg, "3 versions expected"));
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1156,6 +1585,11 @@ int main(void)
 		cmocka_unit_test_setup_teardown(a_down_gap_is_logged_with_the_learners, setup, teardown),
 		cmocka_unit_test_setup_teardown(checkpoints_that_fail_are_shown_and_retried, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_step_that_overflows_is_not_applied, setup, teardown),
+		cmocka_unit_test_setup_teardown(answers_far_beyond_the_history_are_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_restart_falls_back_to_the_last_good_checkpoint, setup, teardown),
+		cmocka_unit_test_setup_teardown(the_final_evaluation_leaves_the_lock_free, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_learner_whose_step_stands_still_is_not_waited_for, setup, teardown),
+		cmocka_unit_test_setup_teardown(the_high_water_mark_outlives_the_checkpoints, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
