@@ -591,10 +591,15 @@ static void test_budget_done_succeeds_and_stays(void **state)
 	f.in.progress.tokens = 5000;
 	f.js.ttl_seconds_after_finished = 60;
 	reconcile(&f.in, f.mem, &f.out);
+	/* phase Succeeded, condition Complete as a batch/v1 Job has it */
 	assert_int_equal(f.out.phase, PHASE_SUCCEEDED);
-	assert_int_equal(f.out.conds[COND_SUCCEEDED].status, 1);
-	assert_string_equal(f.out.conds[COND_SUCCEEDED].reason, "BudgetReached");
-	assert_string_equal(f.out.conds[COND_SUCCEEDED].message,
+	assert_string_equal(job_phase_name(f.out.phase), "Succeeded");
+	assert_string_equal(cond_type_name(COND_COMPLETE), "Complete");
+	assert_int_equal(f.out.conds[COND_COMPLETE].set, 1);
+	assert_int_equal(f.out.conds[COND_COMPLETE].status, 1);
+	assert_int_equal(f.out.conds[COND_FAILED].set, 0);
+	assert_string_equal(f.out.conds[COND_COMPLETE].reason, "BudgetReached");
+	assert_string_equal(f.out.conds[COND_COMPLETE].message,
 			    "the budget is reached (round 120, 5000 tokens)");
 	assert_int_equal(f.out.conds[COND_RUNNING].status, 0);
 	assert_int_equal(count(&f.out, ACT_DELETE_LEARNER), 2);   /* stop them */
@@ -633,7 +638,7 @@ static void test_all_learners_exit_zero_succeeds(void **state)
 	f.pods[0].state = f.pods[1].state = POD_SUCCEEDED;
 	reconcile(&f.in, f.mem, &f.out);
 	assert_int_equal(f.out.phase, PHASE_SUCCEEDED);
-	assert_string_equal(f.out.conds[COND_SUCCEEDED].reason, "LearnersCompleted");
+	assert_string_equal(f.out.conds[COND_COMPLETE].reason, "LearnersCompleted");
 	assert_int_equal(count(&f.out, ACT_APPLY_LEARNER), 0);
 	assert_int_equal(count(&f.out, ACT_DELETE_LEARNER), 0);
 	rc_output_release(&f.out);
