@@ -6,6 +6,9 @@
  * restartPolicy Always (a native sidecar): it starts before the learner
  * and ends when the learner ends, so a finished pod finishes. The syncer's
  * pod has fsGroup set to the image's user, who writes the checkpoints.
+ * Placement is per part: the learners' nodeSelector and tolerations go to
+ * the learner pods only (their accelerator pool); the syncer has its own
+ * and requests of its own (syncer_resources), so it is Burstable.
  *
  * Security (docs/operator.md, "Security"): every pod and container gets
  * the same restricted security context (pod_security, container_security)
