@@ -16,7 +16,7 @@ case $BUILD in /*) BIN=$BUILD/ddiloco ;; *) BIN=$ROOT/$BUILD/ddiloco ;; esac
 NS=names-$$-$RANDOM
 WORK=$(mktemp -d /tmp/test_names.XXXXXX)
 OP_PID=
-LONG=n2345678901234567890123456789012345678901234   # 45 characters
+LONG=n23456789012345678901234567890123456789012345  # 45 characters
 
 fail() {
 	echo "test_names: FAIL: $*" >&2
