@@ -17,34 +17,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/log.h"
 #include "common/util.h"
 #include "syncer/ckpt.h"
 #include "syncer/syncer_int.h"
-#include "tests/fuzz/fuzz.h"
-#include "tests/fuzz/fuzz_model.h"
+/* fm: the small job, made before the first input */
+#define FUZZ_MODEL_DIR "ddfuzz-ckpt"
+#include "tests/fuzz/fuzz_init.h"
 
 const char fuzz_name[] = "ckpt";
-
-static struct fuzz_model fm;
-
-static void bye(void)
-{
-	fuzz_model_clean(&fm);
-	rmdir(fm.dir);
-}
-
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-	(void)argc;
-	(void)argv;
-	setenv("DDILOCO_LOG", "error", 0);   /* DDILOCO_LOG=info to see */
-	log_init("fuzz");
-	if (fuzz_model_init(&fm, "ddfuzz-ckpt"))
-		abort();
-	atexit(bye);
-	return 0;
-}
 
 static uint32_t u32_at(const uint8_t *p)
 {

@@ -7,19 +7,9 @@
 #include <stdlib.h>
 
 #include "common/jobspec.h"
-#include "common/log.h"
-#include "tests/fuzz/fuzz.h"
+#include "tests/fuzz/fuzz_init.h"
 
 const char fuzz_name[] = "jobspec";
-
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-	(void)argc;
-	(void)argv;
-	setenv("DDILOCO_LOG", "error", 0);   /* DDILOCO_LOG=info to see */
-	log_init("fuzz");
-	return 0;
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

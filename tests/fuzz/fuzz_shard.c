@@ -5,20 +5,10 @@
  */
 #include <stdlib.h>
 
-#include "common/log.h"
-#include "tests/fuzz/fuzz.h"
+#include "tests/fuzz/fuzz_init.h"
 #include "trainer/data.h"
 
 const char fuzz_name[] = "shard";
-
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-	(void)argc;
-	(void)argv;
-	setenv("DDILOCO_LOG", "error", 0);   /* DDILOCO_LOG=info to see */
-	log_init("fuzz");
-	return 0;
-}
 
 static void one(const uint8_t *data, size_t size, enum data_format fmt,
 		int vocab)

@@ -18,24 +18,14 @@
 #include <string.h>
 
 #include "common/buf.h"
-#include "common/log.h"
 #include "operator/informer.h"
 #include "operator/kube.h"
-#include "tests/fuzz/fuzz.h"
+#include "tests/fuzz/fuzz_init.h"
 
 const char fuzz_name[] = "watch";
 
 static struct kube_config cfg;
 static long events;
-
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-	(void)argc;
-	(void)argv;
-	setenv("DDILOCO_LOG", "error", 0);   /* DDILOCO_LOG=info to see */
-	log_init("fuzz");
-	return 0;
-}
 
 static void on_change(void *ctx, enum kube_event type, json_t *obj)
 {

@@ -23,35 +23,15 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "common/log.h"
 #include "common/wire.h"
 #include "syncer/syncer_int.h"
-#include "tests/fuzz/fuzz.h"
-#include "tests/fuzz/fuzz_model.h"
+/* fm: the small job, made before the first input */
+#define FUZZ_MODEL_DIR "ddfuzz-wire"
+#include "tests/fuzz/fuzz_init.h"
 
 const char fuzz_name[] = "wire";
 
 #define NCONN 4
-
-static struct fuzz_model fm;
-
-static void bye(void)
-{
-	fuzz_model_clean(&fm);
-	rmdir(fm.dir);
-}
-
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-	(void)argc;
-	(void)argv;
-	setenv("DDILOCO_LOG", "error", 0);   /* DDILOCO_LOG=info to see */
-	log_init("fuzz");
-	if (fuzz_model_init(&fm, "ddfuzz-wire"))
-		abort();
-	atexit(bye);
-	return 0;
-}
 
 struct streams {
 	int learner[NCONN];     /* the learner a stream speaks for, or -1 */

@@ -245,6 +245,25 @@ static void start_pair(struct fx *f, struct exchange **ln, struct exchange **sc,
 	assert_int_equal(exchange_learner_start(*ln, params), 1);
 }
 
+/* The learner's poll at step n of 64 tokens. */
+static void poll_at(struct exchange *ln, float *params, uint64_t n,
+		    struct exchange_poll_result *res)
+{
+	struct exchange_step st = step_of(n, 64);
+
+	exchange_poll(ln, params, &st, res);
+}
+
+/* A pull of fragment p for round posted by the sidecar, then the
+ * learner's poll at step n. */
+static void pull_at(struct exchange *ln, struct exchange *sc, float *params,
+		    int p, uint64_t round, uint64_t n,
+		    struct exchange_poll_result *res)
+{
+	exchange_post_pull(sc, p, round);
+	poll_at(ln, params, n, res);
+}
+
 /*
  * A second pull of a fragment before the update of the first answer is
  * applied (docs/design.md §3, Learner): the answer moved the base, so the
@@ -259,16 +278,13 @@ static void an_answer_moves_the_base(void **state)
 	struct exchange_poll_result res;
 	struct exchange_answer a;
 	struct exchange_counters c;
-	struct exchange_step st;
 	float params[SMALL_N], buf[8];
 
 	start_pair(f, &ln, &sc, params, 1.0f);
 	/* step 1 moves fragment 0 (tensor 1: params 5..10) by 0.5; pulled */
 	for (int i = 5; i < 11; i++)
 		params[i] += 0.5f;
-	exchange_post_pull(sc, 0, 10);
-	st = step_of(1, 64);
-	exchange_poll(ln, params, &st, &res);
+	pull_at(ln, sc, params, 0, 10, 1, &res);
 	assert_int_equal(exchange_take_answer(sc, 0, &a, buf), 1);
 	assert_int_equal(a.steps, 1);
 	assert_float_equal(buf[0], -0.5f, 1e-6);
@@ -278,8 +294,7 @@ static void an_answer_moves_the_base(void **state)
 		params[i] += 0.25f;
 	exchange_post_pull(sc, 0, 12);
 	publish_const(sc, 0, 2, 3.0f);
-	st = step_of(2, 64);
-	exchange_poll(ln, params, &st, &res);
+	poll_at(ln, params, 2, &res);
 	assert_int_equal(res.served, 1);
 	assert_int_equal(res.applied, 1);
 	assert_int_equal(exchange_take_answer(sc, 0, &a, buf), 1);
@@ -296,9 +311,7 @@ static void an_answer_moves_the_base(void **state)
 	for (int i = 5; i < 11; i++)
 		assert_exactly(params[i], 3.0f);
 	params[5] = 2.0f;
-	exchange_post_pull(sc, 0, 14);
-	st = step_of(3, 64);
-	exchange_poll(ln, params, &st, &res);
+	pull_at(ln, sc, params, 0, 14, 3, &res);
 	assert_int_equal(exchange_take_answer(sc, 0, &a, buf), 1);
 	assert_int_equal(a.base_version, 2);
 	assert_int_equal(a.steps, 1);
@@ -323,7 +336,6 @@ static void mixing_reports_the_alpha_share(void **state)
 	struct exchange *ln, *sc;
 	struct exchange_poll_result res;
 	struct exchange_answer a;
-	struct exchange_step st;
 	float params[SMALL_N], buf[8], g[6];
 
 	start_pair(f, &ln, &sc, params, 1.0f);
@@ -332,17 +344,13 @@ static void mixing_reports_the_alpha_share(void **state)
 		g[i] = 0.125f * (float)(i + 1);
 		params[5 + i] += g[i];
 	}
-	st = step_of(1, 64);
-	exchange_poll(ln, params, &st, &res);
+	poll_at(ln, params, 1, &res);
 	publish_const(sc, 0, 2, 3.0f);
-	st = step_of(2, 64);
-	exchange_poll(ln, params, &st, &res);
+	poll_at(ln, params, 2, &res);
 	assert_int_equal(res.applied, 1);
 	for (int i = 0; i < 6; i++)
 		assert_float_equal(params[5 + i], 0.5f * (1.0f + g[i]) + 1.5f, 1e-6);
-	exchange_post_pull(sc, 0, 20);
-	st = step_of(3, 64);
-	exchange_poll(ln, params, &st, &res);
+	pull_at(ln, sc, params, 0, 20, 3, &res);
 	assert_int_equal(exchange_take_answer(sc, 0, &a, buf), 1);
 	assert_int_equal(a.base_version, 2);
 	assert_int_equal(a.steps, 3);
@@ -353,11 +361,8 @@ static void mixing_reports_the_alpha_share(void **state)
 	exchange_set_alpha(sc, 0.0);
 	params[5] += 1.0f;
 	publish_const(sc, 0, 3, 4.0f);
-	st = step_of(4, 64);
-	exchange_poll(ln, params, &st, &res);
-	exchange_post_pull(sc, 0, 22);
-	st = step_of(5, 64);
-	exchange_poll(ln, params, &st, &res);
+	poll_at(ln, params, 4, &res);
+	pull_at(ln, sc, params, 0, 22, 5, &res);
 	assert_int_equal(exchange_take_answer(sc, 0, &a, buf), 1);
 	assert_int_equal(a.steps, 1);
 	assert_float_equal(buf[0], 0.0f, 0);
@@ -773,6 +778,48 @@ static uint64_t *slot_word(struct region *r, struct fx *f, int p, int k,
 	return word(r, at + off);
 }
 
+/* start_pair, then the region mapped as a third party sees it. */
+static void start_mapped(struct fx *f, struct exchange **ln,
+			 struct exchange **sc, float *params, struct region *r)
+{
+	start_pair(f, ln, sc, params, 1.0f);
+	region_map(f, r);
+}
+
+static void finish_mapped(struct exchange *ln, struct exchange *sc,
+			  struct region *r)
+{
+	munmap(r->m, r->size);
+	exchange_close(sc);
+	exchange_close(ln);
+}
+
+/* The sidecar refuses the answer of fragment p as corrupt, and has now
+ * counted n corrupt boxes. */
+static void answer_is_refused(struct exchange *sc, int p, float *buf,
+			      uint64_t n)
+{
+	struct exchange_answer a;
+	struct exchange_counters c;
+
+	assert_int_equal(exchange_take_answer(sc, p, &a, buf), 0);
+	exchange_counters(sc, &c);
+	assert_int_equal(c.corrupt_boxes, n);
+}
+
+/* x has counted n corrupt header words; its last error holds msg (when
+ * msg is not NULL). */
+static void corrupt_headers_are(struct exchange *x, uint64_t n,
+				const char *msg)
+{
+	struct exchange_counters c;
+
+	exchange_counters(x, &c);
+	assert_int_equal(c.corrupt_headers, n);
+	if (msg)
+		assert_non_null(strstr(exchange_last_error(x), msg));
+}
+
 /*
  * Every length in a copy is the process's own: a region that claims 2^40
  * values in a box is copied with the table's 6 and 7 (a copy of the
@@ -785,18 +832,13 @@ static void box_lengths_come_from_the_table(void **state)
 	struct exchange *ln, *sc;
 	struct exchange_poll_result res;
 	struct exchange_answer a;
-	struct exchange_counters c;
-	struct exchange_step st;
 	struct region r;
 	float params[SMALL_N], buf[8];
 
-	start_pair(f, &ln, &sc, params, 1.0f);
-	region_map(f, &r);
+	start_mapped(f, &ln, &sc, params, &r);
 	for (int i = 5; i < 11; i++)
 		params[i] = 2.0f;
-	exchange_post_pull(sc, 0, 5);
-	st = step_of(1, 64);
-	exchange_poll(ln, params, &st, &res);
+	pull_at(ln, sc, params, 0, 5, 1, &res);
 	assert_int_equal(res.served, 1);
 	assert_int_equal(res.repaired, 0);
 	*frag_word(&r, 0, F_NUMEL) = (uint64_t)1 << 40;
@@ -808,21 +850,16 @@ static void box_lengths_come_from_the_table(void **state)
 	assert_exactly(buf[6], 42.0f);   /* nothing past the 6 values */
 	/* the learner's next poll finds both words and rewrites them */
 	publish_const(sc, 1, 2, 5.0f);
-	st = step_of(2, 64);
-	exchange_poll(ln, params, &st, &res);
+	poll_at(ln, params, 2, &res);
 	assert_int_equal(res.repaired, 2);
 	assert_int_equal(res.applied, 1);
 	assert_exactly(params[0], 5.0f);
 	assert_exactly(params[12], 5.0f);
 	assert_int_equal(*frag_word(&r, 0, F_NUMEL), 6);
 	assert_int_equal(*frag_word(&r, 1, F_NUMEL), 7);
-	assert_non_null(strstr(exchange_last_error(ln),
-			       "number of values of fragment 1 is 1099511627776"));
-	exchange_counters(ln, &c);
-	assert_int_equal(c.corrupt_headers, 2);
-	munmap(r.m, r.size);
-	exchange_close(sc);
-	exchange_close(ln);
+	corrupt_headers_are(ln, 2,
+			    "number of values of fragment 1 is 1099511627776");
+	finish_mapped(ln, sc, &r);
 }
 
 /*
@@ -836,50 +873,40 @@ static void corrupted_header_is_repaired(void **state)
 	struct exchange *ln, *sc;
 	struct exchange_poll_result res;
 	struct exchange_answer a;
-	struct exchange_counters c;
-	struct exchange_step st;
 	struct region r;
 	uint64_t good[5];
 	const size_t off[5] = { H_MAGIC, H_LAYOUT, H_SIZE, H_FPRINT,
 				H_DATA_OFF };
 	float params[SMALL_N], buf[8];
 
-	start_pair(f, &ln, &sc, params, 1.0f);
-	region_map(f, &r);
+	start_mapped(f, &ln, &sc, params, &r);
 	for (int i = 0; i < 5; i++) {
 		good[i] = *word(&r, off[i]);
 		*word(&r, off[i]) = 0xdeadbeefdeadbeefULL;
 	}
 	*word(&r, H_DONE) = 7;
 	assert_int_equal(exchange_is_done(ln), 0);
-	exchange_post_pull(sc, 1, 3);
-	st = step_of(1, 64);
-	exchange_poll(ln, params, &st, &res);
+	pull_at(ln, sc, params, 1, 3, 1, &res);
 	assert_int_equal(res.repaired, 6);
 	assert_int_equal(res.done, 0);
 	assert_int_equal(res.served, 1);
 	for (int i = 0; i < 5; i++)
 		assert_int_equal(*word(&r, off[i]), good[i]);
 	assert_int_equal(*word(&r, H_DONE), 0);
-	assert_non_null(strstr(exchange_last_error(ln), "done flag is 7"));
-	exchange_counters(ln, &c);
-	assert_int_equal(c.corrupt_headers, 6);
+	corrupt_headers_are(ln, 6, "done flag is 7");
 	/* repaired: nothing more is found, and the conversation goes on */
 	assert_int_equal(exchange_check(ln), 0);
 	assert_int_equal(exchange_check(sc), 0);
 	assert_int_equal(exchange_take_answer(sc, 1, &a, buf), 1);
 	assert_int_equal(a.round, 3);
 	publish_const(sc, 0, 2, 4.0f);
-	st = step_of(2, 64);
-	exchange_poll(ln, params, &st, &res);
+	poll_at(ln, params, 2, &res);
 	assert_int_equal(res.applied, 1);
 	assert_int_equal(res.repaired, 0);
 	assert_exactly(params[5], 4.0f);
 	exchange_set_done(sc, 1);
 	assert_int_equal(exchange_is_done(ln), 1);
-	munmap(r.m, r.size);
-	exchange_close(sc);
-	exchange_close(ln);
+	finish_mapped(ln, sc, &r);
 }
 
 /*
@@ -896,64 +923,46 @@ static void corrupted_boxes_are_ignored(void **state)
 	struct exchange_poll_result res;
 	struct exchange_answer a;
 	struct exchange_counters c;
-	struct exchange_step st;
 	struct region r;
 	float params[SMALL_N], buf[8];
 	double nan_alpha = 2.0;
 	uint64_t bits;
 
-	start_pair(f, &ln, &sc, params, 1.0f);
-	region_map(f, &r);
-	exchange_post_pull(sc, 0, 5);
-	st = step_of(1, 64);
-	exchange_poll(ln, params, &st, &res);
+	start_mapped(f, &ln, &sc, params, &r);
+	pull_at(ln, sc, params, 0, 5, 1, &res);
 	/* outbox generation 1 published; make it one no slot holds */
 	*frag_word(&r, 0, F_OUT_GEN) = 12345;
 	assert_int_equal(exchange_answer_ready(sc, 0), 1);
-	assert_int_equal(exchange_take_answer(sc, 0, &a, buf), 0);
-	exchange_counters(sc, &c);
-	assert_int_equal(c.corrupt_boxes, 1);
+	answer_is_refused(sc, 0, buf, 1);
 	assert_non_null(strstr(exchange_last_error(sc),
 			       "outbox of fragment 0 has generation 12345"));
 	/* the learner's own word: rewritten at its next poll */
-	st = step_of(2, 64);
-	exchange_poll(ln, params, &st, &res);
+	poll_at(ln, params, 2, &res);
 	assert_int_equal(res.repaired, 1);
 	assert_int_equal(*frag_word(&r, 0, F_OUT_GEN), 1);
 	assert_int_equal(exchange_take_answer(sc, 0, &a, buf), 1);
 	assert_int_equal(a.round, 5);
 
 	/* an answer with more steps since its base than the learner made */
-	exchange_post_pull(sc, 0, 6);
-	st = step_of(3, 64);
-	exchange_poll(ln, params, &st, &res);
+	pull_at(ln, sc, params, 0, 6, 3, &res);
 	*slot_word(&r, f, 0, 2, S_STEPS) = 1000;   /* gen 2: outbox[0] */
-	assert_int_equal(exchange_take_answer(sc, 0, &a, buf), 0);
-	exchange_counters(sc, &c);
-	assert_int_equal(c.corrupt_boxes, 2);
+	answer_is_refused(sc, 0, buf, 2);
 	assert_non_null(strstr(exchange_last_error(sc), "steps 1000 at step 3"));
-	exchange_post_pull(sc, 0, 7);
-	st = step_of(4, 64);
-	exchange_poll(ln, params, &st, &res);
+	pull_at(ln, sc, params, 0, 7, 4, &res);
 	assert_int_equal(exchange_take_answer(sc, 0, &a, buf), 1);
 	assert_int_equal(a.round, 7);
 	assert_int_equal(a.steps, 1);
 
 	/* an outbox generation that goes back (the slot agrees with it) */
-	exchange_post_pull(sc, 0, 8);
-	st = step_of(5, 64);
-	exchange_poll(ln, params, &st, &res);          /* gen 4 in outbox[0] */
+	pull_at(ln, sc, params, 0, 8, 5, &res);   /* gen 4 in outbox[0] */
 	*frag_word(&r, 0, F_OUT_GEN) = 2;
-	*slot_word(&r, f, 0, 2, 8) = 2;                /* its gen word */
-	assert_int_equal(exchange_take_answer(sc, 0, &a, buf), 0);
-	exchange_counters(sc, &c);
-	assert_int_equal(c.corrupt_boxes, 3);
+	*slot_word(&r, f, 0, 2, 8) = 2;           /* its gen word */
+	answer_is_refused(sc, 0, buf, 3);
 
 	/* an inbox generation no slot holds: the learner keeps its θ */
 	params[5] = 9.0f;
 	*frag_word(&r, 0, F_IN_GEN) = 777;
-	st = step_of(6, 64);
-	exchange_poll(ln, params, &st, &res);
+	poll_at(ln, params, 6, &res);
 	assert_int_equal(res.applied, 0);
 	assert_exactly(params[5], 9.0f);
 	exchange_counters(ln, &c);
@@ -963,8 +972,7 @@ static void corrupted_boxes_are_ignored(void **state)
 	assert_int_equal(exchange_check(sc), 1);
 	assert_int_equal(*frag_word(&r, 0, F_IN_GEN), 1);
 	publish_const(sc, 0, 3, 6.0f);
-	st = step_of(7, 64);
-	exchange_poll(ln, params, &st, &res);
+	poll_at(ln, params, 7, &res);
 	assert_int_equal(res.applied, 1);
 	assert_exactly(params[5], 6.0f);
 
@@ -973,18 +981,15 @@ static void corrupted_boxes_are_ignored(void **state)
 	memcpy(&bits, &nan_alpha, sizeof(bits));
 	*word(&r, H_ALPHA) = bits;
 	publish_const(sc, 0, 4, 8.0f);
-	exchange_poll(ln, params, &st, &res);
+	poll_at(ln, params, 7, &res);
 	assert_int_equal(res.repaired, 1);
 	assert_exactly(params[5], 8.0f);
-	exchange_poll(ln, params, &st, &res);
+	poll_at(ln, params, 7, &res);
 	assert_int_equal(res.repaired, 0);
 	assert_int_equal(exchange_check(sc), 1);
 	assert_int_equal(*word(&r, H_ALPHA), 0);
-	exchange_counters(ln, &c);
-	assert_int_equal(c.corrupt_headers, 3);   /* out_gen twice, α */
-	munmap(r.m, r.size);
-	exchange_close(sc);
-	exchange_close(ln);
+	corrupt_headers_are(ln, 3, NULL);   /* out_gen twice, α */
+	finish_mapped(ln, sc, &r);
 }
 
 /*
@@ -996,7 +1001,6 @@ static void attach_repairs_a_corrupted_header(void **state)
 {
 	struct fx *f = *state;
 	struct exchange *ln, *sc;
-	struct exchange_counters c;
 	struct region r;
 	float params[SMALL_N];
 
@@ -1007,16 +1011,11 @@ static void attach_repairs_a_corrupted_header(void **state)
 	*frag_word(&r, 1, F_NUMEL) = 3;
 	assert_int_equal(exchange_open(f->dir, EXCHANGE_LEARNER, &f->ft, &ln,
 				       NULL), 0);
-	exchange_counters(ln, &c);
-	assert_int_equal(c.corrupt_headers, 2);
-	assert_non_null(strstr(exchange_last_error(ln),
-			       "number of values of fragment 1 is 3"));
+	corrupt_headers_are(ln, 2, "number of values of fragment 1 is 3");
 	assert_int_equal(*frag_word(&r, 1, F_NUMEL), 7);
 	assert_int_equal(exchange_learner_start(ln, params), 1);
 	assert_exactly(params[0], 1.0f);
-	munmap(r.m, r.size);
-	exchange_close(sc);
-	exchange_close(ln);
+	finish_mapped(ln, sc, &r);
 }
 
 int main(void)
