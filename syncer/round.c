@@ -163,9 +163,16 @@ void syncer_round_progress(struct syncer_round *rs, int id, uint64_t step,
 	if (id < 0 || id >= rs->cfg.max_learners ||
 	    (double)step < rs->join_step[id])
 		return;
-	if ((double)step < rs->step[id])
-		rs->anchor_t[id] = -1;   /* started over: measure anew */
-	else if (!rs->stopped)   /* the measure ends with the rounds */
+	/* A step below the last one is a report that came late (a heartbeat
+	 * read before an answer that went ahead of it), or a learner that
+	 * started over without leaving: the pace is measured anew, but the
+	 * step and the steps trained only ever grow, so no step is counted
+	 * twice when the reports catch up. */
+	if ((double)step < rs->step[id]) {
+		rs->anchor_t[id] = -1;
+		return;
+	}
+	if (!rs->stopped)   /* the measure ends with the rounds */
 		rs->trained[id] += (double)step - rs->step[id];
 	rs->step[id] = (double)step;
 	rs->rep_t[id] = -1;

@@ -246,6 +246,26 @@ static void stopped_starts_nothing(void **state)
 }
 
 /* Learners killed and restarted at step 0 do not stall the rounds. */
+/* A late report (a lower step after a higher one) counts nothing, and
+ * the steps it seems to give back are not counted again. */
+static void late_reports_count_no_step_twice(void **state)
+{
+	struct syncer_round rs;
+
+	(void)state;
+	setup(&rs, 2, 0.5, 2, 1.0, 2);
+	all_step(&rs, 2, 10, 1.0);
+	syncer_round_progress(&rs, 0, 20, 1.0);
+	syncer_round_progress(&rs, 0, 15, 1.0);   /* a heartbeat read earlier */
+	syncer_round_progress(&rs, 0, 20, 1.0);
+	syncer_round_progress(&rs, 0, 25, 1.0);
+	syncer_round_progress(&rs, 1, 25, 1.0);
+	near(syncer_round_kth_trained(&rs), 25);
+	near(rs.trained[0], 25);
+	near(rs.step[0], 25);
+	syncer_round_release(&rs);
+}
+
 static void restarted_learners_do_not_stall(void **state)
 {
 	struct syncer_round rs;
@@ -698,6 +718,7 @@ int main(void)
 		cmocka_unit_test(half_a_step_per_round),
 		cmocka_unit_test(quorum_waits_for_k_joined),
 		cmocka_unit_test(stopped_starts_nothing),
+		cmocka_unit_test(late_reports_count_no_step_twice),
 		cmocka_unit_test(restarted_learners_do_not_stall),
 		cmocka_unit_test(refused_answers_do_not_stall),
 		cmocka_unit_test(resume_step_is_the_jobs),
