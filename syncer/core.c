@@ -581,10 +581,9 @@ static void history_add(struct syncer *s, int p, double norm)
 /*
  * The answers of slot that go into the merge, in mw->list/x/w/sq: empty
  * ones are counted and skipped, then the norm screen (outer.h) rejects
- * outliers among them, and the history screen those whose norm per step
- * is beyond normOutlier times the median of the fragment's recently
- * merged ones (docs/syncer.md, Merge): per step, since an answer's norm
- * grows with the steps it holds, which vary tenfold at long H. Returns how many are kept; mw->norm[i] is the norm
+ * outliers among them, and the history screen those beyond normOutlier
+ * times the median of the fragment's recently merged norms (docs/
+ * syncer.md, Merge). Returns how many are kept; mw->norm[i] is the norm
  * of kept answer i.
  */
 static int screen_answers(struct syncer *s, int slot, int p,
@@ -619,14 +618,13 @@ static int screen_answers(struct syncer *s, int slot, int p,
 				 a->learner, mw->norm[i], sy->norm_outlier);
 			continue;
 		}
-		if (med > 0 && mw->norm[i] / (double)a->steps > sy->norm_outlier * med) {
+		if (med > 0 && mw->norm[i] > sy->norm_outlier * med) {
 			s->acc.rejected++;
 			s->norm_history_refused++;
 			log_warn("round %" PRIu64 ": answer of learner %d for fragment "
-				 "%d rejected: norm per step %.4g is more than %g times "
-				 "the median %.4g of its recent merged ones", round,
-				 a->learner, p, mw->norm[i] / (double)a->steps,
-				 sy->norm_outlier, med);
+				 "%d rejected: norm %.4g is more than %g times the "
+				 "median %.4g of its recent merged norms", round,
+				 a->learner, p, mw->norm[i], sy->norm_outlier, med);
 			continue;
 		}
 		mw->norm[kept] = mw->norm[i];
@@ -774,7 +772,7 @@ void core_merge(struct syncer *s, int slot, double now, struct core_merged *out)
 		  apply_merge(s, p, round, &mw, kept)))
 		kept = 0;
 	for (int i = 0; i < kept; i++)
-		history_add(s, p, mw.norm[i] / (double)mw.list[i]->steps);
+		history_add(s, p, mw.norm[i]);
 	for (int i = 0; i < kept; i++)
 		audit_merged(&s->audit, mw.list[i]->learner, p,
 			     mw.list[i]->incarnation, mw.list[i]->step,
