@@ -84,18 +84,16 @@ void jobspec_defaults(struct job_spec *js)
 
 #define CHECK(cond, ...) do { if (!(cond)) return err_set(e, __VA_ARGS__); } while (0)
 
-/* A DNS-1035 label (the job's Service is named after it) no longer than
- * JOB_NAME_LEN_MAX: the CRD's rules on metadata.name, in C. */
 static int valid_name(const char *s)
 {
 	size_t n = strlen(s);
 
-	if (n == 0 || n > JOB_NAME_LEN_MAX || s[0] < 'a' || s[0] > 'z')
+	if (n == 0 || n > 63)
 		return 0;
 	for (size_t i = 0; i < n; i++) {
 		char c = s[i];
 		int ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-			 (c == '-' && i < n - 1);
+			 (c == '-' && i > 0 && i < n - 1);
 		if (!ok)
 			return 0;
 	}
@@ -113,9 +111,8 @@ int jobspec_validate(const struct job_spec *js, struct err *e)
 	int M = js->learners.replicas;
 
 	CHECK(valid_name(js->name),
-	      "metadata.name: '%s' is not a DNS-1035 label of at most %d characters "
-	      "(a lower-case letter, then lower-case letters, digits or '-', "
-	      "ending in a letter or digit)", js->name, JOB_NAME_LEN_MAX);
+	      "metadata.name: '%s' is not a DNS label (lower-case letters, digits, '-', at most 63)",
+	      js->name);
 	CHECK(M >= 1 && M <= 4096, "spec.learners.replicas: %d is not in [1, 4096]", M);
 	CHECK(js->learners.threads >= 1 && js->learners.threads <= 256,
 	      "spec.learners.threads: %d is not in [1, 256]", js->learners.threads);

@@ -46,13 +46,6 @@ enum chaos_schedule { CHAOS_POISSON = 0, CHAOS_INTERVAL = 1 };
 #define CHAOS_TARGET_SIDECARS 4
 
 #define JOB_NAME_MAX 64
-/*
- * The longest job name whose children can all be created
- * (docs/operator.md, "Names"): the StatefulSet <job>-syncer labels its pods
- * controller-revision-hash=<job>-syncer-<hash>, a label value of at most 63
- * bytes with a hash of up to 10, so 63 - 10 - strlen("-syncer-") = 45.
- */
-#define JOB_NAME_LEN_MAX 45
 #define JOB_PATH_MAX 512
 
 struct job_learners {

@@ -6,9 +6,6 @@
  * restartPolicy Always (a native sidecar): it starts before the learner
  * and ends when the learner ends, so a finished pod finishes. The syncer's
  * pod has fsGroup set to the image's user, who writes the checkpoints.
- * Placement is per part: the learners' nodeSelector and tolerations go to
- * the learner pods only (their accelerator pool); the syncer has its own
- * and requests of its own (syncer_resources), so it is Burstable.
  *
  * Security (docs/operator.md, "Security"): every pod and container gets
  * the same restricted security context (pod_security, container_security)
@@ -26,7 +23,6 @@
 #include <string.h>
 
 #include "common/pki.h"
-#include "trainer/model.h"
 
 int child_name(const char *job, enum child_kind kind, int index, char *out,
 	       size_t n)
@@ -71,9 +67,6 @@ json_t *job_core(json_t *obj)
 	json_object_del(json_object_get(spec, "data"), "mountPath");
 	json_object_del(json_object_get(spec, "syncer"), "storage");
 	json_object_del(json_object_get(spec, "syncer"), "storageClassName");
-	json_object_del(json_object_get(spec, "syncer"), "nodeSelector");
-	json_object_del(json_object_get(spec, "syncer"), "tolerations");
-	json_object_del(json_object_get(spec, "syncer"), "resources");
 	o = json_pack("{s:s, s:s, s:{s:O?, s:O?}, s:o}",
 		      "apiVersion", JOB_API_VERSION,
 		      "kind", JOB_KIND,
@@ -257,15 +250,10 @@ static const char *pull_policy(const struct child_ctx *c)
 	return p ? p : "IfNotPresent";
 }
 
-/*
- * Pod-level placement from spec.<part> ("learners" or "syncer"), each
- * part its own: nodeSelector and tolerations passed through. The syncer
- * needs no accelerator, so it does not follow the learners to their pool.
- */
-static void placement(const struct child_ctx *c, const char *part,
-		      json_t *podspec)
+/* Pod-level placement: nodeSelector and tolerations passed through. */
+static void placement(const struct child_ctx *c, json_t *podspec)
 {
-	json_t *l = json_object_get(c->spec, part);
+	json_t *l = json_object_get(c->spec, "learners");
 	json_t *ns = json_object_get(l, "nodeSelector");
 	json_t *tol = json_object_get(l, "tolerations");
 
@@ -273,44 +261,6 @@ static void placement(const struct child_ctx *c, const char *part,
 		json_object_set(podspec, "nodeSelector", ns);
 	if (json_is_array(tol) && json_array_size(tol))
 		json_object_set(podspec, "tolerations", tol);
-}
-
-/* A quantity of spec.syncer.resources as the API server stores it: a
- * string, or an integer (x-kubernetes-int-or-string); NULL when unset. */
-static json_t *quantity(json_t *v)
-{
-	if (json_is_string(v) && json_string_length(v))
-		return json_copy(v);
-	if (json_is_integer(v))
-		return json_sprintf("%" JSON_INTEGER_FORMAT, json_integer_value(v));
-	return NULL;
-}
-
-/*
- * The syncer's requests (docs/operator.md, "The syncer's placement and
- * requests"): SYNCER_CPU, and SYNCER_MEMORY_BASE_MIB plus
- * SYNCER_BYTES_PER_PARAM for each of the model's parameters, in whole MiB;
- * spec.syncer.resources.{cpu, memory} replace either. Requests without
- * limits: the pod is Burstable, never BestEffort, never capped.
- */
-static json_t *syncer_resources(const struct child_ctx *c)
-{
-	json_t *r = json_object_get(json_object_get(c->spec, "syncer"), "resources");
-	json_t *cpu = quantity(json_object_get(r, "cpu"));
-	json_t *mem = quantity(json_object_get(r, "memory"));
-	struct model_config cfg;
-
-	if (!cpu)
-		cpu = json_string(SYNCER_CPU);
-	if (!mem) {
-		unsigned long long b = (unsigned long long)SYNCER_MEMORY_BASE_MIB << 20;
-
-		if (!model_config_from_job(&c->js->model, &cfg, NULL))
-			b += (unsigned long long)SYNCER_BYTES_PER_PARAM *
-			     model_num_params(&cfg);
-		mem = json_sprintf("%lluMi", (b + (1ULL << 20) - 1) >> 20);
-	}
-	return json_pack("{s:{s:o, s:o}}", "requests", "cpu", cpu, "memory", mem);
 }
 
 json_t *child_syncer(const struct child_ctx *c)
@@ -367,9 +317,7 @@ json_t *child_syncer(const struct child_ctx *c)
 	if (!c->js->syncer.insecure)
 		tls_args(json_array_get(json_object_get(podspec, "containers"), 0));
 	pod_hardening(podspec);
-	placement(c, "syncer", podspec);
-	json_object_set_new(json_array_get(json_object_get(podspec, "containers"), 0),
-			    "resources", syncer_resources(c));
+	placement(c, podspec);
 	sel = json_pack("{s:s, s:s}", LABEL_JOB, c->name, LABEL_ROLE, "syncer");
 	return object("apps/v1", "StatefulSet", meta(c, name, "syncer"),
 		      json_pack("{s:i, s:s, s:s, s:{s:o}, s:{s:{s:o}, s:o}}",
@@ -599,7 +547,7 @@ json_t *child_learner(const struct child_ctx *c, int index)
 	if (!c->js->syncer.insecure)
 		tls_args(json_array_get(json_object_get(podspec, "initContainers"), 0));
 	pod_hardening(podspec);
-	placement(c, "learners", podspec);
+	placement(c, podspec);
 	m = meta(c, name, "learner");
 	json_object_set_new(json_object_get(m, "labels"), LABEL_INDEX, json_string(idx));
 	return object("v1", "Pod", m, podspec);

@@ -65,18 +65,6 @@ enum child_kind {
 	CHILD_TLS,                    /* <job>-tls */
 };
 
-/*
- * The syncer's default requests (docs/operator.md, "The syncer's placement
- * and requests"). It holds about nine fp32 copies of the parameters (theta,
- * momentum, scratch, the flat update, the evaluation model's parameters and
- * gradients, the checkpoint's theta and momentum): 36 bytes a parameter,
- * doubled for the evaluation's activations and the fragments in flight,
- * over a base for the process and its servers.
- */
-#define SYNCER_CPU "500m"
-#define SYNCER_MEMORY_BASE_MIB 64
-#define SYNCER_BYTES_PER_PARAM 72
-
 /* Room for any child's name: a DNS subdomain is at most 253 bytes. */
 #define CHILD_NAME_MAX 254
 

@@ -14,8 +14,7 @@
  *   3. apply_actions  server-side apply, deletes with a uid precondition,
  *                     Events; a failure is written into the Created
  *                     condition too
- *   4. write_status   status_build() (status.c), PUT through /status when
- *                     status_should_write says it moved enough, with
+ *   4. write_status   status_build() (status.c), PUT through /status with
  *                     the resourceVersion read in 1 (409: the cache is
  *                     behind; the key is retried with backoff)
  * Errors requeue the key rate-limited; success forgets its failures.
@@ -52,9 +51,6 @@
 
 #define CRD_PATH "/apis/" JOB_API_VERSION
 #define PROGRESS_EVERY 5.0        /* seconds between /status reads */
-/* a status whose only change is progress ticking is written at most this
- * often (status_should_write; docs/operator.md, Status) */
-#define STATUS_PROGRESS_EVERY 15.0
 #define PROGRESS_TIMEOUT 2.0      /* seconds for one, connecting included */
 #define RUNNING_RESYNC 10.0
 
@@ -468,7 +464,6 @@ static void observe_progress(struct worker *w, struct pass *p)
 	m->progress_at = clock_mono();
 	if (!syncer_status_fetch(w->http, url, PROGRESS_TIMEOUT, &got, &e)) {
 		status_progress_from_syncer(&got, &m->progress);
-		m->progress.update_time = clock_wall();
 		syncer_status_release(&got);
 		count(op, &op->progress_reads);
 	} else {
@@ -801,8 +796,7 @@ static int put_status(struct worker *w, json_t *job, json_t *status,
 	return rc;
 }
 
-/* Step 4: the status, written when it changed (beyond progress ticking
- * faster than STATUS_PROGRESS_EVERY); -1 to retry. */
+/* Step 4: the status, written when it changed; -1 to retry. */
 static int write_status(struct worker *w, struct pass *p)
 {
 	struct op *op = w->op;
@@ -819,7 +813,7 @@ static int write_status(struct worker *w, struct pass *p)
 	if (op->chaos)
 		si.chaos = chaos_ctl_status(op->chaos, p->m->key, p->m->uid);
 	st = status_build(&si);
-	if (status_should_write(p->status, st, STATUS_PROGRESS_EVERY)) {
+	if (!json_equal(st, p->status)) {
 		r = put_status(w, p->job, st, &e);
 		if (r == 1) {
 			count(op, &op->conflicts);

@@ -22,11 +22,8 @@ static const char *phase_names[] = {
 	"Pending", "Running", "Restarting", "Suspended", "Succeeded", "Failed",
 };
 
-/* Complete and Failed as batch/v1 Job names them, so what waits for a
- * Job's end (kubectl wait --for=condition=Complete, queueing controllers)
- * reads a job's end the same way; the phase stays Succeeded. */
 static const char *cond_names[COND_N] = {
-	"Created", "Running", "Complete", "Failed", "Suspended", "PodsReady",
+	"Created", "Running", "Succeeded", "Failed", "Suspended", "PodsReady",
 	"CheckpointFailing",
 };
 
@@ -173,7 +170,7 @@ static void finish(const struct rc_input *in, struct rc_output *o,
 	o->phase = phase;
 	o->completion_time = in->now;
 	if (phase == PHASE_SUCCEEDED) {
-		cond_set(&o->conds[COND_COMPLETE], 1, reason, msg, now);
+		cond_set(&o->conds[COND_SUCCEEDED], 1, reason, msg, now);
 		event(o, 0, "Succeeded", "%s", msg);
 	} else {
 		cond_set(&o->conds[COND_FAILED], 1, reason, msg, now);

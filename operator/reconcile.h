@@ -70,7 +70,6 @@ struct obs_progress {
 	double loss;                  /* NAN: no evaluation yet */
 	double goodput, uptime, elapsed;
 	int done;
-	double update_time;           /* wall clock of the /status read; 0 unknown */
 	/* the syncer's checkpoint writes; ckpt_have 0 until a /status of
 	 * this operator process gave them */
 	int ckpt_have, ckpt_failing;
@@ -79,7 +78,7 @@ struct obs_progress {
 	char ckpt_error[161];         /* cut whole characters */
 };
 
-enum cond_type { COND_CREATED, COND_RUNNING, COND_COMPLETE, COND_FAILED,
+enum cond_type { COND_CREATED, COND_RUNNING, COND_SUCCEEDED, COND_FAILED,
 		 COND_SUSPENDED, COND_PODS_READY, COND_CHECKPOINT_FAILING,
 		 COND_N };
 

@@ -4,8 +4,7 @@
 # and sidecar run here as processes, from the job.json of the job's own
 # ConfigMap (what the pods would mount); the operator is pointed at that
 # syncer with --status-url. Checked: status.progress (round, tokens, loss,
-# goodput, updateTime) moves with the training and `kubectl get ddjobs`
-# shows it.
+# goodput) moves with the training and `kubectl get ddjobs` shows it.
 # Needs the variables of /tmp/ddiloco-k8s/env (tests/k8s/run.sh sets them).
 set -euo pipefail
 
@@ -75,8 +74,6 @@ PIDS+=($!)
 
 until_ok 60 "progress in status" '[ "$(jp ddjob/live "{.status.progress.round}")" -ge 5 ]'
 r1=$(jp ddjob/live '{.status.progress.round}')
-u1=$(jp ddjob/live '{.status.progress.updateTime}')
-case $u1 in 20[0-9][0-9]-[01][0-9]-[0-3][0-9]T*Z) ;; *) fail "progress.updateTime '$u1' is no RFC 3339 time" ;; esac
 # (tokens come with heartbeats, one a second: the first rounds, pulled as
 # soon as the learner is joined, can all pass before the first)
 until_ok 60 "tokens in status.progress" '[ "$(jp ddjob/live "{.status.progress.tokens}")" -gt 0 ]'

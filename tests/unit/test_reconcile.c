@@ -591,15 +591,10 @@ static void test_budget_done_succeeds_and_stays(void **state)
 	f.in.progress.tokens = 5000;
 	f.js.ttl_seconds_after_finished = 60;
 	reconcile(&f.in, f.mem, &f.out);
-	/* phase Succeeded, condition Complete as a batch/v1 Job has it */
 	assert_int_equal(f.out.phase, PHASE_SUCCEEDED);
-	assert_string_equal(job_phase_name(f.out.phase), "Succeeded");
-	assert_string_equal(cond_type_name(COND_COMPLETE), "Complete");
-	assert_int_equal(f.out.conds[COND_COMPLETE].set, 1);
-	assert_int_equal(f.out.conds[COND_COMPLETE].status, 1);
-	assert_int_equal(f.out.conds[COND_FAILED].set, 0);
-	assert_string_equal(f.out.conds[COND_COMPLETE].reason, "BudgetReached");
-	assert_string_equal(f.out.conds[COND_COMPLETE].message,
+	assert_int_equal(f.out.conds[COND_SUCCEEDED].status, 1);
+	assert_string_equal(f.out.conds[COND_SUCCEEDED].reason, "BudgetReached");
+	assert_string_equal(f.out.conds[COND_SUCCEEDED].message,
 			    "the budget is reached (round 120, 5000 tokens)");
 	assert_int_equal(f.out.conds[COND_RUNNING].status, 0);
 	assert_int_equal(count(&f.out, ACT_DELETE_LEARNER), 2);   /* stop them */
@@ -638,7 +633,7 @@ static void test_all_learners_exit_zero_succeeds(void **state)
 	f.pods[0].state = f.pods[1].state = POD_SUCCEEDED;
 	reconcile(&f.in, f.mem, &f.out);
 	assert_int_equal(f.out.phase, PHASE_SUCCEEDED);
-	assert_string_equal(f.out.conds[COND_COMPLETE].reason, "LearnersCompleted");
+	assert_string_equal(f.out.conds[COND_SUCCEEDED].reason, "LearnersCompleted");
 	assert_int_equal(count(&f.out, ACT_APPLY_LEARNER), 0);
 	assert_int_equal(count(&f.out, ACT_DELETE_LEARNER), 0);
 	rc_output_release(&f.out);
@@ -1018,82 +1013,6 @@ static void test_learner_pod_manifest(void **state)
 	assert_string_equal(json_string_value(json_object_get(json_object_get(pod, "data"),
 							      "job.json")), s.txt);
 	json_decref(pod);
-	sample_close(&s);
-}
-
-/*
- * The syncer's pod (docs/operator.md, "The syncer's placement and
- * requests"): not the learners' accelerator pool; requests of its own so
- * it is Burstable; spec.syncer.{nodeSelector, tolerations, resources}.
- */
-static void test_syncer_placement_and_requests(void **state)
-{
-	struct sample s;
-	json_t *sts, *spec, *syncer, *core;
-	char *txt;
-	struct job_spec js;
-	struct err e;
-
-	(void)state;
-	sample_open(&s, "ddiloco-system");
-	sts = child_syncer(&s.c);
-	spec = json_object_get(json_object_get(json_object_get(sts, "spec"), "template"), "spec");
-	/* the learners' nodeSelector (pool: a) and tolerations stay theirs */
-	assert_null(json_object_get(spec, "nodeSelector"));
-	assert_null(json_object_get(spec, "tolerations"));
-	assert_string_equal(path_str(spec, "containers.0.resources.requests.cpu"), "500m");
-	/* 64 MiB + 72 B x 437760 parameters (V 256, T 64, L 2, C 128, tied)
-	 * = 94.06 MiB, rounded up */
-	assert_string_equal(path_str(spec, "containers.0.resources.requests.memory"), "95Mi");
-	assert_null(json_object_get(json_object_get(json_array_get(json_object_get(spec,
-		"containers"), 0), "resources"), "limits"));
-	json_decref(sts);
-	sample_close(&s);
-
-	/* a bigger model asks for more: C 1024, L 8, V 256, T 64 */
-	sample_open(&s, "ddiloco-system");
-	s.js.model.channels = 1024;
-	s.js.model.layers = 8;
-	sts = child_syncer(&s.c);
-	spec = json_object_get(json_object_get(json_object_get(sts, "spec"), "template"), "spec");
-	/* 256*1024 + 64*1024 + 8*(12*1024^2 + 13*1024) + 2*1024 = 101,099,520
-	 * parameters: 64 MiB + 72 B each = 7,006 MiB rounded up */
-	assert_string_equal(path_str(spec, "containers.0.resources.requests.memory"), "7006Mi");
-	json_decref(sts);
-	sample_close(&s);
-
-	/* the syncer's own placement and requests */
-	sample_open(&s, "ddiloco-system");
-	syncer = json_object_get(json_object_get(s.job, "spec"), "syncer");
-	json_object_set_new(syncer, "nodeSelector", json_pack("{s:s}", "pool", "cpu"));
-	json_object_set_new(syncer, "tolerations",
-			    json_pack("[{s:s, s:s}]", "key", "dedicated", "operator", "Exists"));
-	json_object_set_new(syncer, "resources", json_pack("{s:i, s:s}", "cpu", 2,
-							   "memory", "4Gi"));
-	sts = child_syncer(&s.c);
-	spec = json_object_get(json_object_get(json_object_get(sts, "spec"), "template"), "spec");
-	assert_string_equal(path_str(spec, "nodeSelector.pool"), "cpu");
-	assert_int_equal(json_object_size(json_object_get(spec, "nodeSelector")), 1);
-	assert_string_equal(path_str(spec, "tolerations.0.key"), "dedicated");
-	assert_int_equal(json_array_size(json_object_get(spec, "tolerations")), 1);
-	assert_string_equal(path_str(spec, "containers.0.resources.requests.cpu"), "2");
-	assert_string_equal(path_str(spec, "containers.0.resources.requests.memory"), "4Gi");
-	json_decref(sts);
-	/* ... and the learners keep theirs */
-	sts = child_learner(&s.c, 0);
-	assert_string_equal(path_str(sts, "spec.nodeSelector.pool"), "a");
-	assert_string_equal(path_str(sts, "spec.tolerations.0.key"), "kwok");
-	json_decref(sts);
-	/* none of it reaches job.json, which the one parser still reads */
-	core = job_core(s.job);
-	syncer = json_object_get(json_object_get(core, "spec"), "syncer");
-	assert_null(json_object_get(syncer, "nodeSelector"));
-	assert_null(json_object_get(syncer, "tolerations"));
-	assert_null(json_object_get(syncer, "resources"));
-	txt = json_dumps(core, JSON_COMPACT);
-	assert_int_equal(jobspec_parse(txt, strlen(txt), "demo", &js, &e), 0);
-	free(txt);
-	json_decref(core);
 	sample_close(&s);
 }
 
@@ -1512,7 +1431,6 @@ int main(void)
 		cmocka_unit_test(test_condition_time_kept_when_unchanged),
 		cmocka_unit_test(test_job_core_strips_operator_fields),
 		cmocka_unit_test(test_learner_pod_manifest),
-		cmocka_unit_test(test_syncer_placement_and_requests),
 		cmocka_unit_test(test_pods_pass_restricted),
 		cmocka_unit_test(test_networkpolicy_manifest),
 		cmocka_unit_test(test_tls_secret_and_mounts),
