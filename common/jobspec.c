@@ -65,8 +65,6 @@ void jobspec_defaults(struct job_spec *js)
 	js->syncer.max_share = 0.5;        /* docs/syncer.md, Bounds */
 	js->syncer.min_step_time = 1e-4;
 	js->syncer.max_step_time = 600;
-	js->syncer.stall_seconds = 300;    /* docs/syncer.md, Stale learners */
-	js->syncer.hello_timeout = 10;     /* docs/syncer.md, gRPC details */
 	js->syncer.port = 7070;
 	js->syncer.http_port = 7071;
 
@@ -178,12 +176,6 @@ int jobspec_validate(const struct job_spec *js, struct err *e)
 	      "spec.syncer.clipSteps: %g is not in [1, 1e6]", s->clip_steps);
 	CHECK(s->max_share > 0 && s->max_share <= 1,
 	      "spec.syncer.maxShare: %g is not in (0, 1]", s->max_share);
-	CHECK(s->stall_seconds >= 1 && s->stall_seconds <= 86400,
-	      "spec.syncer.stallSeconds: %g is not in [1, 86400]",
-	      s->stall_seconds);
-	CHECK(s->hello_timeout >= 0.1 && s->hello_timeout <= 3600,
-	      "spec.syncer.helloTimeout: %g is not in [0.1, 3600]",
-	      s->hello_timeout);
 	CHECK(s->min_step_time > 0 && s->min_step_time <= 1,
 	      "spec.syncer.minStepTime: %g is not in (0, 1]", s->min_step_time);
 	CHECK(s->max_step_time > s->min_step_time && s->max_step_time <= 86400,

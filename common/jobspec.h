@@ -21,8 +21,8 @@
  *                outerLr, outerMomentum, nesterov, merge (rda|mean),
  *                encoding, updateEncoding, errorFeedback, checkpointEvery,
  *                evalEvery, evalTokens, normOutlier, staleVersions,
- *                clipSteps, maxShare, minStepTime, maxStepTime,
- *                stallSeconds, helloTimeout, port, httpPort, insecure}
+ *                clipSteps, maxShare, minStepTime, maxStepTime, port,
+ *                httpPort, insecure}
  *   spec.budget.{tokens, outerSteps}
  *   spec.chaos.{enabled, schedule (poisson|interval), mtbfSeconds,
  *               intervalSeconds, targets [learners|syncer|sidecars],
@@ -106,10 +106,6 @@ struct job_syncer {
 	double min_step_time;         /* s: reported step times below are
 				       * refused, default 1e-4 */
 	double max_step_time;         /* s: and above, default 600 */
-	double stall_seconds;         /* s: a learner heartbeating with its step
-				       * still this long is stale, default 300 */
-	double hello_timeout;         /* s: a stream without a Hello this long
-				       * is closed, default 10 */
 	int port, http_port;          /* default 7070, 7071 */
 	int insecure;                 /* 1: plaintext gRPC, no identities;
 				       * default 0 (docs/security.md) */

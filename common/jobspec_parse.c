@@ -342,8 +342,6 @@ SECTION(s_syncer,
 	FLD("maxShare", F_DOUBLE, syncer.max_share),
 	FLD("minStepTime", F_DOUBLE, syncer.min_step_time),
 	FLD("maxStepTime", F_DOUBLE, syncer.max_step_time),
-	FLD("stallSeconds", F_DOUBLE, syncer.stall_seconds),
-	FLD("helloTimeout", F_DOUBLE, syncer.hello_timeout),
 	FLD("port", F_INT, syncer.port),
 	FLD("httpPort", F_INT, syncer.http_port),
 	FLD("insecure", F_BOOL, syncer.insecure));

@@ -78,27 +78,11 @@ static int load_checkpoint(struct syncer *s, struct err *e)
 {
 	struct syncer_ckpt c;
 	char path[4096];
-	uint64_t newest;
 	int rc;
 
 	rc = syncer_ckpt_load_newest(s->prm->ckpt_dir, s->ft->fingerprint,
 				     (uint32_t)s->P, s->nparams, (uint32_t)s->M,
 				     &c, path, sizeof(path), e);
-	if (rc == 0) {
-		/* no rolling checkpoint loads: the last good one, if any */
-		rc = syncer_ckpt_load_good(s->prm->ckpt_dir, s->ft->fingerprint,
-					   (uint32_t)s->P, s->nparams,
-					   (uint32_t)s->M, &c, path, sizeof(path));
-		if (rc == 1 && syncer_ckpt_newest_name(s->prm->ckpt_dir,
-						       s->ft->fingerprint,
-						       &newest) &&
-		    newest > c.rounds_completed)
-			s->skip_extra = newest - c.rounds_completed;
-		if (rc == 1)
-			log_warn("no rolling checkpoint loads; resuming from the "
-				 "last good one, %" PRIu64 " round(s) older than "
-				 "the newest checkpoint's name", s->skip_extra);
-	}
 	if (rc <= 0)
 		return rc;
 	memcpy(s->theta, c.theta, s->nparams * sizeof(float));
@@ -151,18 +135,13 @@ static int alloc_state(struct syncer *s, struct err *e)
 	s->ev.params = malloc(s->nparams * sizeof(float));
 	s->versions = calloc((size_t)s->P, sizeof(uint64_t));
 	s->resumed_at = calloc((size_t)s->P, sizeof(uint64_t));
-	s->norm_hist = calloc((size_t)s->P * CORE_NORM_HISTORY,
-			      sizeof(*s->norm_hist));
-	s->norm_hist_n = calloc((size_t)s->P, sizeof(int));
-	s->norm_hist_next = calloc((size_t)s->P, sizeof(int));
 	s->answers = calloc((size_t)s->js->syncer.overlap, sizeof(*s->answers));
 	s->learners = calloc((size_t)s->M, sizeof(*s->learners));
 	s->acc.learners = calloc((size_t)s->M, sizeof(*s->acc.learners));
 	s->acc.evals = calloc(CKPT_MAX_EVALS, sizeof(*s->acc.evals));
 	if (!s->theta || !s->mom || !s->scratch || !s->flat || !s->ev.params ||
 	    !s->versions || !s->resumed_at || !s->answers || !s->learners ||
-	    !s->acc.learners || !s->acc.evals || !s->norm_hist ||
-	    !s->norm_hist_n || !s->norm_hist_next)
+	    !s->acc.learners || !s->acc.evals)
 		return err_set(e, "syncer: out of memory for %zu parameters",
 			       s->nparams);
 	s->acc.fingerprint = s->ft->fingerprint;
@@ -197,83 +176,20 @@ static int bounds_start(struct syncer *s, double now, struct err *e)
  * completed round at most). A learner holding a version of the lost
  * rounds would otherwise take a new Update of the same number for the one
  * it has and skip it, keeping a base this syncer never had; with the skip
- * every learner takes the Welcome's Θ. Resumed from the last good
- * checkpoint, the rounds between it and the newest checkpoint file's
- * name are skipped too (skip_extra). Returns the rounds started.
+ * every learner takes the Welcome's Θ. Returns the rounds started.
  */
 static uint64_t skip_lost(struct syncer *s)
 {
 	const struct job_syncer *sy = &s->js->syncer;
 	uint64_t skip = (uint64_t)sy->overlap +
 			(uint64_t)(sy->checkpoint_every > 0
-				   ? sy->checkpoint_every : 1000) +
-			s->skip_extra;
+				   ? sy->checkpoint_every : 1000);
 
 	for (int q = 0; q < s->P; q++) {
 		s->versions[q] += skip;
 		s->resumed_at[q] = s->versions[q];
 	}
 	return s->acc.rounds_started + skip;
-}
-
-/*
- * The high-water mark of an earlier process (docs/syncer.md,
- * Checkpoints): round numbers and versions it may have handed out are
- * skipped, whatever checkpoint was (or was not) loaded. -1: out of
- * memory.
- */
-static int read_hwm(struct syncer *s, uint64_t *started)
-{
-	struct syncer_hwm h = { 0 };
-	struct err e;
-	int rc;
-
-	if (!(h.versions = calloc((size_t)s->P, sizeof(*h.versions))))
-		return -1;
-	rc = syncer_hwm_read(s->prm->ckpt_dir, s->ft->fingerprint,
-			     (uint32_t)s->P, &h, &e);
-	if (rc < 0)
-		log_error("%s; round numbers and versions rest on the "
-			  "checkpoint alone", e.msg);
-	if (rc == 1) {
-		if (h.rounds > *started)
-			*started = h.rounds;
-		for (int q = 0; q < s->P; q++) {
-			if (h.versions[q] > s->versions[q])
-				s->versions[q] = h.versions[q];
-			s->resumed_at[q] = s->versions[q];
-		}
-		s->hwm_rounds = h.rounds;
-		log_info("high-water mark: rounds up to %" PRIu64 " may have "
-			 "been handed out before", h.rounds);
-	}
-	free(h.versions);
-	return 0;
-}
-
-void core_round_started(struct syncer *s, uint64_t round)
-{
-	struct syncer_hwm h = { 0 };
-	struct err e;
-
-	if (round <= s->hwm_rounds)
-		return;
-	h.rounds = round - 1 + CORE_HWM_ROUNDS;
-	h.nfrags = (uint32_t)s->P;
-	if (!(h.versions = calloc((size_t)s->P, sizeof(*h.versions)))) {
-		log_error("cannot write high-water mark: out of memory");
-		return;
-	}
-	/* a version goes up once per merge: the rounds up to h.rounds and
-	 * the τ in flight now at most, and the mark is the next one */
-	for (int q = 0; q < s->P; q++)
-		h.versions[q] = s->versions[q] + CORE_HWM_ROUNDS +
-				(uint64_t)s->rs.cfg.overlap + 1;
-	if (syncer_hwm_write(s->prm->ckpt_dir, s->ft->fingerprint, &h, &e))
-		log_error("%s", e.msg);
-	else
-		s->hwm_rounds = h.rounds;
-	free(h.versions);
 }
 
 /* One line: `what` at round number `round`, and every fragment's version
@@ -331,9 +247,7 @@ int core_init(struct syncer *s, const struct syncer_params *p, double now,
 		log_info("starting from the seeded model (seed %" PRIu64 ")",
 			 p->js->model.seed);
 	started = loaded ? skip_lost(s) : s->acc.rounds_started;
-	if (read_hwm(s, &started))
-		return err_set(e, "syncer: out of memory");
-	if (loaded || s->hwm_rounds)
+	if (loaded)
 		log_versions(s, "rounds resume", started + 1);
 	rc = (struct round_config){
 		.quorum = sy->min_quorum, .grace = sy->grace,
@@ -376,9 +290,6 @@ void core_release(struct syncer *s)
 	free(s->ev.params);
 	free(s->versions);
 	free(s->resumed_at);
-	free(s->norm_hist);
-	free(s->norm_hist_n);
-	free(s->norm_hist_next);
 	free(s->answers);
 	free(s->learners);
 	free(s->acc.learners);
@@ -546,45 +457,10 @@ static void work_free(struct merge_work *mw)
 	free(mw->sq);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-/* The median of fragment p's merged answer norms; -1 while fewer than
- * CORE_NORM_HISTORY_MIN are held. */
-static double history_median(const struct syncer *s, int p)
-{
-	double v[CORE_NORM_HISTORY];
-	int n = s->norm_hist_n[p];
-
-	if (n < CORE_NORM_HISTORY_MIN)
-		return -1;
-	memcpy(v, s->norm_hist + (size_t)p * CORE_NORM_HISTORY,
-	       (size_t)n * sizeof(*v));
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static void history_add(struct syncer *s, int p, double norm)
-{
-	int *next = &s->norm_hist_next[p];
-
-	s->norm_hist[(size_t)p * CORE_NORM_HISTORY + (size_t)*next] = norm;
-	*next = (*next + 1) % CORE_NORM_HISTORY;
-	if (s->norm_hist_n[p] < CORE_NORM_HISTORY)
-		s->norm_hist_n[p]++;
-}
-
 /*
  * The answers of slot that go into the merge, in mw->list/x/w/sq: empty
  * ones are counted and skipped, then the norm screen (outer.h) rejects
- * outliers among them, and the history screen those beyond normOutlier
- * times the median of the fragment's recently merged norms (docs/
- * syncer.md, Merge). Returns how many are kept; mw->norm[i] is the norm
- * of kept answer i.
+ * outliers. Returns how many are kept.
  */
 static int screen_answers(struct syncer *s, int slot, int p,
 			  struct merge_work *mw)
@@ -592,7 +468,6 @@ static int screen_answers(struct syncer *s, int slot, int p,
 	const struct job_syncer *sy = &s->js->syncer;
 	int nseg = s->ft->frags[p].ntensors, n = 0, kept = 0;
 	uint64_t round = s->rs.slots[slot].round;
-	double med;
 
 	for (struct answer *a = s->answers[slot]; a; a = a->next) {
 		double ss = 0;
@@ -607,7 +482,6 @@ static int screen_answers(struct syncer *s, int slot, int p,
 		mw->list[n++] = a;
 	}
 	outer_screen(mw->norm, n, sy->norm_outlier, mw->verdict);
-	med = history_median(s, p);
 	for (int i = 0; i < n; i++) {
 		struct answer *a = mw->list[i];
 
@@ -618,16 +492,6 @@ static int screen_answers(struct syncer *s, int slot, int p,
 				 a->learner, mw->norm[i], sy->norm_outlier);
 			continue;
 		}
-		if (med > 0 && mw->norm[i] > sy->norm_outlier * med) {
-			s->acc.rejected++;
-			s->norm_history_refused++;
-			log_warn("round %" PRIu64 ": answer of learner %d for fragment "
-				 "%d rejected: norm %.4g is more than %g times the "
-				 "median %.4g of its recent merged norms", round,
-				 a->learner, p, mw->norm[i], sy->norm_outlier, med);
-			continue;
-		}
-		mw->norm[kept] = mw->norm[i];
 		mw->x[kept] = a->delta;
 		mw->w[kept] = a->weight;
 		memcpy(mw->sq + (size_t)kept * nseg, a->sq,
@@ -772,8 +636,6 @@ void core_merge(struct syncer *s, int slot, double now, struct core_merged *out)
 		  apply_merge(s, p, round, &mw, kept)))
 		kept = 0;
 	for (int i = 0; i < kept; i++)
-		history_add(s, p, mw.norm[i]);
-	for (int i = 0; i < kept; i++)
 		audit_merged(&s->audit, mw.list[i]->learner, p,
 			     mw.list[i]->incarnation, mw.list[i]->step,
 			     mw.list[i]->steps, mw.list[i]->base_version);
@@ -897,8 +759,6 @@ int core_join(struct syncer *s, const struct wire_hello *h, double now,
 	r = syncer_round_resume_step(&s->rs, id, h->step, l->seen, l->step_max);
 	l->seen = 1;
 	l->last_seen = now;
-	l->step_moved = now;
-	l->stale = 0;
 	l->step = r;
 	if (r > l->step_max)
 		l->step_max = r;
@@ -926,48 +786,10 @@ int core_join(struct syncer *s, const struct wire_hello *h, double now,
 void core_leave(struct syncer *s, int learner, const char *why)
 {
 	s->learners[learner].joined = 0;
-	s->learners[learner].stale = 0;
 	s->learners_connected--;
 	gaplog_learner(&s->gaps, -1, joined_count(s));
 	syncer_round_leave(&s->rs, learner);
 	log_info("learner %d left: %s", learner, why);
-}
-
-/* Learner id reported `step` (its last one was `old`): a step that
- * changed ends a stall (docs/syncer.md, Stale learners). */
-static void step_seen(struct syncer *s, int id, uint64_t old, uint64_t step,
-		      double now)
-{
-	struct learner *l = &s->learners[id];
-
-	if (step == old)
-		return;
-	l->step_moved = now;
-	if (l->stale) {
-		l->stale = 0;
-		syncer_round_set_stale(&s->rs, id, 0);
-		log_info("learner %d: its step moves again (%" PRIu64 "); "
-			 "rounds wait for it again", id, step);
-	}
-}
-
-void core_check_stale(struct syncer *s, double now)
-{
-	for (int id = 0; id < s->M; id++) {
-		struct learner *l = &s->learners[id];
-		double limit = fmax(s->js->syncer.stall_seconds,
-				    CORE_STALL_STEPS * l->step_time);
-
-		if (!l->joined || l->stale || now - l->step_moved <= limit ||
-		    now - l->last_seen > CORE_STALL_HEARD_S)
-			continue;
-		l->stale = 1;
-		s->stale_marked++;
-		syncer_round_set_stale(&s->rs, id, 1);
-		log_warn("learner %d: its step %" PRIu64 " has not moved for "
-			 "%.0f s while it keeps reporting; stale: rounds no "
-			 "longer wait for it", id, l->step, now - l->step_moved);
-	}
 }
 
 /*
@@ -1007,7 +829,6 @@ int core_heartbeat(struct syncer *s, int learner,
 		s->acc.tokens_trained += hb->tokens;
 	cl->tokens = hb->tokens;
 	cl->incarnation = hb->incarnation;
-	step_seen(s, learner, l->step, hb->step, now);
 	l->step = hb->step;
 	if (hb->step > l->step_max)
 		l->step_max = hb->step;
@@ -1198,10 +1019,8 @@ enum core_verdict core_answer(struct syncer *s, int id,
 	if (bounds_answer(&s->bounds, id, a, a->steps > 0 && !before_resume &&
 			  !stale, now, &e))
 		return refused_bounds(s, id, a, now, e.msg);
-	if (a->step > l->step) {
-		step_seen(s, id, l->step, a->step, now);
+	if (a->step > l->step)
 		l->step = a->step;
-	}
 	if (a->step > l->step_max)
 		l->step_max = a->step;
 	syncer_round_progress(&s->rs, id, l->step, 0);
@@ -1272,49 +1091,11 @@ int core_check_budget(struct syncer *s, double now)
 
 /* ---- evaluation ------------------------------------------------------ */
 
-/*
- * An evaluation of round's Θ came back: when its loss is finite and not
- * worse than the best earlier one by more than CORE_GOOD_MARGIN of it,
- * the checkpoint of that round becomes the last good one (docs/syncer.md,
- * Checkpoints). Called before the loss joins the list.
- */
-static void mark_good(struct syncer *s, uint64_t round, double loss)
-{
-	const struct syncer_ckpt *c = &s->acc;
-	double best = INFINITY;
-	struct err e;
-	int rc;
-
-	for (uint32_t i = 0; i < c->nevals; i++)
-		if (isfinite(c->evals[i].loss))
-			best = fmin(best, c->evals[i].loss);
-	if (!isfinite(loss) ||
-	    (isfinite(best) && loss > best + CORE_GOOD_MARGIN * fabs(best))) {
-		log_warn("eval: round %" PRIu64 " loss %.4f is not good (best "
-			 "%.4f); the last good checkpoint stays at round %" PRIu64,
-			 round, loss, best, s->good.round);
-		return;
-	}
-	rc = syncer_ckpt_mark_good(s->prm->ckpt_dir, s->ft->fingerprint, round,
-				   &e);
-	if (rc < 0)
-		log_error("%s", e.msg);
-	else if (rc == 0)
-		log_debug("eval: no checkpoint of round %" PRIu64 " to keep as "
-			  "the last good one", round);
-	else {
-		s->good.have = 1;
-		s->good.round = round;
-		s->good.loss = loss;
-	}
-}
-
 static void add_eval(struct syncer *s, uint64_t round, uint64_t tokens,
 		     double loss, double time)
 {
 	struct syncer_ckpt *c = &s->acc;
 
-	mark_good(s, round, loss);
 	if (c->nevals == CKPT_MAX_EVALS) {
 		memmove(c->evals, c->evals + 1,
 			(CKPT_MAX_EVALS - 1) * sizeof(*c->evals));
@@ -1393,7 +1174,6 @@ int core_eval_sync(struct syncer *s, double now)
 	struct eval_job *ev = &s->ev;
 	struct err e;
 	double loss;
-	int rc;
 
 	if (!ev->started)
 		return 0;
@@ -1403,16 +1183,8 @@ int core_eval_sync(struct syncer *s, double now)
 	if (s->acc.nevals && s->acc.evals[s->acc.nevals - 1].round == s->rs.completed)
 		return 0;
 	snapshot(s, s->flat);
-	/* the HTTP side keeps answering meanwhile: /healthz and /status
-	 * take `mu`; nothing else changes the state while the run loop is
-	 * here (syncer_int.h, Threads) */
-	s->final_eval = 1;
-	pthread_mutex_unlock(&s->mu);
-	rc = s->prm->eval(s->prm->eval_ctx, s->flat,
-			  (size_t)s->js->syncer.eval_tokens, &loss, &e);
-	pthread_mutex_lock(&s->mu);
-	s->final_eval = 0;
-	if (rc) {
+	if (s->prm->eval(s->prm->eval_ctx, s->flat,
+			 (size_t)s->js->syncer.eval_tokens, &loss, &e)) {
 		log_error("eval: %s", e.msg);
 		return -1;
 	}

@@ -1,7 +1,6 @@
 /*
  * status: the syncer's HTTP answers, read under the state lock.
- *   /healthz  200 while the run loop keeps turning or is in the last
- *             evaluation (503 after 10 s stuck)
+ *   /healthz  200 while the run loop keeps turning (503 after 10 s stuck)
  *   /readyz   200 once the model is loaded and gRPC listens, until a stop
  *   /metrics  Prometheus text, names ddiloco_syncer_*
  *   /status   the JSON object of docs/status.md
@@ -89,25 +88,13 @@ static json_t *ckpt_json(const struct syncer *s)
 	/* a path that is not UTF-8 must not cost the whole /status */
 	if (s->ckpt.failing && !(err = json_string(s->ckpt.error)))
 		err = json_string("cannot save checkpoint (message not UTF-8)");
-	return json_pack("{sb so sI so so}",
+	return json_pack("{sb so sI so}",
 		"failing", s->ckpt.failing,
 		"error", err,
 		"failures", (json_int_t)s->ckpt.failures,
 		"last_ok_round", s->ckpt.have_ok
 			? json_integer((json_int_t)s->ckpt.last_ok_round)
-			: json_null(),
-		"last_good_round", s->good.have
-			? json_integer((json_int_t)s->good.round)
 			: json_null());
-}
-
-static int stale_count(const struct syncer *s)
-{
-	int n = 0;
-
-	for (int i = 0; i < s->M; i++)
-		n += s->learners[i].stale;
-	return n;
 }
 
 static json_t *status_json(struct syncer *s, double now)
@@ -120,8 +107,6 @@ static json_t *status_json(struct syncer *s, double now)
 	json_object_set_new(o, "insecure", json_boolean(s->prm->tls == NULL));
 	json_object_set_new(o, "streams_refused",
 			    json_integer((json_int_t)s->streams_refused));
-	json_object_set_new(o, "streams_no_hello",
-			    json_integer((json_int_t)s->streams_no_hello));
 	json_object_set_new(o, "round", json_integer((json_int_t)s->rs.completed));
 	a = json_array();
 	for (int p = 0; p < s->P; p++)
@@ -144,16 +129,14 @@ static json_t *status_json(struct syncer *s, double now)
 	json_object_set_new(o, "learners_connected",
 			    json_integer(s->learners_connected));
 	json_object_set_new(o, "learners_total", json_integer(s->M));
-	json_object_set_new(o, "learners_stale", json_integer(stale_count(s)));
 	a = json_array();
 	for (int i = 0; i < s->M; i++) {
 		const struct learner *l = &s->learners[i];
 
 		const struct bounds_learner *bl = &s->bounds.l[i];
 
-		json_array_append_new(a, json_pack("{si sb sb sI sI so so so s{sI sI}}",
+		json_array_append_new(a, json_pack("{si sb sI sI so so so s{sI sI}}",
 			"id", i, "connected", l->conn != NULL,
-			"stale", l->stale,
 			"step", (json_int_t)l->step,
 			"tokens", (json_int_t)l->tokens,
 			"train_loss", l->seen ? real_or_null(l->train_loss) : json_null(),
@@ -163,14 +146,13 @@ static json_t *status_json(struct syncer *s, double now)
 			"heartbeats", (json_int_t)bl->refused_heartbeats));
 	}
 	json_object_set_new(o, "learners", a);
-	json_object_set_new(o, "answers", json_pack("{sI sI sI sI sI sI sI sI sI}",
+	json_object_set_new(o, "answers", json_pack("{sI sI sI sI sI sI sI sI}",
 		"merged", (json_int_t)c->merged, "late", (json_int_t)c->late,
 		"rejected", (json_int_t)c->rejected, "empty", (json_int_t)c->empty,
 		"stale", (json_int_t)s->audit.stale,
 		"clipped", (json_int_t)s->audit.clipped,
 		"refused_bounds", (json_int_t)s->bounds.answers_refused,
-		"capped", (json_int_t)s->audit.capped,
-		"refused_history", (json_int_t)s->norm_history_refused));
+		"capped", (json_int_t)s->audit.capped));
 	json_object_set_new(o, "heartbeats", json_pack("{sI sI}",
 		"received", (json_int_t)s->bounds.heartbeats,
 		"refused", (json_int_t)s->bounds.heartbeats_refused));
@@ -224,9 +206,6 @@ static void metrics_text(struct syncer *s, double now, struct buf *b)
 	prom_counter(b, M("streams_refused_total"),
 		     "Streams refused for their client certificate (docs/security.md).",
 		     s->streams_refused);
-	prom_counter(b, M("streams_no_hello_total"),
-		     "Streams closed for saying no Hello within helloTimeout.",
-		     s->streams_no_hello);
 	prom_counter(b, M("answers_stale_total"),
 		     "Answers taken as empty: base more than staleVersions behind.",
 		     s->audit.stale);
@@ -236,10 +215,6 @@ static void metrics_text(struct syncer *s, double now, struct buf *b)
 	prom_counter(b, M("answers_refused_bounds_total"),
 		     "Answers refused: claims beyond the bounds (also in rejected).",
 		     s->bounds.answers_refused);
-	prom_counter(b, M("answers_norm_history_refused_total"),
-		     "Answers refused: norm beyond normOutlier times the median "
-		     "of recently merged norms (also in rejected).",
-		     s->norm_history_refused);
 	prom_counter(b, M("answers_capped_total"),
 		     "Merged answers whose share was held to maxShare.",
 		     s->audit.capped);
@@ -276,11 +251,6 @@ static void metrics_text(struct syncer *s, double now, struct buf *b)
 		     (uint64_t)llround(c->tokens_merged));
 	prom_gauge(b, M("learners_connected"), "Learners with an open stream.",
 		   s->learners_connected);
-	prom_gauge(b, M("learners_stale"), "Joined learners whose step stands "
-		   "still while they report: rounds do not wait for them.",
-		   stale_count(s));
-	prom_counter(b, M("learners_stale_total"), "Times a learner was found "
-		     "stale, since the syncer process started.", s->stale_marked);
 	prom_family(b, M("learner_last_seen_seconds"), PROM_GAUGE,
 		    "Seconds since each learner's last message.");
 	for (int i = 0; i < s->M; i++)
@@ -337,13 +307,9 @@ int status_http(void *ctx, const char *path, struct buf *body,
 
 	pthread_mutex_lock(&s->mu);
 	if (!strcmp(path, "/healthz")) {
-		/* the last evaluation is the run loop at work, not stuck */
-		if (s->final_eval)
-			buf_printf(body, "ok (final evaluation)\n");
-		else if (now - s->last_loop > 10.0)
+		if (now - s->last_loop > 10.0)
 			code = 503;
-		if (!s->final_eval)
-			buf_printf(body, code == 200 ? "ok\n" : "run loop stuck\n");
+		buf_printf(body, code == 200 ? "ok\n" : "run loop stuck\n");
 	} else if (!strcmp(path, "/readyz")) {
 		code = s->ready && !s->stopping ? 200 : 503;
 		buf_printf(body, code == 200 ? "ready\n" : "not ready\n");

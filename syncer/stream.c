@@ -47,7 +47,6 @@
 #include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
 
-#include "common/encoding.h"
 #include "common/log.h"
 #include "common/pki.h"
 #include "common/util.h"
@@ -55,11 +54,6 @@
 
 #define TICK 0.05
 #define STOP_GRACE 3.0   /* seconds for streams to close on a stop */
-/* gRPC limits (docs/syncer.md, gRPC details): a sidecar needs one stream
- * at a time, two while a new one replaces the old */
-#define MAX_STREAMS_PER_CONN 4
-#define STREAM_SPARE 8
-#define QUOTA_MIN_BYTES ((size_t)256 << 20)
 
 enum tag_kind { T_NEW, T_RECV, T_SEND, T_STATUS, T_CLOSE, T_SHUTDOWN };
 
@@ -92,7 +86,6 @@ struct conn {
 	grpc_slice details;
 	int learner;
 	int cert_learner;        /* the certificate's learner id; -1: none */
-	double t_accept;         /* mono time the call arrived */
 	struct out_msg *qhead;
 	size_t send_payload;
 };
@@ -573,8 +566,7 @@ static void on_message(struct conn *c, const uint8_t *data, size_t len,
 /* ---- events ------------------------------------------------------------ */
 
 /* A new call: watch for its end, wait for the next one, start reading. */
-static void on_new(struct stream_server *sv, struct conn *c, int ok,
-		   double now)
+static void on_new(struct stream_server *sv, struct conn *c, int ok)
 {
 	struct err e;
 	grpc_op op;
@@ -585,7 +577,6 @@ static void on_new(struct stream_server *sv, struct conn *c, int ok,
 		free(c);
 		return;
 	}
-	c->t_accept = now;
 	c->next = sv->conns;
 	if (sv->conns)
 		sv->conns->prev = c;
@@ -649,7 +640,7 @@ static void on_event(struct stream_server *sv, struct tag *t, int ok,
 		sv->shut = 1;
 		return;
 	case T_NEW:
-		on_new(sv, c, ok, now);   /* frees c itself when the server stops */
+		on_new(sv, c, ok);   /* frees c itself when the server stops */
 		return;
 	case T_RECV:
 		on_recv(c, ok, now);
@@ -693,32 +684,10 @@ static void run_rounds(struct stream_server *sv, double now)
 			send_merged(sv, &mg);
 			continue;
 		}
-		core_round_started(s, a.round);
 		for (int i = 0; i < s->M; i++)
 			if (s->learners[i].conn && s->learners[i].joined)
 				send_pull(s->learners[i].conn, a.round, a.frag);
 		log_debug("round %" PRIu64 " fragment %d: pulled", a.round, a.frag);
-	}
-}
-
-/* Streams that have not said Hello within spec.syncer.helloTimeout are
- * closed: each holds memory and a slot of the connection's streams. */
-static void close_silent(struct stream_server *sv, double now)
-{
-	double limit = sv->s->js->syncer.hello_timeout;
-	struct conn *c = sv->conns, *next;
-	char peer[128];
-
-	for (; c; c = next) {
-		next = c->next;
-		if (c->learner >= 0 || c->closing || now - c->t_accept <= limit)
-			continue;
-		peer_name(c, peer, sizeof(peer));
-		sv->s->streams_no_hello++;
-		log_warn("stream from %s closed: no hello within %g s", peer, limit);
-		conn_close(c, GRPC_STATUS_DEADLINE_EXCEEDED,
-			   "no hello within %g s", limit);
-		maybe_free(c);
 	}
 }
 
@@ -734,28 +703,9 @@ static void close_all(struct stream_server *sv, grpc_status_code code,
 	}
 }
 
-/*
- * The memory gRPC may use for the syncer's calls (docs/syncer.md, gRPC
- * details): room for two of the largest fragment message (one in, one
- * out) per learner and per STREAM_SPARE streams more, at least
- * QUOTA_MIN_BYTES.
- */
-static size_t quota_bytes(const struct syncer *s)
-{
-	size_t big = 0, n;
-
-	for (int p = 0; p < s->P; p++) {
-		n = enc_size(ENC_F32, s->ft->frags[p].numel) + 1024;
-		big = n > big ? n : big;
-	}
-	n = 2 * big * (size_t)(s->M + STREAM_SPARE);
-	return n > QUOTA_MIN_BYTES ? n : QUOTA_MIN_BYTES;
-}
-
 static int start_server(struct stream_server *sv, const char *listen,
 			const struct tls_files *tls, struct err *e)
 {
-	grpc_resource_quota *quota = grpc_resource_quota_create("ddiloco-syncer");
 	grpc_arg args[] = {
 		{ GRPC_ARG_INTEGER, (char *)GRPC_ARG_ALLOW_REUSEPORT, { .integer = 0 } },
 		{ GRPC_ARG_INTEGER, (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
@@ -771,23 +721,13 @@ static int start_server(struct stream_server *sv, const char *listen,
 		  { .integer = 2000 } },
 		{ GRPC_ARG_INTEGER, (char *)GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
 		  { .integer = 4000 } },
-		{ GRPC_ARG_INTEGER, (char *)GRPC_ARG_MAX_CONCURRENT_STREAMS,
-		  { .integer = MAX_STREAMS_PER_CONN } },
-		{ .type = GRPC_ARG_POINTER, .key = (char *)GRPC_ARG_RESOURCE_QUOTA,
-		  .value.pointer = { quota, grpc_resource_quota_arg_vtable() } },
 	};
 	grpc_channel_args ca = { sizeof(args) / sizeof(args[0]), args };
 	grpc_server_credentials *cred;
 	int port;
 
-	size_t qb = quota_bytes(sv->s);
-
-	grpc_resource_quota_resize(quota, qb);
 	sv->cq = grpc_completion_queue_create_for_next(NULL);
 	sv->srv = grpc_server_create(&ca, NULL);
-	grpc_resource_quota_unref(quota);   /* the server holds its own */
-	log_debug("gRPC limits: %d streams a connection, %zu MiB of buffers",
-		  MAX_STREAMS_PER_CONN, qb >> 20);
 	grpc_server_register_completion_queue(sv->srv, sv->cq, NULL);
 	sv->method = grpc_server_register_method(sv->srv,
 						 "/ddiloco.v1.Syncer/Train", NULL,
@@ -943,10 +883,7 @@ int syncer_run(const struct syncer_params *p,
 		if (ev.type == GRPC_OP_COMPLETE)
 			on_event(&sv, ev.tag, ev.success, now);
 		core_eval_collect(s);
-		if (!s->stopping)
-			close_silent(&sv, now);
 		if (!finishing && !s->stopping) {
-			core_check_stale(s, now);
 			run_rounds(&sv, now);
 			core_check_budget(s, now);
 			if (s->done) {

@@ -61,9 +61,6 @@ struct learner {
 	uint64_t step_max;   /* highest step it reported since we started,
 			      * over its restarts too: where a restart resumes */
 	double step_time, train_loss, last_seen;   /* last_seen: mono clock */
-	double step_moved;   /* mono time its reported step last changed */
-	int stale;           /* its step stands still while it reports
-			      * (core_check_stale) */
 };
 
 struct eval_job {
@@ -102,12 +99,8 @@ struct syncer {
 	uint64_t quorum_count, merge_count;
 	int done, ready, stopping;
 	double last_loop;            /* mono time of the last loop turn */
-	int final_eval;              /* the run loop is in the last evaluation,
-				      * `mu` released (core_eval_sync) */
 	int learners_connected;
 	uint64_t streams_refused;    /* identity refusals (stream.c) */
-	uint64_t stale_marked;       /* learners found stale, since start */
-	uint64_t streams_no_hello;   /* closed for no Hello in time (stream.c) */
 	struct goodput gp;           /* where learner time goes (goodput.h) */
 	struct gap_log gaps;         /* down gaps between rounds (gaplog.h) */
 	/* checkpoint writes of this process (docs/syncer.md, Checkpoints):
@@ -120,46 +113,10 @@ struct syncer {
 		char error[sizeof(((struct err *)0)->msg)];
 	} ckpt;
 
-	/* the last good checkpoint kept by this process (docs/syncer.md,
-	 * Checkpoints) */
-	struct {
-		int have;
-		uint64_t round;
-		double loss;
-	} good;
-	/* per fragment, the whole-fragment norms of the latest merged
-	 * answers, a ring of CORE_NORM_HISTORY (docs/syncer.md, Merge) */
-	double *norm_hist;
-	int *norm_hist_n;            /* entries held, ≤ CORE_NORM_HISTORY */
-	int *norm_hist_next;         /* where the next one goes */
-	uint64_t norm_history_refused;
-	/* resumed from the last good checkpoint: the rounds from it to the
-	 * newest checkpoint file's name, skipped on top of the usual margin */
-	uint64_t skip_extra;
-	/* the high-water mark on disk: rounds up to it are covered */
-	uint64_t hwm_rounds;
-
 	pthread_mutex_t mu;
 	struct eval_job ev;
 	struct httpd *http;
 };
-
-/* An evaluation loss at most this fraction above the best one so far
- * marks its round's checkpoint the last good one. */
-#define CORE_GOOD_MARGIN 0.10
-/* Merged answer norms remembered per fragment, and how many are needed
- * before an answer is held against them. */
-#define CORE_NORM_HISTORY 16
-#define CORE_NORM_HISTORY_MIN 4
-
-/* A joined learner is stale when its reported step has not changed for
- * the larger of spec.syncer.stallSeconds and CORE_STALL_STEPS of its step
- * times while it was heard from in the last CORE_STALL_HEARD_S. */
-/* The high-water mark is written when a round starts past it, to cover
- * this many rounds (docs/syncer.md, Checkpoints). */
-#define CORE_HWM_ROUNDS 16
-#define CORE_STALL_STEPS 10
-#define CORE_STALL_HEARD_S 10.0
 
 /* core.c; `now` is the monotonic clock (a fake one in tests) */
 int core_init(struct syncer *s, const struct syncer_params *p, double now,
@@ -195,14 +152,6 @@ void core_leave(struct syncer *s, int learner, const char *why);
 int core_heartbeat(struct syncer *s, int learner,
 		   const struct wire_heartbeat *hb, double now);
 
-/* Marks the learners that became stale (rounds stop waiting for them);
- * a report with a new step clears it. Called every loop turn. */
-void core_check_stale(struct syncer *s, double now);
-
-/* Round `round` is about to be pulled: the high-water mark is written
- * first when the round is past it. */
-void core_round_started(struct syncer *s, uint64_t round);
-
 /* What became of an answer (counters and log lines say the same). */
 enum core_verdict {
 	CORE_QUEUED,     /* waits for its round's merge (maybe as empty) */
@@ -233,8 +182,7 @@ uint8_t *core_update_payload(const struct syncer *s, int p, int *enc,
 			     size_t *len);
 /* Whether the budget is reached (sets s->done the first time). */
 int core_check_budget(struct syncer *s, double now);
-/* The job is done: rounds abandoned, last checkpoint and evaluation
- * (called with `mu` held, released during the evaluation). */
+/* The job is done: rounds abandoned, last checkpoint and evaluation. */
 void core_finish(struct syncer *s, double now);
 /* A stop request: rounds abandoned, a checkpoint unless done. */
 void core_stop(struct syncer *s, double now);
@@ -242,8 +190,6 @@ void core_stop(struct syncer *s, double now);
 /* Evaluation: start one (if the thread is idle), collect a finished one. */
 void core_eval_start(struct syncer *s, double now);
 void core_eval_collect(struct syncer *s);
-/* The last evaluation, on the caller's thread: called with `mu` held, it
- * releases `mu` while the model is evaluated (final_eval set). */
 int core_eval_sync(struct syncer *s, double now);
 void core_eval_stop(struct syncer *s);
 

@@ -98,8 +98,6 @@ static void full_yaml_file(void **state)
 	assert_exactly(js.syncer.max_share, 0.4);
 	assert_exactly(js.syncer.min_step_time, 0.002);
 	assert_exactly(js.syncer.max_step_time, 30);
-	assert_exactly(js.syncer.stall_seconds, 90);
-	assert_exactly(js.syncer.hello_timeout, 2.5);
 	assert_int_equal(js.syncer.port, 9000);
 	assert_int_equal(js.syncer.http_port, 9001);
 	assert_int_equal(js.budget.tokens, 10000000);
@@ -240,10 +238,6 @@ static void type_errors(void **state)
 		"job: spec.syncer.minStepTime: 0 is not in (0, 1]");
 	refused(HEAD "spec:\n" DATA "  syncer: {minStepTime: 0.5, maxStepTime: 0.5}\n",
 		"job: spec.syncer.maxStepTime: 0.5 is not in (minStepTime, 86400]");
-	refused(HEAD "spec:\n" DATA "  syncer: {stallSeconds: 0.5}\n",
-		"job: spec.syncer.stallSeconds: 0.5 is not in [1, 86400]");
-	refused(HEAD "spec:\n" DATA "  syncer: {helloTimeout: 0}\n",
-		"job: spec.syncer.helloTimeout: 0 is not in [0.1, 3600]");
 	refused(HEAD "spec:\n" DATA "  learners: 4\n",
 		"job: spec.learners: expected a mapping, got 4");
 	refused(HEAD "spec:\n" DATA "  learners: {image: [a]}\n",
