@@ -5,10 +5,14 @@
  */
 #include "common/prom.h"
 
+#include <dirent.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 static const char *type_name(enum prom_type t)
 {
@@ -16,6 +20,7 @@ static const char *type_name(enum prom_type t)
 	case PROM_COUNTER: return "counter";
 	case PROM_GAUGE: return "gauge";
 	case PROM_SUMMARY: return "summary";
+	case PROM_HISTOGRAM: return "histogram";
 	case PROM_UNTYPED: break;
 	}
 	return "untyped";
@@ -97,4 +102,133 @@ void prom_gauge(struct buf *b, const char *name, const char *help, double v)
 {
 	prom_family(b, name, PROM_GAUGE, help);
 	prom_double(b, name, NULL, v);
+}
+
+int prom_hist_init(struct prom_hist *h, const double *bounds, int n)
+{
+	memset(h, 0, sizeof(*h));
+	h->bounds = bounds;
+	h->n = n;
+	h->counts = calloc((size_t)(n > 0 ? n : 1), sizeof(*h->counts));
+	return h->counts ? 0 : -1;
+}
+
+void prom_hist_release(struct prom_hist *h)
+{
+	free(h->counts);
+	h->counts = NULL;
+}
+
+void prom_hist_observe(struct prom_hist *h, double v)
+{
+	if (!h->counts || isnan(v))
+		return;
+	for (int i = 0; i < h->n; i++)
+		if (v <= h->bounds[i]) {
+			h->counts[i]++;
+			break;
+		}
+	h->count++;
+	h->sum += v;
+}
+
+void prom_hist_write(struct buf *b, const char *name, const char *help,
+		     const struct prom_hist *h)
+{
+	char sample[128], le[32];
+	uint64_t cum = 0;
+
+	prom_family(b, name, PROM_HISTOGRAM, help);
+	snprintf(sample, sizeof(sample), "%s_bucket", name);
+	for (int i = 0; h->counts && i < h->n; i++) {
+		cum += h->counts[i];
+		snprintf(le, sizeof(le), "%.15g", h->bounds[i]);
+		prom_u64(b, sample, PROM_LABELS("le", le), cum);
+	}
+	prom_u64(b, sample, PROM_LABELS("le", "+Inf"), h->count);
+	snprintf(sample, sizeof(sample), "%s_sum", name);
+	prom_double(b, sample, NULL, h->sum);
+	snprintf(sample, sizeof(sample), "%s_count", name);
+	prom_u64(b, sample, NULL, h->count);
+}
+
+/* Field k (1-based, as proc(5) numbers them) of /proc/self/stat. */
+static int stat_field(const char *stat, int k, unsigned long long *out)
+{
+	const char *p = strrchr(stat, ')');   /* the name may hold spaces */
+	int field = 2;
+
+	if (!p)
+		return -1;
+	for (p++; *p && field < k; field++) {
+		while (*p == ' ')
+			p++;
+		if (field + 1 == k)
+			return sscanf(p, "%llu", out) == 1 ? 0 : -1;
+		while (*p && *p != ' ')
+			p++;
+	}
+	return -1;
+}
+
+static double boot_time(void)
+{
+	FILE *f = fopen("/proc/stat", "r");
+	char line[256];
+	double bt = -1;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "btime ", 6)) {
+			bt = strtod(line + 6, NULL);
+			break;
+		}
+	fclose(f);
+	return bt;
+}
+
+void prom_process(struct buf *b)
+{
+	char stat[1024];
+	FILE *f = fopen("/proc/self/stat", "r");
+	size_t n = f ? fread(stat, 1, sizeof(stat) - 1, f) : 0;
+	unsigned long long ut, st, start, vsize, rss;
+	double tck = (double)sysconf(_SC_CLK_TCK), page = (double)sysconf(_SC_PAGESIZE);
+	double bt = boot_time();
+	struct rlimit rl;
+	DIR *d;
+
+	if (f)
+		fclose(f);
+	stat[n] = '\0';
+	if (n && tck > 0 && !stat_field(stat, 14, &ut) && !stat_field(stat, 15, &st)) {
+		prom_family(b, "process_cpu_seconds_total", PROM_COUNTER,
+			    "Total user and system CPU time spent in seconds.");
+		prom_double(b, "process_cpu_seconds_total", NULL, (double)(ut + st) / tck);
+	}
+	if (n && !stat_field(stat, 23, &vsize))
+		prom_gauge(b, "process_virtual_memory_bytes",
+			   "Virtual memory size in bytes.", (double)vsize);
+	if (n && page > 0 && !stat_field(stat, 24, &rss))
+		prom_gauge(b, "process_resident_memory_bytes",
+			   "Resident memory size in bytes.", (double)rss * page);
+	if (n && tck > 0 && bt > 0 && !stat_field(stat, 22, &start))
+		prom_gauge(b, "process_start_time_seconds",
+			   "Start time of the process since unix epoch in seconds.",
+			   bt + (double)start / tck);
+	if ((d = opendir("/proc/self/fd"))) {
+		struct dirent *de;
+		int fds = 0;
+
+		while ((de = readdir(d)))
+			fds += de->d_name[0] != '.';
+		closedir(d);
+		/* the folder's own descriptor is not the process's */
+		prom_gauge(b, "process_open_fds", "Number of open file descriptors.",
+			   fds > 0 ? fds - 1 : 0);
+	}
+	if (!getrlimit(RLIMIT_NOFILE, &rl))
+		prom_gauge(b, "process_max_fds", "Maximum number of open file descriptors.",
+			   rl.rlim_cur == RLIM_INFINITY ? INFINITY : (double)rl.rlim_cur);
 }

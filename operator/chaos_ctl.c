@@ -96,7 +96,8 @@ static int parse(json_t *job, struct job_chaos *out, int *learners)
 	struct err e;
 	int rc = 0;
 
-	if (txt && !jobspec_parse(txt, strlen(txt), "chaos", &js, &e)) {
+	if (txt && !job_managed_elsewhere(job) &&
+	    !jobspec_parse(txt, strlen(txt), "chaos", &js, &e)) {
 		*out = js.chaos;
 		*learners = js.learners.replicas;
 		rc = js.chaos.enabled;

@@ -6,6 +6,9 @@
  * restartPolicy Always (a native sidecar): it starts before the learner
  * and ends when the learner ends, so a finished pod finishes. The syncer's
  * pod has fsGroup set to the image's user, who writes the checkpoints.
+ * Placement is per part: the learners' nodeSelector and tolerations go to
+ * the learner pods only (their accelerator pool); the syncer has its own
+ * and requests of its own (syncer_resources), so it is Burstable.
  *
  * Security (docs/operator.md, "Security"): every pod and container gets
  * the same restricted security context (pod_security, container_security)
@@ -18,11 +21,14 @@
  */
 #include "operator/children.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/pki.h"
+#include "operator/podtemplate.h"
+#include "trainer/model.h"
 
 int child_name(const char *job, enum child_kind kind, int index, char *out,
 	       size_t n)
@@ -60,6 +66,9 @@ json_t *job_core(json_t *obj)
 	if (!spec)
 		spec = json_object();
 	json_object_del(spec, "backoffLimit");
+	json_object_del(spec, "activeDeadlineSeconds");
+	json_object_del(spec, "failurePolicy");
+	json_object_del(spec, "managedBy");
 	json_object_del(json_object_get(spec, "learners"), "imagePullPolicy");
 	json_object_del(json_object_get(spec, "learners"), "nodeSelector");
 	json_object_del(json_object_get(spec, "learners"), "tolerations");
@@ -67,6 +76,14 @@ json_t *job_core(json_t *obj)
 	json_object_del(json_object_get(spec, "data"), "mountPath");
 	json_object_del(json_object_get(spec, "syncer"), "storage");
 	json_object_del(json_object_get(spec, "syncer"), "storageClassName");
+	json_object_del(json_object_get(spec, "syncer"), "nodeSelector");
+	json_object_del(json_object_get(spec, "syncer"), "tolerations");
+	json_object_del(json_object_get(spec, "syncer"), "resources");
+	json_object_del(json_object_get(spec, "syncer"), "template");
+	json_object_del(json_object_get(spec, "syncer"), "checkpoints");
+	json_object_del(json_object_get(spec, "learners"), "template");
+	json_object_del(json_object_get(spec, "learners"), "command");
+	json_object_del(json_object_get(spec, "learners"), "args");
 	o = json_pack("{s:s, s:s, s:{s:O?, s:O?}, s:o}",
 		      "apiVersion", JOB_API_VERSION,
 		      "kind", JOB_KIND,
@@ -75,6 +92,30 @@ json_t *job_core(json_t *obj)
 		      "namespace", json_object_get(meta, "namespace"),
 		      "spec", spec);
 	return o;
+}
+
+int job_managed_elsewhere(json_t *job)
+{
+	const char *m = sget(job, "spec", "managedBy");
+
+	return m && strcmp(m, MANAGED_BY) != 0;
+}
+
+/*
+ * The job's own labels (a queue's, e.g. kueue.x-k8s.io/queue-name) on a
+ * pod's metadata, under those the operator and the template set.
+ */
+static void job_labels(const struct child_ctx *c, json_t *meta)
+{
+	json_t *l = json_object_get(meta, "labels");
+	const char *k;
+	json_t *v;
+
+	if (!json_is_object(c->labels))
+		return;
+	json_object_foreach(c->labels, k, v)
+		if (json_is_string(v) && !json_object_get(l, k))
+			json_object_set(l, k, v);
 }
 
 static json_t *labels(const struct child_ctx *c, const char *role)
@@ -161,26 +202,56 @@ json_t *child_service(const struct child_ctx *c)
 				"targetPort", c->js->syncer.http_port));
 }
 
-static const char *storage(const struct child_ctx *c)
+void checkpoint_claim_size(const struct child_ctx *c, char *out, size_t n)
 {
 	const char *s = sget(c->spec, "syncer", "storage");
+	struct model_config cfg;
+	double bytes, gib;
 
-	return s ? s : "1Gi";
+	if (s) {
+		snprintf(out, n, "%s", s);
+		return;
+	}
+	bytes = 0;
+	if (!model_config_from_job(&c->js->model, &cfg, NULL))
+		bytes = (double)CKPT_FILES * CKPT_HEADROOM *
+			(8.0 * (double)model_num_params(&cfg) + CKPT_FILE_EXTRA);
+	gib = ceil(bytes / (double)(1ULL << 30));
+	snprintf(out, n, "%.0fGi", gib < 1 ? 1 : gib);
+}
+
+int checkpoint_claim_name(const struct child_ctx *c, char *out, size_t n)
+{
+	const char *own = sget(json_object_get(c->spec, "syncer"), "checkpoints",
+			       "claimName");
+	int k;
+
+	if (!own)
+		return child_name(c->name, CHILD_CHECKPOINTS, 0, out, n);
+	k = snprintf(out, n, "%s", own);
+	return k < 0 || (size_t)k >= n ? -1 : 0;
 }
 
 json_t *child_pvc(const struct child_ctx *c)
 {
-	char name[CHILD_NAME_MAX];
-	json_t *spec;
+	char name[CHILD_NAME_MAX], size[32];
+	json_t *spec, *m;
 	const char *cls = sget(c->spec, "syncer", "storageClassName");
 
 	if (child_name(c->name, CHILD_CHECKPOINTS, 0, name, sizeof(name)))
 		return NULL;
+	checkpoint_claim_size(c, size, sizeof(size));
 	spec = json_pack("{s:[s], s:{s:{s:s}}}", "accessModes", "ReadWriteOnce",
-			 "resources", "requests", "storage", storage(c));
+			 "resources", "requests", "storage", size);
 	if (cls)
 		json_object_set_new(spec, "storageClassName", json_string(cls));
-	return object("v1", "PersistentVolumeClaim", meta(c, name, "checkpoints"), spec);
+	m = meta(c, name, "checkpoints");
+	/* kept past the job: server-side apply without the field drops the
+	 * owner reference this manager set, so the garbage collector leaves
+	 * the claim when the job goes */
+	if (c->retain_claim)
+		json_object_del(m, "ownerReferences");
+	return object("v1", "PersistentVolumeClaim", m, spec);
 }
 
 /* Volumes and mounts every container of the job has: spec, data. */
@@ -250,10 +321,15 @@ static const char *pull_policy(const struct child_ctx *c)
 	return p ? p : "IfNotPresent";
 }
 
-/* Pod-level placement: nodeSelector and tolerations passed through. */
-static void placement(const struct child_ctx *c, json_t *podspec)
+/*
+ * Pod-level placement from spec.<part> ("learners" or "syncer"), each
+ * part its own: nodeSelector and tolerations passed through. The syncer
+ * needs no accelerator, so it does not follow the learners to their pool.
+ */
+static void placement(const struct child_ctx *c, const char *part,
+		      json_t *podspec)
 {
-	json_t *l = json_object_get(c->spec, "learners");
+	json_t *l = json_object_get(c->spec, part);
 	json_t *ns = json_object_get(l, "nodeSelector");
 	json_t *tol = json_object_get(l, "tolerations");
 
@@ -263,20 +339,60 @@ static void placement(const struct child_ctx *c, json_t *podspec)
 		json_object_set(podspec, "tolerations", tol);
 }
 
+/* A quantity of spec.syncer.resources as the API server stores it: a
+ * string, or an integer (x-kubernetes-int-or-string); NULL when unset. */
+static json_t *quantity(json_t *v)
+{
+	if (json_is_string(v) && json_string_length(v))
+		return json_copy(v);
+	if (json_is_integer(v))
+		return json_sprintf("%" JSON_INTEGER_FORMAT, json_integer_value(v));
+	return NULL;
+}
+
+/*
+ * The syncer's requests (docs/operator.md, "The syncer's placement and
+ * requests"): SYNCER_CPU, and SYNCER_MEMORY_BASE_MIB plus
+ * SYNCER_BYTES_PER_PARAM for each of the model's parameters, in whole MiB;
+ * spec.syncer.resources.{cpu, memory} replace either. Requests without
+ * limits: the pod is Burstable, never BestEffort, never capped.
+ */
+static json_t *syncer_resources(const struct child_ctx *c)
+{
+	json_t *r = json_object_get(json_object_get(c->spec, "syncer"), "resources");
+	json_t *cpu = quantity(json_object_get(r, "cpu"));
+	json_t *mem = quantity(json_object_get(r, "memory"));
+	struct model_config cfg;
+
+	if (!cpu)
+		cpu = json_string(SYNCER_CPU);
+	if (!mem) {
+		unsigned long long b = (unsigned long long)SYNCER_MEMORY_BASE_MIB << 20;
+
+		if (!model_config_from_job(&c->js->model, &cfg, NULL))
+			b += (unsigned long long)SYNCER_BYTES_PER_PARAM *
+			     model_num_params(&cfg);
+		mem = json_sprintf("%lluMi", (b + (1ULL << 20) - 1) >> 20);
+	}
+	return json_pack("{s:{s:o, s:o}}", "requests", "cpu", cpu, "memory", mem);
+}
+
 json_t *child_syncer(const struct child_ctx *c)
 {
-	char name[CHILD_NAME_MAX], claim[CHILD_NAME_MAX];
+	char name[CHILD_NAME_MAX], claim[CHILD_NAME_MAX], st[32];
 	json_t *volumes = json_array(), *mounts = json_array(), *podspec, *sel;
-	const char *st = storage(c);
+	json_t *tmeta, *ctr;
 
+	checkpoint_claim_size(c, st, sizeof(st));
 	if (child_name(c->name, CHILD_SYNCER, 0, name, sizeof(name)) ||
-	    child_name(c->name, CHILD_CHECKPOINTS, 0, claim, sizeof(claim)) ||
+	    checkpoint_claim_name(c, claim, sizeof(claim)) ||
 	    common_volumes(c, volumes, mounts)) {
 		json_decref(volumes);
 		json_decref(mounts);
 		return NULL;
 	}
-	if (st[0])
+	/* a claim of the user's, or one of ours unless storage is "" */
+	if (st[0] || sget(json_object_get(c->spec, "syncer"), "checkpoints", "claimName"))
 		json_array_append_new(volumes, json_pack(
 			"{s:s, s:{s:s}}", "name", "checkpoints",
 			"persistentVolumeClaim", "claimName", claim));
@@ -317,15 +433,36 @@ json_t *child_syncer(const struct child_ctx *c)
 	if (!c->js->syncer.insecure)
 		tls_args(json_array_get(json_object_get(podspec, "containers"), 0));
 	pod_hardening(podspec);
-	placement(c, podspec);
+	placement(c, "syncer", podspec);
+	ctr = json_array_get(json_object_get(podspec, "containers"), 0);
+	json_object_set_new(ctr, "resources", syncer_resources(c));
+	/*
+	 * Liveness (docs/operator.md, "Model lifecycle"): /healthz answers 503
+	 * once the run loop is stuck 10 s (syncer/status.c); three failures
+	 * 10 s apart restart the container. The startup probe holds it back
+	 * until the model and checkpoint are loaded (/readyz), for up to
+	 * SYNCER_STARTUP_SECONDS; asked every second, as the readiness probe
+	 * waits for it (a restarted syncer is not Ready later than it was).
+	 */
+	json_object_set_new(ctr, "livenessProbe", json_pack(
+		"{s:{s:s, s:i}, s:i, s:i, s:i}", "httpGet", "path", "/healthz",
+		"port", c->js->syncer.http_port, "periodSeconds", 10,
+		"timeoutSeconds", 5, "failureThreshold", 3));
+	json_object_set_new(ctr, "startupProbe", json_pack(
+		"{s:{s:s, s:i}, s:i, s:i}", "httpGet", "path", "/readyz",
+		"port", c->js->syncer.http_port, "periodSeconds", 1,
+		"failureThreshold", SYNCER_STARTUP_SECONDS));
+	tmeta = json_pack("{s:o}", "labels", labels(c, "syncer"));
+	pod_template_apply(tmeta, podspec, json_object_get(json_object_get(c->spec,
+			   "syncer"), "template"), "syncer");
+	job_labels(c, tmeta);
 	sel = json_pack("{s:s, s:s}", LABEL_JOB, c->name, LABEL_ROLE, "syncer");
 	return object("apps/v1", "StatefulSet", meta(c, name, "syncer"),
-		      json_pack("{s:i, s:s, s:s, s:{s:o}, s:{s:{s:o}, s:o}}",
+		      json_pack("{s:i, s:s, s:s, s:{s:o}, s:{s:o, s:o}}",
 				"replicas", 1, "serviceName", name,
 				"podManagementPolicy", "Parallel",
 				"selector", "matchLabels", sel,
-				"template", "metadata", "labels", labels(c, "syncer"),
-				"spec", podspec));
+				"template", "metadata", tmeta, "spec", podspec));
 }
 
 /*
@@ -488,6 +625,22 @@ int syncer_address(const char *job, const char *ns, int port, char *out,
 	return k < 0 || (size_t)k >= n ? -1 : 0;
 }
 
+/*
+ * spec.learners.command and .args: a learner image of the user's own runs
+ * its own program in the learner container (the sidecar stays ours). It
+ * finds its index, the job file and the exchange in the environment.
+ */
+static void learner_command(const struct child_ctx *c, json_t *container)
+{
+	json_t *l = json_object_get(c->spec, "learners");
+	json_t *cmd = json_object_get(l, "command"), *args = json_object_get(l, "args");
+
+	if (json_is_array(cmd) && json_array_size(cmd))
+		json_object_set(container, "command", cmd);
+	if (json_is_array(args) && json_array_size(args))
+		json_object_set(container, "args", args);
+}
+
 json_t *child_learner(const struct child_ctx *c, int index)
 {
 	char name[CHILD_NAME_MAX], idx[16], addr[2 * CHILD_NAME_MAX + 80], who[32];
@@ -518,7 +671,8 @@ json_t *child_learner(const struct child_ctx *c, int index)
 	podspec = json_pack(
 		"{s:s, s:i, s:[{s:s, s:s, s:s, s:s,"
 		"  s:[s,s,s,s,s,s,s,s,s,s,s,s], s:o, s:o}],"
-		" s:[{s:s, s:s, s:s, s:[s,s,s,s,s,s,s,s], s:[{s:s, s:s}], s:o, s:o, s:o}],"
+		" s:[{s:s, s:s, s:s, s:[s,s,s,s,s,s,s,s],"
+		"  s:[{s:s, s:s}, {s:s, s:s}, {s:s, s:s}], s:o, s:o, s:o}],"
 		" s:o, s:o}",
 		"restartPolicy", "Never",
 		"terminationGracePeriodSeconds", 10,
@@ -536,6 +690,8 @@ json_t *child_learner(const struct child_ctx *c, int index)
 		"command", "ddiloco", "learner", "--job", SPEC_DIR "/job.json",
 		"--learner", idx, "--exchange", EXCHANGE_DIR,
 		"env", "name", "DDILOCO_LEARNER_ID", "value", idx,
+		"name", "DDILOCO_JOB_FILE", "value", SPEC_DIR "/job.json",
+		"name", "DDILOCO_EXCHANGE", "value", EXCHANGE_DIR,
 		"resources", resources(c),
 		"volumeMounts", mounts,
 		"securityContext", container_security(),
@@ -547,9 +703,13 @@ json_t *child_learner(const struct child_ctx *c, int index)
 	if (!c->js->syncer.insecure)
 		tls_args(json_array_get(json_object_get(podspec, "initContainers"), 0));
 	pod_hardening(podspec);
-	placement(c, podspec);
+	placement(c, "learners", podspec);
+	learner_command(c, json_array_get(json_object_get(podspec, "containers"), 0));
 	m = meta(c, name, "learner");
 	json_object_set_new(json_object_get(m, "labels"), LABEL_INDEX, json_string(idx));
+	pod_template_apply(m, podspec, json_object_get(json_object_get(c->spec,
+			   "learners"), "template"), "learner");
+	job_labels(c, m);
 	return object("v1", "Pod", m, podspec);
 }
 

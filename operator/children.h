@@ -65,6 +65,33 @@ enum child_kind {
 	CHILD_TLS,                    /* <job>-tls */
 };
 
+/*
+ * The syncer's default requests (docs/operator.md, "The syncer's placement
+ * and requests"). It holds about nine fp32 copies of the parameters (theta,
+ * momentum, scratch, the flat update, the evaluation model's parameters and
+ * gradients, the checkpoint's theta and momentum): 36 bytes a parameter,
+ * doubled for the evaluation's activations and the fragments in flight,
+ * over a base for the process and its servers.
+ */
+#define SYNCER_CPU "500m"
+#define SYNCER_MEMORY_BASE_MIB 64
+#define SYNCER_BYTES_PER_PARAM 72
+/* the syncer's startup probe waits this long for its model and checkpoint */
+#define SYNCER_STARTUP_SECONDS 600
+
+/*
+ * The checkpoint claim's default size (docs/operator.md, "Model
+ * lifecycle"): what the syncer holds at most in its folder, CKPT_FILES
+ * checkpoint files (the 3 rolling ones syncer/core.c keeps, the last good
+ * one when the file system has no hard links, one being written), each
+ * 8 bytes a parameter (Θ and momentum, f32) plus CKPT_FILE_EXTRA for the
+ * header, versions, learners and up to 4096 evaluations (syncer/ckpt.h),
+ * times CKPT_HEADROOM, rounded up to whole GiB, at least 1Gi.
+ */
+#define CKPT_FILES 5
+#define CKPT_FILE_EXTRA (1u << 20)
+#define CKPT_HEADROOM 1.5
+
 /* Room for any child's name: a DNS subdomain is at most 253 bytes. */
 #define CHILD_NAME_MAX 254
 
@@ -81,16 +108,41 @@ struct child_ctx {
 	json_t *spec;                 /* the object's raw spec (pass-through) */
 	const char *job_json;         /* job_core as text, for the ConfigMap */
 	const char *operator_ns;      /* where the operator's pods run */
+	int retain_claim;             /* child_pvc: no owner reference, the
+				       * claim outlives the job */
+	json_t *labels;               /* the job's metadata.labels, or NULL:
+				       * given to its pods */
 };
+
+/* spec.managedBy when this operator manages the job (or it is unset) */
+#define MANAGED_BY "ddiloco.io/operator"
+
+/* 1 when spec.managedBy names another controller: the job is left alone. */
+int job_managed_elsewhere(json_t *job);
 
 /*
  * The part of a DecoupledTrainingJob object that jobspec reads: apiVersion,
  * kind, metadata.{name,namespace} and spec without the fields that only
- * the operator uses (backoffLimit, learners.{imagePullPolicy,
- * nodeSelector, tolerations}, data.{claimName,mountPath},
- * syncer.{storage,storageClassName}). A new reference.
+ * the operator uses (backoffLimit, activeDeadlineSeconds, failurePolicy,
+ * managedBy,
+ * learners.{imagePullPolicy,
+ * nodeSelector, tolerations, template, command, args},
+ * data.{claimName,mountPath}, syncer.{storage, storageClassName,
+ * nodeSelector, tolerations, resources, template, checkpoints}). A new
+ * reference.
  */
 json_t *job_core(json_t *obj);
+
+/*
+ * The checkpoint claim's size: spec.syncer.storage when set, else the
+ * default above for the job's model; into out (size n). "" (storage "")
+ * means no claim.
+ */
+void checkpoint_claim_size(const struct child_ctx *c, char *out, size_t n);
+/* The claim the syncer mounts: spec.syncer.checkpoints.claimName (the
+ * user's, never created or deleted by the operator), else
+ * <job>-checkpoints. -1 when it does not fit. */
+int checkpoint_claim_name(const struct child_ctx *c, char *out, size_t n);
 
 /* Each child as JSON (a new reference), or NULL when its name is too long. */
 json_t *child_configmap(const struct child_ctx *c);

@@ -106,6 +106,7 @@ int cmd_operator(int argc, char **argv)
 	struct sigaction sa;
 	struct err e;
 	char host[64] = "operator";
+	struct kube_stats stats;
 	int rc;
 
 	memset(&o, 0, sizeof(o));
@@ -136,6 +137,9 @@ int cmd_operator(int argc, char **argv)
 		fprintf(stderr, "ddiloco operator: %s\n", e.msg);
 		return 1;
 	}
+	/* every answer of the API server, for /metrics */
+	kube_stats_init(&stats);
+	o.cfg.stats = &stats;
 	snprintf(o.lease_ns, sizeof(o.lease_ns), "%s",
 		 lease_ns ? lease_ns : o.cfg.namespace_);
 	if (!o.operator_ns[0])
@@ -163,5 +167,6 @@ int cmd_operator(int argc, char **argv)
 		sleep(1);
 	}
 	kube_config_release(&o.cfg);
+	kube_stats_release(&stats);
 	return rc;
 }

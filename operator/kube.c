@@ -417,6 +417,49 @@ static struct curl_slist *setup(struct kube *k, const char *method,
 	return h;
 }
 
+void kube_stats_init(struct kube_stats *s)
+{
+	memset(s, 0, sizeof(*s));
+	pthread_mutex_init(&s->mu, NULL);
+}
+
+void kube_stats_release(struct kube_stats *s)
+{
+	pthread_mutex_destroy(&s->mu);
+}
+
+void kube_stats_copy(struct kube_stats *s, struct kube_stats *out)
+{
+	pthread_mutex_lock(&s->mu);
+	out->n = s->n;
+	memcpy(out->e, s->e, sizeof(out->e));
+	pthread_mutex_unlock(&s->mu);
+}
+
+static void count_answer(struct kube *k, const char *method, long code)
+{
+	struct kube_stats *s = k->cfg->stats;
+	int i;
+
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->mu);
+	for (i = 0; i < s->n; i++)
+		if (s->e[i].code == (int)code && !strcmp(s->e[i].method, method))
+			break;
+	if (i == s->n && s->n < KUBE_STATS_MAX) {
+		snprintf(s->e[i].method, sizeof(s->e[i].method), "%s", method);
+		s->e[i].code = (int)code;
+		s->n++;
+	} else if (i == s->n) {
+		/* the table is full: the last slot takes the rest */
+		i = KUBE_STATS_MAX - 1;
+		s->e[i].code = -1;
+	}
+	s->e[i].count++;
+	pthread_mutex_unlock(&s->mu);
+}
+
 int kube_request(struct kube *k, const char *method, const char *path,
 		 const char *ctype, const char *body, json_t **out,
 		 struct kube_status *st, struct err *e)
@@ -434,6 +477,9 @@ int kube_request(struct kube *k, const char *method, const char *path,
 	h = setup(k, method, path, ctype, body, &s, 0);
 	cc = curl_easy_perform(k->curl);
 	curl_slist_free_all(h);
+	if (cc == CURLE_OK)
+		curl_easy_getinfo(k->curl, CURLINFO_RESPONSE_CODE, &code);
+	count_answer(k, method, cc == CURLE_OK ? code : 0);
 	if (buf_error(&s.body)) {
 		err_set(e, "kube: %s %s: answer %s (%u bytes)", method, path,
 			buf_strerror(buf_error(&s.body)), KUBE_MAX_BODY);
@@ -537,6 +583,7 @@ int kube_watch(struct kube *k, const char *path, kube_watch_fn fn,
 	cc = curl_easy_perform(k->curl);
 	curl_slist_free_all(h);
 	curl_easy_getinfo(k->curl, CURLINFO_RESPONSE_CODE, &code);
+	count_answer(k, "WATCH", code);
 	if (s.fn_ret) {
 		rc = s.fn_ret;
 		goto out;

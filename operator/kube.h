@@ -17,6 +17,7 @@
 #define DDILOCO_KUBE_H
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stddef.h>
 
 #include "common/err.h"
@@ -25,6 +26,24 @@ struct buf;
 
 #define KUBE_MAX_BODY (64u << 20)   /* one list page or object */
 #define KUBE_MAX_LINE (16u << 20)   /* one watch event */
+
+/*
+ * Requests answered, by method and HTTP code (0: no answer), for
+ * /metrics; shared by every struct kube made from one config, so it has
+ * its own lock. At most KUBE_STATS_MAX pairs; later ones are counted under
+ * code -1.
+ */
+#define KUBE_STATS_MAX 48
+struct kube_stats {
+	pthread_mutex_t mu;
+	int n;
+	struct { char method[8]; int code; unsigned long long count; } e[KUBE_STATS_MAX];
+};
+
+void kube_stats_init(struct kube_stats *s);
+void kube_stats_release(struct kube_stats *s);
+/* A copy of the counts, taken under the lock. */
+void kube_stats_copy(struct kube_stats *s, struct kube_stats *out_no_lock);
 
 struct kube_config {
 	char server[256];             /* https://host:port, no trailing '/' */
@@ -35,6 +54,7 @@ struct kube_config {
 	size_t ca_pem_len;
 	int insecure;                 /* skip TLS verification (tests only) */
 	char namespace_[64];          /* the kubeconfig's or pod's namespace */
+	struct kube_stats *stats;     /* counts every answer, or NULL */
 };
 
 /* Reads a kubeconfig file (its current context). */

@@ -14,7 +14,8 @@
  *   3. apply_actions  server-side apply, deletes with a uid precondition,
  *                     Events; a failure is written into the Created
  *                     condition too
- *   4. write_status   status_build() (status.c), PUT through /status with
+ *   4. write_status   status_build() (status.c), PUT through /status when
+ *                     status_should_write says it moved enough, with
  *                     the resourceVersion read in 1 (409: the cache is
  *                     behind; the key is retried with backoff)
  * Errors requeue the key rate-limited; success forgets its failures.
@@ -51,8 +52,19 @@
 
 #define CRD_PATH "/apis/" JOB_API_VERSION
 #define PROGRESS_EVERY 5.0        /* seconds between /status reads */
+/* a status whose only change is progress ticking is written at most this
+ * often (status_should_write; docs/operator.md, Status) */
+#define STATUS_PROGRESS_EVERY 15.0
 #define PROGRESS_TIMEOUT 2.0      /* seconds for one, connecting included */
 #define RUNNING_RESYNC 10.0
+
+/* the syncer restarts remembered: more than any sane syncerRestartLimit */
+#define SYNCER_RESTARTS_KEPT 64
+/* failurePolicy defaults (the CRD's too) */
+#define DEFAULT_BACKOFF_RESET 600
+#define DEFAULT_SYNCER_RESTART_LIMIT 5
+#define DEFAULT_SYNCER_RESTART_WINDOW 600
+#define DEFAULT_PENDING_TIMEOUT 300
 
 /* "reason: message" of an Event reconcile asked for */
 #define EVENT_TEXT (sizeof(((struct rc_action *)0)->reason) + 2 + \
@@ -66,6 +78,14 @@ struct jobmem {
 	struct obs_progress progress;
 	double progress_at;           /* monotonic */
 	int tls;                      /* <job>-tls created, or found existing */
+	/* the syncer container's restarts (docs/operator.md, Failure
+	 * policy): the pod they were counted on, its last restartCount, and
+	 * when each new one was seen (a ring, newest at restart_n - 1) */
+	char syncer_uid[64];
+	long syncer_restart_count;
+	double restart_at[SYNCER_RESTARTS_KEPT];
+	int restart_n;
+	char syncer_last_exit[128];
 	struct { char text[EVENT_TEXT]; double at; } sent[8];  /* recent Events */
 	int nsent;
 	struct jobmem *next;
@@ -85,7 +105,16 @@ struct op {
 	int leader;
 	long reconciles, reconcile_errors, conflicts, actions[ACT_EVENT + 1];
 	long status_writes, progress_reads, progress_errors;
+	struct prom_hist reconcile_seconds;   /* one pass of sync_job */
+	struct prom_hist queue_seconds;       /* a key's wait in the queue */
 };
+
+/* seconds: a pass is milliseconds; a wait may be a rate limit's minutes */
+static const double latency_bounds[] = {
+	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+	30, 60,
+};
+#define NBOUNDS ((int)(sizeof(latency_bounds) / sizeof(latency_bounds[0])))
 
 struct worker {
 	struct op *op;
@@ -242,6 +271,7 @@ struct pass {
 	struct jobmem *m;
 	struct obs_pod *pods;
 	char syncer_reason[64], syncer_message[256];   /* why it cannot start */
+	struct exit_rule exit_rules[RC_MAX_EXIT_RULES];
 	struct rc_input in;
 	struct rc_output out;
 };
@@ -291,8 +321,72 @@ static void observe_pod(const char *job, json_t *pod, struct obs_pod *p)
 		p->ready_since = 0;
 	p->deleting = json_object_get(json_object_get(pod, "metadata"),
 				      "deletionTimestamp") != NULL;
-	podcheck_blocked(pod, p->reason, sizeof(p->reason), p->message,
-			 sizeof(p->message));
+	p->delete_at = p->deleting ? fmax(0, kube_time_parse(jget(pod, "metadata",
+							  "deletionTimestamp"))) : 0;
+	p->disrupted = podcheck_disrupted(pod);
+	p->exit_code = podcheck_exit_code(pod, "learner");
+	if (!podcheck_blocked(pod, p->reason, sizeof(p->reason), p->message,
+			      sizeof(p->message)))
+		p->starting = podcheck_starting(pod, p->reason, sizeof(p->reason),
+						p->message, sizeof(p->message));
+	p->created = fmax(0, kube_time_parse(jget(pod, "metadata",
+						  "creationTimestamp")));
+}
+
+/*
+ * The syncer container's restarts by the kubelet (a crash, an OOM kill, a
+ * failed liveness probe) on the pod it runs in, each remembered with the
+ * time it was first seen. A new pod (deleted, evicted, a chaos kill) is a
+ * disruption: its restartCount is taken as the base, not counted.
+ */
+static void observe_syncer_pod(struct jobmem *m, json_t *pod, double now)
+{
+	const char *uid = jget(pod, "metadata", "uid");
+	json_t *cs;
+	size_t i;
+	long n = -1;
+	char why[128] = "";
+
+	json_array_foreach(json_object_get(json_object_get(pod, "status"),
+					   "containerStatuses"), i, cs) {
+		json_t *t = json_object_get(json_object_get(cs, "lastState"), "terminated");
+
+		if (!json_is_string(json_object_get(cs, "name")) ||
+		    strcmp(json_string_value(json_object_get(cs, "name")), "syncer"))
+			continue;
+		n = (long)json_integer_value(json_object_get(cs, "restartCount"));
+		if (t)
+			snprintf(why, sizeof(why), "%s, exit code %d",
+				 json_is_string(json_object_get(t, "reason")) ?
+				 json_string_value(json_object_get(t, "reason")) : "ended",
+				 (int)json_integer_value(json_object_get(t, "exitCode")));
+	}
+	if (!uid || n < 0)
+		return;
+	if (strcmp(m->syncer_uid, uid)) {
+		snprintf(m->syncer_uid, sizeof(m->syncer_uid), "%s", uid);
+		m->syncer_restart_count = n;
+		return;
+	}
+	for (; m->syncer_restart_count < n; m->syncer_restart_count++) {
+		if (m->restart_n == SYNCER_RESTARTS_KEPT) {
+			memmove(m->restart_at, m->restart_at + 1,
+				(SYNCER_RESTARTS_KEPT - 1) * sizeof(double));
+			m->restart_n--;
+		}
+		m->restart_at[m->restart_n++] = now;
+	}
+	if (why[0])
+		snprintf(m->syncer_last_exit, sizeof(m->syncer_last_exit), "%s", why);
+}
+
+static int syncer_restarts_within(const struct jobmem *m, double now, int window)
+{
+	int k = 0;
+
+	for (int i = 0; i < m->restart_n; i++)
+		k += now - m->restart_at[i] <= window;
+	return k;
 }
 
 static void status_url(const struct op *op, const char *job, const char *ns,
@@ -332,7 +426,7 @@ static void status_url(const struct op *op, const char *job, const char *ns,
 static int read_job(struct op *op, const char *key, struct pass *p)
 {
 	const char *slash = strchr(key, '/');
-	json_t *restarts;
+	json_t *restarts, *failures;
 	int M;
 
 	/* a name that does not fit is no job of ours: a label value, the
@@ -343,6 +437,11 @@ static int read_job(struct op *op, const char *key, struct pass *p)
 	snprintf(p->ns, sizeof(p->ns), "%.*s", (int)(slash - key), key);
 	snprintf(p->name, sizeof(p->name), "%s", slash + 1);
 	if (!(p->job = informer_get(op->jobs, p->ns, p->name))) {
+		jobmem_drop(op, key);
+		return 1;
+	}
+	/* spec.managedBy another controller (e.g. MultiKueue): not ours */
+	if (job_managed_elsewhere(p->job)) {
 		jobmem_drop(op, key);
 		return 1;
 	}
@@ -361,10 +460,16 @@ static int read_job(struct op *op, const char *key, struct pass *p)
 		return -1;
 	/* restart counts survive an operator restart through status */
 	restarts = json_object_get(json_object_get(p->status, "learners"), "restarts");
+	failures = json_object_get(json_object_get(p->status, "learners"), "failures");
 	for (int k = 0; k < M; k++) {
 		int r = (int)json_integer_value(json_array_get(restarts, (size_t)k));
+		int f = (int)json_integer_value(json_array_get(failures, (size_t)k));
+
 		if (r > p->m->learners[k].restarts)
 			p->m->learners[k].restarts = r;
+		/* after an operator restart only: the memory is newer */
+		if (!p->m->learners[k].seen && f > p->m->learners[k].failures)
+			p->m->learners[k].failures = f;
 	}
 	return 0;
 }
@@ -384,9 +489,17 @@ static int observe_learners(struct op *op, struct pass *p)
 		const char *role = json_string_value(json_object_get(json_object_get(
 			json_object_get(pod, "metadata"), "labels"), LABEL_ROLE));
 
-		if (role && !strcmp(role, "syncer") && !p->syncer_reason[0])
-			podcheck_blocked(pod, p->syncer_reason, sizeof(p->syncer_reason),
-					 p->syncer_message, sizeof(p->syncer_message));
+		if (role && !strcmp(role, "syncer") && !p->syncer_reason[0] &&
+		    !podcheck_blocked(pod, p->syncer_reason, sizeof(p->syncer_reason),
+				      p->syncer_message, sizeof(p->syncer_message)) &&
+		    (p->in.syncer_starting = podcheck_starting(pod,
+				p->syncer_reason, sizeof(p->syncer_reason),
+				p->syncer_message, sizeof(p->syncer_message))))
+			p->in.syncer_created = fmax(0, kube_time_parse(jget(pod,
+					"metadata", "creationTimestamp")));
+		/* owned by the StatefulSet: the job's name picks it */
+		if (role && !strcmp(role, "syncer"))
+			observe_syncer_pod(p->m, pod, clock_wall());
 		if (!ou || !p->uid || strcmp(ou, p->uid))
 			continue;   /* an older job's pod, or the syncer's */
 		if (!role || strcmp(role, "learner"))
@@ -430,7 +543,7 @@ static void observe_children(struct op *op, struct pass *p)
 {
 	char name[CHILD_NAME_MAX];
 	const char *stg = jget(json_object_get(p->job, "spec"), "syncer", "storage");
-	json_t *sts = NULL;
+	json_t *sts = NULL, *pvc, *retain;
 
 	if (!child_name(p->name, CHILD_SYNCER, 0, name, sizeof(name)))
 		sts = informer_get(op->sts, p->ns, name);
@@ -440,11 +553,22 @@ static void observe_children(struct op *op, struct pass *p)
 	json_decref(sts);
 	p->in.configmap = cached(op->cms, p->ns, p->name, CHILD_SPEC);
 	p->in.service = cached(op->svcs, p->ns, p->name, CHILD_SYNCER);
-	p->in.pvc = cached(op->pvcs, p->ns, p->name, CHILD_CHECKPOINTS);
+	if (!child_name(p->name, CHILD_CHECKPOINTS, 0, name, sizeof(name)) &&
+	    (pvc = informer_get(op->pvcs, p->ns, name))) {
+		const char *ou = owner_uid(pvc);
+
+		p->in.pvc = 1;
+		p->in.pvc_owned = ou && p->uid && !strcmp(ou, p->uid);
+		json_decref(pvc);
+	}
+	retain = json_object_get(json_object_get(json_object_get(json_object_get(
+		p->job, "spec"), "syncer"), "checkpoints"), "retain");
+	p->in.retain = json_is_boolean(retain) ? json_is_true(retain) : -1;
 	p->in.netpol = cached(op->netpols, p->ns, p->name, CHILD_SYNCER);
 	p->in.tls = p->m->tls;
 	p->in.want_tls = !p->js.syncer.insecure;
-	p->in.want_pvc = !stg || stg[0];
+	p->in.want_pvc = (!stg || stg[0]) && !jget(json_object_get(json_object_get(
+		p->job, "spec"), "syncer"), "checkpoints", "claimName");
 }
 
 /* The syncer's /status every PROGRESS_EVERY s, else what status last said. */
@@ -464,6 +588,7 @@ static void observe_progress(struct worker *w, struct pass *p)
 	m->progress_at = clock_mono();
 	if (!syncer_status_fetch(w->http, url, PROGRESS_TIMEOUT, &got, &e)) {
 		status_progress_from_syncer(&got, &m->progress);
+		m->progress.update_time = clock_wall();
 		syncer_status_release(&got);
 		count(op, &op->progress_reads);
 	} else {
@@ -472,18 +597,71 @@ static void observe_progress(struct worker *w, struct pass *p)
 	}
 }
 
+/* spec.failurePolicy.rules into out (RC_MAX_EXIT_RULES): how many. The
+ * CRD has checked the shape; rules past the bounds are left out. */
+static int exit_rules_read(json_t *rules, struct exit_rule *out)
+{
+	size_t i;
+	json_t *r;
+	int n = 0;
+
+	json_array_foreach(rules, i, r) {
+		json_t *on = json_object_get(r, "onExitCodes"), *v;
+		const char *act = json_string_value(json_object_get(r, "action"));
+		const char *op = json_string_value(json_object_get(on, "operator"));
+		size_t k;
+
+		if (n == RC_MAX_EXIT_RULES || !act || !op)
+			break;
+		memset(&out[n], 0, sizeof(out[n]));
+		out[n].action = !strcmp(act, "FailJob") ? EXIT_FAIL_JOB :
+				!strcmp(act, "Ignore") ? EXIT_IGNORE : EXIT_COUNT;
+		out[n].not_in = !strcmp(op, "NotIn");
+		json_array_foreach(json_object_get(on, "values"), k, v)
+			if (out[n].ncodes < RC_MAX_EXIT_CODES && json_is_integer(v))
+				out[n].codes[out[n].ncodes++] = (int)json_integer_value(v);
+		n++;
+	}
+	return n;
+}
+
+/* An integer field of o (the API server has checked its range), or def. */
+static int spec_int(json_t *o, const char *key, int def)
+{
+	json_t *v = json_object_get(o, key);
+
+	return json_is_integer(v) ? (int)json_integer_value(v) : def;
+}
+
 /* The job's own fields reconcile reads: spec, metadata, the last status. */
 static void observe_job(struct pass *p)
 {
 	struct rc_input *in = &p->in;
 	json_t *meta = json_object_get(p->job, "metadata");
-	json_t *bl = json_object_get(json_object_get(p->job, "spec"), "backoffLimit");
+	json_t *spec = json_object_get(p->job, "spec");
+	json_t *bl = json_object_get(spec, "backoffLimit");
+	json_t *fp = json_object_get(spec, "failurePolicy");
 
 	in->spec = &p->js;
 	in->now = clock_wall();
 	in->deleting = json_object_get(meta, "deletionTimestamp") != NULL;
 	in->generation = json_integer_value(json_object_get(meta, "generation"));
 	in->backoff_limit = json_is_integer(bl) ? (int)json_integer_value(bl) : -1;
+	in->backoff_reset = spec_int(fp, "backoffResetSeconds", DEFAULT_BACKOFF_RESET);
+	in->active_deadline = spec_int(spec, "activeDeadlineSeconds", -1);
+	in->created_time = fmax(0, kube_time_parse(jget(p->job, "metadata",
+							"creationTimestamp")));
+	in->syncer_restart_limit = spec_int(fp, "syncerRestartLimit",
+					    DEFAULT_SYNCER_RESTART_LIMIT);
+	in->syncer_restart_window = spec_int(fp, "syncerRestartWindowSeconds",
+					     DEFAULT_SYNCER_RESTART_WINDOW);
+	in->pending_timeout = spec_int(fp, "pendingTimeoutSeconds",
+				       DEFAULT_PENDING_TIMEOUT);
+	in->syncer_restarts = syncer_restarts_within(p->m, clock_wall(),
+						     in->syncer_restart_window);
+	in->syncer_last_exit = p->m->syncer_last_exit[0] ? p->m->syncer_last_exit : NULL;
+	in->nexit_rules = exit_rules_read(json_object_get(fp, "rules"), p->exit_rules);
+	in->exit_rules = p->exit_rules;
 	in->spec_error = p->spec_error;
 	in->spec_error_msg = p->spec_err.msg;
 	in->phase = job_phase_parse(json_string_value(json_object_get(p->status, "phase")));
@@ -689,7 +867,8 @@ static int act(struct worker *w, struct pass *p, const struct rc_action *a,
 {
 	struct child_ctx c = { p->name, p->ns, p->uid, &p->js,
 			       json_object_get(p->job, "spec"), p->core_text,
-			       w->op->o->operator_ns };
+			       w->op->o->operator_ns, a->retain,
+			       json_object_get(json_object_get(p->job, "metadata"), "labels") };
 	char name[CHILD_NAME_MAX];
 
 	switch (a->kind) {
@@ -712,7 +891,7 @@ static int act(struct worker *w, struct pass *p, const struct rc_action *a,
 				  name, NULL, -1, e);
 	if (a->kind == ACT_DELETE_LEARNER)
 		return delete_obj(w, targets[a->kind].api, targets[a->kind].res, p->ns,
-				  name, a->uid, -1, e);
+				  name, a->uid, a->force ? 0 : -1, e);
 	if (a->kind == ACT_APPLY_LEARNER)
 		return apply_learner(w, p, a->index, name, build_child(&c, a), e);
 	if (a->kind == ACT_CREATE_TLS)
@@ -796,7 +975,8 @@ static int put_status(struct worker *w, json_t *job, json_t *status,
 	return rc;
 }
 
-/* Step 4: the status, written when it changed; -1 to retry. */
+/* Step 4: the status, written when it changed (beyond progress ticking
+ * faster than STATUS_PROGRESS_EVERY); -1 to retry. */
 static int write_status(struct worker *w, struct pass *p)
 {
 	struct op *op = w->op;
@@ -813,7 +993,7 @@ static int write_status(struct worker *w, struct pass *p)
 	if (op->chaos)
 		si.chaos = chaos_ctl_status(op->chaos, p->m->key, p->m->uid);
 	st = status_build(&si);
-	if (!json_equal(st, p->status)) {
+	if (status_should_write(p->status, st, STATUS_PROGRESS_EVERY)) {
 		r = put_status(w, p->job, st, &e);
 		if (r == 1) {
 			count(op, &op->conflicts);
@@ -874,16 +1054,20 @@ static void *work(void *arg)
 	struct worker *w = arg;
 	struct op *op = w->op;
 	char key[WQ_KEY_MAX];
+	double waited = 0;
 	int r;
 
-	while ((r = wq_get(op->q, key, 1.0)) >= 0) {
-		double requeue;
+	while ((r = wq_get_timed(op->q, key, 1.0, &waited)) >= 0) {
+		double requeue, t0;
 		int rc;
 
 		if (!r)
 			continue;
+		t0 = clock_mono();
 		rc = sync_job(w, key, &requeue);
 		pthread_mutex_lock(&op->mu);
+		prom_hist_observe(&op->reconcile_seconds, clock_mono() - t0);
+		prom_hist_observe(&op->queue_seconds, waited);
 		op->reconciles++;
 		if (rc)
 			op->reconcile_errors++;
@@ -909,6 +1093,8 @@ static const char *kind_names[] = {
 };
 
 #define M(name) "ddiloco_operator_" name
+
+static void rest_requests(struct op *op, struct buf *b);
 
 /* /metrics: the workers' counters, the queue and each informer's cache. */
 static void metrics(struct op *op, struct buf *b)
@@ -941,6 +1127,12 @@ static void metrics(struct op *op, struct buf *b)
 	prom_u64(b, M("progress_reads_total"), PROM_LABELS("result", "error"),
 		 (uint64_t)op->progress_errors);
 	prom_gauge(b, M("leader"), "1 while this operator leads.", op->leader);
+	prom_hist_write(b, M("reconcile_duration_seconds"),
+			"Time of one pass over a job: observe, decide, act, write status.",
+			&op->reconcile_seconds);
+	prom_hist_write(b, M("queue_wait_seconds"),
+			"Time a job key waited in the work queue before a worker took it.",
+			&op->queue_seconds);
 	prom_family(b, M("actions_total"), PROM_COUNTER, "API actions done, by kind.");
 	for (int k = 0; k <= ACT_EVENT; k++)
 		prom_u64(b, M("actions_total"), PROM_LABELS("action", kind_names[k]),
@@ -961,6 +1153,31 @@ static void metrics(struct op *op, struct buf *b)
 			prom_u64(b, per_inf[f].name,
 				 PROM_LABELS("resource", informer_name(infs[i])),
 				 (uint64_t)*(const long *)((const char *)&st[i] + per_inf[f].off));
+	}
+	rest_requests(op, b);
+	prom_process(b);
+}
+
+/* rest_client_requests_total{code, method}, as client-go names it: every
+ * answer of the API server to this process ("<error>": none came). */
+static void rest_requests(struct op *op, struct buf *b)
+{
+	struct kube_stats *s = op->o->cfg.stats, c;
+	char code[16];
+
+	prom_family(b, "rest_client_requests_total", PROM_COUNTER,
+		    "API server answers, by HTTP code and method.");
+	if (!s)
+		return;
+	kube_stats_copy(s, &c);
+	for (int i = 0; i < c.n; i++) {
+		if (c.e[i].code > 0)
+			snprintf(code, sizeof(code), "%d", c.e[i].code);
+		else
+			snprintf(code, sizeof(code), "%s", c.e[i].code ? "<other>" : "<error>");
+		prom_u64(b, "rest_client_requests_total",
+			 PROM_LABELS("code", code, "method", c.e[i].method),
+			 (uint64_t)c.e[i].count);
 	}
 }
 
@@ -1012,12 +1229,49 @@ static void on_touched(void *ctx, const char *key)
 }
 
 /*
- * Children are read for their metadata (owner, labels, deletion) and three
- * status fields; the rest is dropped before caching.
+ * A container's status as podcheck reads it: its name, restarts, and the
+ * reason, message and exit code of its state and last state.
+ */
+static json_t *slim_container_statuses(json_t *list)
+{
+	static const char *const states[] = { "state", "lastState" };
+	json_t *out = json_array(), *cs;
+	size_t i;
+
+	json_array_foreach(list, i, cs) {
+		json_t *c = json_pack("{s:O?, s:O?}", "name", json_object_get(cs, "name"),
+				      "restartCount", json_object_get(cs, "restartCount"));
+
+		for (int k = 0; c && k < 2; k++) {
+			json_t *st = json_object_get(cs, states[k]), *slim = json_object();
+			const char *kind;
+			json_t *v;
+
+			json_object_foreach(st, kind, v)
+				json_object_set_new(slim, kind, json_pack("{s:O?, s:O?, s:O?}",
+					"reason", json_object_get(v, "reason"),
+					"message", json_object_get(v, "message"),
+					"exitCode", json_object_get(v, "exitCode")));
+			json_object_set_new(c, states[k], slim);
+		}
+		if (c)
+			json_array_append_new(out, c);
+	}
+	return out;
+}
+
+/*
+ * Children are read for their metadata (owner, labels, deletion) and the
+ * status fields the operator decides by (phase, conditions, ready
+ * replicas, the pod's reason such as Evicted, and its containers' states
+ * and exit codes, slimmed); the rest is dropped before caching.
  */
 static void trim_child(json_t *obj)
 {
-	static const char *const keep[] = { "phase", "conditions", "readyReplicas" };
+	static const char *const keep[] = { "phase", "conditions", "readyReplicas",
+					    "reason" };
+	static const char *const lists[] = { "containerStatuses",
+					     "initContainerStatuses" };
 	json_t *st = json_object_get(obj, "status"), *kept = json_object();
 	const char *key;
 	json_t *v;
@@ -1029,6 +1283,9 @@ static void trim_child(json_t *obj)
 	for (size_t i = 0; kept && i < sizeof(keep) / sizeof(keep[0]); i++)
 		if ((v = json_object_get(st, keep[i])))
 			json_object_set(kept, keep[i], v);
+	for (size_t i = 0; kept && i < sizeof(lists) / sizeof(lists[0]); i++)
+		if (json_is_array(v = json_object_get(st, lists[i])))
+			json_object_set_new(kept, lists[i], slim_container_statuses(v));
 	if (st && kept)
 		json_object_set(obj, "status", kept);
 	json_decref(kept);
@@ -1156,6 +1413,12 @@ int operator_run(const struct operator_opts *o,
 	pthread_mutex_init(&op.mu, NULL);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	op.q = wq_new(NULL);
+	if (prom_hist_init(&op.reconcile_seconds, latency_bounds, NBOUNDS) ||
+	    prom_hist_init(&op.queue_seconds, latency_bounds, NBOUNDS)) {
+		log_error("operator: out of memory");
+		rc = 1;
+		goto out;
+	}
 	if (!(main_k = kube_new(&o->cfg, &e)) || start_informers(&op, &e)) {
 		log_error("%s", e.msg);
 		rc = 1;
@@ -1205,6 +1468,8 @@ out:
 	while (op.mems)
 		jobmem_drop(&op, op.mems->key);
 	wq_free(op.q);
+	prom_hist_release(&op.reconcile_seconds);
+	prom_hist_release(&op.queue_seconds);
 	pthread_mutex_destroy(&op.mu);
 	return rc;
 }

@@ -62,3 +62,78 @@ int podcheck_blocked(json_t *pod, char *reason, size_t rn, char *message,
 	       waiting(json_object_get(status, "containerStatuses"),
 		       reason, rn, message, mn);
 }
+
+int podcheck_starting(json_t *pod, char *reason, size_t rn, char *message,
+		      size_t mn)
+{
+	json_t *status = json_object_get(pod, "status"), *cs;
+	const char *phase = str(status, "phase"), *node;
+	const char *lists[] = { "initContainerStatuses", "containerStatuses" };
+	size_t i;
+
+	reason[0] = message[0] = '\0';
+	if (json_object_get(json_object_get(pod, "metadata"), "deletionTimestamp") ||
+	    (phase && strcmp(phase, "Pending")) ||
+	    podcheck_blocked(pod, reason, rn, message, mn)) {
+		reason[0] = message[0] = '\0';
+		return 0;
+	}
+	for (int l = 0; l < 2; l++)
+		json_array_foreach(json_object_get(status, lists[l]), i, cs) {
+			json_t *w = json_object_get(json_object_get(cs, "state"), "waiting");
+			const char *r = str(w, "reason"), *m = str(w, "message");
+
+			if (!r || !starting(r))
+				continue;
+			snprintf(reason, rn, "%s", r);
+			snprintf(message, mn, "container %s: %s",
+				 str(cs, "name") ? str(cs, "name") : "?", m && m[0] ? m : r);
+			return 1;
+		}
+	node = str(json_object_get(pod, "spec"), "nodeName");
+	snprintf(reason, rn, "%s", str(status, "reason") && str(status, "reason")[0] ?
+		 str(status, "reason") : "Pending");
+	if (node && node[0])
+		snprintf(message, mn, "on node %s, no container started", node);
+	else
+		snprintf(message, mn, "not scheduled to a node");
+	return 1;
+}
+
+int podcheck_disrupted(json_t *pod)
+{
+	static const char *const reasons[] = {
+		"Evicted", "Preempting", "Shutdown", "NodeShutdown", "Terminated",
+		NULL,
+	};
+	json_t *status = json_object_get(pod, "status"), *c;
+	const char *r = str(status, "reason");
+	size_t i;
+
+	json_array_foreach(json_object_get(status, "conditions"), i, c) {
+		const char *t = str(c, "type"), *s = str(c, "status");
+
+		if (t && !strcmp(t, "DisruptionTarget") && s && !strcmp(s, "True"))
+			return 1;
+	}
+	for (i = 0; r && reasons[i]; i++)
+		if (!strcmp(r, reasons[i]))
+			return 1;
+	return 0;
+}
+
+int podcheck_exit_code(json_t *pod, const char *name)
+{
+	json_t *cs;
+	size_t i;
+
+	json_array_foreach(json_object_get(json_object_get(pod, "status"),
+					   "containerStatuses"), i, cs) {
+		json_t *t = json_object_get(json_object_get(cs, "state"), "terminated");
+		const char *n = str(cs, "name");
+
+		if (n && !strcmp(n, name) && json_is_integer(json_object_get(t, "exitCode")))
+			return (int)json_integer_value(json_object_get(t, "exitCode"));
+	}
+	return -1;
+}

@@ -22,9 +22,12 @@ static const char *phase_names[] = {
 	"Pending", "Running", "Restarting", "Suspended", "Succeeded", "Failed",
 };
 
+/* Complete and Failed as batch/v1 Job names them, so what waits for a
+ * Job's end (kubectl wait --for=condition=Complete, queueing controllers)
+ * reads a job's end the same way; the phase stays Succeeded. */
 static const char *cond_names[COND_N] = {
-	"Created", "Running", "Succeeded", "Failed", "Suspended", "PodsReady",
-	"CheckpointFailing",
+	"Created", "Running", "Complete", "Failed", "Suspended", "PodsReady",
+	"CheckpointFailing", "ModelStartedOver",
 };
 
 const char *job_phase_name(enum job_phase p)
@@ -170,7 +173,7 @@ static void finish(const struct rc_input *in, struct rc_output *o,
 	o->phase = phase;
 	o->completion_time = in->now;
 	if (phase == PHASE_SUCCEEDED) {
-		cond_set(&o->conds[COND_SUCCEEDED], 1, reason, msg, now);
+		cond_set(&o->conds[COND_COMPLETE], 1, reason, msg, now);
 		event(o, 0, "Succeeded", "%s", msg);
 	} else {
 		cond_set(&o->conds[COND_FAILED], 1, reason, msg, now);
@@ -180,10 +183,28 @@ static void finish(const struct rc_input *in, struct rc_output *o,
 	terminal(in, o, now);
 }
 
-/* Learner pods: delete failed ones, (re)create missing ones. */
+/* What spec.failurePolicy.rules say of a learner's exit code. */
+static enum exit_action exit_rule_action(const struct rc_input *in, int code)
+{
+	for (int r = 0; r < in->nexit_rules; r++) {
+		const struct exit_rule *x = &in->exit_rules[r];
+		int hit = 0;
+
+		for (int k = 0; k < x->ncodes && !hit; k++)
+			hit = x->codes[k] == code;
+		/* an exit code not known (-1) matches no rule */
+		if (code >= 0 && hit != x->not_in)
+			return x->action;
+	}
+	return EXIT_COUNT;
+}
+
+/* Learner pods: delete failed ones, (re)create missing ones. A failure
+ * that the exit-code rules say fails the job sets *fail_job and its
+ * message (256 bytes). */
 static void learners(const struct rc_input *in, struct learner_mem *mem,
 		     const struct obs_pod **seen, int created, int M,
-		     struct rc_output *o)
+		     struct rc_output *o, int *fail_job, char *fail_msg)
 {
 	for (int i = 0; i < M; i++) {
 		const struct obs_pod *p = seen[i];
@@ -196,17 +217,66 @@ static void learners(const struct rc_input *in, struct learner_mem *mem,
 			m->create_uid[0] = '\0';
 			m->create_gone = 0;
 			m->seen = 1;
-			if (p->deleting)
+			if (p->deleting && p->delete_at > 0 &&
+			    in->now - p->delete_at >= RC_FORCE_DELETE_SECONDS) {
+				if ((ra = act(o, ACT_DELETE_LEARNER, i))) {
+					snprintf(ra->uid, sizeof(ra->uid), "%s", p->uid);
+					ra->force = 1;
+				}
+				event(o, 1, "LearnerForceDeleted",
+				      "learner %d: pod still terminating %.0f s after its "
+				      "grace period (its node does not answer): deleted "
+				      "with grace period 0", i, in->now - p->delete_at);
 				continue;
+			}
+			if (p->deleting) {
+				if (p->delete_at > 0)
+					requeue(o, p->delete_at + RC_FORCE_DELETE_SECONDS - in->now);
+				continue;
+			}
 			if (p->state == POD_FAILED) {
+				enum exit_action x = p->disrupted ? EXIT_IGNORE :
+						     exit_rule_action(in, p->exit_code);
+
 				delete_pod(o, p);
-				event(o, 1, "LearnerFailed",
-				      "learner %d failed: pod deleted, to be recreated", i);
+				if (x == EXIT_FAIL_JOB && !*fail_job) {
+					snprintf(fail_msg, 256, "learner %d exited with code %d, "
+						 "which spec.failurePolicy.rules says fails the job",
+						 i, p->exit_code);
+					*fail_job = 1;
+				}
+				if (p->disrupted)
+					event(o, 0, "LearnerDisrupted",
+					      "learner %d disrupted (not counted toward "
+					      "backoffLimit): pod deleted, to be recreated", i);
+				else if (x == EXIT_IGNORE)
+					event(o, 0, "LearnerFailureIgnored",
+					      "learner %d exited with code %d: not counted "
+					      "(spec.failurePolicy.rules)", i, p->exit_code);
+				else
+					event(o, 1, "LearnerFailed",
+					      "learner %d failed (exit code %d): pod "
+					      "deleted, to be recreated", i, p->exit_code);
+				/* once per pod: it stays Failed until the delete shows */
+				if (x == EXIT_COUNT && strcmp(m->failed_uid, p->uid)) {
+					m->failures++;
+					snprintf(m->failed_uid, sizeof(m->failed_uid), "%s",
+						 p->uid);
+				}
 				continue;
 			}
 			if (p->ready && p->ready_since > 0 &&
 			    in->now - p->ready_since >= RC_STABLE_SECONDS)
 				m->fails = 0;
+			if (p->ready && p->ready_since > 0 && m->failures &&
+			    in->now - p->ready_since >= in->backoff_reset) {
+				event(o, 0, "BackoffReset",
+				      "learner %d healthy for %.0f s: its %d failure(s) "
+				      "no longer count", i, in->backoff_reset, m->failures);
+				m->failures = 0;
+			} else if (p->ready && p->ready_since > 0 && m->failures) {
+				requeue(o, p->ready_since + in->backoff_reset - in->now);
+			}
 			continue;
 		}
 		if (m->create_sent > 0 && m->create_gone) {
@@ -255,6 +325,49 @@ static void learners(const struct rc_input *in, struct learner_mem *mem,
 }
 
 /*
+ * Whether a pod's reason is for PodsReady now: a problem at once, a start
+ * under way once it lasted past pendingTimeoutSeconds (and a pass is
+ * asked for then).
+ */
+static int reportable(const struct rc_input *in, const char *reason,
+		      int starting, double created, struct rc_output *o)
+{
+	double due;
+
+	if (!reason || !reason[0])
+		return 0;
+	if (!starting)
+		return 1;
+	due = (created > 0 ? created : in->now) + in->pending_timeout;
+	if (in->now >= due)
+		return 1;
+	requeue(o, due - in->now);
+	return 0;
+}
+
+/* "learner 2: " or "syncer: " and a pod's message; for a pod still
+ * starting, since when it has been pending first: a time, not an age,
+ * so that the condition stays the same from pass to pass and costs no
+ * status write. Cut to fit. */
+static void pod_message(const struct rc_input *in, const char *who, int nmore,
+			const char *message, int starting, double created,
+			char *out, size_t n)
+{
+	char more[32] = "", age[96] = "", since[40];
+
+	if (nmore > 0)
+		snprintf(more, sizeof(more), " (and %d more)", nmore);
+	if (starting && created > 0) {
+		fmt_time(created, since, sizeof(since));
+		snprintf(age, sizeof(age), "pending since %s, more than "
+			 "pendingTimeoutSeconds %d: ", since, in->pending_timeout);
+	}
+	/* the condition's message is a summary: the pod's message is cut so
+	 * that it fits after the prefix */
+	snprintf(out, n, "%s%s: %s%.200s", who, more, age, message ? message : "");
+}
+
+/*
  * PodsReady: the first pod that cannot start names the reason; an Event
  * goes out when that reason first appears.
  */
@@ -264,33 +377,30 @@ static void pods_ready(const struct rc_input *in, int M, struct rc_output *o,
 	struct condition *c = &o->conds[COND_PODS_READY];
 	const struct obs_pod *b = NULL;
 	const char *reason = NULL;
-	char msg[256];
+	char msg[256], who[32];
 	int nb = 0;
 
 	for (int i = 0; i < in->npods; i++) {
 		const struct obs_pod *p = &in->pods[i];
 
 		if (p->index < 0 || p->index >= M || p->deleting || p->ready ||
-		    !p->reason[0])
+		    !reportable(in, p->reason, p->starting, p->created, o))
 			continue;
 		if (!b)
 			b = p;
 		nb++;
 	}
-	if (in->syncer_reason && in->syncer_reason[0] && !in->syncer_ready) {
+	if (!in->syncer_ready &&
+	    reportable(in, in->syncer_reason, in->syncer_starting,
+		       in->syncer_created, o)) {
 		reason = in->syncer_reason;
-		/* the condition's message is a summary: a pod's message is cut to
-		 * 200 characters so that it fits after the prefix */
-		snprintf(msg, sizeof(msg), "syncer: %.200s",
-			 in->syncer_message ? in->syncer_message : "");
+		pod_message(in, "syncer", 0, in->syncer_message,
+			    in->syncer_starting, in->syncer_created, msg, sizeof(msg));
 	} else if (b) {
 		reason = b->reason;
-		if (nb > 1)
-			snprintf(msg, sizeof(msg), "learner %d (and %d more): %.200s",
-				 b->index, nb - 1, b->message);
-		else
-			snprintf(msg, sizeof(msg), "learner %d: %.200s", b->index,
-				 b->message);
+		snprintf(who, sizeof(who), "learner %d", b->index);
+		pod_message(in, who, nb - 1, b->message, b->starting, b->created,
+			    msg, sizeof(msg));
 	}
 	if (reason) {
 		if (!c->set || c->status || strcmp(c->reason, reason))
@@ -344,6 +454,103 @@ static void ckpt_failing(const struct rc_input *in, struct rc_output *o,
 }
 
 /*
+ * ModelStartedOver from the syncer's last /status: True while the
+ * running syncer process started from the seed although the high-water
+ * mark says rounds were handed out before (no checkpoint loaded: the
+ * model trained so far is lost), with a Warning Event when it is set;
+ * False once a later syncer process resumes from a checkpoint.
+ */
+static void started_over(const struct rc_input *in, struct rc_output *o,
+			 const char *now)
+{
+	const struct obs_progress *p = &in->progress;
+	struct condition *c = &o->conds[COND_MODEL_STARTED_OVER];
+	const char *msg = "syncer: no checkpoint loaded at its start although "
+			  "rounds were handed out before: the model started "
+			  "over from the seed";
+
+	if (!p->have || !p->ckpt_have || p->started_over < 0)
+		return;
+	if (p->started_over) {
+		if (!c->set || !c->status)
+			event(o, 1, "ModelStartedOver", "%s", msg);
+		cond_set(c, 1, "NoCheckpointLoaded", msg, now);
+	} else if (c->set && c->status) {
+		cond_set(c, 0, "ResumedFromCheckpoint", "syncer: resumed from "
+			 "a checkpoint", now);
+	}
+}
+
+/* Whether the checkpoint claim must outlive the job (reconcile.h). */
+static int retain_claim(const struct rc_input *in)
+{
+	const struct obs_progress *p = &in->progress;
+
+	if (in->retain >= 0)
+		return in->retain;
+	return p->have && (p->round > 0 || p->ckpt_last_ok_round >= 0);
+}
+
+/* A claim that has the job as owner and must outlive it loses the owner
+ * (and one that must not gets it back). */
+static void keep_claim(const struct rc_input *in, struct rc_output *o)
+{
+	int keep = retain_claim(in);
+	struct rc_action *a;
+
+	if (!in->want_pvc || !in->pvc || in->pvc_owned == !keep ||
+	    !(a = act(o, ACT_APPLY_PVC, -1)))
+		return;
+	a->retain = keep;
+	if (keep)
+		event(o, 0, "CheckpointsRetained", "the checkpoint claim no longer "
+		      "belongs to the job: it stays when the job is deleted");
+}
+
+/*
+ * The failure policy (reconcile.h): backoffLimit over counted failures,
+ * activeDeadlineSeconds, a crash-looping syncer. 1 when the job Failed.
+ */
+static int failure_policy(const struct rc_input *in, int failures,
+			  struct rc_output *o, const char *now)
+{
+	char msg[256];
+	double t0 = in->start_time > 0 ? in->start_time : in->created_time;
+
+	if (in->backoff_limit >= 0 && failures > in->backoff_limit) {
+		snprintf(msg, sizeof(msg),
+			 "learner pods failed %d times (disruptions not counted), "
+			 "more than spec.backoffLimit (%d)", failures, in->backoff_limit);
+		finish(in, o, PHASE_FAILED, "BackoffLimitExceeded", msg, now);
+		return 1;
+	}
+	if (in->active_deadline >= 0 && t0 > 0) {
+		double due = t0 + in->active_deadline;
+
+		if (in->now >= due) {
+			snprintf(msg, sizeof(msg), "the job was active for %.0f s, "
+				 "past spec.activeDeadlineSeconds (%d)", in->now - t0,
+				 in->active_deadline);
+			finish(in, o, PHASE_FAILED, "DeadlineExceeded", msg, now);
+			return 1;
+		}
+		requeue(o, due - in->now);
+	}
+	if (in->syncer_restart_limit >= 0 &&
+	    in->syncer_restarts > in->syncer_restart_limit) {
+		snprintf(msg, sizeof(msg), "the syncer restarted %d times within "
+			 "%d s, more than spec.failurePolicy.syncerRestartLimit (%d)%s%.120s",
+			 in->syncer_restarts, in->syncer_restart_window,
+			 in->syncer_restart_limit,
+			 in->syncer_last_exit ? "; last: " : "",
+			 in->syncer_last_exit ? in->syncer_last_exit : "");
+		finish(in, o, PHASE_FAILED, "SyncerCrashLooping", msg, now);
+		return 1;
+	}
+	return 0;
+}
+
+/*
  * Long on purpose: the decisions of reconcile.h in their order (deleting,
  * terminal, invalid spec, suspend, done, backoff limit, children, phase),
  * each able to end the pass, read best as one sequence.
@@ -354,7 +561,8 @@ int reconcile(const struct rc_input *in, struct learner_mem *mem,
 	const struct job_spec *js = in->spec;
 	int M = js->learners.replicas, K = js->syncer.min_quorum;
 	const struct obs_pod **seen;
-	int created, restarts = 0, succeeded = 0, resumed = 0;
+	int created, failures = 0, succeeded = 0, resumed = 0, fail_job = 0;
+	struct rc_action *ra;
 	char now[40], msg[256];
 
 	memset(o, 0, sizeof(*o));
@@ -367,6 +575,8 @@ int reconcile(const struct rc_input *in, struct learner_mem *mem,
 	if (in->deleting)
 		return 0;
 	ckpt_failing(in, o, now);
+	started_over(in, o, now);
+	keep_claim(in, o);
 	if (M < 1 || M > RC_MAX_LEARNERS)
 		M = 0;
 	if (!(seen = calloc((size_t)(M ? M : 1), sizeof(*seen))))
@@ -383,7 +593,7 @@ int reconcile(const struct rc_input *in, struct learner_mem *mem,
 			succeeded++;
 	}
 	for (int i = 0; i < M; i++)
-		restarts += mem[i].restarts;
+		failures += mem[i].failures;
 
 	if (o->phase == PHASE_SUCCEEDED || o->phase == PHASE_FAILED) {
 		if (!o->completion_time)
@@ -436,13 +646,8 @@ int reconcile(const struct rc_input *in, struct learner_mem *mem,
 		       "LearnersCompleted", msg, now);
 		goto out;
 	}
-	if (in->backoff_limit >= 0 && restarts > in->backoff_limit) {
-		snprintf(msg, sizeof(msg),
-			 "learner pods were recreated %d times, more than spec.backoffLimit (%d)",
-			 restarts, in->backoff_limit);
-		finish(in, o, PHASE_FAILED, "BackoffLimitExceeded", msg, now);
+	if (failure_policy(in, failures, o, now))
 		goto out;
-	}
 
 	/* children */
 	if (!in->configmap)
@@ -455,8 +660,8 @@ int reconcile(const struct rc_input *in, struct learner_mem *mem,
 	/* a create, never a replace: 409 leaves the job's identities alone */
 	if (in->want_tls && (!in->tls || !in->statefulset))
 		act(o, ACT_CREATE_TLS, -1);
-	if (in->want_pvc && !in->pvc)
-		act(o, ACT_APPLY_PVC, -1);
+	if (in->want_pvc && !in->pvc && (ra = act(o, ACT_APPLY_PVC, -1)))
+		ra->retain = retain_claim(in);
 	if (!in->statefulset)
 		act(o, ACT_APPLY_SYNCER, -1);
 	for (int i = 0; i < in->npods; i++)
@@ -465,7 +670,11 @@ int reconcile(const struct rc_input *in, struct learner_mem *mem,
 			delete_pod(o, &in->pods[i]);   /* not ours to keep */
 	created = o->conds[COND_CREATED].set && o->conds[COND_CREATED].status &&
 		  !resumed;
-	learners(in, mem, seen, created, M, o);
+	learners(in, mem, seen, created, M, o, &fail_job, msg);
+	if (fail_job) {
+		finish(in, o, PHASE_FAILED, "PodFailurePolicy", msg, now);
+		goto out;
+	}
 
 	if (!(o->conds[COND_CREATED].set && o->conds[COND_CREATED].status)) {
 		int all = in->configmap && in->service && in->netpol &&

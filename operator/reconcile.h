@@ -20,23 +20,48 @@
  *
  * A learner is recreated only once its old pod is gone from the cache
  * (the DELETED event): a pod with a deletionTimestamp still holds the
- * name and blocks its replacement. The replacement's apply is expected
+ * name and blocks its replacement. One still there RC_FORCE_DELETE_SECONDS
+ * after its grace period ended is on a node whose kubelet does not answer
+ * (lost, partitioned): it is deleted with grace period 0 (its uid as
+ * precondition), which frees the name. The replacement's apply is expected
  * in the cache for RC_EXPECT_SECONDS, unless the cache reports the uid
  * that apply answered with deleted first (create_gone): then it came and
  * went unseen, and counts as gone at once.
  *
  * Condition PodsReady: True when every learner and the syncer are ready;
  * False with the pod's own reason (Unschedulable, ImagePullBackOff, ...)
- * and message when one cannot start, else PodsStarting.
+ * and message when one cannot start, else PodsStarting. A pod still
+ * starting (ContainerCreating, PodInitializing, Pending without a
+ * container status) is PodsStarting until it is older than
+ * failurePolicy.pendingTimeoutSeconds; then its own reason is named the
+ * same way, the message saying since when it has been pending.
+ *
+ * The checkpoint claim (docs/operator.md, "Model lifecycle") is made
+ * with the job as its owner and applied again without one once it must
+ * outlive the job: checkpoints.retain true, or unset and the job has
+ * trained (a round completed or a checkpoint written): so deleting the
+ * job, or its TTL, leaves the model. Checked in every phase, terminal
+ * too; never while the job is being deleted (too late).
  *
  * Condition CheckpointFailing: True with the syncer's error while its
  * /status says its checkpoint writes fail; False once one succeeds
  * again; absent while none has failed.
  *
  * Phase: Succeeded when the syncer says done or every learner exited 0;
- * Failed when learner recreations pass spec.backoffLimit; Running when the
- * syncer is ready and at least minQuorum learners are; Restarting when a
- * job that ran has fallen below that; Pending before.
+ * Failed (docs/operator.md, "Failure policy") when learner failures pass
+ * spec.backoffLimit, when the job was active longer than
+ * spec.activeDeadlineSeconds, or when the syncer's container restarted
+ * more than failurePolicy.syncerRestartLimit times within
+ * syncerRestartWindowSeconds; Running when the syncer is ready and at
+ * least minQuorum learners are; Restarting when a job that ran has fallen
+ * below that; Pending before.
+ *
+ * Failures and disruptions: a learner pod that ends Failed counts toward
+ * backoffLimit once (by uid) unless it was disrupted (a DisruptionTarget
+ * condition, or evicted or preempted); a pod deleted (chaos, a drain, a
+ * user) or lost with its node is recreated but never counted. A
+ * learner's count goes back to 0 once its pod has been ready for
+ * failurePolicy.backoffResetSeconds.
  */
 #ifndef DDILOCO_RECONCILE_H
 #define DDILOCO_RECONCILE_H
@@ -58,9 +83,18 @@ struct obs_pod {
 	int ready;
 	int deleting;                 /* has a deletionTimestamp */
 	double ready_since;           /* wall time it became Ready, or 0 */
+	int disrupted;                /* DisruptionTarget, evicted, preempted:
+				       * its end is not the learner's failure */
+	int exit_code;                /* the learner container's, -1 unknown */
+	double delete_at;             /* metadata.deletionTimestamp (wall):
+				       * when its grace period ends; 0 none */
 	/* why it cannot start (podcheck.h): "" or e.g. ImagePullBackOff */
 	char reason[64];
 	char message[256];
+	int starting;                 /* reason is a start under way
+				       * (podcheck_starting: ContainerCreating,
+				       * Pending, ...), not a problem yet */
+	double created;               /* metadata.creationTimestamp (wall), 0 unknown */
 };
 
 /* The syncer's /status, as last read. */
@@ -70,17 +104,22 @@ struct obs_progress {
 	double loss;                  /* NAN: no evaluation yet */
 	double goodput, uptime, elapsed;
 	int done;
+	double update_time;           /* wall clock of the /status read; 0 unknown */
 	/* the syncer's checkpoint writes; ckpt_have 0 until a /status of
 	 * this operator process gave them */
 	int ckpt_have, ckpt_failing;
 	long long ckpt_failures;
 	long long ckpt_last_ok_round; /* -1: none written or loaded */
 	char ckpt_error[161];         /* cut whole characters */
+	/* the syncer process started from the seed although rounds had
+	 * been handed out before: the model trained so far was lost; -1:
+	 * the syncer does not say */
+	int started_over;
 };
 
-enum cond_type { COND_CREATED, COND_RUNNING, COND_SUCCEEDED, COND_FAILED,
+enum cond_type { COND_CREATED, COND_RUNNING, COND_COMPLETE, COND_FAILED,
 		 COND_SUSPENDED, COND_PODS_READY, COND_CHECKPOINT_FAILING,
-		 COND_N };
+		 COND_MODEL_STARTED_OVER, COND_N };
 
 const char *cond_type_name(enum cond_type t);
 
@@ -101,6 +140,9 @@ struct learner_mem {
 	char create_uid[64];          /* the uid that apply answered with */
 	int create_gone;              /* the cache saw create_uid deleted */
 	int seen;                     /* its pod was in the cache once */
+	int failures;                 /* counted toward backoffLimit, also in
+				       * status; 0 again after a healthy period */
+	char failed_uid[64];          /* the pod last counted */
 };
 
 #define RC_MAX_LEARNERS 4096
@@ -108,6 +150,25 @@ struct learner_mem {
 #define RC_BACKOFF_CAP 60.0
 #define RC_STABLE_SECONDS 30.0    /* ready this long: fails reset */
 #define RC_EXPECT_SECONDS 30.0    /* a create not seen after this is redone */
+/* a learner pod still Terminating this long after its grace period ended
+ * is on a node that does not answer: deleted with grace 0 */
+#define RC_FORCE_DELETE_SECONDS 30.0
+
+/*
+ * spec.failurePolicy.rules (docs/operator.md, "Failure policy"): the
+ * first rule whose exit codes match a learner's failed exit decides:
+ * fail the job at once, ignore the failure (not counted), or count it
+ * (what happens without a matching rule).
+ */
+enum exit_action { EXIT_COUNT, EXIT_IGNORE, EXIT_FAIL_JOB };
+#define RC_MAX_EXIT_RULES 16
+#define RC_MAX_EXIT_CODES 32
+struct exit_rule {
+	enum exit_action action;
+	int not_in;                   /* operator NotIn, else In */
+	int ncodes;
+	int codes[RC_MAX_EXIT_CODES];
+};
 
 struct rc_input {
 	const struct job_spec *spec;
@@ -115,6 +176,15 @@ struct rc_input {
 	int deleting;
 	long long generation;
 	int backoff_limit;            /* -1: none */
+	double backoff_reset;         /* s ready after which failures reset */
+	int active_deadline;          /* spec.activeDeadlineSeconds, -1: none */
+	double created_time;          /* metadata.creationTimestamp, 0 unknown */
+	int syncer_restart_limit;     /* -1: none */
+	int syncer_restart_window;    /* seconds */
+	int syncer_restarts;          /* container restarts within the window */
+	const char *syncer_last_exit; /* why it last ended, or NULL */
+	const struct exit_rule *exit_rules;
+	int nexit_rules;
 	int spec_error;               /* jobspec refused it */
 	const char *spec_error_msg;
 	enum job_phase phase;         /* from status */
@@ -127,11 +197,19 @@ struct rc_input {
 	int tls;                      /* <job>-tls is known to exist (the
 				       * operator may not read Secrets: it
 				       * remembers a create answered 201/409) */
-	int want_pvc;                 /* spec.syncer.storage is not "" */
+	int want_pvc;                 /* spec.syncer.storage is not "" and no
+				       * checkpoints.claimName of the user's */
+	int pvc_owned;                /* the claim has the job as its owner */
+	int retain;                   /* spec.syncer.checkpoints.retain:
+				       * 1 true, 0 false, -1 unset */
 	int want_tls;                 /* spec.syncer.insecure is false */
 	int syncer_ready;
-	/* why the syncer's pod cannot start, as obs_pod.reason/message */
+	/* why the syncer's pod cannot start, as obs_pod.reason/message,
+	 * starting and created */
 	const char *syncer_reason, *syncer_message;
+	int syncer_starting;
+	double syncer_created;
+	int pending_timeout;          /* failurePolicy.pendingTimeoutSeconds */
 	struct obs_progress progress; /* now, or the last in status */
 };
 
@@ -148,6 +226,8 @@ struct rc_action {
 	int index;                    /* learner */
 	char uid[64];                 /* delete precondition */
 	int recreate;                 /* apply of a learner that existed before */
+	int retain;                   /* apply of the claim without an owner */
+	int force;                    /* delete with grace period 0 */
 	int warning;                  /* event type Warning, else Normal */
 	char reason[64];
 	char message[256];

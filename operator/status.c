@@ -20,6 +20,9 @@ void status_read_conditions(json_t *status, struct condition *conds)
 	json_array_foreach(json_object_get(status, "conditions"), i, c) {
 		const char *t = json_string_value(json_object_get(c, "type"));
 
+		/* a status written before Complete was named so */
+		if (t && !strcmp(t, "Succeeded"))
+			t = cond_type_name(COND_COMPLETE);
 		for (int k = 0; t && k < COND_N; k++) {
 			const char *s, *r, *m, *tm;
 
@@ -38,6 +41,14 @@ void status_read_conditions(json_t *status, struct condition *conds)
 	}
 }
 
+/* An RFC 3339 time in seconds since the epoch; 0 when absent or bad. */
+static double time_of(json_t *v)
+{
+	double t = json_is_string(v) ? kube_time_parse(json_string_value(v)) : -1;
+
+	return t > 0 ? t : 0;
+}
+
 void status_read_progress(json_t *j, struct obs_progress *p)
 {
 	json_t *loss = json_object_get(j, "eval_loss");
@@ -52,6 +63,7 @@ void status_read_progress(json_t *j, struct obs_progress *p)
 	p->uptime = json_number_value(json_object_get(j, "uptime"));
 	p->elapsed = json_number_value(json_object_get(j, "elapsed"));
 	p->done = json_is_true(json_object_get(j, "done"));
+	p->update_time = time_of(json_object_get(j, "updateTime"));
 }
 
 /* At most n − 1 bytes of src, cut before a UTF-8 sequence it would split:
@@ -89,6 +101,8 @@ void status_progress_from_syncer(const struct syncer_status *s,
 	p->ckpt_last_ok_round = s->ckpt.have_last_ok
 				? (long long)s->ckpt.last_ok_round : -1;
 	copy_utf8(p->ckpt_error, sizeof(p->ckpt_error), s->ckpt.error);
+	p->started_over = !s->ckpt.resumed_from[0] ? -1 :
+			  !strcmp(s->ckpt.resumed_from, "seed");
 }
 
 static json_t *cond_json(const struct condition *c, enum cond_type t,
@@ -108,8 +122,14 @@ static json_t *progress_json(const struct obs_progress *p)
 			      "goodput", p->goodput, "uptime", p->uptime,
 			      "elapsed", p->elapsed, "done", p->done);
 
+	char buf[48];
+
 	if (j && isfinite(p->loss))
 		json_object_set_new(j, "loss", json_real(p->loss));
+	if (j && p->update_time > 0) {
+		kube_time_format(p->update_time, buf, sizeof(buf));
+		json_object_set_new(j, "updateTime", json_string(buf));
+	}
 	return j;
 }
 
@@ -117,6 +137,7 @@ json_t *status_build(const struct status_input *in)
 {
 	const struct rc_output *out = in->out;
 	json_t *st = json_object(), *restarts = json_array(), *conds = json_array();
+	json_t *failures = json_array();
 	char buf[48];
 
 	json_object_set_new(st, "observedGeneration", json_integer(in->generation));
@@ -132,10 +153,13 @@ json_t *status_build(const struct status_input *in)
 	}
 	snprintf(buf, sizeof(buf), "%d/%d", out->ready, out->total);
 	json_object_set_new(st, "learnersReady", json_string(buf));
-	for (int i = 0; i < in->nlearners; i++)
+	for (int i = 0; i < in->nlearners; i++) {
 		json_array_append_new(restarts, json_integer(in->learners[i].restarts));
-	json_object_set_new(st, "learners", json_pack("{s:i, s:i, s:o}",
-		"total", out->total, "ready", out->ready, "restarts", restarts));
+		json_array_append_new(failures, json_integer(in->learners[i].failures));
+	}
+	json_object_set_new(st, "learners", json_pack("{s:i, s:i, s:o, s:o}",
+		"total", out->total, "ready", out->ready, "restarts", restarts,
+		"failures", failures));
 	json_object_set_new(st, "syncerReady", json_boolean(in->syncer_ready));
 	if (in->progress->have)
 		json_object_set_new(st, "progress", progress_json(in->progress));
@@ -150,4 +174,35 @@ json_t *status_build(const struct status_input *in)
 							       in->generation));
 	json_object_set_new(st, "conditions", conds);
 	return st;
+}
+
+int status_should_write(json_t *old, json_t *built, double progress_every)
+{
+	json_t *a = json_object_get(old, "progress");
+	json_t *b = json_object_get(built, "progress");
+	json_t *rest_a, *rest_b;
+	double ta, tb;
+	int same;
+
+	if (!json_is_object(old))
+		return 1;
+	rest_a = json_copy(old);
+	rest_b = json_copy(built);
+	json_object_del(rest_a, "progress");
+	json_object_del(rest_b, "progress");
+	same = json_equal(rest_a, rest_b);
+	json_decref(rest_a);
+	json_decref(rest_b);
+	if (!same)
+		return 1;
+	if (json_equal(a, b) || (!a && !b))
+		return 0;
+	if (!a || !b)
+		return 1;
+	if (json_is_true(json_object_get(a, "done")) != json_is_true(json_object_get(b, "done")) ||
+	    (!json_object_get(a, "loss") && json_object_get(b, "loss")))
+		return 1;
+	ta = time_of(json_object_get(a, "updateTime"));
+	tb = time_of(json_object_get(b, "updateTime"));
+	return !ta || !tb || tb - ta >= progress_every;
 }

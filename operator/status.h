@@ -46,4 +46,13 @@ struct status_input {
 /* The status to write (a new reference). */
 json_t *status_build(const struct status_input *in);
 
+/*
+ * Whether a built status is worth a write over the one read (docs/
+ * operator.md, Status): 1 when anything but status.progress differs, or
+ * progress appears, ends (done) or gets its first loss, or its updateTime
+ * moved by progress_every seconds or more; 0 else (an unchanged status,
+ * or progress that only ticked since the last write).
+ */
+int status_should_write(json_t *old, json_t *built, double progress_every);
+
 #endif

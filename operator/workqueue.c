@@ -128,7 +128,7 @@ static void add_locked(struct workqueue *q, const char *key)
 	push(&q->dirty, key, 0);
 	if (find(&q->processing, key) >= 0)
 		return;   /* wq_done queues it */
-	push(&q->queue, key, 0);
+	push(&q->queue, key, clock_mono());   /* queue entries: when queued */
 	pthread_cond_signal(&q->cv);
 }
 
@@ -246,6 +246,11 @@ static double promote(struct workqueue *q, double now)
 
 int wq_get(struct workqueue *q, char *key, double timeout)
 {
+	return wq_get_timed(q, key, timeout, NULL);
+}
+
+int wq_get_timed(struct workqueue *q, char *key, double timeout, double *waited)
+{
 	double deadline = clock_mono() + timeout;
 	int rc = 0;
 
@@ -263,6 +268,8 @@ int wq_get(struct workqueue *q, char *key, double timeout)
 			int d;
 
 			memcpy(key, q->queue.e[0].key, WQ_KEY_MAX);
+			if (waited)
+				*waited = now - q->queue.e[0].due;
 			drop(&q->queue, 0);
 			if ((d = find(&q->dirty, key)) >= 0)
 				drop(&q->dirty, d);
@@ -292,7 +299,7 @@ void wq_done(struct workqueue *q, const char *key)
 	if ((i = find(&q->processing, key)) >= 0)
 		drop(&q->processing, i);
 	if (find(&q->dirty, key) >= 0 && !q->shutdown) {
-		push(&q->queue, key, 0);
+		push(&q->queue, key, clock_mono());
 		pthread_cond_signal(&q->cv);
 	}
 	pthread_mutex_unlock(&q->mu);

@@ -44,6 +44,9 @@ int wq_failures(struct workqueue *q, const char *key);
  * WQ_KEY_MAX) and returns 1, or 0 on timeout, -1 after shutdown.
  */
 int wq_get(struct workqueue *q, char *key, double timeout);
+/* The same, and *waited (when not NULL): the seconds the key was queued
+ * (from its add, or its due time, to now). */
+int wq_get_timed(struct workqueue *q, char *key, double timeout, double *waited);
 void wq_done(struct workqueue *q, const char *key);
 /* Wakes every waiter; wq_get returns -1 from then on. */
 void wq_shutdown(struct workqueue *q);

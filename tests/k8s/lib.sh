@@ -28,3 +28,44 @@ until_ok() {   # CMD is evaluated again on every try
 free_port() {
 	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
+
+# The frame of a test that runs the operator as a local process in a
+# namespace of its own (test_names, test_template, test_failure,
+# test_lifecycle, test_kueue, test_metrics): `op_test NAME` sets BIN, NS
+# (NAME-<pid>-<random>) and WORK (a new folder), and on exit stops the
+# operator, runs the test's own extra_cleanup when it has one, deletes NS
+# and removes WORK. `start_operator [PORT]` runs the operator on NS with
+# its log in WORK/op.log. A test without a fail() of its own gets one
+# that prints the namespace's jobs, pods, claims and last Events and the
+# operator's log.
+op_test() {
+	TEST=$1
+	BUILD=${BUILD:-build}
+	case $BUILD in /*) BIN=$BUILD/ddiloco ;; *) BIN=$ROOT/$BUILD/ddiloco ;; esac
+	NS=$1-$$-$RANDOM
+	WORK=$(mktemp -d "/tmp/test_$1.XXXXXX")
+	OP_PID=
+	trap op_cleanup EXIT
+	[ -x "$BIN" ] || fail "no $BIN (make first)"
+}
+declare -F fail >/dev/null || fail() {
+	echo "test_$TEST: FAIL: $*" >&2
+	KN get ddjobs,pods,pvc -o wide >&2 2>/dev/null || true
+	KN get events --sort-by=.lastTimestamp 2>/dev/null | tail -10 >&2 || true
+	[ -e "$WORK/op.log" ] && tail -30 "$WORK/op.log" >&2
+	exit 1
+}
+op_cleanup() {
+	local rc=$?
+	set +e
+	[ -n "$OP_PID" ] && kill "$OP_PID" 2>/dev/null && wait "$OP_PID" 2>/dev/null
+	declare -F extra_cleanup >/dev/null && extra_cleanup
+	"$KUBECTL" delete namespace "$NS" --wait=false >/dev/null 2>&1
+	rm -rf "$WORK"
+	exit "$rc"
+}
+start_operator() {
+	"$BIN" operator --kubeconfig "$KUBECONFIG" --namespace "$NS" \
+		--http "127.0.0.1:${1:-0}" >"$WORK/op.log" 2>&1 &
+	OP_PID=$!
+}

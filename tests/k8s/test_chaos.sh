@@ -7,7 +7,7 @@
 #    status.chaos; killed learners come back; learners never killed keep
 #    their pod (same uid);
 #  - a job without chaos in the same namespace is never touched;
-#  - disabling chaos stops the kills; a job that ends (backoffLimit) stops
+#  - disabling chaos stops the kills; a job that ends (its deadline) stops
 #    them too, and stays Failed.
 # Needs the variables of /tmp/ddiloco-k8s/env (tests/k8s/run.sh sets them).
 set -euo pipefail
@@ -129,13 +129,17 @@ sleep 7
 [ "$(nkills wild)" = "$n0" ] || fail "kills went on after chaos was disabled"
 until_ok 30 "status.chaos inactive" "test \"\$(jp ddjob/wild '{.status.chaos.active}')\" = false"
 
-# a job that ends stops its chaos: backoffLimit 1 and a kill every 2 s
+# a job that ends stops its chaos: a kill every 2 s, and backoffLimit 1
+# that the kills never pass (a chaos kill is a disruption, not a failure:
+# docs/operator.md, Failure policy) until activeDeadlineSeconds ends it
 job brief 2 "  backoffLimit: 1
+  activeDeadlineSeconds: 12
   chaos: {enabled: true, schedule: interval, intervalSeconds: 2, startAfterSeconds: 1, maxDown: 1, seed: 3}" \
 	| KN apply -f - >/dev/null
 until_ok 90 "brief Failed" phase_is brief Failed
-[ "$(jp ddjob/brief '{.status.conditions[?(@.type=="Failed")].reason}')" = BackoffLimitExceeded ] \
-	|| fail "brief failed for another reason"
+[ "$(jp ddjob/brief '{.status.conditions[?(@.type=="Failed")].reason}')" = DeadlineExceeded ] \
+	|| fail "brief failed for another reason: $(jp ddjob/brief '{.status.conditions[?(@.type=="Failed")].message}')"
+[ "$(nkills brief)" -ge 2 ] || fail "brief had $(nkills brief) kills before its deadline"
 n0=$(nkills brief)
 sleep 6
 [ "$(nkills brief)" = "$n0" ] || fail "kills went on after the job ended"

@@ -74,12 +74,48 @@ K apply --dry-run=server -f "$ROOT/deploy/" >"$WORK/dry.txt" 2>&1 \
 	|| { cat "$WORK/dry.txt" >&2; fail "kubectl apply --dry-run=server -f deploy/ refused"; }
 grep -q "deployment.apps/ddiloco-operator created (server dry run)" "$WORK/dry.txt" \
 	|| fail "deploy/ dry run did not reach the Deployment"
-if [ -n "${HELM:-}" ] && [ -x "${HELM:-}" ]; then
-	"$HELM" template ddiloco "$ROOT/charts/ddiloco" --namespace ddiloco-system >"$WORK/chart.yaml" \
-		|| fail "helm template failed"
-	K apply --dry-run=server -f "$WORK/chart.yaml" >/dev/null 2>"$WORK/chart.err" \
-		|| { cat "$WORK/chart.err" >&2; fail "the chart's manifests were refused"; }
+# helm (tests/k8s/cluster/build.sh builds it with the control plane): the chart is
+# checked on every run, never skipped
+[ -n "${HELM:-}" ] && [ -x "$HELM" ] || fail "no helm at '${HELM:-}' (tests/k8s/cluster/build.sh; HELM in /tmp/ddiloco-k8s/env)"
+"$HELM" lint "$ROOT/charts/ddiloco" >"$WORK/lint.txt" 2>&1 \
+	|| { cat "$WORK/lint.txt" >&2; fail "helm lint"; }
+"$HELM" template ddiloco "$ROOT/charts/ddiloco" --namespace ddiloco-system >"$WORK/chart.yaml" \
+	|| fail "helm template failed"
+K apply --dry-run=server -o json -f "$WORK/chart.yaml" >"$WORK/chart.json" 2>"$WORK/chart.err" \
+	|| { cat "$WORK/chart.err" >&2; fail "the chart's manifests were refused"; }
+# the operator container's resources, as the API server would store them
+chart_resources() {
+	jq -r 'if .kind == "List" then .items[] else . end | select(.kind == "Deployment")
+	  | .spec.template.spec.containers[] | select(.name == "operator") | .resources
+	  | "\(.requests.cpu) \(.requests.memory) \(.limits.cpu) \(.limits.memory)"' "$1"
+}
+r=$(chart_resources "$WORK/chart.json")
+[ "$r" = "100m 64Mi null 512Mi" ] || fail "the chart's default resources: '$r' (values.yaml: requests 100m/64Mi, limit 512Mi memory)"
+echo "ok: helm lint; the chart's resources by default: $r"
+# the values a platform team sets, and values.schema.json refusing a bad one
+"$HELM" template ddiloco "$ROOT/charts/ddiloco" --namespace ddiloco-system \
+	--set 'imagePullSecrets[0].name=regcred' --set podAnnotations.team=ml \
+	--set priorityClassName=system-cluster-critical \
+	--set-string 'extraArgs={--workers,4}' >"$WORK/chart2.yaml" || fail "helm template with values"
+for w in "name: regcred" "team: ml" "priorityClassName: system-cluster-critical" '- "--workers"'; do
+	grep -qF -- "$w" "$WORK/chart2.yaml" || fail "the chart did not render '$w'"
+done
+K apply --dry-run=server -o json -f "$WORK/chart2.yaml" >"$WORK/chart2.json" 2>"$WORK/chart.err" \
+	|| { cat "$WORK/chart.err" >&2; fail "the chart's manifests with values were refused"; }
+"$HELM" template ddiloco "$ROOT/charts/ddiloco" --namespace ddiloco-system \
+	--set resources.requests.cpu=250m --set resources.requests.memory=128Mi \
+	--set resources.limits.cpu=2 --set resources.limits.memory=1Gi >"$WORK/chart3.yaml" ||
+	fail "helm template with resources"
+K apply --dry-run=server -o json -f "$WORK/chart3.yaml" >"$WORK/chart3.json" 2>"$WORK/chart.err" \
+	|| { cat "$WORK/chart.err" >&2; fail "the chart's manifests with resources were refused"; }
+r=$(chart_resources "$WORK/chart3.json")
+[ "$r" = "250m 128Mi 2 1Gi" ] || fail "the chart's resources set to 250m/128Mi, 2/1Gi rendered '$r'"
+echo "ok: the chart's resources set: $r"
+if "$HELM" template ddiloco "$ROOT/charts/ddiloco" --set image.pullPolicy=Sometimes \
+	>/dev/null 2>"$WORK/schema.err"; then
+	fail "values.schema.json let image.pullPolicy=Sometimes through"
 fi
+grep -q "pullPolicy" "$WORK/schema.err" || { cat "$WORK/schema.err" >&2; fail "no schema message"; }
 K create namespace "$NS" >/dev/null
 # the operator runs as the deploy/ service account: its RBAC is enough
 K apply -f "$ROOT/deploy/02-rbac.yaml" -f "$ROOT/deploy/03-chaos-rbac.yaml" >/dev/null \
@@ -294,9 +330,14 @@ until_ok 60 "one: learner Running" pod_running one-learner-0
 KN patch pod one-learner-0 --subresource=status --type merge \
 	-p '{"status":{"phase":"Succeeded"}}' >/dev/null || fail "cannot mark the learner Succeeded"
 until_ok 60 "one: Succeeded" phase_is one Succeeded
-cond_is one Succeeded True || fail "Succeeded condition"
-[ "$(jp ddjob/one '{.status.conditions[?(@.type=="Succeeded")].reason}')" = LearnersCompleted ] \
-	|| fail "Succeeded reason"
+# the condition a batch/v1 Job has at its end: Complete (phase Succeeded)
+cond_is one Complete True || fail "Complete condition"
+[ "$(jp ddjob/one '{.status.conditions[?(@.type=="Complete")].reason}')" = LearnersCompleted ] \
+	|| fail "Complete reason"
+KN wait --for=condition=Complete --timeout=10s ddjob/one >/dev/null \
+	|| fail "kubectl wait --for=condition=Complete"
+[ -z "$(jp ddjob/one '{.status.conditions[?(@.type=="Succeeded")].type}')" ] \
+	|| fail "a Succeeded condition beside Complete"
 KN delete pod one-learner-0 --wait=false >/dev/null 2>&1 || true
 sleep 2
 [ "$(learner_pods one)" = 0 ] || fail "a finished job got its learner back"

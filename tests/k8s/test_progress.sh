@@ -4,7 +4,9 @@
 # and sidecar run here as processes, from the job.json of the job's own
 # ConfigMap (what the pods would mount); the operator is pointed at that
 # syncer with --status-url. Checked: status.progress (round, tokens, loss,
-# goodput) moves with the training and `kubectl get ddjobs` shows it.
+# goodput, updateTime) moves with the training and `kubectl get ddjobs`
+# shows it; over a 60 s watch of the job, its status is written at most
+# once per 15 s (STATUS_PROGRESS_EVERY) and at least twice.
 # Needs the variables of /tmp/ddiloco-k8s/env (tests/k8s/run.sh sets them).
 set -euo pipefail
 
@@ -74,6 +76,8 @@ PIDS+=($!)
 
 until_ok 60 "progress in status" '[ "$(jp ddjob/live "{.status.progress.round}")" -ge 5 ]'
 r1=$(jp ddjob/live '{.status.progress.round}')
+u1=$(jp ddjob/live '{.status.progress.updateTime}')
+case $u1 in 20[0-9][0-9]-[01][0-9]-[0-3][0-9]T*Z) ;; *) fail "progress.updateTime '$u1' is no RFC 3339 time" ;; esac
 # (tokens come with heartbeats, one a second: the first rounds, pulled as
 # soon as the learner is joined, can all pass before the first)
 until_ok 60 "tokens in status.progress" '[ "$(jp ddjob/live "{.status.progress.tokens}")" -gt 0 ]'
@@ -88,4 +92,38 @@ python3 -c 'import json,sys; d=json.loads(sys.argv[1]); sys.exit(0 if d["round"]
 KN get ddjobs >"$WORK/get.txt"
 awk '$1 == "live" && $2 == "Running" && $3 == "1/1" && $4 > 0 && $5 > 0 && $6 > 0 { ok = 1 } END { exit !ok }' \
 	"$WORK/get.txt" || { cat "$WORK/get.txt" >&2; fail "kubectl get ddjobs does not show the progress"; }
+
+# Throttled status writes (docs/operator.md, Status): while the job runs
+# and only its progress moves (read every 5 s), every change of the
+# object in a 60 s watch is a status write; progress alone is written
+# at most once per STATUS_PROGRESS_EVERY (15 s): at most 60/15 + 1 = 5
+# writes (one per read of /status without it), each updateTime at least 15 s after
+# the one before; and at least 2 (progress is not frozen).
+WINDOW=60 EVERY=15
+timeout "$WINDOW" "$KUBECTL" -n "$NS" get ddjob live --watch --output-watch-events \
+	-o 'jsonpath={.type}|{.object.metadata.resourceVersion}|{.object.status.progress.updateTime}|{.object.status.phase}|{.object.status.learnersReady}|{.object.status.progress.round}{"\n"}' \
+	>"$WORK/watch.txt" 2>"$WORK/watch.err" || [ $? = 124 ] || fail "kubectl watch: $(cat "$WORK/watch.err")"
+writes=$(grep -c '^MODIFIED|' "$WORK/watch.txt" || true)
+[ "$writes" -le $((WINDOW / EVERY + 1)) ] ||
+	{ cat "$WORK/watch.txt" >&2; fail "$writes status writes in $WINDOW s: more than $((WINDOW / EVERY + 1)) (one per $EVERY s)"; }
+[ "$writes" -ge 2 ] || { cat "$WORK/watch.txt" >&2; fail "$writes status writes in $WINDOW s: progress frozen"; }
+# every line steady (Running, 1/1: so each write was progress only) and
+# each updateTime at least EVERY s after the one before
+python3 - "$WORK/watch.txt" "$EVERY" >"$WORK/gaps.txt" <<'PY' ||
+import sys, datetime
+every, prev, bad = int(sys.argv[2]), None, 0
+for line in open(sys.argv[1]):
+    kind, rv, upd, phase, ready, rnd = line.rstrip("\n").split("|")
+    if phase != "Running" or ready != "1/1":
+        print("not steady:", line.strip()); bad = 1
+    if not upd:
+        continue
+    t = datetime.datetime.strptime(upd, "%Y-%m-%dT%H:%M:%SZ").timestamp()
+    if prev is not None and t - prev < every:
+        print("updateTime %s only %.0f s after the one before" % (upd, t - prev)); bad = 1
+    prev = t
+sys.exit(bad)
+PY
+	{ cat "$WORK/watch.txt" "$WORK/gaps.txt" >&2; fail "status written faster than once per $EVERY s"; }
+echo "ok: $writes status writes in $WINDOW s (at most $((WINDOW / EVERY + 1))), updateTimes at least $EVERY s apart: $(cut -d'|' -f1,3,6 "$WORK/watch.txt" | tr '\n' ' ')"
 echo "test_progress: ok"

@@ -87,20 +87,17 @@ KN create --dry-run=server -f "$WORK/op-pod.json" >"$WORK/op-pod.out" 2>&1 ||
 	{ cat "$WORK/op-pod.out" >&2; fail "deploy/04-operator.yaml's pod is refused under restricted"; }
 DEPLOY_LABELS=$(jq -c .metadata.labels "$WORK/op-pod.json")
 CHART_LABELS=""
-if [ -n "${HELM:-}" ] && [ -x "${HELM:-}" ]; then
-	"$HELM" template ddiloco "$ROOT/charts/ddiloco" --namespace "$OPNS" >"$WORK/chart.yaml" ||
-		fail "helm template failed"
-	K create --dry-run=client -o json -f "$WORK/chart.yaml" 2>/dev/null |
-		jq -c 'if .kind == "List" then .items[] else . end' | op_pod chart-op >"$WORK/chart-pod.json"
-	[ -s "$WORK/chart-pod.json" ] || fail "no Deployment in the chart"
-	KN create --dry-run=server -f "$WORK/chart-pod.json" >"$WORK/chart-pod.out" 2>&1 ||
-		{ cat "$WORK/chart-pod.out" >&2; fail "the chart's operator pod is refused under restricted"; }
-	grep -q -- "--operator-namespace" "$WORK/chart.yaml" || fail "the chart does not pass --operator-namespace"
-	CHART_LABELS=$(jq -c .metadata.labels "$WORK/chart-pod.json")
-	echo "ok: the operator's pod (deploy/ and the chart) passes restricted"
-else
-	echo "ok: the operator's pod (deploy/) passes restricted (no helm: chart not checked)"
-fi
+[ -n "${HELM:-}" ] && [ -x "$HELM" ] || fail "no helm at '${HELM:-}' (tests/k8s/cluster/build.sh; HELM in /tmp/ddiloco-k8s/env)"
+"$HELM" template ddiloco "$ROOT/charts/ddiloco" --namespace "$OPNS" >"$WORK/chart.yaml" ||
+	fail "helm template failed"
+K create --dry-run=client -o json -f "$WORK/chart.yaml" 2>/dev/null |
+	jq -c 'if .kind == "List" then .items[] else . end' | op_pod chart-op >"$WORK/chart-pod.json"
+[ -s "$WORK/chart-pod.json" ] || fail "no Deployment in the chart"
+KN create --dry-run=server -f "$WORK/chart-pod.json" >"$WORK/chart-pod.out" 2>&1 ||
+	{ cat "$WORK/chart-pod.out" >&2; fail "the chart's operator pod is refused under restricted"; }
+grep -q -- "--operator-namespace" "$WORK/chart.yaml" || fail "the chart does not pass --operator-namespace"
+CHART_LABELS=$(jq -c .metadata.labels "$WORK/chart-pod.json")
+echo "ok: the operator's pod (deploy/ and the chart) passes restricted"
 
 # --- the operator, as the deploy/ service account ------------------------
 cat >"$WORK/kubeconfig" <<EOF

@@ -101,7 +101,9 @@ static int in_family(const char *l, size_t n, const char *family,
 		return 0;
 	if (n == f)
 		return 1;
-	return !strcmp(type, "summary") &&
+	if (!strcmp(type, "histogram") && n == f + 7 && !strncmp(l + f, "_bucket", 7))
+		return 1;
+	return (!strcmp(type, "summary") || !strcmp(type, "histogram")) &&
 	       ((n == f + 4 && !strncmp(l + f, "_sum", 4)) ||
 		(n == f + 6 && !strncmp(l + f, "_count", 6)));
 }
@@ -372,6 +374,62 @@ static void sidecar_metrics_pass(void **state)
 	assert_int_equal(nftw(dir, remove_one, 8, FTW_DEPTH | FTW_PHYS), 0);
 }
 
+/* A histogram: cumulative buckets, +Inf equal to the count, the sum. */
+static void histogram_written(void **state)
+{
+	static const double bounds[] = { 0.01, 0.1, 1 };
+	struct prom_hist h;
+	struct buf b;
+	struct check c;
+
+	(void)state;
+	assert_int_equal(prom_hist_init(&h, bounds, 3), 0);
+	prom_hist_observe(&h, 0.005);
+	prom_hist_observe(&h, 0.01);   /* a bound is inclusive */
+	prom_hist_observe(&h, 0.5);
+	prom_hist_observe(&h, 7);
+	prom_hist_observe(&h, NAN);    /* not an observation */
+	buf_init(&b, 1 << 16);
+	prom_hist_write(&b, "t_seconds", "Time.", &h);
+	buf_append(&b, "", 1);
+	assert_string_equal(b.data,
+		"# HELP t_seconds Time.\n"
+		"# TYPE t_seconds histogram\n"
+		"t_seconds_bucket{le=\"0.01\"} 2\n"
+		"t_seconds_bucket{le=\"0.1\"} 2\n"
+		"t_seconds_bucket{le=\"1\"} 3\n"
+		"t_seconds_bucket{le=\"+Inf\"} 4\n"
+		"t_seconds_sum 7.515\n"
+		"t_seconds_count 4\n");
+	assert_int_equal(check_text(b.data, &c), 0);
+	assert_int_equal(c.samples, 6);
+	buf_release(&b);
+	prom_hist_release(&h);
+}
+
+/* process_*: every family there, well formed, with this process's values. */
+static void process_families(void **state)
+{
+	struct buf b;
+	struct check c;
+	char *rss;
+
+	(void)state;
+	buf_init(&b, 1 << 16);
+	prom_process(&b);
+	buf_append(&b, "", 1);
+	if (check_text(b.data, &c))
+		fail_msg("%s\n%s", c.why, b.data);
+	assert_int_equal(c.families, 6);
+	assert_non_null(strstr(b.data, "# TYPE process_cpu_seconds_total counter\n"));
+	assert_non_null(strstr(b.data, "\nprocess_start_time_seconds 1"));   /* after 2001 */
+	assert_non_null(rss = strstr(b.data, "\nprocess_resident_memory_bytes "));
+	assert_true(strtod(rss + 31, NULL) > 1e5);
+	assert_non_null(strstr(b.data, "\nprocess_open_fds "));
+	assert_non_null(strstr(b.data, "\nprocess_max_fds "));
+	buf_release(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -381,6 +439,8 @@ int main(void)
 		cmocka_unit_test(full_buffer_is_told),
 		cmocka_unit_test(checker_refuses_bad_text),
 		cmocka_unit_test(sidecar_metrics_pass),
+		cmocka_unit_test(histogram_written),
+		cmocka_unit_test(process_families),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

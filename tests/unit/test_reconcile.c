@@ -37,6 +37,12 @@ static void setup_fx(struct fx *f, int M)
 	f->in.spec = &f->js;
 	f->in.now = NOW;
 	f->in.backoff_limit = -1;
+	f->in.backoff_reset = 600;
+	f->in.retain = -1;
+	f->in.active_deadline = -1;
+	f->in.syncer_restart_limit = -1;
+	f->in.syncer_restart_window = 600;
+	f->in.pending_timeout = 300;
 	f->in.pods = f->pods;
 	f->in.want_pvc = 1;
 	f->in.want_tls = 1;
@@ -49,6 +55,7 @@ static void running(struct fx *f)
 
 	f->in.configmap = f->in.service = f->in.pvc = f->in.statefulset = 1;
 	f->in.netpol = f->in.tls = 1;
+	f->in.pvc_owned = 1;
 	f->in.syncer_ready = 1;
 	f->in.phase = PHASE_RUNNING;
 	f->in.start_time = NOW - 100;
@@ -187,6 +194,7 @@ static void test_checkpoint_failing_condition(void **state)
 	(void)state;
 	setup_fx(&f, 2);
 	running(&f);
+	f.in.retain = 0;   /* the claim's owner stays: test_retain_claim */
 	p->have = p->ckpt_have = 1;
 	p->ckpt_last_ok_round = 4;
 	/* writes never failed: no condition, no event */
@@ -244,6 +252,66 @@ static void test_checkpoint_failing_condition(void **state)
 	p->ckpt_have = 0;
 	reconcile(&f.in, f.mem, &f.out);
 	assert_int_equal(f.out.conds[COND_CHECKPOINT_FAILING].status, 1);
+	rc_output_release(&f.out);
+}
+
+/*
+ * ModelStartedOver: a syncer that started from the seed although rounds
+ * were handed out before (/status checkpoint.resumed_from "seed") sets
+ * it with one Warning Event; a later syncer resumed from a checkpoint
+ * sets it False; a syncer that does not say leaves it as it was.
+ */
+static void test_model_started_over_condition(void **state)
+{
+	struct fx f;
+	struct obs_progress *p = &f.in.progress;
+	const struct condition *c;
+
+	(void)state;
+	setup_fx(&f, 2);
+	running(&f);
+	f.in.retain = 0;
+	p->have = p->ckpt_have = 1;
+	p->started_over = 0;     /* a new job */
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.conds[COND_MODEL_STARTED_OVER].set, 0);
+	assert_null(find_event(&f.out, "ModelStartedOver"));
+	rc_output_release(&f.out);
+
+	p->started_over = 1;
+	reconcile(&f.in, f.mem, &f.out);
+	c = &f.out.conds[COND_MODEL_STARTED_OVER];
+	assert_int_equal(c->set, 1);
+	assert_int_equal(c->status, 1);
+	assert_string_equal(c->reason, "NoCheckpointLoaded");
+	assert_string_equal(c->message, "syncer: no checkpoint loaded at its "
+			    "start although rounds were handed out before: the "
+			    "model started over from the seed");
+	assert_string_equal(cond_type_name(COND_MODEL_STARTED_OVER),
+			    "ModelStartedOver");
+	assert_int_equal(find_event(&f.out, "ModelStartedOver")->warning, 1);
+	assert_int_equal(f.out.phase, PHASE_RUNNING);   /* the job runs on */
+	memcpy(f.in.conds, f.out.conds, sizeof(f.in.conds));
+	rc_output_release(&f.out);
+	/* the next pass: still set, no second event */
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.conds[COND_MODEL_STARTED_OVER].status, 1);
+	assert_null(find_event(&f.out, "ModelStartedOver"));
+	memcpy(f.in.conds, f.out.conds, sizeof(f.in.conds));
+	rc_output_release(&f.out);
+	/* a syncer that does not say: as it was */
+	p->started_over = -1;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.conds[COND_MODEL_STARTED_OVER].status, 1);
+	memcpy(f.in.conds, f.out.conds, sizeof(f.in.conds));
+	rc_output_release(&f.out);
+	/* a later syncer resumed from a checkpoint */
+	p->started_over = 0;
+	reconcile(&f.in, f.mem, &f.out);
+	c = &f.out.conds[COND_MODEL_STARTED_OVER];
+	assert_int_equal(c->set, 1);
+	assert_int_equal(c->status, 0);
+	assert_string_equal(c->reason, "ResumedFromCheckpoint");
 	rc_output_release(&f.out);
 }
 
@@ -308,6 +376,36 @@ static void test_terminating_pod_blocks_replacement(void **state)
  * after its backoff, not after RC_EXPECT_SECONDS of waiting for a pod
  * that will never appear (the job stayed at 3/4 learners).
  */
+/* A pod still Terminating 30 s past its grace period (a lost node) is
+ * deleted with grace 0 and its uid; before that, a requeue for then. */
+static void test_stuck_terminating_pod_force_deleted(void **state)
+{
+	struct fx f;
+	const struct rc_action *a;
+
+	(void)state;
+	setup_fx(&f, 2);
+	running(&f);
+	f.pods[1].deleting = 1;
+	f.pods[1].ready = 0;
+	f.pods[1].delete_at = NOW - 10;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(count(&f.out, ACT_DELETE_LEARNER), 0);
+	assert_int_equal(count(&f.out, ACT_APPLY_LEARNER), 0);
+	assert_true(fabs(f.out.requeue_after - 20) < 1e-6);
+	rc_output_release(&f.out);
+	f.pods[1].delete_at = NOW - 31;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_non_null(a = find(&f.out, ACT_DELETE_LEARNER));
+	assert_int_equal(a->index, 1);
+	assert_int_equal(a->force, 1);
+	assert_string_equal(a->uid, "uid-1");
+	assert_non_null(find_event(&f.out, "LearnerForceDeleted"));
+	/* still not recreated while the name is held */
+	assert_int_equal(count(&f.out, ACT_APPLY_LEARNER), 0);
+	rc_output_release(&f.out);
+}
+
 static void test_replacement_deleted_unseen_is_recreated(void **state)
 {
 	struct fx f;
@@ -417,6 +515,133 @@ static void test_pods_ready_names_the_reason(void **state)
 	rc_output_release(&f.out);
 }
 
+/* A pod still starting is PodsStarting until pendingTimeoutSeconds, then
+ * named with its own reason and how long it waited. */
+static void test_pending_past_timeout_named(void **state)
+{
+	struct fx f;
+	const struct rc_action *ev;
+
+	(void)state;
+	setup_fx(&f, 2);
+	running(&f);
+	f.in.pending_timeout = 120;
+	f.pods[1].ready = 0;
+	f.pods[1].ready_since = 0;
+	f.pods[1].state = POD_PENDING;
+	f.pods[1].starting = 1;
+	f.pods[1].created = NOW - 100;
+	snprintf(f.pods[1].reason, sizeof(f.pods[1].reason), "ContainerCreating");
+	snprintf(f.pods[1].message, sizeof(f.pods[1].message),
+		 "container learner: ContainerCreating");
+	reconcile(&f.in, f.mem, &f.out);
+	assert_string_equal(f.out.conds[COND_PODS_READY].reason, "PodsStarting");
+	assert_string_equal(f.out.conds[COND_PODS_READY].message,
+			    "1/2 learners ready, syncer ready");
+	assert_null(find_event(&f.out, "ContainerCreating"));
+	/* a pass is asked for when the timeout is due: 20 s on */
+	assert_true(fabs(f.out.requeue_after - 20.0) < 1e-9);
+	memcpy(f.in.conds, f.out.conds, sizeof(f.in.conds));
+	rc_output_release(&f.out);
+
+	f.in.now = NOW + 30;   /* 130 s since its creation */
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.conds[COND_PODS_READY].status, 0);
+	assert_string_equal(f.out.conds[COND_PODS_READY].reason, "ContainerCreating");
+	assert_string_equal(f.out.conds[COND_PODS_READY].message,
+			    "learner 1: pending since 2027-01-15T07:58:20Z, more than "
+			    "pendingTimeoutSeconds 120: container learner: ContainerCreating");
+	assert_non_null(ev = find_event(&f.out, "ContainerCreating"));
+	assert_int_equal(ev->warning, 1);
+	assert_int_equal(f.out.phase, PHASE_RUNNING);   /* not a failure */
+	memcpy(f.in.conds, f.out.conds, sizeof(f.in.conds));
+	rc_output_release(&f.out);
+	/* a later pass: the same condition (no status write), no Event again */
+	f.in.now = NOW + 47;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_string_equal(f.out.conds[COND_PODS_READY].message, f.in.conds[COND_PODS_READY].message);
+	assert_string_equal(f.out.conds[COND_PODS_READY].time, f.in.conds[COND_PODS_READY].time);
+	assert_null(find_event(&f.out, "ContainerCreating"));
+	rc_output_release(&f.out);
+	f.in.now = NOW + 30;
+
+	/* its pull then fails: the new reason at once, without the wait */
+	f.pods[1].starting = 0;
+	snprintf(f.pods[1].reason, sizeof(f.pods[1].reason), "ImagePullBackOff");
+	snprintf(f.pods[1].message, sizeof(f.pods[1].message),
+		 "container learner: Back-off pulling image \"nope:1\"");
+	reconcile(&f.in, f.mem, &f.out);
+	assert_string_equal(f.out.conds[COND_PODS_READY].reason, "ImagePullBackOff");
+	assert_string_equal(f.out.conds[COND_PODS_READY].message,
+			    "learner 1: container learner: Back-off pulling image \"nope:1\"");
+	assert_non_null(find_event(&f.out, "ImagePullBackOff"));
+	rc_output_release(&f.out);
+
+	/* the syncer's pod on a node that never reports, 0 s timeout: at once */
+	f.pods[1].reason[0] = '\0';
+	f.in.pending_timeout = 0;
+	f.in.syncer_ready = 0;
+	f.in.syncer_reason = "Pending";
+	f.in.syncer_message = "on node n1, no container started";
+	f.in.syncer_starting = 1;
+	f.in.syncer_created = NOW + 25;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_string_equal(f.out.conds[COND_PODS_READY].reason, "Pending");
+	assert_string_equal(f.out.conds[COND_PODS_READY].message,
+			    "syncer: pending since 2027-01-15T08:00:25Z, more than "
+			    "pendingTimeoutSeconds 0: on node n1, no container started");
+	rc_output_release(&f.out);
+	/* ... and with the default 300 s, not yet */
+	f.in.pending_timeout = 300;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_string_equal(f.out.conds[COND_PODS_READY].reason, "PodsStarting");
+	assert_true(fabs(f.out.requeue_after - 295.0) < 1e-9);
+	rc_output_release(&f.out);
+}
+
+static void check_starting(const char *pod_json, int want, const char *reason,
+			   const char *message)
+{
+	json_t *pod = json_loads(pod_json, 0, NULL);
+	char r[64], m[256];
+
+	assert_non_null(pod);
+	assert_int_equal(podcheck_starting(pod, r, sizeof(r), m, sizeof(m)), want);
+	assert_string_equal(r, reason);
+	assert_string_equal(m, message);
+	json_decref(pod);
+}
+
+static void test_podcheck_starting(void **state)
+{
+	(void)state;
+	check_starting("{\"status\":{\"phase\":\"Pending\",\"initContainerStatuses\":["
+		       "{\"name\":\"sidecar\",\"state\":{\"waiting\":{\"reason\":"
+		       "\"PodInitializing\"}}}],\"containerStatuses\":[{\"name\":\"learner\","
+		       "\"state\":{\"waiting\":{\"reason\":\"ContainerCreating\"}}}]}}",
+		       1, "PodInitializing", "container sidecar: PodInitializing");
+	check_starting("{\"status\":{\"phase\":\"Pending\",\"containerStatuses\":[{\"name\":"
+		       "\"syncer\",\"state\":{\"waiting\":{\"reason\":\"ContainerCreating\","
+		       "\"message\":\"pulling image\"}}}]}}",
+		       1, "ContainerCreating", "container syncer: pulling image");
+	check_starting("{\"spec\":{\"nodeName\":\"n1\"},\"status\":{\"phase\":\"Pending\","
+		       "\"conditions\":[{\"type\":\"PodScheduled\",\"status\":\"True\"}]}}",
+		       1, "Pending", "on node n1, no container started");
+	check_starting("{\"spec\":{\"schedulerName\":\"none\"},\"status\":{\"phase\":\"Pending\"}}",
+		       1, "Pending", "not scheduled to a node");
+	check_starting("{}", 1, "Pending", "not scheduled to a node");
+	/* a problem is podcheck_blocked's, not a start */
+	check_starting("{\"status\":{\"phase\":\"Pending\",\"containerStatuses\":[{\"name\":"
+		       "\"learner\",\"state\":{\"waiting\":{\"reason\":\"ErrImagePull\"}}}]}}",
+		       0, "", "");
+	check_starting("{\"status\":{\"phase\":\"Pending\",\"conditions\":[{\"type\":"
+		       "\"PodScheduled\",\"status\":\"False\",\"reason\":\"Unschedulable\"}]}}",
+		       0, "", "");
+	check_starting("{\"status\":{\"phase\":\"Running\"}}", 0, "", "");
+	check_starting("{\"metadata\":{\"deletionTimestamp\":\"2026-01-01T00:00:00Z\"},"
+		       "\"status\":{\"phase\":\"Pending\"}}", 0, "", "");
+}
+
 static void check_blocked(const char *pod_json, int want, const char *reason,
 			  const char *message)
 {
@@ -455,6 +680,40 @@ static void test_podcheck_reasons(void **state)
 		      "\"status\":{\"conditions\":[{\"type\":\"PodScheduled\",\"status\":\"False\"}]}}",
 		      0, "", "");
 	check_blocked("{}", 0, "", "");
+}
+
+/* How a pod ended: the cluster (a disruption) or its program (exit code). */
+static void test_podcheck_disruptions(void **state)
+{
+	static const struct { const char *json; int disrupted, exit_code; } t[] = {
+		{ "{\"status\":{\"phase\":\"Failed\",\"conditions\":[{\"type\":"
+		  "\"DisruptionTarget\",\"status\":\"True\",\"reason\":"
+		  "\"PreemptionByScheduler\"}]}}", 1, -1 },
+		{ "{\"status\":{\"conditions\":[{\"type\":\"DisruptionTarget\","
+		  "\"status\":\"False\"}]}}", 0, -1 },
+		{ "{\"status\":{\"phase\":\"Failed\",\"reason\":\"Evicted\","
+		  "\"message\":\"The node was low on resource: memory.\"}}", 1, -1 },
+		{ "{\"status\":{\"phase\":\"Failed\",\"reason\":\"NodeShutdown\"}}", 1, -1 },
+		{ "{\"status\":{\"phase\":\"Failed\",\"containerStatuses\":["
+		  "{\"name\":\"sidecar\",\"state\":{\"terminated\":{\"exitCode\":0}}},"
+		  "{\"name\":\"learner\",\"state\":{\"terminated\":{\"exitCode\":2,"
+		  "\"reason\":\"Error\"}}}]}}", 0, 2 },
+		{ "{\"status\":{\"phase\":\"Failed\",\"reason\":\"OOMKilled\"}}", 0, -1 },
+		{ "{}", 0, -1 },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		json_t *pod = json_loads(t[i].json, 0, NULL);
+
+		assert_non_null(pod);
+		if (podcheck_disrupted(pod) != t[i].disrupted ||
+		    podcheck_exit_code(pod, "learner") != t[i].exit_code)
+			fail_msg("pod %zu: disrupted %d exit %d, expected %d %d", i,
+				 podcheck_disrupted(pod), podcheck_exit_code(pod, "learner"),
+				 t[i].disrupted, t[i].exit_code);
+		json_decref(pod);
+	}
 }
 
 static void test_backoff_grows_with_repeated_failures(void **state)
@@ -591,10 +850,15 @@ static void test_budget_done_succeeds_and_stays(void **state)
 	f.in.progress.tokens = 5000;
 	f.js.ttl_seconds_after_finished = 60;
 	reconcile(&f.in, f.mem, &f.out);
+	/* phase Succeeded, condition Complete as a batch/v1 Job has it */
 	assert_int_equal(f.out.phase, PHASE_SUCCEEDED);
-	assert_int_equal(f.out.conds[COND_SUCCEEDED].status, 1);
-	assert_string_equal(f.out.conds[COND_SUCCEEDED].reason, "BudgetReached");
-	assert_string_equal(f.out.conds[COND_SUCCEEDED].message,
+	assert_string_equal(job_phase_name(f.out.phase), "Succeeded");
+	assert_string_equal(cond_type_name(COND_COMPLETE), "Complete");
+	assert_int_equal(f.out.conds[COND_COMPLETE].set, 1);
+	assert_int_equal(f.out.conds[COND_COMPLETE].status, 1);
+	assert_int_equal(f.out.conds[COND_FAILED].set, 0);
+	assert_string_equal(f.out.conds[COND_COMPLETE].reason, "BudgetReached");
+	assert_string_equal(f.out.conds[COND_COMPLETE].message,
 			    "the budget is reached (round 120, 5000 tokens)");
 	assert_int_equal(f.out.conds[COND_RUNNING].status, 0);
 	assert_int_equal(count(&f.out, ACT_DELETE_LEARNER), 2);   /* stop them */
@@ -604,6 +868,7 @@ static void test_budget_done_succeeds_and_stays(void **state)
 	rc_output_release(&f.out);
 
 	/* terminal stays terminal: children gone, nothing is recreated */
+	f.in.pvc_owned = 0;   /* the claim kept past the job (trained) */
 	f.in.phase = PHASE_SUCCEEDED;
 	f.in.completion_time = NOW;
 	f.in.npods = 0;
@@ -633,7 +898,7 @@ static void test_all_learners_exit_zero_succeeds(void **state)
 	f.pods[0].state = f.pods[1].state = POD_SUCCEEDED;
 	reconcile(&f.in, f.mem, &f.out);
 	assert_int_equal(f.out.phase, PHASE_SUCCEEDED);
-	assert_string_equal(f.out.conds[COND_SUCCEEDED].reason, "LearnersCompleted");
+	assert_string_equal(f.out.conds[COND_COMPLETE].reason, "LearnersCompleted");
 	assert_int_equal(count(&f.out, ACT_APPLY_LEARNER), 0);
 	assert_int_equal(count(&f.out, ACT_DELETE_LEARNER), 0);
 	rc_output_release(&f.out);
@@ -647,13 +912,247 @@ static void test_backoff_limit_fails(void **state)
 	setup_fx(&f, 2);
 	running(&f);
 	f.in.backoff_limit = 3;
-	f.mem[0].restarts = 2;
-	f.mem[1].restarts = 2;
+	/* recreations after deletions are not failures */
+	f.mem[0].restarts = 9;
+	f.mem[1].restarts = 9;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.phase, PHASE_RUNNING);
+	rc_output_release(&f.out);
+	f.mem[0].failures = 2;
+	f.mem[1].failures = 2;
 	reconcile(&f.in, f.mem, &f.out);
 	assert_int_equal(f.out.phase, PHASE_FAILED);
 	assert_string_equal(f.out.conds[COND_FAILED].reason, "BackoffLimitExceeded");
 	assert_non_null(find_event(&f.out, "Failed"));
 	assert_true(find_event(&f.out, "Failed")->warning);
+	rc_output_release(&f.out);
+}
+
+/*
+ * A learner pod that ends Failed counts once; one ended by a disruption
+ * (DisruptionTarget, eviction) is recreated and never counted; a
+ * learner's failures are forgotten after backoff_reset s ready.
+ */
+static void test_failures_not_disruptions_count(void **state)
+{
+	struct fx f;
+
+	(void)state;
+	setup_fx(&f, 2);
+	running(&f);
+	f.in.backoff_limit = 1;
+	f.pods[0].state = POD_FAILED;
+	f.pods[0].ready = 0;
+	f.pods[0].disrupted = 1;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.mem[0].failures, 0);
+	assert_non_null(find_event(&f.out, "LearnerDisrupted"));
+	assert_int_equal(count(&f.out, ACT_DELETE_LEARNER), 1);
+	rc_output_release(&f.out);
+
+	f.pods[0].disrupted = 0;
+	f.pods[0].exit_code = 3;
+	snprintf(f.pods[0].uid, sizeof(f.pods[0].uid), "uid-0b");
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.mem[0].failures, 1);
+	assert_non_null(strstr(find_event(&f.out, "LearnerFailed")->message, "exit code 3"));
+	rc_output_release(&f.out);
+	/* the same pod seen Failed again (its delete not yet in the cache) */
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.mem[0].failures, 1);
+	assert_int_equal(f.out.phase, PHASE_RUNNING);
+	rc_output_release(&f.out);
+	/* a second pod's failure is counted, and passes backoffLimit 1 at
+	 * the next pass (the failed pod's deletion brings one) */
+	snprintf(f.pods[0].uid, sizeof(f.pods[0].uid), "uid-0c");
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.mem[0].failures, 2);
+	rc_output_release(&f.out);
+	f.pods[0].deleting = 1;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.phase, PHASE_FAILED);
+	assert_string_equal(f.out.conds[COND_FAILED].reason, "BackoffLimitExceeded");
+	assert_non_null(strstr(f.out.conds[COND_FAILED].message, "disruptions not counted"));
+	rc_output_release(&f.out);
+
+	/* healthy for backoff_reset: forgotten */
+	setup_fx(&f, 2);
+	running(&f);
+	f.mem[1].failures = 2;
+	f.pods[1].ready_since = NOW - 599;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.mem[1].failures, 2);
+	assert_true(f.out.requeue_after > 0 && f.out.requeue_after <= 1.0);
+	rc_output_release(&f.out);
+	f.pods[1].ready_since = NOW - 600;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.mem[1].failures, 0);
+	assert_non_null(find_event(&f.out, "BackoffReset"));
+	rc_output_release(&f.out);
+}
+
+/* spec.failurePolicy.rules: the first rule matching the exit code. */
+static void test_exit_code_rules(void **state)
+{
+	static const struct exit_rule rules[] = {
+		{ EXIT_IGNORE, 0, 2, { 143, 137 } },
+		{ EXIT_FAIL_JOB, 0, 1, { 42 } },
+		{ EXIT_COUNT, 1, 1, { 0 } },
+	};
+	struct fx f;
+
+	(void)state;
+	setup_fx(&f, 2);
+	running(&f);
+	f.in.exit_rules = rules;
+	f.in.nexit_rules = 3;
+	f.pods[0].state = POD_FAILED;
+	f.pods[0].ready = 0;
+	f.pods[0].exit_code = 137;   /* ignored */
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.mem[0].failures, 0);
+	assert_non_null(find_event(&f.out, "LearnerFailureIgnored"));
+	assert_int_equal(f.out.phase, PHASE_RUNNING);
+	rc_output_release(&f.out);
+	snprintf(f.pods[0].uid, sizeof(f.pods[0].uid), "uid-0b");
+	f.pods[0].exit_code = 1;     /* counted (NotIn [0]) */
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.mem[0].failures, 1);
+	rc_output_release(&f.out);
+	snprintf(f.pods[0].uid, sizeof(f.pods[0].uid), "uid-0c");
+	f.pods[0].exit_code = -1;    /* unknown: no rule, counted */
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.mem[0].failures, 2);
+	rc_output_release(&f.out);
+	snprintf(f.pods[1].uid, sizeof(f.pods[1].uid), "uid-1b");
+	f.pods[1].state = POD_FAILED;
+	f.pods[1].exit_code = 42;    /* fails the job at once */
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.phase, PHASE_FAILED);
+	assert_string_equal(f.out.conds[COND_FAILED].reason, "PodFailurePolicy");
+	assert_non_null(strstr(f.out.conds[COND_FAILED].message, "learner 1 exited with code 42"));
+	assert_int_equal(count(&f.out, ACT_DELETE_SYNCER), 1);
+	rc_output_release(&f.out);
+}
+
+/* activeDeadlineSeconds from startTime, else from creation; not while
+ * suspended; a requeue at the deadline. */
+static void test_active_deadline(void **state)
+{
+	struct fx f;
+
+	(void)state;
+	setup_fx(&f, 2);
+	running(&f);
+	f.in.active_deadline = 150;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.phase, PHASE_RUNNING);
+	assert_true(fabs(f.out.requeue_after - 50) < 1e-6);
+	rc_output_release(&f.out);
+	f.in.now = NOW + 50;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.phase, PHASE_FAILED);
+	assert_string_equal(f.out.conds[COND_FAILED].reason, "DeadlineExceeded");
+	assert_int_equal(count(&f.out, ACT_DELETE_SYNCER), 1);
+	rc_output_release(&f.out);
+
+	/* never ran: counted from creation */
+	setup_fx(&f, 2);
+	f.in.active_deadline = 10;
+	f.in.created_time = NOW - 11;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.phase, PHASE_FAILED);
+	rc_output_release(&f.out);
+	/* suspended: not timed out */
+	setup_fx(&f, 2);
+	f.js.suspend = 1;
+	f.in.active_deadline = 10;
+	f.in.created_time = NOW - 11;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.phase, PHASE_SUSPENDED);
+	rc_output_release(&f.out);
+}
+
+static void test_syncer_crash_loop_fails(void **state)
+{
+	struct fx f;
+
+	(void)state;
+	setup_fx(&f, 2);
+	running(&f);
+	f.in.syncer_restart_limit = 3;
+	f.in.syncer_restarts = 3;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.phase, PHASE_RUNNING);
+	rc_output_release(&f.out);
+	f.in.syncer_restarts = 4;
+	f.in.syncer_last_exit = "OOMKilled, exit code 137";
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.phase, PHASE_FAILED);
+	assert_string_equal(f.out.conds[COND_FAILED].reason, "SyncerCrashLooping");
+	assert_non_null(strstr(f.out.conds[COND_FAILED].message, "OOMKilled, exit code 137"));
+	assert_non_null(strstr(f.out.conds[COND_FAILED].message, "4 times within 600 s"));
+	rc_output_release(&f.out);
+}
+
+/*
+ * The checkpoint claim outlives the job (docs/operator.md, "Model
+ * lifecycle"): retain unset and nothing trained keeps the owner; a
+ * completed round or a checkpoint drops it (an apply without owner and
+ * an Event), terminal phases too; retain true drops it from the start,
+ * retain false keeps it; a claim of the user's is left alone.
+ */
+static void test_retain_claim(void **state)
+{
+	struct fx f;
+	const struct rc_action *a;
+
+	(void)state;
+	setup_fx(&f, 2);
+	running(&f);
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(count(&f.out, ACT_APPLY_PVC), 0);
+	rc_output_release(&f.out);
+	f.in.progress.have = 1;
+	f.in.progress.ckpt_last_ok_round = -1;
+	f.in.progress.round = 3;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_non_null(a = find(&f.out, ACT_APPLY_PVC));
+	assert_int_equal(a->retain, 1);
+	assert_non_null(find_event(&f.out, "CheckpointsRetained"));
+	rc_output_release(&f.out);
+	f.in.pvc_owned = 0;   /* the cache caught up */
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(count(&f.out, ACT_APPLY_PVC), 0);
+	rc_output_release(&f.out);
+	/* a finished job whose claim still has its owner */
+	f.in.pvc_owned = 1;
+	f.in.phase = PHASE_SUCCEEDED;
+	f.in.completion_time = NOW;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(count(&f.out, ACT_APPLY_PVC), 1);
+	rc_output_release(&f.out);
+	/* explicit false: owned whatever was trained */
+	f.in.retain = 0;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(count(&f.out, ACT_APPLY_PVC), 0);
+	rc_output_release(&f.out);
+
+	/* explicit true: the first apply has no owner */
+	setup_fx(&f, 2);
+	f.in.retain = 1;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_non_null(a = find(&f.out, ACT_APPLY_PVC));
+	assert_int_equal(a->retain, 1);
+	rc_output_release(&f.out);
+	/* the user's claim (want_pvc 0): nothing */
+	setup_fx(&f, 2);
+	running(&f);
+	f.in.want_pvc = 0;
+	f.in.pvc = 0;
+	f.in.retain = 1;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(count(&f.out, ACT_APPLY_PVC), 0);
 	rc_output_release(&f.out);
 }
 
@@ -902,7 +1401,8 @@ static void sample_open(struct sample *s, const char *operator_ns)
 	s->txt = json_dumps(s->core, JSON_COMPACT);
 	assert_int_equal(jobspec_parse(s->txt, strlen(s->txt), "demo", &s->js, &e), 0);
 	s->c = (struct child_ctx){ "demo", "team", "u-1", &s->js,
-				   json_object_get(s->job, "spec"), s->txt, operator_ns };
+				   json_object_get(s->job, "spec"), s->txt, operator_ns, 0,
+				   json_object_get(json_object_get(s->job, "metadata"), "labels") };
 }
 
 static void sample_close(struct sample *s)
@@ -1013,6 +1513,262 @@ static void test_learner_pod_manifest(void **state)
 	assert_string_equal(json_string_value(json_object_get(json_object_get(pod, "data"),
 							      "job.json")), s.txt);
 	json_decref(pod);
+	sample_close(&s);
+}
+
+/*
+ * The syncer's pod (docs/operator.md, "The syncer's placement and
+ * requests"): not the learners' accelerator pool; requests of its own so
+ * it is Burstable; spec.syncer.{nodeSelector, tolerations, resources}.
+ */
+static void test_syncer_placement_and_requests(void **state)
+{
+	struct sample s;
+	json_t *sts, *spec, *syncer, *core;
+	char *txt;
+	struct job_spec js;
+	struct err e;
+
+	(void)state;
+	sample_open(&s, "ddiloco-system");
+	sts = child_syncer(&s.c);
+	spec = json_object_get(json_object_get(json_object_get(sts, "spec"), "template"), "spec");
+	/* the learners' nodeSelector (pool: a) and tolerations stay theirs */
+	assert_null(json_object_get(spec, "nodeSelector"));
+	assert_null(json_object_get(spec, "tolerations"));
+	assert_string_equal(path_str(spec, "containers.0.resources.requests.cpu"), "500m");
+	/* 64 MiB + 72 B x 437760 parameters (V 256, T 64, L 2, C 128, tied)
+	 * = 94.06 MiB, rounded up */
+	assert_string_equal(path_str(spec, "containers.0.resources.requests.memory"), "95Mi");
+	assert_null(json_object_get(json_object_get(json_array_get(json_object_get(spec,
+		"containers"), 0), "resources"), "limits"));
+	json_decref(sts);
+	sample_close(&s);
+
+	/* a bigger model asks for more: C 1024, L 8, V 256, T 64 */
+	sample_open(&s, "ddiloco-system");
+	s.js.model.channels = 1024;
+	s.js.model.layers = 8;
+	sts = child_syncer(&s.c);
+	spec = json_object_get(json_object_get(json_object_get(sts, "spec"), "template"), "spec");
+	/* 256*1024 + 64*1024 + 8*(12*1024^2 + 13*1024) + 2*1024 = 101,099,520
+	 * parameters: 64 MiB + 72 B each = 7,006 MiB rounded up */
+	assert_string_equal(path_str(spec, "containers.0.resources.requests.memory"), "7006Mi");
+	json_decref(sts);
+	sample_close(&s);
+
+	/* the syncer's own placement and requests */
+	sample_open(&s, "ddiloco-system");
+	syncer = json_object_get(json_object_get(s.job, "spec"), "syncer");
+	json_object_set_new(syncer, "nodeSelector", json_pack("{s:s}", "pool", "cpu"));
+	json_object_set_new(syncer, "tolerations",
+			    json_pack("[{s:s, s:s}]", "key", "dedicated", "operator", "Exists"));
+	json_object_set_new(syncer, "resources", json_pack("{s:i, s:s}", "cpu", 2,
+							   "memory", "4Gi"));
+	sts = child_syncer(&s.c);
+	spec = json_object_get(json_object_get(json_object_get(sts, "spec"), "template"), "spec");
+	assert_string_equal(path_str(spec, "nodeSelector.pool"), "cpu");
+	assert_int_equal(json_object_size(json_object_get(spec, "nodeSelector")), 1);
+	assert_string_equal(path_str(spec, "tolerations.0.key"), "dedicated");
+	assert_int_equal(json_array_size(json_object_get(spec, "tolerations")), 1);
+	assert_string_equal(path_str(spec, "containers.0.resources.requests.cpu"), "2");
+	assert_string_equal(path_str(spec, "containers.0.resources.requests.memory"), "4Gi");
+	json_decref(sts);
+	/* ... and the learners keep theirs */
+	sts = child_learner(&s.c, 0);
+	assert_string_equal(path_str(sts, "spec.nodeSelector.pool"), "a");
+	assert_string_equal(path_str(sts, "spec.tolerations.0.key"), "kwok");
+	json_decref(sts);
+	/* none of it reaches job.json, which the one parser still reads */
+	core = job_core(s.job);
+	syncer = json_object_get(json_object_get(core, "spec"), "syncer");
+	assert_null(json_object_get(syncer, "nodeSelector"));
+	assert_null(json_object_get(syncer, "tolerations"));
+	assert_null(json_object_get(syncer, "resources"));
+	txt = json_dumps(core, JSON_COMPACT);
+	assert_int_equal(jobspec_parse(txt, strlen(txt), "demo", &js, &e), 0);
+	free(txt);
+	json_decref(core);
+	sample_close(&s);
+}
+
+/*
+ * spec.learners.template / spec.syncer.template (operator/podtemplate.c
+ * has the merge's own tests): each reaches its own pods only, the
+ * operator's container and volumes stay; spec.learners.command/args
+ * replace the learner's program, never the sidecar's; none of it reaches
+ * job.json.
+ */
+static void test_templates_and_learner_command(void **state)
+{
+	struct sample s;
+	json_t *l, *sy, *pod, *c, *core;
+	char *txt;
+	struct job_spec js;
+	struct err e;
+	json_error_t je;
+
+	(void)state;
+	sample_open(&s, "ddiloco-system");
+	l = json_object_get(json_object_get(s.job, "spec"), "learners");
+	sy = json_object_get(json_object_get(s.job, "spec"), "syncer");
+	json_object_set_new(l, "template", json_loads(
+		"{\"metadata\":{\"labels\":{\"team\":\"nlp\"}},"
+		" \"spec\":{\"priorityClassName\":\"training\","
+		"  \"nodeSelector\":{\"accel\":\"tpu\"},"
+		"  \"containers\":[{\"name\":\"learner\","
+		"   \"resources\":{\"limits\":{\"google.com/tpu\":\"4\"}}}]}}", 0, &je));
+	json_object_set_new(l, "command", json_pack("[s]", "python3"));
+	json_object_set_new(l, "args", json_pack("[s, s]", "train.py", "--fast"));
+	json_object_set_new(sy, "template", json_loads(
+		"{\"metadata\":{\"annotations\":{\"note\":\"cpu\"}},"
+		" \"spec\":{\"priorityClassName\":\"critical\"}}", 0, &je));
+	pod = child_learner(&s.c, 0);
+	assert_string_equal(path_str(pod, "metadata.labels.team"), "nlp");
+	assert_string_equal(path_str(pod, "spec.priorityClassName"), "training");
+	/* the template's nodeSelector added to spec.learners.nodeSelector */
+	assert_string_equal(path_str(pod, "spec.nodeSelector.pool"), "a");
+	assert_string_equal(path_str(pod, "spec.nodeSelector.accel"), "tpu");
+	c = json_array_get(json_object_get(json_object_get(pod, "spec"), "containers"), 0);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(json_object_get(c,
+		"resources"), "limits"), "google.com/tpu")), "4");
+	assert_string_equal(path_str(c, "resources.requests.cpu"), "2");
+	assert_string_equal(path_str(c, "command.0"), "python3");
+	assert_int_equal(json_array_size(json_object_get(c, "command")), 1);
+	assert_string_equal(path_str(c, "args.1"), "--fast");
+	/* what a learner of the user's own needs to find */
+	assert_string_equal(path_str(c, "env.1.name"), "DDILOCO_JOB_FILE");
+	assert_string_equal(path_str(c, "env.1.value"), "/etc/ddiloco/job.json");
+	assert_string_equal(path_str(c, "env.2.value"), "/run/ddiloco");
+	/* the sidecar stays ours */
+	assert_string_equal(path_str(pod, "spec.initContainers.0.command.1"), "sidecar");
+	/* the syncer's template is not the learners' */
+	assert_null(json_object_get(json_object_get(pod, "metadata"), "annotations"));
+	json_decref(pod);
+	pod = child_syncer(&s.c);
+	assert_string_equal(path_str(pod, "spec.template.metadata.annotations.note"), "cpu");
+	assert_string_equal(path_str(pod, "spec.template.spec.priorityClassName"), "critical");
+	assert_null(json_object_get(json_object_get(json_object_get(json_object_get(
+		json_object_get(pod, "spec"), "template"), "metadata"), "labels"), "team"));
+	assert_string_equal(json_string_value(json_object_get(json_object_get(json_object_get(
+		json_object_get(json_object_get(pod, "spec"), "template"), "metadata"),
+		"labels"), LABEL_ROLE)), "syncer");
+	assert_string_equal(path_str(pod, "spec.template.spec.containers.0.command.1"), "syncer");
+	json_decref(pod);
+	core = job_core(s.job);
+	txt = json_dumps(core, JSON_COMPACT);
+	assert_null(strstr(txt, "template"));
+	assert_null(strstr(txt, "python3"));
+	assert_int_equal(jobspec_parse(txt, strlen(txt), "demo", &js, &e), 0);
+	free(txt);
+	json_decref(core);
+	sample_close(&s);
+}
+
+static const char *label_of(json_t *meta, const char *key)
+{
+	return json_string_value(json_object_get(json_object_get(meta, "labels"), key));
+}
+
+/*
+ * Kueue (docs/operator.md, "Kueue"): the job's labels reach its pods
+ * (learners and the syncer's template), under the operator's and the
+ * template's; spec.managedBy another controller leaves the job alone.
+ */
+static void test_job_labels_and_managed_by(void **state)
+{
+	struct sample s;
+	json_t *meta, *pod, *job;
+	json_error_t je;
+
+	(void)state;
+	sample_open(&s, "ddiloco-system");
+	meta = json_object_get(s.job, "metadata");
+	json_object_set_new(meta, "labels", json_pack("{s:s, s:s, s:s}",
+		"kueue.x-k8s.io/queue-name", "team-a", LABEL_JOB, "spoof",
+		"team", "from-job"));
+	s.c.labels = json_object_get(meta, "labels");
+	json_object_set_new(json_object_get(json_object_get(s.job, "spec"), "learners"),
+			    "template", json_pack("{s:{s:{s:s}}}", "metadata", "labels",
+						  "team", "from-template"));
+	pod = child_learner(&s.c, 0);
+	assert_string_equal(label_of(json_object_get(pod, "metadata"),
+				     "kueue.x-k8s.io/queue-name"), "team-a");
+	assert_string_equal(label_of(json_object_get(pod, "metadata"), LABEL_JOB), "demo");
+	assert_string_equal(label_of(json_object_get(pod, "metadata"), "team"), "from-template");
+	json_decref(pod);
+	pod = child_syncer(&s.c);
+	meta = json_object_get(json_object_get(json_object_get(pod, "spec"), "template"),
+			       "metadata");
+	assert_string_equal(label_of(meta, "kueue.x-k8s.io/queue-name"), "team-a");
+	assert_string_equal(label_of(meta, LABEL_ROLE), "syncer");
+	/* the StatefulSet's selector is the operator's alone */
+	assert_int_equal(json_object_size(json_object_get(json_object_get(json_object_get(pod,
+		"spec"), "selector"), "matchLabels")), 2);
+	json_decref(pod);
+	sample_close(&s);
+
+	job = json_loads("{\"spec\":{}}", 0, &je);
+	assert_false(job_managed_elsewhere(job));
+	json_object_set_new(json_object_get(job, "spec"), "managedBy", json_string(MANAGED_BY));
+	assert_false(job_managed_elsewhere(job));
+	json_object_set_new(json_object_get(job, "spec"), "managedBy",
+			    json_string("kueue.x-k8s.io/multikueue"));
+	assert_true(job_managed_elsewhere(job));
+	json_decref(job);
+}
+
+/*
+ * The checkpoint claim: its size from the model unless spec.syncer.storage
+ * says (5 files of 8 B a parameter + 1 MiB, times 1.5, whole GiB, at least
+ * 1Gi); no owner reference when retained; a claim of the user's mounted
+ * by name. The syncer's liveness and startup probes.
+ */
+static void test_checkpoint_claim(void **state)
+{
+	struct sample s;
+	json_t *o, *ctr;
+	char size[32];
+
+	(void)state;
+	sample_open(&s, "ddiloco-system");
+	checkpoint_claim_size(&s.c, size, sizeof(size));
+	assert_string_equal(size, "2Gi");   /* spec.syncer.storage */
+	json_object_del(json_object_get(json_object_get(s.job, "spec"), "syncer"), "storage");
+	checkpoint_claim_size(&s.c, size, sizeof(size));
+	assert_string_equal(size, "1Gi");   /* 437,760 parameters: 26 MB */
+	/* 101,099,520 parameters: 5 x 1.5 x (808.8 MB + 1 MiB) = 5.66 GiB */
+	s.js.model.channels = 1024;
+	s.js.model.layers = 8;
+	checkpoint_claim_size(&s.c, size, sizeof(size));
+	assert_string_equal(size, "6Gi");
+	o = child_pvc(&s.c);
+	assert_string_equal(path_str(o, "spec.resources.requests.storage"), "6Gi");
+	assert_non_null(json_object_get(json_object_get(o, "metadata"), "ownerReferences"));
+	json_decref(o);
+	s.c.retain_claim = 1;
+	o = child_pvc(&s.c);
+	assert_null(json_object_get(json_object_get(o, "metadata"), "ownerReferences"));
+	assert_string_equal(path_str(o, "metadata.name"), "demo-checkpoints");
+	json_decref(o);
+
+	/* the syncer: probes, and a claim of the user's */
+	o = child_syncer(&s.c);
+	ctr = json_array_get(json_object_get(json_object_get(json_object_get(json_object_get(o,
+		"spec"), "template"), "spec"), "containers"), 0);
+	assert_string_equal(path_str(ctr, "livenessProbe.httpGet.path"), "/healthz");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(ctr,
+		"livenessProbe"), "failureThreshold")), 3);
+	assert_string_equal(path_str(ctr, "startupProbe.httpGet.path"), "/readyz");
+	assert_string_equal(path_str(o, "spec.template.spec.volumes.2.persistentVolumeClaim.claimName"),
+			    "demo-checkpoints");
+	json_decref(o);
+	json_object_set_new(json_object_get(json_object_get(s.job, "spec"), "syncer"),
+			    "checkpoints", json_pack("{s:s}", "claimName", "old-run-checkpoints"));
+	o = child_syncer(&s.c);
+	assert_string_equal(path_str(o, "spec.template.spec.volumes.2.persistentVolumeClaim.claimName"),
+			    "old-run-checkpoints");
+	json_decref(o);
 	sample_close(&s);
 }
 
@@ -1335,7 +2091,7 @@ static void test_tls_secret_and_mounts(void **state)
 static void test_tls_secret_too_big(void **state)
 {
 	struct job_spec js;
-	struct child_ctx c = { "big", "team", "u-2", &js, NULL, "{}", "ops" };
+	struct child_ctx c = { "big", "team", "u-2", &js, NULL, "{}", "ops", 0, NULL };
 	struct err e;
 
 	(void)state;
@@ -1393,7 +2149,7 @@ static void test_child_names(void **state)
 	assert_int_equal(child_name(long_job, CHILD_CHECKPOINTS, 0, name, sizeof(name)), -1);
 	{
 		struct job_spec js;
-		struct child_ctx c = { long_job, "ns", "uid", &js, NULL, "{}", "ops" };
+		struct child_ctx c = { long_job, "ns", "uid", &js, NULL, "{}", "ops", 0, NULL };
 
 		jobspec_defaults(&js);
 		assert_null(child_pvc(&c));
@@ -1412,11 +2168,16 @@ int main(void)
 		cmocka_unit_test(test_all_seen_sets_created_and_running),
 		cmocka_unit_test(test_steady_state_does_nothing),
 		cmocka_unit_test(test_checkpoint_failing_condition),
+		cmocka_unit_test(test_model_started_over_condition),
 		cmocka_unit_test(test_deleted_learner_only_it_recreated),
 		cmocka_unit_test(test_terminating_pod_blocks_replacement),
 		cmocka_unit_test(test_replacement_deleted_unseen_is_recreated),
+		cmocka_unit_test(test_stuck_terminating_pod_force_deleted),
 		cmocka_unit_test(test_pods_ready_names_the_reason),
 		cmocka_unit_test(test_podcheck_reasons),
+		cmocka_unit_test(test_pending_past_timeout_named),
+		cmocka_unit_test(test_podcheck_starting),
+		cmocka_unit_test(test_podcheck_disruptions),
 		cmocka_unit_test(test_backoff_grows_with_repeated_failures),
 		cmocka_unit_test(test_recreation_counted_after_create_failed),
 		cmocka_unit_test(test_failed_pod_deleted_with_uid),
@@ -1424,6 +2185,11 @@ int main(void)
 		cmocka_unit_test(test_budget_done_succeeds_and_stays),
 		cmocka_unit_test(test_all_learners_exit_zero_succeeds),
 		cmocka_unit_test(test_backoff_limit_fails),
+		cmocka_unit_test(test_failures_not_disruptions_count),
+		cmocka_unit_test(test_exit_code_rules),
+		cmocka_unit_test(test_active_deadline),
+		cmocka_unit_test(test_syncer_crash_loop_fails),
+		cmocka_unit_test(test_retain_claim),
 		cmocka_unit_test(test_invalid_spec_fails),
 		cmocka_unit_test(test_suspend_and_resume),
 		cmocka_unit_test(test_deleting_job_does_nothing),
@@ -1431,6 +2197,10 @@ int main(void)
 		cmocka_unit_test(test_condition_time_kept_when_unchanged),
 		cmocka_unit_test(test_job_core_strips_operator_fields),
 		cmocka_unit_test(test_learner_pod_manifest),
+		cmocka_unit_test(test_syncer_placement_and_requests),
+		cmocka_unit_test(test_templates_and_learner_command),
+		cmocka_unit_test(test_checkpoint_claim),
+		cmocka_unit_test(test_job_labels_and_managed_by),
 		cmocka_unit_test(test_pods_pass_restricted),
 		cmocka_unit_test(test_networkpolicy_manifest),
 		cmocka_unit_test(test_tls_secret_and_mounts),

@@ -36,6 +36,7 @@ static void test_build_and_read_back(void **state)
 	memset(&out, 0, sizeof(out));
 	memset(mem, 0, sizeof(mem));
 	mem[1].restarts = 2;
+	mem[2].failures = 1;
 	out.phase = PHASE_RUNNING;
 	out.ready = 2;
 	out.total = 3;
@@ -57,6 +58,9 @@ static void test_build_and_read_back(void **state)
 	assert_int_equal(json_integer_value(json_object_get(learners, "ready")), 2);
 	assert_int_equal(json_array_size(json_object_get(learners, "restarts")), 3);
 	assert_int_equal(json_integer_value(json_array_get(json_object_get(learners, "restarts"), 1)), 2);
+	/* failures counted toward backoffLimit, apart from recreations */
+	assert_int_equal(json_integer_value(json_array_get(json_object_get(learners, "failures"), 1)), 0);
+	assert_int_equal(json_integer_value(json_array_get(json_object_get(learners, "failures"), 2)), 1);
 	assert_true(json_is_true(json_object_get(st, "syncerReady")));
 	assert_int_equal(json_integer_value(json_object_get(json_object_get(st, "progress"), "tokens")), 3456);
 	assert_null(json_object_get(json_object_get(st, "progress"), "loss"));
@@ -70,7 +74,7 @@ static void test_build_and_read_back(void **state)
 	assert_int_equal(conds[COND_RUNNING].status, 0);
 	assert_string_equal(conds[COND_RUNNING].message, "1 of 2");
 	assert_string_equal(conds[COND_RUNNING].time, "2027-01-15T08:01:00Z");
-	assert_int_equal(conds[COND_SUCCEEDED].set, 0);
+	assert_int_equal(conds[COND_COMPLETE].set, 0);
 
 	memset(&back, 0, sizeof(back));
 	status_read_progress(json_object_get(st, "progress"), &back);
@@ -193,6 +197,146 @@ static void test_checkpoint_from_syncer(void **state)
 
 	assert_int_equal(syncer_status_parse(bad, strlen(bad), &s, &e), -1);
 	assert_string_equal(e.msg, "status: field 'checkpoint.failing': not a boolean");
+
+	/* where the syncer process started from: "seed" is a start over,
+	 * anything else is not, a syncer that does not say is unknown */
+	{
+		static const struct { const char *from; int over; } cases[] = {
+			{ "\"seed\"", 1 }, { "\"checkpoint\"", 0 },
+			{ "\"new\"", 0 }, { "\"last_good\"", 0 }, { "null", -1 },
+		};
+		char body[200];
+		int n;
+
+		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+			n = snprintf(body, sizeof(body), "{\"checkpoint\":{"
+				     "\"failing\":false,\"resumed_from\":%s}}",
+				     cases[i].from);
+			assert_int_equal(syncer_status_parse(body, (size_t)n, &s, &e), 0);
+			status_progress_from_syncer(&s, &p);
+			assert_int_equal(p.started_over, cases[i].over);
+			syncer_status_release(&s);
+		}
+		assert_int_equal(syncer_status_parse(ok, strlen(ok), &s, &e), 0);
+		status_progress_from_syncer(&s, &p);
+		assert_int_equal(p.started_over, -1);   /* not said */
+		syncer_status_release(&s);
+		n = snprintf(body, sizeof(body), "{\"checkpoint\":{\"resumed_from\":3}}");
+		assert_int_equal(syncer_status_parse(body, (size_t)n, &s, &e), -1);
+		assert_string_equal(e.msg, "status: field 'checkpoint.resumed_from': "
+				    "not a string");
+	}
+}
+
+/* A finished job: condition Complete (as batch/v1 Job), phase Succeeded;
+ * a status written with the old type Succeeded reads as Complete. */
+static void test_complete_condition(void **state)
+{
+	struct rc_output out;
+	struct obs_progress p = { .have = 0 };
+	struct status_input in = { &out, 3, NULL, 0, &p, 0, NULL, NULL };
+	struct condition conds[COND_N];
+	json_t *st, *c, *old;
+
+	(void)state;
+	memset(&out, 0, sizeof(out));
+	out.phase = PHASE_SUCCEEDED;
+	cond_set(&out.conds[COND_COMPLETE], 1, "BudgetReached", "the budget is reached",
+		 "2027-01-15T09:00:00Z");
+	st = status_build(&in);
+	assert_string_equal(str(st, "phase"), "Succeeded");
+	assert_int_equal(json_array_size(json_object_get(st, "conditions")), 1);
+	c = json_array_get(json_object_get(st, "conditions"), 0);
+	assert_string_equal(str(c, "type"), "Complete");
+	assert_string_equal(str(c, "status"), "True");
+	assert_string_equal(str(c, "reason"), "BudgetReached");
+	json_decref(st);
+
+	old = json_pack("{s:[{s:s, s:s, s:s, s:s}]}", "conditions", "type", "Succeeded",
+			"status", "True", "reason", "LearnersCompleted",
+			"lastTransitionTime", "2027-01-15T09:01:00Z");
+	status_read_conditions(old, conds);
+	assert_int_equal(conds[COND_COMPLETE].set, 1);
+	assert_int_equal(conds[COND_COMPLETE].status, 1);
+	assert_string_equal(conds[COND_COMPLETE].reason, "LearnersCompleted");
+	assert_string_equal(conds[COND_COMPLETE].time, "2027-01-15T09:01:00Z");
+	json_decref(old);
+}
+
+/* progress.updateTime: the wall clock of the syncer's /status read,
+ * written as RFC 3339 and read back; absent while unknown. */
+static void test_progress_update_time(void **state)
+{
+	struct rc_output out;
+	struct obs_progress p = { .have = 1, .round = 4, .loss = NAN,
+				  .update_time = 1800000000.0 }, back;
+	struct status_input in = { &out, 1, NULL, 0, &p, 1, NULL, NULL };
+	json_t *st;
+
+	(void)state;
+	memset(&out, 0, sizeof(out));
+	st = status_build(&in);
+	assert_string_equal(str(json_object_get(st, "progress"), "updateTime"),
+			    "2027-01-15T08:00:00Z");
+	memset(&back, 0, sizeof(back));
+	status_read_progress(json_object_get(st, "progress"), &back);
+	assert_float_equal(back.update_time, 1800000000.0, 1e-9);
+	json_decref(st);
+	p.update_time = 0;
+	st = status_build(&in);
+	assert_null(json_object_get(json_object_get(st, "progress"), "updateTime"));
+	json_decref(st);
+}
+
+static json_t *prog(int round, const char *t, int done, double loss)
+{
+	json_t *st = json_pack("{s:s, s:{s:i, s:s, s:b}}", "phase", "Running",
+			       "progress", "round", round, "updateTime", t, "done", done);
+
+	if (!isnan(loss))
+		json_object_set_new(json_object_get(st, "progress"), "loss", json_real(loss));
+	return st;
+}
+
+/* Writes skipped while only progress ticks, within the threshold. */
+static void test_should_write_threshold(void **state)
+{
+	json_t *old = prog(10, "2027-01-15T08:00:00Z", 0, 3.0), *b;
+
+	(void)state;
+	/* nothing changed */
+	b = prog(10, "2027-01-15T08:00:00Z", 0, 3.0);
+	assert_int_equal(status_should_write(old, b, 15), 0);
+	json_decref(b);
+	/* progress ticked 14 s later: skipped; 15 s later: written */
+	b = prog(11, "2027-01-15T08:00:14Z", 0, 3.0);
+	assert_int_equal(status_should_write(old, b, 15), 0);
+	json_decref(b);
+	b = prog(12, "2027-01-15T08:00:15Z", 0, 3.0);
+	assert_int_equal(status_should_write(old, b, 15), 1);
+	json_decref(b);
+	/* anything else changed: written at once */
+	b = prog(11, "2027-01-15T08:00:01Z", 0, 3.0);
+	json_object_set_new(b, "phase", json_string("Restarting"));
+	assert_int_equal(status_should_write(old, b, 15), 1);
+	json_decref(b);
+	/* done: written at once */
+	b = prog(11, "2027-01-15T08:00:01Z", 1, 3.0);
+	assert_int_equal(status_should_write(old, b, 15), 1);
+	json_decref(b);
+	json_decref(old);
+	/* the first loss, and the first progress: written at once */
+	old = prog(10, "2027-01-15T08:00:00Z", 0, NAN);
+	b = prog(10, "2027-01-15T08:00:01Z", 0, 2.0);
+	assert_int_equal(status_should_write(old, b, 15), 1);
+	json_object_del(old, "progress");
+	assert_int_equal(status_should_write(old, b, 15), 1);
+	json_decref(b);
+	/* no status read yet */
+	b = prog(1, "2027-01-15T08:00:00Z", 0, NAN);
+	assert_int_equal(status_should_write(NULL, b, 15), 1);
+	json_decref(b);
+	json_decref(old);
 }
 
 int main(void)
@@ -202,6 +346,9 @@ int main(void)
 		cmocka_unit_test(test_progress_prefers_eval_loss),
 		cmocka_unit_test(test_progress_from_syncer),
 		cmocka_unit_test(test_checkpoint_from_syncer),
+		cmocka_unit_test(test_complete_condition),
+		cmocka_unit_test(test_progress_update_time),
+		cmocka_unit_test(test_should_write_threshold),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

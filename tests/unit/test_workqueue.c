@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -163,6 +164,29 @@ static void test_wq_one_worker_per_key(void **state)
 	wq_free(c.q);
 }
 
+/* wq_get_timed: how long the key waited, from its add (no upper bound
+ * asserted: the machine may be loaded). */
+static void test_wq_waited(void **state)
+{
+	struct workqueue *q = wq_new(NULL);
+	char key[WQ_KEY_MAX];
+	double waited = -1;
+	struct timespec ts = { 0, 60 * 1000 * 1000 };
+
+	(void)state;
+	wq_add(q, "ns/a");
+	nanosleep(&ts, NULL);
+	assert_int_equal(wq_get_timed(q, key, 1.0, &waited), 1);
+	assert_string_equal(key, "ns/a");
+	assert_true(waited >= 0.05);
+	wq_done(q, key);
+	/* no key: waited is left alone */
+	waited = -1;
+	assert_int_equal(wq_get_timed(q, key, 0.01, &waited), 0);
+	assert_true(waited == -1);
+	wq_free(q);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -171,6 +195,7 @@ int main(void)
 		cmocka_unit_test(test_wq_backoff),
 		cmocka_unit_test(test_wq_bucket),
 		cmocka_unit_test(test_wq_one_worker_per_key),
+		cmocka_unit_test(test_wq_waited),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -86,6 +86,16 @@ start() {
 	# 9>&-: the lock must not outlive the script that took it
 	setsid "$@" >"$RUN/logs/$name.log" 2>&1 </dev/null 9>&- &
 	printf '%s\n%s\n' "$!" "$1" >"$RUN/pids/$name.pid"
+	# Until the fork has exec'd the binary (through setsid), its
+	# /proc/PID/exe is bash's or setsid's, and pid_of takes it for gone:
+	# wait_for then said "etcd exited" of an etcd still starting on a
+	# loaded machine, and down.sh left it running. Wait for the exec.
+	local pid=$! _
+	for _ in $(seq 1 100); do
+		pid_of "$name" >/dev/null && break
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.05
+	done
 }
 
 # pid_of NAME: the pid if the recorded process still runs that binary

@@ -39,7 +39,10 @@ done
 # what differs with the real node (node.sh)
 APISERVER_NODE_ARGS=()
 KCM_CONTROLLERS='*,-endpoint,-endpointslice,-endpointslicemirroring'
-KWOK_NODES=--manage-all-nodes=true
+# kwok fakes only the nodes annotated as its own (up.sh's, the bench's):
+# never the real node's pods, nor those of a node made to not answer
+# (tests/k8s/test_failure.sh, job l)
+KWOK_NODES=--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake
 if [ -n "$E2E" ]; then
 	# the apiserver's client certificate toward the kubelet (logs, exec),
 	# which it reaches at the node's InternalIP (its name resolves nowhere)
@@ -49,8 +52,6 @@ if [ -n "$E2E" ]; then
 	# CoreDNS answers from EndpointSlices; kwok pods' loopback addresses
 	# are refused there, real pods' bridge addresses are not
 	KCM_CONTROLLERS='*'
-	# kwok fakes only its own nodes, never the real node's pods
-	KWOK_NODES=--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake
 fi
 
 for p in "$ETCD_PORT" "$ETCD_PEER_PORT" "$API_PORT"; do

@@ -4,7 +4,7 @@
 #   1. helm install charts/ddiloco: the operator as a Deployment with its
 #      service account (in-cluster config), its pod Ready (probes)
 #   2. job e2e: kubectl apply -f examples/e2e.yaml (the file `ddiloco run`
-#      takes): M = 4, K = 3, a learner pod deleted every 6 s (for 30 s) by the chaos
+#      takes): M = 4, K = 3, a learner pod deleted every 10 s (for 45 s) by the chaos
 #      controller; the syncer's claim bound to a hostPath volume made here
 #   3. it trains to its token budget through real pods; asserted from the
 #      job's status and the syncer's /status: Succeeded; >= 3 chaos kills,
@@ -74,12 +74,20 @@ finish() {
 			"$KUBECTL" -n "$NS" get pods -o wide 2>/dev/null
 			"$KUBECTL" -n "$NS" get events --sort-by=.lastTimestamp 2>/dev/null | tail -25
 			"$KUBECTL" -n "$OPNS" logs deploy/$REL --tail=30 2>/dev/null
+			# the syncer's restart as it went: its pods every 5 s
+			# from the deletion on, and both syncers' last lines
+			[ -s "$WORK/restart-pods.log" ] &&
+				{ echo "--- after the syncer's deletion"; cat "$WORK/restart-pods.log"; }
+			for f in syncer-old.log syncer-new.log; do
+				[ -s "$WORK/$f" ] && { echo "--- $f (end)"; tail -25 "$WORK/$f"; }
+			done
 		fi
 		"$KUBECTL" delete namespace "$NS" --wait=false >/dev/null 2>&1
 		"$HELM" uninstall "$REL" -n "$OPNS" >/dev/null 2>&1
 		"$KUBECTL" delete pv "$NS-$JOB" "$NS-$RJOB" --wait=false >/dev/null 2>&1
 	fi
 	[ -n "${LOGPID:-}" ] && kill "$LOGPID" 2>/dev/null
+	[ -n "${SAMPLEPID:-}" ] && kill "$SAMPLEPID" 2>/dev/null
 	[ -n "$started" ] && "$CL/down.sh" >/dev/null 2>&1
 	# the volume's files belong to the image's user: remove as we can
 	rm -rf "$WORK" 2>/dev/null
@@ -335,6 +343,15 @@ while :; do
 		say "deleting the syncer pod at round $round_before, round number $started_before (versions $vers_before)"
 		K -n "$NS" delete pod $RJOB-syncer-0 --wait=false >/dev/null
 		syncer_deleted=$(now)
+		# what the new pod went through, printed if a check fails
+		for _ in $(seq 12); do
+			echo "--- $(date +%T)"
+			K -n "$NS" get pods -o wide
+			K -n "$NS" describe pod $RJOB-syncer-0 | sed -n '/^Status:/p;/^Node:/p;/^Conditions:/,/^Volumes:/p;/^Events:/,$p'
+			K -n "$NS" logs $RJOB-syncer-0 --tail=8
+			sleep 5
+		done >"$WORK/restart-pods.log" 2>&1 &
+		SAMPLEPID=$!
 	elif [ -n "$syncer_deleted" ] && [ -z "$restarted" ] && [ -n "$st" ] &&
 		[ -n "$cur_uid" ] && [ "$cur_uid" != "$syncer_uid" ]; then
 		restarted=1
