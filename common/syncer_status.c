@@ -169,11 +169,12 @@ static int get_pace(const json_t *root, struct syncer_status *s, struct err *e)
 	       get_figure(g, G, "merged_again", &s->gpb.merged_again, e) ? -1 : 0;
 }
 
-/* "checkpoint": {failing, error, failures, last_ok_round} (docs/status.md). */
+/* "checkpoint": {failing, error, failures, last_ok_round, resumed_from}
+ * (docs/status.md). */
 static int get_ckpt(const json_t *root, struct syncer_status *s, struct err *e)
 {
 	const json_t *o = json_object_get(root, "checkpoint");
-	const json_t *f, *m, *r;
+	const json_t *f, *m, *r, *from;
 	const char *C = "checkpoint";
 
 	if (!o || json_is_null(o))
@@ -183,10 +184,14 @@ static int get_ckpt(const json_t *root, struct syncer_status *s, struct err *e)
 	f = json_object_get(o, "failing");
 	m = json_object_get(o, "error");
 	r = json_object_get(o, "last_ok_round");
+	from = json_object_get(o, "resumed_from");
 	if (f && !json_is_boolean(f) && !json_is_null(f))
 		return err_set(e, "status: field 'checkpoint.failing': not a boolean");
 	if (m && !json_is_string(m) && !json_is_null(m))
 		return err_set(e, "status: field 'checkpoint.error': not a string");
+	if (from && !json_is_string(from) && !json_is_null(from))
+		return err_set(e, "status: field 'checkpoint.resumed_from': not a "
+			       "string");
 	if (get_count(o, C, "failures", &s->ckpt.failures, e) ||
 	    get_count(o, C, "last_ok_round", &s->ckpt.last_ok_round, e))
 		return -1;
@@ -195,6 +200,8 @@ static int get_ckpt(const json_t *root, struct syncer_status *s, struct err *e)
 	s->ckpt.have_last_ok = r && !json_is_null(r);
 	snprintf(s->ckpt.error, sizeof(s->ckpt.error), "%s",
 		 json_is_string(m) ? json_string_value(m) : "");
+	snprintf(s->ckpt.resumed_from, sizeof(s->ckpt.resumed_from), "%s",
+		 json_is_string(from) ? json_string_value(from) : "");
 	return 0;
 }
 
@@ -230,6 +237,9 @@ static int get_fields(const json_t *root, struct syncer_status *s,
 	    get_count(a, "answers", "clipped", &s->clipped, e) ||
 	    get_count(a, "answers", "refused_bounds", &s->refused_bounds, e) ||
 	    get_count(a, "answers", "capped", &s->capped, e) ||
+	    get_count(a, "answers", "refused_history", &s->refused_history, e) ||
+	    get_count(a, "answers", "refused_size", &s->refused_size, e) ||
+	    get_count(root, NULL, "steps_undone", &s->steps_undone, e) ||
 	    get_count(hb, "heartbeats", "received", &s->heartbeats, e) ||
 	    get_count(hb, "heartbeats", "refused", &s->heartbeats_refused, e) ||
 	    get_count(inv, "invariants", "merged_steps", &s->merged_steps, e) ||

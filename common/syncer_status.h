@@ -40,6 +40,8 @@ struct syncer_status {
 	uint64_t merged, late, rejected, empty;     /* answers */
 	uint64_t stale, clipped;                    /* answers, bounds */
 	uint64_t refused_bounds, capped;            /* answers, bounds */
+	uint64_t refused_history, refused_size;     /* answers, screens */
+	uint64_t steps_undone;
 	uint64_t heartbeats, heartbeats_refused;    /* "heartbeats" */
 	/* invariants (docs/status.md): have_invariants 0 when the syncer
 	 * gave none */
@@ -63,6 +65,10 @@ struct syncer_status {
 		int have_last_ok;       /* last_ok_round was not null */
 		uint64_t last_ok_round;
 		char error[256];        /* "" when null */
+		/* what the syncer process started from: "new",
+		 * "checkpoint", "last_good", "seed" (docs/status.md);
+		 * "" from a syncer that does not say */
+		char resumed_from[16];
 	} ckpt;
 	struct syncer_eval *evals;      /* eval_history, owned */
 	size_t nevals;

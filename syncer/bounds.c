@@ -26,8 +26,7 @@ int bounds_init(struct bounds *b, const struct bounds_config *cfg, int M,
 	}
 	for (size_t i = 0; i < n; i++)
 		b->from[i] = -1;
-	for (int m = 0; m < M; m++)
-		b->l[m].tok_t = now;
+	bounds_restored(b, now);
 	return 0;
 }
 
@@ -39,10 +38,25 @@ void bounds_release(struct bounds *b)
 	b->from = NULL;
 }
 
+static void ref_set(struct bounds_ref r[2], double t, uint64_t v)
+{
+	r[0] = r[1] = (struct bounds_ref){ .t = t, .v = v };
+}
+
+/* v accepted at t: the newer reference becomes the older one once it is
+ * BOUNDS_WINDOW_S old, and v the newer one. */
+static void ref_move(struct bounds_ref r[2], double t, uint64_t v)
+{
+	if (t - r[1].t >= BOUNDS_WINDOW_S) {
+		r[0] = r[1];
+		r[1] = (struct bounds_ref){ .t = t, .v = v };
+	}
+}
+
 void bounds_restored(struct bounds *b, double t)
 {
 	for (int m = 0; m < b->M; m++)
-		b->l[m].tok_t = t;
+		ref_set(b->l[m].tok_ref, t, b->l[m].tokens);
 }
 
 double bounds_allowed(const struct bounds *b, int m, double dt)
@@ -65,29 +79,31 @@ void bounds_join(struct bounds *b, int m, uint64_t resume, double now)
 	if (!l->have_step || resume > l->step) {
 		l->have_step = 1;
 		l->step = resume;
-		l->step_t = now;
+		ref_set(l->step_ref, now, resume);
 	}
 	for (int p = 0; p < b->P; p++)
 		if (b->from[(size_t)m * b->P + p] < 0)
 			b->from[(size_t)m * b->P + p] = now;
 }
 
-/* The step a report claims, against the highest accepted one. */
+/* The step a report claims, if above the highest accepted one, against
+ * the reference step. */
 static int check_step(const struct bounds *b, int m, uint64_t step, double now,
 		      struct err *e)
 {
 	const struct bounds_learner *l = &b->l[m];
+	const struct bounds_ref *r = &l->step_ref[0];
 	double dt, allowed;
 
 	if (!l->have_step || step <= l->step)
 		return 0;
-	dt = now - l->step_t;
+	dt = now - r->t;
 	allowed = bounds_allowed(b, m, dt);
-	if ((double)(step - l->step) > allowed)
+	if ((double)(step - r->v) > allowed)
 		return err_set(e, "step %" PRIu64 " is %" PRIu64 " past step %"
 			       PRIu64 " of %.3g s before: more than the %.0f "
 			       "steps its step time allows", step,
-			       step - l->step, l->step, dt, allowed);
+			       step - r->v, r->v, dt, allowed);
 	return 0;
 }
 
@@ -95,11 +111,15 @@ static void accept_step(struct bounds *b, int m, uint64_t step, double now)
 {
 	struct bounds_learner *l = &b->l[m];
 
-	if (!l->have_step || step > l->step) {
+	if (!l->have_step) {
 		l->have_step = 1;
 		l->step = step;
-		l->step_t = now;
+		ref_set(l->step_ref, now, step);
+		return;
 	}
+	if (step > l->step)
+		l->step = step;
+	ref_move(l->step_ref, now, l->step);
 }
 
 /* Counts a refusal; the message in e is the caller's to log. */
@@ -117,7 +137,7 @@ int bounds_heartbeat(struct bounds *b, int m, const struct wire_heartbeat *hb,
 	struct bounds_learner *l;
 	const struct bounds_config *c = &b->cfg;
 	double st = hb->step_time, saved, dt, cap;
-	uint64_t T = c->tokens_per_step, inc;
+	uint64_t T = c->tokens_per_step, inc, since;
 
 	if (m < 0 || m >= b->M)
 		return err_set(e, "no such learner");
@@ -143,13 +163,15 @@ int bounds_heartbeat(struct bounds *b, int m, const struct wire_heartbeat *hb,
 	}
 	if (check_step(b, m, hb->step, now, e))
 		goto refused;
-	/* what core_heartbeat will add: the increase, or a new total whole */
+	/* what core_heartbeat will add: the increase, or a new total whole;
+	 * with what was counted since the reference */
 	inc = hb->tokens >= prev_tokens ? hb->tokens - prev_tokens : hb->tokens;
-	dt = now - l->tok_t;
+	since = l->tokens - l->tok_ref[0].v + inc;
+	dt = now - l->tok_ref[0].t;
 	cap = (double)T * (bounds_allowed(b, m, dt) + 1);
-	if (T && (double)inc > cap) {
+	if (T && (double)since > cap) {
 		err_set(e, "%" PRIu64 " more tokens in %.3g s: more than the "
-			"%.0f its step time allows", inc, dt, cap);
+			"%.0f its step time allows", since, dt, cap);
 		goto refused;
 	}
 	if (T && same_process && hb->tokens >= prev_tokens && l->have_tok_step) {
@@ -162,7 +184,8 @@ int bounds_heartbeat(struct bounds *b, int m, const struct wire_heartbeat *hb,
 		}
 	}
 	accept_step(b, m, hb->step, now);
-	l->tok_t = now;
+	l->tokens += inc;
+	ref_move(l->tok_ref, now, l->tokens);
 	l->tok_step = hb->step;
 	l->have_tok_step = 1;
 	return 0;

@@ -10,12 +10,20 @@
  *                minStepTime (minStepTime until it reported one)
  *   allowed(dt)  = BOUNDS_SLACK · (dt + BOUNDS_SLACK_S) / floor:
  *                the most steps a learner can make in dt seconds
- *   step         at most the highest step accepted from it (or the resume
- *                step the syncer gave it) + allowed(time since that)
+ *   reference    a (time, value) pair the syncer accepted: a step (the
+ *                highest accepted, or the resume step the syncer gave)
+ *                or the tokens counted so far. Claims are measured from
+ *                the older of two references, which moves forward every
+ *                BOUNDS_WINDOW_S seconds, not from the last report: a
+ *                report that waited in a queue carries a value older
+ *                than its arrival, and the next one, measured from it,
+ *                would claim that wait's steps as its own
+ *   step         at most the reference step + allowed(time since it)
  *   heartbeat    tokens (its process's running total) at most
- *                B·T · (step + 1); their increase over the last accepted
- *                heartbeat at most B·T · (allowed(time since it) + 1), and
- *                from the same process at most B·T · (step increase + 1)
+ *                B·T · (step + 1); the tokens counted since the reference
+ *                plus this report's increase at most
+ *                B·T · (allowed(time since it) + 1), and from the same
+ *                process the increase at most B·T · (step increase + 1)
  *   answer       tokens at most B·T · steps; and, when it would be merged,
  *                steps at most allowed(time since its base can first have
  *                moved): a learner moves its base when it answers, so that
@@ -24,8 +32,9 @@
  *
  * B·T (batchSize × seqLen) is what a learner trains in one step, exactly:
  * a token claim above it is a lie, never noise. The time bounds are
- * loose on purpose (a factor BOUNDS_SLACK and BOUNDS_SLACK_S seconds for
- * messages that waited in queues), and a learner refused by them alone
+ * loose on purpose (a factor BOUNDS_SLACK and BOUNDS_SLACK_S seconds; a
+ * reference at least BOUNDS_WINDOW_S old absorbs a queue wait of up to
+ * (BOUNDS_SLACK - 1) · BOUNDS_WINDOW_S), and a learner refused by them alone
  * is accepted later: the reference a report is measured from moves only
  * when one is accepted, while its allowance grows BOUNDS_SLACK times
  * faster than any honest learner trains.
@@ -44,6 +53,13 @@
 
 #define BOUNDS_SLACK 4.0     /* times the steps the floor allows */
 #define BOUNDS_SLACK_S 1.0   /* seconds added to every span */
+#define BOUNDS_WINDOW_S 10.0 /* a reference's least age once it moves */
+
+/* A value accepted at time t; ref[0] is the older, measured from. */
+struct bounds_ref {
+	double t;
+	uint64_t v;
+};
 
 struct bounds_config {
 	double min_step_time, max_step_time;   /* seconds */
@@ -54,9 +70,10 @@ struct bounds_learner {
 	double fastest;          /* lowest accepted step time; 0: none */
 	int have_step;
 	uint64_t step;           /* highest step accepted (or resume given) */
-	double step_t;           /* when */
-	double tok_t;            /* the last accepted heartbeat (tokens) */
-	uint64_t tok_step;       /* its step */
+	struct bounds_ref step_ref[2];
+	uint64_t tokens;         /* counted from its heartbeats so far */
+	struct bounds_ref tok_ref[2];
+	uint64_t tok_step;       /* the step of the last accepted heartbeat */
 	int have_tok_step;
 	uint64_t refused_answers, refused_heartbeats;
 };

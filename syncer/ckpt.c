@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -406,6 +407,28 @@ int syncer_ckpt_save(const char *dir, const struct syncer_ckpt *c, int keep,
 	return 0;
 }
 
+/* Loads path into c: 0, or -1 with an error line on the log. */
+static int load_one(const char *path, size_t max, uint64_t fingerprint,
+		    uint32_t nfrags, uint64_t nparams, uint32_t nlearners,
+		    struct syncer_ckpt *c)
+{
+	struct err le;
+	void *buf;
+	size_t len;
+	int rc;
+
+	if (file_read_all(path, max, &buf, &len, &le)) {
+		log_error("cannot load checkpoint '%s': %s", path, le.msg);
+		return -1;
+	}
+	rc = syncer_ckpt_decode(buf, len, path, fingerprint, nfrags, nparams,
+				nlearners, c, &le);
+	free(buf);
+	if (rc)
+		log_error("%s; skipped", le.msg);
+	return rc;
+}
+
 int syncer_ckpt_load_newest(const char *dir, uint64_t fingerprint,
 			    uint32_t nfrags, uint64_t nparams,
 			    uint32_t nlearners, struct syncer_ckpt *c,
@@ -419,24 +442,11 @@ int syncer_ckpt_load_newest(const char *dir, uint64_t fingerprint,
 		return -1;
 	for (size_t i = 0; i < n; i++) {
 		char path[4096];
-		struct err le;
-		void *buf;
-		size_t len;
-		int rc;
 
 		ckpt_path(path, sizeof(path), dir, fingerprint, &v[i]);
-		if (file_read_all(path, max, &buf, &len, &le)) {
-			log_error("cannot load checkpoint '%s': %s", path,
-				  le.msg);
+		if (load_one(path, max, fingerprint, nfrags, nparams, nlearners,
+			     c))
 			continue;
-		}
-		rc = syncer_ckpt_decode(buf, len, path, fingerprint, nfrags,
-					nparams, nlearners, c, &le);
-		free(buf);
-		if (rc) {
-			log_error("%s; skipped", le.msg);
-			continue;
-		}
 		if (path_out)
 			snprintf(path_out, path_len, "%s", path);
 		free(v);
@@ -444,4 +454,213 @@ int syncer_ckpt_load_newest(const char *dir, uint64_t fingerprint,
 	}
 	free(v);
 	return 0;
+}
+
+int syncer_ckpt_remove_tmp(const char *dir, uint64_t fingerprint)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	char prefix[32], path[4096];
+	int n = 0;
+
+	if (!d)
+		return 0;
+	snprintf(prefix, sizeof(prefix), "syncer-%016" PRIx64 "-", fingerprint);
+	while ((de = readdir(d))) {
+		const char *t = strstr(de->d_name, ".tmp");
+
+		if (strncmp(de->d_name, prefix, strlen(prefix)) || !t ||
+		    (t[4] && t[4] != '.'))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		if (unlink(path)) {
+			log_error("cannot remove '%s', left by a write that did "
+				  "not finish: %s", path, strerror(errno));
+			continue;
+		}
+		log_info("removed '%s', left by a write that did not finish",
+			 path);
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
+int syncer_ckpt_newest_name(const char *dir, uint64_t fingerprint,
+			    uint64_t *round)
+{
+	struct entry *v;
+	size_t n;
+
+	if (list_ckpts(dir, fingerprint, &v, &n, NULL) || !n) {
+		free(v);
+		return 0;
+	}
+	*round = v[0].num;
+	free(v);
+	return 1;
+}
+
+static void good_path(char *buf, size_t len, const char *dir,
+		      uint64_t fingerprint)
+{
+	snprintf(buf, len, "%s/syncer-%016" PRIx64 "-last-good.ckpt", dir,
+		 fingerprint);
+}
+
+int syncer_ckpt_mark_good(const char *dir, uint64_t fingerprint,
+			  uint64_t round, struct err *e)
+{
+	struct entry self = { round, 0 };
+	char src[4096], dst[4096], tmp[4200];
+	size_t len;
+	void *buf;
+	int rc;
+
+	ckpt_path(src, sizeof(src), dir, fingerprint, &self);
+	good_path(dst, sizeof(dst), dir, fingerprint);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", dst);
+	if (access(src, F_OK))
+		return 0;
+	/* checkpoint files are only ever renamed into place, never written
+	 * in place, so a second name for one is a frozen copy of it */
+	unlink(tmp);
+	if (link(src, tmp) == 0) {
+		if (rename(tmp, dst) == 0)
+			return 1;
+		rc = errno;
+		unlink(tmp);
+		return err_set(e, "cannot keep '%s' as '%s': %s", src, dst,
+			       strerror(rc));
+	}
+	if (errno == ENOENT)
+		return 0;
+	/* a file system without hard links: a copy */
+	if (file_read_all(src, SIZE_MAX, &buf, &len, e))
+		return err_wrap(e, "cannot keep '%s' as the last good checkpoint",
+				src);
+	rc = file_write_atomic(dst, buf, len, e);
+	free(buf);
+	if (rc)
+		return err_wrap(e, "cannot keep '%s' as the last good checkpoint",
+				src);
+	return 1;
+}
+
+int syncer_ckpt_load_good(const char *dir, uint64_t fingerprint,
+			  uint32_t nfrags, uint64_t nparams, uint32_t nlearners,
+			  struct syncer_ckpt *c, char *path_out, size_t path_len)
+{
+	char path[4096];
+
+	good_path(path, sizeof(path), dir, fingerprint);
+	if (access(path, F_OK))
+		return 0;
+	if (load_one(path, file_size(nfrags, nparams, nlearners, CKPT_MAX_EVALS),
+		     fingerprint, nfrags, nparams, nlearners, c))
+		return 0;
+	if (path_out)
+		snprintf(path_out, path_len, "%s", path);
+	return 1;
+}
+
+/* ---- high-water mark ------------------------------------------------- */
+
+static void hwm_path(char *buf, size_t len, const char *dir,
+		     uint64_t fingerprint)
+{
+	snprintf(buf, len, "%s/syncer-%016" PRIx64 "-hwm", dir, fingerprint);
+}
+
+int syncer_hwm_write(const char *dir, uint64_t fingerprint,
+		     const struct syncer_hwm *h, struct err *e)
+{
+	char path[4096], *txt;
+	size_t len = 128 + (size_t)h->nfrags * 24, n;
+	int rc;
+
+	if (h->nfrags > HWM_MAX_FRAGS)
+		return err_set(e, "cannot write high-water mark: %u fragments "
+			       "(at most %d)", h->nfrags, HWM_MAX_FRAGS);
+	if (!(txt = malloc(len)))
+		return err_set(e, "cannot write high-water mark: out of memory");
+	n = (size_t)snprintf(txt, len, "%s\nfingerprint %016" PRIx64
+			     "\nrounds %" PRIu64 "\nversions", HWM_MAGIC,
+			     fingerprint, h->rounds);
+	for (uint32_t p = 0; p < h->nfrags; p++)
+		n += (size_t)snprintf(txt + n, len - n, " %" PRIu64,
+				      h->versions[p]);
+	n += (size_t)snprintf(txt + n, len - n, "\n");
+	if (mkdir_p(dir, e)) {
+		free(txt);
+		return err_wrap(e, "cannot write high-water mark");
+	}
+	hwm_path(path, sizeof(path), dir, fingerprint);
+	rc = file_write_atomic(path, txt, n, e);
+	free(txt);
+	return rc ? err_wrap(e, "cannot write high-water mark") : 0;
+}
+
+/* Reads the unsigned decimal at *p and moves past it; -1 when none. */
+static int read_u64(const char **p, uint64_t *v)
+{
+	char *end;
+
+	if (**p < '0' || **p > '9')
+		return -1;
+	errno = 0;
+	*v = strtoull(*p, &end, 10);
+	if (errno)
+		return -1;
+	*p = end;
+	return 0;
+}
+
+int syncer_hwm_read(const char *dir, uint64_t fingerprint, uint32_t nfrags,
+		    struct syncer_hwm *h, struct err *e)
+{
+	char path[4096], head[128];
+	const char *p;
+	void *buf;
+	size_t len;
+	int rc = -1;
+
+	hwm_path(path, sizeof(path), dir, fingerprint);
+	if (access(path, F_OK))
+		return 0;
+	if (file_read_all(path, 128 + (size_t)HWM_MAX_FRAGS * 24, &buf, &len, e))
+		return err_wrap(e, "cannot read high-water mark '%s'", path);
+	snprintf(head, sizeof(head), "%s\nfingerprint %016" PRIx64 "\nrounds ",
+		 HWM_MAGIC, fingerprint);
+	p = buf;
+	if (len == 0 || ((char *)buf)[len - 1] != '\n' ||
+	    memchr(buf, 0, len) || strncmp(p, head, strlen(head))) {
+		err_set(e, "cannot read high-water mark '%s': not one of this "
+			"model", path);
+		goto out;
+	}
+	((char *)buf)[len - 1] = 0;
+	p += strlen(head);
+	if (read_u64(&p, &h->rounds) || strncmp(p, "\nversions", 9)) {
+		err_set(e, "cannot read high-water mark '%s': bad rounds line", path);
+		goto out;
+	}
+	p += 9;
+	h->nfrags = nfrags;
+	for (uint32_t q = 0; q < nfrags; q++) {
+		if (*p++ != ' ' || read_u64(&p, &h->versions[q])) {
+			err_set(e, "cannot read high-water mark '%s': %u versions "
+				"expected", path, nfrags);
+			goto out;
+		}
+	}
+	if (*p) {
+		err_set(e, "cannot read high-water mark '%s': %u versions "
+			"expected", path, nfrags);
+		goto out;
+	}
+	rc = 1;
+out:
+	free(buf);
+	return rc;
 }

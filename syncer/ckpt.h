@@ -111,4 +111,67 @@ int syncer_ckpt_load_newest(const char *dir, uint64_t fingerprint,
 			    uint32_t nlearners, struct syncer_ckpt *c,
 			    char *path_out, size_t path_len, struct err *e);
 
+/*
+ * Removes the temporary files (file_write_atomic's `NAME.tmp.PID`, the
+ * last good link's `NAME.tmp`) that a syncer of this model killed in the
+ * middle of a write left in dir: each is up to a checkpoint's size, and
+ * nothing else would ever remove them. Called at start, before this
+ * process writes anything; returns how many it removed.
+ */
+int syncer_ckpt_remove_tmp(const char *dir, uint64_t fingerprint);
+
+/*
+ * The highest round in the name of a checkpoint file of this model in
+ * dir, whether it loads or not: 1 with it in *round, 0 when there is none.
+ */
+int syncer_ckpt_newest_name(const char *dir, uint64_t fingerprint,
+			    uint64_t *round);
+
+/*
+ * The last good checkpoint (docs/syncer.md, Checkpoints): a second name,
+ * `syncer-<fingerprint>-last-good.ckpt`, for the checkpoint of `round`
+ * (a hard link, or a copy where links fail), replacing the one before.
+ * Its name is not a rolling checkpoint's, so pruning never removes it.
+ * Returns 1 when kept, 0 when that round's checkpoint is not in dir
+ * (never written, or pruned already), -1 on error.
+ */
+int syncer_ckpt_mark_good(const char *dir, uint64_t fingerprint,
+			  uint64_t round, struct err *e);
+/*
+ * Loads the last good checkpoint into c: 1 when loaded (its name in
+ * path_out), 0 when there is none or it does not load (logged).
+ */
+int syncer_ckpt_load_good(const char *dir, uint64_t fingerprint,
+			  uint32_t nfrags, uint64_t nparams, uint32_t nlearners,
+			  struct syncer_ckpt *c, char *path_out, size_t path_len);
+
+/*
+ * The high-water mark (docs/syncer.md, Checkpoints): no round number
+ * above `rounds` and no version of fragment p at or above versions[p]
+ * has been handed out. `DIR/syncer-<fingerprint>-hwm`, text, written
+ * with file_write_atomic:
+ *
+ *   line   content
+ *   1      ddiloco-syncer-hwm 1
+ *   2      fingerprint <16 hex digits>
+ *   3      rounds <decimal>
+ *   4      versions <decimal> × P, one space before each
+ */
+#define HWM_MAGIC "ddiloco-syncer-hwm 1"
+#define HWM_MAX_FRAGS 65536
+
+struct syncer_hwm {
+	uint64_t rounds;
+	uint32_t nfrags;
+	uint64_t *versions;       /* nfrags, the caller's */
+};
+
+int syncer_hwm_write(const char *dir, uint64_t fingerprint,
+		     const struct syncer_hwm *h, struct err *e);
+/* 1 when read into h (h->versions must hold nfrags), 0 when there is no
+ * file, -1 when it does not read (another model, another fragment
+ * count, damaged) with the reason in e. */
+int syncer_hwm_read(const char *dir, uint64_t fingerprint, uint32_t nfrags,
+		    struct syncer_hwm *h, struct err *e);
+
 #endif

@@ -5,8 +5,9 @@
  *
  * Reads the job, builds the model's fragment table and its seeded initial
  * parameters (the same as `ddiloco train` builds), an evaluator on the
- * validation split, and runs the syncer until the budget is reached
- * (exit 0) or SIGTERM/SIGINT (checkpoint, exit 0). Exit 1 on a runtime
+ * validation split (for spec.model.kind external none of these: the
+ * model is the first learner's, docs/syncer.md), and runs the syncer
+ * until the budget is reached (exit 0) or SIGTERM/SIGINT (checkpoint, exit 0). Exit 1 on a runtime
  * error, 2 on bad usage, a bad job file or bad certificate files.
  *
  * gRPC is mutual TLS with the certificate files (common/tls.h), whose
@@ -132,49 +133,57 @@ int cmd_syncer(int argc, char **argv)
 	mallopt(M_TRIM_THRESHOLD, 1 << 30);
 	mallopt(M_TOP_PAD, 64 << 20);
 
-	if (model_config_from_job(&js.model, &cfg, &e) ||
-	    model_frag_table(&cfg, js.syncer.fragments, &ft, &e)) {
-		fprintf(stderr, "ddiloco syncer: %s\n", e.msg);
-		tls_files_release(&tls);
-		return 2;
-	}
-	nparams = model_num_params(&cfg);
-	params = malloc(nparams * sizeof(float));
-	if (!params) {
-		log_error("out of memory for %zu parameters", nparams);
-		goto out;
-	}
-	model_init_params(&cfg, params, js.model.seed);
-	if (js.syncer.eval_every > 0 && js.syncer.eval_tokens > 0 &&
-	    !(ev = evaluator_new(&js, &e))) {
-		log_error("cannot evaluate: %s", e.msg);
-		goto out;
-	}
-
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	/* past a file size limit (RLIMIT_FSIZE) a write fails with EFBIG,
+	 * a checkpoint that cannot be written like on a full disk, instead
+	 * of the signal ending the process (docs/syncer.md, Checkpoints) */
+	signal(SIGXFSZ, SIG_IGN);
 
 	memset(&prm, 0, sizeof(prm));
 	prm.js = &js;
-	prm.ft = &ft;
-	prm.init_params = params;
-	prm.nparams = nparams;
 	prm.listen = listen;
 	prm.http_addr = http_host;
 	prm.http_port = http_port;
 	prm.ckpt_dir = ckpt_dir;
-	prm.eval = ev ? eval_cb : NULL;
-	prm.eval_ctx = ev;
 	prm.drain_seconds = 2.0;
 	prm.tls = use_tls ? &tls : NULL;
-	log_info("job '%s': %zu parameters in %d fragments (imbalance %.3f), "
-		 "%d learners, quorum %d, overlap %d", js.name, nparams, ft.nfrags,
-		 frag_table_imbalance(&ft), js.learners.replicas,
-		 js.syncer.min_quorum, js.syncer.overlap);
+	/* external: the table, Θ and (not yet) the evaluation are the
+	 * learners' (docs/syncer.md, Model-agnostic jobs) */
+	if (js.model.kind != MODEL_EXTERNAL) {
+		if (model_config_from_job(&js.model, &cfg, &e) ||
+		    model_frag_table(&cfg, js.syncer.fragments, &ft, &e)) {
+			fprintf(stderr, "ddiloco syncer: %s\n", e.msg);
+			tls_files_release(&tls);
+			return 2;
+		}
+		nparams = model_num_params(&cfg);
+		params = malloc(nparams * sizeof(float));
+		if (!params) {
+			log_error("out of memory for %zu parameters", nparams);
+			goto out;
+		}
+		model_init_params(&cfg, params, js.model.seed);
+		if (js.syncer.eval_every > 0 && js.syncer.eval_tokens > 0 &&
+		    !(ev = evaluator_new(&js, &e))) {
+			log_error("cannot evaluate: %s", e.msg);
+			goto out;
+		}
+		prm.ft = &ft;
+		prm.init_params = params;
+		prm.nparams = nparams;
+		prm.eval = ev ? eval_cb : NULL;
+		prm.eval_ctx = ev;
+		log_info("job '%s': %zu parameters in %d fragments (imbalance "
+			 "%.3f), %d learners, quorum %d, overlap %d", js.name,
+			 nparams, ft.nfrags, frag_table_imbalance(&ft),
+			 js.learners.replicas, js.syncer.min_quorum,
+			 js.syncer.overlap);
+	}
 	if (syncer_run(&prm, &stop_flag, &e)) {
 		log_error("%s", e.msg);
 		goto out;

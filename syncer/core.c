@@ -11,6 +11,13 @@
  * the bounds of bounds.h before anything of it is used; one answer's
  * share of a merge is capped at maxShare (docs/syncer.md, Bounds).
  *
+ * The merge streams (docs/syncer.md, Merge): an accepted answer is
+ * decoded into its round slot's accumulator (outer.h, struct outer_acc),
+ * screened against the fragment's norm history and folded there at once;
+ * the slot keeps only a small record per answer (struct answer) for the
+ * audit, goodput and the counters. What a slot holds does not grow with
+ * the number of learners.
+ *
  * Accounting (docs/syncer.md has the definitions):
  *   elapsed  = elapsed in the checkpoint + wall time the syncer was away
  *              + monotonic time since this process started
@@ -78,11 +85,31 @@ static int load_checkpoint(struct syncer *s, struct err *e)
 {
 	struct syncer_ckpt c;
 	char path[4096];
+	uint64_t newest;
 	int rc;
 
 	rc = syncer_ckpt_load_newest(s->prm->ckpt_dir, s->ft->fingerprint,
 				     (uint32_t)s->P, s->nparams, (uint32_t)s->M,
 				     &c, path, sizeof(path), e);
+	if (rc == 1)
+		s->ckpt.resumed_from = "checkpoint";
+	if (rc == 0) {
+		/* no rolling checkpoint loads: the last good one, if any */
+		rc = syncer_ckpt_load_good(s->prm->ckpt_dir, s->ft->fingerprint,
+					   (uint32_t)s->P, s->nparams,
+					   (uint32_t)s->M, &c, path, sizeof(path));
+		if (rc == 1 && syncer_ckpt_newest_name(s->prm->ckpt_dir,
+						       s->ft->fingerprint,
+						       &newest) &&
+		    newest > c.rounds_completed)
+			s->skip_extra = newest - c.rounds_completed;
+		if (rc == 1) {
+			s->ckpt.resumed_from = "last_good";
+			log_warn("no rolling checkpoint loads; resuming from the "
+				 "last good one, %" PRIu64 " round(s) older than "
+				 "the newest checkpoint's name", s->skip_extra);
+		}
+	}
 	if (rc <= 0)
 		return rc;
 	memcpy(s->theta, c.theta, s->nparams * sizeof(float));
@@ -130,20 +157,43 @@ static int alloc_state(struct syncer *s, struct err *e)
 	}
 	s->theta = malloc(s->nparams * sizeof(float));
 	s->mom = calloc(s->nparams, sizeof(float));
-	s->scratch = malloc(s->nparams * sizeof(float));
+	for (int q = 0; q < s->P; q++) {
+		if (s->ft->frags[q].numel > s->max_numel)
+			s->max_numel = s->ft->frags[q].numel;
+		if (s->ft->frags[q].ntensors > s->max_nseg)
+			s->max_nseg = s->ft->frags[q].ntensors;
+	}
+	s->in = malloc(s->max_numel * sizeof(float));
+	s->in_sq = calloc((size_t)s->max_nseg + 1, sizeof(double));
+	s->delta = malloc(s->max_numel * sizeof(float));
+	s->undo = malloc(2 * s->max_numel * sizeof(float));
+	s->accs = calloc((size_t)s->js->syncer.overlap, sizeof(*s->accs));
 	s->flat = malloc(s->nparams * sizeof(float));
 	s->ev.params = malloc(s->nparams * sizeof(float));
 	s->versions = calloc((size_t)s->P, sizeof(uint64_t));
 	s->resumed_at = calloc((size_t)s->P, sizeof(uint64_t));
+	s->norm_hist = calloc((size_t)s->P * CORE_NORM_HISTORY,
+			      sizeof(*s->norm_hist));
+	s->norm_hist_n = calloc((size_t)s->P, sizeof(int));
+	s->norm_hist_next = calloc((size_t)s->P, sizeof(int));
+	s->theta_norm = calloc((size_t)s->P, sizeof(double));
 	s->answers = calloc((size_t)s->js->syncer.overlap, sizeof(*s->answers));
 	s->learners = calloc((size_t)s->M, sizeof(*s->learners));
 	s->acc.learners = calloc((size_t)s->M, sizeof(*s->acc.learners));
 	s->acc.evals = calloc(CKPT_MAX_EVALS, sizeof(*s->acc.evals));
-	if (!s->theta || !s->mom || !s->scratch || !s->flat || !s->ev.params ||
+	if (!s->theta || !s->mom || !s->flat || !s->ev.params || !s->in ||
+	    !s->in_sq || !s->delta || !s->undo || !s->accs ||
 	    !s->versions || !s->resumed_at || !s->answers || !s->learners ||
-	    !s->acc.learners || !s->acc.evals)
+	    !s->acc.learners || !s->acc.evals || !s->norm_hist ||
+	    !s->norm_hist_n || !s->norm_hist_next || !s->theta_norm)
 		return err_set(e, "syncer: out of memory for %zu parameters",
 			       s->nparams);
+	/* per round slot: the streaming merge (docs/syncer.md, Merge) */
+	for (int slot = 0; slot < s->js->syncer.overlap; slot++)
+		if (outer_acc_init(&s->accs[slot], s->max_numel, s->max_nseg,
+				   outer_acc_k(s->js->syncer.max_share, s->M)))
+			return err_set(e, "syncer: out of memory for the merge "
+				       "of %zu parameters", s->max_numel);
 	s->acc.fingerprint = s->ft->fingerprint;
 	s->acc.nfrags = (uint32_t)s->P;
 	s->acc.nparams = s->nparams;
@@ -176,20 +226,83 @@ static int bounds_start(struct syncer *s, double now, struct err *e)
  * completed round at most). A learner holding a version of the lost
  * rounds would otherwise take a new Update of the same number for the one
  * it has and skip it, keeping a base this syncer never had; with the skip
- * every learner takes the Welcome's Θ. Returns the rounds started.
+ * every learner takes the Welcome's Θ. Resumed from the last good
+ * checkpoint, the rounds between it and the newest checkpoint file's
+ * name are skipped too (skip_extra). Returns the rounds started.
  */
 static uint64_t skip_lost(struct syncer *s)
 {
 	const struct job_syncer *sy = &s->js->syncer;
 	uint64_t skip = (uint64_t)sy->overlap +
 			(uint64_t)(sy->checkpoint_every > 0
-				   ? sy->checkpoint_every : 1000);
+				   ? sy->checkpoint_every : 1000) +
+			s->skip_extra;
 
 	for (int q = 0; q < s->P; q++) {
 		s->versions[q] += skip;
 		s->resumed_at[q] = s->versions[q];
 	}
 	return s->acc.rounds_started + skip;
+}
+
+/*
+ * The high-water mark of an earlier process (docs/syncer.md,
+ * Checkpoints): round numbers and versions it may have handed out are
+ * skipped, whatever checkpoint was (or was not) loaded. -1: out of
+ * memory.
+ */
+static int read_hwm(struct syncer *s, uint64_t *started)
+{
+	struct syncer_hwm h = { 0 };
+	struct err e;
+	int rc;
+
+	if (!(h.versions = calloc((size_t)s->P, sizeof(*h.versions))))
+		return -1;
+	rc = syncer_hwm_read(s->prm->ckpt_dir, s->ft->fingerprint,
+			     (uint32_t)s->P, &h, &e);
+	if (rc < 0)
+		log_error("%s; round numbers and versions rest on the "
+			  "checkpoint alone", e.msg);
+	if (rc == 1) {
+		if (h.rounds > *started)
+			*started = h.rounds;
+		for (int q = 0; q < s->P; q++) {
+			if (h.versions[q] > s->versions[q])
+				s->versions[q] = h.versions[q];
+			s->resumed_at[q] = s->versions[q];
+		}
+		s->hwm_rounds = h.rounds;
+		log_info("high-water mark: rounds up to %" PRIu64 " may have "
+			 "been handed out before", h.rounds);
+	}
+	free(h.versions);
+	return 0;
+}
+
+void core_round_started(struct syncer *s, uint64_t round)
+{
+	struct syncer_hwm h = { 0 };
+	struct err e;
+
+	if (round <= s->hwm_rounds)
+		return;
+	h.rounds = round - 1 + CORE_HWM_ROUNDS;
+	h.nfrags = (uint32_t)s->P;
+	if (!(h.versions = calloc((size_t)s->P, sizeof(*h.versions)))) {
+		log_error("cannot write high-water mark: out of memory");
+		return;
+	}
+	/* a version goes up once per merge: the rounds up to h.rounds and
+	 * the τ in flight now at most, and the mark is the next one */
+	for (int q = 0; q < s->P; q++)
+		h.versions[q] = s->versions[q] + CORE_HWM_ROUNDS +
+				(uint64_t)s->rs.cfg.overlap + 1;
+	if (syncer_hwm_write(s->prm->ckpt_dir, s->ft->fingerprint, &h, &e))
+		log_error("%s", e.msg);
+	else
+		s->hwm_rounds = h.rounds;
+	free(h.versions);
 }
 
 /* One line: `what` at round number `round`, and every fragment's version
@@ -208,6 +321,8 @@ static void log_versions(const struct syncer *s, const char *what,
 		 round, v);
 }
 
+static double frag_norm(const struct syncer *s, int p);
+
 int core_init(struct syncer *s, const struct syncer_params *p, double now,
 	      struct err *e)
 {
@@ -216,9 +331,13 @@ int core_init(struct syncer *s, const struct syncer_params *p, double now,
 	uint64_t started;
 	int loaded;
 
-	memset(s, 0, sizeof(*s));
-	pthread_mutex_init(&s->mu, NULL);
-	pthread_cond_init(&s->ev.cv, NULL);
+	/* an adopting syncer (stream.c) has served streams and HTTP with
+	 * this struct and its lock already: they stay */
+	if (!s->adopting) {
+		memset(s, 0, sizeof(*s));
+		pthread_mutex_init(&s->mu, NULL);
+		pthread_cond_init(&s->ev.cv, NULL);
+	}
 	s->prm = p;
 	s->js = p->js;
 	s->ft = p->ft;
@@ -231,8 +350,11 @@ int core_init(struct syncer *s, const struct syncer_params *p, double now,
 		return -1;
 	for (int q = 0; q < s->P; q++)
 		frag_gather(s->ft, q, p->init_params, s->theta + s->frag_off[q]);
+	syncer_ckpt_remove_tmp(p->ckpt_dir, p->ft->fingerprint);
 	if ((loaded = load_checkpoint(s, e)) < 0)
 		return -1;
+	for (int q = 0; q < s->P; q++)
+		s->theta_norm[q] = frag_norm(s, q);
 	if (loaded) {
 		s->elapsed_base = s->acc.elapsed +
 				  fmax(0, clock_wall() - s->acc.wall_time);
@@ -243,11 +365,21 @@ int core_init(struct syncer *s, const struct syncer_params *p, double now,
 	/* the gap open at the checkpoint goes on: it spans the restart */
 	if (loaded && s->acc.uptime_start >= 0 && !s->acc.done)
 		gaplog_open(&s->gaps, s->acc.last_round_elapsed, 0);
+	else if (p->js->model.kind == MODEL_EXTERNAL)
+		log_info("starting from a learner's weights");
 	else
 		log_info("starting from the seeded model (seed %" PRIu64 ")",
 			 p->js->model.seed);
 	started = loaded ? skip_lost(s) : s->acc.rounds_started;
-	if (loaded)
+	if (read_hwm(s, &started))
+		return err_set(e, "syncer: out of memory");
+	if (!loaded)
+		s->ckpt.resumed_from = s->hwm_rounds ? "seed" : "new";
+	if (!loaded && s->hwm_rounds)
+		log_warn("no checkpoint loads, but the high-water mark says "
+			 "rounds up to %" PRIu64 " were handed out: the model "
+			 "starts over from the seed", s->hwm_rounds);
+	if (loaded || s->hwm_rounds)
 		log_versions(s, "rounds resume", started + 1);
 	rc = (struct round_config){
 		.quorum = sy->min_quorum, .grace = sy->grace,
@@ -285,11 +417,23 @@ void core_release(struct syncer *s)
 	free(s->frag_off);
 	free(s->theta);
 	free(s->mom);
-	free(s->scratch);
+	free(s->in);
+	free(s->in_sq);
+	free(s->delta);
+	free(s->undo);
+	/* sized by the job, like their allocation: the round state is
+	 * released by now */
+	for (int slot = 0; s->accs && slot < s->js->syncer.overlap; slot++)
+		outer_acc_release(&s->accs[slot]);
+	free(s->accs);
 	free(s->flat);
 	free(s->ev.params);
 	free(s->versions);
 	free(s->resumed_at);
+	free(s->norm_hist);
+	free(s->theta_norm);
+	free(s->norm_hist_n);
+	free(s->norm_hist_next);
 	free(s->answers);
 	free(s->learners);
 	free(s->acc.learners);
@@ -395,17 +539,18 @@ int core_checkpoint(struct syncer *s, double now, struct err *e)
 	return 0;
 }
 
+/* The round of slot is over (merged or abandoned): what it held goes. */
 static void free_answers(struct syncer *s, int slot)
 {
 	struct answer *a = s->answers[slot], *next;
 
 	for (; a; a = next) {
 		next = a->next;
-		free(a->delta);
-		free(a->sq);
 		free(a);
 	}
 	s->answers[slot] = NULL;
+	if (s->accs)
+		outer_acc_clear(&s->accs[slot]);
 }
 
 uint8_t *core_update_payload(const struct syncer *s, int p, int *enc_out,
@@ -427,98 +572,130 @@ uint8_t *core_update_payload(const struct syncer *s, int p, int *enc_out,
 	return buf;
 }
 
-/* One merge's working arrays, n + 1 of each (sq: nseg per answer). */
-struct merge_work {
-	struct answer **list;
-	const float **x;
-	double *w, *sq, *norm;
-	int *verdict;
-};
-
-static int work_alloc(struct merge_work *mw, int n, int nseg)
+static int cmp_double(const void *a, const void *b)
 {
-	mw->list = calloc((size_t)n + 1, sizeof(*mw->list));
-	mw->x = calloc((size_t)n + 1, sizeof(*mw->x));
-	mw->w = calloc((size_t)n + 1, sizeof(*mw->w));
-	mw->norm = calloc((size_t)n + 1, sizeof(*mw->norm));
-	mw->verdict = calloc((size_t)n + 1, sizeof(*mw->verdict));
-	mw->sq = calloc(((size_t)n + 1) * (size_t)nseg, sizeof(*mw->sq));
-	return mw->list && mw->x && mw->w && mw->norm && mw->verdict && mw->sq
-	       ? 0 : -1;
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
 }
 
-static void work_free(struct merge_work *mw)
+/* The median of fragment p's merged answer norms; -1 while fewer than
+ * CORE_NORM_HISTORY_MIN are held. */
+static double history_median(const struct syncer *s, int p)
 {
-	free(mw->list);
-	free(mw->x);
-	free(mw->w);
-	free(mw->norm);
-	free(mw->verdict);
-	free(mw->sq);
+	double v[CORE_NORM_HISTORY];
+	int n = s->norm_hist_n[p];
+
+	if (n < CORE_NORM_HISTORY_MIN)
+		return -1;
+	memcpy(v, s->norm_hist + (size_t)p * CORE_NORM_HISTORY,
+	       (size_t)n * sizeof(*v));
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static void history_add(struct syncer *s, int p, double norm)
+{
+	int *next = &s->norm_hist_next[p];
+
+	s->norm_hist[(size_t)p * CORE_NORM_HISTORY + (size_t)*next] = norm;
+	*next = (*next + 1) % CORE_NORM_HISTORY;
+	if (s->norm_hist_n[p] < CORE_NORM_HISTORY)
+		s->norm_hist_n[p]++;
+}
+
+/* ‖Θ_p‖, in double. */
+static double frag_norm(const struct syncer *s, int p)
+{
+	const float *t = s->theta + s->frag_off[p];
+	double sum = 0;
+
+	for (size_t i = 0; i < s->ft->frags[p].numel; i++)
+		sum += (double)t[i] * (double)t[i];
+	return sqrt(sum);
 }
 
 /*
- * The answers of slot that go into the merge, in mw->list/x/w/sq: empty
- * ones are counted and skipped, then the norm screen (outer.h) rejects
- * outliers. Returns how many are kept.
+ * What the size screen measures an answer for fragment p against: ‖Θ_p‖,
+ * or, when larger, the RMS value of all of Θ times √n_p, so that a
+ * fragment of zeros (biases at the start) is not open to any answer.
+ * 0 only for a model of zeros: then there is no screen.
  */
-static int screen_answers(struct syncer *s, int slot, int p,
-			  struct merge_work *mw)
+static double size_ref(const struct syncer *s, int p)
 {
-	const struct job_syncer *sy = &s->js->syncer;
-	int nseg = s->ft->frags[p].ntensors, n = 0, kept = 0;
-	uint64_t round = s->rs.slots[slot].round;
+	double all = 0;
 
-	for (struct answer *a = s->answers[slot]; a; a = a->next) {
-		double ss = 0;
-
-		if (!a->delta || !(a->weight > 0)) {
-			s->acc.empty++;
-			continue;
-		}
-		for (int k = 0; k < nseg; k++)
-			ss += a->sq[k];
-		mw->norm[n] = sqrt(ss);
-		mw->list[n++] = a;
-	}
-	outer_screen(mw->norm, n, sy->norm_outlier, mw->verdict);
-	for (int i = 0; i < n; i++) {
-		struct answer *a = mw->list[i];
-
-		if (mw->verdict[i] != OUTER_OK) {
-			s->acc.rejected++;
-			log_warn("round %" PRIu64 ": answer of learner %d rejected: norm "
-				 "%.4g is more than %g times the others' median", round,
-				 a->learner, mw->norm[i], sy->norm_outlier);
-			continue;
-		}
-		mw->x[kept] = a->delta;
-		mw->w[kept] = a->weight;
-		memcpy(mw->sq + (size_t)kept * nseg, a->sq,
-		       (size_t)nseg * sizeof(*mw->sq));
-		mw->list[kept++] = a;
-	}
-	return kept;
+	for (int q = 0; q < s->P; q++)
+		all += s->theta_norm[q] * s->theta_norm[q];
+	return fmax(s->theta_norm[p],
+		    sqrt(all / (double)s->nparams *
+			 (double)s->ft->frags[p].numel));
 }
 
-/* One answer's share of the merge at most maxShare (docs/syncer.md,
- * Bounds): the weights of the kept answers become capped shares. */
-static void cap_shares(struct syncer *s, uint64_t round, struct merge_work *mw,
-		       int kept)
+/*
+ * The size screen, then the history screen (docs/syncer.md, Merge), when
+ * an answer of `steps` steps and whole-fragment norm `norm` for fragment
+ * p comes: refused when its norm per step is beyond CORE_SIZE_RATIO
+ * times size_ref, or beyond normOutlier times the median of the
+ * fragment's recently merged ones — per step, since an answer's norm
+ * grows with the steps it holds, which vary tenfold at long H. 0: it
+ * passes.
+ */
+static int screened(struct syncer *s, int id, int p, uint64_t round,
+		    double norm, uint64_t steps)
+{
+	double k = s->js->syncer.norm_outlier, med = history_median(s, p);
+	double ref = size_ref(s, p);
+
+	if (ref > 0 && norm / (double)steps > CORE_SIZE_RATIO * ref) {
+		s->acc.rejected++;
+		s->size_refused++;
+		log_warn("round %" PRIu64 ": answer of learner %d for fragment "
+			 "%d rejected: norm per step %.4g is more than %g times "
+			 "the fragment's own size %.4g", round, id, p,
+			 norm / (double)steps, CORE_SIZE_RATIO, ref);
+		return 1;
+	}
+	if (!(med > 0) || !(norm / (double)steps > k * med))
+		return 0;
+	s->acc.rejected++;
+	s->norm_history_refused++;
+	log_warn("round %" PRIu64 ": answer of learner %d for fragment %d "
+		 "rejected: norm per step %.4g is more than %g times the "
+		 "median %.4g of its recent merged ones", round, id, p,
+		 norm / (double)steps, k, med);
+	return 1;
+}
+
+/*
+ * Slot's merge into s->delta, each answer's share at most maxShare
+ * (docs/syncer.md, Bounds); returns how many answers it folded. Empty
+ * answers are counted here.
+ */
+static int merge_slot(struct syncer *s, int slot, uint64_t round)
 {
 	double sum = 0, top = 0;
-	int n;
+	int n = 0, capped;
 
-	for (int i = 0; i < kept; i++) {
-		sum += mw->w[i];
-		top = fmax(top, mw->w[i]);
+	for (struct answer *a = s->answers[slot]; a; a = a->next) {
+		if (a->fate == ANSWER_EMPTY)
+			s->acc.empty++;
+		if (a->fate != ANSWER_FOLDED)
+			continue;
+		n++;
+		sum += a->weight;
+		top = fmax(top, a->weight);
 	}
-	n = outer_cap_shares(mw->w, kept, s->js->syncer.max_share);
-	s->audit.capped += (uint64_t)n;
-	if (n)
+	if (!n)
+		return 0;
+	capped = outer_acc_merge(&s->accs[slot], s->js->syncer.max_share,
+				 s->delta);
+	s->audit.capped += (uint64_t)capped;
+	if (capped)
 		log_debug("round %" PRIu64 ": %d of %d answers held to a share of "
-			  "%g (the largest had %.3f)", round, n, kept,
+			  "%g (the largest had %.3f)", round, capped, n,
 			  s->js->syncer.max_share, sum > 0 ? top / sum : 0);
+	return n;
 }
 
 static int all_finite(const float *x, size_t n)
@@ -531,65 +708,58 @@ static int all_finite(const float *x, size_t n)
 }
 
 /*
- * The outer step on fragment p from the kept answers; their compute and
- * tokens counted. 0 when Θ moved. Every answer is finite, but their step
+ * The outer step on fragment p with the merged Δ in s->delta; the folded
+ * answers' tokens counted. 0 when Θ moved. Every answer is finite, but their step
  * can still overflow Θ or its momentum (values near FLT_MAX, one answer
  * with nothing to screen it against): then the fragment is left as it
  * was and the answers are counted rejected (found by tests/fuzz/fuzz_wire).
  */
-static int apply_merge(struct syncer *s, int p, uint64_t round,
-		       struct merge_work *mw, int kept)
+static int apply_merge(struct syncer *s, int slot, int p, uint64_t round,
+		       int kept)
 {
 	const struct job_syncer *sy = &s->js->syncer;
 	size_t numel = s->ft->frags[p].numel;
 	double share = (double)numel / (double)s->nparams;
 	float *theta = s->theta + s->frag_off[p], *mom = s->mom + s->frag_off[p];
-	float *keep;
 
-	if (outer_merge(sy->merge == MERGE_MEAN ? OUTER_MEAN : OUTER_RDA, mw->x,
-			mw->w, mw->sq, kept, s->segs[p], s->ft->frags[p].ntensors,
-			s->scratch) ||
-	    !(keep = malloc(2 * numel * sizeof(float)))) {
-		log_error("round %" PRIu64 ": out of memory for the merge; abandoned",
-			  round);
-		return -1;
-	}
-	memcpy(keep, theta, numel * sizeof(float));
-	memcpy(keep + numel, mom, numel * sizeof(float));
-	outer_step(theta, mom, s->scratch, numel, sy->outer_lr,
+	memcpy(s->undo, theta, numel * sizeof(float));
+	memcpy(s->undo + numel, mom, numel * sizeof(float));
+	outer_step(theta, mom, s->delta, numel, sy->outer_lr,
 		   sy->outer_momentum, sy->nesterov);
 	if (!all_finite(theta, numel) || !all_finite(mom, numel)) {
-		memcpy(theta, keep, numel * sizeof(float));
-		memcpy(mom, keep + numel, numel * sizeof(float));
-		free(keep);
+		memcpy(theta, s->undo, numel * sizeof(float));
+		memcpy(mom, s->undo + numel, numel * sizeof(float));
 		s->acc.rejected += (uint64_t)kept;
+		s->steps_undone++;
 		log_warn("round %" PRIu64 " fragment %d: the step of its %d "
 			 "answers makes the global model non-finite; not applied",
 			 round, p, kept);
 		return -1;
 	}
-	free(keep);
 	s->versions[p]++;
-	for (int i = 0; i < kept; i++) {
-		const struct answer *a = mw->list[i];
-
-		s->acc.merged++;
-		s->acc.tokens_merged += (double)a->tokens * share;
-	}
+	s->theta_norm[p] = frag_norm(s, p);
+	for (const struct answer *a = s->answers[slot]; a; a = a->next)
+		if (a->fate == ANSWER_FOLDED) {
+			s->acc.merged++;
+			s->acc.tokens_merged += (double)a->tokens * share;
+		}
 	return 0;
 }
 
-/* Where the learner time in slot's answers went (goodput.h). */
-static void account_round(struct syncer *s, int slot, int p,
-			  const struct merge_work *mw, int kept)
+/* What became of slot's answers once merged (kept > 0: Θ moved): the
+ * norm history, the audit, where the learner time went (goodput.h). */
+static void account_round(struct syncer *s, int slot, int p, int kept)
 {
 	for (struct answer *a = s->answers[slot]; a; a = a->next) {
-		enum gp_fate fate = GP_REFUSED;
+		int merged = kept && a->fate == ANSWER_FOLDED;
 
-		for (int i = 0; i < kept; i++)
-			if (mw->list[i] == a)
-				fate = GP_MERGED;
-		goodput_answer(s, a->learner, p, a->step, a->steps, fate);
+		if (merged) {
+			history_add(s, p, a->norm_step);
+			audit_merged(&s->audit, a->learner, p, a->incarnation,
+				     a->step, a->steps, a->base_version);
+		}
+		goodput_answer(s, a->learner, p, a->step, a->steps,
+			       merged ? GP_MERGED : GP_REFUSED);
 	}
 }
 
@@ -621,26 +791,14 @@ static void close_round(struct syncer *s, int slot, double now, double t)
 void core_merge(struct syncer *s, int slot, double now, struct core_merged *out)
 {
 	const struct job_syncer *sy = &s->js->syncer;
-	int p = s->rs.slots[slot].frag, n = 0, kept = 0, done;
+	int p = s->rs.slots[slot].frag, kept, done;
 	uint64_t round = s->rs.slots[slot].round;
-	struct merge_work mw;
 	double t = clock_mono();
 
-	for (struct answer *a = s->answers[slot]; a; a = a->next)
-		n++;
-	if (work_alloc(&mw, n, s->ft->frags[p].ntensors))
-		log_error("round %" PRIu64 ": out of memory for the merge; abandoned",
-			  round);
-	else if ((kept = screen_answers(s, slot, p, &mw)) &&
-		 (cap_shares(s, round, &mw, kept),
-		  apply_merge(s, p, round, &mw, kept)))
+	if ((kept = merge_slot(s, slot, round)) &&
+	    apply_merge(s, slot, p, round, kept))
 		kept = 0;
-	for (int i = 0; i < kept; i++)
-		audit_merged(&s->audit, mw.list[i]->learner, p,
-			     mw.list[i]->incarnation, mw.list[i]->step,
-			     mw.list[i]->steps, mw.list[i]->base_version);
-	account_round(s, slot, p, &mw, kept);
-	work_free(&mw);
+	account_round(s, slot, p, kept);
 	close_round(s, slot, now, t);
 	log_debug("round %" PRIu64 " fragment %d: %d merged, version %" PRIu64,
 		  round, p, kept, s->versions[p]);
@@ -759,6 +917,8 @@ int core_join(struct syncer *s, const struct wire_hello *h, double now,
 	r = syncer_round_resume_step(&s->rs, id, h->step, l->seen, l->step_max);
 	l->seen = 1;
 	l->last_seen = now;
+	l->step_moved = now;
+	l->stale = 0;
 	l->step = r;
 	if (r > l->step_max)
 		l->step_max = r;
@@ -786,10 +946,59 @@ int core_join(struct syncer *s, const struct wire_hello *h, double now,
 void core_leave(struct syncer *s, int learner, const char *why)
 {
 	s->learners[learner].joined = 0;
+	s->learners[learner].stale = 0;
 	s->learners_connected--;
 	gaplog_learner(&s->gaps, -1, joined_count(s));
 	syncer_round_leave(&s->rs, learner);
 	log_info("learner %d left: %s", learner, why);
+}
+
+/* Learner id reported `step` (its last one was `old`): a step that
+ * changed ends a stall (docs/syncer.md, Stale learners). */
+static void step_seen(struct syncer *s, int id, uint64_t old, uint64_t step,
+		      double now)
+{
+	struct learner *l = &s->learners[id];
+
+	if (step == old)
+		return;
+	l->step_moved = now;
+	if (l->stale) {
+		l->stale = 0;
+		syncer_round_set_stale(&s->rs, id, 0);
+		log_info("learner %d: its step moves again (%" PRIu64 "); "
+			 "rounds wait for it again", id, step);
+	}
+}
+
+int core_tick(struct syncer *s, double now)
+{
+	if (now < s->next_tick)
+		return 0;
+	s->next_tick = now + CORE_TICK_S;
+	if (!s->done && !s->adopting)   /* adopting: no learner yet */
+		core_check_stale(s, now);
+	return 1;
+}
+
+void core_check_stale(struct syncer *s, double now)
+{
+	s->stale_scans++;
+	for (int id = 0; id < s->M; id++) {
+		struct learner *l = &s->learners[id];
+		double limit = fmax(s->js->syncer.stall_seconds,
+				    CORE_STALL_STEPS * l->step_time);
+
+		if (!l->joined || l->stale || now - l->step_moved <= limit ||
+		    now - l->last_seen > CORE_STALL_HEARD_S)
+			continue;
+		l->stale = 1;
+		s->stale_marked++;
+		syncer_round_set_stale(&s->rs, id, 1);
+		log_warn("learner %d: its step %" PRIu64 " has not moved for "
+			 "%.0f s while it keeps reporting; stale: rounds no "
+			 "longer wait for it", id, l->step, now - l->step_moved);
+	}
 }
 
 /*
@@ -829,6 +1038,7 @@ int core_heartbeat(struct syncer *s, int learner,
 		s->acc.tokens_trained += hb->tokens;
 	cl->tokens = hb->tokens;
 	cl->incarnation = hb->incarnation;
+	step_seen(s, learner, l->step, hb->step, now);
 	l->step = hb->step;
 	if (hb->step > l->step_max)
 		l->step_max = hb->step;
@@ -850,45 +1060,28 @@ static int slot_of(const struct syncer *s, uint64_t round)
 	return -1;
 }
 
-static void answer_free(struct answer *ans)
-{
-	if (ans) {
-		free(ans->delta);
-		free(ans->sq);
-		free(ans);
-	}
-}
-
 /*
- * The answer a carries for fragment p, decoded and measured: NULL when
- * out of memory, else an answer with delta NULL when it is empty (no
- * steps, or `empty`). *why is set when the payload cannot be merged.
+ * The answer a carries for fragment p: its values decoded into x and
+ * measured into s->in_sq, unless it is empty (no steps, or `empty`).
+ * Returns whether it has values; *why is set when the payload cannot be
+ * merged (not finite among others: a NaN never reaches the merge).
  */
-static struct answer *decode_answer(const struct syncer *s, int p,
-				    const struct wire_answer *a, int empty,
-				    const char **why)
+static int decode_answer(struct syncer *s, int p, const struct wire_answer *a,
+			 int empty, float *x, const char **why)
 {
 	int nseg = s->ft->frags[p].ntensors;
 	size_t n = s->ft->frags[p].numel;
-	struct answer *ans = calloc(1, sizeof(*ans));
 
-	if (!ans || !(ans->sq = calloc((size_t)nseg, sizeof(double)))) {
-		*why = "out of memory";
-		answer_free(ans);
-		return NULL;
-	}
 	if (a->steps == 0 || empty)
-		return ans;
+		return 0;
 	if (!enc_known(a->encoding))
 		*why = "unknown encoding";
-	else if (!(ans->delta = malloc(n * sizeof(float))))
-		*why = "out of memory";
 	else if (enc_decode((enum payload_enc)a->encoding, a->payload,
-			    a->payload_len, ans->delta, n, NULL))
+			    a->payload_len, x, n, NULL))
 		*why = "payload does not decode (size, scale or values)";
-	else if (outer_seg_sqnorms(ans->delta, s->segs[p], nseg, ans->sq))
+	else if (outer_seg_sqnorms(x, s->segs[p], nseg, s->in_sq))
 		*why = "values are not finite";
-	return ans;
+	return 1;
 }
 
 /* Counts a verdict of the round state machine that keeps no answer. */
@@ -935,7 +1128,7 @@ static int is_stale(const struct syncer *s, int p, const struct wire_answer *a)
  * step. A cut weight is counted in `clipped`.
  */
 static double bounded_weight(struct syncer *s, int id, int p,
-			     const struct wire_answer *a, struct answer *ans)
+			     const struct wire_answer *a, float *x)
 {
 	const struct job_spec *js = s->js;
 	uint64_t max_steps = (uint64_t)ceil(js->syncer.clip_steps *
@@ -948,9 +1141,9 @@ static double bounded_weight(struct syncer *s, int id, int p,
 	w = outer_bounded_weight(a->steps, a->tokens, max_steps, tps, &scale);
 	if (scale < 1.0) {
 		for (size_t i = 0; i < n; i++)
-			ans->delta[i] *= (float)scale;
+			x[i] *= (float)scale;
 		for (int k = 0; k < s->ft->frags[p].ntensors; k++)
-			ans->sq[k] *= scale * scale;
+			s->in_sq[k] *= scale * scale;
 	}
 	if (w < outer_weight(a->steps, a->tokens)) {
 		s->audit.clipped++;
@@ -991,10 +1184,12 @@ enum core_verdict core_answer(struct syncer *s, int id,
 			      const struct wire_answer *a, double now)
 {
 	struct learner *l = &s->learners[id];
-	int p = (int)a->fragment, before_resume, stale, slot;
+	int p = (int)a->fragment, before_resume, stale, slot, values;
 	const char *why = NULL;
-	struct answer *ans;
+	struct answer *ans = NULL;
 	enum round_verdict v;
+	double norm = 0;
+	float *x;
 	struct err e;
 
 	l->last_seen = now;
@@ -1019,18 +1214,28 @@ enum core_verdict core_answer(struct syncer *s, int id,
 	if (bounds_answer(&s->bounds, id, a, a->steps > 0 && !before_resume &&
 			  !stale, now, &e))
 		return refused_bounds(s, id, a, now, e.msg);
-	if (a->step > l->step)
+	if (a->step > l->step) {
+		step_seen(s, id, l->step, a->step, now);
 		l->step = a->step;
+	}
 	if (a->step > l->step_max)
 		l->step_max = a->step;
 	syncer_round_progress(&s->rs, id, l->step, 0);
 	goodput_progress(s, id, l->step, now);
-	ans = decode_answer(s, p, a, before_resume || stale, &why);
-	v = syncer_round_answer(&s->rs, id, a->round, p, ans && !why, now);
+	/* decoded straight into its round's accumulator (outer.h), or aside
+	 * when it has no round here */
+	slot = slot_of(s, a->round);
+	x = slot >= 0 && s->rs.slots[slot].frag == p
+	    ? outer_acc_input(&s->accs[slot]) : s->in;
+	values = decode_answer(s, p, a, before_resume || stale, x, &why);
+	if (!why && !(ans = calloc(1, sizeof(*ans))))
+		why = "out of memory";
+	v = syncer_round_answer(&s->rs, id, a->round, p, !why, now);
 	if (v == ROUND_ACCEPTED && (slot = slot_of(s, a->round)) >= 0)
 		bounds_answered(&s->bounds, id, p, s->rs.slots[slot].t_start);
-	if (v != ROUND_ACCEPTED || !ans || why) {
-		answer_free(ans);
+	if (v != ROUND_ACCEPTED || why) {
+		if (!why)
+			free(ans);
 		goodput_answer(s, id, p, a->step, a->steps,
 			       v == ROUND_LATE ? GP_LATE : GP_REFUSED);
 		return not_queued(s, id, a, v, why);
@@ -1042,8 +1247,8 @@ enum core_verdict core_answer(struct syncer *s, int id,
 	ans->tokens = a->tokens;
 	ans->base_version = a->base_version;
 	ans->incarnation = l->incarnation;
-	ans->weight = before_resume || stale || !ans->delta
-		      ? 0 : bounded_weight(s, id, p, a, ans);
+	ans->weight = before_resume || stale || !values
+		      ? 0 : bounded_weight(s, id, p, a, x);
 	if (stale) {
 		s->audit.stale++;
 		log_info("learner %d: answer for round %" PRIu64 " fragment %d "
@@ -1057,8 +1262,30 @@ enum core_verdict core_answer(struct syncer *s, int id,
 			 "trained from version %" PRIu64 ", before this syncer "
 			 "resumed at %" PRIu64 ": taken as empty", id, a->round,
 			 p, a->base_version, s->resumed_at[p]);
+	if (!s->answers[slot])   /* the round's first: the fragment's layout */
+		outer_acc_begin(&s->accs[slot], s->js->syncer.merge == MERGE_MEAN
+				? OUTER_MEAN : OUTER_RDA, s->segs[p],
+				s->ft->frags[p].ntensors, s->ft->frags[p].numel);
 	ans->next = s->answers[slot];
 	s->answers[slot] = ans;
+	if (!(ans->weight > 0))
+		return CORE_QUEUED;   /* ANSWER_EMPTY: counted at the merge */
+	for (int k = 0; k < s->ft->frags[p].ntensors; k++)
+		norm += s->in_sq[k];
+	norm = sqrt(norm);
+	ans->norm_step = norm / (double)a->steps;
+	ans->fate = ANSWER_SCREENED;
+	if (screened(s, id, p, a->round, norm, a->steps))
+		return CORE_QUEUED;
+	if (outer_acc_add(&s->accs[slot], x, s->in_sq, ans->weight)) {
+		/* its norms and weight were checked finite: a safeguard */
+		s->acc.rejected++;
+		log_warn("learner %d: answer for round %" PRIu64 " fragment %d "
+			 "rejected: weight %g or norms not finite", id, a->round,
+			 p, ans->weight);
+		return CORE_QUEUED;
+	}
+	ans->fate = ANSWER_FOLDED;
 	return CORE_QUEUED;
 }
 
@@ -1091,11 +1318,49 @@ int core_check_budget(struct syncer *s, double now)
 
 /* ---- evaluation ------------------------------------------------------ */
 
+/*
+ * An evaluation of round's Θ came back: when its loss is finite and not
+ * worse than the best earlier one by more than CORE_GOOD_MARGIN of it,
+ * the checkpoint of that round becomes the last good one (docs/syncer.md,
+ * Checkpoints). Called before the loss joins the list.
+ */
+static void mark_good(struct syncer *s, uint64_t round, double loss)
+{
+	const struct syncer_ckpt *c = &s->acc;
+	double best = INFINITY;
+	struct err e;
+	int rc;
+
+	for (uint32_t i = 0; i < c->nevals; i++)
+		if (isfinite(c->evals[i].loss))
+			best = fmin(best, c->evals[i].loss);
+	if (!isfinite(loss) ||
+	    (isfinite(best) && loss > best + CORE_GOOD_MARGIN * fabs(best))) {
+		log_warn("eval: round %" PRIu64 " loss %.4f is not good (best "
+			 "%.4f); the last good checkpoint stays at round %" PRIu64,
+			 round, loss, best, s->good.round);
+		return;
+	}
+	rc = syncer_ckpt_mark_good(s->prm->ckpt_dir, s->ft->fingerprint, round,
+				   &e);
+	if (rc < 0)
+		log_error("%s", e.msg);
+	else if (rc == 0)
+		log_debug("eval: no checkpoint of round %" PRIu64 " to keep as "
+			  "the last good one", round);
+	else {
+		s->good.have = 1;
+		s->good.round = round;
+		s->good.loss = loss;
+	}
+}
+
 static void add_eval(struct syncer *s, uint64_t round, uint64_t tokens,
 		     double loss, double time)
 {
 	struct syncer_ckpt *c = &s->acc;
 
+	mark_good(s, round, loss);
 	if (c->nevals == CKPT_MAX_EVALS) {
 		memmove(c->evals, c->evals + 1,
 			(CKPT_MAX_EVALS - 1) * sizeof(*c->evals));
@@ -1174,6 +1439,7 @@ int core_eval_sync(struct syncer *s, double now)
 	struct eval_job *ev = &s->ev;
 	struct err e;
 	double loss;
+	int rc;
 
 	if (!ev->started)
 		return 0;
@@ -1183,8 +1449,16 @@ int core_eval_sync(struct syncer *s, double now)
 	if (s->acc.nevals && s->acc.evals[s->acc.nevals - 1].round == s->rs.completed)
 		return 0;
 	snapshot(s, s->flat);
-	if (s->prm->eval(s->prm->eval_ctx, s->flat,
-			 (size_t)s->js->syncer.eval_tokens, &loss, &e)) {
+	/* the HTTP side keeps answering meanwhile: /healthz and /status
+	 * take `mu`; nothing else changes the state while the run loop is
+	 * here (syncer_int.h, Threads) */
+	s->final_eval = 1;
+	pthread_mutex_unlock(&s->mu);
+	rc = s->prm->eval(s->prm->eval_ctx, s->flat,
+			  (size_t)s->js->syncer.eval_tokens, &loss, &e);
+	pthread_mutex_lock(&s->mu);
+	s->final_eval = 0;
+	if (rc) {
 		log_error("eval: %s", e.msg);
 		return -1;
 	}

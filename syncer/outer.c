@@ -1,11 +1,15 @@
 /*
- * outer: weights, screening, merge and the Nesterov step (see outer.h).
+ * outer: weights, their cap, norms, the merge and the Nesterov step (see
+ * outer.h).
  *
  * The merge is memory-bound: every answer is read once for its norms
  * (outer_seg_sqnorms, which also proves it finite; the syncer does this
- * when the answer arrives) and once more for the weighted sum. The sum is
- * built block by block so the output block stays in cache while the
- * answers stream through it four at a time, and the direction's norm is
+ * when the answer arrives) and once more for the weighted sum — folded
+ * into the accumulator as it arrives (outer_acc_add), or, for the few
+ * kept whole, at the merge. A weighted sum of several arrays (the batch
+ * merge; the accumulator's sum and the kept copies at a streaming merge)
+ * is built block by block so the output block stays in cache while the
+ * arrays stream through it four at a time, and the direction's norm is
  * taken from each finished block while it is still hot; only RDA then
  * rescales the output in one last pass.
  */
@@ -42,45 +46,77 @@ double outer_bounded_weight(uint64_t steps, uint64_t tokens, uint64_t max_steps,
 	return t * (t / s);
 }
 
-int outer_cap_shares(double *w, int n, double cap)
+/*
+ * Water filling over w[n] and an uncappable mass `folded`: the uncapped
+ * answers share 1 − ncap·cap in proportion to their weights; any of them
+ * above cap joins the capped, which lowers what the others share, so
+ * repeat until none grows (at most n passes). Returns ncap; *rest and
+ * *free_sum are the last pass's (it capped none more: they stand).
+ */
+static int fill(const double *w, int n, double folded, double cap,
+		unsigned char *capped, double *rest, double *free_sum)
 {
-	double rest, free_sum;
 	int ncap = 0, grew = 1;
-	unsigned char *capped;
 
-	if (n < 1 || !(cap < 1))
-		return 0;
-	if (cap * n < 1)
-		cap = 1.0 / n;
-	if (!(capped = calloc((size_t)n, 1)))
-		return 0;   /* uncapped is the merge as it was: not worse */
-	/*
-	 * Water filling: the uncapped answers share 1 − ncap·cap in
-	 * proportion to their weights; any of them above cap joins the
-	 * capped, which lowers what the others share, so repeat until none
-	 * grows (at most n passes).
-	 */
+	memset(capped, 0, (size_t)n);
 	while (grew) {
 		grew = 0;
-		rest = 1.0 - ncap * cap;
-		free_sum = 0;
+		*rest = 1.0 - ncap * cap;
+		*free_sum = folded;
 		for (int i = 0; i < n; i++)
 			if (!capped[i])
-				free_sum += w[i];
+				*free_sum += w[i];
 		for (int i = 0; i < n; i++)
-			if (!capped[i] && free_sum > 0 &&
-			    rest * w[i] / free_sum > cap * (1 + 1e-12)) {
+			if (!capped[i] && *free_sum > 0 &&
+			    *rest * w[i] / *free_sum > cap * (1 + 1e-12)) {
 				capped[i] = 1;
 				ncap++;
 				grew = 1;
 			}
 	}
-	/* the last pass capped none more: its rest and free_sum stand */
+	return ncap;
+}
+
+int outer_cap_shares(double *w, int n, double cap)
+{
+	double rest, free_sum;
+	unsigned char *capped;
+	int ncap;
+
+	if (n < 1 || !(cap < 1))
+		return 0;
+	if (cap * n < 1)
+		cap = 1.0 / n;
+	if (!(capped = malloc((size_t)n)))
+		return 0;   /* uncapped is the merge as it was: not worse */
+	ncap = fill(w, n, 0, cap, capped, &rest, &free_sum);
 	if (ncap)
 		for (int i = 0; i < n; i++)
 			w[i] = capped[i] ? cap
 				: free_sum > 0 ? rest * w[i] / free_sum : 0;
 	free(capped);
+	return ncap;
+}
+
+int outer_cap_shares_folded(double *w, int n, double folded, int nfolded,
+			    double cap, unsigned char *capped,
+			    double *fold_share)
+{
+	int total = n + nfolded, ncap = 0;
+	double rest = 1, free_sum = folded;
+
+	memset(capped, 0, (size_t)n);
+	for (int i = 0; i < n; i++)
+		free_sum += w[i];
+	if (total >= 1 && cap < 1) {
+		if (cap * total < 1)
+			cap = 1.0 / total;
+		ncap = fill(w, n, folded, cap, capped, &rest, &free_sum);
+	}
+	for (int i = 0; i < n; i++)
+		w[i] = capped[i] ? cap
+			: free_sum > 0 ? rest * w[i] / free_sum : 0;
+	*fold_share = free_sum > 0 ? rest / free_sum : 0;
 	return ncap;
 }
 
@@ -158,44 +194,6 @@ int outer_seg_sqnorms(const float *x, const struct outer_seg *seg, int nseg,
 	return ok ? 0 : -1;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-int outer_screen(const double *norm, int n, double k, int *verdict)
-{
-	double *others;
-	int bad = 0;
-
-	for (int i = 0; i < n; i++)
-		verdict[i] = OUTER_OK;
-	if (n < 2)
-		return 0;
-	others = malloc((size_t)(n - 1) * sizeof(*others));
-	if (!others)
-		return 0;   /* screening is a safeguard; without memory, merge */
-	for (int i = 0; i < n; i++) {
-		int m = 0;
-		double med;
-
-		for (int j = 0; j < n; j++)
-			if (j != i)
-				others[m++] = norm[j];
-		qsort(others, (size_t)m, sizeof(*others), cmp_double);
-		med = m % 2 ? others[m / 2]
-			    : 0.5 * (others[m / 2 - 1] + others[m / 2]);
-		if (med > 0 && norm[i] > k * med) {
-			verdict[i] = OUTER_OUTLIER;
-			bad++;
-		}
-	}
-	free(others);
-	return bad;
-}
-
 /*
  * out[0..numel) = Σ c[i] x[i][off..off+numel); returns ‖out‖² (double).
  * Answers with c[i] = 0 are skipped.
@@ -251,6 +249,21 @@ static double weighted_sum(const float *const *x, const float *c, int n,
 	return total;
 }
 
+/* RDA's last step on a direction sum o of norm dir: rescaled to norm
+ * mag, or 0 when the directions cancel (dir 0, or not finite). */
+static void to_magnitude(float *o, size_t n, double mag, double dir)
+{
+	float scale;
+
+	if (!(dir > 0) || !isfinite(dir)) {
+		memset(o, 0, n * sizeof(*o));
+		return;
+	}
+	scale = (float)(mag / dir);
+	for (size_t j = 0; j < n; j++)
+		o[j] *= scale;
+}
+
 int outer_merge(enum outer_rule rule, const float *const *x, const double *w,
 		const double *sq, int n, const struct outer_seg *seg, int nseg,
 		float *out)
@@ -284,17 +297,297 @@ int outer_merge(enum outer_rule rule, const float *const *x, const double *w,
 			c[i] = norm > 0 ? (float)(w[i] / (W * norm)) : 0.0f;
 		}
 		dir = sqrt(weighted_sum(x, c, n, g->offset, g->numel, o));
-		if (!(dir > 0) || !isfinite(dir)) {
-			memset(o, 0, g->numel * sizeof(*o));
-			continue;
-		}
-		float scale = (float)(mag / dir);
-		for (size_t j = 0; j < g->numel; j++)
-			o[j] *= scale;
+		to_magnitude(o, g->numel, mag, dir);
 	}
 	if (c != cstack)
 		free(c);
 	return 0;
+}
+
+/* ---- the streaming merge (outer.h, struct outer_acc) ------------------ */
+
+int outer_acc_k(double cap, int max_answers)
+{
+	double k;
+
+	if (!(cap < 1))
+		return 0;
+	k = cap > 0 ? ceil(1.0 / cap) - 1 : (double)max_answers;
+	return k < max_answers ? (int)k : max_answers;
+}
+
+/* calloc that counts what it gives into a->bytes */
+static void *grab(struct outer_acc *a, size_t n, size_t size)
+{
+	void *p = calloc(n ? n : 1, size);
+
+	if (p)
+		a->bytes += (n ? n : 1) * size;
+	return p;
+}
+
+int outer_acc_init(struct outer_acc *a, size_t max_numel, int max_nseg, int k)
+{
+	size_t kk = (size_t)k + 1;
+
+	memset(a, 0, sizeof(*a));
+	a->max_numel = max_numel;
+	a->max_nseg = max_nseg;
+	a->k = k;
+	a->sum = grab(a, max_numel, sizeof(float));
+	a->in = grab(a, max_numel, sizeof(float));
+	a->mag = grab(a, (size_t)max_nseg, sizeof(double));
+	a->keep = grab(a, kk, sizeof(*a->keep));
+	a->keep_sq = grab(a, kk * (size_t)max_nseg, sizeof(double));
+	a->keep_w = grab(a, kk, sizeof(double));
+	a->pend_sq = grab(a, (OUTER_ACC_PENDING + 1) * (size_t)max_nseg,
+			  sizeof(double));
+	a->mx = grab(a, kk, sizeof(*a->mx));
+	a->mc = grab(a, kk, sizeof(float));
+	a->share = grab(a, kk, sizeof(double));
+	a->capped = grab(a, kk, 1);
+	if (!a->sum || !a->in || !a->mag || !a->keep || !a->keep_sq ||
+	    !a->keep_w || !a->pend_sq || !a->mx || !a->mc || !a->share ||
+	    !a->capped)
+		return -1;
+	for (int i = 0; i < k; i++)
+		if (!(a->keep[i] = grab(a, max_numel, sizeof(float))))
+			return -1;
+	for (int i = 0; i < OUTER_ACC_PENDING; i++)
+		if (!(a->pend[i] = grab(a, max_numel, sizeof(float))))
+			return -1;
+	return 0;
+}
+
+void outer_acc_release(struct outer_acc *a)
+{
+	for (int i = 0; a->keep && i < a->k; i++)
+		free(a->keep[i]);
+	for (int i = 0; i < OUTER_ACC_PENDING; i++)
+		free(a->pend[i]);
+	free(a->sum);
+	free(a->in);
+	free(a->mag);
+	free(a->keep);
+	free(a->keep_sq);
+	free(a->keep_w);
+	free(a->pend_sq);
+	free(a->mx);
+	free(a->mc);
+	free(a->share);
+	free(a->capped);
+	memset(a, 0, sizeof(*a));
+}
+
+void outer_acc_begin(struct outer_acc *a, enum outer_rule rule,
+		     const struct outer_seg *seg, int nseg, size_t numel)
+{
+	a->rule = rule;
+	a->seg = seg;
+	a->nseg = nseg;
+	a->numel = numel;
+	outer_acc_clear(a);
+}
+
+void outer_acc_clear(struct outer_acc *a)
+{
+	if (a->mag)   /* not made (outer_acc_init failed): nothing held */
+		memset(a->mag, 0, (size_t)a->max_nseg * sizeof(*a->mag));
+	a->wsum = a->wref = 0;
+	a->nfolded = a->nkept = a->npend = 0;
+	a->summed = 0;
+}
+
+float *outer_acc_input(struct outer_acc *a)
+{
+	return a->in;
+}
+
+int outer_acc_count(const struct outer_acc *a)
+{
+	return a->nfolded + a->nkept;
+}
+
+/*
+ * o = Σ c[i]·x[i] (first) or o += Σ c[i]·x[i], over n ≤ 4 arrays of len
+ * floats: one pass over o for up to four answers.
+ */
+static void fold_many(float *o, const float *const *x, const float *c, int n,
+		      size_t len, int first)
+{
+	const float *p[4];
+	float cs[4];
+	size_t j = 0;
+
+	for (int z = 0; z < 4; z++) {
+		p[z] = z < n ? x[z] : x[0];
+		cs[z] = z < n ? c[z] : 0.0f;
+	}
+	v4f c0 = { cs[0], cs[0], cs[0], cs[0] };
+	v4f c1 = { cs[1], cs[1], cs[1], cs[1] };
+	v4f c2 = { cs[2], cs[2], cs[2], cs[2] };
+	v4f c3 = { cs[3], cs[3], cs[3], cs[3] };
+	v4f zero = { 0, 0, 0, 0 };
+
+	for (; j + 4 <= len; j += 4)
+		store4(o + j, (first ? zero : load4(o + j)) +
+			      c0 * load4(p[0] + j) + c1 * load4(p[1] + j) +
+			      c2 * load4(p[2] + j) + c3 * load4(p[3] + j));
+	for (; j < len; j++)
+		o[j] = (first ? 0.0f : o[j]) + cs[0] * p[0][j] +
+		       cs[1] * p[1][j] + cs[2] * p[2][j] + cs[3] * p[3][j];
+}
+
+/*
+ * Sums the pending answers (norms at pend_sq, weights at pend_w) and,
+ * when x is not NULL, x of sq and weight w beside them into sum, in one
+ * pass.
+ */
+static void flush(struct outer_acc *a, const float *x, const double *sq,
+		  double w)
+{
+	const float *xs[OUTER_ACC_PENDING + 1], *xo[OUTER_ACC_PENDING + 1];
+	float c[OUTER_ACC_PENDING + 1];
+	int n = a->npend;
+
+	for (int i = 0; i < n; i++)
+		xs[i] = a->pend[i];
+	if (x) {
+		memcpy(a->pend_sq + (size_t)n * a->max_nseg, sq,
+		       (size_t)a->nseg * sizeof(double));
+		a->pend_w[n] = w;
+		xs[n++] = x;
+	}
+	if (!n)
+		return;
+	for (int s = 0; s < a->nseg; s++) {
+		const struct outer_seg *g = &a->seg[s];
+
+		for (int i = 0; i < n; i++) {
+			double norm = sqrt(a->pend_sq[(size_t)i * a->max_nseg + s]);
+
+			xo[i] = xs[i] + g->offset;
+			if (a->rule == OUTER_MEAN || g->is_embedding)
+				c[i] = (float)(a->pend_w[i] / a->wref);
+			else
+				c[i] = norm > 0 ? (float)(a->pend_w[i] /
+							  (a->wref * norm)) : 0.0f;
+		}
+		fold_many(a->sum + g->offset, xo, c, n, g->numel, !a->summed);
+	}
+	a->summed = 1;
+	a->npend = 0;
+}
+
+/* The answer in *x (a->in) of norms sq and weight w joins the folded:
+ * counted now, summed with the next ones (flush); *x gets a free
+ * buffer. */
+static void fold(struct outer_acc *a, float **x, const double *sq, double w)
+{
+	float *t;
+
+	if (!a->nfolded)
+		a->wref = w;
+	for (int s = 0; s < a->nseg; s++)
+		a->mag[s] += w * sqrt(sq[s]);
+	a->wsum += w;
+	a->nfolded++;
+	if (a->npend == OUTER_ACC_PENDING) {
+		flush(a, *x, sq, w);
+		return;
+	}
+	/* no copy: the buffers trade places */
+	t = a->pend[a->npend];
+	a->pend[a->npend] = *x;
+	*x = t;
+	memcpy(a->pend_sq + (size_t)a->npend * a->max_nseg, sq,
+	       (size_t)a->nseg * sizeof(double));
+	a->pend_w[a->npend++] = w;
+}
+
+int outer_acc_add(struct outer_acc *a, const float *x, const double *sq,
+		  double w)
+{
+	double *spare = a->keep_sq + (size_t)a->k * a->max_nseg, old_w;
+	int light = 0;
+	float *t;
+
+	if (!(w > 0) || !isfinite(w))
+		return -1;
+	for (int s = 0; s < a->nseg; s++)
+		if (!isfinite(sq[s]))
+			return -1;
+	if (x != a->in)
+		memcpy(a->in, x, a->numel * sizeof(float));
+	if (a->nkept < a->k) {
+		t = a->keep[a->nkept];
+		a->keep[a->nkept] = a->in;
+		a->in = t;
+		memcpy(a->keep_sq + (size_t)a->nkept * a->max_nseg, sq,
+		       (size_t)a->nseg * sizeof(double));
+		a->keep_w[a->nkept++] = w;
+		return 0;
+	}
+	for (int i = 1; i < a->nkept; i++)
+		if (a->keep_w[i] < a->keep_w[light])
+			light = i;
+	if (!a->nkept || !(w > a->keep_w[light])) {
+		fold(a, &a->in, sq, w);
+		return 0;
+	}
+	/* the new one is kept (its buffer trades places with the lightest
+	 * kept one's), and that one is folded */
+	old_w = a->keep_w[light];
+	memcpy(spare, a->keep_sq + (size_t)light * a->max_nseg,
+	       (size_t)a->nseg * sizeof(double));
+	t = a->keep[light];
+	a->keep[light] = a->in;
+	a->in = t;
+	memcpy(a->keep_sq + (size_t)light * a->max_nseg, sq,
+	       (size_t)a->nseg * sizeof(double));
+	a->keep_w[light] = w;
+	fold(a, &a->in, spare, old_w);
+	return 0;
+}
+
+int outer_acc_merge(struct outer_acc *a, double cap, float *out)
+{
+	int n = a->nkept, ncap;
+	double f;
+
+	flush(a, NULL, NULL, 0);
+	for (int i = 0; i < n; i++)
+		a->share[i] = a->keep_w[i];
+	ncap = outer_cap_shares_folded(a->share, n, a->wsum, a->nfolded, cap,
+				       a->capped, &f);
+	for (int s = 0; s < a->nseg; s++) {
+		const struct outer_seg *g = &a->seg[s];
+		int rda = a->rule == OUTER_RDA && !g->is_embedding, m = 0;
+		float *o = out + g->offset;
+		double mag = 0, dir;
+
+		if (a->nfolded && f > 0) {
+			a->mx[m] = a->sum;
+			a->mc[m++] = (float)(f * a->wref);
+			mag += f * a->mag[s];
+		}
+		for (int i = 0; i < n; i++) {
+			double norm = sqrt(a->keep_sq[(size_t)i * a->max_nseg + s]);
+
+			mag += a->share[i] * norm;
+			a->mx[m] = a->keep[i];
+			a->mc[m++] = (float)(!rda ? a->share[i]
+					     : norm > 0 ? a->share[i] / norm : 0);
+		}
+		if (!m) {
+			memset(o, 0, g->numel * sizeof(*o));
+			continue;
+		}
+		dir = sqrt(weighted_sum(a->mx, a->mc, m, g->offset, g->numel, o));
+		if (rda)
+			to_magnitude(o, g->numel, mag, dir);
+	}
+	return ncap;
 }
 
 void outer_step(float *theta, float *mom, const float *delta, size_t n,

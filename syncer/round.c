@@ -4,8 +4,9 @@
  * Each round in flight owns a slot and a byte per learner:
  *   0 not pulled, 1 pulled and waited for, 2 answered (counted),
  *   3 answered but refused (not counted).
- * `pending` counts the 1s of joined learners, so "everyone answered" is
- * pending == 0 and needs no scan.
+ * `pending` counts the 1s of joined learners that are not stale, so
+ * "everyone answered" is pending == 0 and needs no scan. A stale
+ * learner's 1s stay (it may still answer) but are not waited for.
  */
 #include "syncer/round.h"
 
@@ -48,6 +49,7 @@ int syncer_round_init(struct syncer_round *rs, const struct round_config *cfg,
 	rs->completed = completed;
 	rs->slots = calloc((size_t)cfg->overlap, sizeof(*rs->slots));
 	rs->joined = calloc(n, 1);
+	rs->stale = calloc(n, 1);
 	rs->step = calloc(n, sizeof(*rs->step));
 	rs->rep_t = calloc(n, sizeof(*rs->rep_t));
 	rs->period = calloc(n, sizeof(*rs->period));
@@ -56,7 +58,8 @@ int syncer_round_init(struct syncer_round *rs, const struct round_config *cfg,
 	rs->anchor_t = calloc(n, sizeof(*rs->anchor_t));
 	rs->trained = calloc(n, sizeof(*rs->trained));
 	rs->join_step = calloc(n, sizeof(*rs->join_step));
-	if (!rs->trained || !rs->join_step || !rs->slots || !rs->joined || !rs->step || !rs->rep_t ||
+	if (!rs->trained || !rs->join_step || !rs->slots || !rs->joined ||
+	    !rs->stale || !rs->step || !rs->rep_t ||
 	    !rs->period || !rs->st || !rs->anchor_step || !rs->anchor_t)
 		goto oom;
 	for (size_t i = 0; i < n; i++)
@@ -77,6 +80,7 @@ void syncer_round_release(struct syncer_round *rs)
 			free(rs->slots[s].state);
 	free(rs->slots);
 	free(rs->joined);
+	free(rs->stale);
 	free(rs->step);
 	free(rs->rep_t);
 	free(rs->period);
@@ -132,8 +136,24 @@ void syncer_round_leave(struct syncer_round *rs, int id)
 
 		if (sl->active && sl->state[id] == WAITING) {
 			sl->state[id] = NOT_PULLED;
-			sl->pending--;
+			sl->pending -= !rs->stale[id];
 		}
+	}
+	rs->stale[id] = 0;
+}
+
+void syncer_round_set_stale(struct syncer_round *rs, int id, int stale)
+{
+	stale = stale != 0;
+	if (id < 0 || id >= rs->cfg.max_learners || !rs->joined[id] ||
+	    rs->stale[id] == stale)
+		return;
+	rs->stale[id] = (unsigned char)stale;
+	for (int s = 0; s < rs->cfg.overlap; s++) {
+		struct round_slot *sl = &rs->slots[s];
+
+		if (sl->active && sl->state[id] == WAITING)
+			sl->pending += stale ? -1 : 1;
 	}
 }
 
@@ -236,7 +256,7 @@ enum round_verdict syncer_round_answer(struct syncer_round *rs, int id,
 		return ROUND_DUPLICATE;
 	if (sl->state[id] != WAITING)
 		return ROUND_UNKNOWN;
-	sl->pending--;
+	sl->pending -= !rs->stale[id];
 	sl->state[id] = valid ? ANSWERED : REFUSED;
 	if (!valid) {
 		sl->refused++;
@@ -277,7 +297,7 @@ static double kth_step(const struct syncer_round *rs, int skip, double now)
 	if (M > 256 && !(v = malloc((size_t)M * sizeof(*v))))
 		return -1;
 	for (int i = 0; i < M; i++)
-		if (rs->joined[i] && i != skip)
+		if (rs->joined[i] && !rs->stale[i] && i != skip)
 			v[n++] = now < 0 ? rs->step[i] : step_at(rs, i, now);
 	if (n >= rs->cfg.quorum) {
 		qsort(v, (size_t)n, sizeof(*v), cmp_desc);
@@ -388,7 +408,7 @@ void syncer_round_poll(struct syncer_round *rs, double now,
 	sl->pending = 0;
 	for (int i = 0; i < rs->cfg.max_learners; i++) {
 		sl->state[i] = rs->joined[i] ? WAITING : NOT_PULLED;
-		sl->pending += rs->joined[i];
+		sl->pending += rs->joined[i] && !rs->stale[i];
 	}
 	out->kind = ROUND_PULL;
 	out->round = sl->round;
@@ -454,7 +474,7 @@ double syncer_round_next_pull(const struct syncer_round *rs, double now)
 	if (rs->stopped || !free_slot)
 		return NEVER;
 	for (int i = 0; i < M; i++)
-		n += rs->joined[i];
+		n += rs->joined[i] && !rs->stale[i];
 	if (n < rs->cfg.quorum)
 		return NEVER;   /* a join wakes the loop */
 	if (!rs->have_mark)
@@ -464,7 +484,7 @@ double syncer_round_next_pull(const struct syncer_round *rs, double now)
 	if (M > 256 && !(v = malloc((size_t)M * sizeof(*v))))
 		return now;
 	for (int i = 0; i < M; i++)
-		if (rs->joined[i])
+		if (rs->joined[i] && !rs->stale[i])
 			v[n++] = reach_time(rs, i, target, now);
 	if (n >= rs->cfg.quorum) {
 		qsort(v, (size_t)n, sizeof(*v), cmp_asc);

@@ -97,6 +97,8 @@ struct syncer_round {
 	int stopped;                   /* no new rounds */
 	struct round_slot *slots;      /* cfg.overlap of them */
 	unsigned char *joined;
+	unsigned char *stale;          /* joined, but not waited for nor paced
+					  on (syncer_round_set_stale) */
 	double *step;                  /* last step each learner reported */
 	double *join_step;             /* the step it joined (resumes) at */
 	double mark;
@@ -127,6 +129,15 @@ void syncer_round_release(struct syncer_round *rs);
 int syncer_round_join(struct syncer_round *rs, int id, uint64_t step,
 		      struct round_action *pulls);
 void syncer_round_leave(struct syncer_round *rs, int id);
+/*
+ * Joined learner id is stale (its step stands still while it keeps
+ * talking; docs/syncer.md, Stale learners) or no longer. A stale learner
+ * is still pulled and its answers still count, but no round waits for it
+ * (`pending` leaves it out) and the pacing's K-th step is taken among the
+ * others, so K of the others make a quorum. Leaving or joining again
+ * clears it.
+ */
+void syncer_round_set_stale(struct syncer_round *rs, int id, int stale);
 /*
  * A heartbeat or answer told us the learner's step (and step time > 0).
  * A step below the one the learner joined at is ignored: a restarted

@@ -1,6 +1,7 @@
 /*
  * status: the syncer's HTTP answers, read under the state lock.
- *   /healthz  200 while the run loop keeps turning (503 after 10 s stuck)
+ *   /healthz  200 while the run loop keeps turning or is in the last
+ *             evaluation (503 after 10 s stuck)
  *   /readyz   200 once the model is loaded and gRPC listens, until a stop
  *   /metrics  Prometheus text, names ddiloco_syncer_*
  *   /status   the JSON object of docs/status.md
@@ -88,13 +89,27 @@ static json_t *ckpt_json(const struct syncer *s)
 	/* a path that is not UTF-8 must not cost the whole /status */
 	if (s->ckpt.failing && !(err = json_string(s->ckpt.error)))
 		err = json_string("cannot save checkpoint (message not UTF-8)");
-	return json_pack("{sb so sI so}",
+	return json_pack("{sb so sI so so ss}",
 		"failing", s->ckpt.failing,
 		"error", err,
 		"failures", (json_int_t)s->ckpt.failures,
 		"last_ok_round", s->ckpt.have_ok
 			? json_integer((json_int_t)s->ckpt.last_ok_round)
-			: json_null());
+			: json_null(),
+		"last_good_round", s->good.have
+			? json_integer((json_int_t)s->good.round)
+			: json_null(),
+		"resumed_from", s->ckpt.resumed_from ? s->ckpt.resumed_from
+						     : "new");
+}
+
+static int stale_count(const struct syncer *s)
+{
+	int n = 0;
+
+	for (int i = 0; i < s->M; i++)
+		n += s->learners[i].stale;
+	return n;
 }
 
 static json_t *status_json(struct syncer *s, double now)
@@ -107,6 +122,8 @@ static json_t *status_json(struct syncer *s, double now)
 	json_object_set_new(o, "insecure", json_boolean(s->prm->tls == NULL));
 	json_object_set_new(o, "streams_refused",
 			    json_integer((json_int_t)s->streams_refused));
+	json_object_set_new(o, "streams_no_hello",
+			    json_integer((json_int_t)s->streams_no_hello));
 	json_object_set_new(o, "round", json_integer((json_int_t)s->rs.completed));
 	a = json_array();
 	for (int p = 0; p < s->P; p++)
@@ -129,14 +146,16 @@ static json_t *status_json(struct syncer *s, double now)
 	json_object_set_new(o, "learners_connected",
 			    json_integer(s->learners_connected));
 	json_object_set_new(o, "learners_total", json_integer(s->M));
+	json_object_set_new(o, "learners_stale", json_integer(stale_count(s)));
 	a = json_array();
 	for (int i = 0; i < s->M; i++) {
 		const struct learner *l = &s->learners[i];
 
 		const struct bounds_learner *bl = &s->bounds.l[i];
 
-		json_array_append_new(a, json_pack("{si sb sI sI so so so s{sI sI}}",
+		json_array_append_new(a, json_pack("{si sb sb sI sI so so so s{sI sI}}",
 			"id", i, "connected", l->conn != NULL,
+			"stale", l->stale,
 			"step", (json_int_t)l->step,
 			"tokens", (json_int_t)l->tokens,
 			"train_loss", l->seen ? real_or_null(l->train_loss) : json_null(),
@@ -146,13 +165,15 @@ static json_t *status_json(struct syncer *s, double now)
 			"heartbeats", (json_int_t)bl->refused_heartbeats));
 	}
 	json_object_set_new(o, "learners", a);
-	json_object_set_new(o, "answers", json_pack("{sI sI sI sI sI sI sI sI}",
+	json_object_set_new(o, "answers", json_pack("{sI sI sI sI sI sI sI sI sI sI}",
 		"merged", (json_int_t)c->merged, "late", (json_int_t)c->late,
 		"rejected", (json_int_t)c->rejected, "empty", (json_int_t)c->empty,
 		"stale", (json_int_t)s->audit.stale,
 		"clipped", (json_int_t)s->audit.clipped,
 		"refused_bounds", (json_int_t)s->bounds.answers_refused,
-		"capped", (json_int_t)s->audit.capped));
+		"capped", (json_int_t)s->audit.capped,
+		"refused_history", (json_int_t)s->norm_history_refused,
+		"refused_size", (json_int_t)s->size_refused));
 	json_object_set_new(o, "heartbeats", json_pack("{sI sI}",
 		"received", (json_int_t)s->bounds.heartbeats,
 		"refused", (json_int_t)s->bounds.heartbeats_refused));
@@ -168,6 +189,8 @@ static json_t *status_json(struct syncer *s, double now)
 	json_object_set_new(o, "goodput_breakdown", breakdown_json(s, now));
 	json_object_set_new(o, "pace", pace_json(s));
 	json_object_set_new(o, "checkpoint", ckpt_json(s));
+	json_object_set_new(o, "steps_undone",
+			    json_integer((json_int_t)s->steps_undone));
 	/* beyond the contract */
 	json_object_set_new(o, "fragments", json_integer(s->P));
 	json_object_set_new(o, "rounds_started",
@@ -206,6 +229,9 @@ static void metrics_text(struct syncer *s, double now, struct buf *b)
 	prom_counter(b, M("streams_refused_total"),
 		     "Streams refused for their client certificate (docs/security.md).",
 		     s->streams_refused);
+	prom_counter(b, M("streams_no_hello_total"),
+		     "Streams closed for saying no Hello within helloTimeout.",
+		     s->streams_no_hello);
 	prom_counter(b, M("answers_stale_total"),
 		     "Answers taken as empty: base more than staleVersions behind.",
 		     s->audit.stale);
@@ -215,6 +241,14 @@ static void metrics_text(struct syncer *s, double now, struct buf *b)
 	prom_counter(b, M("answers_refused_bounds_total"),
 		     "Answers refused: claims beyond the bounds (also in rejected).",
 		     s->bounds.answers_refused);
+	prom_counter(b, M("answers_norm_history_refused_total"),
+		     "Answers refused: norm beyond normOutlier times the median "
+		     "of recently merged norms (also in rejected).",
+		     s->norm_history_refused);
+	prom_counter(b, M("answers_size_refused_total"),
+		     "Answers refused: norm per step beyond 100 times their "
+		     "fragment of the model (also in rejected).",
+		     s->size_refused);
 	prom_counter(b, M("answers_capped_total"),
 		     "Merged answers whose share was held to maxShare.",
 		     s->audit.capped);
@@ -251,6 +285,11 @@ static void metrics_text(struct syncer *s, double now, struct buf *b)
 		     (uint64_t)llround(c->tokens_merged));
 	prom_gauge(b, M("learners_connected"), "Learners with an open stream.",
 		   s->learners_connected);
+	prom_gauge(b, M("learners_stale"), "Joined learners whose step stands "
+		   "still while they report: rounds do not wait for them.",
+		   stale_count(s));
+	prom_counter(b, M("learners_stale_total"), "Times a learner was found "
+		     "stale, since the syncer process started.", s->stale_marked);
 	prom_family(b, M("learner_last_seen_seconds"), PROM_GAUGE,
 		    "Seconds since each learner's last message.");
 	for (int i = 0; i < s->M; i++)
@@ -294,6 +333,13 @@ static void metrics_text(struct syncer *s, double now, struct buf *b)
 		     s->ckpt.failures);
 	prom_gauge(b, M("checkpoint_failing"),
 		   "1 while the last checkpoint write failed.", s->ckpt.failing);
+	prom_gauge(b, M("checkpoint_started_over"),
+		   "1 when no checkpoint loaded at start although the "
+		   "high-water mark says rounds were handed out before.",
+		   s->ckpt.resumed_from && !strcmp(s->ckpt.resumed_from, "seed"));
+	prom_counter(b, M("steps_undone_total"),
+		     "Outer steps undone because they made Θ or its momentum "
+		     "non-finite, since this process started.", s->steps_undone);
 }
 
 #undef M
@@ -306,10 +352,22 @@ int status_http(void *ctx, const char *path, struct buf *body,
 	int code = 200;
 
 	pthread_mutex_lock(&s->mu);
-	if (!strcmp(path, "/healthz")) {
-		if (now - s->last_loop > 10.0)
+	if (s->adopting && !strcmp(path, "/metrics")) {
+		*content_type = PROM_CONTENT_TYPE;   /* nothing to count yet */
+	} else if (s->adopting && !strcmp(path, "/status")) {
+		/* no model yet (docs/syncer.md, Model-agnostic jobs) */
+		*content_type = "application/json";
+		buf_printf(body, "{\"job\":\"%s\",\"adopting\":true,"
+			   "\"round\":0,\"done\":false,\"learners_total\":%d}\n",
+			   s->js->name, s->M);
+	} else if (!strcmp(path, "/healthz")) {
+		/* the last evaluation is the run loop at work, not stuck */
+		if (s->final_eval)
+			buf_printf(body, "ok (final evaluation)\n");
+		else if (now - s->last_loop > 10.0)
 			code = 503;
-		buf_printf(body, code == 200 ? "ok\n" : "run loop stuck\n");
+		if (!s->final_eval)
+			buf_printf(body, code == 200 ? "ok\n" : "run loop stuck\n");
 	} else if (!strcmp(path, "/readyz")) {
 		code = s->ready && !s->stopping ? 200 : 503;
 		buf_printf(body, code == 200 ? "ready\n" : "not ready\n");

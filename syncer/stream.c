@@ -26,6 +26,14 @@
  * another job, no learner, or another learner than its Hello is refused
  * with PERMISSION_DENIED before it touches any state (docs/security.md).
  *
+ * spec.model.kind external (docs/syncer.md, Model-agnostic jobs): the
+ * core is made only once the model is known. Until then the loop only
+ * takes streams: the first Hello's table is adopted, its learner is
+ * asked for its weights with Pulls of round 0 (or Θ comes from a
+ * checkpoint of that table), every Hello that matches waits, and when Θ
+ * is whole the core starts and they are all answered as if they had just
+ * said Hello.
+ *
  * The loop wakes at least every 50 ms (cq_next's deadline is the only
  * timer) to pace rounds, end grace windows and notice a stop request, and
  * sooner when a grace window ends or the learners' pace makes a pull due
@@ -47,13 +55,20 @@
 #include <grpc/support/alloc.h>
 #include <grpc/support/time.h>
 
+#include "common/encoding.h"
 #include "common/log.h"
 #include "common/pki.h"
 #include "common/util.h"
 #include "common/wire.h"
 
 #define TICK 0.05
+#define EVENT_BATCH 64   /* events handled before the rounds are polled */
 #define STOP_GRACE 3.0   /* seconds for streams to close on a stop */
+/* gRPC limits (docs/syncer.md, gRPC details): a sidecar needs one stream
+ * at a time, two while a new one replaces the old */
+#define MAX_STREAMS_PER_CONN 4
+#define STREAM_SPARE 8
+#define QUOTA_MIN_BYTES ((size_t)256 << 20)
 
 enum tag_kind { T_NEW, T_RECV, T_SEND, T_STATUS, T_CLOSE, T_SHUTDOWN };
 
@@ -85,7 +100,11 @@ struct conn {
 	grpc_status_code code;
 	grpc_slice details;
 	int learner;
+	int pending;             /* adopting: said hello, waits for Θ */
+	struct wire_hello hello; /* that hello, fragment sizes in sizes */
+	uint64_t *sizes;
 	int cert_learner;        /* the certificate's learner id; -1: none */
+	double t_accept;         /* mono time the call arrived */
 	struct out_msg *qhead;
 	size_t send_payload;
 };
@@ -104,6 +123,21 @@ struct stream_server {
 	grpc_slice *upd;
 	uint64_t *upd_version;
 	int *upd_valid;
+	/* spec.model.kind external (docs/syncer.md, Model-agnostic jobs):
+	 * the table of the first hello, the seed its learner sends, and the
+	 * parameters the core is made with once it is whole */
+	struct frag_table ext_ft;
+	int have_ft;
+	struct conn *seeder;
+	float *seed;
+	size_t *seed_off;
+	unsigned char *seed_got;
+	int seed_left;
+	double seed_moved;       /* mono time the seeder was asked or its
+				  * last seed fragment came */
+	int seed_failed;         /* learner id of the last seeder dropped */
+	struct syncer_params ext_prm;
+	float *ext_flat;         /* ext_prm.init_params */
 };
 
 static void conn_close(struct conn *c, grpc_status_code code, const char *fmt,
@@ -174,6 +208,13 @@ static void maybe_free(struct conn *c)
 		sv->conns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
+	/* closed while a send was in flight, then cancelled before the send
+	 * ended: the status was never sent and its details are still ours */
+	if (!c->status_sent)
+		grpc_slice_unref(c->details);
+	if (sv->seeder == c)   /* another waiting learner is asked (loop) */
+		sv->seeder = NULL;
+	free(c->sizes);
 	drop_queue(c);
 	grpc_metadata_array_destroy(&c->md);
 	grpc_call_unref(c->call);
@@ -529,6 +570,275 @@ static void on_hello(struct conn *c, const struct wire_hello *h, double now)
 	send_welcome(c, resume, pulls, npull);
 }
 
+/* ---- adopting a learner's model (spec.model.kind external) ------------ */
+
+static void pending_release(struct conn *c)
+{
+	free(c->sizes);
+	c->sizes = NULL;
+	c->hello.fragment_sizes = NULL;
+	c->pending = 0;
+}
+
+/* Asks c's learner for its weights: a Pull of round 0 per fragment. */
+static int ask_seed(struct stream_server *sv, struct conn *c, struct err *e)
+{
+	const struct frag_table *ft = &sv->ext_ft;
+	size_t off = 0;
+
+	free(sv->seed);
+	free(sv->seed_off);
+	free(sv->seed_got);
+	sv->seed_off = calloc((size_t)ft->nfrags, sizeof(size_t));
+	sv->seed_got = calloc((size_t)ft->nfrags, 1);
+	for (int p = 0; sv->seed_off && p < ft->nfrags; p++) {
+		sv->seed_off[p] = off;
+		off += ft->frags[p].numel;
+	}
+	sv->seed = malloc(off * sizeof(float));
+	if (!sv->seed_off || !sv->seed_got || !sv->seed)
+		return err_set(e, "syncer: out of memory for a %zu-value seed",
+			       off);
+	sv->seeder = c;
+	sv->seed_moved = clock_mono();
+	sv->seed_left = ft->nfrags;
+	for (int p = 0; p < ft->nfrags; p++)
+		send_pull(c, 0, p);
+	log_info("learner %u: asking for its weights (the job's initial "
+		 "model)", c->hello.learner_id);
+	return 0;
+}
+
+/* The first hello of an external job: its table becomes the job's. */
+static int adopt_table(struct stream_server *sv, const struct wire_hello *h,
+		       struct err *e)
+{
+	if (h->fragments < 1 || h->nsizes != h->fragments)
+		return err_set(e, "fragment sizes missing: learner sent %zu sizes "
+			       "for %u fragments", h->nsizes, h->fragments);
+	if (frag_table_from_sizes(&sv->ext_ft, h->fragment_sizes,
+				  (int)h->fragments, h->fingerprint, e))
+		return -1;
+	sv->have_ft = 1;
+	sv->ext_prm = *sv->s->prm;
+	sv->ext_prm.ft = &sv->ext_ft;
+	log_info("learner %u's model is the job's: %u fragments, fingerprint "
+		 "%016" PRIx64, h->learner_id, h->fragments, h->fingerprint);
+	return 0;
+}
+
+static void on_hello(struct conn *c, const struct wire_hello *h, double now);
+static int cache_init(struct stream_server *sv, int P, struct err *e);
+
+/* Θ is known: the core starts, and every waiting hello is answered. */
+static void adopt_done(struct stream_server *sv, const float *theta,
+		       double now)
+{
+	struct syncer *s = sv->s;
+	const struct frag_table *ft = &sv->ext_ft;
+	float *flat = NULL;
+	struct conn *c, *next;
+	struct err e;
+	size_t n = 0;
+
+	for (int p = 0; p < ft->nfrags; p++)
+		n += ft->frags[p].numel;
+	if (theta) {
+		flat = malloc(n * sizeof(float));
+		if (flat)   /* the seed is in fragment order: scatter it */
+			for (int p = 0; p < ft->nfrags; p++)
+				frag_scatter(ft, p, theta + sv->seed_off[p], flat);
+	} else {
+		flat = calloc(n, sizeof(float));
+	}
+	sv->ext_flat = flat;
+	sv->ext_prm.init_params = flat;
+	sv->ext_prm.nparams = n;
+	if (!flat || core_init(s, &sv->ext_prm, now, &e) ||
+	    cache_init(sv, s->P, &e)) {
+		log_error("cannot start on the adopted model: %s",
+			  flat ? e.msg : "out of memory");
+		s->stopping = 1;
+		return;
+	}
+	s->adopting = 0;
+	s->ready = 1;
+	for (c = sv->conns; c; c = next) {
+		next = c->next;
+		if (!c->pending || c->closing)
+			continue;
+		struct wire_hello h = c->hello;
+
+		c->pending = 0;
+		on_hello(c, &h, now);
+		pending_release(c);
+	}
+}
+
+/* Whether the core found a checkpoint of the adopted table: then Θ is
+ * that, and no seed is needed. */
+static int have_checkpoint(struct stream_server *sv)
+{
+	uint64_t round;
+
+	return syncer_ckpt_newest_name(sv->s->prm->ckpt_dir,
+				       sv->ext_ft.fingerprint, &round) == 1;
+}
+
+static void adopt_hello(struct conn *c, const struct wire_hello *h,
+			double now)
+{
+	struct stream_server *sv = c->sv;
+	struct syncer *s = sv->s;
+	struct err e;
+
+	(void)now;
+	if (c->pending || c->learner >= 0) {
+		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "second hello on one stream");
+		return;
+	}
+	if (h->learner_id >= (uint32_t)s->M) {
+		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "learner id %u is out "
+			   "of range: job '%s' has %d learners", h->learner_id,
+			   s->js->name, s->M);
+		return;
+	}
+	if (s->prm->tls && h->learner_id != (uint32_t)c->cert_learner) {
+		conn_close(c, GRPC_STATUS_PERMISSION_DENIED, "the client "
+			   "certificate is learner %d's: it cannot say hello as "
+			   "learner %" PRIu32, c->cert_learner, h->learner_id);
+		return;
+	}
+	if (!sv->have_ft && adopt_table(sv, h, &e)) {
+		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "%s", e.msg);
+		return;
+	}
+	if (h->fingerprint != sv->ext_ft.fingerprint ||
+	    h->fragments != (uint32_t)sv->ext_ft.nfrags) {
+		log_warn("learner %u refused: model fingerprint mismatch: "
+			 "learner %016" PRIx64 ", syncer %016" PRIx64,
+			 h->learner_id, h->fingerprint, sv->ext_ft.fingerprint);
+		conn_close(c, GRPC_STATUS_FAILED_PRECONDITION, "model fingerprint "
+			   "mismatch: learner %016" PRIx64 ", syncer %016" PRIx64
+			   " (the job's table is its first learner's)",
+			   h->fingerprint, sv->ext_ft.fingerprint);
+		return;
+	}
+	c->hello = *h;
+	c->hello.job = NULL;
+	c->sizes = malloc(h->nsizes * sizeof(uint64_t) + 1);
+	if (!c->sizes) {
+		conn_close(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+		return;
+	}
+	memcpy(c->sizes, h->fragment_sizes, h->nsizes * sizeof(uint64_t));
+	c->hello.fragment_sizes = c->sizes;
+	c->pending = 1;
+	if (!sv->seeder && have_checkpoint(sv)) {
+		log_info("a checkpoint of the adopted model is in '%s': Θ is its",
+			 s->prm->ckpt_dir);
+		adopt_done(sv, NULL, now);
+		return;
+	}
+	if (!sv->seeder && ask_seed(sv, c, &e)) {
+		log_error("%s", e.msg);
+		pending_release(c);
+		conn_close(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "%s", e.msg);
+	}
+}
+
+/* A seed answer: round 0, the learner's own θ of one fragment. */
+static void adopt_answer(struct conn *c, const struct wire_answer *a,
+			 double now)
+{
+	struct stream_server *sv = c->sv;
+	const struct frag_table *ft = &sv->ext_ft;
+	struct err e;
+	int p = (int)a->fragment;
+
+	if (c != sv->seeder || a->round != 0 || p >= ft->nfrags ||
+	    sv->seed_got[p]) {
+		log_warn("learner %u: answer for round %" PRIu64 " fragment %u "
+			 "ignored: the syncer waits for a seed", c->hello.learner_id,
+			 a->round, a->fragment);
+		return;
+	}
+	if (enc_decode((enum payload_enc)a->encoding, a->payload, a->payload_len,
+		       sv->seed + sv->seed_off[p], ft->frags[p].numel, &e)) {
+		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "seed of fragment %d: "
+			   "%s", p, e.msg);
+		return;
+	}
+	for (size_t i = 0; i < ft->frags[p].numel; i++)
+		if (!isfinite(sv->seed[sv->seed_off[p] + i])) {
+			conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "seed of "
+				   "fragment %d: value %zu is not finite", p, i);
+			return;
+		}
+	sv->seed_got[p] = 1;
+	sv->seed_moved = now;
+	if (--sv->seed_left == 0) {
+		log_info("learner %u's weights are the job's initial model",
+			 c->hello.learner_id);
+		sv->seeder = NULL;
+		adopt_done(sv, sv->seed, now);
+	}
+}
+
+/*
+ * The learner asked for the seed went away: ask another waiting one,
+ * one of another learner than the last dropped if there is one.
+ */
+static void reseed(struct stream_server *sv)
+{
+	struct conn *pick = NULL;
+	struct err e;
+
+	for (struct conn *c = sv->conns; c; c = c->next)
+		if (c->pending && !c->closing &&
+		    (!pick || (int)pick->hello.learner_id == sv->seed_failed))
+			pick = c;
+	if (pick && ask_seed(sv, pick, &e)) {
+		log_error("%s", e.msg);
+		sv->s->stopping = 1;
+	}
+}
+
+/*
+ * A seeder that sends nothing for SEED_WAIT seconds (or helloTimeout if
+ * longer) is dropped, so that another learner is asked (docs/syncer.md,
+ * Model-agnostic jobs): its sidecar may have no seed to send.
+ */
+#define SEED_WAIT 60.0
+static void seed_timeout(struct stream_server *sv, double now)
+{
+	double limit = fmax(SEED_WAIT, sv->s->js->syncer.hello_timeout);
+	struct conn *c = sv->seeder;
+
+	if (!c || c->closing || now - sv->seed_moved <= limit)
+		return;
+	log_warn("learner %u sent no seed within %g s: asking another",
+		 c->hello.learner_id, limit);
+	sv->seed_failed = (int)c->hello.learner_id;
+	pending_release(c);
+	conn_close(c, GRPC_STATUS_UNAVAILABLE, "no seed within %g s", limit);
+	maybe_free(c);
+}
+
+/* A stream's message while no table is known. */
+static void adopt_message(struct conn *c, const struct wire_learner_msg *m,
+			  double now)
+{
+	if (m->kind == WIRE_HELLO)
+		adopt_hello(c, &m->hello, now);
+	else if (!c->pending)
+		conn_close(c, GRPC_STATUS_FAILED_PRECONDITION,
+			   "the first message must be a hello");
+	else if (m->kind == WIRE_ANSWER)
+		adopt_answer(c, &m->answer, now);
+	/* heartbeats wait for the core */
+}
+
 static void on_message(struct conn *c, const uint8_t *data, size_t len,
 		       double now)
 {
@@ -541,7 +851,9 @@ static void on_message(struct conn *c, const uint8_t *data, size_t len,
 		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "%s", e.msg);
 		return;
 	}
-	if (m.kind != WIRE_HELLO && c->learner < 0) {
+	if (s->adopting) {
+		adopt_message(c, &m, now);
+	} else if (m.kind != WIRE_HELLO && c->learner < 0) {
 		conn_close(c, GRPC_STATUS_FAILED_PRECONDITION,
 			   "the first message must be a hello");
 	} else {
@@ -566,7 +878,8 @@ static void on_message(struct conn *c, const uint8_t *data, size_t len,
 /* ---- events ------------------------------------------------------------ */
 
 /* A new call: watch for its end, wait for the next one, start reading. */
-static void on_new(struct stream_server *sv, struct conn *c, int ok)
+static void on_new(struct stream_server *sv, struct conn *c, int ok,
+		   double now)
 {
 	struct err e;
 	grpc_op op;
@@ -577,6 +890,7 @@ static void on_new(struct stream_server *sv, struct conn *c, int ok)
 		free(c);
 		return;
 	}
+	c->t_accept = now;
 	c->next = sv->conns;
 	if (sv->conns)
 		sv->conns->prev = c;
@@ -640,7 +954,7 @@ static void on_event(struct stream_server *sv, struct tag *t, int ok,
 		sv->shut = 1;
 		return;
 	case T_NEW:
-		on_new(sv, c, ok);   /* frees c itself when the server stops */
+		on_new(sv, c, ok, now);   /* frees c itself when the server stops */
 		return;
 	case T_RECV:
 		on_recv(c, ok, now);
@@ -684,10 +998,33 @@ static void run_rounds(struct stream_server *sv, double now)
 			send_merged(sv, &mg);
 			continue;
 		}
+		core_round_started(s, a.round);
 		for (int i = 0; i < s->M; i++)
 			if (s->learners[i].conn && s->learners[i].joined)
 				send_pull(s->learners[i].conn, a.round, a.frag);
 		log_debug("round %" PRIu64 " fragment %d: pulled", a.round, a.frag);
+	}
+}
+
+/* Streams that have not said Hello within spec.syncer.helloTimeout are
+ * closed: each holds memory and a slot of the connection's streams. */
+static void close_silent(struct stream_server *sv, double now)
+{
+	double limit = sv->s->js->syncer.hello_timeout;
+	struct conn *c = sv->conns, *next;
+	char peer[128];
+
+	for (; c; c = next) {
+		next = c->next;
+		if (c->learner >= 0 || c->pending || c->closing ||
+		    now - c->t_accept <= limit)
+			continue;
+		peer_name(c, peer, sizeof(peer));
+		sv->s->streams_no_hello++;
+		log_warn("stream from %s closed: no hello within %g s", peer, limit);
+		conn_close(c, GRPC_STATUS_DEADLINE_EXCEEDED,
+			   "no hello within %g s", limit);
+		maybe_free(c);
 	}
 }
 
@@ -703,9 +1040,28 @@ static void close_all(struct stream_server *sv, grpc_status_code code,
 	}
 }
 
+/*
+ * The memory gRPC may use for the syncer's calls (docs/syncer.md, gRPC
+ * details): room for two of the largest fragment message (one in, one
+ * out) per learner and per STREAM_SPARE streams more, at least
+ * QUOTA_MIN_BYTES.
+ */
+static size_t quota_bytes(const struct syncer *s)
+{
+	size_t big = 0, n;
+
+	for (int p = 0; p < s->P; p++) {
+		n = enc_size(ENC_F32, s->ft->frags[p].numel) + 1024;
+		big = n > big ? n : big;
+	}
+	n = 2 * big * (size_t)(s->M + STREAM_SPARE);
+	return n > QUOTA_MIN_BYTES ? n : QUOTA_MIN_BYTES;
+}
+
 static int start_server(struct stream_server *sv, const char *listen,
 			const struct tls_files *tls, struct err *e)
 {
+	grpc_resource_quota *quota = grpc_resource_quota_create("ddiloco-syncer");
 	grpc_arg args[] = {
 		{ GRPC_ARG_INTEGER, (char *)GRPC_ARG_ALLOW_REUSEPORT, { .integer = 0 } },
 		{ GRPC_ARG_INTEGER, (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
@@ -721,13 +1077,23 @@ static int start_server(struct stream_server *sv, const char *listen,
 		  { .integer = 2000 } },
 		{ GRPC_ARG_INTEGER, (char *)GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
 		  { .integer = 4000 } },
+		{ GRPC_ARG_INTEGER, (char *)GRPC_ARG_MAX_CONCURRENT_STREAMS,
+		  { .integer = MAX_STREAMS_PER_CONN } },
+		{ .type = GRPC_ARG_POINTER, .key = (char *)GRPC_ARG_RESOURCE_QUOTA,
+		  .value.pointer = { quota, grpc_resource_quota_arg_vtable() } },
 	};
 	grpc_channel_args ca = { sizeof(args) / sizeof(args[0]), args };
 	grpc_server_credentials *cred;
 	int port;
 
+	size_t qb = quota_bytes(sv->s);
+
+	grpc_resource_quota_resize(quota, qb);
 	sv->cq = grpc_completion_queue_create_for_next(NULL);
 	sv->srv = grpc_server_create(&ca, NULL);
+	grpc_resource_quota_unref(quota);   /* the server holds its own */
+	log_debug("gRPC limits: %d streams a connection, %zu MiB of buffers",
+		  MAX_STREAMS_PER_CONN, qb >> 20);
 	grpc_server_register_completion_queue(sv->srv, sv->cq, NULL);
 	sv->method = grpc_server_register_method(sv->srv,
 						 "/ddiloco.v1.Syncer/Train", NULL,
@@ -849,9 +1215,23 @@ int syncer_run(const struct syncer_params *p,
 	if (!s)
 		return err_set(e, "syncer: out of memory");
 	grpc_init();
-	if (core_init(s, p, clock_mono(), e) || cache_init(&sv, s->P, e))
-		goto out;
 	sv.s = s;
+	sv.seed_failed = -1;
+	if (p->js->model.kind == MODEL_EXTERNAL && !p->ft) {
+		/* no table until the first hello (docs/syncer.md) */
+		pthread_mutex_init(&s->mu, NULL);
+		pthread_cond_init(&s->ev.cv, NULL);
+		s->adopting = 1;
+		s->prm = p;
+		s->js = p->js;
+		s->M = p->js->learners.replicas;
+		s->t0 = s->last_loop = clock_mono();
+		log_info("spec.model.kind external: the model is the first "
+			 "learner's");
+	} else if (core_init(s, p, clock_mono(), e) ||
+		   cache_init(&sv, s->P, e)) {
+		goto out;
+	}
 	s->http = httpd_start(p->http_addr, p->http_port, status_http, s, e);
 	if (!s->http)
 		goto out;
@@ -871,19 +1251,50 @@ int syncer_run(const struct syncer_params *p,
 		grpc_event ev;
 
 		pthread_mutex_lock(&s->mu);
-		wait = fmin(wait, syncer_round_next_deadline(&s->rs) - now);
-		/* the next pull when the learners' pace makes it due (round.h) */
-		wait = fmin(wait, fmax(0.001, syncer_round_next_pull(&s->rs, now) -
-					      now));
+		if (!s->adopting) {
+			wait = fmin(wait, syncer_round_next_deadline(&s->rs) - now);
+			/* the next pull when the learners' pace makes it due
+			 * (round.h) */
+			wait = fmin(wait, fmax(0.001,
+				    syncer_round_next_pull(&s->rs, now) - now));
+		}
 		pthread_mutex_unlock(&s->mu);
 		ev = grpc_completion_queue_next(sv.cq, deadline_in(wait), NULL);
+		/* the events already there, up to EVENT_BATCH, before the
+		 * rounds are looked at: that costs O(M) (the pacing's K-th
+		 * step), an event O(1) */
+		for (int n = 0; ev.type == GRPC_OP_COMPLETE;) {
+			pthread_mutex_lock(&s->mu);
+			on_event(&sv, ev.tag, ev.success, clock_mono());
+			pthread_mutex_unlock(&s->mu);
+			if (++n == EVENT_BATCH)
+				break;
+			ev = grpc_completion_queue_next(sv.cq,
+				gpr_inf_past(GPR_CLOCK_MONOTONIC), NULL);
+		}
 		pthread_mutex_lock(&s->mu);
 		now = clock_mono();
 		s->last_loop = now;
-		if (ev.type == GRPC_OP_COMPLETE)
-			on_event(&sv, ev.tag, ev.success, now);
-		core_eval_collect(s);
-		if (!finishing && !s->stopping) {
+		if (!s->adopting)
+			core_eval_collect(s);
+		/* the scans of every stream and learner: once per tick, not
+		 * once per event (core_tick) */
+		if (!s->stopping && core_tick(s, now))
+			close_silent(&sv, now);
+		if (s->adopting && sv.have_ft)
+			seed_timeout(&sv, now);
+		if (s->adopting && sv.have_ft && !sv.seeder)
+			reseed(&sv);
+		if (s->adopting) {
+			if ((*stop || s->stopping) && finish_at < 0) {
+				log_info("stopped before a learner gave the "
+					 "model");
+				s->stopping = 1;
+				close_all(&sv, GRPC_STATUS_UNAVAILABLE,
+					  "syncer shutting down");
+				finish_at = now + STOP_GRACE;
+			}
+		} else if (!finishing && !s->stopping) {
 			run_rounds(&sv, now);
 			core_check_budget(s, now);
 			if (s->done) {
@@ -892,7 +1303,7 @@ int syncer_run(const struct syncer_params *p,
 				finish_at = now + p->drain_seconds;
 			}
 		}
-		if (*stop && !s->stopping) {
+		if (*stop && !s->stopping && !s->adopting) {
 			stop_job(&sv, now);
 			finish_at = now + STOP_GRACE;
 		}
@@ -912,7 +1323,14 @@ out:
 	if (s->http)
 		httpd_stop(s->http);
 	cache_release(&sv, s->P);
-	core_release(s);
+	if (!s->adopting)
+		core_release(s);
+	if (sv.have_ft)
+		frag_table_release(&sv.ext_ft);
+	free(sv.ext_flat);
+	free(sv.seed);
+	free(sv.seed_off);
+	free(sv.seed_got);
 	free(s);
 	grpc_shutdown();
 	return rc;

@@ -40,16 +40,25 @@ struct wire_answer;
 struct wire_heartbeat;
 struct wire_hello;
 
-/* One accepted answer waiting for its round's merge. */
+/*
+ * One accepted answer waiting for its round's merge: what is known of it,
+ * not its values — those are folded into the slot's accumulator (or kept
+ * among its few copies, outer.h struct outer_acc) when it is accepted.
+ */
+enum answer_fate {
+	ANSWER_EMPTY,      /* no steps, no weight, or taken as empty */
+	ANSWER_FOLDED,     /* in the slot's accumulator: merged with it */
+	ANSWER_SCREENED,   /* refused by the history screen when it came */
+};
 struct answer {
 	struct answer *next;
 	int learner;
+	enum answer_fate fate;
 	uint64_t steps, tokens;
 	uint64_t step, base_version;   /* the learner's step; its base */
 	uint64_t incarnation;          /* the learner process that sent it */
 	double weight;
-	float *delta;        /* NULL for an empty answer (steps = 0) */
-	double *sq;          /* squared norm per segment */
+	double norm_step;    /* whole-fragment norm per step (folded ones) */
 };
 
 struct learner {
@@ -61,6 +70,9 @@ struct learner {
 	uint64_t step_max;   /* highest step it reported since we started,
 			      * over its restarts too: where a restart resumes */
 	double step_time, train_loss, last_seen;   /* last_seen: mono clock */
+	double step_moved;   /* mono time its reported step last changed */
+	int stale;           /* its step stands still while it reports
+			      * (core_check_stale) */
 };
 
 struct eval_job {
@@ -81,13 +93,24 @@ struct syncer {
 	size_t nparams;
 	size_t *frag_off;            /* fragment p starts at theta + frag_off[p] */
 	struct outer_seg **segs;     /* per fragment, its tensors */
-	float *theta, *mom, *scratch, *flat;
+	float *theta, *mom, *flat;
+	/* merge buffers, sized to the largest fragment (max_numel floats,
+	 * max_nseg tensors) and shared: merges and answers are handled one
+	 * at a time, on the run loop. An answer is decoded into its round
+	 * slot's accumulator (accs), or into `in` when it has no round in
+	 * flight; `in_sq` gets its norms; `delta` is a merge's Δ, `undo` Θ
+	 * and momentum before its step (docs/syncer.md, Merge). */
+	size_t max_numel;
+	int max_nseg;
+	float *in, *delta, *undo;
+	double *in_sq;
 	uint64_t *versions;
 	/* per fragment, the version this process resumed at: an answer
 	 * trained from an older base predates it (0 when started afresh) */
 	uint64_t *resumed_at;
 	struct syncer_round rs;
-	struct answer **answers;     /* per round slot */
+	struct answer **answers;     /* per round slot, what is known of them */
+	struct outer_acc *accs;      /* per round slot, their merge so far */
 	struct learner *learners;
 
 	/* accounting; the checkpointed part mirrors struct syncer_ckpt */
@@ -98,9 +121,19 @@ struct syncer {
 	double quorum_wait_sum, grace_sum, merge_sum;
 	uint64_t quorum_count, merge_count;
 	int done, ready, stopping;
+	int adopting;                /* spec.model.kind external, no table
+				      * yet: only streams and HTTP run
+				      * (stream.c; docs/syncer.md) */
 	double last_loop;            /* mono time of the last loop turn */
+	int final_eval;              /* the run loop is in the last evaluation,
+				      * `mu` released (core_eval_sync) */
 	int learners_connected;
 	uint64_t streams_refused;    /* identity refusals (stream.c) */
+	uint64_t stale_marked;       /* learners found stale, since start */
+	double next_tick;            /* mono time core_tick works again */
+	uint64_t stale_scans;        /* core_check_stale calls (tests) */
+	uint64_t steps_undone;       /* outer steps undone: Θ non-finite */
+	uint64_t streams_no_hello;   /* closed for no Hello in time (stream.c) */
 	struct goodput gp;           /* where learner time goes (goodput.h) */
 	struct gap_log gaps;         /* down gaps between rounds (gaplog.h) */
 	/* checkpoint writes of this process (docs/syncer.md, Checkpoints):
@@ -111,12 +144,64 @@ struct syncer {
 		int have_ok;             /* a checkpoint was written or loaded */
 		uint64_t last_ok_round;
 		char error[sizeof(((struct err *)0)->msg)];
+		/* what this process started from: "new", "checkpoint",
+		 * "last_good", or "seed" when none loaded although the
+		 * high-water mark says rounds were handed out before */
+		const char *resumed_from;
 	} ckpt;
+
+	/* the last good checkpoint kept by this process (docs/syncer.md,
+	 * Checkpoints) */
+	struct {
+		int have;
+		uint64_t round;
+		double loss;
+	} good;
+	/* per fragment, the whole-fragment norms of the latest merged
+	 * answers, a ring of CORE_NORM_HISTORY (docs/syncer.md, Merge) */
+	double *norm_hist;
+	int *norm_hist_n;            /* entries held, ≤ CORE_NORM_HISTORY */
+	int *norm_hist_next;         /* where the next one goes */
+	uint64_t norm_history_refused;
+	/* per fragment, ‖Θ_p‖ (in double), kept with every step; and the
+	 * answers refused by the size screen (docs/syncer.md, Merge) */
+	double *theta_norm;
+	uint64_t size_refused;
+	/* resumed from the last good checkpoint: the rounds from it to the
+	 * newest checkpoint file's name, skipped on top of the usual margin */
+	uint64_t skip_extra;
+	/* the high-water mark on disk: rounds up to it are covered */
+	uint64_t hwm_rounds;
 
 	pthread_mutex_t mu;
 	struct eval_job ev;
 	struct httpd *http;
 };
+
+/* An evaluation loss at most this fraction above the best one so far
+ * marks its round's checkpoint the last good one. */
+#define CORE_GOOD_MARGIN 0.10
+/* Merged answer norms remembered per fragment, and how many are needed
+ * before an answer is held against them. */
+#define CORE_NORM_HISTORY 16
+#define CORE_NORM_HISTORY_MIN 4
+/* An answer whose norm per step is more than this many times the norm of
+ * its fragment of Θ (at least the model's RMS value times √n_p) is
+ * refused, history or not: no optimizer step moves parameters by a
+ * hundred times their size (docs/syncer.md, Merge). */
+#define CORE_SIZE_RATIO 100.0
+
+/* A joined learner is stale when its reported step has not changed for
+ * the larger of spec.syncer.stallSeconds and CORE_STALL_STEPS of its step
+ * times while it was heard from in the last CORE_STALL_HEARD_S. */
+/* The high-water mark is written when a round starts past it, to cover
+ * this many rounds (docs/syncer.md, Checkpoints). */
+#define CORE_HWM_ROUNDS 16
+#define CORE_STALL_STEPS 10
+#define CORE_STALL_HEARD_S 10.0
+/* The per-tick work (core_tick) runs at most once in this many seconds,
+ * however many events the run loop handles meanwhile. */
+#define CORE_TICK_S 0.05
 
 /* core.c; `now` is the monotonic clock (a fake one in tests) */
 int core_init(struct syncer *s, const struct syncer_params *p, double now,
@@ -125,6 +210,14 @@ void core_release(struct syncer *s);
 double core_elapsed(const struct syncer *s, double now);
 double core_uptime(const struct syncer *s, double now);
 double core_goodput(const struct syncer *s, double now);
+/*
+ * The run loop's scans of every learner (stale learners, until the job
+ * is done) at most once per CORE_TICK_S: 1 when this call did them (and
+ * the caller's own scans, of the streams, are due too), 0 when they ran
+ * less than CORE_TICK_S ago. The loop turns once per gRPC event, so with M
+ * learners answering a round, scanning on every turn was O(M²) a round.
+ */
+int core_tick(struct syncer *s, double now);
 /* Writes a checkpoint; its outcome is kept in s->ckpt for /status. */
 int core_checkpoint(struct syncer *s, double now, struct err *e);
 
@@ -152,9 +245,18 @@ void core_leave(struct syncer *s, int learner, const char *why);
 int core_heartbeat(struct syncer *s, int learner,
 		   const struct wire_heartbeat *hb, double now);
 
+/* Marks the learners that became stale (rounds stop waiting for them);
+ * a report with a new step clears it. Called by core_tick. */
+void core_check_stale(struct syncer *s, double now);
+
+/* Round `round` is about to be pulled: the high-water mark is written
+ * first when the round is past it. */
+void core_round_started(struct syncer *s, uint64_t round);
+
 /* What became of an answer (counters and log lines say the same). */
 enum core_verdict {
-	CORE_QUEUED,     /* waits for its round's merge (maybe as empty) */
+	CORE_QUEUED,     /* in its round: folded into the merge, or empty,
+			  * or refused by the norm history (counted) */
 	CORE_LATE,       /* its round is merged already */
 	CORE_REFUSED,    /* no such fragment or round, or answered already */
 	CORE_INVALID,    /* counts for the quorum, not merged: bad payload,
@@ -182,7 +284,8 @@ uint8_t *core_update_payload(const struct syncer *s, int p, int *enc,
 			     size_t *len);
 /* Whether the budget is reached (sets s->done the first time). */
 int core_check_budget(struct syncer *s, double now);
-/* The job is done: rounds abandoned, last checkpoint and evaluation. */
+/* The job is done: rounds abandoned, last checkpoint and evaluation
+ * (called with `mu` held, released during the evaluation). */
 void core_finish(struct syncer *s, double now);
 /* A stop request: rounds abandoned, a checkpoint unless done. */
 void core_stop(struct syncer *s, double now);
@@ -190,6 +293,8 @@ void core_stop(struct syncer *s, double now);
 /* Evaluation: start one (if the thread is idle), collect a finished one. */
 void core_eval_start(struct syncer *s, double now);
 void core_eval_collect(struct syncer *s);
+/* The last evaluation, on the caller's thread: called with `mu` held, it
+ * releases `mu` while the model is evaluated (final_eval set). */
 int core_eval_sync(struct syncer *s, double now);
 void core_eval_stop(struct syncer *s);
 

@@ -36,7 +36,7 @@ spec:
 YAML
 	rc=0
 	"$BIN" run "$dir/$1.yaml" --no-chaos --run-dir "$dir/run-$1" \
-		--timeout 120 > "$dir/out-$1" 2>&1 || rc=$?
+		--timeout 300 > "$dir/out-$1" 2>&1 || rc=$?
 	[ "$rc" -eq 0 ] || { cat "$dir/out-$1"; fail "H $1: run exited $rc"; }
 }
 

@@ -2,8 +2,9 @@
  * syncer/bounds.c on its own, with hand-picked times: the allowance and
  * its floor, the edges of the step time range, the resume step a join
  * gives, the base time an answer moves, the token rules for the same and
- * for a new learner process, and a refusal by time alone accepted later
- * with every token since the last accepted report.
+ * for a new learner process, a refusal by time alone accepted later
+ * with every token since the last accepted report, and a report that
+ * waited in a queue measured from a reference old enough to absorb it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -143,23 +144,70 @@ static void tokens_follow_steps_and_time(void **state)
 	assert_int_equal(hb(0, 1150, 160 * T, 0.01, 100 * T, 1, 11.5, &e), -1);
 	assert_string_equal(e.msg, "6000 more tokens in 50 steps: more than "
 			    "B·T = 100 a step");
-	/* a new process's total is counted whole: the time since the last
-	 * accepted heartbeat bounds it, 4 · (0.5 + 1) / 0.01 + 1 = 601
-	 * steps of tokens */
-	assert_int_equal(hb(0, 1650, 602 * T, 0.01, 900 * T, 0, 11.5, &e), -1);
-	assert_string_equal(e.msg, "60200 more tokens in 0.5 s: more than the "
-			    "60100 its step time allows");
-	assert_int_equal(hb(0, 1650, 601 * T, 0.01, 900 * T, 0, 11.5, &e), 0);
-	/* refused by time alone (750 steps in 0.1 s), accepted 1 s after the
-	 * last accepted one with all its tokens since */
-	assert_int_equal(hb(0, 2400, 1301 * T, 0.01, 601 * T, 1, 11.6, &e), -1);
-	assert_int_equal(hb(0, 2400, 1301 * T, 0.01, 601 * T, 1, 12.5, &e), 0);
-	assert_float_equal(b.l[0].tok_t, 12.5, 0);
+	/* the tokens since the reference (t = 10, none): 100 counted and
+	 * 902 more, against 4 · (1.5 + 1) / 0.01 + 1 = 1001 steps' worth */
+	assert_int_equal(hb(0, 1650, 1002 * T, 0.01, 100 * T, 0, 11.5, &e), -1);
+	assert_string_equal(e.msg, "100200 more tokens in 1.5 s: more than the "
+			    "100100 its step time allows");
+	assert_int_equal(hb(0, 1650, 1001 * T, 0.01, 100 * T, 0, 11.5, &e), 0);
+	assert_int_equal(b.l[0].tokens, 1001 * T);
+	/* a new process's total is counted whole: 50 more, 1041 allowed */
+	assert_int_equal(hb(0, 1700, 50 * T, 0.01, 1001 * T, 0, 11.6, &e), -1);
+	assert_string_equal(e.msg, "105100 more tokens in 1.6 s: more than the "
+			    "104100 its step time allows");
+	assert_int_equal(hb(0, 1700, 50 * T, 0.01, 1001 * T, 0, 11.7, &e), 0);
+	/* refused by time alone (step 2400 is 1400 past the reference, 1120
+	 * allowed at 1.8 s), accepted later with all its tokens since */
+	assert_int_equal(hb(0, 2400, 750 * T, 0.01, 50 * T, 1, 11.8, &e), -1);
+	assert_string_equal(e.msg, "step 2400 is 1400 past step 1000 of 1.8 s "
+			    "before: more than the 1120 steps its step time "
+			    "allows");
+	assert_int_equal(hb(0, 2400, 750 * T, 0.01, 50 * T, 1, 12.5, &e), -1);
+	assert_int_equal(hb(0, 2400, 750 * T, 0.01, 50 * T, 1, 13.5, &e), 0);
+	assert_int_equal(b.l[0].tokens, 1751 * T);
 	assert_int_equal(b.l[0].tok_step, 2400);
-	assert_int_equal(b.l[0].refused_heartbeats, 4);
+	assert_int_equal(b.l[0].refused_heartbeats, 6);
 	/* tokens restored from a checkpoint written at t = 20 */
 	bounds_restored(&b, 20.0);
-	assert_float_equal(b.l[1].tok_t, 20.0, 0);
+	assert_float_equal(b.l[1].tok_ref[0].t, 20.0, 0);
+	assert_float_equal(b.l[0].tok_ref[1].t, 20.0, 0);
+	assert_int_equal(b.l[0].tok_ref[0].v, 1751 * T);
+}
+
+/*
+ * A learner at 100 steps a second from t = 10 whose report sent at t = 12
+ * waited in a queue until t = 30: the next report, sent on time at t = 31,
+ * is 1900 steps past it, in 1 s. Measured from the reference at least
+ * BOUNDS_WINDOW_S old it is the truth; a tenfold claim is still refused.
+ */
+static void a_report_that_waited_is_no_lie(void **state)
+{
+	struct err e;
+
+	(void)state;
+	bounds_join(&b, 0, 0, 10.0);
+	assert_int_equal(hb(0, 100, 100 * T, 0.01, 0, 1, 11.0, &e), 0);
+	assert_int_equal(hb(0, 200, 200 * T, 0.01, 100 * T, 1, 30.0, &e), 0);
+	/* the newer reference moved to t = 30; the older is the join */
+	assert_float_equal(b.l[0].step_ref[0].t, 10.0, 0);
+	assert_float_equal(b.l[0].step_ref[1].t, 30.0, 0);
+	assert_int_equal(b.l[0].step_ref[1].v, 200);
+	assert_float_equal(b.l[0].tok_ref[1].t, 30.0, 0);
+	assert_int_equal(b.l[0].tok_ref[1].v, 200 * T);
+	assert_int_equal(hb(0, 2100, 2100 * T, 0.01, 200 * T, 1, 31.0, &e), 0);
+	/* ten times the truth at t = 32: 4 · (22 + 1) / 0.01 = 9200 */
+	assert_int_equal(hb(0, 22000, 22000 * T, 0.01, 2100 * T, 1, 32.0, &e), -1);
+	assert_string_equal(e.msg, "step 22000 is 22000 past step 0 of 22 s "
+			    "before: more than the 9200 steps its step time "
+			    "allows");
+	/* the references move on 10 s after the newer one was taken */
+	assert_int_equal(hb(0, 3100, 3100 * T, 0.01, 2100 * T, 1, 41.0, &e), 0);
+	assert_float_equal(b.l[0].step_ref[0].t, 30.0, 0);
+	assert_int_equal(b.l[0].step_ref[0].v, 200);
+	assert_float_equal(b.l[0].step_ref[1].t, 41.0, 0);
+	assert_int_equal(b.l[0].step_ref[1].v, 3100);
+	assert_int_equal(b.l[0].tok_ref[0].v, 200 * T);
+	assert_int_equal(b.l[0].refused_heartbeats, 1);
 }
 
 int main(void)
@@ -168,6 +216,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(allowance_and_step_time_range, setup, teardown),
 		cmocka_unit_test_setup_teardown(steps_follow_the_clock, setup, teardown),
 		cmocka_unit_test_setup_teardown(tokens_follow_steps_and_time, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_report_that_waited_is_no_lie, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

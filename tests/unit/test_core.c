@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/buf.h"
@@ -300,6 +301,8 @@ static void bad_answers_are_refused(void **state)
 	assert_int_equal(poll(f).kind, ROUND_NONE);   /* no valid answer yet */
 	/* the last learner's is valid: all are in, what is valid merges */
 	assert_int_equal(answer(f, 1, 1, 1, 0, 0.5f, 0, ENC_F32), CORE_QUEUED);
+	/* only the valid answer reached the round's accumulator */
+	assert_int_equal(outer_acc_count(&f->s->accs[a.slot]), 1);
 	merge(f, poll(f), &mg);
 	assert_int_equal(mg.merged, 1);
 	assert_int_equal(mg.version, 1);
@@ -514,7 +517,9 @@ static void the_budget_ends_the_job(void **state)
 	assert_int_equal(poll(f).kind, ROUND_NONE);
 	h = hello_of(f, 2, sizes);
 	assert_int_equal(core_hello_check(f->s, &h, NULL), CORE_JOIN_DONE);
+	pthread_mutex_lock(&f->s->mu);
 	core_finish(f->s, f->now);
+	pthread_mutex_unlock(&f->s->mu);
 	/* a restart comes back knowing the job is over */
 	fx_stop(f);
 	fx_start(f);
@@ -841,7 +846,7 @@ static void answers_beyond_the_bounds_are_refused(void **state)
 /*
  * A heartbeat's step time must be finite and within [minStepTime,
  * maxStepTime]; its tokens at most B·T a step and what the time since
- * the last accepted one allows; its step likewise. A refused one changes
+ * its reference allows; its step likewise. A refused one changes
  * nothing — not the tokens trained (the budget), not the step — and is
  * counted; honest ones around it count as before.
  */
@@ -879,9 +884,11 @@ static void heartbeats_beyond_the_bounds_are_refused(void **state)
 	hb.step = 200;
 	hb.tokens = 100 * 512 + 1000 * 512;
 	assert_int_equal(core_heartbeat(f->s, 0, &hb, f->now), -1);
-	/* a step far ahead: 1 s at 10 ms allows 4 · 2 / 0.01 = 800 */
-	hb.step = 100 + 1000;
-	hb.tokens = 1100 * 512;
+	/* a step far ahead, measured from the reference of its join (step
+	 * 0, 2 s before; a reference moves only once it is BOUNDS_WINDOW_S
+	 * old): 2 s at 10 ms allows 4 · 3 / 0.01 = 1200 */
+	hb.step = 1201;
+	hb.tokens = 1201 * 512;
 	assert_int_equal(core_heartbeat(f->s, 0, &hb, f->now), -1);
 	assert_int_equal(f->s->bounds.heartbeats_refused, 8);
 	assert_int_equal(f->s->acc.tokens_trained, 100 * 512);
@@ -1016,6 +1023,16 @@ static char *http_get(struct fx *f, const char *path)
 	return txt;
 }
 
+static json_t *status_of(struct fx *f)
+{
+	char *txt = http_get(f, "/status");
+	json_t *o = json_loads(txt, 0, NULL);
+
+	free(txt);
+	assert_non_null(o);
+	return o;
+}
+
 static json_t *status_ckpt(struct fx *f)
 {
 	char *txt = http_get(f, "/status");
@@ -1099,9 +1116,13 @@ static void checkpoints_that_fail_are_shown_and_retried(void **state)
 
 /*
  * Finite answers whose step overflows Θ (found by tests/fuzz/fuzz_wire):
- * Δ = −3·10³⁸ with Nesterov momentum 0.9 moves Θ by 1.9 · 3·10³⁸, past
- * FLT_MAX. The fragment keeps its Θ and version and the answers count as
- * rejected.
+ * Θ at 10³⁷, so that Δ = −3·10³⁸ passes the size screen (30 times the
+ * fragment, not 100), and Nesterov momentum 0.9 moves Θ by 1.9 · 3·10³⁸,
+ * past FLT_MAX. The step is undone: the fragment keeps its Θ, momentum
+ * and version, the answers count as rejected, /status steps_undone and
+ * /metrics steps_undone_total say so. The job goes on: the next round of
+ * the fragment merges, no step is merged twice, and the checkpoint
+ * written then loads with a finite Θ.
  */
 static void a_step_that_overflows_is_not_applied(void **state)
 {
@@ -1109,8 +1130,13 @@ static void a_step_that_overflows_is_not_applied(void **state)
 	struct round_action a;
 	struct core_merged mg;
 	float before[NPARAM];
-	uint64_t rejected;
+	uint64_t rejected, hb = 0;
+	struct syncer_ckpt c;
+	json_t *o;
+	char *m;
 
+	for (int i = 0; i < NPARAM; i++)
+		f->init[i] = 1e37f;
 	f->js.syncer.outer_momentum = 0.9;
 	f->js.syncer.nesterov = 1;
 	fx_start(f);
@@ -1129,9 +1155,623 @@ static void a_step_that_overflows_is_not_applied(void **state)
 	assert_int_equal(mg.updated, 0);
 	assert_int_equal(f->s->versions[mg.frag], 0);
 	assert_int_equal(f->s->acc.rejected, rejected + 2);
+	assert_int_equal(f->s->size_refused, 0);
+	assert_int_equal(f->s->steps_undone, 1);
 	for (int i = 0; i < NPARAM; i++) {
 		assert_exactly(f->s->theta[i], before[i]);
 		assert_exactly(f->s->mom[i], 0.0f);
+	}
+	o = status_of(f);
+	assert_int_equal(json_integer_value(json_object_get(o, "steps_undone")), 1);
+	json_decref(o);
+	m = http_get(f, "/metrics");
+	assert_non_null(strstr(m, "\nddiloco_syncer_steps_undone_total 1\n"));
+	free(m);
+
+	/* rounds go on: fragment 0, then fragment 1 again, both merged */
+	for (int r = 0; r < 2; r++) {
+		one_round(f, &hb, &mg);
+		assert_int_equal(mg.updated, 1);
+		assert_int_equal(f->s->versions[mg.frag], 1);
+	}
+	assert_int_equal(f->s->steps_undone, 1);
+	assert_int_equal(f->s->audit.double_merged_steps, 0);
+	/* what was written since is a finite Θ */
+	assert_int_equal(syncer_ckpt_load_newest(f->dir, f->ft.fingerprint, 2,
+						 NPARAM, M, &c, NULL, 0, NULL), 1);
+	assert_int_equal(c.rounds_completed, 3);
+	for (int i = 0; i < NPARAM; i++) {
+		assert_true(isfinite(c.theta[i]));
+		assert_exactly(c.theta[i], f->s->theta[i]);
+	}
+	syncer_ckpt_release(&c);
+}
+
+/*
+ * The size screen: in a fragment's first merges, with no history to
+ * screen against, an answer whose norm per step is over 100 times its
+ * fragment of Θ is refused at once (a finite one, ±1000 against values
+ * of 0.01 to 0.23, which would have moved Θ by 500 and left the learners
+ * nothing to train on): counted in rejected, /status answers.refused_size
+ * and /metrics; the other answer merges alone, and the next rounds merge
+ * as before. A model of zeros has nothing to measure by: no screen.
+ */
+static void answers_far_beyond_the_model_are_refused(void **state)
+{
+	struct fx *f = *state;
+	struct round_action a;
+	struct core_merged mg;
+	uint64_t hb = 0;
+	float before;
+	json_t *o;
+	char *m;
+
+	fx_start(f);
+	join_all(f);
+	a = pull_next(f, &hb);
+	before = f->s->theta[f->s->frag_off[a.frag]];
+	assert_int_equal(answer_at(f, 0, a.round, a.frag, 0, 1000.0f, hb, 1, 10),
+			 CORE_QUEUED);
+	assert_int_equal(answer_at(f, 1, a.round, a.frag, 0, 0.1f, hb, 1, 10),
+			 CORE_QUEUED);
+	assert_int_equal(f->s->size_refused, 1);
+	assert_int_equal(f->s->norm_history_refused, 0);
+	merge(f, poll(f), &mg);
+	assert_int_equal(mg.merged, 1);
+	assert_int_equal(f->s->versions[a.frag], 1);
+	assert_float_equal(f->s->theta[f->s->frag_off[a.frag]], before - 0.1f, 1e-6);
+	o = status_of(f);
+	assert_int_equal(json_integer_value(json_object_get(
+			 json_object_get(o, "answers"), "refused_size")), 1);
+	assert_int_equal(json_integer_value(json_object_get(
+			 json_object_get(o, "answers"), "rejected")), 1);
+	json_decref(o);
+	m = http_get(f, "/metrics");
+	assert_non_null(strstr(m, "\nddiloco_syncer_answers_size_refused_total 1\n"));
+	free(m);
+	/* 37 times the fragment per step passes (the history has none yet) */
+	a = pull_next(f, &hb);
+	assert_int_equal(answer_at(f, 0, a.round, a.frag, f->s->versions[a.frag],
+				   5.0f, hb, 1, 10), CORE_QUEUED);
+	assert_int_equal(answer_at(f, 1, a.round, a.frag, f->s->versions[a.frag],
+				   5.0f, hb, 1, 10), CORE_QUEUED);
+	merge(f, poll(f), &mg);
+	assert_int_equal(mg.merged, 2);
+	assert_int_equal(f->s->size_refused, 1);
+	fx_stop(f);
+
+	/* a model of zeros has no size to measure by: the screen is off */
+	for (int i = 0; i < NPARAM; i++)
+		f->init[i] = 0;
+	assert_int_equal(testlib_rmtree(f->dir), 0);
+	assert_int_equal(mkdir(f->dir, 0700), 0);
+	hb = 0;
+	fx_start(f);
+	join_all(f);
+	a = pull_next(f, &hb);
+	answer_at(f, 0, a.round, a.frag, 0, 1e-3f, hb, 1, 10);
+	answer_at(f, 1, a.round, a.frag, 0, 1e-3f, hb, 1, 10);
+	merge(f, poll(f), &mg);
+	assert_int_equal(mg.merged, 2);
+	assert_int_equal(f->s->size_refused, 0);
+}
+
+/* One round answered by learners 0 and 1 with every value v; merged. */
+static void round_of(struct fx *f, uint64_t *hb, float v, struct core_merged *mg)
+{
+	struct round_action a = pull_next(f, hb);
+
+	answer_at(f, 0, a.round, a.frag, f->s->versions[a.frag], v, *hb, 1, 10);
+	answer_at(f, 1, a.round, a.frag, f->s->versions[a.frag], v, *hb, 1, 10);
+	merge(f, poll(f), mg);
+}
+
+/*
+ * Two answers that agree with each other pass the per-round screen, but
+ * not the history: once a fragment has CORE_NORM_HISTORY_MIN merged
+ * norms, an answer above normOutlier (10) times their median is refused,
+ * counted in rejected, /status and /metrics. Before that, nothing is
+ * held against it.
+ */
+static void answers_far_beyond_the_history_are_refused(void **state)
+{
+	struct fx *f = *state;
+	struct core_merged mg;
+	uint64_t hb = 0, rejected;
+	char *m;
+	json_t *o;
+
+	fx_start(f);
+	join_all(f);
+	round_of(f, &hb, 2.0f, &mg);      /* round 1, fragment 1: no history */
+	assert_int_equal(mg.frag, 1);
+	assert_int_equal(mg.merged, 2);
+	for (int r = 2; r <= 6; r++) {    /* fragment 1: 2, 2, .1 ×4 */
+		round_of(f, &hb, 0.1f, &mg);
+		assert_int_equal(mg.merged, 2);
+	}
+	assert_int_equal(f->s->norm_hist_n[1], 6);
+	assert_int_equal(f->s->norm_hist_n[0], 6);
+	rejected = f->s->acc.rejected;
+	/* round 7, fragment 1: 20 times the median, both refused */
+	round_of(f, &hb, 2.0f, &mg);
+	assert_int_equal(mg.frag, 1);
+	assert_int_equal(mg.merged, 0);
+	assert_int_equal(mg.updated, 0);
+	assert_int_equal(f->s->versions[1], 3);
+	assert_int_equal(f->s->acc.rejected, rejected + 2);
+	assert_int_equal(f->s->norm_history_refused, 2);
+	assert_int_equal(f->s->norm_hist_n[1], 6);   /* refused: not held */
+	/* round 8, fragment 0: 5 times the median merges */
+	round_of(f, &hb, 0.5f, &mg);
+	assert_int_equal(mg.frag, 0);
+	assert_int_equal(mg.merged, 2);
+	assert_int_equal(f->s->versions[0], 4);
+	assert_int_equal(f->s->norm_history_refused, 2);
+	m = http_get(f, "/status");
+	o = json_loads(m, 0, NULL);
+	free(m);
+	assert_non_null(o);
+	assert_int_equal(json_integer_value(json_object_get(
+			 json_object_get(o, "answers"), "refused_history")), 2);
+	json_decref(o);
+	m = http_get(f, "/metrics");
+	assert_non_null(strstr(m, "\nddiloco_syncer_answers_norm_history_refused_total 2\n"));
+	free(m);
+}
+
+/*
+ * The streaming merge's state (docs/syncer.md, Merge): what a round slot
+ * holds is sized by the fragment, not by the learners (the same bytes
+ * for 3 and 1000 of them), and a round abandoned with an answer folded
+ * leaves its slot empty: the next round there merges only its own.
+ */
+static void a_round_slot_holds_a_fragment_not_the_answers(void **state)
+{
+	struct fx *f = *state;
+	struct round_action a;
+	struct core_merged mg;
+	float before[NPARAM];
+	size_t bytes, off, n;
+	uint64_t hb = 0;
+
+	fx_start(f);
+	bytes = f->s->accs[0].bytes;
+	/* the sum, the input, ⌈1/0.5⌉ − 1 = 1 copy and the pending ones:
+	 * fragment-sized buffers */
+	assert_true(bytes >= (3 + OUTER_ACC_PENDING) * f->s->max_numel * sizeof(float));
+	assert_true(bytes < (3 + OUTER_ACC_PENDING) * f->s->max_numel * sizeof(float) + 1024);
+	fx_stop(f);
+	f->js.learners.replicas = 1000;
+	fx_start(f);
+	for (int slot = 0; slot < f->js.syncer.overlap; slot++)
+		assert_int_equal(f->s->accs[slot].bytes, bytes);
+	fx_stop(f);
+	f->js.learners.replicas = M;
+
+	fx_start(f);
+	join_all(f);
+	a = pull_next(f, &hb);
+	assert_int_equal(answer_at(f, 0, a.round, a.frag, 0, 5.0f, hb, 1, 10),
+			 CORE_QUEUED);
+	assert_int_equal(outer_acc_count(&f->s->accs[a.slot]), 1);
+	core_stop(f->s, f->now);
+	for (int slot = 0; slot < f->js.syncer.overlap; slot++) {
+		assert_null(f->s->answers[slot]);
+		assert_int_equal(outer_acc_count(&f->s->accs[slot]), 0);
+	}
+	/* the rounds go on (a stop request is the run loop's to act on):
+	 * the next one in that slot holds its two answers only */
+	f->s->stopping = 0;
+	memcpy(before, f->s->theta, sizeof(before));
+	a = pull_next(f, &hb);
+	answer_at(f, 0, a.round, a.frag, 0, 0.25f, hb, 1, 10);
+	answer_at(f, 1, a.round, a.frag, 0, 0.25f, hb, 1, 10);
+	merge(f, poll(f), &mg);
+	assert_int_equal(mg.merged, 2);
+	off = f->s->frag_off[a.frag];
+	n = f->ft.frags[a.frag].numel;
+	for (size_t i = 0; i < n; i++)
+		assert_float_equal(f->s->theta[off + i], before[off + i] - 0.25f,
+				   1e-6);
+}
+
+/* Evaluation losses handed out in turn. */
+struct losses {
+	const double *v;
+	int n, next;
+};
+
+static int fake_eval(void *ctx, const float *params, size_t max_tokens,
+		     double *loss, struct err *e)
+{
+	struct losses *l = ctx;
+
+	(void)params;
+	(void)max_tokens;
+	if (l->next >= l->n)
+		return err_set(e, "no more losses");
+	*loss = l->v[l->next++];
+	return 0;
+}
+
+static void eval_now(struct fx *f)
+{
+	pthread_mutex_lock(&f->s->mu);
+	assert_int_equal(core_eval_sync(f->s, f->now), 0);
+	pthread_mutex_unlock(&f->s->mu);
+}
+
+static uint64_t last_good_round(struct fx *f)
+{
+	json_t *c = status_ckpt(f), *g = json_object_get(c, "last_good_round");
+	uint64_t r = json_is_null(g) ? 0 : (uint64_t)json_integer_value(g);
+
+	json_decref(c);
+	return r;
+}
+
+/*
+ * The checkpoint of a round whose evaluation is finite and at most 10 %
+ * above the best so far becomes the last good one; worse or NaN losses
+ * leave it. When no rolling checkpoint loads, a restart resumes from it.
+ */
+static void a_restart_falls_back_to_the_last_good_checkpoint(void **state)
+{
+	struct fx *f = *state;
+	static const double loss[] = { 3.0, 3.2, 3.5, NAN, 3.1, 9.0 };
+	struct losses l = { loss, 6, 0 };
+	struct core_merged mg;
+	float good[NPARAM];
+	uint64_t hb = 0, vgood[2];
+	char path[512];
+
+	f->prm.eval = fake_eval;
+	f->prm.eval_ctx = &l;
+	fx_start(f);
+	join_all(f);
+	assert_int_equal(last_good_round(f), 0);
+	for (uint64_t r = 1; r <= 6; r++) {
+		one_round(f, &hb, &mg);
+		eval_now(f);
+		if (r == 5) {
+			memcpy(good, f->s->theta, sizeof(good));
+			memcpy(vgood, f->s->versions, sizeof(vgood));
+		}
+		/* 3.0 good, 3.2 within 10 %, 3.5 and NaN not, 3.1 good, 9 not */
+		assert_int_equal(last_good_round(f),
+				 r < 2 ? 1 : r < 5 ? 2 : 5);
+	}
+	snprintf(path, sizeof(path), "%s/syncer-%016llx-last-good.ckpt",
+		 f->dir, (unsigned long long)f->ft.fingerprint);
+	assert_int_equal(access(path, F_OK), 0);
+	/* the rolling ones (4, 5, 6) all damaged */
+	for (int r = 4; r <= 6; r++) {
+		snprintf(path, sizeof(path), "%s/syncer-%016llx-%012d.ckpt", f->dir,
+			 (unsigned long long)f->ft.fingerprint, r);
+		assert_int_equal(access(path, F_OK), 0);
+		assert_int_equal(file_write_atomic(path, "x", 1, NULL), 0);
+	}
+	fx_stop(f);
+	f->prm.eval = NULL;
+	fx_start(f);
+	assert_int_equal(f->s->acc.rounds_completed, 5);
+	/* versions skip the usual margin (overlap 2 + checkpointEvery 1)
+	 * and the round from 5 to the newest name, 6 */
+	assert_int_equal(f->s->skip_extra, 1);
+	assert_int_equal(f->s->versions[0], vgood[0] + 4);
+	assert_int_equal(f->s->versions[1], vgood[1] + 4);
+	assert_int_equal(f->s->rs.started, f->s->acc.rounds_started + 4);
+	for (int i = 0; i < NPARAM; i++)
+		assert_exactly(f->s->theta[i], good[i]);
+}
+
+/* What the HTTP side saw while the last evaluation ran. */
+struct during {
+	struct syncer *s;
+	int calls, lock_free, healthz, status;
+	char body[64];
+};
+
+static int http_code(struct syncer *s, const char *path, char *out,
+		     size_t len)
+{
+	const char *ct = "text/plain";
+	struct buf b;
+	int code;
+
+	buf_init(&b, 1 << 20);
+	code = status_http(s, path, &b, &ct);
+	if (out)
+		snprintf(out, len, "%.*s", (int)b.len, b.data);
+	buf_release(&b);
+	return code;
+}
+
+static int eval_watching(void *ctx, const float *params, size_t max_tokens,
+			 double *loss, struct err *e)
+{
+	struct during *d = ctx;
+
+	(void)params;
+	(void)max_tokens;
+	(void)e;
+	d->calls++;
+	d->lock_free = pthread_mutex_trylock(&d->s->mu) == 0;
+	if (d->lock_free) {
+		pthread_mutex_unlock(&d->s->mu);
+		d->healthz = http_code(d->s, "/healthz", d->body, sizeof(d->body));
+		d->status = http_code(d->s, "/status", NULL, 0);
+	}
+	*loss = 2.5;
+	return 0;
+}
+
+/*
+ * The last evaluation runs without the state lock: /healthz and /status
+ * answer meanwhile, /healthz 200 though the loop has not turned for 20 s
+ * (it is evaluating), and 503 for the same 20 s outside it.
+ */
+static void the_final_evaluation_leaves_the_lock_free(void **state)
+{
+	struct fx *f = *state;
+	struct during d = { 0 };
+	struct core_merged mg;
+	char body[64];
+
+	f->prm.eval = eval_watching;
+	f->prm.eval_ctx = &d;
+	f->js.budget.outer_steps = 1;
+	fx_start(f);
+	d.s = f->s;
+	join_all(f);
+	assert_int_equal(poll(f).kind, ROUND_PULL);
+	answer(f, 0, 1, 1, 0, 0.1f, 0, ENC_F32);
+	answer(f, 1, 1, 1, 0, 0.1f, 0, ENC_F32);
+	merge(f, poll(f), &mg);
+	assert_int_equal(mg.done, 1);
+	f->s->last_loop = clock_mono() - 20;
+	pthread_mutex_lock(&f->s->mu);
+	core_finish(f->s, f->now);
+	pthread_mutex_unlock(&f->s->mu);
+	assert_int_equal(d.calls, 1);
+	assert_int_equal(d.lock_free, 1);
+	assert_int_equal(d.healthz, 200);
+	assert_string_equal(d.body, "ok (final evaluation)\n");
+	assert_int_equal(d.status, 200);
+	assert_int_equal(f->s->final_eval, 0);
+	assert_int_equal(f->s->acc.nevals, 1);
+	assert_float_equal(f->s->acc.evals[0].loss, 2.5, 0);
+	assert_int_equal(http_code(f->s, "/healthz", body, sizeof(body)), 503);
+	assert_string_equal(body, "run loop stuck\n");
+	f->s->last_loop = clock_mono();
+	assert_int_equal(http_code(f->s, "/healthz", body, sizeof(body)), 200);
+	assert_string_equal(body, "ok\n");
+}
+
+static int beat(struct fx *f, int id, uint64_t step)
+{
+	return core_heartbeat(f->s, id, &(struct wire_heartbeat){
+		.step = step, .step_time = 0.5 }, f->now);
+}
+
+
+static int learner_stale(json_t *o, int id)
+{
+	json_t *l = json_array_get(json_object_get(o, "learners"), (size_t)id);
+
+	assert_true(json_is_boolean(json_object_get(l, "stale")));
+	return json_is_true(json_object_get(l, "stale"));
+}
+
+/*
+ * stallSeconds 30: learner 2 keeps heartbeating with its step at 5 from
+ * t = 101; at 131 it is not stale yet, at 132 it is (/status, /metrics),
+ * and the round pulled next merges as soon as 0 and 1 have answered.
+ * A new step clears it; a learner that goes silent is not stale.
+ */
+static void a_learner_whose_step_stands_still_is_not_waited_for(void **state)
+{
+	struct fx *f = *state;
+	struct round_action a;
+	struct core_merged mg;
+	uint64_t step = 0;
+	json_t *o;
+	char *m;
+
+	f->js.syncer.stall_seconds = 30;
+	fx_start(f);
+	join_all(f);
+	for (int t = 1; t <= 31; t++) {
+		f->now = 100 + t;
+		step++;
+		assert_int_equal(beat(f, 0, step), 0);
+		assert_int_equal(beat(f, 1, step), 0);
+		assert_int_equal(beat(f, 2, 5), 0);
+		core_check_stale(f->s, f->now);
+		assert_int_equal(f->s->learners[2].stale, 0);
+		/* the rounds it paces are answered by all three */
+		while ((a = poll(f)).kind != ROUND_NONE) {
+			if (a.kind == ROUND_MERGE) {
+				merge(f, a, &mg);
+				continue;
+			}
+			for (int id = 0; id < M; id++)
+				answer_at(f, id, a.round, a.frag,
+					  f->s->versions[a.frag], 0.1f, id == 2 ? 5 : step,
+					  1, 10);
+		}
+	}
+	f->now = 132;
+	core_check_stale(f->s, f->now);
+	assert_int_equal(f->s->learners[2].stale, 1);
+	assert_int_equal(f->s->learners[0].stale, 0);
+	o = status_of(f);
+	assert_int_equal(learner_stale(o, 2), 1);
+	assert_int_equal(learner_stale(o, 0), 0);
+	assert_int_equal(json_integer_value(json_object_get(o, "learners_stale")), 1);
+	json_decref(o);
+	m = http_get(f, "/metrics");
+	assert_non_null(strstr(m, "\nddiloco_syncer_learners_stale 1\n"));
+	assert_non_null(strstr(m, "\nddiloco_syncer_learners_stale_total 1\n"));
+	free(m);
+
+	/* the next round: 0 and 1 answer, it merges without 2 at once */
+	a = pull_next(f, &step);
+	answer_at(f, 0, a.round, a.frag, f->s->versions[a.frag], 0.1f, step, 1, 10);
+	assert_int_equal(poll(f).kind, ROUND_NONE);
+	answer_at(f, 1, a.round, a.frag, f->s->versions[a.frag], 0.1f, step, 1, 10);
+	merge(f, poll(f), &mg);
+	assert_int_equal(mg.round, a.round);
+	assert_int_equal(mg.merged, 2);
+
+	/* a new step: not stale */
+	assert_int_equal(beat(f, 2, 6), 0);
+	assert_int_equal(f->s->learners[2].stale, 0);
+	assert_int_equal(f->s->rs.stale[2], 0);
+	o = status_of(f);
+	assert_int_equal(json_integer_value(json_object_get(o, "learners_stale")), 0);
+	json_decref(o);
+
+	/* learner 1 goes silent for 40 s while 0 and 2 move: not stale */
+	for (int t = 1; t <= 40; t++) {
+		f->now += 1;
+		step++;
+		assert_int_equal(beat(f, 0, step), 0);
+		assert_int_equal(beat(f, 2, 6 + (uint64_t)t), 0);
+		core_check_stale(f->s, f->now);
+	}
+	assert_int_equal(f->s->learners[1].stale, 0);
+	assert_int_equal(f->s->stale_marked, 1);
+}
+
+/*
+ * The run loop turns once per gRPC event; the scan of every learner for
+ * stale ones is not done on each turn but once per CORE_TICK_S: a
+ * thousand turns in one tick scan once (before, each turn scanned: with
+ * M learners answering a round, O(M²) a round). A learner that becomes
+ * stale is marked at the next tick, CORE_TICK_S late at most.
+ */
+static void the_stale_scan_runs_once_per_tick(void **state)
+{
+	struct fx *f = *state;
+	uint64_t scans;
+
+	f->js.syncer.stall_seconds = 30;
+	fx_start(f);
+	join_all(f);
+	scans = f->s->stale_scans;
+	assert_int_equal(core_tick(f->s, f->now), 1);
+	for (int i = 0; i < 1000; i++)
+		assert_int_equal(core_tick(f->s, f->now + 0.049 * i / 1000), 0);
+	assert_int_equal(f->s->stale_scans, scans + 1);
+	assert_int_equal(core_tick(f->s, f->now + CORE_TICK_S), 1);
+	assert_int_equal(f->s->stale_scans, scans + 2);
+
+	/* learner 2 heartbeats at step 5 from 101 on: stale past 131, marked
+	 * by the first tick after it and not by the turns between ticks */
+	for (int t = 1; t <= 31; t++) {
+		f->now = 100 + t;
+		assert_int_equal(beat(f, 0, (uint64_t)t), 0);
+		assert_int_equal(beat(f, 1, (uint64_t)t), 0);
+		assert_int_equal(beat(f, 2, 5), 0);
+		assert_int_equal(core_tick(f->s, f->now), 1);
+	}
+	assert_int_equal(f->s->learners[2].stale, 0);
+	assert_int_equal(core_tick(f->s, 131.02), 0);   /* stale from 131 */
+	assert_int_equal(core_tick(f->s, 131.04), 0);
+	assert_int_equal(f->s->learners[2].stale, 0);
+	assert_int_equal(core_tick(f->s, 131.06), 1);
+	assert_int_equal(f->s->learners[2].stale, 1);
+	/* the job done: ticks go on, no more scans */
+	scans = f->s->stale_scans;
+	f->s->done = 1;
+	assert_int_equal(core_tick(f->s, 200), 1);
+	assert_int_equal(f->s->stale_scans, scans);
+}
+
+/* The high-water mark file of the fixture's folder, parsed. */
+static int read_mark(struct fx *f, uint64_t *rounds, uint64_t *versions)
+{
+	struct syncer_hwm h = { .versions = versions };
+
+	if (syncer_hwm_read(f->dir, f->ft.fingerprint, 2, &h, NULL) != 1)
+		return -1;
+	*rounds = h.rounds;
+	return 0;
+}
+
+/*
+ * The high-water mark: written when round 1 starts (rounds up to 16,
+ * versions 0 + 16 + τ 2 + 1 = 19), not again until round 17. With every
+ * checkpoint gone, a restart resumes round numbers after 16 and versions
+ * at 19, answers from older bases empty; round 17 writes the next mark.
+ * A mark for another fragment count is refused with a message.
+ */
+static void the_high_water_mark_outlives_the_checkpoints(void **state)
+{
+	struct fx *f = *state;
+	struct core_merged mg;
+	struct round_action a;
+	uint64_t hb = 0, rounds, v[2];
+	char path[512];
+	struct err e;
+
+	fx_start(f);
+	join_all(f);
+	assert_int_equal(read_mark(f, &rounds, v), -1);   /* none yet */
+	for (int r = 1; r <= 3; r++) {
+		a = pull_next(f, &hb);
+		core_round_started(f->s, a.round);
+		assert_int_equal(read_mark(f, &rounds, v), 0);
+		assert_int_equal(rounds, 16);
+		assert_int_equal(v[0], 19);
+		assert_int_equal(v[1], 19);
+		answer_at(f, 0, a.round, a.frag, f->s->versions[a.frag], 0.1f, hb, 1, 10);
+		answer_at(f, 1, a.round, a.frag, f->s->versions[a.frag], 0.1f, hb, 1, 10);
+		merge(f, poll(f), &mg);
+		assert_int_equal(mg.merged, 2);
+	}
+	assert_int_equal(f->s->versions[1], 2);
+	assert_int_equal(f->s->versions[0], 1);
+	fx_stop(f);
+	/* every checkpoint gone: a start from the seeded model */
+	for (int r = 1; r <= 3; r++) {
+		snprintf(path, sizeof(path), "%s/syncer-%016llx-%012d.ckpt", f->dir,
+			 (unsigned long long)f->ft.fingerprint, r);
+		unlink(path);
+	}
+	fx_start(f);
+	assert_int_equal(f->s->acc.rounds_completed, 0);
+	assert_int_equal(f->s->rs.started, 16);
+	assert_int_equal(f->s->versions[0], 19);
+	assert_int_equal(f->s->versions[1], 19);
+	assert_int_equal(f->s->resumed_at[0], 19);
+	join_all(f);
+	a = poll(f);
+	assert_int_equal(a.kind, ROUND_PULL);
+	assert_int_equal(a.round, 17);
+	core_round_started(f->s, a.round);
+	assert_int_equal(read_mark(f, &rounds, v), 0);
+	assert_int_equal(rounds, 32);
+	assert_int_equal(v[0], 38);
+	assert_int_equal(v[1], 38);
+	/* trained from version 2 of the process before: empty */
+	answer_at(f, 0, a.round, a.frag, 2, 0.1f, 1, 1, 10);
+	answer_at(f, 1, a.round, a.frag, 19, 0.1f, 1, 1, 10);
+	merge(f, poll(f), &mg);
+	assert_int_equal(mg.merged, 1);
+	assert_int_equal(f->s->acc.empty, 1);
+	assert_int_equal(f->s->versions[1], 20);
+
+	/* a mark of another cut does not read */
+	{
+		uint64_t vv[3];
+		struct syncer_hwm h = { .versions = vv };
+
+		assert_int_equal(syncer_hwm_read(f->dir, f->ft.fingerprint, 3,
+						 &h, &e), -1);
+		assert_non_null(strstr(e.msg, "3 versions expected"));
 	}
 }
 
@@ -1156,6 +1796,14 @@ int main(void)
 		cmocka_unit_test_setup_teardown(a_down_gap_is_logged_with_the_learners, setup, teardown),
 		cmocka_unit_test_setup_teardown(checkpoints_that_fail_are_shown_and_retried, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_step_that_overflows_is_not_applied, setup, teardown),
+		cmocka_unit_test_setup_teardown(answers_far_beyond_the_model_are_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(answers_far_beyond_the_history_are_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_round_slot_holds_a_fragment_not_the_answers, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_restart_falls_back_to_the_last_good_checkpoint, setup, teardown),
+		cmocka_unit_test_setup_teardown(the_final_evaluation_leaves_the_lock_free, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_learner_whose_step_stands_still_is_not_waited_for, setup, teardown),
+		cmocka_unit_test_setup_teardown(the_high_water_mark_outlives_the_checkpoints, setup, teardown),
+		cmocka_unit_test_setup_teardown(the_stale_scan_runs_once_per_tick, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,4 +1,5 @@
-/* The syncer's arithmetic: weights, screening, merges, outer step. */
+/* The syncer's arithmetic: weights, caps, merges (batch and streaming),
+ * outer step. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -201,25 +202,187 @@ static void merge_of_many_answers_over_blocks(void **state)
 	free(out);
 }
 
-static void screen_rejects_far_norms(void **state)
+/*
+ * Random answers of random weights, with a few heavy ones among them in
+ * random places (so the cap has work), merged by the batch merge of every
+ * copy with capped shares (the reference) and by the accumulator: equal
+ * within float tolerance for both rules, several caps and counts.
+ */
+static void streaming_merge_equals_batch(void **state)
 {
-	double n4[4] = { 1, 1.2, 0.9, 50 }, n2[2] = { 1, 20 }, n1[1] = { 1e9 };
-	double z[3] = { 0, 0, 0 };
-	int v[4];
+	enum { LEN = 9000, NSEG = 3, MAXM = 300 };
+	struct outer_seg seg[NSEG] = { { 0, 1000, 1 }, { 1000, 5000, 0 },
+				       { 6000, 3000, 0 } };
+	float *buf = malloc(sizeof(float) * MAXM * LEN);
+	float *ref = malloc(sizeof(float) * LEN), *got = malloc(sizeof(float) * LEN);
+	const float *x[MAXM];
+	double w[MAXM], sq[MAXM * NSEG];
+	const double caps[] = { 0.5, 0.3, 0.2, 0.1, 0.75, 1.0 };
+	const int ms[] = { 1, 2, 3, 5, 17, 64, MAXM };
+	struct rng r;
+	int checked = 0, capped_seen = 0;
 
 	(void)state;
-	assert_int_equal(outer_screen(n4, 4, 10, v), 1);
-	assert_int_equal(v[3], OUTER_OUTLIER);
-	assert_int_equal(v[0], OUTER_OK);
-	assert_int_equal(v[2], OUTER_OK);
-	/* two answers: the far one goes, the small one stays */
-	assert_int_equal(outer_screen(n2, 2, 10, v), 1);
-	assert_int_equal(v[0], OUTER_OK);
-	assert_int_equal(v[1], OUTER_OUTLIER);
-	/* 20 is not more than 10 · ... when k = 30 */
-	assert_int_equal(outer_screen(n2, 2, 30, v), 0);
-	assert_int_equal(outer_screen(n1, 1, 10, v), 0);
-	assert_int_equal(outer_screen(z, 3, 10, v), 0);
+	rng_seed(&r, 11);
+	for (int i = 0; i < MAXM; i++) {
+		for (int j = 0; j < LEN; j++)
+			buf[(size_t)i * LEN + j] = (float)rng_normal(&r) *
+						   (1.0f + (float)(i % 7));
+		if (i % 13 == 5)   /* a zero tensor: RDA gives it no direction */
+			for (int j = 1000; j < 6000; j++)
+				buf[(size_t)i * LEN + j] = 0;
+		x[i] = buf + (size_t)i * LEN;
+		assert_int_equal(outer_seg_sqnorms(x[i], seg, NSEG, sq + i * NSEG), 0);
+	}
+	for (size_t ci = 0; ci < sizeof(caps) / sizeof(caps[0]); ci++)
+	for (size_t mi = 0; mi < sizeof(ms) / sizeof(ms[0]); mi++)
+	for (int rule = OUTER_RDA; rule <= OUTER_MEAN; rule++) {
+		int M = ms[mi], k = outer_acc_k(caps[ci], M), ncap, nref;
+		struct outer_acc acc;
+		double cw[MAXM], scale = 0;
+
+		for (int i = 0; i < M; i++)
+			w[i] = cw[i] = 1 + rng_uniform(&r) * 100 *
+				       (rng_uniform(&r) < 0.05 ? 1000 : 1);
+		nref = outer_cap_shares(cw, M, caps[ci]);
+		assert_int_equal(outer_merge((enum outer_rule)rule, x, cw, sq, M,
+					     seg, NSEG, ref), 0);
+		assert_int_equal(outer_acc_init(&acc, LEN, NSEG, k), 0);
+		outer_acc_begin(&acc, (enum outer_rule)rule, seg, NSEG, LEN);
+		for (int i = 0; i < M; i++)
+			assert_int_equal(outer_acc_add(&acc, x[i], sq + i * NSEG,
+						       w[i]), 0);
+		assert_int_equal(outer_acc_count(&acc), M);
+		ncap = outer_acc_merge(&acc, caps[ci], got);
+		assert_int_equal(ncap, nref);
+		capped_seen += ncap > 0;
+		for (int j = 0; j < LEN; j++)
+			scale = fmax(scale, fabs(ref[j]));
+		for (int j = 0; j < LEN; j++)
+			assert_near(got[j], ref[j], 1e-5 * scale + 1e-6);
+		outer_acc_release(&acc);
+		checked++;
+	}
+	assert_int_equal(checked, 6 * 7 * 2);
+	assert_true(capped_seen > 10);
+	free(buf);
+	free(ref);
+	free(got);
+}
+
+/*
+ * What the accumulator holds is fixed when it is made: adding 10, 100 or
+ * 1000 answers allocates nothing more (the bytes it counts, and a second
+ * accumulator's, are the same whatever the number), and it is a few
+ * few fragments' worth: the sum, the input buffer, ⌈1/cap⌉ − 1 copies
+ * and the pending answers, plus small change.
+ */
+static void accumulator_memory_does_not_grow_with_answers(void **state)
+{
+	enum { LEN = 4096, NSEG = 2 };
+	struct outer_seg seg[NSEG] = { { 0, 96, 1 }, { 96, LEN - 96, 0 } };
+	float *x = malloc(sizeof(float) * LEN), *out = malloc(sizeof(float) * LEN);
+	const int counts[] = { 10, 100, 1000 };
+	size_t bytes[3];
+	struct rng r;
+
+	(void)state;
+	rng_seed(&r, 5);
+	for (int c = 0; c < 3; c++) {
+		struct outer_acc acc;
+		double sq[NSEG];
+
+		assert_int_equal(outer_acc_init(&acc, LEN, NSEG, outer_acc_k(0.5, 1000)), 0);
+		outer_acc_begin(&acc, OUTER_RDA, seg, NSEG, LEN);
+		for (int i = 0; i < counts[c]; i++) {
+			for (int j = 0; j < LEN; j++)
+				x[j] = (float)rng_normal(&r);
+			assert_int_equal(outer_seg_sqnorms(x, seg, NSEG, sq), 0);
+			assert_int_equal(outer_acc_add(&acc, x, sq, 1 + rng_uniform(&r)), 0);
+		}
+		assert_int_equal(outer_acc_count(&acc), counts[c]);
+		outer_acc_merge(&acc, 0.5, out);
+		bytes[c] = acc.bytes;
+		outer_acc_release(&acc);
+	}
+	assert_int_equal(bytes[0], bytes[1]);
+	assert_int_equal(bytes[0], bytes[2]);
+	/* sum, input, the one copy (k = 1 at 0.5) and the pending ones */
+	assert_true(bytes[0] >= (3 + OUTER_ACC_PENDING) * LEN * sizeof(float));
+	assert_true(bytes[0] < (3 + OUTER_ACC_PENDING) * LEN * sizeof(float) + 1024);
+	/* k: ⌈1/cap⌉ − 1, never more than the answers a round can have, 0
+	 * without a cap */
+	assert_int_equal(outer_acc_k(0.5, 1000), 1);
+	assert_int_equal(outer_acc_k(0.3, 1000), 3);
+	assert_int_equal(outer_acc_k(0.75, 1000), 1);
+	assert_int_equal(outer_acc_k(0.001, 16), 16);
+	assert_int_equal(outer_acc_k(1.0, 16), 0);
+	free(x);
+	free(out);
+}
+
+/*
+ * A NaN or infinite norm, or a weight that is not a positive finite
+ * number, is refused by outer_acc_add and leaves the accumulator as it
+ * was; clear drops what was added.
+ */
+static void accumulator_refuses_nonfinite_and_clears(void **state)
+{
+	struct outer_seg seg = { 0, 2, 0 };
+	float a[2] = { 1, 2 }, b[2] = { 3, 6 }, bad[2] = { NAN, 1 }, out[2];
+	double sqa = 5, sqb = 45, sqbad = NAN, sqinf = INFINITY;
+	struct outer_acc acc;
+
+	(void)state;
+	assert_int_equal(outer_acc_init(&acc, 2, 1, 0), 0);   /* all folded */
+	outer_acc_begin(&acc, OUTER_MEAN, &seg, 1, 2);
+	assert_int_equal(outer_acc_add(&acc, a, &sqa, 1), 0);
+	assert_int_equal(outer_acc_add(&acc, bad, &sqbad, 1), -1);
+	assert_int_equal(outer_acc_add(&acc, b, &sqinf, 1), -1);
+	assert_int_equal(outer_acc_add(&acc, b, &sqb, NAN), -1);
+	assert_int_equal(outer_acc_add(&acc, b, &sqb, INFINITY), -1);
+	assert_int_equal(outer_acc_add(&acc, b, &sqb, 0), -1);
+	assert_int_equal(outer_acc_add(&acc, b, &sqb, -1), -1);
+	assert_int_equal(outer_acc_count(&acc), 1);
+	assert_int_equal(outer_acc_add(&acc, b, &sqb, 3), 0);
+	assert_int_equal(outer_acc_merge(&acc, 1.0, out), 0);
+	near(out[0], 2.5);   /* (1·1 + 3·3) / 4, untouched by the NaN */
+	near(out[1], 5.0);
+	/* cleared: the next round holds only its own answers */
+	outer_acc_clear(&acc);
+	assert_int_equal(outer_acc_count(&acc), 0);
+	assert_int_equal(outer_acc_merge(&acc, 1.0, out), 0);
+	near(out[0], 0.0);
+	near(out[1], 0.0);
+	assert_int_equal(outer_acc_add(&acc, b, &sqb, 2), 0);
+	outer_acc_merge(&acc, 1.0, out);
+	near(out[0], 3.0);
+	near(out[1], 6.0);
+	outer_acc_release(&acc);
+}
+
+/* The water filling with folded answers: the same shares as over every
+ * weight, and one factor per unit of folded weight. */
+static void shares_with_folded_answers(void **state)
+{
+	/* 100, 40 kept; 6 and 4 folded (10): caps at 0.4 as b above */
+	double w[2] = { 100, 40 }, f;
+	unsigned char capped[2];
+
+	(void)state;
+	assert_int_equal(outer_cap_shares_folded(w, 2, 10, 2, 0.4, capped, &f), 2);
+	assert_float_equal(w[0], 0.4, 1e-12);
+	assert_float_equal(w[1], 0.4, 1e-12);
+	assert_float_equal(f * 10, 0.2, 1e-12);
+	/* no cap: plain shares */
+	w[0] = 3;
+	w[1] = 1;
+	assert_int_equal(outer_cap_shares_folded(w, 2, 4, 3, 1.0, capped, &f), 0);
+	assert_float_equal(w[0], 3.0 / 8, 1e-12);
+	assert_float_equal(f, 1.0 / 8, 1e-12);
+	/* nothing at all */
+	assert_int_equal(outer_cap_shares_folded(w, 0, 0, 0, 0.5, capped, &f), 0);
+	assert_float_equal(f, 0, 0);
 }
 
 static void nesterov_and_plain_steps(void **state)
@@ -255,7 +418,10 @@ int main(void)
 		cmocka_unit_test(rda_per_tensor_and_mean_for_embedding),
 		cmocka_unit_test(rda_weights_and_zero_answers),
 		cmocka_unit_test(merge_of_many_answers_over_blocks),
-		cmocka_unit_test(screen_rejects_far_norms),
+		cmocka_unit_test(streaming_merge_equals_batch),
+		cmocka_unit_test(accumulator_memory_does_not_grow_with_answers),
+		cmocka_unit_test(accumulator_refuses_nonfinite_and_clears),
+		cmocka_unit_test(shares_with_folded_answers),
 		cmocka_unit_test(nesterov_and_plain_steps),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -642,6 +642,72 @@ static void next_pull_is_when_the_pace_says(void **state)
 	syncer_round_release(&rs);
 }
 
+/*
+ * A stale learner is pulled but not waited for: the two others make the
+ * quorum and the round merges when they have answered, not at the end of
+ * the grace window. Not stale again, it is waited for. With two of three
+ * stale, fewer than K are left to pace on and no round starts.
+ */
+static void stale_learners_are_not_waited_for(void **state)
+{
+	struct syncer_round rs;
+	struct round_action a;
+
+	(void)state;
+	setup(&rs, 2, 0.5, 2, 1.0, 3);
+	all_step(&rs, 3, 1, 1.0);
+	syncer_round_set_stale(&rs, 2, 1);
+	syncer_round_poll(&rs, 1.0, &a);
+	assert_int_equal(a.kind, ROUND_PULL);
+	assert_int_equal(rs.slots[a.slot].pending, 2);
+	assert_int_equal(syncer_round_answer(&rs, 0, 1, 1, 1, 1.2), ROUND_ACCEPTED);
+	assert_int_equal(syncer_round_answer(&rs, 1, 1, 1, 1, 1.5), ROUND_ACCEPTED);
+	near(syncer_round_next_deadline(&rs), 2.25);   /* as if 2 were waited */
+	syncer_round_poll(&rs, 1.5, &a);
+	assert_int_equal(a.kind, ROUND_MERGE);          /* at once */
+	assert_int_equal(a.round, 1);
+	syncer_round_done(&rs, a.slot, 0.1);
+
+	/* round 2 starts with 2 stale; 2 is back before the answers: the
+	 * round waits for it until it answers */
+	all_step(&rs, 2, 2, 1.0);
+	syncer_round_poll(&rs, 2.0, &a);
+	assert_int_equal(a.kind, ROUND_PULL);
+	assert_int_equal(a.round, 2);
+	assert_int_equal(rs.slots[a.slot].pending, 2);
+	syncer_round_set_stale(&rs, 2, 0);
+	assert_int_equal(rs.slots[a.slot].pending, 3);
+	assert_int_equal(syncer_round_answer(&rs, 0, 2, 2, 1, 2.1), ROUND_ACCEPTED);
+	assert_int_equal(syncer_round_answer(&rs, 1, 2, 2, 1, 2.1), ROUND_ACCEPTED);
+	syncer_round_poll(&rs, 2.1, &a);
+	assert_int_equal(a.kind, ROUND_NONE);           /* waits for 2 */
+	assert_int_equal(syncer_round_answer(&rs, 2, 2, 2, 1, 2.2), ROUND_ACCEPTED);
+	syncer_round_poll(&rs, 2.2, &a);
+	assert_int_equal(a.kind, ROUND_MERGE);
+	syncer_round_done(&rs, a.slot, 0.1);
+
+	/* two stale of three: one left, K = 2, no round */
+	syncer_round_set_stale(&rs, 1, 1);
+	syncer_round_set_stale(&rs, 2, 1);
+	all_step(&rs, 3, 10, 1.0);
+	assert_true(syncer_round_next_pull(&rs, 3.0) > 1e299);
+	syncer_round_poll(&rs, 3.0, &a);
+	assert_int_equal(a.kind, ROUND_NONE);
+	/* a stale learner that leaves and joins again is not stale */
+	syncer_round_leave(&rs, 1);
+	assert_int_equal(rs.stale[1], 0);
+	{
+		struct round_action pulls[8];
+
+		syncer_round_join(&rs, 1, 10, pulls);
+	}
+	all_step(&rs, 3, 12, 1.0);
+	syncer_round_poll(&rs, 3.5, &a);
+	assert_int_equal(a.kind, ROUND_PULL);
+	assert_int_equal(rs.slots[a.slot].pending, 2);
+	syncer_round_release(&rs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -661,6 +727,7 @@ int main(void)
 		cmocka_unit_test(next_pull_is_when_the_pace_says),
 		cmocka_unit_test(behind_the_pace_no_grace),
 		cmocka_unit_test(steps_before_the_resume_are_ignored),
+		cmocka_unit_test(stale_learners_are_not_waited_for),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,7 +3,8 @@
  * older file names still loaded, pruning that removes only loadable
  * checkpoints of this model and never the file just written, and a write
  * that fails (a file size limit, as a full disk) leaving the folder as it
- * was.
+ * was, the last good checkpoint kept apart from pruning, and the
+ * temporary files of a killed write removed at start.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +16,7 @@
 #include <string.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -56,6 +58,12 @@ static const char *name_of(char *buf, size_t len, uint64_t round, int old)
 static int exists(const char *path)
 {
 	return access(path, F_OK) == 0;
+}
+
+static const char *name_in(char *buf, size_t len, const char *name)
+{
+	snprintf(buf, len, "%s/%s", dir, name);
+	return buf;
 }
 
 static void fill(struct syncer_ckpt *c, uint64_t round)
@@ -377,6 +385,153 @@ static void a_full_disk_fails_cleanly(void **state)
 	syncer_ckpt_release(&a);
 }
 
+/*
+ * The last good checkpoint: a second name for one rolling checkpoint,
+ * never pruned, loaded only when asked for, and replaced by the next one
+ * marked. A round whose checkpoint is gone cannot be marked.
+ */
+static void the_last_good_one_outlives_pruning(void **state)
+{
+	struct syncer_ckpt a, b;
+	char path[4096], good[4096], got[4096];
+	struct stat st1, st2;
+	struct err e;
+
+	(void)state;
+	snprintf(good, sizeof(good), "%s/syncer-%016llx-last-good.ckpt", dir,
+		 (unsigned long long)FP);
+	assert_int_equal(syncer_ckpt_load_good(dir, FP, P, N, L, &b, got,
+					       sizeof(got)), 0);
+	assert_int_equal(syncer_ckpt_mark_good(dir, FP, 1, &e), 0);
+	assert_false(exists(good));
+	fill(&a, 1);
+	assert_int_equal(syncer_ckpt_save(dir, &a, 3, path, sizeof(path), NULL), 0);
+	syncer_ckpt_release(&a);
+	assert_int_equal(syncer_ckpt_mark_good(dir, FP, 1, &e), 1);
+	assert_int_equal(stat(path, &st1), 0);
+	assert_int_equal(stat(good, &st2), 0);
+	assert_true(st1.st_ino == st2.st_ino);   /* a hard link here */
+	for (uint64_t r = 2; r <= 6; r++) {
+		fill(&a, r);
+		assert_int_equal(syncer_ckpt_save(dir, &a, 3, NULL, 0, NULL), 0);
+		syncer_ckpt_release(&a);
+	}
+	/* round 1 is pruned; its second name is not, and is not a rolling
+	 * checkpoint: the newest still loads first */
+	assert_false(exists(name_of(path, sizeof(path), 1, 0)));
+	assert_true(exists(good));
+	assert_int_equal(syncer_ckpt_load_newest(dir, FP, P, N, L, &b, got,
+						 sizeof(got), NULL), 1);
+	assert_int_equal(b.rounds_completed, 6);
+	syncer_ckpt_release(&b);
+	assert_int_equal(syncer_ckpt_load_good(dir, FP, P, N, L, &b, got,
+					       sizeof(got)), 1);
+	assert_string_equal(got, good);
+	fill(&a, 1);
+	assert_same(&a, &b);
+	syncer_ckpt_release(&a);
+	syncer_ckpt_release(&b);
+	/* a pruned round cannot be marked; a kept one replaces round 1 */
+	assert_int_equal(syncer_ckpt_mark_good(dir, FP, 2, &e), 0);
+	assert_int_equal(syncer_ckpt_mark_good(dir, FP, 5, &e), 1);
+	assert_int_equal(syncer_ckpt_load_good(dir, FP, P, N, L, &b, got,
+					       sizeof(got)), 1);
+	assert_int_equal(b.rounds_completed, 5);
+	syncer_ckpt_release(&b);
+	/* a damaged last good one does not load */
+	assert_int_equal(file_write_atomic(good, "x", 1, NULL), 0);
+	assert_int_equal(syncer_ckpt_load_good(dir, FP, P, N, L, &b, got,
+					       sizeof(got)), 0);
+}
+
+/*
+ * The high-water mark file: read back exactly, its text as drawn in
+ * ckpt.h; none is 0; another model's name is not read; a damaged or
+ * truncated one is refused with a message.
+ */
+static void the_high_water_mark_reads_back(void **state)
+{
+	uint64_t v[P] = { 7, 0, 18446744073709551615ULL }, w[P];
+	struct syncer_hwm h = { 42, P, v }, g = { 0, 0, w };
+	char path[4096], want[256];
+	struct err e;
+	size_t len;
+	char *txt;
+
+	(void)state;
+	assert_int_equal(syncer_hwm_read(dir, FP, P, &g, &e), 0);
+	assert_int_equal(syncer_hwm_write(dir, FP, &h, &e), 0);
+	assert_int_equal(syncer_hwm_read(dir, FP, P, &g, &e), 1);
+	assert_int_equal(g.rounds, 42);
+	assert_memory_equal(w, v, sizeof(v));
+	snprintf(path, sizeof(path), "%s/syncer-%016llx-hwm", dir,
+		 (unsigned long long)FP);
+	assert_int_equal(file_read_all(path, 4096, (void **)&txt, &len, NULL), 0);
+	snprintf(want, sizeof(want), "ddiloco-syncer-hwm 1\nfingerprint "
+		 "%016llx\nrounds 42\nversions 7 0 18446744073709551615\n",
+		 (unsigned long long)FP);
+	assert_int_equal(len, strlen(want));
+	assert_memory_equal(txt, want, len);
+	/* not a checkpoint: the newest-first search does not see it */
+	{
+		struct syncer_ckpt b;
+
+		assert_int_equal(syncer_ckpt_load_newest(dir, FP, P, N, L, &b,
+							 NULL, 0, NULL), 0);
+	}
+	assert_int_equal(syncer_hwm_read(dir, FP + 1, P, &g, &e), 0);
+	/* one version short */
+	assert_int_equal(file_write_atomic(path, txt, len - 3, NULL), 0);
+	assert_int_equal(syncer_hwm_read(dir, FP, P, &g, &e), -1);
+	assert_non_null(strstr(e.msg, "cannot read high-water mark"));
+	/* a digit flipped to a letter */
+	txt[len - 3] = 'x';
+	assert_int_equal(file_write_atomic(path, txt, len, NULL), 0);
+	assert_int_equal(syncer_hwm_read(dir, FP, P, &g, &e), -1);
+	assert_non_null(strstr(e.msg, "3 versions expected"));
+	free(txt);
+}
+
+/*
+ * What a syncer killed in the middle of a write leaves: the temporary
+ * files of this model's checkpoint, mark and last good link are removed
+ * at start; the finished files, another model's and anything else stay.
+ */
+static void temporary_files_of_a_killed_write_are_removed(void **state)
+{
+	static const char *gone[] = {
+		"syncer-1234abcd5678ef01-000000000005.ckpt.tmp.4242",
+		"syncer-1234abcd5678ef01-hwm.tmp.77",
+		"syncer-1234abcd5678ef01-last-good.ckpt.tmp",
+	};
+	static const char *kept[] = {
+		"syncer-1234abcd5678ef01-000000000004.ckpt",
+		"syncer-1234abcd5678ef01-hwm",
+		"syncer-1234abcd5678ef02-000000000005.ckpt.tmp.4242",
+		"syncer-1234abcd5678ef01-000000000006.ckpt.tmpx",
+		"syncer-000000000005.ckpt.tmp.4242",
+		"notes.tmp.1",
+	};
+	char path[4096];
+
+	(void)state;
+	for (size_t i = 0; i < 3; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, gone[i]);
+		assert_int_equal(file_write_atomic(path, "x", 1, NULL), 0);
+	}
+	for (size_t i = 0; i < 6; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, kept[i]);
+		assert_int_equal(file_write_atomic(path, "x", 1, NULL), 0);
+	}
+	assert_int_equal(syncer_ckpt_remove_tmp(dir, FP), 3);
+	for (size_t i = 0; i < 3; i++)
+		assert_false(exists(name_in(path, sizeof(path), gone[i])));
+	for (size_t i = 0; i < 6; i++)
+		assert_true(exists(name_in(path, sizeof(path), kept[i])));
+	assert_int_equal(syncer_ckpt_remove_tmp(dir, FP), 0);
+	assert_int_equal(syncer_ckpt_remove_tmp("/nonexistent/ddiloco", FP), 0);
+}
+
 static int clean_dir(void **state)
 {
 	return remove_dir(state) || make_dir(state) ? -1 : 0;
@@ -392,6 +547,11 @@ int main(void)
 		cmocka_unit_test_setup(unloadable_newer_files_do_not_prune_the_new_one,
 				       clean_dir),
 		cmocka_unit_test_setup(a_full_disk_fails_cleanly, clean_dir),
+		cmocka_unit_test_setup(the_last_good_one_outlives_pruning,
+				       clean_dir),
+		cmocka_unit_test_setup(the_high_water_mark_reads_back, clean_dir),
+		cmocka_unit_test_setup(temporary_files_of_a_killed_write_are_removed,
+				       clean_dir),
 	};
 	return cmocka_run_group_tests(tests, make_dir, remove_dir);
 }

@@ -199,11 +199,16 @@ static void fields_by_the_contract(void **state)
 	assert_int_equal(s.double_merged_steps, 0);
 	assert_int_equal(s.repeat_base, 12);
 	/* what learners claimed beyond the bounds (docs/syncer.md, Bounds) */
-	assert_int_equal(parse("{\"answers\": {\"refused_bounds\": 7, \"capped\": 2},"
+	assert_int_equal(parse("{\"answers\": {\"refused_bounds\": 7, \"capped\": 2,"
+			       " \"refused_history\": 6, \"refused_size\": 1},"
+			       " \"steps_undone\": 8,"
 			       " \"heartbeats\": {\"received\": 40, \"refused\": 5}}",
 			       &s, &e), 0);
 	assert_int_equal(s.refused_bounds, 7);
 	assert_int_equal(s.capped, 2);
+	assert_int_equal(s.refused_history, 6);
+	assert_int_equal(s.refused_size, 1);
+	assert_int_equal(s.steps_undone, 8);
 	assert_int_equal(s.heartbeats, 40);
 	assert_int_equal(s.heartbeats_refused, 5);
 	assert_int_equal(parse("{\"heartbeats\": 3}", &s, &e), -1);

@@ -1,0 +1,108 @@
+#!/bin/sh
+# Poisoned answers in a real run of `ddiloco run` (docs/syncer.md, Merge;
+# the test knob DDILOCO_TEST_POISON_ANSWERS, docs/sidecar.md). Two
+# learners, quorum 2, the plain mean, η 1, μ 0.5 (Nesterov):
+#   - the first two answers of both learners have every value ±3·10³⁸:
+#     finite, and no history to screen them against yet (a fragment's
+#     first merges); before the size screen they moved Θ by some 10³⁸
+#     (a step still below FLT_MAX, so not undone) and every learner
+#     then failed on a non-finite loss. Now refused, each
+#     over 100 times its fragment of Θ (/status answers.refused_size,
+#     /metrics answers_size_refused_total, a warning), and no outer step
+#     has to be undone (steps_undone 0);
+#   - learner 1's answers 41 to 60 have every value ±1: within the size
+#     screen, some 20 times the median norm per step of the merged
+#     answers: refused by the history screen (/status
+#     answers.refused_history, /metrics
+#     answers_norm_history_refused_total, warnings naming learner 1), the
+#     other learner's answer merged alone meanwhile.
+# The job must end done, every evaluation of Θ finite and the last one
+# below the first, no learner step merged twice. (An outer step that
+# leaves Θ non-finite, undone, cannot be reached through the screens:
+# tests/unit/test_core.c a_step_that_overflows_is_not_applied.)
+set -eu
+BIN=${BUILD:-build}/ddiloco
+REAL=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
+dir=$(mktemp -d /tmp/ddiloco-poison-XXXXXX)
+run=$dir/run
+runner=""
+. "$(dirname "$0")/live.sh"     # fail, status, metric, wait_for, s
+trap live_cleanup EXIT
+. "$(dirname "$0")/report.sh"   # field, sub: report.json
+
+live_exe
+
+cat > "$dir/job.yaml" <<YAML
+apiVersion: ddiloco.io/v1alpha1
+kind: DecoupledTrainingJob
+metadata:
+  name: poison-$$
+spec:
+  learners: {replicas: 2}
+  model: {context: 32, layers: 1, heads: 2, channels: 32}
+  data: {path: /usr/share/games/fortunes, valFraction: 0.05}
+  optimizer: {lr: 0.005, warmupSteps: 5, batchSize: 8}
+  syncer: {minQuorum: 2, fragments: 2, overlap: 2, evalEvery: 50,
+           evalTokens: 2048, checkpointEvery: 10, merge: mean,
+           outerLr: 1.0, outerMomentum: 0.5, nesterov: true}
+  budget: {tokens: 3000000}
+YAML
+
+DDILOCO_TEST_POISON_ANSWERS=0:1:2:3e38,1:1:2:3e38,1:41:20:1 DDILOCO_EXE=$dir/exe \
+	"$BIN" run "$dir/job.yaml" --run-dir "$run" --no-chaos --timeout 150 > "$dir/out" 2>&1 &
+runner=$!
+
+now() { status > "$dir/s.json"; }
+
+# while the job runs (the syncer's counters are its process's)
+wait_for 60 'now && [ "$(s .answers.refused_history)" -ge 1 ] && [ "$(s .round)" -ge 100 ]' \
+	"answers refused by the history and 100 rounds"
+undone=$(s .steps_undone)
+size=$(s .answers.refused_size)
+hist=$(s .answers.refused_history)
+[ "$size" -ge 1 ] || fail "refused_size $size"
+[ "$undone" -eq 0 ] || fail "steps_undone $undone: a poisoned answer reached the outer step"
+[ "$(metric steps_undone_total)" = 0 ] || fail "metric steps_undone_total $(metric steps_undone_total)"
+[ "$(metric answers_size_refused_total)" -ge "$size" ] ||
+	fail "metric answers_size_refused_total $(metric answers_size_refused_total)"
+[ "$(metric answers_norm_history_refused_total)" -ge "$hist" ] ||
+	fail "metric answers_norm_history_refused_total $(metric answers_norm_history_refused_total)"
+[ "$(s .answers.rejected)" -ge $((size + hist)) ] ||
+	fail "rejected $(s .answers.rejected): fewer than the $size + $hist refused"
+grep -q "round [0-9]*: answer of learner [01] for fragment [0-9]* rejected: norm per step .* is more than 100 times the fragment's own size" "$run/syncer.log" ||
+	fail "no warning of an answer refused by the size screen"
+grep -q "round [0-9]*: answer of learner 1 for fragment [0-9]* rejected: norm per step .* median" "$run/syncer.log" ||
+	fail "no warning naming learner 1 refused by the history"
+if grep "answer of learner 0 for fragment [0-9]* rejected: norm per step .* median" "$run/syncer.log"; then
+	fail "the honest learner was refused by the history"
+fi
+grep -q "sidecar-1: test knob DDILOCO_TEST_POISON_ANSWERS: answer 60 sent" "$run/sidecar-1.log" ||
+	fail "learner 1's sidecar did not send its 60th answer poisoned"
+
+rc=0
+wait "$runner" || rc=$?
+runner=""
+[ "$rc" -eq 0 ] || { tail -n 20 "$dir/out"; fail "run exited $rc"; }
+rep=$run/report.json
+[ "$(field outcome "$rep")" = '"done"' ] || fail "outcome $(field outcome "$rep")"
+steps=$(sub invariants merged_steps "$rep")
+twice=$(sub invariants double_merged_steps "$rep")
+[ "$steps" -gt 0 ] || fail "no step merged"
+[ "$twice" -eq 0 ] || fail "$twice learner steps merged twice"
+# the report carries the syncer's last counts: at least what it had then
+[ "$(sub answers refused_size "$rep")" -ge "$size" ] ||
+	fail "report: answers.refused_size $(sub answers refused_size "$rep") < $size"
+[ "$(sub answers refused_history "$rep")" -ge "$hist" ] ||
+	fail "report: answers.refused_history $(sub answers refused_history "$rep") < $hist"
+[ "$(field steps_undone "$rep")" = 0 ] || fail "report: steps_undone $(field steps_undone "$rep")"
+n=$(jq '.eval_history | length' "$rep")
+first=$(jq '.eval_history[0].loss' "$rep")
+last=$(jq '.eval_history[-1].loss' "$rep")
+[ "$n" -ge 2 ] || fail "$n evaluations"
+jq -e '[.eval_history[].loss | select(type == "number" and . < 10)] | length == ('"$n"')' "$rep" > /dev/null ||
+	fail "an evaluation of Θ is not finite: $(jq -c '[.eval_history[].loss]' "$rep")"
+jq -e "$last < $first" -n > /dev/null || fail "eval loss $first -> $last"
+echo "answers refused by the size screen $size, by the history $hist, steps undone $undone;" \
+     "eval loss $first -> $last over $n evaluations; rounds $(field rounds "$rep")," \
+     "merged_steps $steps double_merged_steps $twice"
+echo ok

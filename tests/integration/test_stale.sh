@@ -1,0 +1,97 @@
+#!/bin/sh
+# A hung learner behind a live sidecar in a real run of `ddiloco run`
+# (docs/syncer.md, Stale learners): learner 1's process is stopped
+# (SIGSTOP) while its sidecar keeps heartbeating its last step. The
+# runner starts its children through a wrapper (DDILOCO_EXE) that records
+# their pids. With spec.syncer.stallSeconds 2 the syncer must
+#   - mark it stale within a few seconds (/status learners[1].stale and
+#     learners_stale, /metrics learners_stale and learners_stale_total, a
+#     log line), its step standing still,
+#   - go on merging rounds without it meanwhile (K = 2 of 3),
+#   - take it back once it runs again (SIGCONT): stale no more, its step
+#     and tokens moving,
+# and the job ends done with no learner step merged twice.
+set -eu
+BIN=${BUILD:-build}/ddiloco
+REAL=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
+dir=$(mktemp -d /tmp/ddiloco-stale-XXXXXX)
+run=$dir/run
+runner=""
+. "$(dirname "$0")/live.sh"     # fail, status, metric, wait_for, s
+cleanup() {
+	if [ -f "$dir/learner-1.pid" ]; then kill -CONT "$(cat "$dir/learner-1.pid")" 2>/dev/null || :; fi
+	live_cleanup
+}
+trap cleanup EXIT
+. "$(dirname "$0")/report.sh"   # field, sub: report.json
+
+live_exe
+
+cat > "$dir/job.yaml" <<YAML
+apiVersion: ddiloco.io/v1alpha1
+kind: DecoupledTrainingJob
+metadata:
+  name: stale-$$
+spec:
+  learners: {replicas: 3}
+  model: {context: 32, layers: 1, heads: 2, channels: 32}
+  data: {path: /usr/share/games/fortunes, valFraction: 0.05}
+  optimizer: {lr: 0.005, warmupSteps: 5, batchSize: 8}
+  syncer: {minQuorum: 2, fragments: 2, overlap: 2, evalEvery: 200,
+           evalTokens: 2048, checkpointEvery: 50, stallSeconds: 2}
+  budget: {tokens: 8000000}
+YAML
+
+DDILOCO_EXE=$dir/exe "$BIN" run "$dir/job.yaml" --run-dir "$run" --no-chaos \
+	--timeout 150 > "$dir/out" 2>&1 &
+runner=$!
+
+now() { status > "$dir/s.json"; }
+
+wait_for 60 'now && [ "$(s .learners_connected)" -eq 3 ] && [ "$(s .round)" -ge 30 ]' \
+	"three learners and 30 rounds"
+[ "$(s .learners_stale)" -eq 0 ] || fail "a learner stale before any fault"
+pid=$(cat "$dir/learner-1.pid")
+kill -STOP "$pid"
+t0=$(date +%s)
+wait_for 30 'now && [ "$(s ".learners[1].stale")" = true ]' "stale learner 1"
+stalled=$(( $(date +%s) - t0 ))
+step=$(s '.learners[1].step')
+r0=$(s .round)
+[ "$(s .learners_stale)" -eq 1 ] || fail "learners_stale $(s .learners_stale)"
+[ "$(s '.learners[0].stale')" = false ] && [ "$(s '.learners[2].stale')" = false ] ||
+	fail "a running learner is stale"
+[ "$(s '.learners[1].connected')" = true ] || fail "learner 1's sidecar is not connected"
+[ "$(metric learners_stale)" = 1 ] || fail "metric learners_stale $(metric learners_stale)"
+[ "$(metric learners_stale_total)" -ge 1 ] || fail "metric learners_stale_total $(metric learners_stale_total)"
+grep -q "learner 1: its step $step has not moved for [0-9]* s while it keeps reporting; stale" "$run/syncer.log" ||
+	fail "no log line of learner 1 stale at step $step"
+# the rounds go on without it
+sleep 2
+now
+[ "$(s '.learners[1].step')" = "$step" ] || fail "the stopped learner's step moved: $(s '.learners[1].step')"
+[ "$(s '.learners[1].stale')" = true ] || fail "learner 1 not stale while stopped"
+r1=$(s .round)
+[ "$r1" -ge $((r0 + 20)) ] || fail "rounds $r0 -> $r1 in 2 s while learner 1 was stopped"
+tok=$(s '.learners[1].tokens')
+echo "learner 1 stopped at step $step: stale after ${stalled} s; rounds $r0 -> $r1 in the next 2 s"
+
+kill -CONT "$pid"
+wait_for 30 'now && [ "$(s ".learners[1].stale")" = false ] && [ "$(s ".learners[1].step")" -gt "$step" ]' \
+	"learner 1 back"
+grep -q "learner 1: its step moves again" "$run/syncer.log" || fail "no log line of learner 1 moving again"
+[ "$(s .learners_stale)" -eq 0 ] || fail "learners_stale $(s .learners_stale) after it moved"
+wait_for 30 'now && [ "$(s ".learners[1].tokens")" -gt "$tok" ]' "tokens of learner 1 after it moved"
+
+rc=0
+wait "$runner" || rc=$?
+runner=""
+[ "$rc" -eq 0 ] || { tail -n 20 "$dir/out"; fail "run exited $rc"; }
+rep=$run/report.json
+[ "$(field outcome "$rep")" = '"done"' ] || fail "outcome $(field outcome "$rep")"
+steps=$(sub invariants merged_steps "$rep")
+twice=$(sub invariants double_merged_steps "$rep")
+[ "$steps" -gt 0 ] || fail "no step merged"
+[ "$twice" -eq 0 ] || fail "$twice learner steps merged twice"
+echo "done: rounds $(field rounds "$rep"), merged_steps $steps double_merged_steps $twice"
+echo ok
