@@ -75,6 +75,38 @@ int exchange_open(const char *dir, enum exchange_role role,
 		  struct err *e);
 void exchange_close(struct exchange *x);
 
+/*
+ * The fragment table of DIR/exchange as the learner that made it wrote
+ * it (docs/syncer.md, Model-agnostic jobs): 0 with *nfrags,
+ * *fingerprint and *sizes (malloc'd, the caller frees) written; 1 when
+ * there is no exchange file yet; -1 with e filled when the file is not
+ * a whole exchange region.
+ */
+int exchange_peek(const char *dir, int *nfrags, uint64_t *fingerprint,
+		  uint64_t **sizes, struct err *e);
+
+/*
+ * The seed: a learner's own initial weights, every fragment's payload in
+ * fragment order, in DIR/seed (written whole under a temporary name,
+ * then renamed), for a syncer that adopts them as Θ:
+ *
+ *   | offset | size   | what                                  |
+ *   |--------|--------|---------------------------------------|
+ *   | 0      | 8      | magic "DDSEED01"                      |
+ *   | 8      | 8      | fragment table fingerprint            |
+ *   | 16     | 4      | P                                     |
+ *   | 20     | 4      | 0                                     |
+ *   | 24     | 4·numel| float32 payloads, fragment 0 … P−1    |
+ *
+ * exchange_read_seed copies fragment p's payload (ft's size) into out;
+ * it fails when the file is missing, short, or for another table.
+ */
+#define EXCHANGE_SEED_FILE "seed"
+int exchange_write_seed(const char *dir, const struct frag_table *ft,
+			const float *params, struct err *e);
+int exchange_read_seed(const char *dir, const struct frag_table *ft, int p,
+		       float *out, struct err *e);
+
 /* Waits at most timeout seconds for a notification from the other side;
  * 1 if one came, 0 if not. */
 int exchange_wait(struct exchange *x, double timeout);

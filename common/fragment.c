@@ -90,6 +90,45 @@ int frag_table_init(struct frag_table *ft, const struct frag_tensor *t,
 	return 0;
 }
 
+int frag_table_from_sizes(struct frag_table *ft, const uint64_t *sizes,
+			  int nfrags, uint64_t fingerprint, struct err *e)
+{
+	size_t off = 0;
+
+	memset(ft, 0, sizeof(*ft));
+	if (nfrags < 1)
+		return err_set(e, "fragment: fragments must be at least 1, not %d",
+			       nfrags);
+	ft->nfrags = ft->ntensors = nfrags;
+	ft->frags = calloc((size_t)nfrags, sizeof(*ft->frags));
+	ft->tensors = calloc((size_t)nfrags, sizeof(*ft->tensors));
+	ft->owner = malloc((size_t)nfrags * sizeof(int));
+	if (!ft->frags || !ft->tensors || !ft->owner) {
+		frag_table_release(ft);
+		return err_set(e, "fragment: out of memory");
+	}
+	for (int p = 0; p < nfrags; p++) {
+		if (sizes[p] < 1) {
+			frag_table_release(ft);
+			return err_set(e, "fragment: fragment %d has no values", p);
+		}
+		ft->frags[p].tensors = malloc(sizeof(int));
+		if (!ft->frags[p].tensors) {
+			frag_table_release(ft);
+			return err_set(e, "fragment: out of memory");
+		}
+		ft->frags[p].tensors[0] = p;
+		ft->frags[p].ntensors = 1;
+		ft->frags[p].numel = (size_t)sizes[p];
+		ft->tensors[p] = (struct frag_tensor){ .offset = off,
+						       .numel = (size_t)sizes[p] };
+		ft->owner[p] = p;
+		off += (size_t)sizes[p];
+	}
+	ft->fingerprint = fingerprint;
+	return 0;
+}
+
 void frag_table_release(struct frag_table *ft)
 {
 	if (ft->frags)

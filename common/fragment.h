@@ -43,6 +43,14 @@ struct frag_table {
 
 int frag_table_init(struct frag_table *ft, const struct frag_tensor *t,
 		    int ntensors, int nfrags, struct err *e);
+/*
+ * The table of a model the syncer knows only by its learners' Hello
+ * (docs/syncer.md, Model-agnostic jobs): P fragments of the given sizes,
+ * one tensor each (none an embedding), laid out one after the other, and
+ * the fingerprint the learners computed for their own cut.
+ */
+int frag_table_from_sizes(struct frag_table *ft, const uint64_t *sizes,
+			  int nfrags, uint64_t fingerprint, struct err *e);
 void frag_table_release(struct frag_table *ft);
 
 /* Copies fragment p out of / into the flat parameter array. */

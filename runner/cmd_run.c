@@ -132,6 +132,13 @@ int cmd_run(int argc, char **argv)
 		fprintf(stderr, "ddiloco run: %s\n", e.msg);
 		return 2;
 	}
+	if (js.model.kind == MODEL_EXTERNAL && (o.baseline || o.baseline_lrs)) {
+		/* the baseline is `ddiloco train`, the reference GPT's */
+		fprintf(stderr, "ddiloco run: --baseline: '%s' has spec.model.kind "
+			"external, and the baseline can only train the reference "
+			"GPT\n", o.job_file);
+		return 2;
+	}
 	if (o.baseline_lrs) {
 		double lrs[RUN_SWEEP_MAX];
 		size_t n;

@@ -47,10 +47,62 @@ void proc_release(struct proc *p)
 		free(p->argv[i]);
 		p->argv[i] = NULL;
 	}
+	for (int i = 0; i < PROC_MAX_ENV && p->env[i]; i++) {
+		free(p->env[i]);
+		p->env[i] = NULL;
+	}
+}
+
+int proc_setenv(struct proc *p, const char *name, const char *value,
+		struct err *e)
+{
+	int n = 0;
+
+	while (n < PROC_MAX_ENV && p->env[n])
+		n++;
+	if (n == PROC_MAX_ENV)
+		return err_set(e, "%s: more than %d variables", p->name,
+			       PROC_MAX_ENV);
+	if (asprintf(&p->env[n], "%s=%s", name, value) < 0) {
+		p->env[n] = NULL;
+		return err_set(e, "%s: out of memory", p->name);
+	}
+	return 0;
+}
+
+/* 1 when the entry "NAME=..." of environ is one of p's own variables. */
+static int overridden(const struct proc *p, const char *entry)
+{
+	size_t len = strcspn(entry, "=");
+
+	for (int i = 0; i < PROC_MAX_ENV && p->env[i]; i++)
+		if (!strncmp(p->env[i], entry, len) && p->env[i][len] == '=')
+			return 1;
+	return 0;
+}
+
+/* p's variables, then the runner's environment without those names. */
+static char **child_env(const struct proc *p)
+{
+	extern char **environ;
+	size_t n = 0, k = 0;
+	char **env;
+
+	while (environ[n])
+		n++;
+	env = calloc(n + PROC_MAX_ENV + 1, sizeof(*env));
+	if (!env)
+		return NULL;
+	for (int i = 0; i < PROC_MAX_ENV && p->env[i]; i++)
+		env[k++] = p->env[i];
+	for (size_t i = 0; i < n; i++)
+		if (!overridden(p, environ[i]))
+			env[k++] = environ[i];
+	return env;
 }
 
 /* In the child, between fork and exec: only async-signal-safe calls. */
-static void child(struct proc *p, pid_t parent, int logfd)
+static void child(struct proc *p, pid_t parent, int logfd, char **env)
 {
 	sigset_t none;
 	int nullfd;
@@ -72,7 +124,7 @@ static void child(struct proc *p, pid_t parent, int logfd)
 	dup2(logfd, 1);
 	dup2(logfd, 2);
 	close(logfd);
-	execv(p->argv[0], p->argv);
+	execvpe(p->argv[0], p->argv, env);
 	{
 		const char *m = "proc: cannot execute ";
 		(void)!write(2, m, strlen(m));
@@ -86,6 +138,7 @@ int proc_start(struct proc *p, struct err *e)
 {
 	pid_t parent = getpid(), pid;
 	int logfd;
+	char **env;
 
 	if (p->pid)
 		return err_set(e, "%s: already running (pid %d)", p->name, (int)p->pid);
@@ -93,16 +146,23 @@ int proc_start(struct proc *p, struct err *e)
 	if (logfd < 0)
 		return err_set(e, "%s: cannot open log '%s': %s", p->name, p->log,
 			       strerror(errno));
+	env = child_env(p);   /* made here: the child only calls exec */
+	if (!env) {
+		close(logfd);
+		return err_set(e, "%s: out of memory", p->name);
+	}
 	fflush(NULL);
 	pid = fork();
 	if (pid < 0) {
 		close(logfd);
+		free(env);
 		return err_set(e, "%s: cannot fork: %s", p->name, strerror(errno));
 	}
 	if (pid == 0) {
 		/* O_CLOEXEC is dropped by dup2 onto 1 and 2 */
-		child(p, parent, logfd);
+		child(p, parent, logfd, env);
 	}
+	free(env);
 	setpgid(pid, pid);   /* also in the parent: no window without a group */
 	close(logfd);
 	p->pid = pid;

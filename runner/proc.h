@@ -4,7 +4,8 @@
  * Each child is the leader of its own process group (so a kill reaches
  * whatever it started), has SIGKILL as its parent-death signal (so it
  * cannot outlive a runner that was killed itself), reads /dev/null and
- * appends stdout and stderr to its log file. Nothing here blocks except
+ * appends stdout and stderr to its log file. argv[0] without a '/' is
+ * looked up in PATH; proc_setenv adds variables to the runner's own. Nothing here blocks except
  * proc_stop, which waits at most its grace period plus a short reap.
  */
 #ifndef DDILOCO_PROC_H
@@ -14,12 +15,15 @@
 
 #include "common/err.h"
 
-#define PROC_MAX_ARGS 32
+#define PROC_MAX_ARGS 80
+#define PROC_MAX_ENV  8
 
 struct proc {
 	char name[32];          /* "syncer", "learner-2", ... */
 	char log[4096];         /* log file, appended across restarts */
 	char *argv[PROC_MAX_ARGS + 1];   /* owned copies, NULL-terminated */
+	char *env[PROC_MAX_ENV + 1];     /* "NAME=value" over the runner's
+					  * environment; NULL-terminated */
 	pid_t pid;              /* 0 when not running */
 	int status;             /* wait status of the last exit */
 	double started;         /* clock_mono of the last start */
@@ -30,6 +34,9 @@ struct proc {
 int proc_init(struct proc *p, const char *name, const char *log,
 	      char *const argv[], struct err *e);
 void proc_release(struct proc *p);
+/* Adds NAME=value to the child's environment (at most PROC_MAX_ENV). */
+int proc_setenv(struct proc *p, const char *name, const char *value,
+		struct err *e);
 
 /* Starts the child (p must not be running). */
 int proc_start(struct proc *p, struct err *e);

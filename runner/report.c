@@ -197,12 +197,15 @@ int run_report_json(const struct run_record *r, struct buf *out, struct err *e)
 	json_object_set_new(root, "per_learner", per);
 	json_object_set_new(root, "syncer", json_pack("{s:i,s:i}",
 		"restarts", r->syncer_restarts, "crashes", r->syncer_crashes));
-	json_object_set_new(root, "answers", json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+	json_object_set_new(root, "answers", json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
 		"merged", (json_int_t)f->merged, "late", (json_int_t)f->late,
 		"rejected", (json_int_t)f->rejected, "empty", (json_int_t)f->empty,
 		"stale", (json_int_t)f->stale, "clipped", (json_int_t)f->clipped,
 		"refused_bounds", (json_int_t)f->refused_bounds,
-		"capped", (json_int_t)f->capped));
+		"capped", (json_int_t)f->capped,
+		"refused_history", (json_int_t)f->refused_history,
+		"refused_size", (json_int_t)f->refused_size));
+	json_object_set_new(root, "steps_undone", json_integer((json_int_t)f->steps_undone));
 	json_object_set_new(root, "heartbeats", json_pack("{s:I,s:I}",
 		"received", (json_int_t)f->heartbeats,
 		"refused", (json_int_t)f->heartbeats_refused));

@@ -9,6 +9,9 @@
  *                            --syncer 127.0.0.1:P --http 127.0.0.1:R_i
  *                            --tls-dir RUN/tls/learner-i
  *
+ * A learner of the user's own (spec.learners.command, or a group's) runs
+ * instead of `ddiloco learner`, with DDILOCO_JOB_FILE, DDILOCO_EXCHANGE,
+ * DDILOCO_LEARNER_ID and DDILOCO_LIB in its environment (docs/abi.md).
  * RUN/tls holds the job's CA and certificates (certs.c), made at the start
  * of every run; with spec.syncer.insecure none are made and the --tls-dir
  * flags are left out (plaintext gRPC, docs/security.md).
@@ -181,6 +184,50 @@ static int empty_dir(const char *path, struct err *e)
 	return 0;
 }
 
+/*
+ * Learner i: `ddiloco learner`, or the command of the job file
+ * (spec.learners.command and args, or its group's), with the job, the
+ * exchange, the index and libddiloco.so in its environment
+ * (docs/abi.md, Environment).
+ */
+static int init_learner(struct runner *R, int i, struct proc *p,
+			const char *name, const char *log, char *xdir,
+			struct err *e)
+{
+	const char *cmd[JOB_ARGV_MAX], *args[JOB_ARGV_MAX];
+	char *argv[2 * JOB_ARGV_MAX + 1], id[16], lib[4200];
+	const char *slash = strrchr(R->o->exe, '/');
+	int nc, na, n = 0;
+
+	snprintf(id, sizeof(id), "%d", i);
+	jobspec_learner_command(R->js, i, cmd, &nc, args, &na);
+	if (!nc && R->js->learners.args.n)
+		return err_set(e, "run: spec.learners.args without spec.learners.command: "
+			       "`ddiloco learner` takes no arguments from the job");
+	if (nc) {
+		for (int k = 0; k < nc; k++)
+			argv[n++] = (char *)cmd[k];
+		for (int k = 0; k < na; k++)
+			argv[n++] = (char *)args[k];
+		argv[n] = NULL;
+	} else {
+		char *own[] = { (char *)R->o->exe, (char *)"learner", (char *)"--job",
+				R->job, (char *)"--learner", id, (char *)"--exchange",
+				xdir, NULL };
+
+		memcpy(argv, own, sizeof(own));
+	}
+	snprintf(lib, sizeof(lib), "%.*slibddiloco.so",
+		 slash ? (int)(slash - R->o->exe + 1) : 0, R->o->exe);
+	if (proc_init(p, name, log, argv, e) ||
+	    proc_setenv(p, "DDILOCO_JOB_FILE", R->job, e) ||
+	    proc_setenv(p, "DDILOCO_EXCHANGE", xdir, e) ||
+	    proc_setenv(p, "DDILOCO_LEARNER_ID", id, e) ||
+	    proc_setenv(p, "DDILOCO_LIB", lib, e))
+		return -1;
+	return 0;
+}
+
 static int init_procs(struct runner *R, const char *dir, struct err *e)
 {
 	char ckpt[4200], log[4200], listen[64], http[64], id[16], xarg[4200];
@@ -226,12 +273,8 @@ static int init_procs(struct runner *R, const char *dir, struct err *e)
 		snprintf(sh, sizeof(sh), "127.0.0.1:%d", s->http_port);
 		snprintf(name, sizeof(name), "learner-%d", i);
 		snprintf(log, sizeof(log), "%s/%s.log", dir, name);
-		{
-			char *argv[] = { (char *)exe, (char *)"learner", (char *)"--job", R->job,
-					 (char *)"--learner", id, (char *)"--exchange", xarg, NULL };
-			if (proc_init(&s->learner, name, log, argv, e))
-				return -1;
-		}
+		if (init_learner(R, i, &s->learner, name, log, xarg, e))
+			return -1;
 		snprintf(name, sizeof(name), "sidecar-%d", i);
 		snprintf(log, sizeof(log), "%s/%s.log", dir, name);
 		snprintf(tdir, sizeof(tdir), "%s/learner-%d", tls, i);

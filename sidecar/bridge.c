@@ -5,6 +5,7 @@
  * encoded LearnerMessages framed by wire_answer_header, in a queue of one
  * entry per fragment. Nothing here touches gRPC.
  */
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,7 @@ struct sidecar *sidecar_new(const struct sidecar_opts *o, struct exchange *x,
 			maxn = ft->frags[p].numel;
 	s->queue = calloc((size_t)s->nfrags, sizeof(*s->queue));
 	s->pulls = calloc((size_t)s->nfrags, sizeof(*s->pulls));
+	s->seed_wanted = calloc((size_t)s->nfrags, 1);
 	s->resid = calloc((size_t)s->nfrags, sizeof(*s->resid));
 	s->take_buf = malloc(maxn * sizeof(float));
 	s->check_vals = malloc(maxn * sizeof(float));
@@ -75,6 +77,7 @@ void sidecar_free(struct sidecar *s)
 	}
 	free(s->queue);
 	free(s->pulls);
+	free(s->seed_wanted);
 	free(s->take_buf);
 	free(s->check_vals);
 	for (int p = 0; s->resid && p < s->nfrags; p++)
@@ -163,6 +166,19 @@ static int handle_pull(struct sidecar *s, const struct wire_pull *pl,
 		SC_ADD(s, pulls_rejected, 1);
 		return err_set(e, "sidecar: pull of fragment %u, the model has %d",
 			       pl->fragment, s->nfrags);
+	}
+	if (pl->round == 0) {
+		/* the seed request of an adopting syncer */
+		if (!s->o.seed_dir) {
+			SC_ADD(s, pulls_rejected, 1);
+			return err_set(e, "sidecar: pull of round 0 (a seed) for "
+				       "a job of the reference GPT");
+		}
+		pthread_mutex_lock(&s->mu);
+		s->seed_wanted[pl->fragment] = 1;
+		s->seed_epoch = s->epoch;
+		pthread_mutex_unlock(&s->mu);
+		return 0;
 	}
 	pthread_mutex_lock(&s->mu);
 	s->pulls[pl->fragment].epoch = s->epoch;
@@ -292,6 +308,25 @@ static void unqueue_replaced(struct sidecar *s, int p)
 	sidecar_queue_free_entry(&old);
 }
 
+/* The test knob of sidecar_opts.poison: the answer just taken, its
+ * values v[0..n), set to ±value when its number is in a range. */
+static void poison(struct sidecar *s, float *v, size_t n)
+{
+	uint64_t k = ++s->answers_taken;
+
+	for (int i = 0; i < SIDECAR_MAX_POISON; i++) {
+		const struct sidecar_poison *q = &s->o.poison[i];
+
+		if (!q->count || k < q->from || k - q->from >= q->count)
+			continue;
+		for (size_t j = 0; j < n; j++)
+			v[j] = v[j] < 0 ? -q->value : q->value;
+		log_warn("test knob DDILOCO_TEST_POISON_ANSWERS: answer %" PRIu64
+			 " sent with every value ±%g", k, (double)q->value);
+		return;
+	}
+}
+
 /*
  * Encodes one taken answer (values in s->take_buf, or already the f32
  * payload in raw) and queues it, replacing an older one for p. With a
@@ -416,6 +451,9 @@ int sidecar_collect(struct sidecar *s)
 			free(raw);
 			continue;
 		}
+		if (a.steps)
+			poison(s, raw ? (float *)raw : s->take_buf,
+			       exchange_frag_numel(s->x, p));
 		residual_check(s, enc);
 		queue_answer(s, p, &a, epoch, enc, at, raw);
 		n++;

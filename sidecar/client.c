@@ -38,6 +38,23 @@
 
 #define TICK_MS 1
 
+/*
+ * A keepalive ping goes out behind what is already written (the
+ * transport's write buffer, the socket's send buffer: Linux grows it to
+ * 4 MiB) and its ack comes back behind the syncer's own writes, each about
+ * 2 s at 20 Mbit/s. With 52 MB fragments on 20 Mbit/s links the 2 s this
+ * timeout was ended streams again and again, and every answer cut off
+ * that way was sent again from the start (docs/sidecar.md, Thin links).
+ * A hung syncer is found 20 s later instead.
+ */
+#define KEEPALIVE_TIMEOUT_MS 20000
+/* bytes the transport takes per write; more is not faster on loopback
+ * (docs/sidecar.md, levers) and waits in front of every ping */
+#define WRITE_BUFFER (1 << 20)
+/* the receive window: how much of an update the syncer may have written
+ * ahead, all of it in front of the ack of our next ping */
+#define LOOKAHEAD (8 << 20)
+
 enum tag_kind { T_START, T_RECV, T_SEND, T_STATUS };
 
 struct call;
@@ -98,7 +115,7 @@ static grpc_channel *make_channel(const char *target,
 {
 	grpc_arg args[] = {
 		int_arg(GRPC_ARG_KEEPALIVE_TIME_MS, 1000),
-		int_arg(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 2000),
+		int_arg(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, KEEPALIVE_TIMEOUT_MS),
 		int_arg(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1),
 		int_arg(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0),
 		int_arg(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, (int)WIRE_MAX_MESSAGE),
@@ -112,8 +129,8 @@ static grpc_channel *make_channel(const char *target,
 		 */
 		int_arg(GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS, 1000),
 		int_arg(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, (16 << 20) - 1),
-		int_arg(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 64 << 20),
-		int_arg(GRPC_ARG_HTTP2_WRITE_BUFFER_SIZE, 8 << 20),
+		int_arg(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, LOOKAHEAD),
+		int_arg(GRPC_ARG_HTTP2_WRITE_BUFFER_SIZE, WRITE_BUFFER),
 	};
 	grpc_channel_args ca = { sizeof(args) / sizeof(args[0]), args };
 	grpc_channel_credentials *cred;
@@ -336,6 +353,56 @@ static int send_heartbeat(struct client *cl, struct call *c)
 	return 0;
 }
 
+/* Sends the seed of one fragment an adopting syncer asked for, if any
+ * (docs/syncer.md, Model-agnostic jobs). 1 = sent one. */
+static int send_seed(struct client *cl, struct call *c)
+{
+	struct sidecar *s = cl->s;
+	grpc_slice sl[2];
+	uint8_t hdr[WIRE_ANSWER_HDR_MAX];
+	size_t n, hlen, plen;
+	uint8_t *payload;
+	float *vals;
+	struct err e;
+	int p = -1;
+
+	pthread_mutex_lock(&s->mu);
+	for (int q = 0; q < s->nfrags && s->seed_epoch == s->epoch; q++)
+		if (s->seed_wanted[q]) {
+			s->seed_wanted[q] = 0;
+			p = q;
+			break;
+		}
+	pthread_mutex_unlock(&s->mu);
+	if (p < 0)
+		return 0;
+	n = s->ft->frags[p].numel;
+	plen = enc_size(ENC_F32, n);
+	vals = malloc(n * sizeof(float));
+	payload = malloc(plen);
+	if (!vals || !payload ||
+	    exchange_read_seed(s->o.seed_dir, s->ft, p, vals, &e) ||
+	    enc_encode(ENC_F32, vals, n, payload, &e)) {
+		log_error("seed of fragment %d: %s", p,
+			  vals && payload ? e.msg : "out of memory");
+		free(vals);
+		free(payload);
+		return 0;
+	}
+	free(vals);
+	hlen = wire_answer_header(hdr, &(struct wire_answer){
+		.fragment = (uint32_t)p, .round = 0, .encoding = ENC_F32,
+		.payload_len = plen,
+	});
+	sl[0] = grpc_slice_from_copied_buffer((const char *)hdr, hlen);
+	sl[1] = grpc_slice_new(payload, plen, free);
+	c->send_frag = -1;
+	if (send_bytes(c, sl, 2, hlen + plen))
+		return -1;
+	log_info("sent the seed of fragment %d (%zu values)", p, n);
+	return 1;
+}
+
 /* Sends the queued answer of the oldest round, if any. 1 = sent one. */
 static int send_answer(struct client *cl, struct call *c)
 {
@@ -396,8 +463,10 @@ static void pump_send(struct client *cl)
 		cl->next_attempt = now;
 		return;
 	}
-	if (!welcomed)
+	if (!welcomed) {
+		send_seed(cl, c);
 		return;
+	}
 	if (now >= cl->next_heartbeat) {
 		cl->next_heartbeat = now + cl->s->o.heartbeat_every;
 		send_heartbeat(cl, c);

@@ -1,17 +1,22 @@
 /*
  * `ddiloco sidecar`: the command line around sidecar/ — reads the job,
- * builds the same fragment table as the learner, attaches the exchange,
+ * builds the same fragment table as the learner (for spec.model.kind
+ * external: reads the learner's from the exchange it made, and answers a
+ * seed request from its seed file; docs/syncer.md), attaches the exchange,
  * serves /healthz /readyz /metrics, and runs the client until the syncer
  * says the job is done. gRPC is mutual TLS with the certificate files
  * (common/tls.h), whose identity must be this job's learner I; plaintext
  * only when the job says spec.syncer.insecure (docs/security.md).
  */
+#include <float.h>
 #include <limits.h>
 #include <malloc.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cmds.h"
 #include "common/cli.h"
@@ -20,6 +25,7 @@
 #include "common/log.h"
 #include "common/pki.h"
 #include "common/tls.h"
+#include "common/util.h"
 #include "sidecar/sidecar.h"
 #include "trainer/model.h"
 
@@ -77,6 +83,81 @@ static int inflate_knob(int learner, uint64_t *factor)
 	if (id == (unsigned long long)learner)
 		*factor = f;
 	return 0;
+}
+
+/*
+ * The test knob DDILOCO_TEST_POISON_ANSWERS=LEARNER:FROM:COUNT:VALUE[,...]
+ * (docs/sidecar.md): the sidecar of learner LEARNER sends its answers
+ * FROM to FROM + COUNT − 1 (1: the first answer this process sends) with
+ * every value ±VALUE, a finite float, so a real run can show the syncer
+ * refusing or undoing a huge update. At most SIDECAR_MAX_POISON ranges;
+ * 0, or -1 when malformed.
+ */
+static int poison_knob(int learner, struct sidecar_poison *out)
+{
+	const char *v = getenv("DDILOCO_TEST_POISON_ANSWERS");
+	int n = 0;
+
+	memset(out, 0, SIDECAR_MAX_POISON * sizeof(*out));
+	if (!v || !*v)
+		return 0;
+	for (;;) {
+		unsigned long long id, from, count;
+		double value;
+		int used = 0;
+
+		if (n == SIDECAR_MAX_POISON ||
+		    sscanf(v, "%llu:%llu:%llu:%lf%n", &id, &from, &count, &value,
+			   &used) != 4 || from < 1 || count < 1 ||
+		    !isfinite(value) || fabs(value) > FLT_MAX ||
+		    (v[used] && v[used] != ','))
+			return -1;
+		if (id == (unsigned long long)learner)
+			out[n++] = (struct sidecar_poison){
+				.from = from, .count = count,
+				.value = (float)fabs(value),
+			};
+		if (!v[used])
+			return 0;
+		v += used + 1;
+	}
+}
+
+/*
+ * spec.model.kind external: the table is the learner's, read from the
+ * exchange it made (docs/syncer.md, Model-agnostic jobs); waits for it
+ * until a signal.
+ */
+static int external_table(const char *dir, struct frag_table *ft,
+			  struct err *e)
+{
+	uint64_t fp, *sizes;
+	double said = clock_mono();
+	int P, rc;
+
+	signal(SIGTERM, on_signal);
+	signal(SIGINT, on_signal);
+	log_info("spec.model.kind external: waiting for the learner's "
+		 "exchange in '%s'", dir);
+	while ((rc = exchange_peek(dir, &P, &fp, &sizes, e)) == 1) {
+		if (stop_flag)
+			return err_set(e, "stopped before the learner made "
+				       "its exchange");
+		if (clock_mono() - said > 30) {
+			log_info("still no exchange from the learner in '%s'",
+				 dir);
+			said = clock_mono();
+		}
+		usleep(100 * 1000);
+	}
+	if (rc)
+		return -1;
+	rc = frag_table_from_sizes(ft, sizes, P, fp, e);
+	free(sizes);
+	if (!rc)
+		log_info("the learner's table: %d fragments, fingerprint "
+			 "%016llx", P, (unsigned long long)fp);
+	return rc;
 }
 
 /* Long because the option table is declared here, beside the variables it
@@ -140,6 +221,16 @@ int cmd_sidecar(int argc, char **argv)
 			  getenv("DDILOCO_TEST_INFLATE_TOKENS"));
 		return 2;
 	}
+	if (poison_knob(learner, o.poison)) {
+		log_error("DDILOCO_TEST_POISON_ANSWERS: '%s' is not "
+			  "LEARNER:FROM:COUNT:VALUE[,...] (FROM and COUNT >= 1, "
+			  "VALUE a finite float, at most %d ranges)",
+			  getenv("DDILOCO_TEST_POISON_ANSWERS"), SIDECAR_MAX_POISON);
+		return 2;
+	}
+	if (o.poison[0].count)
+		log_warn("test knob DDILOCO_TEST_POISON_ANSWERS: this sidecar "
+			 "sends poisoned answers");
 	if (o.inflate_tokens > 1)
 		log_warn("test knob DDILOCO_TEST_INFLATE_TOKENS: this sidecar "
 			 "reports %llu times the tokens its learner trained",
@@ -161,14 +252,27 @@ int cmd_sidecar(int argc, char **argv)
 		tls_files_release(&tls);
 		return 2;
 	}
-	if (model_config_from_job(&js.model, &mc, &e) ||
-	    model_frag_table(&mc, js.syncer.fragments, &ft, &e)) {
+	if (js.model.kind == MODEL_EXTERNAL) {
+		if (external_table(dir, &ft, &e)) {
+			if (stop_flag)
+				log_info("stopped");
+			else
+				log_error("%s", e.msg);
+			tls_files_release(&tls);
+			return stop_flag ? 0 : 1;
+		}
+	} else if (model_config_from_job(&js.model, &mc, &e) ||
+		   model_frag_table(&mc, js.syncer.fragments, &ft, &e)) {
 		log_error("%s", e.msg);
 		tls_files_release(&tls);
 		return 1;
 	}
 	ft_ok = 1;
-	/* reuse big buffers instead of fresh mmaps (docs/design.md §7) */
+	/* reuse big buffers instead of fresh mmaps (docs/design.md §7), and
+	 * one arena: gRPC's threads allocate read buffers in arenas of their
+	 * own, which glibc trims whatever M_TRIM_THRESHOLD says, so every
+	 * answer faulted its pages in again (docs/sidecar.md, levers) */
+	mallopt(M_ARENA_MAX, 1);
 	mallopt(M_MMAP_THRESHOLD, 32 << 20);
 	mallopt(M_TRIM_THRESHOLD, 1 << 30);
 	mallopt(M_TOP_PAD, 64 << 20);
@@ -178,6 +282,7 @@ int cmd_sidecar(int argc, char **argv)
 	o.learner_id = (unsigned)learner;
 	o.job = js.name;
 	o.no_feedback = !js.syncer.error_feedback;
+	o.seed_dir = js.model.kind == MODEL_EXTERNAL ? dir : NULL;
 	o.tls = use_tls ? &tls : NULL;
 	s = sidecar_new(&o, x, &ft, &e);
 	if (!s)

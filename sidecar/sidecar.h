@@ -34,6 +34,8 @@
 #include "common/tls.h"
 
 
+#define SIDECAR_MAX_POISON 4
+
 struct sidecar_opts {
 	const char *target;       /* "host:port" (DNS name or address) */
 	unsigned learner_id;
@@ -46,9 +48,20 @@ struct sidecar_opts {
 	 * must show a certificate of that CA naming the job's syncer; NULL:
 	 * plaintext (spec.syncer.insecure, docs/security.md) */
 	const struct tls_files *tls;
+	/* spec.model.kind external: the exchange folder, where the learner
+	 * left its seed; a Pull of round 0 asks for it (docs/syncer.md,
+	 * Model-agnostic jobs). NULL: the reference GPT, no seed. */
+	const char *seed_dir;
 	uint64_t inflate_tokens;  /* a test knob: the tokens of every Answer
 	                           * and Heartbeat times this (0 or 1: as
 	                           * trained); docs/sidecar.md, test knobs */
+	/* a test knob: the answers from..from+count-1 (1 = the first this
+	 * process sends) have every value set to ±value, the sign of the
+	 * learner's (docs/sidecar.md, test knobs); count 0: none */
+	struct sidecar_poison {
+		uint64_t from, count;
+		float value;
+	} poison[SIDECAR_MAX_POISON];
 };
 
 struct sidecar_metrics {

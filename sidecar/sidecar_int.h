@@ -41,6 +41,9 @@ struct sidecar {
 	enum payload_enc enc;    /* answers, from Welcome */
 	struct qanswer *queue;   /* nfrags entries */
 	struct pull_note *pulls; /* nfrags entries: last Pull per fragment */
+	unsigned char *seed_wanted;   /* nfrags: a Pull of round 0 came on
+				       * stream seed_epoch (o.seed_dir) */
+	uint64_t seed_epoch;
 
 	struct sidecar_metrics m;   /* counters: atomics or under mu */
 	uint64_t incarnation;    /* learner's, last seen */
@@ -50,6 +53,7 @@ struct sidecar {
 	int rehello;             /* the learner restarted: a new stream */
 	volatile int stop;       /* the bridge thread ends when set */
 	float *take_buf;         /* bridge thread: one fragment */
+	uint64_t answers_taken;  /* bridge thread: answers with steps */
 	uint8_t *check_buf;      /* bridge thread: decode for the error */
 	float *check_vals;
 	/* bridge thread: error feedback (docs/protocol.md). One residual per

@@ -94,10 +94,13 @@ int model_config_from_job(const struct job_model *jm, struct model_config *out,
 	return 0;
 }
 
+/* rows × cols for a matrix, rows values (cols 0) for a vector */
 static void add_tensor(struct model_tensor *out, int max, int *n,
-		       size_t *off, const char *name, size_t numel,
-		       int is_embedding, int is_matrix)
+		       size_t *off, const char *name, size_t rows, size_t cols,
+		       int is_embedding)
 {
+	size_t numel = cols ? rows * cols : rows;
+
 	if (*n < max) {
 		struct model_tensor *t = &out[*n];
 
@@ -105,8 +108,10 @@ static void add_tensor(struct model_tensor *out, int max, int *n,
 		snprintf(t->name, sizeof(t->name), "%s", name);
 		t->offset = *off;
 		t->numel = numel;
+		t->rows = rows;
+		t->cols = cols;
 		t->is_embedding = is_embedding;
-		t->is_matrix = is_matrix;
+		t->is_matrix = cols != 0;
 	}
 	(*n)++;
 	*off += numel;
@@ -120,26 +125,28 @@ int model_tensors(const struct model_config *c, struct model_tensor *out,
 		"ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb",
 	};
 	size_t C = (size_t)c->C, off = 0;
-	size_t lsize[NLAYER_TENSORS] = {
-		C, C, 3 * C * C, 3 * C, C * C, C, C, C, 4 * C * C, 4 * C, 4 * C * C, C,
+	/* rows, and cols for the matrices (0: a vector) */
+	size_t lrows[NLAYER_TENSORS] = {
+		C, C, 3 * C, 3 * C, C, C, C, C, 4 * C, 4 * C, C, C,
+	};
+	size_t lcols[NLAYER_TENSORS] = {
+		0, 0, C, 0, C, 0, 0, 0, C, 0, 4 * C, 0,
 	};
 	int n = 0;
 
-	add_tensor(out, max, &n, &off, "wte", (size_t)c->V * C, 1, 1);
-	add_tensor(out, max, &n, &off, "wpe", (size_t)c->maxT * C, 0, 1);
+	add_tensor(out, max, &n, &off, "wte", (size_t)c->V, C, 1);
+	add_tensor(out, max, &n, &off, "wpe", (size_t)c->maxT, C, 0);
 	for (int l = 0; l < c->L; l++)
 		for (int k = 0; k < NLAYER_TENSORS; k++) {
 			char name[32];
-			int matrix = k == QKVW || k == ATTPROJW || k == FCW ||
-				     k == FCPROJW;
 
 			snprintf(name, sizeof(name), "h%d.%s", l, lname[k]);
-			add_tensor(out, max, &n, &off, name, lsize[k], 0, matrix);
+			add_tensor(out, max, &n, &off, name, lrows[k], lcols[k], 0);
 		}
 	add_tensor(out, max, &n, &off, "lnfw", C, 0, 0);
 	add_tensor(out, max, &n, &off, "lnfb", C, 0, 0);
 	if (!c->tied)
-		add_tensor(out, max, &n, &off, "lm_head", (size_t)c->V * C, 0, 1);
+		add_tensor(out, max, &n, &off, "lm_head", (size_t)c->V, C, 0);
 	return n;
 }
 

@@ -35,6 +35,7 @@ struct model_config {
 struct model_tensor {
 	char name[32];
 	size_t offset, numel;   /* in floats */
+	size_t rows, cols;      /* shape: rows × cols, or rows when cols = 0 */
 	int is_embedding;
 	int is_matrix;          /* 2-D weight: AdamW decays it */
 };

@@ -78,12 +78,43 @@ static void fingerprint_tracks_shapes(void **state)
 	assert_string_equal(e.msg, "fragment: 4 fragments for only 3 tensors");
 }
 
+/* An adopted table (docs/syncer.md, Model-agnostic jobs): one tensor per
+ * fragment, in order, with the learners' fingerprint. */
+static void table_from_sizes(void **state)
+{
+	const uint64_t sizes[3] = { 7, 5, 9 };
+	const uint64_t bad[2] = { 4, 0 };
+	struct frag_table ft;
+	struct err e = { "" };
+
+	(void)state;
+	assert_int_equal(frag_table_from_sizes(&ft, sizes, 3, 0xabcdULL, &e), 0);
+	assert_int_equal(ft.nfrags, 3);
+	assert_int_equal(ft.ntensors, 3);
+	assert_true(ft.fingerprint == 0xabcdULL);
+	for (int p = 0; p < 3; p++) {
+		assert_int_equal(ft.frags[p].ntensors, 1);
+		assert_int_equal(ft.frags[p].tensors[0], p);
+		assert_int_equal(ft.frags[p].numel, sizes[p]);
+		assert_int_equal(ft.tensors[p].is_embedding, 0);
+	}
+	assert_int_equal(ft.tensors[0].offset, 0);
+	assert_int_equal(ft.tensors[1].offset, 7);
+	assert_int_equal(ft.tensors[2].offset, 12);
+	frag_table_release(&ft);
+	assert_int_equal(frag_table_from_sizes(&ft, bad, 2, 1, &e), -1);
+	assert_string_equal(e.msg, "fragment: fragment 1 has no values");
+	assert_int_equal(frag_table_from_sizes(&ft, sizes, 0, 1, &e), -1);
+	assert_string_equal(e.msg, "fragment: fragments must be at least 1, not 0");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(packs_largest_first_into_smallest),
 		cmocka_unit_test(gather_scatter_round_trip),
 		cmocka_unit_test(fingerprint_tracks_shapes),
+		cmocka_unit_test(table_from_sizes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

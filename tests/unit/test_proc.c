@@ -229,7 +229,43 @@ static void too_many_arguments(void **state)
 		argv[i] = (char *)"x";
 	argv[PROC_MAX_ARGS + 1] = NULL;
 	assert_int_equal(proc_init(&p, "long", "/dev/null", argv, &e), -1);
-	assert_string_equal(e.msg, "long: more than 32 arguments");
+	assert_string_equal(e.msg, "long: more than 80 arguments");
+}
+
+/*
+ * proc_setenv adds to the runner's environment and wins over a variable
+ * of the same name there; a command without '/' is found in PATH.
+ */
+static void environment_and_path(void **state)
+{
+	struct proc p;
+	struct err e;
+	char log[256], *text;
+	char *argv[] = { (char *)"sh", (char *)"-c",
+			 (char *)"echo \"$DDX_A|$DDX_B|$DDX_KEEP\"", NULL };
+	size_t n;
+
+	(void)state;
+	path_in(log, sizeof(log), "envlog");
+	unlink(log);
+	setenv("DDX_B", "runner", 1);
+	setenv("DDX_KEEP", "kept", 1);
+	assert_int_equal(proc_init(&p, "env", log, argv, NULL), 0);
+	assert_int_equal(proc_setenv(&p, "DDX_A", "one=1", NULL), 0);
+	assert_int_equal(proc_setenv(&p, "DDX_B", "child", NULL), 0);
+	assert_int_equal(proc_start(&p, NULL), 0);
+	assert_true(reap_within(&p, 10));
+	assert_int_equal(WEXITSTATUS(p.status), 0);
+	assert_int_equal(file_read_all(log, 1 << 16, (void **)&text, &n, NULL), 0);
+	assert_string_equal(text, "one=1|child|kept\n");
+	free(text);
+	for (int i = 2; i < PROC_MAX_ENV; i++)
+		assert_int_equal(proc_setenv(&p, "X", "y", NULL), 0);
+	assert_int_equal(proc_setenv(&p, "X", "y", &e), -1);
+	assert_string_equal(e.msg, "env: more than 8 variables");
+	proc_release(&p);
+	unsetenv("DDX_B");
+	unsetenv("DDX_KEEP");
 }
 
 /* A runner that dies without cleaning up takes its children with it. */
@@ -269,6 +305,7 @@ int main(void)
 		cmocka_unit_test(stop_with_grace),
 		cmocka_unit_test(output_to_log),
 		cmocka_unit_test(too_many_arguments),
+		cmocka_unit_test(environment_and_path),
 		cmocka_unit_test(children_die_with_the_parent),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);

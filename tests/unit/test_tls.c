@@ -162,6 +162,17 @@ static void syncer_stop(struct env *v)
 	kill(v->pid, SIGTERM);
 	assert_int_equal(waitpid(v->pid, &st, 0), v->pid);
 	v->pid = 0;
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		void *data;
+		size_t len;
+
+		/* what the syncer said, e.g. a sanitizer's report */
+		if (file_read_all(v->log, 1 << 20, &data, &len, NULL) == 0) {
+			fprintf(stderr, "%.*s", (int)(len < 8192 ? len : 8192),
+				(char *)data + (len < 8192 ? 0 : len - 8192));
+			free(data);
+		}
+	}
 	assert_true(WIFEXITED(st));
 	assert_int_equal(WEXITSTATUS(st), 0);
 }
