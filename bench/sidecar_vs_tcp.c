@@ -11,6 +11,12 @@
  * The sidecar path runs twice: plaintext, then mutual TLS with a job CA
  * and certificates made by common/pki.h, as `ddiloco run` uses them
  * (docs/security.md); prints the TLS rate and its ratio to plaintext.
+ *
+ * The two paths run one after the other, so on a shared machine the
+ * ratio of their rates also measures how the load changed in between.
+ * Beside it, each path's bytes per CPU second of this process (all its
+ * threads, gRPC's included) and their ratio, sidecar_vs_tcp_cpu: what
+ * each byte costs, which the load changes much less.
  */
 #include <arpa/inet.h>
 #include <grpc/byte_buffer.h>
@@ -25,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/exchange.h"
@@ -40,6 +47,20 @@
 #define SECONDS 3.0
 #define CHUNK (4u << 20)
 
+/* CPU seconds of this process, every thread */
+static double cpu_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* a path's figures */
+struct rate {
+	double bytes_per_s, bytes_per_cpu_s;
+};
+
 /* ---- the sink server ---- */
 
 struct sink {
@@ -47,7 +68,7 @@ struct sink {
 	grpc_completion_queue *cq;
 	int port;
 	volatile sig_atomic_t *stop_sidecar;   /* sidecar_run's stop */
-	double t0, t1;
+	double t0, t1, cpu0, cpu1;
 	uint64_t bytes, answers;
 	volatile int shutdown;   /* set by main once the sidecar is done */
 };
@@ -114,6 +135,7 @@ static void *sink_main(void *arg)
 		if (!stop && k->t0 > 0 && clock_mono() - k->t0 > SECONDS) {
 			stop = 1;
 			k->t1 = clock_mono();
+			k->cpu1 = cpu_now();
 			*k->stop_sidecar = 1;
 		}
 		if (k->shutdown && !notified) {
@@ -163,8 +185,10 @@ static void *sink_main(void *arg)
 					b0 = GRPC_SLICE_START_PTR(*s)[0];
 				grpc_byte_buffer_reader_destroy(&r);
 				if (b0 == 0x12 && len > 1000) {
-					if (k->t0 == 0)
+					if (k->t0 == 0) {
 						k->t0 = clock_mono();
+						k->cpu0 = cpu_now();
+					}
 					else
 						k->bytes += len;
 					k->answers++;
@@ -267,8 +291,9 @@ static void bench_pki_release(struct bench_pki *b)
 }
 
 /* pki NULL: plaintext. */
-static double sidecar_rate(const struct bench_pki *pki)
+static struct rate sidecar_rate(const struct bench_pki *pki)
 {
+	struct rate r = { 0 };
 	struct frag_tensor t[P];
 	struct frag_table ft;
 	struct exchange *sx, *lx;
@@ -355,9 +380,11 @@ static double sidecar_rate(const struct bench_pki *pki)
 	frag_table_release(&ft);
 	free(l.params);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	if (system(cmd))
-		return 0;
-	return k.t1 > k.t0 && k.t0 > 0 ? (double)k.bytes / (k.t1 - k.t0) : 0;
+	if (system(cmd) || !(k.t1 > k.t0 && k.t0 > 0 && k.cpu1 > k.cpu0))
+		return r;
+	r.bytes_per_s = (double)k.bytes / (k.t1 - k.t0);
+	r.bytes_per_cpu_s = (double)k.bytes / (k.cpu1 - k.cpu0);
+	return r;
 }
 
 /* ---- raw TCP ---- */
@@ -379,28 +406,30 @@ static void *tcp_read_main(void *arg)
 	return NULL;
 }
 
-static double tcp_rate(void)
+static struct rate tcp_rate(void)
 {
+	struct rate rt = { 0 };
 	struct sockaddr_in a = { .sin_family = AF_INET };
 	socklen_t al = sizeof(a);
 	int ls = socket(AF_INET, SOCK_STREAM, 0), cs, ss;
 	struct tcp_reader r = { 0 };
 	pthread_t th;
 	char *b = calloc(1, CHUNK);
-	double t0, t1;
+	double t0, t1, cpu0;
 	uint64_t sent = 0;
 
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	if (bind(ls, (struct sockaddr *)&a, sizeof(a)) || listen(ls, 1) ||
 	    getsockname(ls, (struct sockaddr *)&a, &al))
-		return 0;
+		return rt;
 	cs = socket(AF_INET, SOCK_STREAM, 0);
 	if (connect(cs, (struct sockaddr *)&a, sizeof(a)))
-		return 0;
+		return rt;
 	ss = accept(ls, NULL, NULL);
 	r.fd = ss;
 	pthread_create(&th, NULL, tcp_read_main, &r);
 	t0 = clock_mono();
+	cpu0 = cpu_now();
 	while ((t1 = clock_mono()) - t0 < SECONDS) {
 		/* fresh contents each time, as a learner's Δ would be */
 		b[sent % CHUNK] ^= 1;
@@ -408,7 +437,7 @@ static double tcp_rate(void)
 			ssize_t n = write(cs, b + off, CHUNK - off);
 
 			if (n <= 0)
-				return 0;
+				return rt;
 			off += (size_t)n;
 		}
 		sent += CHUNK;
@@ -416,19 +445,23 @@ static double tcp_rate(void)
 	shutdown(cs, SHUT_WR);
 	pthread_join(th, NULL);
 	t1 = clock_mono();
+	rt.bytes_per_s = (double)r.bytes / (t1 - t0);
+	rt.bytes_per_cpu_s = (double)r.bytes / (cpu_now() - cpu0);
 	close(cs);
 	close(ss);
 	close(ls);
 	free(b);
-	return (double)r.bytes / (t1 - t0);
+	return rt;
 }
 
 int main(void)
 {
 	struct bench_pki pki;
-	double s, t, st;
+	struct rate s, t, st;
 
 	log_init("bench");
+	/* as cmd_sidecar.c */
+	mallopt(M_ARENA_MAX, 1);
 	mallopt(M_MMAP_THRESHOLD, 32 << 20);
 	mallopt(M_TRIM_THRESHOLD, 1 << 30);
 	mallopt(M_TOP_PAD, 64 << 20);
@@ -437,10 +470,20 @@ int main(void)
 	bench_pki_make(&pki);
 	st = sidecar_rate(&pki);
 	bench_pki_release(&pki);
-	printf("tcp_bytes_per_s=%.0f\nsidecar_bytes_per_s=%.0f\n", t, s);
-	printf("sidecar_vs_tcp=%.3f\n", t > 0 ? s / t : 0.0);
-	printf("sidecar_tls_bytes_per_s=%.0f\n", st);
-	printf("sidecar_tls_vs_tcp=%.3f\n", t > 0 ? st / t : 0.0);
-	printf("sidecar_tls_vs_plaintext=%.3f\n", s > 0 ? st / s : 0.0);
-	return s > 0 && t > 0 && st > 0 ? 0 : 1;
+	printf("tcp_bytes_per_s=%.0f\nsidecar_bytes_per_s=%.0f\n",
+	       t.bytes_per_s, s.bytes_per_s);
+	printf("sidecar_vs_tcp=%.3f\n",
+	       t.bytes_per_s > 0 ? s.bytes_per_s / t.bytes_per_s : 0.0);
+	printf("sidecar_tls_bytes_per_s=%.0f\n", st.bytes_per_s);
+	printf("sidecar_tls_vs_tcp=%.3f\n",
+	       t.bytes_per_s > 0 ? st.bytes_per_s / t.bytes_per_s : 0.0);
+	printf("sidecar_tls_vs_plaintext=%.3f\n",
+	       s.bytes_per_s > 0 ? st.bytes_per_s / s.bytes_per_s : 0.0);
+	printf("tcp_bytes_per_cpu_s=%.0f\nsidecar_bytes_per_cpu_s=%.0f\n"
+	       "sidecar_tls_bytes_per_cpu_s=%.0f\n", t.bytes_per_cpu_s,
+	       s.bytes_per_cpu_s, st.bytes_per_cpu_s);
+	printf("sidecar_vs_tcp_cpu=%.3f\nsidecar_tls_vs_tcp_cpu=%.3f\n",
+	       t.bytes_per_cpu_s > 0 ? s.bytes_per_cpu_s / t.bytes_per_cpu_s : 0.0,
+	       t.bytes_per_cpu_s > 0 ? st.bytes_per_cpu_s / t.bytes_per_cpu_s : 0.0);
+	return s.bytes_per_s > 0 && t.bytes_per_s > 0 && st.bytes_per_s > 0 ? 0 : 1;
 }

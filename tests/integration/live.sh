@@ -1,0 +1,61 @@
+# Sourced by the tests that watch a live `ddiloco run` (test_stale,
+# test_poison, test_checkpoint_faults) once they have set dir (their
+# folder), run (the run folder) and runner (empty until the run starts).
+#   live_exe [LINE] writes $dir/exe, the runner's DDILOCO_EXE: it
+#                    records the syncer's HTTP address ($dir/http), pid
+#                    ($dir/syncer.pid) and start count ($dir/starts), and
+#                    each learner's pid ($dir/learner-ID.pid); LINE, shell
+#                    run before a syncer starts, sees its count in $n
+#   live_cleanup     stops the runner, removes $dir (the EXIT trap)
+#   fail WHAT        says WHAT and the ends of the run's logs; exit 1
+#   status           the syncer's /status; metrics: its /metrics
+#   metric NAME      the value of ddiloco_syncer_NAME
+#   wait_for SECONDS CONDITION WHAT
+#                    polls CONDITION every 0.2 s; fails when the run
+#                    ends or SECONDS pass first
+#   s JQ             a field of $dir/s.json (a /status saved by the test)
+live_cleanup() {
+	if [ -n "$runner" ]; then
+		kill "$runner" 2>/dev/null || :
+		wait "$runner" 2>/dev/null || :
+	fi
+	rm -rf "$dir"
+}
+fail() {
+	echo "FAIL: $*"
+	[ -f "$run/syncer.log" ] && { echo "--- syncer.log"; tail -n 30 "$run/syncer.log"; }
+	[ -f "$run/events.log" ] && { echo "--- events.log"; tail -n 15 "$run/events.log"; }
+	exit 1
+}
+status() { curl -sf --max-time 2 "http://$(cat "$dir/http")/status"; }
+metrics() { curl -sf --max-time 2 "http://$(cat "$dir/http")/metrics"; }
+metric() { metrics | sed -n "s/^ddiloco_syncer_$1 //p"; }
+wait_for() {
+	i=0
+	while ! eval "$2" 2>/dev/null; do
+		kill -0 "$runner" 2>/dev/null || fail "the run ended waiting for $3"
+		i=$((i + 1))
+		[ "$i" -le $(($1 * 5)) ] || fail "no $3 within $1 s"
+		sleep 0.2
+	done
+}
+s() { jq -r "$1" "$dir/s.json"; }
+live_exe() {
+	cat > "$dir/exe" <<EOF
+#!/bin/sh
+prev=""
+for a in "\$@"; do
+	[ "\$1" = syncer ] && [ "\$prev" = --http ] && echo "\$a" > "$dir/http"
+	[ "\$1" = learner ] && [ "\$prev" = --learner ] && echo "\$\$" > "$dir/learner-\$a.pid"
+	prev=\$a
+done
+if [ "\$1" = syncer ]; then
+	n=\$(( \$(cat "$dir/starts" 2>/dev/null || echo 0) + 1 ))
+	echo "\$\$" > "$dir/syncer.pid"
+	echo "\$n" > "$dir/starts"
+	${1:-:}
+fi
+exec "$REAL" "\$@"
+EOF
+	chmod +x "$dir/exe"
+}
