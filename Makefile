@@ -8,6 +8,11 @@
 #   make fuzz     every libFuzzer harness for FUZZ_SECONDS (30) seconds each
 #                 (clang, installed by scripts/deps.sh fuzz; docs/fuzzing.md)
 #   make run      the quickstart job, locally, with its data-parallel baseline
+#   make demo-wan the low-bandwidth job behind tc-shaped links in network
+#                 namespaces, against loopback (root; docs/wan.md)
+#   make test-wan a learner's link cut for 30 s and back (root; docs/wan.md)
+#   make test-pytorch the PyTorch package and its tests (installs Debian's
+#                 python3-torch when missing; make test needs no torch)
 #   make clean
 #   make image        the container image ddiloco:VERSION and :latest (Docker)
 #   make test-image   the image's tests: the Kubernetes pod layout in Docker
@@ -24,7 +29,7 @@ SAN     ?=
 VERSION := 0.1.0
 CC      ?= cc
 
-MODULES := common trainer syncer sidecar runner sim operator
+MODULES := common trainer syncer sidecar runner sim operator abi
 PKGS    := openblas jansson libcurl libmicrohttpd grpc libprotobuf-c yaml-0.1 \
            libcrypto
 
@@ -60,6 +65,15 @@ SRCS     := $(foreach m,$(MODULES),$(wildcard $(m)/*.c))
 OBJS     := $(SRCS:%.c=$(BUILD)/obj/%.o)
 LIB      := $(BUILD)/libddiloco.a
 BIN      := $(BUILD)/ddiloco
+# libddiloco.so: the learner ABI of include/ddiloco.h (docs/abi.md), from
+# position-independent copies of the objects it needs; it exports only
+# the ddiloco_* functions
+SO       := $(BUILD)/libddiloco.so
+SO_SRCS  := abi/ddiloco.c common/exchange.c common/fragment.c common/err.c \
+            common/util.c common/jobspec.c common/jobspec_parse.c \
+            common/encoding.c trainer/model.c trainer/layers.c \
+            trainer/pool.c trainer/optim.c
+SO_OBJS  := $(SO_SRCS:%.c=$(BUILD)/pic/%.o)
 
 UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
 UNIT_BINS  := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
@@ -73,8 +87,9 @@ BENCH_SRCS := $(wildcard bench/*.c)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 
 .PHONY: all deps test check bench run clean unit integration \
-        fuzz fuzz-bins fuzz-seeds k8s-build cluster-up e2e-up cluster-down test-k8s test-e2e image test-image
-all: $(BIN)
+        demo-wan test-wan \
+        test-pytorch fuzz fuzz-bins fuzz-seeds k8s-build cluster-up e2e-up cluster-down test-k8s test-e2e image test-image
+all: $(BIN) $(SO)
 
 deps:
 	@sh scripts/deps.sh
@@ -97,9 +112,20 @@ $(BUILD)/obj/%.o: %.c $(PROTO_H)
 # float math without errno or trap bookkeeping. Values are unchanged (no
 # fast-math: no reassociation, no contraction).
 ifeq ($(FUZZ),)
-$(BUILD)/obj/trainer/%.o: CFLAGS += -fvect-cost-model=dynamic -fno-math-errno \
-                                    -fno-trapping-math
+$(BUILD)/obj/trainer/%.o $(BUILD)/pic/trainer/%.o: CFLAGS += \
+	-fvect-cost-model=dynamic -fno-math-errno -fno-trapping-math
 endif
+
+$(BUILD)/pic/%.o: %.c $(PROTO_H)
+	@mkdir -p $(dir $@)
+	@echo "  CC $< (pic)"
+	@$(CC) $(CFLAGS) $(WARN) -fPIC -fvisibility=hidden -c $< -o $@
+
+$(SO): $(SO_OBJS) abi/ddiloco.map
+	@echo "  LD $@"
+	@$(CC) $(LDFLAGS) -shared -Wl,--no-undefined -Wl,-soname,libddiloco.so \
+		-Wl,--version-script,abi/ddiloco.map \
+		-o $@ $(SO_OBJS) $(LDLIBS)
 
 $(LIB): $(OBJS) $(PROTO_O)
 	@rm -f $@
@@ -154,8 +180,22 @@ fuzz-seeds: $(BUILD)/obj/tests/fuzz/make_seeds.o $(LIB)
 bench: deps all $(BENCH_BINS)
 	@BUILD=$(BUILD) sh scripts/run-bench.sh $(BENCH_BINS)
 
+# The PyTorch package (python/ddiloco) with Debian's torch and
+# /usr/bin/python3 (tests/pytorch/run.sh; docs/abi.md).
+test-pytorch: deps
+	@sh scripts/deps.sh torch
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) sh tests/pytorch/run.sh
+
 run: deps all
 	$(BIN) run examples/quickstart.yaml --baseline
+
+# Network namespaces, veth and tc: root only (docs/wan.md).
+demo-wan: deps all
+	@BUILD=$(BUILD) sh scripts/demo-wan.sh
+
+test-wan: deps all
+	@BUILD=$(BUILD) sh tests/integration/wan_cut.sh
 
 clean:
 	rm -rf build
@@ -190,5 +230,5 @@ test-e2e: deps
 	@E2E=1 $(K8S_CLUSTER)/build.sh
 	@BUILD=$(BUILD) bash tests/k8s/e2e/test_e2e.sh
 
--include $(OBJS:.o=.d) $(BUILD)/obj/main.d $(UNIT_BINS:=.d) $(BENCH_BINS:=.d) \
+-include $(OBJS:.o=.d) $(SO_OBJS:.o=.d) $(BUILD)/obj/main.d $(UNIT_BINS:=.d) $(BENCH_BINS:=.d) \
          $(wildcard $(BUILD)/obj/tests/fuzz/*.d)

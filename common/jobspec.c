@@ -65,6 +65,8 @@ void jobspec_defaults(struct job_spec *js)
 	js->syncer.max_share = 0.5;        /* docs/syncer.md, Bounds */
 	js->syncer.min_step_time = 1e-4;
 	js->syncer.max_step_time = 600;
+	js->syncer.stall_seconds = 300;    /* docs/syncer.md, Stale learners */
+	js->syncer.hello_timeout = 10;     /* docs/syncer.md, gRPC details */
 	js->syncer.port = 7070;
 	js->syncer.http_port = 7071;
 
@@ -82,16 +84,18 @@ void jobspec_defaults(struct job_spec *js)
 
 #define CHECK(cond, ...) do { if (!(cond)) return err_set(e, __VA_ARGS__); } while (0)
 
+/* A DNS-1035 label (the job's Service is named after it) no longer than
+ * JOB_NAME_LEN_MAX: the CRD's rules on metadata.name, in C. */
 static int valid_name(const char *s)
 {
 	size_t n = strlen(s);
 
-	if (n == 0 || n > 63)
+	if (n == 0 || n > JOB_NAME_LEN_MAX || s[0] < 'a' || s[0] > 'z')
 		return 0;
 	for (size_t i = 0; i < n; i++) {
 		char c = s[i];
 		int ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-			 (c == '-' && i > 0 && i < n - 1);
+			 (c == '-' && i < n - 1);
 		if (!ok)
 			return 0;
 	}
@@ -109,11 +113,29 @@ int jobspec_validate(const struct job_spec *js, struct err *e)
 	int M = js->learners.replicas;
 
 	CHECK(valid_name(js->name),
-	      "metadata.name: '%s' is not a DNS label (lower-case letters, digits, '-', at most 63)",
-	      js->name);
+	      "metadata.name: '%s' is not a DNS-1035 label of at most %d characters "
+	      "(a lower-case letter, then lower-case letters, digits or '-', "
+	      "ending in a letter or digit)", js->name, JOB_NAME_LEN_MAX);
 	CHECK(M >= 1 && M <= 4096, "spec.learners.replicas: %d is not in [1, 4096]", M);
 	CHECK(js->learners.threads >= 1 && js->learners.threads <= 256,
 	      "spec.learners.threads: %d is not in [1, 256]", js->learners.threads);
+	if (js->learners.ngroups) {
+		int sum = 0;
+
+		for (int g = 0; g < js->learners.ngroups; g++) {
+			const struct job_group *gr = &js->learners.groups[g];
+
+			CHECK(gr->replicas >= 1 && gr->replicas <= 4096,
+			      "spec.learners.groups[%d].replicas: %d is not in [1, 4096]",
+			      g, gr->replicas);
+			CHECK(gr->command.n || !gr->args.n,
+			      "spec.learners.groups[%d].args: given without a command", g);
+			sum += gr->replicas;
+		}
+		CHECK(sum == M,
+		      "spec.learners.groups: the groups have %d learners, spec.learners.replicas is %d",
+		      sum, M);
+	}
 
 	CHECK(m->vocab_size >= 2 && m->vocab_size <= 1 << 20,
 	      "spec.model.vocabSize: %d is not in [2, 1048576]", m->vocab_size);
@@ -176,6 +198,12 @@ int jobspec_validate(const struct job_spec *js, struct err *e)
 	      "spec.syncer.clipSteps: %g is not in [1, 1e6]", s->clip_steps);
 	CHECK(s->max_share > 0 && s->max_share <= 1,
 	      "spec.syncer.maxShare: %g is not in (0, 1]", s->max_share);
+	CHECK(s->stall_seconds >= 1 && s->stall_seconds <= 86400,
+	      "spec.syncer.stallSeconds: %g is not in [1, 86400]",
+	      s->stall_seconds);
+	CHECK(s->hello_timeout >= 0.1 && s->hello_timeout <= 3600,
+	      "spec.syncer.helloTimeout: %g is not in [0.1, 3600]",
+	      s->hello_timeout);
 	CHECK(s->min_step_time > 0 && s->min_step_time <= 1,
 	      "spec.syncer.minStepTime: %g is not in (0, 1]", s->min_step_time);
 	CHECK(s->max_step_time > s->min_step_time && s->max_step_time <= 86400,
@@ -204,6 +232,37 @@ int jobspec_validate(const struct job_spec *js, struct err *e)
 		      "spec.chaos.recoverySeconds: %g is negative", c->recovery_seconds);
 	}
 	return 0;
+}
+
+int job_argv_words(const struct job_argv *a, const char **out)
+{
+	const char *p = a->buf;
+
+	for (int i = 0; i < a->n && i < JOB_ARGV_MAX; i++) {
+		out[i] = p;
+		p += strlen(p) + 1;
+	}
+	return a->n < JOB_ARGV_MAX ? a->n : JOB_ARGV_MAX;
+}
+
+void jobspec_learner_command(const struct job_spec *js, int i,
+			     const char **cmd, int *ncmd,
+			     const char **args, int *nargs)
+{
+	const struct job_argv *c = &js->learners.command, *a = &js->learners.args;
+	int first = 0;
+
+	for (int g = 0; g < js->learners.ngroups; g++) {
+		const struct job_group *gr = &js->learners.groups[g];
+
+		if (i >= first && i < first + gr->replicas && gr->command.n) {
+			c = &gr->command;
+			a = &gr->args;
+		}
+		first += gr->replicas;
+	}
+	*ncmd = job_argv_words(c, cmd);
+	*nargs = c->n ? job_argv_words(a, args) : 0;
 }
 
 int jobspec_seq_len(const struct job_spec *js)

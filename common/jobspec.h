@@ -11,8 +11,10 @@
  *   metadata.name, metadata.namespace
  *   spec.suspend, spec.ttlSecondsAfterFinished
  *   spec.learners.{replicas, image, resources.{cpu, memory, gpu},
- *                  threads}
- *   spec.model.{vocabSize, context, layers, heads, channels, tied, seed}
+ *                  threads, command [..], args [..],
+ *                  groups [{replicas, command [..], args [..]}]}
+ *   spec.model.{kind (gpt|external), vocabSize, context, layers, heads,
+ *               channels, tied, seed}
  *   spec.data.{path, valPath, format (auto|text|tokens), valFraction,
  *              shardPattern}
  *   spec.optimizer.{lr, beta1, beta2, eps, weightDecay, warmupSteps,
@@ -21,8 +23,8 @@
  *                outerLr, outerMomentum, nesterov, merge (rda|mean),
  *                encoding, updateEncoding, errorFeedback, checkpointEvery,
  *                evalEvery, evalTokens, normOutlier, staleVersions,
- *                clipSteps, maxShare, minStepTime, maxStepTime, port,
- *                httpPort, insecure}
+ *                clipSteps, maxShare, minStepTime, maxStepTime,
+ *                stallSeconds, helloTimeout, port, httpPort, insecure}
  *   spec.budget.{tokens, outerSteps}
  *   spec.chaos.{enabled, schedule (poisson|interval), mtbfSeconds,
  *               intervalSeconds, targets [learners|syncer|sidecars],
@@ -46,16 +48,50 @@ enum chaos_schedule { CHAOS_POISSON = 0, CHAOS_INTERVAL = 1 };
 #define CHAOS_TARGET_SIDECARS 4
 
 #define JOB_NAME_MAX 64
+/*
+ * The longest job name whose children can all be created
+ * (docs/operator.md, "Names"): the StatefulSet <job>-syncer labels its pods
+ * controller-revision-hash=<job>-syncer-<hash>, a label value of at most 63
+ * bytes with a hash of up to 10, so 63 - 10 - strlen("-syncer-") = 45.
+ */
+#define JOB_NAME_LEN_MAX 45
 #define JOB_PATH_MAX 512
+
+#define JOB_ARGV_MAX   32            /* words in a command or its args */
+#define JOB_ARGV_BYTES 2048          /* their characters, NULs included */
+#define JOB_GROUPS_MAX 8
+
+/* A list of strings: n words, each NUL-terminated, one after another. */
+struct job_argv {
+	int n;
+	char buf[JOB_ARGV_BYTES];
+};
+
+/* Learners of one kind: `replicas` of them run command + args. */
+struct job_group {
+	int replicas;
+	struct job_argv command, args;   /* command empty: spec.learners' */
+};
 
 struct job_learners {
 	int replicas;                 /* M, default 4 */
 	int threads;                  /* trainer threads per learner, default 1 */
 	char image[256];              /* container image (operator only) */
 	char cpu[32], memory[32], gpu[32];   /* resource requests, as written */
+	struct job_argv command, args;   /* a learner of the user's own; empty:
+					  * `ddiloco learner` (docs/abi.md) */
+	int ngroups;                  /* 0: all learners alike */
+	struct job_group groups[JOB_GROUPS_MAX];   /* in learner order; their
+						    * replicas add up to M */
 };
 
+/* spec.model.kind: the reference GPT (trainer/), or a model of the
+ * learners' own whose table the first learner gives (docs/syncer.md,
+ * Model-agnostic jobs). */
+enum model_kind { MODEL_GPT = 0, MODEL_EXTERNAL = 1 };
+
 struct job_model {
+	enum model_kind kind;         /* default gpt */
 	int vocab_size;               /* default 256 (bytes) */
 	int context;                  /* max sequence length, default 64 */
 	int layers, heads, channels;  /* default 2, 4, 128 */
@@ -106,6 +142,10 @@ struct job_syncer {
 	double min_step_time;         /* s: reported step times below are
 				       * refused, default 1e-4 */
 	double max_step_time;         /* s: and above, default 600 */
+	double stall_seconds;         /* s: a learner heartbeating with its step
+				       * still this long is stale, default 300 */
+	double hello_timeout;         /* s: a stream without a Hello this long
+				       * is closed, default 10 */
 	int port, http_port;          /* default 7070, 7071 */
 	int insecure;                 /* 1: plaintext gRPC, no identities;
 				       * default 0 (docs/security.md) */
@@ -152,6 +192,16 @@ int jobspec_parse(const char *text, size_t len, const char *what,
 		  struct job_spec *out, struct err *e);
 /* Cross-field checks; called by load/parse, callable after edits. */
 int jobspec_validate(const struct job_spec *js, struct err *e);
+
+/*
+ * The command and args learner i runs (group's, else spec.learners'),
+ * as pointers into js; *ncmd = 0 means `ddiloco learner`.
+ */
+void jobspec_learner_command(const struct job_spec *js, int i,
+			     const char **cmd, int *ncmd,
+			     const char **args, int *nargs);
+/* The words of a list into out (room for JOB_ARGV_MAX); returns n. */
+int job_argv_words(const struct job_argv *a, const char **out);
 
 /* The values behind the "0 = derived" defaults. */
 int jobspec_seq_len(const struct job_spec *js);     /* T: seqLen or context */

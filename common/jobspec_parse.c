@@ -251,7 +251,8 @@ out:
 
 enum ftype {
 	F_INT, F_U64, F_DOUBLE, F_BOOL, F_STR, F_QTY,
-	F_MERGE, F_FORMAT, F_SCHED, F_ENC, F_TARGETS, F_SECTION, F_IGNORE,
+	F_MERGE, F_FORMAT, F_SCHED, F_MKIND, F_ENC, F_TARGETS, F_ARGV, F_GROUPS,
+	F_SECTION, F_IGNORE,
 };
 
 struct section;
@@ -289,7 +290,10 @@ SECTION(s_learners,
 	FLD("replicas", F_INT, learners.replicas),
 	STR("image", learners.image),
 	SUB("resources", s_resources),
-	FLD("threads", F_INT, learners.threads));
+	FLD("threads", F_INT, learners.threads),
+	FLD("command", F_ARGV, learners.command),
+	FLD("args", F_ARGV, learners.args),
+	FLD("groups", F_GROUPS, learners));
 
 SECTION(s_model,
 	FLD("vocabSize", F_INT, model.vocab_size),
@@ -298,7 +302,8 @@ SECTION(s_model,
 	FLD("heads", F_INT, model.heads),
 	FLD("channels", F_INT, model.channels),
 	FLD("tied", F_BOOL, model.tied),
-	FLD("seed", F_U64, model.seed));
+	FLD("seed", F_U64, model.seed),
+	FLD("kind", F_MKIND, model.kind));
 
 SECTION(s_data,
 	STR("path", data.path), STR("valPath", data.val_path),
@@ -342,6 +347,8 @@ SECTION(s_syncer,
 	FLD("maxShare", F_DOUBLE, syncer.max_share),
 	FLD("minStepTime", F_DOUBLE, syncer.min_step_time),
 	FLD("maxStepTime", F_DOUBLE, syncer.max_step_time),
+	FLD("stallSeconds", F_DOUBLE, syncer.stall_seconds),
+	FLD("helloTimeout", F_DOUBLE, syncer.hello_timeout),
 	FLD("port", F_INT, syncer.port),
 	FLD("httpPort", F_INT, syncer.http_port),
 	FLD("insecure", F_BOOL, syncer.insecure));
@@ -463,6 +470,86 @@ static int set_targets(const json_t *v, const char *path, int *out,
 	return 0;
 }
 
+/* A list of strings into a job_argv. */
+static int set_argv(const json_t *v, const char *path, struct job_argv *out,
+		    struct err *e)
+{
+	char got[64];
+	size_t used = 0, n;
+
+	if (!json_is_array(v))
+		return EXPECTED("a list of strings");
+	n = json_array_size(v);
+	if (n > JOB_ARGV_MAX)
+		return err_set(e, "%s: %zu words, at most %d", path, n, JOB_ARGV_MAX);
+	for (size_t i = 0; i < n; i++) {
+		const json_t *w = json_array_get(v, i);
+		const char *s = json_string_value(w);
+		size_t len;
+
+		if (!s)
+			return err_set(e, "%s[%zu]: expected a string, got %s", path,
+				       i, describe(w, got, sizeof(got)));
+		len = strlen(s) + 1;
+		if (used + len > JOB_ARGV_BYTES)
+			return err_set(e, "%s: longer than %d characters in all",
+				       path, JOB_ARGV_BYTES - 1);
+		memcpy(out->buf + used, s, len);
+		used += len;
+	}
+	out->n = (int)n;
+	return 0;
+}
+
+/* spec.learners.groups: [{replicas, command, args}] */
+static int set_groups(const json_t *v, const char *path,
+		      struct job_learners *l, struct err *e)
+{
+	char got[64], sub[300];
+	size_t n;
+
+	if (!json_is_array(v))
+		return EXPECTED("a list of {replicas, command, args}");
+	n = json_array_size(v);
+	if (n > JOB_GROUPS_MAX)
+		return err_set(e, "%s: %zu groups, at most %d", path, n,
+			       JOB_GROUPS_MAX);
+	memset(l->groups, 0, sizeof(l->groups));
+	for (size_t i = 0; i < n; i++) {
+		const json_t *g = json_array_get(v, i), *r;
+		struct job_group *gr = &l->groups[i];
+		const char *key;
+		json_t *f;
+		double d;
+
+		if (!json_is_object(g))
+			return err_set(e, "%s[%zu]: expected a mapping, got %s",
+				       path, i, describe(g, got, sizeof(got)));
+		json_object_foreach((json_t *)g, key, f) {
+			snprintf(sub, sizeof(sub), "%s[%zu].%s", path, i, key);
+			if (!strcmp(key, "command")) {
+				if (set_argv(f, sub, &gr->command, e))
+					return -1;
+			} else if (!strcmp(key, "args")) {
+				if (set_argv(f, sub, &gr->args, e))
+					return -1;
+			} else if (strcmp(key, "replicas")) {
+				return err_set(e, "%s: unknown field (expected one of replicas, command, args)",
+					       sub);
+			}
+		}
+		r = json_object_get(g, "replicas");
+		if (!r)
+			return err_set(e, "%s[%zu].replicas: missing", path, i);
+		if (get_integer(r, &d) || d < 1 || d > 4096)
+			return err_set(e, "%s[%zu].replicas: expected an integer in [1, 4096], got %s",
+				       path, i, describe(r, got, sizeof(got)));
+		gr->replicas = (int)d;
+	}
+	l->ngroups = (int)n;
+	return 0;
+}
+
 /* Long because it is one switch over the field kinds of the table, each
  * case a conversion with its own range check. */
 static int set_field(const struct field *f, const json_t *v, const char *path,
@@ -541,6 +628,16 @@ static int set_field(const struct field *f, const json_t *v, const char *path,
 			return EXPECTED("auto, text or tokens");
 		return 0;
 	}
+	case F_MKIND: {
+		const char *s = json_string_value(v);
+		if (s && !strcmp(s, "gpt"))
+			*(enum model_kind *)p = MODEL_GPT;
+		else if (s && !strcmp(s, "external"))
+			*(enum model_kind *)p = MODEL_EXTERNAL;
+		else
+			return EXPECTED("gpt or external");
+		return 0;
+	}
 	case F_SCHED: {
 		const char *s = json_string_value(v);
 		if (s && !strcmp(s, "poisson"))
@@ -561,6 +658,10 @@ static int set_field(const struct field *f, const json_t *v, const char *path,
 	}
 	case F_TARGETS:
 		return set_targets(v, path, (int *)p, e);
+	case F_ARGV:
+		return set_argv(v, path, (struct job_argv *)p, e);
+	case F_GROUPS:
+		return set_groups(v, path, (struct job_learners *)p, e);
 	case F_SECTION:
 	case F_IGNORE:
 		break;

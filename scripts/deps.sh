@@ -4,11 +4,14 @@
 #   sh scripts/deps.sh        build, test, run
 #   sh scripts/deps.sh fuzz   also clang and its libFuzzer/sanitizer runtimes
 #                             (make fuzz only: make test never needs clang)
+#   sh scripts/deps.sh torch  also Debian's PyTorch (CPU) for /usr/bin/python3
+#                             (make test-pytorch only: make test needs no torch)
 set -e
 PKGS="build-essential pkg-config libopenblas-dev libcmocka-dev libjansson-dev
 libcurl4-openssl-dev libmicrohttpd-dev libgrpc-dev libssl-dev protobuf-c-compiler
 libprotobuf-c-dev libyaml-dev fortunes openssl jq curl iproute2 procps"
 [ "${1:-}" = fuzz ] && PKGS="$PKGS clang libclang-rt-dev"
+[ "${1:-}" = torch ] && PKGS="$PKGS python3-torch python3-numpy python3-pip python3-setuptools python3-yaml"
 missing=""
 for p in $PKGS; do
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then

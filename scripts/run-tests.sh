@@ -1,6 +1,7 @@
 #!/bin/sh
 # Runs the unit test binaries given as arguments, then every
-# tests/integration/test_*.sh, and ends with one line "N passed, N failed".
+# tests/integration/test_*.sh (SCRIPTS=DIR: DIR/test_*.sh instead), and
+# ends with one line "N passed, N failed".
 # ONLY=pattern restricts both to names containing the pattern.
 BUILD=${BUILD:-build}
 export BUILD
@@ -23,7 +24,7 @@ run_one() {
 for t in "$@"; do
 	run_one "$(basename "$t")" "$t"
 done
-for t in tests/integration/test_*.sh; do
+for t in "${SCRIPTS:-tests/integration}"/test_*.sh; do
 	[ -e "$t" ] || continue
 	run_one "$(basename "$t" .sh)" sh "$t"
 done

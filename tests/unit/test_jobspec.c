@@ -98,6 +98,8 @@ static void full_yaml_file(void **state)
 	assert_exactly(js.syncer.max_share, 0.4);
 	assert_exactly(js.syncer.min_step_time, 0.002);
 	assert_exactly(js.syncer.max_step_time, 30);
+	assert_exactly(js.syncer.stall_seconds, 90);
+	assert_exactly(js.syncer.hello_timeout, 2.5);
 	assert_int_equal(js.syncer.port, 9000);
 	assert_int_equal(js.syncer.http_port, 9001);
 	assert_int_equal(js.budget.tokens, 10000000);
@@ -152,6 +154,13 @@ static void minimal_gets_defaults(void **state)
 	assert_int_equal(js.syncer.insecure, 0);
 	assert_int_equal(jobspec_seq_len(&js), 64);
 	assert_int_equal(jobspec_sync_every(&js), 4);
+	assert_int_equal(js.model.kind, MODEL_GPT);
+	assert_int_equal(parse(HEAD "spec:\n" DATA "  model: {kind: external}\n",
+			       &js, &e), 0);
+	assert_int_equal(js.model.kind, MODEL_EXTERNAL);
+	assert_int_equal(parse(HEAD "spec:\n" DATA "  model: {kind: gpt}\n",
+			       &js, &e), 0);
+	assert_int_equal(js.model.kind, MODEL_GPT);
 }
 
 static void examples_load(void **state)
@@ -224,6 +233,8 @@ static void type_errors(void **state)
 		"job: spec.syncer.encoding: expected f32, bf16, int8 or int4, got 'fp8'");
 	refused(HEAD "spec:\n  data: {path: /x, format: csv}\n",
 		"job: spec.data.format: expected auto, text or tokens, got 'csv'");
+	refused(HEAD "spec:\n" DATA "  model: {kind: mlp}\n",
+		"job: spec.model.kind: expected gpt or external, got 'mlp'");
 	refused(HEAD "spec:\n" DATA "  chaos: {schedule: weibull}\n",
 		"job: spec.chaos.schedule: expected poisson or interval, got 'weibull'");
 	refused(HEAD "spec:\n" DATA "  chaos: {targets: [learners, pods]}\n",
@@ -238,6 +249,10 @@ static void type_errors(void **state)
 		"job: spec.syncer.minStepTime: 0 is not in (0, 1]");
 	refused(HEAD "spec:\n" DATA "  syncer: {minStepTime: 0.5, maxStepTime: 0.5}\n",
 		"job: spec.syncer.maxStepTime: 0.5 is not in (minStepTime, 86400]");
+	refused(HEAD "spec:\n" DATA "  syncer: {stallSeconds: 0.5}\n",
+		"job: spec.syncer.stallSeconds: 0.5 is not in [1, 86400]");
+	refused(HEAD "spec:\n" DATA "  syncer: {helloTimeout: 0}\n",
+		"job: spec.syncer.helloTimeout: 0 is not in [0.1, 3600]");
 	refused(HEAD "spec:\n" DATA "  learners: 4\n",
 		"job: spec.learners: expected a mapping, got 4");
 	refused(HEAD "spec:\n" DATA "  learners: {image: [a]}\n",
@@ -253,7 +268,7 @@ static void structure_errors(void **state)
 	(void)state;
 	refused(HEAD "spec:\n" DATA "  model: {layer: 2}\n",
 		"job: spec.model.layer: unknown field (expected one of vocabSize, "
-		"context, layers, heads, channels, tied, seed)");
+		"context, layers, heads, channels, tied, seed, kind)");
 	refused(HEAD "spec:\n" DATA "  replicas: 2\n",
 		"job: spec.replicas: unknown field (expected one of suspend, "
 		"ttlSecondsAfterFinished, learners, model, data, optimizer, "
@@ -337,13 +352,145 @@ static void validation_errors(void **state)
 		"job: spec.syncer.minQuorum: 5 is more than spec.learners.replicas (4)");
 	refused("apiVersion: ddiloco.io/v1alpha1\nkind: DecoupledTrainingJob\n"
 		"metadata: {name: My_Job}\nspec:\n" DATA,
-		"job: metadata.name: 'My_Job' is not a DNS label (lower-case letters, digits, '-', at most 63)");
+		"job: metadata.name: 'My_Job' is not a DNS-1035 label of at most 45 characters "
+		"(a lower-case letter, then lower-case letters, digits or '-', ending in a letter or digit)");
 	refused(HEAD "spec:\n" DATA "  model: {channels: 100, heads: 3}\n",
 		"job: spec.model.channels: 100 is not a multiple of spec.model.heads (3)");
 	refused(HEAD "spec:\n" DATA "  chaos: {enabled: true, maxDown: 9}\n",
 		"job: spec.chaos.maxDown: 9 is more than spec.learners.replicas (4)");
 	refused(HEAD "spec:\n" DATA "  chaos: {enabled: true, targets: []}\n",
 		"job: spec.chaos.targets: empty; expected learners, syncer or sidecars");
+}
+
+/* spec.learners.command, args and groups, and what each learner runs. */
+static void learner_commands(void **state)
+{
+	struct job_spec js;
+	struct err e = { "" };
+	const char *cmd[JOB_ARGV_MAX], *args[JOB_ARGV_MAX];
+	int nc, na;
+
+	(void)state;
+	/* none: every learner runs ddiloco learner */
+	assert_int_equal(parse(HEAD "spec:\n" DATA, &js, &e), 0);
+	jobspec_learner_command(&js, 3, cmd, &nc, args, &na);
+	assert_int_equal(nc, 0);
+	assert_int_equal(na, 0);
+
+	assert_int_equal(parse(HEAD "spec:\n" DATA
+			       "  learners:\n    replicas: 5\n"
+			       "    command: [python3, -m, mine]\n"
+			       "    args: ['--x', '']\n"
+			       "    groups:\n"
+			       "      - {replicas: 2}\n"
+			       "      - {replicas: 1, command: [/bin/own], args: [a, b, c]}\n"
+			       "      - {replicas: 2, command: [sh]}\n", &js, &e), 0);
+	assert_int_equal(js.learners.ngroups, 3);
+	/* learners 0, 1: spec.learners' command and args */
+	jobspec_learner_command(&js, 1, cmd, &nc, args, &na);
+	assert_int_equal(nc, 3);
+	assert_string_equal(cmd[0], "python3");
+	assert_string_equal(cmd[2], "mine");
+	assert_int_equal(na, 2);
+	assert_string_equal(args[0], "--x");
+	assert_string_equal(args[1], "");
+	/* learner 2: its group's */
+	jobspec_learner_command(&js, 2, cmd, &nc, args, &na);
+	assert_int_equal(nc, 1);
+	assert_string_equal(cmd[0], "/bin/own");
+	assert_int_equal(na, 3);
+	assert_string_equal(args[2], "c");
+	/* learners 3, 4: a command without args */
+	jobspec_learner_command(&js, 4, cmd, &nc, args, &na);
+	assert_int_equal(nc, 1);
+	assert_string_equal(cmd[0], "sh");
+	assert_int_equal(na, 0);
+
+	/* a group with no command and no spec.learners.command: ddiloco learner */
+	assert_int_equal(parse(HEAD "spec:\n" DATA "  learners:\n    replicas: 2\n"
+			       "    groups: [{replicas: 1}, {replicas: 1, command: [x]}]\n",
+			       &js, &e), 0);
+	jobspec_learner_command(&js, 0, cmd, &nc, args, &na);
+	assert_int_equal(nc, 0);
+	jobspec_learner_command(&js, 1, cmd, &nc, args, &na);
+	assert_int_equal(nc, 1);
+
+	refused(HEAD "spec:\n" DATA "  learners: {command: python3}\n",
+		"job: spec.learners.command: expected a list of strings, got 'python3'");
+	refused(HEAD "spec:\n" DATA "  learners: {args: [a, 3]}\n",
+		"job: spec.learners.args[1]: expected a string, got 3");
+	refused(HEAD "spec:\n" DATA "  learners: {replicas: 3, groups: [{replicas: 2}]}\n",
+		"job: spec.learners.groups: the groups have 2 learners, spec.learners.replicas is 3");
+	refused(HEAD "spec:\n" DATA "  learners: {groups: [{command: [x]}]}\n",
+		"job: spec.learners.groups[0].replicas: missing");
+	refused(HEAD "spec:\n" DATA "  learners: {groups: [{replicas: 0}]}\n",
+		"job: spec.learners.groups[0].replicas: expected an integer in [1, 4096], got 0");
+	refused(HEAD "spec:\n" DATA "  learners: {groups: [{replicas: 4, image: x}]}\n",
+		"job: spec.learners.groups[0].image: unknown field (expected one of replicas, command, args)");
+	refused(HEAD "spec:\n" DATA "  learners: {groups: [{replicas: 4, args: [a]}]}\n",
+		"job: spec.learners.groups[0].args: given without a command");
+	refused(HEAD "spec:\n" DATA "  learners: {groups: {replicas: 4}}\n",
+		"job: spec.learners.groups: expected a list of {replicas, command, args}, got a mapping");
+	{
+		/* 33 words; then one word of 2048 characters */
+		char text[4096], *p = text;
+
+		p += sprintf(p, HEAD "spec:\n" DATA "  learners: {command: [");
+		for (int i = 0; i < 33; i++)
+			p += sprintf(p, "%sw", i ? ", " : "");
+		sprintf(p, "]}\n");
+		refused(text, "job: spec.learners.command: 33 words, at most 32");
+		p = text + sprintf(text, HEAD "spec:\n" DATA "  learners: {command: [");
+		memset(p, 'a', 2048);
+		sprintf(p + 2048, "]}\n");
+		refused(text, "job: spec.learners.command: longer than 2047 characters in all");
+	}
+	assert_int_equal(jobspec_load("examples/pytorch/mixed.yaml", &js, &e), 0);
+	assert_int_equal(js.learners.ngroups, 2);
+	jobspec_learner_command(&js, 2, cmd, &nc, args, &na);
+	assert_int_equal(nc, 2);
+	assert_string_equal(cmd[1], "examples/pytorch/train.py");
+}
+
+/* Named as the CRD's rules on metadata.name name it (docs/operator.md,
+ * "Names"): a DNS-1035 label of at most JOB_NAME_LEN_MAX (45). */
+static void name_rules(void **state)
+{
+	static const char *const bad[] = {
+		"7up", "-a", "a-", "A", "a_b", "a.b", "",
+		/* 46 characters */
+		"a123456789012345678901234567890123456789012345",
+	};
+	static const char *const good[] = {
+		"a", "a-1", "job-7", "z9",
+		/* 45 characters: the longest */
+		"a12345678901234567890123456789012345678901234",
+	};
+	char text[512], msg[512];
+	struct job_spec js;
+	struct err e = { "" };
+
+	(void)state;
+	assert_int_equal(JOB_NAME_LEN_MAX, 45);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(text, sizeof(text), "apiVersion: ddiloco.io/v1alpha1\n"
+			 "kind: DecoupledTrainingJob\nmetadata: {name: '%s'}\nspec:\n" DATA,
+			 bad[i]);
+		snprintf(msg, sizeof(msg), "job: metadata.name: '%s' is not a DNS-1035 "
+			 "label of at most 45 characters (a lower-case letter, then "
+			 "lower-case letters, digits or '-', ending in a letter or digit)",
+			 bad[i]);
+		if (!bad[i][0])   /* an empty name is refused by the reader */
+			continue;
+		refused(text, msg);
+	}
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		snprintf(text, sizeof(text), "apiVersion: ddiloco.io/v1alpha1\n"
+			 "kind: DecoupledTrainingJob\nmetadata: {name: '%s'}\nspec:\n" DATA,
+			 good[i]);
+		assert_int_equal(parse(text, &js, &e), 0);
+		assert_string_equal(js.name, good[i]);
+	}
 }
 
 int main(void)
@@ -359,6 +506,8 @@ int main(void)
 		cmocka_unit_test(yaml_errors),
 		cmocka_unit_test(json_errors),
 		cmocka_unit_test(validation_errors),
+		cmocka_unit_test(learner_commands),
+		cmocka_unit_test(name_rules),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
