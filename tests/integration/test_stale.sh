@@ -43,7 +43,7 @@ spec:
 YAML
 
 DDILOCO_EXE=$dir/exe "$BIN" run "$dir/job.yaml" --run-dir "$run" --no-chaos \
-	--timeout 150 > "$dir/out" 2>&1 &
+	--timeout 300 > "$dir/out" 2>&1 &
 runner=$!
 
 now() { status > "$dir/s.json"; }
