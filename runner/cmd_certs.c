@@ -72,7 +72,8 @@ int cmd_certs(int argc, char **argv)
 		goto out;
 	}
 	rc = 1;
-	if (run_certs_make(out, js.name, js.learners.replicas, dns, ips, &e)) {
+	if (run_certs_make(out, js.name, js.learners.replicas,
+			   js.evaluator.command.n > 0, dns, ips, &e)) {
 		fprintf(stderr, "ddiloco certs: %s\n", e.msg);
 		goto out;
 	}

@@ -155,7 +155,7 @@ void run_view_end(struct run_view *v);
  * lists, or NULL).
  */
 int run_certs_make(const char *dir, const char *job, int learners,
-		   const char *const *dns, const char *const *ips,
+		   int evaluators, const char *const *dns, const char *const *ips,
 		   struct err *e);
 
 /* ---- the whole job ---- */

@@ -545,7 +545,7 @@ static void run_certificate_folders(void **state)
 
 	assert_int_equal(testlib_tmpdir(v->dir, sizeof(v->dir), "ddiloco-tls"), 0);
 	snprintf(dir, sizeof(dir), "%s/tls", v->dir);
-	assert_int_equal(run_certs_make(dir, JOB, 2,
+	assert_int_equal(run_certs_make(dir, JOB, 2, 0,
 					(const char *[]){ "tlsjob-syncer-0.tlsjob-syncer.ml.svc", NULL },
 					NULL, &e), 0);
 	snprintf(path, sizeof(path), "%s/syncer", dir);
