@@ -15,10 +15,9 @@
 
 static void ring_put(struct eval_remote *r, uint64_t round, uint64_t tokens)
 {
-	int i = (int)(round % EVAL_REMOTE_RING);
-
-	r->ring_round[i] = round;
-	r->ring_tokens[i] = tokens;
+	r->ring_round[r->ring_next] = round;
+	r->ring_tokens[r->ring_next] = tokens;
+	r->ring_next = (r->ring_next + 1) % EVAL_REMOTE_RING;
 	if (r->ring_n < EVAL_REMOTE_RING)
 		r->ring_n++;
 }

@@ -43,7 +43,7 @@ struct eval_remote {
 	uint64_t merged_max;         /* newest round merged (or resumed at) */
 	/* the tokens trained when round ring_round[i] was merged */
 	uint64_t ring_round[EVAL_REMOTE_RING], ring_tokens[EVAL_REMOTE_RING];
-	int ring_n;
+	int ring_n, ring_next;       /* entries held; where the next goes */
 };
 
 /* After core_init: the round the syncer starts at is known. */
