@@ -371,7 +371,7 @@ static int send_evaluation(struct client *cl, struct call *c)
 		return -1;
 	s->eval_sent = ev.count;
 	SC_ADD(s, evaluations_sent, 1);
-	log_info("evaluation of round %llu sent: loss %.6g",
+	log_debug("evaluation of round %llu sent: loss %.6g",
 		 (unsigned long long)ev.round, ev.loss);
 	return 1;
 }
