@@ -45,6 +45,10 @@ int eval_remote_join(struct syncer *s, const struct wire_hello *h,
 {
 	enum core_refusal rc;
 
+	if (s->js->model.kind != MODEL_EXTERNAL)
+		return err_set(e, "job '%s' has no evaluators: the syncer "
+			       "evaluates the reference GPT itself",
+			       s->js->name), CORE_JOIN_INVALID;
 	if (h->learner_id >= EVAL_REMOTE_MAX)
 		return err_set(e, "evaluator id %u is out of range (0 to %d)",
 			       h->learner_id, EVAL_REMOTE_MAX - 1),

@@ -1,7 +1,8 @@
 /*
  * Evaluators (syncer/eval_remote.c; docs/syncer.md, Evaluators) on the
  * syncer's core without gRPC, on a fake clock: an evaluator's hello is
- * checked like a learner's but joins none of the M learners and never
+ * checked like a learner's (and refused for a job of the reference GPT)
+ * but joins none of the M learners and never
  * counts for a quorum; at most EVAL_REMOTE_MAX are connected; its
  * reports fill the eval history /status and /metrics show, and a loss
  * that is not finite, a round not merged yet, a round not newer than the
@@ -187,6 +188,11 @@ static void evaluators_are_not_learners(void **state)
 	assert_int_equal(eval_remote_join(f->s, &h, &e), CORE_JOIN_MISMATCH);
 	assert_string_equal(e.msg, "evaluator 3 belongs to job 'other', this "
 			    "syncer to 'evr'");
+	/* the reference GPT is the syncer's to evaluate */
+	f->js.model.kind = MODEL_GPT;
+	assert_int_equal(join_evaluator(f, 3, f->ft.fingerprint),
+			 CORE_JOIN_INVALID);
+	f->js.model.kind = MODEL_EXTERNAL;
 	assert_int_equal(f->s->evr.connected, EVAL_REMOTE_MAX - 1);
 	/* K = 2: three evaluators and one learner start no round */
 	join_learner(f, 0);
