@@ -182,7 +182,7 @@ int ddiloco_set_evaluator(ddiloco_learner *h);
 uint64_t ddiloco_round(const ddiloco_learner *h);
 /*
  * An evaluator's loss on Θ of `round` (tokens: how many it evaluated on,
- * for the record), for the sidecar to send to the syncer; a newer report
+ * in the syncer's log), for the sidecar to send to the syncer; a newer report
  * replaces one not sent yet. The syncer refuses (and counts) a loss that
  * is not finite, a round not merged yet or not newer than its last
  * evaluation. 0, or -1 (no exchange, not an evaluator's handle).

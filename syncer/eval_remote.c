@@ -94,7 +94,10 @@ int eval_remote_report(struct syncer *s, int id,
 	struct eval_remote *r = &s->evr;
 	const struct syncer_ckpt *c = &s->acc;
 	uint64_t tokens = 0;
+	struct err mine;
 
+	if (!e)
+		e = &mine;
 	if (!isfinite(ev->loss))
 		err_set(e, "loss %g is not finite", ev->loss);
 	else if (ev->round > r->merged_max)
@@ -108,6 +111,8 @@ int eval_remote_report(struct syncer *s, int id,
 		err_set(e, "round %" PRIu64 " is older than the last %d merged "
 			"rounds", ev->round, EVAL_REMOTE_RING);
 	else {
+		log_debug("evaluator %d: round %" PRIu64 " on %" PRIu64
+			  " evaluation tokens", id, ev->round, ev->tokens);
 		core_eval_add(s, ev->round, tokens, ev->loss,
 			      core_elapsed(s, now));
 		r->evaluations++;

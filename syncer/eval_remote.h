@@ -60,7 +60,8 @@ int eval_remote_join(struct syncer *s, const struct wire_hello *h,
 		     struct err *e);
 /* Its stream ended. */
 void eval_remote_leave(struct syncer *s, int id, const char *why);
-/* A report: 0 taken into the history, -1 refused (e says why). */
+/* A report: 0 taken into the history, -1 refused (e, if not NULL, says
+ * why; the log says it too). */
 int eval_remote_report(struct syncer *s, int id,
 		       const struct wire_evaluation *ev, double now,
 		       struct err *e);
