@@ -471,7 +471,12 @@ static void send_welcome(struct conn *c, uint64_t resume,
 
 	m.welcome = (struct wire_welcome){
 		.fragments = (uint32_t)s->P, .nversions = (size_t)s->P,
-		.versions = s->versions, .round = s->rs.completed,
+		.versions = s->versions,
+		/* an evaluator's: the newest round merged, the round of the
+		 * Θ that follows (rounds handed out before a restart and
+		 * never merged put round numbers ahead of the count) */
+		.round = c->evaluator >= 0 ? s->evr.merged_max
+					   : s->rs.completed,
 		.alpha = s->js->syncer.alpha,
 		.answer_encoding = (int)s->js->syncer.encoding,
 		.resume_step = resume,
