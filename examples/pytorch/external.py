@@ -14,6 +14,7 @@ Evaluators): it gets the global model through its own sidecar every
 `--every N` rounds (default 5) and reports its mean squared error on a
 fixed held-out set of 4096 points, which the syncer's /status and the
 run report show as the eval loss.
+
 Run from the repository:
   build/ddiloco run examples/pytorch/external.yaml
 """
