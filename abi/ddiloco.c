@@ -15,6 +15,10 @@
  * functions of include/ddiloco.h (built with -fvisibility=hidden): the
  * rest of the project's code inside it is invisible to the process that
  * loads it.
+ *
+ * An evaluator's handle (ddiloco_set_evaluator) is a learner's that
+ * leaves no seed and reports losses (exchange_put_eval) instead of
+ * training; its sidecar is never pulled, so its polls only apply Θ.
  */
 #include "include/ddiloco.h"
 
@@ -42,6 +46,8 @@ struct ddiloco_learner {
 	char **names;                 /* external: the caller's names */
 	char *dir;                    /* external: the exchange folder */
 	int seeded;                   /* external: the seed is written */
+	int evaluator;                /* ddiloco_set_evaluator: no seed */
+	int started;                  /* ddiloco_start returned 0 once */
 	uint64_t nparams;
 	struct frag_table ft;
 	struct exchange *x;
@@ -412,7 +418,8 @@ API int ddiloco_start(ddiloco_learner *h, float *params, double timeout)
 
 	if (need_exchange(h, "start"))
 		return -1;
-	if (h->names && !h->seeded && !exchange_is_done(h->x)) {
+	if (h->names && !h->seeded && !h->evaluator &&
+	    !exchange_is_done(h->x)) {
 		/* the syncer may adopt these weights as Θ (docs/syncer.md,
 		 * Model-agnostic jobs) */
 		struct err e = { "" };
@@ -429,6 +436,7 @@ API int ddiloco_start(ddiloco_learner *h, float *params, double timeout)
 		if (exchange_is_done(h->x))
 			return 1;
 		if (exchange_learner_start(h->x, params)) {
+			h->started = 1;
 			h->last_end = clock_mono();
 			return 0;
 		}
@@ -496,4 +504,34 @@ API void ddiloco_times(const ddiloco_learner *h, double *poll_seconds,
 		*poll_seconds = h->poll_seconds;
 	if (step_seconds)
 		*step_seconds = h->step_seconds;
+}
+
+API int ddiloco_set_evaluator(ddiloco_learner *h)
+{
+	if (h->started || h->seeded) {
+		set_error("ddiloco: set_evaluator: the handle has started "
+			  "already: mark it before ddiloco_start");
+		return -1;
+	}
+	h->evaluator = 1;
+	return 0;
+}
+
+API uint64_t ddiloco_round(const ddiloco_learner *h)
+{
+	return h->x ? exchange_theta_round(h->x) : 0;
+}
+
+API int ddiloco_report_eval(ddiloco_learner *h, uint64_t round, double loss,
+			    uint64_t tokens)
+{
+	if (need_exchange(h, "report_eval"))
+		return -1;
+	if (!h->evaluator) {
+		set_error("ddiloco: report_eval: not an evaluator's handle "
+			  "(ddiloco_set_evaluator)");
+		return -1;
+	}
+	exchange_put_eval(h->x, round, loss, tokens);
+	return 0;
 }

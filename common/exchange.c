@@ -58,6 +58,10 @@ struct xhdr {
 	uint64_t st_loss, st_step_time, st_wall;   /* doubles */
 	uint64_t rs_seq;                /* resume step, seqlock (sidecar) */
 	uint64_t rs_step, rs_incarnation;
+	uint64_t ev_seq;                /* an evaluator's report, seqlock
+					 * (learner side; docs/syncer.md,
+					 * Evaluators) */
+	uint64_t ev_count, ev_round, ev_loss, ev_tokens;   /* ev_loss: a double */
 };
 
 struct xfrag {
@@ -74,7 +78,9 @@ struct xslot {
 	uint64_t seq;           /* odd while being written */
 	uint64_t gen;
 	uint64_t version;       /* inbox: fragment version; outbox: round */
-	uint64_t base_version, steps, tokens, step;
+	uint64_t base_version, steps, tokens;
+	uint64_t step;          /* outbox: the learner's step; inbox: the
+				 * round the update came from */
 	uint64_t flags;
 };
 
@@ -114,6 +120,8 @@ struct exchange {
 	uint64_t *steps, *tokens, *base_version;
 	unsigned char *answered;   /* per fragment: answered since the update */
 	uint64_t incarnation;
+	uint64_t theta_round;   /* newest round of an update applied */
+	uint64_t ev_count;      /* evaluations reported */
 	struct exchange_counters c;
 	char path[PATH_MAX_EXCH];
 	char last_error[PATH_MAX_EXCH + 256];
@@ -865,6 +873,8 @@ int exchange_learner_start(struct exchange *x, float *params)
 			return 0;   /* being rewritten: try again */
 		apply_update(x, p, params, x->scratch, 0.0);
 		x->base_version[p] = m.version;
+		if (p == 0 || m.step > x->theta_round)
+			x->theta_round = m.step;
 		x->steps[p] = x->tokens[p] = 0;
 		x->answered[p] = 0;
 		x->applied[p] = gen;
@@ -976,6 +986,8 @@ void exchange_poll(struct exchange *x, float *params,
 		} else {
 			apply_update(x, p, params, x->scratch, alpha);
 			x->base_version[p] = m.version;
+			if (m.step > x->theta_round)
+				x->theta_round = m.step;
 			x->answered[p] = 0;
 			/* α > 0 keeps α·(θ − base) of these steps to answer */
 			if (alpha == 0.0)
@@ -1018,11 +1030,18 @@ float *exchange_inbox_begin(struct exchange *x, int p)
 
 void exchange_inbox_commit(struct exchange *x, int p, uint64_t version)
 {
+	exchange_inbox_commit_round(x, p, version, 0);
+}
+
+void exchange_inbox_commit_round(struct exchange *x, int p, uint64_t version,
+				 uint64_t round)
+{
 	uint64_t gen = x->in_gen[p] + 1;
 	struct xslot *s = slot_at(x, p, 0, gen);
 
 	STORER(&s->gen, gen);
 	STORER(&s->version, version);
+	STORER(&s->step, round);
 	slot_end(s);
 	if (LOAD(&x->f[p].in_applied) != gen - 1)
 		COUNT(x, updates_superseded);
@@ -1157,6 +1176,55 @@ int exchange_resume(struct exchange *x, uint64_t *step)
 	}
 	COUNT(x, torn_reads);
 	return 0;
+}
+
+uint64_t exchange_theta_round(const struct exchange *x)
+{
+	return x->theta_round;
+}
+
+void exchange_put_eval(struct exchange *x, uint64_t round, double loss,
+		       uint64_t tokens)
+{
+	struct xhdr *h = x->h;
+	uint64_t q = LOADR(&h->ev_seq);
+
+	/* counted on from the region's word: a restarted evaluator's first
+	 * report is new to the sidecar too */
+	x->ev_count = LOADR(&h->ev_count) + 1;
+	STORER(&h->ev_seq, (q + 1) | 1);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	STORER(&h->ev_count, x->ev_count);
+	STORER(&h->ev_round, round);
+	STORER(&h->ev_loss, dbits(loss));
+	STORER(&h->ev_tokens, tokens);
+	STORE(&h->ev_seq, LOADR(&h->ev_seq) + 1);
+	notify(x);
+}
+
+int exchange_read_eval(struct exchange *x, struct exchange_eval *out)
+{
+	struct xhdr *h = x->h;
+
+	for (int tries = 0; tries < READ_TRIES; tries++) {
+		uint64_t s1 = LOAD(&h->ev_seq), s2;
+		struct exchange_eval ev;
+
+		if (s1 & 1)
+			continue;
+		ev.count = LOADR(&h->ev_count);
+		ev.round = LOADR(&h->ev_round);
+		ev.loss = bitsd(LOADR(&h->ev_loss));
+		ev.tokens = LOADR(&h->ev_tokens);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		s2 = LOADR(&h->ev_seq);
+		if (s1 == s2) {
+			*out = ev;
+			return 0;
+		}
+	}
+	COUNT(x, torn_reads);
+	return -1;
 }
 
 void exchange_set_done(struct exchange *x, int done)

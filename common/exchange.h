@@ -24,12 +24,15 @@
  *             sidecar); learner stats under their own sequence counter
  *             (incarnation, pid, step, tokens, loss, step time, wall time);
  *             sidecar pid; the resume step under its own sequence counter
- *             (step, and the learner incarnation it is meant for; sidecar).
+ *             (step, and the learner incarnation it is meant for; sidecar);
+ *             an evaluator's last report under its own sequence counter
+ *             (count, round, loss, tokens; learner side).
  *   fragment: numel; inbox generation (sidecar) and applied generation
  *             (learner); pull round (sidecar) and served round (learner);
  *             outbox generation (learner).
  *   slot:     sequence counter (odd while being written), generation,
- *             version or round, base_version, steps, tokens, step, flags.
+ *             version or round, base_version, steps, tokens, step (inbox:
+ *             the round the update came from), flags.
  *
  * Each box (inbox: sidecar → learner, the global fragment and its
  * version; outbox: learner → sidecar, Δ = base − θ and its counters) is
@@ -148,6 +151,16 @@ struct exchange_poll_result {
 void exchange_poll(struct exchange *x, float *params,
 		   const struct exchange_step *st,
 		   struct exchange_poll_result *res);
+/*
+ * The round Θ is from as this learner holds it: the newest round of the
+ * updates it applied (an update sent at a join counts as the round of
+ * its Welcome; docs/syncer.md, Evaluators). 0 before the start.
+ */
+uint64_t exchange_theta_round(const struct exchange *x);
+/* An evaluator's report of its loss on Θ of `round`, for its sidecar to
+ * send (the newest replaces an unsent one); wakes the sidecar. */
+void exchange_put_eval(struct exchange *x, uint64_t round, double loss,
+		       uint64_t tokens);
 /* Publishes stats only (e.g. while waiting at start). */
 void exchange_put_stats(struct exchange *x, const struct exchange_step *st);
 /*
@@ -167,6 +180,10 @@ size_t exchange_frag_numel(const struct exchange *x, int p);
  * publishes it. A begin without commit publishes nothing. */
 float *exchange_inbox_begin(struct exchange *x, int p);
 void exchange_inbox_commit(struct exchange *x, int p, uint64_t version);
+/* The same with the round the update came from (the learner's
+ * exchange_theta_round); exchange_inbox_commit says round 0. */
+void exchange_inbox_commit_round(struct exchange *x, int p, uint64_t version,
+				 uint64_t round);
 /* Newest version in the inbox of p (0: none). */
 uint64_t exchange_inbox_version(struct exchange *x, int p);
 
@@ -196,6 +213,14 @@ struct exchange_stats {
 };
 /* 0 with a consistent copy; -1 if it kept changing under us. */
 int exchange_read_stats(struct exchange *x, struct exchange_stats *out);
+
+/* An evaluator's last report (exchange_put_eval); count is how many it
+ * made (0: none yet). 0 with a consistent copy, -1 if it kept changing. */
+struct exchange_eval {
+	uint64_t count, round, tokens;
+	double loss;
+};
+int exchange_read_eval(struct exchange *x, struct exchange_eval *out);
 
 /* Leaves the step the learner process `incarnation` resumes from, and
  * wakes the learner. */

@@ -150,6 +150,13 @@ int jobspec_validate(const struct job_spec *js, struct err *e)
 	      "spec.model.channels: %d is not a multiple of spec.model.heads (%d)",
 	      m->channels, m->heads);
 
+	CHECK(js->evaluator.command.n || !js->evaluator.args.n,
+	      "spec.evaluator.args: given without a command");
+	/* the syncer evaluates the reference GPT itself (docs/syncer.md) */
+	CHECK(!js->evaluator.command.n || m->kind == MODEL_EXTERNAL,
+	      "spec.evaluator: only for spec.model.kind external (the syncer "
+	      "evaluates the reference GPT itself)");
+
 	CHECK(js->data.val_fraction >= 0 && js->data.val_fraction < 1,
 	      "spec.data.valFraction: %g is not in [0, 1)", js->data.val_fraction);
 

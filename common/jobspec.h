@@ -15,6 +15,7 @@
  *                  groups [{replicas, command [..], args [..]}]}
  *   spec.model.{kind (gpt|external), vocabSize, context, layers, heads,
  *               channels, tied, seed}
+ *   spec.evaluator.{command [..], args [..]}
  *   spec.data.{path, valPath, format (auto|text|tokens), valFraction,
  *              shardPattern}
  *   spec.optimizer.{lr, beta1, beta2, eps, weightDecay, warmupSteps,
@@ -169,6 +170,12 @@ struct job_chaos {
 	uint64_t seed;                /* default 1 */
 };
 
+/* spec.evaluator: an evaluator of the user's own for an external model
+ * (docs/syncer.md, Evaluators); command empty: none. */
+struct job_evaluator {
+	struct job_argv command, args;
+};
+
 struct job_spec {
 	char name[JOB_NAME_MAX];
 	char namespace_[JOB_NAME_MAX];
@@ -176,6 +183,7 @@ struct job_spec {
 	int ttl_seconds_after_finished;   /* -1 = keep */
 	struct job_learners learners;
 	struct job_model model;
+	struct job_evaluator evaluator;
 	struct job_data data;
 	struct job_optimizer optimizer;
 	struct job_syncer syncer;

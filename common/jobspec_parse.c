@@ -305,6 +305,10 @@ SECTION(s_model,
 	FLD("seed", F_U64, model.seed),
 	FLD("kind", F_MKIND, model.kind));
 
+SECTION(s_evaluator,
+	FLD("command", F_ARGV, evaluator.command),
+	FLD("args", F_ARGV, evaluator.args));
+
 SECTION(s_data,
 	STR("path", data.path), STR("valPath", data.val_path),
 	FLD("format", F_FORMAT, data.format),
@@ -373,7 +377,7 @@ SECTION(s_spec,
 	FLD("suspend", F_BOOL, suspend),
 	FLD("ttlSecondsAfterFinished", F_INT, ttl_seconds_after_finished),
 	SUB("learners", s_learners), SUB("model", s_model),
-	SUB("data", s_data), SUB("optimizer", s_optimizer),
+	SUB("evaluator", s_evaluator), SUB("data", s_data), SUB("optimizer", s_optimizer),
 	SUB("syncer", s_syncer), SUB("budget", s_budget),
 	SUB("chaos", s_chaos));
 

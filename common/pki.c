@@ -566,6 +566,9 @@ int pki_id_uri(const struct pki_id *id, char *out, size_t n, struct err *e)
 		return err_set(e, "pki: job name '%s' is not a DNS label", id->job);
 	if (id->role == PKI_ROLE_SYNCER)
 		len = snprintf(out, n, ID_SCHEME "%s/syncer", id->job);
+	else if (id->role == PKI_ROLE_EVALUATOR)
+		len = snprintf(out, n, ID_SCHEME "%s/evaluator/%u", id->job,
+			       id->learner);
 	else
 		len = snprintf(out, n, ID_SCHEME "%s/learner/%u", id->job, id->learner);
 	if (len < 0 || (size_t)len >= n)
@@ -598,8 +601,9 @@ int pki_id_parse(const char *uri, struct pki_id *out, struct err *e)
 	p = slash + 1;
 	if (!strcmp(p, "syncer")) {
 		id.role = PKI_ROLE_SYNCER;
-	} else if (!strncmp(p, "learner/", 8)) {
-		const char *d = p + 8;
+	} else if (!strncmp(p, "learner/", 8) || !strncmp(p, "evaluator/", 10)) {
+		int ev = p[0] == 'e';
+		const char *d = p + (ev ? 10 : 8);
 		unsigned long v = 0;
 
 		/* decimal, no sign, no leading zero, fits in 31 bits */
@@ -612,11 +616,11 @@ int pki_id_parse(const char *uri, struct pki_id *out, struct err *e)
 		}
 		if (v > 0x7fffffffUL)
 			return err_set(e, "pki: identity '%s': learner id too large", uri);
-		id.role = PKI_ROLE_LEARNER;
+		id.role = ev ? PKI_ROLE_EVALUATOR : PKI_ROLE_LEARNER;
 		id.learner = (unsigned)v;
 	} else {
 		return err_set(e, "pki: identity '%s': unknown role '%s' "
-			       "(syncer or learner/<id>)", uri, p);
+			       "(syncer, learner/<id> or evaluator/<id>)", uri, p);
 	}
 	*out = id;
 	return 0;
@@ -661,7 +665,7 @@ int pki_cert_is(const char *cert_pem, const struct pki_id *want, struct err *e)
 	if (pki_cert_id(cert_pem, &got, e))
 		return err_wrap(e, "pki: the certificate should be %s", w);
 	if (strcmp(got.job, want->job) || got.role != want->role ||
-	    (got.role == PKI_ROLE_LEARNER && got.learner != want->learner)) {
+	    (got.role != PKI_ROLE_SYNCER && got.learner != want->learner)) {
 		pki_id_uri(&got, g, sizeof(g), NULL);
 		return err_set(e, "pki: the certificate is %s, not %s", g, w);
 	}

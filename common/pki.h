@@ -75,12 +75,13 @@ void pki_names_release(struct pki_names *n);
 
 /* ---- the identity scheme ---- */
 
-enum pki_role { PKI_ROLE_SYNCER, PKI_ROLE_LEARNER };
+/* an evaluator (docs/syncer.md, Evaluators): ddiloco://<job>/evaluator/<id> */
+enum pki_role { PKI_ROLE_SYNCER, PKI_ROLE_LEARNER, PKI_ROLE_EVALUATOR };
 
 struct pki_id {
 	char job[PKI_JOB_MAX];
 	enum pki_role role;
-	unsigned learner;          /* PKI_ROLE_LEARNER only */
+	unsigned learner;          /* PKI_ROLE_LEARNER and _EVALUATOR: the id */
 };
 
 /* The URI of an identity into out (n bytes); -1 when it does not fit or

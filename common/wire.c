@@ -22,6 +22,7 @@ struct learner_pb {
 	Ddiloco__V1__Hello h;
 	Ddiloco__V1__Answer a;
 	Ddiloco__V1__Heartbeat hb;
+	Ddiloco__V1__Evaluation ev;
 };
 
 static void learner_to_pb(const struct wire_learner_msg *w, struct learner_pb *pb)
@@ -30,6 +31,7 @@ static void learner_to_pb(const struct wire_learner_msg *w, struct learner_pb *p
 	pb->h = (Ddiloco__V1__Hello)DDILOCO__V1__HELLO__INIT;
 	pb->a = (Ddiloco__V1__Answer)DDILOCO__V1__ANSWER__INIT;
 	pb->hb = (Ddiloco__V1__Heartbeat)DDILOCO__V1__HEARTBEAT__INIT;
+	pb->ev = (Ddiloco__V1__Evaluation)DDILOCO__V1__EVALUATION__INIT;
 	switch (w->kind) {
 	case WIRE_HELLO:
 		pb->h.learner_id = w->hello.learner_id;
@@ -40,6 +42,7 @@ static void learner_to_pb(const struct wire_learner_msg *w, struct learner_pb *p
 		pb->h.incarnation = w->hello.incarnation;
 		pb->h.step = w->hello.step;
 		pb->h.job = (char *)(w->hello.job ? w->hello.job : "");
+		pb->h.evaluator = w->hello.evaluator != 0;
 		pb->m.kind_case = DDILOCO__V1__LEARNER_MESSAGE__KIND_HELLO;
 		pb->m.hello = &pb->h;
 		break;
@@ -64,6 +67,13 @@ static void learner_to_pb(const struct wire_learner_msg *w, struct learner_pb *p
 		pb->hb.incarnation = w->heartbeat.incarnation;
 		pb->m.kind_case = DDILOCO__V1__LEARNER_MESSAGE__KIND_HEARTBEAT;
 		pb->m.heartbeat = &pb->hb;
+		break;
+	case WIRE_EVALUATION:
+		pb->ev.round = w->evaluation.round;
+		pb->ev.loss = w->evaluation.loss;
+		pb->ev.tokens = w->evaluation.tokens;
+		pb->m.kind_case = DDILOCO__V1__LEARNER_MESSAGE__KIND_EVALUATION;
+		pb->m.evaluation = &pb->ev;
 		break;
 	default:
 		break;   /* no kind: an empty message */
@@ -172,7 +182,7 @@ static int get_varint(const uint8_t *p, size_t len, size_t *at, uint64_t *v)
 /*
  * Checks that the fields of p[0, len) fit; base is p's offset in the whole
  * message, for the error. With `inner`, a length-delimited field numbered
- * 1 to 3 (the oneof's submessage) is walked too.
+ * 1 to 4 (the oneof's submessage) is walked too.
  */
 static int walk(const uint8_t *p, size_t len, size_t base, int inner,
 		struct err *e)
@@ -219,7 +229,7 @@ static int walk(const uint8_t *p, size_t len, size_t base, int inner,
 			return err_set(e, "truncated: field %u at byte %zu needs "
 				       "%llu bytes, %zu left", field, base + start,
 				       (unsigned long long)skip, left);
-		if (type == 2 && inner && field >= 1 && field <= 3 &&
+		if (type == 2 && inner && field >= 1 && field <= 4 &&
 		    walk(p + at, (size_t)skip, base + at, 0, e))
 			return -1;
 		at += (size_t)skip;
@@ -275,6 +285,7 @@ int wire_learner_decode(const uint8_t *data, size_t len,
 			.fragment_sizes = h->fragment_sizes,
 			.incarnation = h->incarnation, .step = h->step,
 			.job = h->job ? h->job : "",
+			.evaluator = h->evaluator ? 1 : 0,
 		};
 		break;
 	}
@@ -299,6 +310,16 @@ int wire_learner_decode(const uint8_t *data, size_t len,
 			.step = hb->step, .tokens = hb->tokens,
 			.step_time = hb->step_time, .train_loss = hb->train_loss,
 			.incarnation = hb->incarnation,
+		};
+		break;
+	}
+	case DDILOCO__V1__LEARNER_MESSAGE__KIND_EVALUATION: {
+		const Ddiloco__V1__Evaluation *ev = pb->evaluation;
+
+		m->kind = WIRE_EVALUATION;
+		m->evaluation = (struct wire_evaluation){
+			.round = ev->round, .loss = ev->loss,
+			.tokens = ev->tokens,
 		};
 		break;
 	}

@@ -9,10 +9,11 @@
  *
  *   learner → syncer   LearnerMessage, one of
  *     1 Hello      learner_id, fingerprint, fragments, fragment_sizes[],
- *                  incarnation, step, job
+ *                  incarnation, step, job, evaluator (field 8)
  *     2 Answer     fragment, round, base_version, steps, tokens,
  *                  encoding, payload (field 7), step
  *     3 Heartbeat  step, tokens, step_time, train_loss, incarnation
+ *     4 Evaluation round, loss, tokens (evaluators)
  *   syncer → learner   SyncerMessage, one of
  *     1 Welcome    fragments, versions[], round, alpha, answer_encoding,
  *                  resume_step
@@ -46,6 +47,7 @@ enum wire_kind {
 	WIRE_NONE = 0,   /* no kind set (an empty or newer message) */
 	WIRE_HELLO, WIRE_ANSWER, WIRE_HEARTBEAT,   /* LearnerMessage */
 	WIRE_WELCOME, WIRE_PULL, WIRE_UPDATE,      /* SyncerMessage */
+	WIRE_EVALUATION,                           /* LearnerMessage */
 };
 
 struct wire_hello {
@@ -56,6 +58,14 @@ struct wire_hello {
 	const uint64_t *fragment_sizes;
 	uint64_t incarnation, step;
 	const char *job;                 /* never NULL after a decode */
+	int evaluator;                   /* 1: an evaluator, learner_id its
+					  * index (docs/syncer.md, Evaluators) */
+};
+
+struct wire_evaluation {
+	uint64_t round;
+	double loss;
+	uint64_t tokens;
 };
 
 /* encoding: an enum payload_enc number, unchecked */
@@ -98,13 +108,15 @@ struct wire_update {
 	uint64_t round;
 };
 
-/* A LearnerMessage (kind WIRE_HELLO, WIRE_ANSWER or WIRE_HEARTBEAT). */
+/* A LearnerMessage (kind WIRE_HELLO, WIRE_ANSWER, WIRE_HEARTBEAT or
+ * WIRE_EVALUATION). */
 struct wire_learner_msg {
 	enum wire_kind kind;
 	union {
 		struct wire_hello hello;
 		struct wire_answer answer;
 		struct wire_heartbeat heartbeat;
+		struct wire_evaluation evaluation;
 	};
 	void *own;   /* what a decode allocated; NULL for a built message */
 };

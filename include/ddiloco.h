@@ -148,6 +148,48 @@ int ddiloco_done(ddiloco_learner *h);
 void ddiloco_times(const ddiloco_learner *h, double *poll_seconds,
 		   double *step_seconds);
 
+/* ---- evaluators (spec.model.kind external; docs/abi.md, Evaluators) ----
+ *
+ * An evaluator opens the job as a learner does (ddiloco_open_external,
+ * the same table), marks its handle with ddiloco_set_evaluator before
+ * ddiloco_start, and meets a sidecar started with --evaluator. It polls
+ * (step counting its polls, tokens 0) to apply Θ as the syncer sends it,
+ * evaluates between polls, and reports each loss with the round
+ * ddiloco_round gave for the Θ it evaluated:
+ *
+ *   ddiloco_set_evaluator(h);
+ *   ddiloco_start(h, params, 300);
+ *   for (uint64_t n = 1; ddiloco_poll(h, params, n, 0, 0) == 0; n++) {
+ *           uint64_t r = ddiloco_round(h);
+ *           if (r is newer than the last one evaluated)
+ *                   ddiloco_report_eval(h, r, loss_of(params), tokens);
+ *           ... sleep a little ...
+ *   }
+ *
+ * These came after the first functions of ABI version 1 (functions are
+ * only added): a caller that may load an older library looks them up
+ * (dlsym; the Python package does) before it relies on them.
+ */
+
+/* This handle is an evaluator's: ddiloco_start leaves no seed (an
+ * evaluator's weights never become Θ). 0, or -1 after ddiloco_start. */
+int ddiloco_set_evaluator(ddiloco_learner *h);
+/*
+ * The round Θ in params is from: the newest round of the updates the
+ * polls applied (the fragments sent when the sidecar joined count as the
+ * round the syncer had then). 0 before the start or without an exchange.
+ */
+uint64_t ddiloco_round(const ddiloco_learner *h);
+/*
+ * An evaluator's loss on Θ of `round` (tokens: how many it evaluated on,
+ * in the syncer's log), for the sidecar to send to the syncer; a newer report
+ * replaces one not sent yet. The syncer refuses (and counts) a loss that
+ * is not finite, a round not merged yet or not newer than its last
+ * evaluation. 0, or -1 (no exchange, not an evaluator's handle).
+ */
+int ddiloco_report_eval(ddiloco_learner *h, uint64_t round, double loss,
+			uint64_t tokens);
+
 #ifdef __cplusplus
 }
 #endif

@@ -7,6 +7,7 @@
  *                                              DNS localhost, IP 127.0.0.1
  *                                              and the caller's names
  *   DIR/learner-<i>/{ca.crt,tls.crt,tls.key}  ddiloco://<job>/learner/<i>
+ *   DIR/evaluator-<i>/{...}                   ddiloco://<job>/evaluator/<i>
  *
  * Folders 0700, keys 0600. The CA's key is not written: nothing here
  * issues a certificate after the start, and a key not kept cannot leak.
@@ -63,7 +64,7 @@ static int names(const char *first, const char *const *more,
 }
 
 int run_certs_make(const char *dir, const char *job, int learners,
-		   const char *const *more_dns, const char *const *more_ips,
+		   int evaluators, const char *const *more_dns, const char *const *more_ips,
 		   struct err *e)
 {
 	struct pki_pem ca = { 0 }, leaf = { 0 };
@@ -97,6 +98,17 @@ int run_certs_make(const char *dir, const char *job, int learners,
 		id.learner = (unsigned)i;
 		snprintf(cn, sizeof(cn), "%s learner %d", job, i);
 		snprintf(name, sizeof(name), "learner-%d", i);
+		if (pki_id_uri(&id, uri, sizeof(uri), e) ||
+		    pki_issue(&ca, &req, &leaf, e) ||
+		    write_dir(dir, name, ca.cert, &leaf, e))
+			goto out;
+		pki_pem_release(&leaf);
+	}
+	id.role = PKI_ROLE_EVALUATOR;
+	for (int i = 0; i < evaluators; i++) {
+		id.learner = (unsigned)i;
+		snprintf(cn, sizeof(cn), "%s evaluator %d", job, i);
+		snprintf(name, sizeof(name), "evaluator-%d", i);
 		if (pki_id_uri(&id, uri, sizeof(uri), e) ||
 		    pki_issue(&ca, &req, &leaf, e) ||
 		    write_dir(dir, name, ca.cert, &leaf, e))

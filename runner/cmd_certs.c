@@ -72,12 +72,14 @@ int cmd_certs(int argc, char **argv)
 		goto out;
 	}
 	rc = 1;
-	if (run_certs_make(out, js.name, js.learners.replicas, dns, ips, &e)) {
+	if (run_certs_make(out, js.name, js.learners.replicas,
+			   js.evaluator.command.n > 0, dns, ips, &e)) {
 		fprintf(stderr, "ddiloco certs: %s\n", e.msg);
 		goto out;
 	}
-	printf("%s: the CA and certificates of job '%s' (syncer, %d learners)\n",
-	       out, js.name, js.learners.replicas);
+	printf("%s: the CA and certificates of job '%s' (syncer, %d learners%s)\n",
+	       out, js.name, js.learners.replicas,
+	       js.evaluator.command.n ? ", evaluator 0" : "");
 	rc = 0;
 out:
 	free(dns_text);

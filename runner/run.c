@@ -9,6 +9,13 @@
  *                            --syncer 127.0.0.1:P --http 127.0.0.1:R_i
  *                            --tls-dir RUN/tls/learner-i
  *
+ *   evaluator  spec.evaluator.command + args, and
+ *            ddiloco sidecar --job J --evaluator --learner 0 --exchange X_e
+ *                            --syncer 127.0.0.1:P --http 127.0.0.1:R_e
+ *                            --tls-dir RUN/tls/evaluator-0
+ *            (spec.model.kind external only; docs/syncer.md, Evaluators):
+ *            no chaos; a pair that exits unasked restarts after 1 s
+ *
  * A learner of the user's own (spec.learners.command, or a group's) runs
  * instead of `ddiloco learner`, with DDILOCO_JOB_FILE, DDILOCO_EXCHANGE,
  * DDILOCO_LEARNER_ID and DDILOCO_LIB in its environment (docs/abi.md).
@@ -86,6 +93,8 @@ struct runner {
 	double syncer_restart_at;
 	struct slot *slots;
 	int M;
+	struct slot ev;                 /* the evaluator pair */
+	int have_ev;
 	struct chaos chaos;
 	int chaos_on;
 	double t0;                      /* clock_mono at start */
@@ -228,6 +237,37 @@ static int init_learner(struct runner *R, int i, struct proc *p,
 	return 0;
 }
 
+/*
+ * The evaluator: spec.evaluator.command and args, with the job, its
+ * exchange, DDILOCO_EVALUATOR_ID=0 and libddiloco.so in its environment
+ * (docs/abi.md, Environment).
+ */
+static int init_evaluator(struct runner *R, struct proc *p, const char *log,
+			  const char *xdir, struct err *e)
+{
+	char *argv[2 * JOB_ARGV_MAX + 1], lib[4200];
+	const char *w[JOB_ARGV_MAX];
+	const char *slash = strrchr(R->o->exe, '/');
+	int n = 0, k;
+
+	k = job_argv_words(&R->js->evaluator.command, w);
+	for (int i = 0; i < k; i++)
+		argv[n++] = (char *)w[i];
+	k = job_argv_words(&R->js->evaluator.args, w);
+	for (int i = 0; i < k; i++)
+		argv[n++] = (char *)w[i];
+	argv[n] = NULL;
+	snprintf(lib, sizeof(lib), "%.*slibddiloco.so",
+		 slash ? (int)(slash - R->o->exe + 1) : 0, R->o->exe);
+	if (proc_init(p, "evaluator", log, argv, e) ||
+	    proc_setenv(p, "DDILOCO_JOB_FILE", R->job, e) ||
+	    proc_setenv(p, "DDILOCO_EXCHANGE", xdir, e) ||
+	    proc_setenv(p, "DDILOCO_EVALUATOR_ID", "0", e) ||
+	    proc_setenv(p, "DDILOCO_LIB", lib, e))
+		return -1;
+	return 0;
+}
+
 static int init_procs(struct runner *R, const char *dir, struct err *e)
 {
 	char ckpt[4200], log[4200], listen[64], http[64], id[16], xarg[4200];
@@ -237,7 +277,7 @@ static int init_procs(struct runner *R, const char *dir, struct err *e)
 	int M = R->M;
 	const char *exe = R->o->exe;
 
-	if (free_ports(ports, M + 2, e))
+	if (free_ports(ports, M + 3, e))
 		return -1;
 	snprintf(R->addr, sizeof(R->addr), "127.0.0.1:%d", ports[0]);
 	snprintf(R->http, sizeof(R->http), "127.0.0.1:%d", ports[1]);
@@ -248,7 +288,8 @@ static int init_procs(struct runner *R, const char *dir, struct err *e)
 	snprintf(http, sizeof(http), "%s", R->http);
 	snprintf(log, sizeof(log), "%s/syncer.log", dir);
 	snprintf(tls, sizeof(tls), "%s/tls", dir);
-	if (secure && run_certs_make(tls, R->js->name, M, NULL, NULL, e))
+	if (secure && run_certs_make(tls, R->js->name, M, R->have_ev, NULL, NULL,
+				     e))
 		return -1;
 	snprintf(tdir, sizeof(tdir), "%s/syncer", tls);
 	{
@@ -287,15 +328,39 @@ static int init_procs(struct runner *R, const char *dir, struct err *e)
 				return -1;
 		}
 	}
+	if (R->have_ev) {
+		struct slot *s = &R->ev;
+		char sh[64];
+
+		s->http_port = ports[2 + M];
+		if (snprintf(s->xdir, sizeof(s->xdir), "%s/evaluator", R->shm) >=
+		    (int)sizeof(s->xdir))
+			return err_set(e, "run: exchange folder path too long: "
+				       "'%s/evaluator'", R->shm);
+		snprintf(log, sizeof(log), "%s/evaluator.log", dir);
+		if (init_evaluator(R, &s->learner, log, s->xdir, e))
+			return -1;
+		snprintf(xarg, sizeof(xarg), "%s", s->xdir);
+		snprintf(sh, sizeof(sh), "127.0.0.1:%d", s->http_port);
+		snprintf(log, sizeof(log), "%s/sidecar-evaluator.log", dir);
+		snprintf(tdir, sizeof(tdir), "%s/evaluator-0", tls);
+		{
+			char *argv[] = { (char *)exe, (char *)"sidecar", (char *)"--job", R->job,
+					 (char *)"--evaluator", (char *)"--learner",
+					 (char *)"0", (char *)"--exchange", xarg,
+					 (char *)"--syncer", listen, (char *)"--http", sh,
+					 secure ? (char *)"--tls-dir" : NULL, tdir, NULL };
+			if (proc_init(&s->sidecar, "sidecar-evaluator", log, argv, e))
+				return -1;
+		}
+	}
 	return 0;
 }
 
 /* ---- starting and stopping ---- */
 
-static int start_pair(struct runner *R, int i, struct err *e)
+static int start_slot(struct slot *s, struct err *e)
 {
-	struct slot *s = &R->slots[i];
-
 	if (empty_dir(s->xdir, e))
 		return -1;
 	if (proc_start(&s->learner, e) || proc_start(&s->sidecar, e))
@@ -304,11 +369,20 @@ static int start_pair(struct runner *R, int i, struct err *e)
 	return 0;
 }
 
+static int start_pair(struct runner *R, int i, struct err *e)
+{
+	return start_slot(&R->slots[i], e);
+}
+
 static void stop_everything(struct runner *R)
 {
-	struct proc *ps[2 * 4096 + 1];
+	struct proc *ps[2 * 4096 + 3];
 	int n = 0;
 
+	if (R->have_ev) {
+		ps[n++] = &R->ev.learner;
+		ps[n++] = &R->ev.sidecar;
+	}
 	/* all at once: one shared grace, the syncer checkpoints meanwhile */
 	for (int i = 0; i < R->M; i++) {
 		ps[n++] = &R->slots[i].learner;
@@ -379,6 +453,23 @@ static int exited_ok(const struct proc *p)
 
 /* ---- the loop's steps ---- */
 
+/* The evaluator pair: either exiting unasked takes the other down, and
+ * both start again after CRASH_DELAY (no chaos, no restart counts). */
+static void reap_evaluator(struct runner *R, double t)
+{
+	struct slot *s = &R->ev;
+	int l = proc_reap(&s->learner), c = proc_reap(&s->sidecar);
+	struct proc *gone = l ? &s->learner : &s->sidecar;
+
+	if (!(l || c) || R->done || s->down || exited_ok(gone))
+		return;
+	if (crashed(R, gone, &s->fast_fails))
+		return;
+	proc_signal(l ? &s->sidecar : &s->learner, SIGKILL);
+	s->down = 1;
+	s->restart_at = t + CRASH_DELAY;
+}
+
 static void reap(struct runner *R)
 {
 	double t = now_of(R);
@@ -433,6 +524,8 @@ static void reap(struct runner *R)
 		    exited_ok(&s->learner) && exited_ok(&s->sidecar))
 			s->finished = 1;
 	}
+	if (R->have_ev)
+		reap_evaluator(R, t);
 }
 
 static int restart_due(struct runner *R, struct err *e)
@@ -464,6 +557,12 @@ static int restart_due(struct runner *R, struct err *e)
 		s->down = 0;
 		s->killed = 0;
 		R->r->restarts[i]++;
+	}
+	if (R->have_ev && R->ev.down && t >= R->ev.restart_at &&
+	    !R->ev.learner.pid && !R->ev.sidecar.pid) {
+		if (start_slot(&R->ev, e))
+			return -1;
+		event(R, "evaluator restarted");
 	}
 	return 0;
 }
@@ -570,7 +669,7 @@ static int all_finished(const struct runner *R)
 	for (int i = 0; i < R->M; i++)
 		if (R->slots[i].learner.pid || R->slots[i].sidecar.pid)
 			return 0;
-	return 1;
+	return !R->have_ev || (!R->ev.learner.pid && !R->ev.sidecar.pid);
 }
 
 static int wait_ready(struct runner *R, struct err *e)
@@ -621,6 +720,7 @@ int run_job(const struct job_spec *js, const struct run_opts *o,
 	R.stop = stop;
 	R.r = r;
 	R.M = js->learners.replicas;
+	R.have_ev = js->evaluator.command.n > 0;
 	R.view.tty = isatty(1);
 	if (R.M > 4096)
 		return err_set(e, "run: at most 4096 learners locally");
@@ -659,6 +759,11 @@ int run_job(const struct job_spec *js, const struct run_opts *o,
 		if (start_pair(&R, i, e))
 			goto stop;
 	event(&R, "%d learner + sidecar pairs started; exchange folders in %s", R.M, R.shm);
+	if (R.have_ev) {
+		if (start_slot(&R.ev, e))
+			goto stop;
+		event(&R, "evaluator + sidecar started, log %s", R.ev.learner.log);
+	}
 	if (R.chaos_on)
 		event(&R, "chaos on: %s every %.0f s on average, from %.0f s, at most %d down",
 		      js->chaos.schedule == CHAOS_POISSON ? "poisson" : "interval",
@@ -731,6 +836,10 @@ out:
 	if (R.shm[0])
 		rm_tree(R.shm);
 	proc_release(&R.syncer);
+	if (R.have_ev) {
+		proc_release(&R.ev.learner);
+		proc_release(&R.ev.sidecar);
+	}
 	for (int i = 0; i < R.M; i++) {
 		proc_release(&R.slots[i].learner);
 		proc_release(&R.slots[i].sidecar);

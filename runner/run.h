@@ -149,13 +149,14 @@ void run_view_end(struct run_view *v);
 
 /*
  * The job's CA and a certificate per process in dir, one folder each:
- * dir/syncer and dir/learner-<i> with ca.crt, tls.crt, tls.key (keys
+ * dir/syncer, dir/learner-<i> and dir/evaluator-<i> (evaluators of them;
+ * docs/syncer.md, Evaluators) with ca.crt, tls.crt, tls.key (keys
  * 0600), as `--tls-dir` reads them (docs/security.md). The syncer's
  * names are localhost and 127.0.0.1, then dns and ips (NULL-terminated
  * lists, or NULL).
  */
 int run_certs_make(const char *dir, const char *job, int learners,
-		   const char *const *dns, const char *const *ips,
+		   int evaluators, const char *const *dns, const char *const *ips,
 		   struct err *e);
 
 /* ---- the whole job ---- */

@@ -120,7 +120,8 @@ static int handle_update(struct sidecar *s, const struct wire_update *u,
 		       u->payload_len, slot, n, e))
 		return err_wrap(e, "sidecar: update of fragment %u version %llu",
 				u->fragment, (unsigned long long)u->version);
-	exchange_inbox_commit(s->x, (int)u->fragment, u->version);
+	exchange_inbox_commit_round(s->x, (int)u->fragment, u->version,
+				    u->round ? u->round : s->welcome_round);
 	return 0;
 }
 
@@ -138,8 +139,10 @@ static int handle_welcome(struct sidecar *s, const struct wire_welcome *w,
 	if (!(w->alpha >= 0.0 && w->alpha < 1.0))
 		return err_set(e, "sidecar: welcome has alpha %g (0 <= alpha < 1)",
 			       w->alpha);
-	exchange_set_alpha(s->x, w->alpha);
+	/* an evaluator holds Θ as it is: no mixing with what it had */
+	exchange_set_alpha(s->x, s->o.evaluator ? 0.0 : w->alpha);
 	pthread_mutex_lock(&s->mu);
+	s->welcome_round = w->round;
 	s->enc = (enum payload_enc)w->answer_encoding;
 	s->welcomed = 1;
 	s->m.welcomes++;
@@ -556,6 +559,9 @@ void sidecar_metrics_text(struct sidecar *s, struct buf *b)
 		     "answers for a stream that is gone", m.answers_dropped);
 	prom_counter(b, S("heartbeats_sent_total"), "heartbeats sent",
 		     m.heartbeats_sent);
+	prom_counter(b, S("evaluations_sent_total"),
+		     "an evaluator's reports sent (docs/syncer.md, Evaluators)",
+		     m.evaluations_sent);
 	prom_counter(b, S("learner_restarts_total"),
 		     "learner restarts seen in the exchange", m.learner_restarts);
 	prom_gauge(b, S("encoding_error"),

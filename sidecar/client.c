@@ -324,6 +324,7 @@ static int send_hello(struct client *cl, struct call *c)
 		.fragments = (uint32_t)s->nfrags, .nsizes = (size_t)s->nfrags,
 		.fragment_sizes = sizes, .incarnation = st.incarnation,
 		.step = st.step, .job = s->o.job ? s->o.job : "",
+		.evaluator = s->o.evaluator,
 	};
 	pthread_mutex_lock(&s->mu);
 	s->hello_incarnation = st.incarnation;
@@ -351,6 +352,28 @@ static int send_heartbeat(struct client *cl, struct call *c)
 		return -1;
 	SC_ADD(cl->s, heartbeats_sent, 1);
 	return 0;
+}
+
+/* An evaluator's newest report, when it made one not sent yet
+ * (docs/syncer.md, Evaluators). 1 = sent one. */
+static int send_evaluation(struct client *cl, struct call *c)
+{
+	struct sidecar *s = cl->s;
+	struct wire_learner_msg m = { .kind = WIRE_EVALUATION };
+	struct exchange_eval ev;
+
+	if (exchange_read_eval(s->x, &ev) || ev.count == s->eval_sent)
+		return 0;
+	m.evaluation = (struct wire_evaluation){
+		.round = ev.round, .loss = ev.loss, .tokens = ev.tokens,
+	};
+	if (send_packed(c, &m))
+		return -1;
+	s->eval_sent = ev.count;
+	SC_ADD(s, evaluations_sent, 1);
+	log_debug("evaluation of round %llu sent: loss %.6g",
+		 (unsigned long long)ev.round, ev.loss);
+	return 1;
 }
 
 /* Sends the seed of one fragment an adopting syncer asked for, if any
@@ -472,6 +495,8 @@ static void pump_send(struct client *cl)
 		send_heartbeat(cl, c);
 		return;
 	}
+	if (cl->s->o.evaluator && send_evaluation(cl, c))
+		return;
 	send_answer(cl, c);
 }
 

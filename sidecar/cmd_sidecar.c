@@ -166,14 +166,17 @@ int cmd_sidecar(int argc, char **argv)
 {
 	const char *job = NULL, *dir = NULL, *target = NULL, *http = NULL;
 	struct tls_paths tp = { 0 };
-	int learner = -1, rc = 1, ft_ok = 0, n;
+	int learner = -1, rc = 1, ft_ok = 0, n, evaluator = 0;
 	const struct cli_option opts[] = {
 		CLI_TEXT("usage: ddiloco sidecar --job JOB.yaml --learner I --exchange DIR\n"
-			 "                       --syncer HOST:PORT [--http HOST:PORT] [--tls-dir DIR]\n\n"
+			 "                       --syncer HOST:PORT [--http HOST:PORT] [--tls-dir DIR]\n"
+			 "                       [--evaluator]\n\n"
 			 "Moves fragments between learner I (through the exchange folder DIR,\n"
 			 "shared with `ddiloco learner`) and the syncer (gRPC; HOST is a DNS\n"
 			 "name or an address). Reconnects with backoff when the syncer goes\n"
-			 "away; exits 0 when the syncer says the job is done.\n"),
+			 "away; exits 0 when the syncer says the job is done. With --evaluator\n"
+			 "the process on the other side is evaluator I (0 to 3) of an external\n"
+			 "model: it gets the global model and its losses go to the syncer.\n"),
 		CLI_STRING("job", 0, &job, "JOB.yaml", "the DecoupledTrainingJob"),
 		CLI_INT("learner", 0, &learner, "I", 0, INT_MAX,
 			"this learner's index in the job"),
@@ -182,6 +185,8 @@ int cmd_sidecar(int argc, char **argv)
 		CLI_STRING("syncer", 0, &target, "HOST:PORT", "the syncer's gRPC address"),
 		CLI_STRING("http", 0, &http, "HOST:PORT",
 			   "serve /healthz, /readyz and /metrics"),
+		CLI_FLAG("evaluator", 0, &evaluator,
+			 "the other side is an evaluator (spec.model.kind external)"),
 		TLS_CLI_OPTIONS(tp, "learner's"),
 		CLI_END(),
 	};
@@ -208,7 +213,8 @@ int cmd_sidecar(int argc, char **argv)
 		cli_usage(opts, stderr);
 		return 2;
 	}
-	snprintf(comp, sizeof(comp), "sidecar-%d", learner);
+	snprintf(comp, sizeof(comp), evaluator ? "sidecar-evaluator-%d"
+						: "sidecar-%d", learner);
 	log_init(comp);
 	if (http && cli_split_hostport(http, host, sizeof(host), &port)) {
 		fprintf(stderr, "ddiloco sidecar: --http: '%s' is not HOST:PORT\n",
@@ -239,13 +245,23 @@ int cmd_sidecar(int argc, char **argv)
 		log_error("%s", e.msg);
 		return 1;
 	}
-	if (learner >= js.learners.replicas) {
+	if (evaluator && (js.model.kind != MODEL_EXTERNAL ||
+			  learner >= SIDECAR_MAX_EVALUATORS)) {
+		log_error("evaluator %d: %s", learner, js.model.kind != MODEL_EXTERNAL
+			  ? "evaluators are for spec.model.kind external (the "
+			    "syncer evaluates the reference GPT itself)"
+			  : "at most 4 evaluators (0 to 3)");
+		return 1;
+	}
+	if (!evaluator && learner >= js.learners.replicas) {
 		log_error("learner %d: the job has %d learners (0 to %d)", learner,
 			  js.learners.replicas, js.learners.replicas - 1);
 		return 1;
 	}
 	snprintf(id.job, sizeof(id.job), "%s", js.name);
 	id.learner = (unsigned)learner;
+	if (evaluator)
+		id.role = PKI_ROLE_EVALUATOR;
 	if ((use_tls = tls_files_for_job(&tp, js.syncer.insecure, &tls, &e)) < 0 ||
 	    (use_tls && pki_cert_is(tls.cert, &id, &e))) {
 		log_error("%s", e.msg);
@@ -282,7 +298,9 @@ int cmd_sidecar(int argc, char **argv)
 	o.learner_id = (unsigned)learner;
 	o.job = js.name;
 	o.no_feedback = !js.syncer.error_feedback;
-	o.seed_dir = js.model.kind == MODEL_EXTERNAL ? dir : NULL;
+	/* an evaluator is never asked for the job's initial weights */
+	o.seed_dir = js.model.kind == MODEL_EXTERNAL && !evaluator ? dir : NULL;
+	o.evaluator = evaluator;
 	o.tls = use_tls ? &tls : NULL;
 	s = sidecar_new(&o, x, &ft, &e);
 	if (!s)

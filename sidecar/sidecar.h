@@ -35,6 +35,8 @@
 
 
 #define SIDECAR_MAX_POISON 4
+/* evaluators a job may have (the syncer's limit, docs/syncer.md) */
+#define SIDECAR_MAX_EVALUATORS 4
 
 struct sidecar_opts {
 	const char *target;       /* "host:port" (DNS name or address) */
@@ -52,6 +54,10 @@ struct sidecar_opts {
 	 * left its seed; a Pull of round 0 asks for it (docs/syncer.md,
 	 * Model-agnostic jobs). NULL: the reference GPT, no seed. */
 	const char *seed_dir;
+	/* an evaluator's sidecar (docs/syncer.md, Evaluators): Hello says
+	 * evaluator with learner_id its index, updates are applied with
+	 * α = 0, and the evaluator's reports go out as Evaluations */
+	int evaluator;
 	uint64_t inflate_tokens;  /* a test knob: the tokens of every Answer
 	                           * and Heartbeat times this (0 or 1: as
 	                           * trained); docs/sidecar.md, test knobs */
@@ -75,6 +81,7 @@ struct sidecar_metrics {
 	uint64_t answers_replaced;   /* a newer answer for the same fragment */
 	uint64_t answers_dropped;    /* for a stream that is gone */
 	uint64_t heartbeats_sent;
+	uint64_t evaluations_sent;   /* an evaluator's reports sent */
 	uint64_t learner_restarts;   /* incarnation changes seen */
 	uint64_t round_trips;        /* pulls answered on the same stream */
 	double round_trip_last;      /* seconds from Pull received to Answer sent */

@@ -50,6 +50,10 @@ struct sidecar {
 	uint64_t learner_step;   /* its step, last seen */
 	uint64_t hello_incarnation;   /* learner's, in our last Hello */
 	uint64_t resume_step;    /* from the last Welcome */
+	uint64_t welcome_round;  /* from the last Welcome: the round of the
+				  * updates a join sends (round 0 on the wire) */
+	uint64_t eval_sent;      /* client thread: the evaluator's report
+				  * count last sent */
 	int rehello;             /* the learner restarted: a new stream */
 	volatile int stop;       /* the bridge thread ends when set */
 	float *take_buf;         /* bridge thread: one fragment */

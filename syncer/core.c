@@ -396,6 +396,7 @@ int core_init(struct syncer *s, const struct syncer_params *p, double now,
 		s->done_elapsed = s->acc.elapsed;
 		s->rs.stopped = 1;
 	}
+	eval_remote_init(s);
 	if (p->eval) {
 		if (pthread_create(&s->ev.thread, NULL, eval_main, s))
 			return err_set(e, "syncer: cannot start the evaluation thread");
@@ -800,6 +801,7 @@ void core_merge(struct syncer *s, int slot, double now, struct core_merged *out)
 		kept = 0;
 	account_round(s, slot, p, kept);
 	close_round(s, slot, now, t);
+	eval_remote_merged(s, round);
 	log_debug("round %" PRIu64 " fragment %d: %d merged, version %" PRIu64,
 		  round, p, kept, s->versions[p]);
 	done = core_check_budget(s, now);
@@ -882,27 +884,34 @@ static int model_mismatch(const struct syncer *s, const struct wire_hello *h,
 	return 0;
 }
 
-enum core_refusal core_hello_check(const struct syncer *s,
+enum core_refusal core_model_check(const struct syncer *s,
 				   const struct wire_hello *h, struct err *e)
 {
+	const char *who = h->evaluator ? "evaluator" : "learner";
 	struct err mine;
 
-	if (h->learner_id >= (uint32_t)s->M)
-		return err_set(e, "learner id %u is out of range: job '%s' has %d "
-			       "learners", h->learner_id, s->js->name, s->M),
-		       CORE_JOIN_INVALID;
 	if (h->job && h->job[0] && strcmp(h->job, s->js->name))
-		return err_set(e, "learner %u belongs to job '%s', this syncer to "
-			       "'%s'", h->learner_id, h->job, s->js->name),
+		return err_set(e, "%s %u belongs to job '%s', this syncer to "
+			       "'%s'", who, h->learner_id, h->job, s->js->name),
 		       CORE_JOIN_MISMATCH;
 	if (model_mismatch(s, h, e ? e : &mine)) {
-		log_warn("learner %u refused: %s", h->learner_id,
+		log_warn("%s %u refused: %s", who, h->learner_id,
 			 (e ? e : &mine)->msg);
 		return CORE_JOIN_MISMATCH;
 	}
 	if (s->done)
 		return err_set(e, "job done"), CORE_JOIN_DONE;
 	return CORE_JOIN_OK;
+}
+
+enum core_refusal core_hello_check(const struct syncer *s,
+				   const struct wire_hello *h, struct err *e)
+{
+	if (h->learner_id >= (uint32_t)s->M)
+		return err_set(e, "learner id %u is out of range: job '%s' has %d "
+			       "learners", h->learner_id, s->js->name, s->M),
+		       CORE_JOIN_INVALID;
+	return core_model_check(s, h, e);
 }
 
 int core_join(struct syncer *s, const struct wire_hello *h, double now,
@@ -1355,8 +1364,8 @@ static void mark_good(struct syncer *s, uint64_t round, double loss)
 	}
 }
 
-static void add_eval(struct syncer *s, uint64_t round, uint64_t tokens,
-		     double loss, double time)
+void core_eval_add(struct syncer *s, uint64_t round, uint64_t tokens,
+		   double loss, double time)
 {
 	struct syncer_ckpt *c = &s->acc;
 
@@ -1431,7 +1440,7 @@ void core_eval_collect(struct syncer *s)
 	if (!ev->have_result)
 		return;
 	ev->have_result = 0;
-	add_eval(s, ev->round, ev->tokens, ev->loss, ev->time);
+	core_eval_add(s, ev->round, ev->tokens, ev->loss, ev->time);
 }
 
 int core_eval_sync(struct syncer *s, double now)
@@ -1462,7 +1471,7 @@ int core_eval_sync(struct syncer *s, double now)
 		log_error("eval: %s", e.msg);
 		return -1;
 	}
-	add_eval(s, s->rs.completed, s->acc.tokens_trained, loss,
+	core_eval_add(s, s->rs.completed, s->acc.tokens_trained, loss,
 		 core_elapsed(s, now));
 	return 0;
 }

@@ -26,6 +26,11 @@
  * another job, no learner, or another learner than its Hello is refused
  * with PERMISSION_DENIED before it touches any state (docs/security.md).
  *
+ * An evaluator (Hello.evaluator; eval_remote.h) is a stream like a
+ * learner's that gets the Welcome and every Update but no Pull, and
+ * sends Evaluations; it is none of the learners (conn.evaluator, never
+ * conn.learner) and its certificate names an evaluator.
+ *
  * spec.model.kind external (docs/syncer.md, Model-agnostic jobs): the
  * core is made only once the model is known. Until then the loop only
  * takes streams: the first Hello's table is adopted, its learner is
@@ -100,10 +105,13 @@ struct conn {
 	grpc_status_code code;
 	grpc_slice details;
 	int learner;
+	int evaluator;           /* an evaluator's index; -1: none */
 	int pending;             /* adopting: said hello, waits for Θ */
 	struct wire_hello hello; /* that hello, fragment sizes in sizes */
 	uint64_t *sizes;
-	int cert_learner;        /* the certificate's learner id; -1: none */
+	int cert_learner;        /* the certificate's learner (or evaluator)
+				  * id; -1: none */
+	int cert_evaluator;      /* the certificate names an evaluator */
 	double t_accept;         /* mono time the call arrived */
 	struct out_msg *qhead;
 	size_t send_payload;
@@ -165,6 +173,7 @@ static void request_call(struct stream_server *sv)
 	}
 	c->sv = sv;
 	c->learner = -1;
+	c->evaluator = -1;
 	c->cert_learner = -1;
 	c->t_new = (struct tag){ T_NEW, c };
 	c->t_recv = (struct tag){ T_RECV, c };
@@ -334,6 +343,10 @@ static void detach_learner(struct conn *c, const char *why)
 	struct syncer *s = c->sv->s;
 	struct learner *l;
 
+	if (c->evaluator >= 0) {
+		eval_remote_leave(s, c->evaluator, why);
+		c->evaluator = -1;
+	}
 	if (c->learner < 0)
 		return;
 	l = &s->learners[c->learner];
@@ -441,6 +454,10 @@ static void send_merged(struct stream_server *sv, const struct core_merged *mg)
 	for (int i = 0; i < s->M; i++)
 		if (s->learners[i].conn && s->learners[i].joined)
 			push(s->learners[i].conn, OUT_UPDATE, mg->frag, msg, bytes);
+	if (s->evr.connected)   /* evaluators get Θ too (eval_remote.h) */
+		for (struct conn *c = sv->conns; c; c = c->next)
+			if (c->evaluator >= 0 && !c->closing)
+				push(c, OUT_UPDATE, mg->frag, msg, bytes);
 	grpc_slice_unref(msg);
 }
 
@@ -454,7 +471,12 @@ static void send_welcome(struct conn *c, uint64_t resume,
 
 	m.welcome = (struct wire_welcome){
 		.fragments = (uint32_t)s->P, .nversions = (size_t)s->P,
-		.versions = s->versions, .round = s->rs.completed,
+		.versions = s->versions,
+		/* an evaluator's: the newest round merged, the round of the
+		 * Θ that follows (rounds handed out before a restart and
+		 * never merged put round numbers ahead of the count) */
+		.round = c->evaluator >= 0 ? s->evr.merged_max
+					   : s->rs.completed,
 		.alpha = s->js->syncer.alpha,
 		.answer_encoding = (int)s->js->syncer.encoding,
 		.resume_step = resume,
@@ -480,8 +502,9 @@ static void peer_name(struct conn *c, char *out, size_t n)
 	gpr_free(p);
 }
 
-/* The learner id the stream's client certificate names; -1 with e filled
- * when it names none of this job's learners. */
+/* The learner (or evaluator) id the stream's client certificate names,
+ * c->cert_evaluator set for an evaluator's; -1 with e filled when it
+ * names none of this job's learners or evaluators. */
 static int cert_learner(struct conn *c, struct err *e)
 {
 	const char *job = c->sv->s->js->name;
@@ -506,10 +529,12 @@ static int cert_learner(struct conn *c, struct err *e)
 	} else if (strcmp(id.job, job)) {
 		err_set(e, "the client certificate is for job '%s', not '%s'",
 			id.job, job);
-	} else if (id.role != PKI_ROLE_LEARNER) {
+	} else if (id.role != PKI_ROLE_LEARNER &&
+		   id.role != PKI_ROLE_EVALUATOR) {
 		err_set(e, "the client certificate of job '%s' is not a learner's",
 			job);
 	} else {
+		c->cert_evaluator = id.role == PKI_ROLE_EVALUATOR;
 		rc = (int)id.learner;
 	}
 	free(pem);
@@ -528,13 +553,51 @@ static void refuse(struct conn *c, const char *why)
 	conn_close(c, GRPC_STATUS_PERMISSION_DENIED, "%s", why);
 }
 
+static const grpc_status_code refusal_code[] = {
+	[CORE_JOIN_INVALID] = GRPC_STATUS_INVALID_ARGUMENT,
+	[CORE_JOIN_MISMATCH] = GRPC_STATUS_FAILED_PRECONDITION,
+	[CORE_JOIN_DONE] = GRPC_STATUS_OK,
+	[CORE_JOIN_FULL] = GRPC_STATUS_RESOURCE_EXHAUSTED,
+};
+
+/* Whether the certificate fits a hello as learner or evaluator `id`;
+ * refused (counted) when not. */
+static int cert_fits(struct conn *c, const struct wire_hello *h)
+{
+	const char *role = c->cert_evaluator ? "evaluator" : "learner";
+	char why[160];
+
+	if (!c->sv->s->prm->tls ||
+	    (h->learner_id == (uint32_t)c->cert_learner &&
+	     !h->evaluator == !c->cert_evaluator))
+		return 1;
+	snprintf(why, sizeof(why), "the client certificate is %s %d's: it "
+		 "cannot say hello as %s %" PRIu32, role, c->cert_learner,
+		 h->evaluator ? "evaluator" : "learner", h->learner_id);
+	refuse(c, why);
+	return 0;
+}
+
+/* An evaluator's hello: the Welcome and every fragment, no Pulls. */
+static void on_evaluator_hello(struct conn *c, const struct wire_hello *h)
+{
+	struct syncer *s = c->sv->s;
+	enum core_refusal r;
+	struct err e;
+
+	if (!cert_fits(c, h))
+		return;
+	if ((r = eval_remote_join(s, h, &e)) != CORE_JOIN_OK) {
+		conn_close(c, refusal_code[r], "%s", e.msg);
+		return;
+	}
+	c->evaluator = (int)h->learner_id;
+	send_welcome(c, 0, NULL, 0);
+}
+
 static void on_hello(struct conn *c, const struct wire_hello *h, double now)
 {
-	static const grpc_status_code code[] = {
-		[CORE_JOIN_INVALID] = GRPC_STATUS_INVALID_ARGUMENT,
-		[CORE_JOIN_MISMATCH] = GRPC_STATUS_FAILED_PRECONDITION,
-		[CORE_JOIN_DONE] = GRPC_STATUS_OK,
-	};
+	const grpc_status_code *code = refusal_code;
 	struct syncer *s = c->sv->s;
 	struct round_action pulls[64];
 	enum core_refusal r;
@@ -543,19 +606,16 @@ static void on_hello(struct conn *c, const struct wire_hello *h, double now)
 	struct err e;
 	int npull;
 
-	if (c->learner >= 0) {
+	if (c->learner >= 0 || c->evaluator >= 0) {
 		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "second hello on one stream");
 		return;
 	}
-	if (s->prm->tls && h->learner_id != (uint32_t)c->cert_learner) {
-		char why[160];
-
-		snprintf(why, sizeof(why), "the client certificate is learner %d's: "
-			 "it cannot say hello as learner %" PRIu32, c->cert_learner,
-			 h->learner_id);
-		refuse(c, why);
+	if (h->evaluator) {
+		on_evaluator_hello(c, h);
 		return;
 	}
+	if (!cert_fits(c, h))
+		return;
 	if ((r = core_hello_check(s, h, &e)) != CORE_JOIN_OK) {
 		conn_close(c, code[r], "%s", e.msg);
 		return;
@@ -685,6 +745,23 @@ static int have_checkpoint(struct stream_server *sv)
 				       sv->ext_ft.fingerprint, &round) == 1;
 }
 
+/* Keeps c's hello (job name left out) until Θ is known; 0 when out of
+ * memory (the stream is closed). */
+static int keep_pending(struct conn *c, const struct wire_hello *h)
+{
+	c->hello = *h;
+	c->hello.job = NULL;
+	c->sizes = malloc(h->nsizes * sizeof(uint64_t) + 1);
+	if (!c->sizes) {
+		conn_close(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+		return 0;
+	}
+	memcpy(c->sizes, h->fragment_sizes, h->nsizes * sizeof(uint64_t));
+	c->hello.fragment_sizes = c->sizes;
+	c->pending = 1;
+	return 1;
+}
+
 static void adopt_hello(struct conn *c, const struct wire_hello *h,
 			double now)
 {
@@ -697,18 +774,27 @@ static void adopt_hello(struct conn *c, const struct wire_hello *h,
 		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "second hello on one stream");
 		return;
 	}
+	if (h->evaluator) {
+		/* it waits for Θ like a learner, but neither fixes the
+		 * table nor gives the seed; on_hello judges it then */
+		if (h->learner_id >= EVAL_REMOTE_MAX) {
+			conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "evaluator id "
+				   "%u is out of range (0 to %d)", h->learner_id,
+				   EVAL_REMOTE_MAX - 1);
+			return;
+		}
+		if (cert_fits(c, h))
+			keep_pending(c, h);
+		return;
+	}
 	if (h->learner_id >= (uint32_t)s->M) {
 		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "learner id %u is out "
 			   "of range: job '%s' has %d learners", h->learner_id,
 			   s->js->name, s->M);
 		return;
 	}
-	if (s->prm->tls && h->learner_id != (uint32_t)c->cert_learner) {
-		conn_close(c, GRPC_STATUS_PERMISSION_DENIED, "the client "
-			   "certificate is learner %d's: it cannot say hello as "
-			   "learner %" PRIu32, c->cert_learner, h->learner_id);
+	if (!cert_fits(c, h))
 		return;
-	}
 	if (!sv->have_ft && adopt_table(sv, h, &e)) {
 		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "%s", e.msg);
 		return;
@@ -724,16 +810,8 @@ static void adopt_hello(struct conn *c, const struct wire_hello *h,
 			   h->fingerprint, sv->ext_ft.fingerprint);
 		return;
 	}
-	c->hello = *h;
-	c->hello.job = NULL;
-	c->sizes = malloc(h->nsizes * sizeof(uint64_t) + 1);
-	if (!c->sizes) {
-		conn_close(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+	if (!keep_pending(c, h))
 		return;
-	}
-	memcpy(c->sizes, h->fragment_sizes, h->nsizes * sizeof(uint64_t));
-	c->hello.fragment_sizes = c->sizes;
-	c->pending = 1;
 	if (!sv->seeder && have_checkpoint(sv)) {
 		log_info("a checkpoint of the adopted model is in '%s': Θ is its",
 			 s->prm->ckpt_dir);
@@ -795,7 +873,7 @@ static void reseed(struct stream_server *sv)
 	struct err e;
 
 	for (struct conn *c = sv->conns; c; c = c->next)
-		if (c->pending && !c->closing &&
+		if (c->pending && !c->closing && !c->hello.evaluator &&
 		    (!pick || (int)pick->hello.learner_id == sv->seed_failed))
 			pick = c;
 	if (pick && ask_seed(sv, pick, &e)) {
@@ -839,6 +917,28 @@ static void adopt_message(struct conn *c, const struct wire_learner_msg *m,
 	/* heartbeats wait for the core */
 }
 
+/* A message on an evaluator's stream after its hello. */
+static void evaluator_message(struct conn *c, const struct wire_learner_msg *m,
+			      double now)
+{
+	struct err e;
+
+	switch (m->kind) {
+	case WIRE_EVALUATION:
+		eval_remote_report(c->sv->s, c->evaluator, &m->evaluation, now,
+				   &e);
+		break;
+	case WIRE_HEARTBEAT:
+		break;   /* it trains nothing: nothing to count */
+	case WIRE_ANSWER:
+		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "evaluator %d sent "
+			   "an answer: an evaluator is never pulled", c->evaluator);
+		break;
+	default:
+		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "empty message");
+	}
+}
+
 static void on_message(struct conn *c, const uint8_t *data, size_t len,
 		       double now)
 {
@@ -853,9 +953,14 @@ static void on_message(struct conn *c, const uint8_t *data, size_t len,
 	}
 	if (s->adopting) {
 		adopt_message(c, &m, now);
-	} else if (m.kind != WIRE_HELLO && c->learner < 0) {
+	} else if (m.kind != WIRE_HELLO && c->learner < 0 && c->evaluator < 0) {
 		conn_close(c, GRPC_STATUS_FAILED_PRECONDITION,
 			   "the first message must be a hello");
+	} else if (c->evaluator >= 0 && m.kind != WIRE_HELLO) {
+		evaluator_message(c, &m, now);
+	} else if (m.kind == WIRE_EVALUATION) {
+		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "learner %d sent an "
+			   "evaluation: only an evaluator does", c->learner);
 	} else {
 		switch (m.kind) {
 		case WIRE_HELLO:
@@ -1016,7 +1121,8 @@ static void close_silent(struct stream_server *sv, double now)
 
 	for (; c; c = next) {
 		next = c->next;
-		if (c->learner >= 0 || c->pending || c->closing ||
+		if (c->learner >= 0 || c->evaluator >= 0 || c->pending ||
+		    c->closing ||
 		    now - c->t_accept <= limit)
 			continue;
 		peer_name(c, peer, sizeof(peer));

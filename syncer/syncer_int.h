@@ -10,6 +10,8 @@
  *             the evaluation thread. No gRPC, no sending: each call says
  *             what changed and the caller acts on it, so tests drive the
  *             core with a fake clock (tests/unit/test_core.c)
+ *   eval_remote.c  evaluators of an external model: their hellos and
+ *             reports, into the core's eval history (eval_remote.h)
  *   status.c  HTTP /healthz /readyz /metrics /status, read under `mu`
  *
  * Calls go one way: stream.c and status.c call core_*, core.c calls
@@ -29,6 +31,7 @@
 #include "syncer/audit.h"
 #include "syncer/bounds.h"
 #include "syncer/ckpt.h"
+#include "syncer/eval_remote.h"
 #include "syncer/goodput.h"
 #include "syncer/gaplog.h"
 #include "syncer/outer.h"
@@ -173,6 +176,8 @@ struct syncer {
 	/* the high-water mark on disk: rounds up to it are covered */
 	uint64_t hwm_rounds;
 
+	struct eval_remote evr;      /* evaluators (eval_remote.h) */
+
 	pthread_mutex_t mu;
 	struct eval_job ev;
 	struct httpd *http;
@@ -227,7 +232,12 @@ enum core_refusal {
 	CORE_JOIN_INVALID,       /* learner id out of range */
 	CORE_JOIN_MISMATCH,      /* another job, another model */
 	CORE_JOIN_DONE,          /* the job is over: not an error */
+	CORE_JOIN_FULL,          /* evaluators: as many as allowed already */
 };
+/* The job name and model of a Hello against the syncer's (learners and
+ * evaluators alike); CORE_JOIN_DONE once the job is over. */
+enum core_refusal core_model_check(const struct syncer *s,
+				   const struct wire_hello *h, struct err *e);
 enum core_refusal core_hello_check(const struct syncer *s,
 				   const struct wire_hello *h, struct err *e);
 /*
@@ -290,6 +300,11 @@ void core_finish(struct syncer *s, double now);
 /* A stop request: rounds abandoned, a checkpoint unless done. */
 void core_stop(struct syncer *s, double now);
 
+/* An evaluation of round's Θ into the history (and the last good
+ * checkpoint marked when it is good); the evaluation thread's and an
+ * evaluator's (eval_remote.c) alike. */
+void core_eval_add(struct syncer *s, uint64_t round, uint64_t tokens,
+		   double loss, double time);
 /* Evaluation: start one (if the thread is idle), collect a finished one. */
 void core_eval_start(struct syncer *s, double now);
 void core_eval_collect(struct syncer *s);

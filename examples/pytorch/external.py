@@ -8,6 +8,13 @@ model; every learner must have the same table.
 `--hidden N` (default 32) sets the hidden width: a learner started with
 another width has another table and is refused by the syncer
 (tests/pytorch/test_external.py); `--delay S` waits S seconds first.
+
+`--evaluate` makes it the job's evaluator (spec.evaluator, docs/abi.md,
+Evaluators): it gets the global model through its own sidecar every
+`--every N` rounds (default 5) and reports its mean squared error on a
+fixed held-out set of 4096 points, which the syncer's /status and the
+run report show as the eval loss.
+
 Run from the repository:
   build/ddiloco run examples/pytorch/external.yaml
 """
@@ -28,6 +35,8 @@ except ImportError:          # run from a checkout: the package is in python/
 ap = argparse.ArgumentParser()
 ap.add_argument("--hidden", type=int, default=32)
 ap.add_argument("--delay", type=float, default=0.0)
+ap.add_argument("--evaluate", action="store_true")
+ap.add_argument("--every", type=int, default=5)
 args = ap.parse_args()
 time.sleep(args.delay)
 index = ddiloco.env_learner()
@@ -37,6 +46,33 @@ torch.set_num_threads(1)
 model = torch.nn.Sequential(torch.nn.Linear(3, hidden), torch.nn.Tanh(),
                             torch.nn.Linear(hidden, hidden), torch.nn.Tanh(),
                             torch.nn.Linear(hidden, 1))
+
+
+def target(x):
+    return torch.sin(3 * x[:, :1]) + x[:, 1:2] * x[:, 2:3]
+
+
+if args.evaluate:
+    # the job's evaluator: the same table, Θ instead of its own weights
+    ev, flat = ddiloco.Evaluator.external(dict(model.named_parameters()))
+    held = torch.rand(4096, 3, generator=torch.Generator().manual_seed(7)) \
+        * 2 - 1
+    want = target(held)
+    if not ev.start(flat):
+        sys.exit(0)
+    print("evaluator: %d parameters, %d fragments, fingerprint %016x" % (
+        ev.num_params, ev.num_fragments, ev.fingerprint), flush=True)
+    while True:
+        rnd = ev.next(flat, every=args.every)
+        if rnd is None:
+            break
+        with torch.no_grad():
+            loss = torch.nn.functional.mse_loss(model(held), want).item()
+        ev.report(rnd, loss, tokens=held.shape[0])
+        print("evaluator: round %d loss %.6f" % (rnd, loss), flush=True)
+    print("evaluator: job done", flush=True)
+    sys.exit(0)
+
 learner, flat = ddiloco.Learner.external(dict(model.named_parameters()))
 job = learner.job
 opt = torch.optim.AdamW(model.parameters(), lr=job["optimizer"]["lr"],
@@ -57,7 +93,7 @@ B = job["optimizer"]["batchSize"]
 step = 0
 while True:
     x = torch.rand(B, 3, generator=gen) * 2 - 1
-    y = torch.sin(3 * x[:, :1]) + x[:, 1:2] * x[:, 2:3]
+    y = target(x)
     loss = torch.nn.functional.mse_loss(model(x), y)
     opt.zero_grad()
     loss.backward()

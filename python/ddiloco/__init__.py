@@ -12,6 +12,14 @@ the model, no pause of training. A training loop changes by three lines:
         if learner.poll(flat, step, tokens, loss):   # after each step
             break                            # the job is done
 
+An evaluator of a model of the job's own (spec.model.kind external)
+pulls the global model through its own sidecar and reports its loss:
+
+    ev, flat = ddiloco.Evaluator.external(dict(model.named_parameters()))
+    ev.start(flat)
+    while (r := ev.next(flat)) is not None:  # Θ of a newer round, in place
+        ev.report(r, loss_of(model))
+
 `ddiloco run` and the operator start a learner command with
 DDILOCO_JOB_FILE, DDILOCO_EXCHANGE and DDILOCO_LEARNER_ID in its
 environment, and `ddiloco run` DDILOCO_LIB too (docs/abi.md,
@@ -22,10 +30,11 @@ import ctypes.util
 import json
 import os
 import shutil
+import time
 from collections import namedtuple
 
-__all__ = ["ABI_VERSION", "Learner", "Tensor", "Error", "load_library",
-           "env_learner"]
+__all__ = ["ABI_VERSION", "Learner", "Evaluator", "Tensor", "Error",
+           "load_library", "env_learner", "env_evaluator"]
 
 # the include/ddiloco.h version this module was written for
 ABI_VERSION = 1
@@ -123,10 +132,23 @@ def _declare(lib):
         "ddiloco_times": (None, [h, c.POINTER(c.c_double),
                                  c.POINTER(c.c_double)]),
     }
+    # evaluators: added later within ABI version 1 (include/ddiloco.h);
+    # a library without them has no Evaluator
+    sig_ev = {
+        "ddiloco_set_evaluator": (c.c_int, [h]),
+        "ddiloco_round": (c.c_uint64, [h]),
+        "ddiloco_report_eval": (c.c_int, [h, c.c_uint64, c.c_double,
+                                          c.c_uint64]),
+    }
     for name, (res, args) in sig.items():
         f = getattr(lib, name)
         f.restype = res
         f.argtypes = args
+    for name, (res, args) in sig_ev.items():
+        f = getattr(lib, name, None)
+        if f is not None:
+            f.restype = res
+            f.argtypes = args
 
 
 def _error(lib):
@@ -136,6 +158,12 @@ def _error(lib):
 def env_learner():
     """This learner's index, from DDILOCO_LEARNER_ID (0 when not set)."""
     return int(os.environ.get("DDILOCO_LEARNER_ID", "0"))
+
+
+def env_evaluator():
+    """This evaluator's index, from DDILOCO_EVALUATOR_ID (0 when not
+    set)."""
+    return int(os.environ.get("DDILOCO_EVALUATOR_ID", "0"))
 
 
 class Learner:
@@ -346,3 +374,61 @@ class Learner:
 
     def __del__(self):
         self.close()
+
+
+class Evaluator(Learner):
+    """An evaluator of a model of the job's own (spec.model.kind external;
+    docs/abi.md, Evaluators): the same table as the learners', its own
+    exchange and `ddiloco sidecar --evaluator`. It never trains: `next`
+    applies Θ as the syncer sends it and says its round, `report` sends
+    the loss on it to the syncer, whose /status and report show it as the
+    eval loss."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if not hasattr(self._lib, "ddiloco_set_evaluator"):
+            raise Error("ddiloco: this libddiloco.so has no evaluators "
+                        "(ddiloco_set_evaluator): an older release")
+        if self._lib.ddiloco_set_evaluator(self._h):
+            raise _error(self._lib)
+        self._polls = 0
+        self._last = None
+
+    @classmethod
+    def external(cls, params, job=None, exchange=None, lib=None):
+        """(evaluator, flat) for params {name: torch parameter} in the
+        learners' order, moved into flat as Learner.external does."""
+        table = [(n, p.numel(), tuple(p.shape)) for n, p in params.items()]
+        ev = cls(job=job, exchange=exchange, lib=lib, table=table)
+        return ev, ev.bind(params)
+
+    @property
+    def round(self):
+        """The round the Θ in flat is from (ddiloco_round)."""
+        return int(self._lib.ddiloco_round(self._h))
+
+    def next(self, flat, every=1, wait=0.05):
+        """Polls until flat holds Θ of a round at least `every` rounds
+        after the one last returned (the first call: whatever round it
+        holds), and returns that round; None when the job is done. flat
+        does not change until the next call."""
+        while True:
+            self._polls += 1
+            r = self._lib.ddiloco_poll(self._h, self._ptr(flat),
+                                       self._polls, 0, 0.0)
+            if r < 0:
+                raise _error(self._lib)
+            if r == 1:
+                return None
+            rd = self.round
+            if self._last is None or rd >= self._last + max(1, every):
+                self._last = rd
+                return rd
+            time.sleep(wait)
+
+    def report(self, round, loss, tokens=0):
+        """The loss on Θ of `round` (what next returned), for the
+        syncer; tokens: how many it was measured on."""
+        if self._lib.ddiloco_report_eval(self._h, int(round), float(loss),
+                                         int(tokens)) < 0:
+            raise _error(self._lib)

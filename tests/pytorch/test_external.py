@@ -4,7 +4,10 @@ PyTorch learners train a small MLP the syncer has no code for
 (examples/pytorch/external.py) through `ddiloco run`. The job ends done,
 rounds were merged, no learner step was merged twice, the syncer took
 its initial model from one learner (the weights the learners started
-from are that learner's own), and the learners' loss fell. Then
+from are that learner's own), and the learners' loss fell. The job's
+evaluator (the same script with --evaluate, spec.evaluator) reported its
+held-out loss on Θ: the syncer's eval history and the report's final
+eval loss are its reports, and they fell. Then
 the same job with learner 2 of another width (another table): it is
 refused with a clear message and the other two finish the job."""
 import json
@@ -41,7 +44,7 @@ class ExternalJob(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.tmp)
 
-    def check_done(self, r, run):
+    def check_done(self, r, run, evaluator=True):
         self.assertEqual(r.returncode, 0, r.stderr[-2000:])
         rep = json.loads(read(run, "report.json"))
         self.assertTrue(rep["success"])
@@ -51,13 +54,44 @@ class ExternalJob(unittest.TestCase):
         inv = rep["invariants"]
         self.assertGreater(inv["merged_steps"], 0)
         self.assertEqual(inv["double_merged_steps"], 0)
-        # the syncer has no model code: no eval loss for this job
-        self.assertIsNone(rep["final_eval_loss"])
         syncer = read(run, "syncer.log")
+        if evaluator:
+            self.check_evaluator(rep, run, syncer)
+        else:
+            self.assertIsNone(rep["final_eval_loss"])
         m = re.search(r"learner (\d)'s weights are the job's initial model",
                       syncer)
         self.assertTrue(m, syncer[-2000:])
         return rep, syncer
+
+    def check_evaluator(self, rep, run, syncer):
+        # the syncer has no model code: every eval loss is the evaluator's
+        self.assertIn("evaluator 0 joined", syncer)
+        self.assertNotIn("evaluation refused", syncer)
+        reported = [(int(r), float(l)) for r, l in re.findall(
+            r"evaluator: round (\d+) loss (\S+)", read(run, "evaluator.log"))]
+        hist = [(e["round"], e["loss"]) for e in rep["eval_history"]]
+        self.assertGreaterEqual(len(hist), 5, hist)
+        # the history is what the evaluator reported (a report made as
+        # the job ended, or replaced in the exchange by a newer one
+        # before its sidecar sent it, is not in it)
+        mine = dict(reported)
+        for r, loss in hist:
+            self.assertIn(r, mine)
+            self.assertAlmostEqual(loss, mine[r], delta=1e-6 + 1e-5 * loss)
+        self.assertGreaterEqual(len(hist), len(reported) - 2)
+        rounds = [r for r, _ in hist]
+        self.assertEqual(rounds, sorted(set(rounds)))
+        self.assertLessEqual(rounds[-1], rep["rounds"])
+        first, last = hist[0][1], hist[-1][1]
+        self.assertAlmostEqual(rep["final_eval_loss"], last,
+                               delta=1e-6 + 1e-5 * last)
+        # the held-out loss falls: an untrained MLP is near the target's
+        # variance (about 0.6), the trained one far below it
+        self.assertLess(last, 0.05)
+        self.assertLess(last, first / 5)
+        print("evaluator: %d evaluations, rounds %d..%d, loss %.4f -> %.6f"
+              % (len(hist), rounds[0], rounds[-1], first, last))
 
     def test_external_mlp(self):
         run = os.path.join(self.tmp, "run")
@@ -98,6 +132,15 @@ class ExternalJob(unittest.TestCase):
         # learner 2 of another width, and later than the others: the
         # first hello (0 or 1) fixes the table
         text = text.replace("name: external", "name: external-other")
+        # the refused learner's sidecar exits 1 at each try and the run
+        # gives up after 5 fast failures (about 10 s): the job must end
+        # before that. With 600k tokens it took 11 to 12 s on a loaded
+        # machine, and the evaluator's start (a torch import on these
+        # 2 cores) slowed it more: half the tokens, no evaluator.
+        text = re.sub(r"  evaluator:\n(    .*\n)+", "", text)
+        self.assertNotIn("evaluator:\n", text)
+        text = text.replace("tokens: 600000", "tokens: 300000")
+        self.assertIn("tokens: 300000", text)
         text = text.replace(
             "    replicas: 3\n    command: [/usr/bin/python3, "
             "examples/pytorch/external.py]\n",
@@ -113,7 +156,7 @@ class ExternalJob(unittest.TestCase):
             f.write(text)
         run = os.path.join(self.tmp, "run")
         r = run_job(self.build, job, run)
-        rep, syncer = self.check_done(r, run)
+        rep, syncer = self.check_done(r, run, evaluator=False)
         self.assertRegex(syncer, r"learner 2 refused: model fingerprint "
                                  r"mismatch: learner [0-9a-f]{16}, syncer "
                                  r"[0-9a-f]{16}")

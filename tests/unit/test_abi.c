@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/exchange.h"
 #include "include/ddiloco.h"
@@ -397,6 +398,91 @@ static void external_table(void **state)
 	frag_table_release(&mine);
 }
 
+/*
+ * An evaluator's handle (docs/abi.md, Evaluators): no seed, the round of
+ * the Θ it holds, and its reports in the region for the sidecar.
+ */
+static void evaluator_handle(void **state)
+{
+	struct fx *f = *state;
+	const char *names[2] = { "w", "b" };
+	const uint64_t numels[2] = { 40, 20 };
+	struct frag_table ft;
+	struct exchange *sc;
+	struct exchange_eval ev;
+	uint64_t fp, *sizes;
+	float params[60];
+	char job[160], seed[200];
+	ddiloco_learner *h, *plain;
+	int P;
+	FILE *fp_;
+
+	snprintf(job, sizeof(job), "%s/ext.yaml", f->dir);
+	fp_ = fopen(job, "w");
+	assert_non_null(fp_);
+	fprintf(fp_, "apiVersion: ddiloco.io/v1alpha1\n"
+		"kind: DecoupledTrainingJob\nmetadata: {name: ext}\nspec:\n"
+		"  learners: {replicas: 2}\n  model: {kind: external}\n"
+		"  data: {path: /nonexistent}\n  syncer: {fragments: 2}\n");
+	fclose(fp_);
+	h = ddiloco_open_external(job, f->dir, 2, names, numels);
+	assert_non_null(h);
+	/* a learner's handle reports nothing */
+	assert_int_equal(ddiloco_report_eval(h, 1, 0.5, 0), -1);
+	assert_non_null(strstr(ddiloco_error(), "not an evaluator's handle"));
+	assert_int_equal(ddiloco_set_evaluator(h), 0);
+	assert_int_equal(ddiloco_round(h), 0);
+	/* the sidecar's side: Θ of round 5 (fragment 0) and 3 (fragment 1) */
+	assert_int_equal(exchange_peek(f->dir, &P, &fp, &sizes, NULL), 0);
+	assert_int_equal(frag_table_from_sizes(&ft, sizes, P, fp, NULL), 0);
+	free(sizes);
+	assert_int_equal(exchange_open(f->dir, EXCHANGE_SIDECAR, &ft, &sc, NULL), 0);
+	for (int p = 0; p < 2; p++) {
+		float *d = exchange_inbox_begin(sc, p);
+
+		for (size_t i = 0; i < exchange_frag_numel(sc, p); i++)
+			d[i] = (float)(p + 1);
+		exchange_inbox_commit_round(sc, p, 1, p ? 3 : 5);
+	}
+	assert_int_equal(ddiloco_start(h, params, 1), 0);
+	/* no seed: an evaluator's weights never become Θ */
+	snprintf(seed, sizeof(seed), "%s/seed", f->dir);
+	assert_int_equal(access(seed, F_OK), -1);
+	assert_int_equal(ddiloco_round(h), 5);
+	assert_int_equal(ddiloco_set_evaluator(h), -1);
+	/* round 7 of fragment 1 arrives: the next poll applies it */
+	{
+		float *d = exchange_inbox_begin(sc, 1);
+
+		for (size_t i = 0; i < exchange_frag_numel(sc, 1); i++)
+			d[i] = 9.0f;
+		exchange_inbox_commit_round(sc, 1, 2, 7);
+	}
+	assert_int_equal(ddiloco_round(h), 5);
+	assert_int_equal(ddiloco_poll(h, params, 1, 0, 0), 0);
+	assert_int_equal(ddiloco_round(h), 7);
+	assert_int_equal(exchange_read_eval(sc, &ev), 0);
+	assert_int_equal(ev.count, 0);
+	assert_int_equal(ddiloco_report_eval(h, 7, 0.25, 4096), 0);
+	assert_int_equal(exchange_read_eval(sc, &ev), 0);
+	assert_int_equal(ev.count, 1);
+	assert_int_equal(ev.round, 7);
+	assert_float_equal(ev.loss, 0.25, 0);
+	assert_int_equal(ev.tokens, 4096);
+	ddiloco_close(h);
+	/* a restarted evaluator's first report is new to the sidecar */
+	plain = ddiloco_open_external(job, f->dir, 2, names, numels);
+	assert_non_null(plain);
+	assert_int_equal(ddiloco_set_evaluator(plain), 0);
+	assert_int_equal(ddiloco_report_eval(plain, 8, 0.2, 0), 0);
+	assert_int_equal(exchange_read_eval(sc, &ev), 0);
+	assert_int_equal(ev.count, 2);
+	assert_int_equal(ev.round, 8);
+	ddiloco_close(plain);
+	exchange_close(sc);
+	frag_table_release(&ft);
+}
+
 /* libddiloco.so exports the ABI and nothing of the project's insides. */
 static void shared_library_exports(void **state)
 {
@@ -408,7 +494,8 @@ static void shared_library_exports(void **state)
 		"ddiloco_job_json", "ddiloco_decay_steps", "ddiloco_init_params",
 		"ddiloco_start", "ddiloco_poll", "ddiloco_last_poll",
 		"ddiloco_resume_step", "ddiloco_done", "ddiloco_times",
-		"ddiloco_open_external",
+		"ddiloco_open_external", "ddiloco_set_evaluator",
+		"ddiloco_round", "ddiloco_report_eval",
 	};
 	const char *b = getenv("BUILD");
 	char path[512];
@@ -437,6 +524,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(parameter_table, setup, teardown),
 		cmocka_unit_test_setup_teardown(job_and_init, setup, teardown),
 		cmocka_unit_test_setup_teardown(bad_input, setup, teardown),
+		cmocka_unit_test_setup_teardown(evaluator_handle, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(wrong_model_is_refused, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(conversation, setup, teardown),

@@ -271,7 +271,7 @@ static void structure_errors(void **state)
 		"context, layers, heads, channels, tied, seed, kind)");
 	refused(HEAD "spec:\n" DATA "  replicas: 2\n",
 		"job: spec.replicas: unknown field (expected one of suspend, "
-		"ttlSecondsAfterFinished, learners, model, data, optimizer, "
+		"ttlSecondsAfterFinished, learners, model, evaluator, data, optimizer, "
 		"syncer, budget, chaos)");
 	refused(HEAD "spec:\n" DATA "extra: 1\n",
 		"job: extra: unknown field (expected apiVersion, kind, metadata, spec)");
@@ -360,6 +360,35 @@ static void validation_errors(void **state)
 		"job: spec.chaos.maxDown: 9 is more than spec.learners.replicas (4)");
 	refused(HEAD "spec:\n" DATA "  chaos: {enabled: true, targets: []}\n",
 		"job: spec.chaos.targets: empty; expected learners, syncer or sidecars");
+}
+
+/* spec.evaluator: an external model's own evaluator (docs/syncer.md,
+ * Evaluators). */
+static void evaluator_command(void **state)
+{
+	struct job_spec js;
+	struct err e = { "" };
+	const char *w[JOB_ARGV_MAX];
+
+	(void)state;
+	assert_int_equal(parse(HEAD "spec:\n" DATA, &js, &e), 0);
+	assert_int_equal(js.evaluator.command.n, 0);
+	assert_int_equal(parse(HEAD "spec:\n" DATA "  model: {kind: external}\n"
+			       "  evaluator:\n    command: [python3, ev.py]\n"
+			       "    args: [--evaluate]\n", &js, &e), 0);
+	assert_int_equal(job_argv_words(&js.evaluator.command, w), 2);
+	assert_string_equal(w[1], "ev.py");
+	assert_int_equal(job_argv_words(&js.evaluator.args, w), 1);
+	assert_string_equal(w[0], "--evaluate");
+	refused(HEAD "spec:\n" DATA "  evaluator: {command: [x]}\n",
+		"job: spec.evaluator: only for spec.model.kind external (the "
+		"syncer evaluates the reference GPT itself)");
+	refused(HEAD "spec:\n" DATA "  model: {kind: external}\n"
+		"  evaluator: {args: [a]}\n",
+		"job: spec.evaluator.args: given without a command");
+	refused(HEAD "spec:\n" DATA "  model: {kind: external}\n"
+		"  evaluator: {command: [x], image: y}\n",
+		"job: spec.evaluator.image: unknown field (expected one of command, args)");
 }
 
 /* spec.learners.command, args and groups, and what each learner runs. */
@@ -507,6 +536,7 @@ int main(void)
 		cmocka_unit_test(json_errors),
 		cmocka_unit_test(validation_errors),
 		cmocka_unit_test(learner_commands),
+		cmocka_unit_test(evaluator_command),
 		cmocka_unit_test(name_rules),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -76,6 +76,23 @@ static void learner_identity_round_trip(void **state)
 	assert_int_equal(got.learner, 17);
 	pki_pem_release(&leaf);
 
+	/* an evaluator's (docs/syncer.md, Evaluators): not learner 2's */
+	id.role = PKI_ROLE_EVALUATOR;
+	id.learner = 2;
+	assert_int_equal(pki_id_uri(&id, uri, sizeof(uri), &e), 0);
+	assert_string_equal(uri, "ddiloco://tiny/evaluator/2");
+	assert_int_equal(pki_id_parse(uri, &got, &e), 0);
+	assert_int_equal(got.role, PKI_ROLE_EVALUATOR);
+	assert_int_equal(got.learner, 2);
+	assert_int_equal(pki_issue(&ca, &req, &leaf, &e), 0);
+	assert_int_equal(pki_cert_is(leaf.cert, &id, &e), 0);
+	id.role = PKI_ROLE_LEARNER;
+	assert_int_equal(pki_cert_is(leaf.cert, &id, &e), -1);
+	assert_string_equal(e.msg, "pki: the certificate is "
+			    "ddiloco://tiny/evaluator/2, not ddiloco://tiny/learner/2");
+	pki_pem_release(&leaf);
+	assert_int_equal(pki_id_parse("ddiloco://tiny/evaluator/", &got, &e), -1);
+
 	/* no identity, and two identities, are errors */
 	uris[1] = NULL;
 	assert_int_equal(pki_issue(&ca, &req, &leaf, &e), 0);

@@ -3,8 +3,9 @@
  * ports) driven by real gRPC test clients: quorum with a silent learner,
  * a learner leaving mid-stream, garbage and truncated messages, a wrong
  * fingerprint, a NaN answer, the end of a job, kill -9 then restart
- * with the state restored exactly from the checkpoint, and a stream that
- * never says Hello closed at the deadline.
+ * with the state restored exactly from the checkpoint, a stream that
+ * never says Hello closed at the deadline, and an external model's
+ * evaluator (Θ without Pulls, its reports in /status, its refusals).
  *
  * The test clients are written against docs/protocol.md with the same
  * model code a learner uses (model_frag_table), so the fingerprint and
@@ -51,7 +52,7 @@ static const char *job_fmt =
 	"metadata:\n  name: grpctest\n"
 	"spec:\n"
 	"  learners:\n    replicas: 3\n"
-	"  model:\n    vocabSize: 256\n    context: 16\n    layers: 1\n"
+	"  model:\n    kind: %s\n    vocabSize: 256\n    context: 16\n    layers: 1\n"
 	"    heads: 2\n    channels: 16\n"
 	"  data:\n    path: %s/data.txt\n"
 	"  optimizer:\n    batchSize: 2\n"
@@ -62,8 +63,9 @@ static const char *job_fmt =
 	"    evalTokens: 256\n    merge: rda\n    helloTimeout: %g\n"
 	"  budget:\n    outerSteps: %d\n";
 
-/* spec.syncer.helloTimeout of the next proc_setup */
+/* spec.syncer.helloTimeout and spec.model.kind of the next proc_setup */
 static double hello_timeout = 10;
+static int external_model;
 
 static void proc_setup(struct proc *p, int eval_every, int outer_steps)
 {
@@ -78,7 +80,8 @@ static void proc_setup(struct proc *p, int eval_every, int outer_steps)
 	snprintf(p->log, sizeof(p->log), "%s/syncer.log", p->dir);
 	f = fopen(p->job, "w");
 	assert_non_null(f);
-	fprintf(f, job_fmt, p->dir, eval_every, hello_timeout, outer_steps);
+	fprintf(f, job_fmt, external_model ? "external" : "gpt", p->dir,
+		eval_every, hello_timeout, outer_steps);
 	fclose(f);
 	syncerproc_write_text(p->dir);
 	assert_int_equal(jobspec_load(p->job, &js, NULL), 0);
@@ -780,6 +783,172 @@ static void a_stream_without_hello_is_closed(void **state)
 	assert_int_equal(proc_wait(p, WAIT), 0);
 }
 
+/* An evaluator's Hello (docs/syncer.md, Evaluators). */
+static void evaluator_hello(struct learner *l, struct proc *p, uint32_t id)
+{
+	Ddiloco__V1__LearnerMessage m = DDILOCO__V1__LEARNER_MESSAGE__INIT;
+	Ddiloco__V1__Hello h = DDILOCO__V1__HELLO__INIT;
+	uint64_t sizes[4];
+
+	for (int q = 0; q < 4; q++)
+		sizes[q] = p->ft.frags[q].numel;
+	h.learner_id = id;
+	h.fingerprint = p->ft.fingerprint;
+	h.fragments = 4;
+	h.n_fragment_sizes = 4;
+	h.fragment_sizes = sizes;
+	h.incarnation = 77;
+	h.job = (char *)"grpctest";
+	h.evaluator = 1;
+	m.kind_case = DDILOCO__V1__LEARNER_MESSAGE__KIND_HELLO;
+	m.hello = &h;
+	assert_int_equal(tl_send(&l->tl, &m), 0);
+}
+
+static void evaluation(struct learner *l, uint64_t round, double loss)
+{
+	Ddiloco__V1__LearnerMessage m = DDILOCO__V1__LEARNER_MESSAGE__INIT;
+	Ddiloco__V1__Evaluation ev = DDILOCO__V1__EVALUATION__INIT;
+
+	ev.round = round;
+	ev.loss = loss;
+	ev.tokens = 4096;
+	m.kind_case = DDILOCO__V1__LEARNER_MESSAGE__KIND_EVALUATION;
+	m.evaluation = &ev;
+	assert_int_equal(tl_send(&l->tl, &m), 0);
+}
+
+/* /status once its evaluators.<key> is want (within WAIT seconds). */
+static json_t *status_when(struct proc *p, const char *key, long long want)
+{
+	double t0 = clock_mono();
+
+	for (;;) {
+		json_t *st = status(p);
+
+		if (jint(st, key) == want)
+			return st;
+		json_decref(st);
+		if (clock_mono() - t0 > WAIT)
+			fail_msg("%s never became %lld", key, want);
+		sleep_seconds(0.02);
+	}
+}
+
+/*
+ * An external job's evaluator: it waits for the seed with the learners,
+ * gets Θ and every merged Update but never a Pull, is not one of the
+ * learners, and its reports are the eval loss; bad ones are refused.
+ */
+static void an_evaluator_gets_theta_and_reports(void **state)
+{
+	struct learner a, b, ev, ev2;
+	Ddiloco__V1__SyncerMessage *m;
+	float **theta0, **theta;
+	uint64_t ver[4] = { 0 };
+	char msg[256];
+	json_t *st;
+	struct proc *p = *state;
+
+	external_model = 1;
+	proc_setup(p, 0, 0);
+	external_model = 0;
+	proc_start(p);
+	theta0 = alloc_theta(p);
+	theta = alloc_theta(p);
+	for (int q = 0; q < 4; q++)
+		for (size_t i = 0; i < p->ft.frags[q].numel; i++)
+			theta0[q][i] = 0.001f * (float)(i % 100) - 0.05f * (float)q;
+	/* the evaluator says hello first: it waits, and never gives the seed */
+	learner_open(&ev, p);
+	evaluator_hello(&ev, p, 0);
+	learner_open(&a, p);
+	hello(&a, p, 0, 0);
+	for (int q = 0; q < 4; q++) {
+		uint64_t r;
+		int frag;
+
+		expect_pull(&a, &r, &frag);
+		assert_int_equal(r, 0);
+		tl_answer(&a.tl, 0, frag, 0, 0, 0, theta0[frag],
+			  p->ft.frags[frag].numel);
+	}
+	m = tl_recv(&a.tl, WAIT);
+	assert_non_null(m);
+	assert_int_equal(m->kind_case, DDILOCO__V1__SYNCER_MESSAGE__KIND_WELCOME);
+	ddiloco__v1__syncer_message__free_unpacked(m, NULL);
+	/* the evaluator: Welcome, then Θ = the seed */
+	m = tl_recv(&ev.tl, WAIT);
+	assert_non_null(m);
+	assert_int_equal(m->kind_case, DDILOCO__V1__SYNCER_MESSAGE__KIND_WELCOME);
+	ddiloco__v1__syncer_message__free_unpacked(m, NULL);
+	for (int q = 0; q < 4; q++) {
+		m = tl_recv(&ev.tl, WAIT);
+		assert_non_null(m);
+		assert_int_equal(m->kind_case, DDILOCO__V1__SYNCER_MESSAGE__KIND_UPDATE);
+		assert_int_equal(m->update->round, 0);
+		assert_memory_equal(m->update->payload.data,
+				    theta0[m->update->fragment],
+				    4 * p->ft.frags[m->update->fragment].numel);
+		ddiloco__v1__syncer_message__free_unpacked(m, NULL);
+	}
+	for (int q = 0; q < 4; q++)
+		ddiloco__v1__syncer_message__free_unpacked(expect_update(&a), NULL);
+	join(&b, p, 1, NULL, NULL);
+	st = status(p);
+	assert_int_equal(jint(st, "learners_connected"), 2);
+	assert_int_equal(jint(st, "evaluators.connected"), 1);
+	json_decref(st);
+	/* a round of the two learners: the evaluator gets its Update */
+	for (int q = 0; q < 4; q++)
+		memcpy(theta[q], theta0[q], 4 * p->ft.frags[q].numel);
+	one_round(p, &a, &b, 1, theta, ver);
+	m = tl_recv(&ev.tl, WAIT);
+	assert_non_null(m);
+	assert_int_equal(m->kind_case, DDILOCO__V1__SYNCER_MESSAGE__KIND_UPDATE);
+	assert_int_equal(m->update->round, 1);
+	assert_int_equal(m->update->version, 1);
+	ddiloco__v1__syncer_message__free_unpacked(m, NULL);
+	/* its reports: one taken, one of a round to come, one NaN */
+	evaluation(&ev, 1, 0.25);
+	st = status_when(p, "evaluators.evaluations", 1);
+	assert_float_equal(json_real_value(json_object_get(st, "eval_loss")),
+			   0.25, 0);
+	assert_int_equal(jint(st, "eval_history.0.round"), 1);
+	json_decref(st);
+	evaluation(&ev, 9, 0.2);
+	evaluation(&ev, 1, NAN);
+	st = status_when(p, "evaluators.refused", 2);
+	assert_int_equal(jint(st, "evaluators.evaluations"), 1);
+	json_decref(st);
+	/* an id out of range; a learner's evaluation; an evaluator's answer */
+	learner_open(&ev2, p);
+	evaluator_hello(&ev2, p, 9);
+	assert_int_equal(tl_status(&ev2.tl, msg, sizeof(msg), NULL),
+			 GRPC_STATUS_INVALID_ARGUMENT);
+	assert_string_equal(msg, "evaluator id 9 is out of range (0 to 3)");
+	tl_close(&ev2.tl);
+	evaluation(&b, 1, 0.3);
+	assert_int_equal(tl_status(&b.tl, msg, sizeof(msg), NULL),
+			 GRPC_STATUS_INVALID_ARGUMENT);
+	assert_string_equal(msg, "learner 1 sent an evaluation: only an "
+			    "evaluator does");
+	tl_close(&b.tl);
+	tl_answer(&ev.tl, 1, 0, 0, 1, 1, theta0[0], p->ft.frags[0].numel);
+	assert_int_equal(tl_status(&ev.tl, msg, sizeof(msg), NULL),
+			 GRPC_STATUS_INVALID_ARGUMENT);
+	assert_string_equal(msg, "evaluator 0 sent an answer: an evaluator "
+			    "is never pulled");
+	tl_close(&ev.tl);
+	st = status_when(p, "evaluators.connected", 0);
+	json_decref(st);
+	tl_close(&a.tl);
+	free_theta(theta0);
+	free_theta(theta);
+	kill(p->pid, SIGTERM);
+	assert_int_equal(proc_wait(p, WAIT), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -789,6 +958,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(kill9_and_restart_restores_state, setup, teardown),
 		cmocka_unit_test_setup_teardown(budget_ends_the_job, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_stream_without_hello_is_closed, setup, teardown),
+		cmocka_unit_test_setup_teardown(an_evaluator_gets_theta_and_reports, setup, teardown),
 	};
 	if (getenv("FILTER"))
 		cmocka_set_test_filter(getenv("FILTER"));

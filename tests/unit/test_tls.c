@@ -329,6 +329,7 @@ static void only_the_jobs_learners_get_in(void **state)
 {
 	struct env *v = *state;
 	struct pki_pem l0, l1, wrong_ca, other_job, other_name, syncer_id, no_id;
+	struct pki_pem ev0;
 	struct learner a;
 	char msg[512];
 	long long refused = 0;
@@ -352,6 +353,8 @@ static void only_the_jobs_learners_get_in(void **state)
 	/* the syncer's identity, but a client certificate */
 	leaf(&v->ca, "ddiloco://" JOB "/syncer", 0, &syncer_id);
 	leaf(&v->ca, "spiffe://example.org/learner", 0, &no_id);
+	/* an evaluator's (docs/syncer.md, Evaluators) */
+	leaf(&v->ca, "ddiloco://" JOB "/evaluator/0", 0, &ev0);
 
 	/* learner 0 with its certificate joins and trains */
 	join(&a, v, &l0, 0);
@@ -384,6 +387,13 @@ static void only_the_jobs_learners_get_in(void **state)
 			 GRPC_STATUS_PERMISSION_DENIED);
 	assert_string_equal(msg, "the client certificate is learner 1's: "
 			    "it cannot say hello as learner 0");
+	refused++;
+	train(&a, v, 1);
+	/* an evaluator's certificate cannot say a learner's hello */
+	assert_int_equal(intruder(v, v->ca.cert, &ev0, 1, msg, sizeof(msg)),
+			 GRPC_STATUS_PERMISSION_DENIED);
+	assert_string_equal(msg, "the client certificate is evaluator 0's: "
+			    "it cannot say hello as learner 1");
 	refused++;
 	train(&a, v, 1);
 
@@ -426,6 +436,7 @@ static void only_the_jobs_learners_get_in(void **state)
 	pki_pem_release(&other_name);
 	pki_pem_release(&syncer_id);
 	pki_pem_release(&no_id);
+	pki_pem_release(&ev0);
 	syncer_stop(v);
 }
 
@@ -545,7 +556,7 @@ static void run_certificate_folders(void **state)
 
 	assert_int_equal(testlib_tmpdir(v->dir, sizeof(v->dir), "ddiloco-tls"), 0);
 	snprintf(dir, sizeof(dir), "%s/tls", v->dir);
-	assert_int_equal(run_certs_make(dir, JOB, 2,
+	assert_int_equal(run_certs_make(dir, JOB, 2, 1,
 					(const char *[]){ "tlsjob-syncer-0.tlsjob-syncer.ml.svc", NULL },
 					NULL, &e), 0);
 	snprintf(path, sizeof(path), "%s/syncer", dir);
@@ -574,6 +585,17 @@ static void run_certificate_folders(void **state)
 		assert_int_equal(pki_cert_is(f.cert, &id, &e), -1);
 		tls_files_release(&f);
 	}
+	/* the evaluator's (docs/syncer.md, Evaluators) */
+	snprintf(path, sizeof(path), "%s/evaluator-0", dir);
+	assert_int_equal(tls_files_load(&tp, &f, &e), 0);
+	id.role = PKI_ROLE_EVALUATOR;
+	id.learner = 0;
+	assert_int_equal(pki_cert_is(f.cert, &id, &e), 0);
+	id.role = PKI_ROLE_LEARNER;
+	assert_int_equal(pki_cert_is(f.cert, &id, &e), -1);
+	tls_files_release(&f);
+	snprintf(path, sizeof(path), "%s/evaluator-1", dir);
+	assert_int_equal(stat(path, &st), -1);
 	/* no CA key is left behind */
 	snprintf(path, sizeof(path), "%s/ca.key", dir);
 	assert_int_equal(stat(path, &st), -1);

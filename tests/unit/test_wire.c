@@ -63,6 +63,13 @@ static void learner_messages_round_trip(void **state)
 	assert_int_equal(d.hello.incarnation, 77);
 	assert_int_equal(d.hello.step, 123456);
 	assert_string_equal(d.hello.job, "job-a");
+	assert_int_equal(d.hello.evaluator, 0);
+	wire_learner_release(&d);
+	free(b);
+	m.hello.evaluator = 1;
+	b = pack_learner(&m, &len);
+	assert_int_equal(wire_learner_decode(b, len, &d, NULL), 0);
+	assert_int_equal(d.hello.evaluator, 1);
 	wire_learner_release(&d);
 	free(b);
 
@@ -102,6 +109,20 @@ static void learner_messages_round_trip(void **state)
 	assert_float_equal(d.heartbeat.step_time, 0.0193, 0);
 	assert_float_equal(d.heartbeat.train_loss, 2.75, 0);
 	assert_int_equal(d.heartbeat.incarnation, 3);
+	wire_learner_release(&d);
+	free(b);
+
+	/* an evaluator's report (docs/syncer.md, Evaluators) */
+	m = (struct wire_learner_msg){ .kind = WIRE_EVALUATION };
+	m.evaluation = (struct wire_evaluation){
+		.round = 41, .loss = 0.0123, .tokens = 8192,
+	};
+	b = pack_learner(&m, &len);
+	assert_int_equal(wire_learner_decode(b, len, &d, NULL), 0);
+	assert_int_equal(d.kind, WIRE_EVALUATION);
+	assert_int_equal(d.evaluation.round, 41);
+	assert_float_equal(d.evaluation.loss, 0.0123, 0);
+	assert_int_equal(d.evaluation.tokens, 8192);
 	wire_learner_release(&d);
 	free(b);
 }
