@@ -14,8 +14,12 @@
  * the same restricted security context (pod_security, container_security)
  * and no service-account token; the processes write only to their volumes
  * (checkpoints, the exchange), so the root file system is read-only. The
- * NetworkPolicy admits the job's learners to the syncer's gRPC port and
- * the operator's pods to its HTTP port (/status), nothing else. The
+ * NetworkPolicy admits the job's learners and evaluator to the syncer's
+ * gRPC port and the operator's pods to its HTTP port (/status), nothing
+ * else. The evaluator's pod (spec.evaluator, external models) is a
+ * learner's pod with the user's evaluator in place of the learner: the
+ * same image, resources, placement and spec.learners.template (it runs
+ * the learners' code), and a sidecar with --evaluator. The
  * Secret <job>-tls is made here with fresh keys (common/pki) and each
  * pod mounts its own certificate and key from it by item.
  */
@@ -37,10 +41,11 @@ int child_name(const char *job, enum child_kind kind, int index, char *out,
 		[CHILD_SPEC] = "spec", [CHILD_SYNCER] = "syncer",
 		[CHILD_CHECKPOINTS] = "checkpoints", [CHILD_LEARNER] = "learner",
 		[CHILD_SYNCER_POD] = "syncer-0", [CHILD_TLS] = "tls",
+		[CHILD_EVALUATOR] = "evaluator",
 	};
 	int k;
 
-	if (kind == CHILD_LEARNER)
+	if (kind == CHILD_LEARNER || kind == CHILD_EVALUATOR)
 		k = snprintf(out, n, "%s-%s-%d", job, suffix[kind], index);
 	else
 		k = snprintf(out, n, "%s-%s", job, suffix[kind]);
@@ -468,7 +473,8 @@ json_t *child_syncer(const struct child_ctx *c)
 /*
  * The syncer pod's ingress (policyTypes Ingress: what is not listed is
  * refused, where the network plugin enforces NetworkPolicy):
- *   gRPC port  from the job's learner pods (their sidecars dial it)
+ *   gRPC port  from the job's learner pods and its evaluator's pod (their
+ *              sidecars dial it): two peers of one rule
  *   HTTP port  from the operator's pods in operator_ns (/status)
  * Ports are numbers: the policy means what the job file says.
  */
@@ -482,13 +488,15 @@ json_t *child_networkpolicy(const struct child_ctx *c)
 	return object("networking.k8s.io/v1", "NetworkPolicy",
 		      meta(c, name, "syncer"), json_pack(
 		"{s:{s:{s:s, s:s}}, s:[s],"
-		" s:[{s:[{s:{s:{s:s, s:s}}}], s:[{s:s, s:i}]},"
+		" s:[{s:[{s:{s:{s:s, s:s}}}, {s:{s:{s:s, s:s}}}], s:[{s:s, s:i}]},"
 		"    {s:[{s:{s:{s:s}}, s:{s:{s:s, s:s}}}], s:[{s:s, s:i}]}]}",
 		"podSelector", "matchLabels", LABEL_JOB, c->name, LABEL_ROLE, "syncer",
 		"policyTypes", "Ingress",
 		"ingress",
 		"from", "podSelector", "matchLabels", LABEL_JOB, c->name,
 		LABEL_ROLE, "learner",
+		"podSelector", "matchLabels", LABEL_JOB, c->name,
+		LABEL_ROLE, "evaluator",
 		"ports", "protocol", "TCP", "port", c->js->syncer.port,
 		"from", "namespaceSelector", "matchLabels",
 		"kubernetes.io/metadata.name", c->operator_ns,
@@ -516,7 +524,7 @@ static int tls_leaf(const struct pki_pem *ca, const struct pki_id *id,
 	const char *uris[] = { uri, NULL };
 	struct pki_leaf_req req = { key, dns, NULL, uris,
 				    id->role == PKI_ROLE_SYNCER,
-				    id->role == PKI_ROLE_LEARNER, 0 };
+				    id->role != PKI_ROLE_SYNCER, 0 };
 	struct pki_pem leaf = { NULL, NULL };
 	int rc = -1;
 
@@ -582,6 +590,12 @@ json_t *child_tls_secret(const struct child_ctx *c, struct err *e)
 		if (tls_leaf(&ca, &id, NULL, key, data, &total, e))
 			goto out;
 	}
+	/* the evaluator's, for any external job: spec.evaluator may come later */
+	id.role = PKI_ROLE_EVALUATOR;
+	id.learner = 0;
+	if (c->js->model.kind == MODEL_EXTERNAL &&
+	    tls_leaf(&ca, &id, NULL, "evaluator-0", data, &total, e))
+		goto out;
 	out = json_pack("{s:s, s:s, s:o, s:s, s:b, s:O}", "apiVersion", "v1",
 			"kind", "Secret", "metadata", meta(c, name, "tls"),
 			"type", "Opaque", "immutable", 1, "stringData", data);
@@ -709,6 +723,105 @@ json_t *child_learner(const struct child_ctx *c, int index)
 	json_object_set_new(json_object_get(m, "labels"), LABEL_INDEX, json_string(idx));
 	pod_template_apply(m, podspec, json_object_get(json_object_get(c->spec,
 			   "learners"), "template"), "learner");
+	job_labels(c, m);
+	return object("v1", "Pod", m, podspec);
+}
+
+/*
+ * The evaluator's pod (docs/operator.md, "What the operator creates"): a
+ * learner's pod (child_learner) whose sidecar says Hello as evaluator 0
+ * with its own certificate, and whose main container, "evaluator", runs
+ * spec.evaluator.command and args with DDILOCO_EVALUATOR_ID in place of
+ * DDILOCO_LEARNER_ID. spec.learners.template applies as to a learner:
+ * its container named "learner" merges into the evaluator's.
+ */
+json_t *child_evaluator(const struct child_ctx *c)
+{
+	char name[CHILD_NAME_MAX], addr[2 * CHILD_NAME_MAX + 80];
+	json_t *ev = json_object_get(c->spec, "evaluator");
+	json_t *cmd = json_object_get(ev, "command"), *args = json_object_get(ev, "args");
+	json_t *volumes = json_array(), *mounts = json_array(), *m, *podspec;
+	json_t *side_mounts, *tmpl, *ctr;
+	size_t i;
+
+	if (!json_is_array(cmd) || !json_array_size(cmd) ||
+	    child_name(c->name, CHILD_EVALUATOR, 0, name, sizeof(name)) ||
+	    syncer_address(c->name, c->ns, c->js->syncer.port, addr, sizeof(addr))) {
+		json_decref(volumes);
+		json_decref(mounts);
+		return NULL;
+	}
+	json_array_append_new(volumes, json_pack(
+		"{s:s, s:{s:s}}", "name", "exchange", "emptyDir", "medium", "Memory"));
+	json_array_append_new(mounts, json_pack("{s:s, s:s}", "name", "exchange",
+						"mountPath", EXCHANGE_DIR));
+	if (common_volumes(c, volumes, mounts)) {
+		json_decref(volumes);
+		json_decref(mounts);
+		return NULL;
+	}
+	side_mounts = json_deep_copy(mounts);
+	if (!c->js->syncer.insecure &&
+	    tls_volume(c, "evaluator-0", volumes, side_mounts)) {
+		json_decref(volumes);
+		json_decref(mounts);
+		json_decref(side_mounts);
+		return NULL;
+	}
+	podspec = json_pack(
+		"{s:s, s:i, s:[{s:s, s:s, s:s, s:s,"
+		"  s:[s,s,s,s,s,s,s,s,s,s,s,s,s], s:o, s:o}],"
+		" s:[{s:s, s:s, s:s, s:O, s:[{s:s, s:s}, {s:s, s:s}, {s:s, s:s}],"
+		"  s:o, s:o, s:o}],"
+		" s:o, s:o}",
+		"restartPolicy", "Never",
+		"terminationGracePeriodSeconds", 10,
+		"initContainers",
+		"name", "sidecar", "image", c->js->learners.image,
+		"imagePullPolicy", pull_policy(c), "restartPolicy", "Always",
+		"command", "ddiloco", "sidecar", "--job", SPEC_DIR "/job.json",
+		"--evaluator", "--learner", "0", "--exchange", EXCHANGE_DIR,
+		"--syncer", addr, "--http", "0.0.0.0:9090",
+		"volumeMounts", side_mounts,
+		"securityContext", container_security(),
+		"containers",
+		"name", "evaluator", "image", c->js->learners.image,
+		"imagePullPolicy", pull_policy(c),
+		"command", cmd,
+		"env", "name", "DDILOCO_EVALUATOR_ID", "value", "0",
+		"name", "DDILOCO_JOB_FILE", "value", SPEC_DIR "/job.json",
+		"name", "DDILOCO_EXCHANGE", "value", EXCHANGE_DIR,
+		"resources", resources(c),
+		"volumeMounts", mounts,
+		"securityContext", container_security(),
+		"volumes", volumes,
+		"securityContext", pod_security());
+	if (!podspec)
+		return NULL;
+	json_object_set_new(json_object_get(podspec, "securityContext"), "fsGroup",
+			    json_integer(IMAGE_UID));
+	if (!c->js->syncer.insecure)
+		tls_args(json_array_get(json_object_get(podspec, "initContainers"), 0));
+	pod_hardening(podspec);
+	placement(c, "learners", podspec);
+	ctr = json_array_get(json_object_get(podspec, "containers"), 0);
+	if (json_is_array(args) && json_array_size(args))
+		json_object_set(ctr, "args", args);
+	m = meta(c, name, "evaluator");
+	/* the learners' template, its "learner" container as the evaluator's */
+	tmpl = json_deep_copy(json_object_get(json_object_get(c->spec, "learners"),
+					      "template"));
+	json_array_foreach(json_object_get(json_object_get(tmpl, "spec"), "containers"),
+			   i, ctr) {
+		const char *n = json_string_value(json_object_get(ctr, "name"));
+
+		if (n && !strcmp(n, "learner"))
+			json_object_set_new(ctr, "name", json_string("evaluator"));
+		else if (n && !strcmp(n, "evaluator"))
+			json_object_set_new(ctr, "name", json_string(""));
+	}
+	pod_template_apply(m, podspec, tmpl, "evaluator");
+	json_decref(tmpl);
 	job_labels(c, m);
 	return object("v1", "Pod", m, podspec);
 }

@@ -16,6 +16,10 @@
  *   <job>-syncer       StatefulSet one replica: `ddiloco syncer`
  *   <job>-learner-<i>  Pod        container learner + native sidecar,
  *                                 shared emptyDir (medium Memory)
+ *   <job>-evaluator-0  Pod        spec.evaluator (external models): the
+ *                                 user's evaluator + a sidecar that says
+ *                                 Hello as an evaluator; as a learner pod
+ *                                 otherwise (image, template, placement)
  *
  * Every child carries the labels ddiloco.io/job and ddiloco.io/role and
  * a controller owner reference (blockOwnerDeletion) to the job. Every pod
@@ -63,6 +67,7 @@ enum child_kind {
 	CHILD_LEARNER,                /* <job>-learner-<index> */
 	CHILD_SYNCER_POD,             /* <job>-syncer-0 */
 	CHILD_TLS,                    /* <job>-tls */
+	CHILD_EVALUATOR,              /* <job>-evaluator-<index>: only 0 */
 };
 
 /*
@@ -96,7 +101,8 @@ enum child_kind {
 #define CHILD_NAME_MAX 254
 
 /*
- * Writes the name of job's child of that kind (index: learners only) into
+ * Writes the name of job's child of that kind (index: learners and the
+ * evaluator only) into
  * out (size n); 0, or -1 when it does not fit (out is then "").
  */
 int child_name(const char *job, enum child_kind kind, int index, char *out,
@@ -158,6 +164,10 @@ json_t *child_networkpolicy(const struct child_ctx *c);
  * ddiloco://<job>/syncer) and one client certificate per learner (URI
  * ddiloco://<job>/learner/<i>), as PEM under the keys
  *   ca.crt  syncer.crt  syncer.key  learner-<i>.crt  learner-<i>.key
+ * and for an external model (spec.model.kind external, whether or not
+ * spec.evaluator is set yet: the Secret is made once) the evaluator's
+ * client certificate (URI ddiloco://<job>/evaluator/0) under
+ *   evaluator-0.crt  evaluator-0.key
  * Each pod mounts only its own part (child_syncer, child_learner), and
  * the syncer and sidecars get --tls-dir TLS_DIR; with
  * spec.syncer.insecure there is no Secret, mount or flag.
@@ -166,6 +176,8 @@ json_t *child_networkpolicy(const struct child_ctx *c);
  */
 json_t *child_tls_secret(const struct child_ctx *c, struct err *e);
 json_t *child_learner(const struct child_ctx *c, int index);
+/* The evaluator's pod; NULL also when the job has no spec.evaluator. */
+json_t *child_evaluator(const struct child_ctx *c);
 
 /* "<job>-learner-<i>" → i; -1 when the name is not one of the job's. */
 int learner_index(const char *job, const char *pod);

@@ -75,6 +75,7 @@ struct jobmem {
 	char uid[64];
 	int n;
 	struct learner_mem *learners;
+	struct learner_mem evaluator; /* <job>-evaluator-0 (spec.evaluator) */
 	struct obs_progress progress;
 	double progress_at;           /* monotonic */
 	int tls;                      /* <job>-tls created, or found existing */
@@ -215,6 +216,7 @@ static struct jobmem *jobmem_get(struct op *op, const char *key,
 		m->n = n;
 		snprintf(m->uid, sizeof(m->uid), "%s", uid);
 		memset(&m->progress, 0, sizeof(m->progress));
+		memset(&m->evaluator, 0, sizeof(m->evaluator));
 		m->tls = 0;
 	}
 	if (!m && (m = calloc(1, sizeof(*m)))) {
@@ -270,6 +272,7 @@ struct pass {
 	struct err spec_err;
 	struct jobmem *m;
 	struct obs_pod *pods;
+	struct obs_pod evaluator;     /* its pod, when in.evaluator is set */
 	char syncer_reason[64], syncer_message[256];   /* why it cannot start */
 	struct exit_rule exit_rules[RC_MAX_EXIT_RULES];
 	struct rc_input in;
@@ -304,7 +307,10 @@ static int cond_true(json_t *obj, const char *type, double *since)
 	return 0;
 }
 
-static void observe_pod(const char *job, json_t *pod, struct obs_pod *p)
+/* A pod of the job's learners or its evaluator; `ctr` names the main
+ * container, whose exit code is read. */
+static void observe_pod(const char *job, json_t *pod, const char *ctr,
+			struct obs_pod *p)
 {
 	const char *phase = jget(pod, "status", "phase");
 	const char *uid = jget(pod, "metadata", "uid");
@@ -324,7 +330,7 @@ static void observe_pod(const char *job, json_t *pod, struct obs_pod *p)
 	p->delete_at = p->deleting ? fmax(0, kube_time_parse(jget(pod, "metadata",
 							  "deletionTimestamp"))) : 0;
 	p->disrupted = podcheck_disrupted(pod);
-	p->exit_code = podcheck_exit_code(pod, "learner");
+	p->exit_code = podcheck_exit_code(pod, ctr);
 	if (!podcheck_blocked(pod, p->reason, sizeof(p->reason), p->message,
 			      sizeof(p->message)))
 		p->starting = podcheck_starting(pod, p->reason, sizeof(p->reason),
@@ -474,11 +480,19 @@ static int read_job(struct op *op, const char *key, struct pass *p)
 	return 0;
 }
 
-/* The job's learner pods (its own uid's, not an older job's) -> in.pods. */
+/* The job's learner pods (its own uid's, not an older job's) -> in.pods,
+ * and its evaluator's pod -> in.evaluator. */
 static int observe_learners(struct op *op, struct pass *p)
 {
 	json_t *pods = informer_select(op->pods, p->ns, LABEL_JOB, p->name), *pod;
 	size_t i, npods = json_array_size(pods);
+	char ev[CHILD_NAME_MAX];
+
+	if (child_name(p->name, CHILD_EVALUATOR, 0, ev, sizeof(ev)))
+		ev[0] = '\0';
+	p->in.want_evaluator = !p->spec_error && p->js.evaluator.command.n > 0 &&
+			       p->js.model.kind == MODEL_EXTERNAL;
+	p->in.evaluator_mem = &p->m->evaluator;
 
 	if (!(p->pods = calloc(npods ? npods : 1, sizeof(*p->pods)))) {
 		json_decref(pods);
@@ -502,9 +516,16 @@ static int observe_learners(struct op *op, struct pass *p)
 			observe_syncer_pod(p->m, pod, clock_wall());
 		if (!ou || !p->uid || strcmp(ou, p->uid))
 			continue;   /* an older job's pod, or the syncer's */
+		if (role && !strcmp(role, "evaluator") && !strcmp(ev,
+		    jget(pod, "metadata", "name") ? jget(pod, "metadata", "name") : "")) {
+			observe_pod(p->name, pod, "evaluator", &p->evaluator);
+			p->evaluator.index = 0;
+			p->in.evaluator = &p->evaluator;
+			continue;
+		}
 		if (!role || strcmp(role, "learner"))
 			continue;
-		observe_pod(p->name, pod, &p->pods[p->in.npods++]);
+		observe_pod(p->name, pod, "learner", &p->pods[p->in.npods++]);
 	}
 	json_decref(pods);
 	p->in.pods = p->pods;
@@ -523,6 +544,9 @@ static void observe_replacements(struct op *op, struct pass *p)
 		if (lm->create_sent > 0 && lm->create_uid[0])
 			lm->create_gone = informer_deleted(op->pods, lm->create_uid);
 	}
+	if (p->m->evaluator.create_sent > 0 && p->m->evaluator.create_uid[0])
+		p->m->evaluator.create_gone = informer_deleted(op->pods,
+						p->m->evaluator.create_uid);
 }
 
 static int cached(struct informer *inf, const char *ns, const char *job,
@@ -813,7 +837,9 @@ static int event_repeated(struct jobmem *m, const char *reason, const char *msg)
 static int apply_learner(struct worker *w, struct pass *p, int index,
 			 const char *name, json_t *obj, struct err *e)
 {
-	struct learner_mem *lm = &p->m->learners[index];
+	/* index -1: the evaluator */
+	struct learner_mem *lm = index < 0 ? &p->m->evaluator :
+				 &p->m->learners[index];
 	json_t *pod = NULL;
 	const char *uid;
 
@@ -840,6 +866,8 @@ static const struct {
 	[ACT_DELETE_SYNCER] = { "/apis/apps/v1", "statefulsets", CHILD_SYNCER },
 	[ACT_APPLY_LEARNER] = { "/api/v1", "pods", CHILD_LEARNER },
 	[ACT_DELETE_LEARNER] = { "/api/v1", "pods", CHILD_LEARNER },
+	[ACT_APPLY_EVALUATOR] = { "/api/v1", "pods", CHILD_EVALUATOR },
+	[ACT_DELETE_EVALUATOR] = { "/api/v1", "pods", CHILD_EVALUATOR },
 };
 
 static json_t *build_child(const struct child_ctx *c, const struct rc_action *a)
@@ -857,6 +885,8 @@ static json_t *build_child(const struct child_ctx *c, const struct rc_action *a)
 		return child_syncer(c);
 	case ACT_APPLY_LEARNER:
 		return child_learner(c, a->index);
+	case ACT_APPLY_EVALUATOR:
+		return child_evaluator(c);
 	default:
 		return NULL;
 	}
@@ -889,11 +919,13 @@ static int act(struct worker *w, struct pass *p, const struct rc_action *a,
 	if (a->kind == ACT_DELETE_SYNCER)
 		return delete_obj(w, targets[a->kind].api, targets[a->kind].res, p->ns,
 				  name, NULL, -1, e);
-	if (a->kind == ACT_DELETE_LEARNER)
+	if (a->kind == ACT_DELETE_LEARNER || a->kind == ACT_DELETE_EVALUATOR)
 		return delete_obj(w, targets[a->kind].api, targets[a->kind].res, p->ns,
 				  name, a->uid, a->force ? 0 : -1, e);
 	if (a->kind == ACT_APPLY_LEARNER)
 		return apply_learner(w, p, a->index, name, build_child(&c, a), e);
+	if (a->kind == ACT_APPLY_EVALUATOR)
+		return apply_learner(w, p, -1, name, build_child(&c, a), e);
 	if (a->kind == ACT_CREATE_TLS)
 		return create_tls(w, p, &c, e);
 	return apply(w, targets[a->kind].api, targets[a->kind].res, p->ns, name,
@@ -908,7 +940,8 @@ static void undo_failed(struct worker *w, struct pass *p,
 
 	snprintf(msg, sizeof(msg), "%.*s", (int)sizeof(msg) - 1, why);
 	if (a->kind != ACT_DELETE_JOB && a->kind != ACT_EVENT &&
-	    a->kind != ACT_DELETE_LEARNER && a->kind != ACT_DELETE_SYNCER) {
+	    a->kind != ACT_DELETE_LEARNER && a->kind != ACT_DELETE_SYNCER &&
+	    a->kind != ACT_DELETE_EVALUATOR) {
 		char now[48];
 
 		kube_time_now(now, sizeof(now), 0);
@@ -921,6 +954,11 @@ static void undo_failed(struct worker *w, struct pass *p,
 		p->m->learners[a->index].create_sent = 0;
 		if (a->recreate)
 			p->m->learners[a->index].restarts--;
+	}
+	if (a->kind == ACT_APPLY_EVALUATOR) {
+		p->m->evaluator.create_sent = 0;
+		if (a->recreate)
+			p->m->evaluator.restarts--;
 	}
 }
 
@@ -1089,7 +1127,8 @@ static void *work(void *arg)
 static const char *kind_names[] = {
 	"apply_configmap", "apply_service", "apply_networkpolicy", "create_tls",
 	"apply_pvc", "apply_syncer",
-	"delete_syncer", "apply_learner", "delete_learner", "delete_job", "event",
+	"delete_syncer", "apply_learner", "delete_learner", "apply_evaluator",
+	"delete_evaluator", "delete_job", "event",
 };
 
 #define M(name) "ddiloco_operator_" name

@@ -131,15 +131,28 @@ static void delete_pod(struct rc_output *o, const struct obs_pod *p)
 		snprintf(a->uid, sizeof(a->uid), "%s", p->uid);
 }
 
+static void delete_evaluator(struct rc_output *o, const struct obs_pod *p)
+{
+	struct rc_action *a = act(o, ACT_DELETE_EVALUATOR, 0);
+
+	if (a)
+		snprintf(a->uid, sizeof(a->uid), "%s", p->uid);
+}
+
 /* Stops what still runs: terminal and suspended jobs. */
 static void stop_all(const struct rc_input *in, struct rc_output *o)
 {
+	const struct obs_pod *ev = in->evaluator;
+
 	for (int i = 0; i < in->npods; i++)
 		if (!in->pods[i].deleting &&
 		    (in->pods[i].state == POD_PENDING ||
 		     in->pods[i].state == POD_RUNNING ||
 		     in->spec->suspend))
 			delete_pod(o, &in->pods[i]);
+	if (ev && !ev->deleting && (ev->state == POD_PENDING ||
+				    ev->state == POD_RUNNING || in->spec->suspend))
+		delete_evaluator(o, ev);
 	if (in->statefulset)
 		act(o, ACT_DELETE_SYNCER, -1);
 }
@@ -322,6 +335,100 @@ static void learners(const struct rc_input *in, struct learner_mem *mem,
 		      "learner %d recreated (restart %d, backoff %.0fs)", i,
 		      m->restarts, rc_backoff(m->fails));
 	}
+}
+
+/*
+ * The evaluator's pod (reconcile.h): as a learner's in learners(), but an
+ * end of any kind is only a recreation, never a failure of the job.
+ */
+static void evaluator(const struct rc_input *in, struct rc_output *o)
+{
+	const struct obs_pod *p = in->evaluator;
+	struct learner_mem *m = in->evaluator_mem;
+	struct rc_action *ra;
+	double wait;
+
+	if (!m)
+		return;
+	if (!in->want_evaluator) {
+		if (p && !p->deleting)
+			delete_evaluator(o, p);   /* spec.evaluator removed */
+		return;
+	}
+	if (p) {
+		m->create_sent = 0;
+		m->create_uid[0] = '\0';
+		m->create_gone = 0;
+		m->seen = 1;
+		if (p->deleting) {
+			if (p->delete_at > 0 &&
+			    in->now - p->delete_at >= RC_FORCE_DELETE_SECONDS) {
+				if ((ra = act(o, ACT_DELETE_EVALUATOR, 0))) {
+					snprintf(ra->uid, sizeof(ra->uid), "%s", p->uid);
+					ra->force = 1;
+				}
+			} else if (p->delete_at > 0) {
+				requeue(o, p->delete_at + RC_FORCE_DELETE_SECONDS - in->now);
+			}
+			return;
+		}
+		if (p->state == POD_FAILED || p->state == POD_SUCCEEDED) {
+			delete_evaluator(o, p);
+			/* once per pod: it stays ended until the delete shows */
+			if (strcmp(m->failed_uid, p->uid)) {
+				event(o, p->state == POD_FAILED && !p->disrupted,
+				      "EvaluatorEnded", "evaluator 0 %s (exit code %d): "
+				      "pod deleted, to be recreated (not counted toward "
+				      "backoffLimit)", p->state == POD_FAILED ?
+				      "failed" : "exited", p->exit_code);
+				snprintf(m->failed_uid, sizeof(m->failed_uid), "%s",
+					 p->uid);
+			}
+			return;
+		}
+		if (p->ready && p->ready_since > 0 &&
+		    in->now - p->ready_since >= RC_STABLE_SECONDS)
+			m->fails = 0;
+		return;
+	}
+	if (m->create_sent > 0 && m->create_gone) {
+		m->create_sent = 0;
+		m->create_uid[0] = '\0';
+		m->create_gone = 0;
+		m->seen = 1;
+	}
+	if (m->create_sent > 0) {
+		double age = in->now - m->create_sent;
+
+		if (age < RC_EXPECT_SECONDS) {
+			requeue(o, RC_EXPECT_SECONDS - age);
+			return;
+		}
+		act(o, ACT_APPLY_EVALUATOR, 0);
+		m->create_sent = in->now;
+		return;
+	}
+	if (!m->seen) {   /* a first creation, or after a resume */
+		act(o, ACT_APPLY_EVALUATOR, 0);
+		m->create_sent = in->now;
+		return;
+	}
+	if (m->not_before == 0) {
+		m->fails++;
+		m->not_before = in->now + rc_backoff(m->fails);
+	}
+	wait = m->not_before - in->now;
+	if (wait > 0) {
+		requeue(o, wait);
+		return;
+	}
+	m->restarts++;
+	m->not_before = 0;
+	if ((ra = act(o, ACT_APPLY_EVALUATOR, 0)))
+		ra->recreate = 1;
+	m->create_sent = in->now;
+	event(o, 0, "EvaluatorRecreated", "evaluator 0 recreated (restart %d, "
+	      "backoff %.0fs)", m->restarts, rc_backoff(m->fails));
 }
 
 /*
@@ -625,6 +732,11 @@ int reconcile(const struct rc_input *in, struct learner_mem *mem,
 			mem[i].create_sent = 0;
 			mem[i].seen = 0;   /* resumed pods are not restarts */
 		}
+		if (in->evaluator_mem) {
+			in->evaluator_mem->not_before = 0;
+			in->evaluator_mem->create_sent = 0;
+			in->evaluator_mem->seen = 0;
+		}
 		goto out;
 	}
 	if (o->phase == PHASE_SUSPENDED) {
@@ -675,6 +787,7 @@ int reconcile(const struct rc_input *in, struct learner_mem *mem,
 		finish(in, o, PHASE_FAILED, "PodFailurePolicy", msg, now);
 		goto out;
 	}
+	evaluator(in, o);
 
 	if (!(o->conds[COND_CREATED].set && o->conds[COND_CREATED].status)) {
 		int all = in->configmap && in->service && in->netpol &&

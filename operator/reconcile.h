@@ -18,6 +18,15 @@
  *                       learner pod is deleted, a missing one recreated
  *                       after its own backoff; the others are left alone
  *
+ * The evaluator (spec.evaluator, an external model's; docs/operator.md,
+ * "What the operator creates") is made with the learners and kept while
+ * the job runs: its pod ended (Failed or Succeeded) is deleted and
+ * recreated after the same backoff as a learner's (rc_backoff), with an
+ * Event; it never fails the job, never counts toward backoffLimit,
+ * quorum, PodsReady or the job's success (it does not train). It is
+ * deleted with the learners at the end and on suspend, and when
+ * spec.evaluator is gone.
+ *
  * A learner is recreated only once its old pod is gone from the cache
  * (the DELETED event): a pod with a deletionTimestamp still holds the
  * name and blocks its replacement. One still there RC_FORCE_DELETE_SECONDS
@@ -211,6 +220,11 @@ struct rc_input {
 	double syncer_created;
 	int pending_timeout;          /* failurePolicy.pendingTimeoutSeconds */
 	struct obs_progress progress; /* now, or the last in status */
+	int want_evaluator;           /* spec.evaluator of an external model */
+	const struct obs_pod *evaluator;   /* <job>-evaluator-0, or NULL */
+	struct learner_mem *evaluator_mem; /* the operator's memory of it,
+				       * updated in place as mem; NULL: none
+				       * (failures stays 0: never counted) */
 };
 
 enum rc_kind {
@@ -218,14 +232,16 @@ enum rc_kind {
 	ACT_APPLY_PVC,
 	ACT_APPLY_SYNCER, ACT_DELETE_SYNCER,
 	ACT_APPLY_LEARNER, ACT_DELETE_LEARNER,
+	ACT_APPLY_EVALUATOR, ACT_DELETE_EVALUATOR,
 	ACT_DELETE_JOB, ACT_EVENT
 };
 
 struct rc_action {
 	enum rc_kind kind;
-	int index;                    /* learner */
+	int index;                    /* learner, or evaluator (0) */
 	char uid[64];                 /* delete precondition */
-	int recreate;                 /* apply of a learner that existed before */
+	int recreate;                 /* apply of a learner or the evaluator
+				       * that existed before */
 	int retain;                   /* apply of the claim without an owner */
 	int force;                    /* delete with grace period 0 */
 	int warning;                  /* event type Warning, else Normal */

@@ -26,6 +26,8 @@ struct fx {
 	struct rc_input in;
 	struct learner_mem mem[8];
 	struct obs_pod pods[8];
+	struct learner_mem ev_mem;
+	struct obs_pod ev;
 	struct rc_output out;
 };
 
@@ -1314,6 +1316,264 @@ static void test_tls_secret_created_before_pods(void **state)
 	rc_output_release(&f.out);
 }
 
+/* A job with spec.evaluator (an external model's), and its pod Running. */
+static void with_evaluator(struct fx *f)
+{
+	f->js.model.kind = MODEL_EXTERNAL;
+	f->js.evaluator.command.n = 1;
+	snprintf(f->js.evaluator.command.buf, sizeof(f->js.evaluator.command.buf),
+		 "python3");
+	f->in.want_evaluator = 1;
+	f->in.evaluator_mem = &f->ev_mem;
+	f->ev.index = 0;
+	snprintf(f->ev.uid, sizeof(f->ev.uid), "ev-uid-1");
+	f->ev.state = POD_RUNNING;
+	f->ev.ready = 1;
+	f->ev.ready_since = NOW - 100;
+	f->ev.exit_code = -1;
+}
+
+static int failures_total(const struct fx *f)
+{
+	int n = 0;
+
+	for (int i = 0; i < f->js.learners.replicas; i++)
+		n += f->mem[i].failures;
+	return n;
+}
+
+/* Made with the learners when asked, and only then; once seen, left alone. */
+static void test_evaluator_created_when_asked(void **state)
+{
+	struct fx f;
+	const struct rc_action *a;
+
+	(void)state;
+	/* no spec.evaluator: no evaluator pod */
+	setup_fx(&f, 2);
+	f.in.evaluator_mem = &f.ev_mem;
+	assert_int_equal(reconcile(&f.in, f.mem, &f.out), 0);
+	assert_int_equal(count(&f.out, ACT_APPLY_LEARNER), 2);
+	assert_int_equal(count(&f.out, ACT_APPLY_EVALUATOR), 0);
+	assert_int_equal(count(&f.out, ACT_DELETE_EVALUATOR), 0);
+	rc_output_release(&f.out);
+
+	/* a new job with one: made in the first pass, as a first creation */
+	setup_fx(&f, 2);
+	with_evaluator(&f);
+	assert_int_equal(reconcile(&f.in, f.mem, &f.out), 0);
+	assert_int_equal(count(&f.out, ACT_APPLY_EVALUATOR), 1);
+	a = find(&f.out, ACT_APPLY_EVALUATOR);
+	assert_int_equal(a->index, 0);
+	assert_int_equal(a->recreate, 0);
+	/* after the Secret it mounts */
+	assert_true(find(&f.out, ACT_CREATE_TLS) < a);
+	assert_true(f.ev_mem.create_sent == NOW);
+	assert_int_equal(f.ev_mem.restarts, 0);
+	assert_null(find_event(&f.out, "EvaluatorRecreated"));
+	rc_output_release(&f.out);
+	/* the cache has not caught up: not made twice */
+	f.in.now = NOW + 1;
+	assert_int_equal(reconcile(&f.in, f.mem, &f.out), 0);
+	assert_int_equal(count(&f.out, ACT_APPLY_EVALUATOR), 0);
+	assert_true(f.out.requeue_after > 0 && f.out.requeue_after <= RC_EXPECT_SECONDS);
+	rc_output_release(&f.out);
+
+	/* a running job with its evaluator Running: nothing to do, and it
+	 * is not a learner (ready, total and PodsReady count learners) */
+	setup_fx(&f, 2);
+	running(&f);
+	with_evaluator(&f);
+	f.in.evaluator = &f.ev;
+	assert_int_equal(reconcile(&f.in, f.mem, &f.out), 0);
+	assert_int_equal(f.out.nacts, 0);
+	assert_int_equal(f.out.ready, 2);
+	assert_int_equal(f.out.total, 2);
+	assert_int_equal(f.out.phase, PHASE_RUNNING);
+	assert_int_equal(f.ev_mem.seen, 1);
+	rc_output_release(&f.out);
+	/* an operator restart (memory lost) with the pod gone: made again
+	 * without counting a restart */
+	memset(&f.ev_mem, 0, sizeof(f.ev_mem));
+	f.in.evaluator = NULL;
+	assert_int_equal(reconcile(&f.in, f.mem, &f.out), 0);
+	assert_int_equal(count(&f.out, ACT_APPLY_EVALUATOR), 1);
+	assert_int_equal(f.ev_mem.restarts, 0);
+	rc_output_release(&f.out);
+	/* spec.evaluator gone: its pod goes */
+	f.in.evaluator = &f.ev;
+	f.in.want_evaluator = 0;
+	assert_int_equal(reconcile(&f.in, f.mem, &f.out), 0);
+	assert_int_equal(count(&f.out, ACT_DELETE_EVALUATOR), 1);
+	assert_string_equal(find(&f.out, ACT_DELETE_EVALUATOR)->uid, "ev-uid-1");
+	assert_int_equal(count(&f.out, ACT_APPLY_EVALUATOR), 0);
+	rc_output_release(&f.out);
+}
+
+/*
+ * An evaluator that ends (Failed or Succeeded) while the job runs is
+ * deleted and recreated after the learners' backoff, with Events; the
+ * job's failures, backoffLimit and phase are not touched.
+ */
+static void test_evaluator_recreated_not_counted(void **state)
+{
+	struct fx f;
+	const struct rc_action *a;
+
+	(void)state;
+	setup_fx(&f, 2);
+	running(&f);
+	with_evaluator(&f);
+	f.in.backoff_limit = 0;           /* one counted failure would fail it */
+	f.in.evaluator = &f.ev;
+	f.ev.state = POD_FAILED;
+	f.ev.ready = 0;
+	f.ev.exit_code = 3;
+	f.ev_mem.seen = 1;
+	assert_int_equal(reconcile(&f.in, f.mem, &f.out), 0);
+	assert_int_equal(count(&f.out, ACT_DELETE_EVALUATOR), 1);
+	a = find(&f.out, ACT_DELETE_EVALUATOR);
+	assert_string_equal(a->uid, "ev-uid-1");
+	assert_int_equal(a->force, 0);
+	assert_int_equal(count(&f.out, ACT_DELETE_LEARNER), 0);
+	a = find_event(&f.out, "EvaluatorEnded");
+	assert_non_null(a);
+	assert_int_equal(a->warning, 1);
+	assert_non_null(strstr(a->message, "exit code 3"));
+	assert_int_equal(f.out.phase, PHASE_RUNNING);
+	assert_false(f.out.conds[COND_FAILED].set);
+	assert_int_equal(failures_total(&f), 0);
+	assert_int_equal(f.ev_mem.failures, 0);
+	rc_output_release(&f.out);
+	/* still Failed in the cache: deleted again, the Event not repeated */
+	f.in.now = NOW + 1;
+	assert_int_equal(reconcile(&f.in, f.mem, &f.out), 0);
+	assert_int_equal(count(&f.out, ACT_DELETE_EVALUATOR), 1);
+	assert_null(find_event(&f.out, "EvaluatorEnded"));
+	rc_output_release(&f.out);
+
+	/* gone: the first recreation has no backoff */
+	f.in.evaluator = NULL;
+	f.in.now = NOW + 2;
+	assert_int_equal(reconcile(&f.in, f.mem, &f.out), 0);
+	assert_int_equal(count(&f.out, ACT_APPLY_EVALUATOR), 1);
+	assert_int_equal(find(&f.out, ACT_APPLY_EVALUATOR)->recreate, 1);
+	assert_non_null(find_event(&f.out, "EvaluatorRecreated"));
+	assert_non_null(strstr(find_event(&f.out, "EvaluatorRecreated")->message,
+			       "restart 1"));
+	assert_int_equal(f.ev_mem.restarts, 1);
+	assert_int_equal(f.ev_mem.fails, 1);
+	assert_int_equal(f.out.phase, PHASE_RUNNING);
+	assert_int_equal(failures_total(&f), 0);
+	rc_output_release(&f.out);
+
+	/* the new pod exits 0 soon after: ended, not a warning ... */
+	f.in.evaluator = &f.ev;
+	snprintf(f.ev.uid, sizeof(f.ev.uid), "ev-uid-2");
+	f.ev.state = POD_SUCCEEDED;
+	f.ev.exit_code = 0;
+	f.in.now = NOW + 3;
+	assert_int_equal(reconcile(&f.in, f.mem, &f.out), 0);
+	assert_int_equal(count(&f.out, ACT_DELETE_EVALUATOR), 1);
+	assert_string_equal(find(&f.out, ACT_DELETE_EVALUATOR)->uid, "ev-uid-2");
+	assert_int_equal(find_event(&f.out, "EvaluatorEnded")->warning, 0);
+	/* ... and the job does not succeed for it */
+	assert_int_equal(f.out.phase, PHASE_RUNNING);
+	rc_output_release(&f.out);
+	/* ... and the second recreation waits rc_backoff(2) = 1 s */
+	f.in.evaluator = NULL;
+	f.in.now = NOW + 4;
+	assert_int_equal(reconcile(&f.in, f.mem, &f.out), 0);
+	assert_int_equal(count(&f.out, ACT_APPLY_EVALUATOR), 0);
+	assert_true(fabs(f.out.requeue_after - 1.0) < 1e-9);
+	rc_output_release(&f.out);
+	f.in.now = NOW + 5;
+	assert_int_equal(reconcile(&f.in, f.mem, &f.out), 0);
+	assert_int_equal(count(&f.out, ACT_APPLY_EVALUATOR), 1);
+	assert_int_equal(f.ev_mem.restarts, 2);
+	assert_int_equal(failures_total(&f), 0);
+	assert_int_equal(f.out.phase, PHASE_RUNNING);
+	rc_output_release(&f.out);
+
+	/* a pod stuck terminating past its grace period: deleted with grace 0 */
+	f.in.evaluator = &f.ev;
+	f.ev.state = POD_RUNNING;
+	f.ev.deleting = 1;
+	f.ev.delete_at = f.in.now - RC_FORCE_DELETE_SECONDS - 1;
+	assert_int_equal(reconcile(&f.in, f.mem, &f.out), 0);
+	assert_int_equal(count(&f.out, ACT_DELETE_EVALUATOR), 1);
+	assert_int_equal(find(&f.out, ACT_DELETE_EVALUATOR)->force, 1);
+	assert_int_equal(count(&f.out, ACT_APPLY_EVALUATOR), 0);
+	rc_output_release(&f.out);
+}
+
+/* Deleted with the job's other pods at its end and on suspend. */
+static void test_evaluator_deleted_at_end_and_on_suspend(void **state)
+{
+	struct fx f;
+
+	(void)state;
+	/* suspend: deleted; resumed: made again, not as a restart */
+	setup_fx(&f, 2);
+	running(&f);
+	with_evaluator(&f);
+	f.in.evaluator = &f.ev;
+	f.ev_mem.seen = 1;
+	f.js.suspend = 1;
+	assert_int_equal(reconcile(&f.in, f.mem, &f.out), 0);
+	assert_int_equal(count(&f.out, ACT_DELETE_LEARNER), 2);
+	assert_int_equal(count(&f.out, ACT_DELETE_EVALUATOR), 1);
+	assert_string_equal(find(&f.out, ACT_DELETE_EVALUATOR)->uid, "ev-uid-1");
+	assert_int_equal(count(&f.out, ACT_APPLY_EVALUATOR), 0);
+	assert_int_equal(f.out.phase, PHASE_SUSPENDED);
+	assert_int_equal(f.ev_mem.seen, 0);
+	rc_output_release(&f.out);
+	/* suspended with no pod left: nothing is made */
+	f.in.phase = PHASE_SUSPENDED;
+	f.in.npods = 0;
+	f.in.evaluator = NULL;
+	f.in.statefulset = 0;
+	assert_int_equal(reconcile(&f.in, f.mem, &f.out), 0);
+	assert_int_equal(count(&f.out, ACT_APPLY_EVALUATOR), 0);
+	assert_int_equal(count(&f.out, ACT_DELETE_EVALUATOR), 0);
+	rc_output_release(&f.out);
+	f.js.suspend = 0;
+	assert_int_equal(reconcile(&f.in, f.mem, &f.out), 0);
+	assert_int_equal(count(&f.out, ACT_APPLY_EVALUATOR), 1);
+	assert_int_equal(find(&f.out, ACT_APPLY_EVALUATOR)->recreate, 0);
+	assert_int_equal(f.ev_mem.restarts, 0);
+	rc_output_release(&f.out);
+
+	/* the budget reached: the job succeeds and its evaluator goes */
+	setup_fx(&f, 2);
+	running(&f);
+	with_evaluator(&f);
+	f.in.evaluator = &f.ev;
+	f.in.progress.have = 1;
+	f.in.progress.done = 1;
+	assert_int_equal(reconcile(&f.in, f.mem, &f.out), 0);
+	assert_int_equal(f.out.phase, PHASE_SUCCEEDED);
+	assert_int_equal(count(&f.out, ACT_DELETE_EVALUATOR), 1);
+	assert_int_equal(count(&f.out, ACT_APPLY_EVALUATOR), 0);
+	rc_output_release(&f.out);
+	/* terminal: one still running is stopped, one that ended is kept
+	 * (its log), none is made */
+	f.in.phase = PHASE_FAILED;
+	f.in.progress.done = 0;
+	f.in.completion_time = NOW - 5;
+	assert_int_equal(reconcile(&f.in, f.mem, &f.out), 0);
+	assert_int_equal(count(&f.out, ACT_DELETE_EVALUATOR), 1);
+	rc_output_release(&f.out);
+	f.ev.state = POD_SUCCEEDED;
+	assert_int_equal(reconcile(&f.in, f.mem, &f.out), 0);
+	assert_int_equal(count(&f.out, ACT_DELETE_EVALUATOR), 0);
+	rc_output_release(&f.out);
+	f.in.evaluator = NULL;
+	assert_int_equal(reconcile(&f.in, f.mem, &f.out), 0);
+	assert_int_equal(count(&f.out, ACT_APPLY_EVALUATOR), 0);
+	rc_output_release(&f.out);
+}
+
 static void test_deleting_job_does_nothing(void **state)
 {
 	struct fx f;
@@ -1883,9 +2143,18 @@ static void test_networkpolicy_manifest(void **state)
 							 "policyTypes")), 1);
 	ing = json_object_get(json_object_get(np, "spec"), "ingress");
 	assert_int_equal(json_array_size(ing), 2);
-	/* gRPC: the job's learners, same namespace (no namespaceSelector) */
+	/* gRPC: the job's learners and its evaluator, same namespace (no
+	 * namespaceSelector) */
+	peer = json_array_get(json_object_get(json_array_get(ing, 0), "from"), 1);
+	assert_int_equal(json_array_size(json_object_get(json_array_get(ing, 0), "from")), 2);
+	assert_null(json_object_get(peer, "namespaceSelector"));
+	assert_int_equal(json_object_size(json_object_get(json_object_get(peer,
+		"podSelector"), "matchLabels")), 2);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(json_object_get(
+		peer, "podSelector"), "matchLabels"), LABEL_JOB)), "demo");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(json_object_get(
+		peer, "podSelector"), "matchLabels"), LABEL_ROLE)), "evaluator");
 	peer = json_array_get(json_object_get(json_array_get(ing, 0), "from"), 0);
-	assert_int_equal(json_array_size(json_object_get(json_array_get(ing, 0), "from")), 1);
 	assert_null(json_object_get(peer, "namespaceSelector"));
 	assert_string_equal(json_string_value(json_object_get(json_object_get(json_object_get(
 		peer, "podSelector"), "matchLabels"), LABEL_JOB)), "demo");
@@ -2087,6 +2356,144 @@ static void test_tls_secret_and_mounts(void **state)
 	sample_close(&s);
 }
 
+/*
+ * The evaluator's pod (spec.evaluator): the user's command in the main
+ * container, a sidecar that says Hello as evaluator 0 with its own
+ * certificate, the learners' image, resources, placement and template,
+ * restricted like every pod; and its certificate in the Secret of an
+ * external job.
+ */
+static void test_evaluator_pod_manifest(void **state)
+{
+	struct sample s;
+	json_t *spec, *l, *pod, *ps, *init, *c, *sec, *sd;
+	struct err e;
+	struct pki_id id;
+	char items[256];
+	json_error_t je;
+
+	(void)state;
+	sample_open(&s, "ops");
+	/* no spec.evaluator: no pod */
+	assert_null(child_evaluator(&s.c));
+	spec = json_object_get(s.job, "spec");
+	l = json_object_get(spec, "learners");
+	json_object_set_new(spec, "evaluator", json_pack("{s:[s], s:[s, s]}",
+		"command", "python3", "args", "external.py", "--evaluate"));
+	json_object_set_new(l, "template", json_loads(
+		"{\"metadata\":{\"labels\":{\"team\":\"nlp\"}},"
+		" \"spec\":{\"priorityClassName\":\"training\","
+		"  \"containers\":[{\"name\":\"learner\","
+		"   \"env\":[{\"name\":\"HF_HOME\",\"value\":\"/cache\"}],"
+		"   \"resources\":{\"limits\":{\"google.com/tpu\":\"4\"}}}]}}", 0, &je));
+	pod = child_evaluator(&s.c);
+	assert_non_null(pod);
+	assert_string_equal(path_str(pod, "kind"), "Pod");
+	assert_string_equal(path_str(pod, "metadata.name"), "demo-evaluator-0");
+	assert_string_equal(path_str(pod, "metadata.namespace"), "team");
+	assert_string_equal(label_of(json_object_get(pod, "metadata"), LABEL_ROLE), "evaluator");
+	assert_string_equal(label_of(json_object_get(pod, "metadata"), LABEL_JOB), "demo");
+	assert_null(label_of(json_object_get(pod, "metadata"), LABEL_INDEX));
+	assert_string_equal(label_of(json_object_get(pod, "metadata"), "team"), "nlp");
+	assert_string_equal(path_str(pod, "metadata.ownerReferences.0.uid"), "u-1");
+	assert_true(json_is_true(json_object_get(json_array_get(json_object_get(
+		json_object_get(pod, "metadata"), "ownerReferences"), 0), "controller")));
+	ps = json_object_get(pod, "spec");
+	assert_string_equal(path_str(ps, "restartPolicy"), "Never");
+	assert_string_equal(path_str(ps, "priorityClassName"), "training");
+	assert_string_equal(path_str(ps, "nodeSelector.pool"), "a");
+	assert_string_equal(path_str(ps, "tolerations.0.key"), "kwok");
+	/* the sidecar: an evaluator's Hello, index 0, the syncer's address */
+	assert_int_equal(json_array_size(json_object_get(ps, "initContainers")), 1);
+	init = json_array_get(json_object_get(ps, "initContainers"), 0);
+	assert_string_equal(path_str(init, "name"), "sidecar");
+	assert_string_equal(path_str(init, "restartPolicy"), "Always");
+	assert_string_equal(path_str(init, "image"), "ddiloco:test");
+	{
+		const char *want[] = { "ddiloco", "sidecar", "--job", "/etc/ddiloco/job.json",
+				       "--evaluator", "--learner", "0", "--exchange",
+				       EXCHANGE_DIR, "--syncer",
+				       "demo-syncer-0.demo-syncer.team.svc:7070", "--http",
+				       "0.0.0.0:9090", "--tls-dir", TLS_DIR };
+		json_t *cmd = json_object_get(init, "command");
+
+		assert_int_equal(json_array_size(cmd), 15);
+		for (size_t i = 0; i < 15; i++)
+			assert_string_equal(json_string_value(json_array_get(cmd, i)), want[i]);
+	}
+	/* the user's evaluator with the learners' image and resources */
+	assert_int_equal(json_array_size(json_object_get(ps, "containers")), 1);
+	c = json_array_get(json_object_get(ps, "containers"), 0);
+	assert_string_equal(path_str(c, "name"), "evaluator");
+	assert_string_equal(path_str(c, "image"), "ddiloco:test");
+	assert_string_equal(path_str(c, "imagePullPolicy"), "Never");
+	assert_int_equal(json_array_size(json_object_get(c, "command")), 1);
+	assert_string_equal(path_str(c, "command.0"), "python3");
+	assert_int_equal(json_array_size(json_object_get(c, "args")), 2);
+	assert_string_equal(path_str(c, "args.0"), "external.py");
+	assert_string_equal(path_str(c, "args.1"), "--evaluate");
+	assert_string_equal(path_str(c, "env.0.name"), "DDILOCO_EVALUATOR_ID");
+	assert_string_equal(path_str(c, "env.0.value"), "0");
+	assert_string_equal(path_str(c, "env.1.name"), "DDILOCO_JOB_FILE");
+	assert_string_equal(path_str(c, "env.1.value"), "/etc/ddiloco/job.json");
+	assert_string_equal(path_str(c, "env.2.name"), "DDILOCO_EXCHANGE");
+	assert_string_equal(path_str(c, "env.2.value"), EXCHANGE_DIR);
+	/* the template's "learner" container merged into it */
+	assert_string_equal(path_str(c, "env.3.name"), "HF_HOME");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(json_object_get(c,
+		"resources"), "limits"), "google.com/tpu")), "4");
+	assert_string_equal(path_str(c, "resources.requests.cpu"), "2");
+	assert_string_equal(mount_of(c, "spec"), SPEC_DIR);
+	assert_null(mount_of(c, "tls"));
+	/* its own certificate, the sidecar's alone */
+	items_text(volume_named(ps, "tls"), items, sizeof(items));
+	assert_string_equal(items, "ca.crt>ca.crt evaluator-0.crt>tls.crt evaluator-0.key>tls.key");
+	assert_string_equal(path_str(volume_named(ps, "tls"), "secret.secretName"), "demo-tls");
+	assert_string_equal(mount_of(init, "tls"), TLS_DIR);
+	assert_string_equal(path_str(volume_named(ps, "exchange"), "emptyDir.medium"), "Memory");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(
+		ps, "securityContext"), "fsGroup")), 65532);
+	assert_restricted(ps);
+	assert_true(json_is_false(json_object_get(ps, "enableServiceLinks")));
+	json_decref(pod);
+
+	/* insecure: no certificate, no flag */
+	s.js.syncer.insecure = 1;
+	pod = child_evaluator(&s.c);
+	ps = json_object_get(pod, "spec");
+	assert_null(volume_named(ps, "tls"));
+	assert_string_equal(last_args(json_array_get(json_object_get(ps, "initContainers"), 0)),
+			    "--http 0.0.0.0:9090");
+	assert_restricted(ps);
+	json_decref(pod);
+	s.js.syncer.insecure = 0;
+
+	/* the Secret of an external job: evaluator 0's client certificate */
+	s.js.model.kind = MODEL_EXTERNAL;
+	sec = child_tls_secret(&s.c, &e);
+	assert_non_null(sec);
+	sd = json_object_get(sec, "stringData");
+	assert_int_equal(json_object_size(sd), 9);
+	assert_int_equal(pki_verify(json_string_value(json_object_get(sd, "ca.crt")),
+				    json_string_value(json_object_get(sd, "evaluator-0.crt")),
+				    &e), 0);
+	assert_int_equal(pki_check_pair(json_string_value(json_object_get(sd, "evaluator-0.crt")),
+					json_string_value(json_object_get(sd, "evaluator-0.key")),
+					&e), 0);
+	assert_int_equal(pki_cert_id(json_string_value(json_object_get(sd, "evaluator-0.crt")),
+				     &id, &e), 0);
+	assert_string_equal(id.job, "demo");
+	assert_int_equal(id.role, PKI_ROLE_EVALUATOR);
+	assert_int_equal(id.learner, 0);
+	json_decref(sec);
+	/* a GPT job's has none (test_tls_secret_and_mounts: 7 keys) */
+	s.js.model.kind = MODEL_GPT;
+	sec = child_tls_secret(&s.c, &e);
+	assert_null(json_object_get(json_object_get(sec, "stringData"), "evaluator-0.crt"));
+	json_decref(sec);
+	sample_close(&s);
+}
+
 /* More learners than one Secret holds: refused, with the reason. */
 static void test_tls_secret_too_big(void **state)
 {
@@ -2132,6 +2539,16 @@ static void test_child_names(void **state)
 	assert_int_equal(learner_index("demo", name), 12);
 	assert_int_equal(child_name("demo", CHILD_SYNCER_POD, 0, name, sizeof(name)), 0);
 	assert_string_equal(name, "demo-syncer-0");
+	assert_int_equal(child_name("demo", CHILD_EVALUATOR, 0, name, sizeof(name)), 0);
+	assert_string_equal(name, "demo-evaluator-0");
+	assert_int_equal(learner_index("demo", name), -1);
+	/* the longest job name the CRD allows (docs/operator.md, Names): its
+	 * evaluator's pod name is a label value and a hostname (<= 63) */
+	memset(long_job, 'a', 45);
+	long_job[45] = '\0';
+	assert_int_equal(child_name(long_job, CHILD_EVALUATOR, 0, name, sizeof(name)), 0);
+	assert_true(strlen(name) <= 63);
+	assert_int_equal(strlen(name), 57);
 	/* "demo-learner-1" needs 15 bytes: refused, and out is left empty */
 	assert_int_equal(child_name("demo", CHILD_LEARNER, 1, small, sizeof(small)), -1);
 	assert_string_equal(small, "");
@@ -2154,6 +2571,7 @@ static void test_child_names(void **state)
 		jobspec_defaults(&js);
 		assert_null(child_pvc(&c));
 		assert_null(child_learner(&c, 0));
+		assert_null(child_evaluator(&c));
 		assert_null(child_syncer(&c));
 	}
 }
@@ -2192,6 +2610,9 @@ int main(void)
 		cmocka_unit_test(test_retain_claim),
 		cmocka_unit_test(test_invalid_spec_fails),
 		cmocka_unit_test(test_suspend_and_resume),
+		cmocka_unit_test(test_evaluator_created_when_asked),
+		cmocka_unit_test(test_evaluator_recreated_not_counted),
+		cmocka_unit_test(test_evaluator_deleted_at_end_and_on_suspend),
 		cmocka_unit_test(test_deleting_job_does_nothing),
 		cmocka_unit_test(test_stray_pod_index_deleted),
 		cmocka_unit_test(test_condition_time_kept_when_unchanged),
@@ -2204,6 +2625,7 @@ int main(void)
 		cmocka_unit_test(test_pods_pass_restricted),
 		cmocka_unit_test(test_networkpolicy_manifest),
 		cmocka_unit_test(test_tls_secret_and_mounts),
+		cmocka_unit_test(test_evaluator_pod_manifest),
 		cmocka_unit_test(test_tls_secret_too_big),
 		cmocka_unit_test(test_learner_index),
 		cmocka_unit_test(test_child_names),
