@@ -12,7 +12,7 @@
 #  - the operator's own pod, from deploy/04-operator.yaml and from the
 #    Helm chart, is admitted there (server dry run);
 #  - the job's NetworkPolicy <job>-syncer: owned by the job, selects the
-#    syncer's pod only; gRPC from the job's learners, HTTP from the
+#    syncer's pod only; gRPC from the job's learners and evaluator, HTTP from the
 #    operator's pods in its namespace, whose labels are the ones deploy/
 #    and the chart give the operator; deleted, it comes back;
 #  - the job's Secret <job>-tls: owned by the job, immutable, the CA
@@ -181,7 +181,8 @@ eq "policy podSelector" "$(jq -c .spec.podSelector <<<"$N")" \
 	'{"matchLabels":{"ddiloco.io/job":"demo","ddiloco.io/role":"syncer"}}'
 eq "policy types" "$(jq -c .spec.policyTypes <<<"$N")" '["Ingress"]'
 eq "policy ingress" "$(jq -c .spec.ingress <<<"$N")" "[
-	{\"from\":[{\"podSelector\":{\"matchLabels\":{\"ddiloco.io/job\":\"demo\",\"ddiloco.io/role\":\"learner\"}}}],
+	{\"from\":[{\"podSelector\":{\"matchLabels\":{\"ddiloco.io/job\":\"demo\",\"ddiloco.io/role\":\"learner\"}}},
+	           {\"podSelector\":{\"matchLabels\":{\"ddiloco.io/job\":\"demo\",\"ddiloco.io/role\":\"evaluator\"}}}],
 	 \"ports\":[{\"protocol\":\"TCP\",\"port\":$GRPC}]},
 	{\"from\":[{\"namespaceSelector\":{\"matchLabels\":{\"kubernetes.io/metadata.name\":\"$OPNS\"}},
 	            \"podSelector\":{\"matchLabels\":{\"app.kubernetes.io/component\":\"operator\",\"app.kubernetes.io/name\":\"ddiloco\"}}}],
