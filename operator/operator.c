@@ -20,7 +20,8 @@
  *                     behind; the key is retried with backoff)
  * Errors requeue the key rate-limited; success forgets its failures.
  *
- * Per-job memory (learner backoff, restarts, expectations, last progress,
+ * Per-job memory (the learners' and the evaluator's backoff, restarts,
+ * expectations; last progress,
  * recent Events) lives in a small table keyed by job key and uid.
  */
 #include "operator/operator.h"
@@ -832,14 +833,12 @@ static int event_repeated(struct jobmem *m, const char *reason, const char *msg)
 	return 0;
 }
 
-/* A learner pod's apply keeps the uid it got back: if that pod is seen
- * deleted before the cache ever showed it, the learner counts as gone. */
-static int apply_learner(struct worker *w, struct pass *p, int index,
-			 const char *name, json_t *obj, struct err *e)
+/* A learner's or the evaluator's pod: its apply keeps the uid it got
+ * back in lm; if that pod is seen deleted before the cache ever showed
+ * it, it counts as gone. */
+static int apply_pod(struct worker *w, struct pass *p, struct learner_mem *lm,
+		     const char *name, json_t *obj, struct err *e)
 {
-	/* index -1: the evaluator */
-	struct learner_mem *lm = index < 0 ? &p->m->evaluator :
-				 &p->m->learners[index];
 	json_t *pod = NULL;
 	const char *uid;
 
@@ -923,9 +922,10 @@ static int act(struct worker *w, struct pass *p, const struct rc_action *a,
 		return delete_obj(w, targets[a->kind].api, targets[a->kind].res, p->ns,
 				  name, a->uid, a->force ? 0 : -1, e);
 	if (a->kind == ACT_APPLY_LEARNER)
-		return apply_learner(w, p, a->index, name, build_child(&c, a), e);
+		return apply_pod(w, p, &p->m->learners[a->index], name,
+				 build_child(&c, a), e);
 	if (a->kind == ACT_APPLY_EVALUATOR)
-		return apply_learner(w, p, -1, name, build_child(&c, a), e);
+		return apply_pod(w, p, &p->m->evaluator, name, build_child(&c, a), e);
 	if (a->kind == ACT_CREATE_TLS)
 		return create_tls(w, p, &c, e);
 	return apply(w, targets[a->kind].api, targets[a->kind].res, p->ns, name,
