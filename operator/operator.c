@@ -20,9 +20,9 @@
  *                     behind; the key is retried with backoff)
  * Errors requeue the key rate-limited; success forgets its failures.
  *
- * Per-job memory (the learners' and the evaluator's backoff, restarts,
- * expectations; last progress,
- * recent Events) lives in a small table keyed by job key and uid.
+ * Per-job memory (the learners' and the evaluator's backoff, restarts
+ * and expectations, last progress, recent Events) lives in a small table
+ * keyed by job key and uid.
  */
 #include "operator/operator.h"
 
