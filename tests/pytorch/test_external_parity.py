@@ -92,6 +92,13 @@ class ExternalParity(unittest.TestCase):
         final = rep["final_eval_loss"]
         self.assertAlmostEqual(final, hist[-1][1], delta=1e-6 + 1e-5 * final)
 
+        # the eval history's last part and the syncer's warnings (but
+        # the evaluations it keeps no checkpoint for), to see a rise
+        print("eval history (round, loss), last 12:",
+              [(rnd, round(loss, 5)) for rnd, loss in hist[-12:]])
+        print("\n".join([ln for ln in syncer.splitlines()
+                         if " warn " in ln and "is not good" not in ln]
+                        [-10:]))
         killed = sorted({int(re.search(r"(\d+)$", k["target"]).group(1))
                          for k in rep["kills"]["log"]
                          if k["target"].startswith("learner")})
