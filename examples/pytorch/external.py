@@ -203,10 +203,20 @@ print("learner-%d: external MLP, %d parameters, %d fragments, fingerprint "
 
 gen = torch.Generator().manual_seed(1000 + index)
 step, adam_t = 0, 0
+# a learner started while the job runs (a restart) goes on at the job's
+# step, which its sidecar leaves within milliseconds of the model
+# (docs/sidecar.md, Resuming at the job's step): without it, it would
+# train at the peak rate of the warmup while the others have decayed
+t0 = time.monotonic()
+while learner.resume_step() is None and time.monotonic() - t0 < 5:
+    if learner.done:
+        sys.exit(0)
+    time.sleep(0.05)
 while True:
-    # a restarted learner goes on at the job's step its sidecar kept
     rs = learner.resume_step()
     if rs is not None and rs > step:
+        print("learner-%d: resuming at step %d (was %d)" % (index, rs, step),
+              flush=True)
         step = rs
     for group in opt.param_groups:
         group["lr"] = rate(o, step, adam_t, decay)
