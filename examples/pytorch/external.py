@@ -9,11 +9,33 @@ model; every learner must have the same table.
 another width has another table and is refused by the syncer
 (tests/pytorch/test_external.py); `--delay S` waits S seconds first.
 
+`--task noisy` learns y = sin(4 x0 + 3 x1) cos(3 x2) + x0 x1 + e, e
+normal with standard deviation 0.2, instead: no model can go below the
+noise's variance (0.04), and this MLP is still learning after thousands
+of steps, so losses compared there mean something
+(examples/pytorch/external-chaos.yaml; docs/abi.md, Parity with one
+process).
+
+Learners follow the job's schedule (warmupSteps, then a cosine to
+lr minLrRatio over T / (M B) steps, as ddiloco.gpt's), and a restarted
+learner goes on at the step its sidecar kept.
+
 `--evaluate` makes it the job's evaluator (spec.evaluator, docs/abi.md,
 Evaluators): it gets the global model through its own sidecar every
 `--every N` rounds (default 5) and reports its mean squared error on a
 fixed held-out set of 4096 points, which the syncer's /status and the
 run report show as the eval loss.
+
+`--baseline` trains the same model alone, the data-parallel baseline of
+a job of `--learners M` learners of `--batch B` rows each and a budget
+of `--tokens T` rows: T / (M B) steps of one batch of M B rows, made
+of the B rows each of learner 0 .. M-1 draws at that step (the same
+points), once per learning rate of `--lrs` (default the job's `--lr`
+times 0.5, 1 and 2, as `ddiloco run --baseline` tunes its own,
+docs/run.md), on the learners' schedule (`--warmup S` steps of
+warmup, then a cosine to `--min-lr-ratio` times the rate at the last
+step), from the initial weights of learner `--init N` (default
+0), and prints the held-out loss of each and the best one.
 
 Run from the repository:
   build/ddiloco run examples/pytorch/external.yaml
@@ -31,43 +53,129 @@ except ImportError:          # run from a checkout: the package is in python/
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..",
                                     "python"))
     import ddiloco
+from ddiloco.gpt import schedule_lr
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--hidden", type=int, default=32)
 ap.add_argument("--delay", type=float, default=0.0)
 ap.add_argument("--evaluate", action="store_true")
 ap.add_argument("--every", type=int, default=5)
+ap.add_argument("--task", choices=["smooth", "noisy"], default="smooth")
+ap.add_argument("--baseline", action="store_true")
+ap.add_argument("--learners", type=int, default=3)
+ap.add_argument("--batch", type=int, default=64)
+ap.add_argument("--tokens", type=int, default=600000)
+ap.add_argument("--lr", type=float, default=0.003)
+ap.add_argument("--warmup", type=int, default=0)
+ap.add_argument("--min-lr-ratio", type=float, default=1.0)
+ap.add_argument("--lrs", type=str, default=None)
+ap.add_argument("--init", type=int, default=0)
 args = ap.parse_args()
 time.sleep(args.delay)
-index = ddiloco.env_learner()
-hidden = args.hidden
-torch.manual_seed(100 + index)
 torch.set_num_threads(1)
-model = torch.nn.Sequential(torch.nn.Linear(3, hidden), torch.nn.Tanh(),
-                            torch.nn.Linear(hidden, hidden), torch.nn.Tanh(),
-                            torch.nn.Linear(hidden, 1))
+NOISE = 0.2 if args.task == "noisy" else 0.0
+
+
+def make_model(seed):
+    torch.manual_seed(seed)
+    h = args.hidden
+    return torch.nn.Sequential(torch.nn.Linear(3, h), torch.nn.Tanh(),
+                               torch.nn.Linear(h, h), torch.nn.Tanh(),
+                               torch.nn.Linear(h, 1))
 
 
 def target(x):
+    if args.task == "noisy":
+        return torch.sin(4 * x[:, :1] + 3 * x[:, 1:2]) \
+            * torch.cos(3 * x[:, 2:3]) + x[:, :1] * x[:, 1:2]
     return torch.sin(3 * x[:, :1]) + x[:, 1:2] * x[:, 2:3]
 
+
+def draw(gen, n):
+    """n points in [-1, 1)^3 and their targets (with the task's noise)."""
+    x = torch.rand(n, 3, generator=gen) * 2 - 1
+    y = target(x)
+    if NOISE:
+        y = y + NOISE * torch.randn(n, 1, generator=gen)
+    return x, y
+
+
+# the held-out set: 4096 fixed points, the same for the evaluator and the
+# baseline; with noise, the loss of the target itself on it is the floor
+held, want = draw(torch.Generator().manual_seed(7), 4096)
+floor = torch.nn.functional.mse_loss(target(held), want).item()
+
+
+def held_out_loss(model):
+    with torch.no_grad():
+        return torch.nn.functional.mse_loss(model(held), want).item()
+
+
+def rate(o, step, adam_t, decay):
+    """The learning rate at the job's step `step` (warmup, then a cosine
+    to lr minLrRatio at step `decay`: ddiloco.gpt.schedule_lr, the C
+    learner's), scaled down while this process's AdamW has made fewer
+    than warmupSteps updates: a learner restarted after a kill has no
+    moments, its first steps would be of the full rate in every
+    coordinate, and its first answer would move Θ as far as a whole
+    round of the others' (docs/abi.md, Parity with one process)."""
+    lr = schedule_lr(o, step, decay)
+    if step > adam_t and adam_t < o["warmupSteps"]:
+        lr *= (adam_t + 1) / o["warmupSteps"]
+    return lr
+
+
+if args.baseline:
+    M, B = args.learners, args.batch
+    steps = args.tokens // (M * B)
+    lrs = [float(v) for v in args.lrs.split(",")] if args.lrs else \
+        [args.lr * 0.5, args.lr, args.lr * 2]
+    print("baseline: %s task, %d steps of %d x %d rows, held-out floor %.6f"
+          % (args.task, steps, M, B, floor), flush=True)
+    best = None
+    for lr in lrs:
+        # learner N's initial weights (--init: the job's are those of the
+        # learner that said hello first) and the rows learners 0 .. M-1 draw
+        model = make_model(100 + args.init)
+        opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+        o = {"lr": lr, "warmupSteps": args.warmup,
+             "minLrRatio": args.min_lr_ratio}
+        gens = [torch.Generator().manual_seed(1000 + m) for m in range(M)]
+        t0 = time.time()
+        for step in range(steps):
+            for group in opt.param_groups:
+                group["lr"] = rate(o, step, step, steps)
+            xs, ys = zip(*[draw(g, B) for g in gens])
+            loss = torch.nn.functional.mse_loss(model(torch.cat(xs)),
+                                                torch.cat(ys))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        final = held_out_loss(model)
+        print("baseline: lr %g loss %.6f (%.1f s)" % (lr, final,
+                                                       time.time() - t0),
+              flush=True)
+        if best is None or final < best[1]:
+            best = (lr, final)
+    print("baseline: best lr %g loss %.6f" % best, flush=True)
+    sys.exit(0)
+
+index = ddiloco.env_learner()
+model = make_model(100 + index)
 
 if args.evaluate:
     # the job's evaluator: the same table, Θ instead of its own weights
     ev, flat = ddiloco.Evaluator.external(dict(model.named_parameters()))
-    held = torch.rand(4096, 3, generator=torch.Generator().manual_seed(7)) \
-        * 2 - 1
-    want = target(held)
     if not ev.start(flat):
         sys.exit(0)
-    print("evaluator: %d parameters, %d fragments, fingerprint %016x" % (
-        ev.num_params, ev.num_fragments, ev.fingerprint), flush=True)
+    print("evaluator: %d parameters, %d fragments, fingerprint %016x, "
+          "held-out floor %.6f" % (ev.num_params, ev.num_fragments,
+                                   ev.fingerprint, floor), flush=True)
     while True:
         rnd = ev.next(flat, every=args.every)
         if rnd is None:
             break
-        with torch.no_grad():
-            loss = torch.nn.functional.mse_loss(model(held), want).item()
+        loss = held_out_loss(model)
         ev.report(rnd, loss, tokens=held.shape[0])
         print("evaluator: round %d loss %.6f" % (rnd, loss), flush=True)
     print("evaluator: job done", flush=True)
@@ -77,6 +185,11 @@ learner, flat = ddiloco.Learner.external(dict(model.named_parameters()))
 job = learner.job
 opt = torch.optim.AdamW(model.parameters(), lr=job["optimizer"]["lr"],
                         weight_decay=0.0)
+o = job["optimizer"]
+B = o["batchSize"]
+# the schedule's horizon: the job's steps, T / (M B) (ddiloco.gpt's)
+decay = max(job["budget"]["tokens"] // (job["learners"]["replicas"] * B), 1) \
+    if job.get("budget", {}).get("tokens", 0) else 0
 mine = float(flat.double().sum())
 if not learner.start(flat):
     sys.exit(0)                                  # the job was already done
@@ -89,16 +202,31 @@ print("learner-%d: external MLP, %d parameters, %d fragments, fingerprint "
                  learner.fingerprint), flush=True)
 
 gen = torch.Generator().manual_seed(1000 + index)
-B = job["optimizer"]["batchSize"]
-step = 0
+step, adam_t = 0, 0
+# a learner started while the job runs (a restart) goes on at the job's
+# step, which its sidecar leaves within milliseconds of the model
+# (docs/sidecar.md, Resuming at the job's step): without it, it would
+# train at the peak rate of the warmup while the others have decayed
+t0 = time.monotonic()
+while learner.resume_step() is None and time.monotonic() - t0 < 5:
+    if learner.done:
+        sys.exit(0)
+    time.sleep(0.05)
 while True:
-    x = torch.rand(B, 3, generator=gen) * 2 - 1
-    y = target(x)
+    rs = learner.resume_step()
+    if rs is not None and rs > step:
+        print("learner-%d: resuming at step %d (was %d)" % (index, rs, step),
+              flush=True)
+        step = rs
+    for group in opt.param_groups:
+        group["lr"] = rate(o, step, adam_t, decay)
+    x, y = draw(gen, B)
     loss = torch.nn.functional.mse_loss(model(x), y)
     opt.zero_grad()
     loss.backward()
     opt.step()
     step += 1
+    adam_t += 1
     if learner.poll(flat, step, B, loss.item()):
         break
 print("learner-%d: job done at step %d, loss %.4f" % (index, step,
