@@ -63,6 +63,9 @@ while True:
     loss.backward()
     opt.step()
     step += 1
+    if step == 1:       # where the loss starts (tests/k8s/e2e/pytorch.sh)
+        print("learner-%d: step 1, loss %.4f" % (index, loss.item()),
+              flush=True)
     if learner.poll(flat, step, B, loss.item()):
         break
 print("learner-%d: job done at step %d, loss %.4f" % (index, step,
