@@ -142,8 +142,14 @@ BASE_TAR=$CACHE/base-$SUITE-$ARCH-$KEY.tar
 say "base $BASE: $(echo "$PKGS" | wc -w) packages: $PKGS"
 
 # --- 1. the base image -----------------------------------------------------
+# a command inside the chroot, with an environment of its own
+in_root() {
+	env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C HOME=/root \
+		DEBIAN_FRONTEND=noninteractive chroot "$stage" "$@"
+}
+
 make_base() {
-	stage=$OUT/base
+	stage=$(cd "$OUT" && pwd)/base
 	mkdir -p "$CACHE"
 	rm -rf "$stage"
 	mkdir -p "$stage"
@@ -176,17 +182,18 @@ NODOC
 	trap 'exit 1' INT TERM
 	t0=$(date +%s)
 	# shellcheck disable=SC2086
-	if ! { chroot "$stage" apt-get update -qq &&
-		DEBIAN_FRONTEND=noninteractive chroot "$stage" apt-get install -y -qq \
-			--no-install-recommends $PKGS; } > "$OUT/apt.log" 2>&1; then
+	if ! { in_root apt-get update -qq &&
+		in_root apt-get install -y -qq --no-install-recommends $PKGS; } \
+		> "$OUT/apt.log" 2>&1; then
 		tail -n 20 "$OUT/apt.log"
 		die "apt-get install in the chroot failed (build/image-pytorch/apt.log)"
 	fi
 	say "apt-get install in the chroot: $(($(date +%s) - t0)) s," \
 		"$(grep -c '^Setting up' "$OUT/apt.log") packages set up"
-	chroot "$stage" useradd --uid 65532 --user-group --no-create-home \
+	in_root groupadd --gid 65532 ddiloco
+	in_root useradd --uid 65532 --gid 65532 --no-create-home \
 		--home-dir /home/ddiloco --shell /usr/sbin/nologin ddiloco
-	chroot "$stage" apt-get clean
+	in_root apt-get clean
 	umount "$stage/proc"
 	trap - EXIT
 	rm -rf "$stage"/var/lib/apt/lists/* "$stage"/var/cache/apt/* \
@@ -195,7 +202,8 @@ NODOC
 	: > "$stage/etc/resolv.conf"
 	# the torch tests' binaries (libtorch-test, a dependency of
 	# python3-torch) are never run in a learner
-	rm -rf "$stage"/usr/lib/libtorch-test "$stage"/usr/lib/*/libtorch-test
+	find "$stage/usr" -maxdepth 4 -type d -name 'libtorch-test*' -prune \
+		-exec rm -rf {} +
 	tar --create --file "$BASE_TAR.part" --sort=name --numeric-owner \
 		--one-file-system -C "$stage" .
 	mv "$BASE_TAR.part" "$BASE_TAR"
