@@ -43,12 +43,14 @@ while :; do
 	phase=$(jp ddjob/$PJOB '{.status.phase}')
 	[ "$phase" = Succeeded ] || [ "$phase" = Failed ] && break
 	[ "$(date +%s)" -lt "$end" ] || { bad "job $PJOB did not finish within $PDEADLINE s"; break; }
+	# the learner container as the operator made it, while its pod exists
+	[ -n "$pcmd" ] ||
+		pcmd=$(jp pod/$PJOB-learner-0 '{.spec.containers[?(@.name=="learner")].image} {.spec.containers[?(@.name=="learner")].command}')
 	if [ -z "$pt_ready" ] &&
 		[ "$(K -n "$NS" get pods -l ddiloco.io/job=$PJOB -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' 2>/dev/null |
 			grep -c '^True$')" -ge 3 ]; then
 		pt_ready=$(elapsed "$t_apply")
 		say "job $PJOB: its 3 pods Ready $pt_ready s after kubectl apply"
-		pcmd=$(jp pod/$PJOB-learner-0 '{.spec.containers[?(@.name=="learner")].image} {.spec.containers[?(@.name=="learner")].command}')
 		echo "--- kubectl get pods -o wide ($PJOB)"
 		K -n "$NS" get pods -l ddiloco.io/job=$PJOB -o wide
 	fi
