@@ -121,18 +121,38 @@ say "Debian $SUITE ($ARCH) from $MIRROR, suites: $SUITES"
 # --- the Debian packages that hold build/ddiloco's libraries --------------
 ldd "$BIN" | grep -q "not found" && die "ldd: a library of '$BIN' is not found"
 libs=$(ldd "$BIN" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }' | sort -u)
-lib_pkgs=""
+mkdir -p "$OUT"
+# merged /usr: dpkg may know a file under /lib or under /usr/lib, by the
+# path ldd gives or by the one its links lead to; one dpkg -S for all
 for lib in $libs; do
 	real=$(readlink -f "$lib")
-	pkg=""
-	# merged /usr: dpkg may know the file under /lib or under /usr/lib
 	for p in "$lib" "$real" "/usr$lib" "${lib#/usr}" "/usr$real" "${real#/usr}"; do
-		pkg=$(dpkg -S "$p" 2>/dev/null | grep -v '^diversion' | head -n 1 | cut -d: -f 1) || true
-		[ -n "$pkg" ] && break
+		printf '%s\t%s\n' "$lib" "$p"
 	done
-	[ -n "$pkg" ] || die "no Debian package holds '$lib' (dpkg -S)"
-	lib_pkgs="$lib_pkgs $pkg"
-done
+done > "$OUT/lib-paths"
+# shellcheck disable=SC2046
+dpkg -S $(cut -f 2 "$OUT/lib-paths" | sort -u) 2> /dev/null |
+	grep -v '^diversion' > "$OUT/lib-owners" || true
+# "libc6:amd64: /lib/.../libc.so.6" -> each library's first owner
+lib_pkgs=$(awk -F '\t' '
+	NR == FNR {
+		i = index($0, ": ")
+		own[substr($0, i + 2)] = substr($0, 1, i - 1)
+		next
+	}
+	{ all[$1] = 1 }
+	!($1 in got) && ($2 in own) { got[$1] = own[$2] }
+	END {
+		for (l in all) {
+			if (!(l in got)) { print "?" l; continue }
+			p = got[l]
+			sub(/,.*/, "", p)
+			sub(/:.*/, "", p)
+			print p
+		}
+	}' "$OUT/lib-owners" "$OUT/lib-paths")
+missing=$(echo "$lib_pkgs" | sed -n 's/^?//p' | tr '\n' ' ')
+[ -z "$missing" ] || die "no Debian package holds: $missing(dpkg -S)"
 PKGS=$(echo "$PY_PKGS $lib_pkgs" | tr ' ' '\n' | sed '/^$/d' | sort -u | tr '\n' ' ')
 PKGS=${PKGS% }
 KEY=$(printf '%s\n' "$SUITE" "$SUITES" "$COMPS" "$MIRROR" "$ARCH" "$PKGS" |
@@ -211,7 +231,6 @@ NODOC
 	say "base archive $BASE_TAR: $(du -m "$BASE_TAR" | cut -f 1) MiB"
 }
 
-mkdir -p "$OUT"
 if docker image inspect "$BASE" > /dev/null 2>&1; then
 	say "base $BASE: present"
 else
@@ -242,10 +261,10 @@ excl=""
 for d in $OWNED; do excl="$excl --exclude=./$d"; done
 # shellcheck disable=SC2086
 tar --create --file "$CTX/ddiloco.tar" --sort=name --numeric-owner \
-	--owner=0 --group=0 --mode=go-w $excl -C "$ROOT" .
+	--owner=0 --group=0 --mode=go-w --mtime=@0 $excl -C "$ROOT" .
 # shellcheck disable=SC2086
 tar --append --file "$CTX/ddiloco.tar" --numeric-owner --owner=65532 \
-	--group=65532 --no-recursion -C "$ROOT" $OWNED
+	--group=65532 --mtime=@0 --no-recursion -C "$ROOT" $OWNED
 
 old=$(docker image inspect --format '{{.Id}}' "$NAME:$VERSION" 2>/dev/null || true)
 t0=$(date +%s)
@@ -262,18 +281,24 @@ docker images --format '{{.Repository}}:{{.Tag}}' "$NAME-base" | while read -r b
 	[ "$b" = "$BASE" ] || docker rmi "$b" > /dev/null 2>&1 || true
 done
 
-# --- run once as a pod would ----------------------------------------------
-t0=$(date +%s)
-check=$(docker run --rm --read-only --network none --user 65532:65532 \
-	--cap-drop ALL --security-opt no-new-privileges --entrypoint /usr/bin/python3 \
-	"$NAME:$VERSION" -c '
+# --- run once as a pod would (a new image only) ---------------------------
+PY_CHECK='
 import subprocess, torch, ddiloco
 lib = ddiloco.load_library()
 v = subprocess.run(["ddiloco", "--version"], capture_output=True, text=True,
                    check=True).stdout.strip()
 print("torch %s, ddiloco ABI %d, %s" % (torch.__version__, lib.ddiloco_abi_version(), v))
-' 2>&1) || die "the image does not run as a pod would: $check"
-say "run as a pod would (read-only root, user 65532): $check ($(($(date +%s) - t0)) s)"
+'
+if [ "$old" = "$new" ]; then
+	say "$NAME:$VERSION unchanged (the same files: every step from docker's cache)"
+else
+	t0=$(date +%s)
+	check=$(docker run --rm --read-only --network none --user 65532:65532 \
+		--cap-drop ALL --security-opt no-new-privileges \
+		--entrypoint /usr/bin/python3 "$NAME:$VERSION" -c "$PY_CHECK" 2>&1) ||
+		die "the image does not run as a pod would: $check"
+	say "run as a pod would (read-only root, user 65532): $check ($(($(date +%s) - t0)) s)"
+fi
 
 bytes=$(docker image inspect --format '{{.Size}}' "$NAME:$VERSION")
 say "$NAME:$VERSION on $BASE," \
