@@ -37,6 +37,7 @@
 #
 # Uses the cluster that is up (with its real node), else brings one up
 # with E2E=1 and down at the end, under the cluster lock.
+# E2E_ONLY=pytorch runs job e2e-pytorch alone (steps 1, 6 and 7).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
@@ -190,6 +191,10 @@ print_ddjobs() {
 	fi
 }
 
+# E2E_ONLY=pytorch: job e2e-pytorch alone (steps 3-5 skipped), for work
+# on the PyTorch learner's image
+t_job=- t_rjob=- ratio=- rejoined=0 rejoin_sum=0 rejoin_max=0
+if [ "${E2E_ONLY:-}" != pytorch ]; then
 # --- 3. job e2e: learner pods deleted by the chaos controller --------------
 echo "--- load before job $JOB: $(uptime)"
 t_apply=$(now)
@@ -430,6 +435,8 @@ say "baseline eval loss ${base:-?} ($(elapsed "$t0") s)"
 ratio=$(awk -v a="${loss:-0}" -v b="${base:-0}" 'BEGIN { if (b > 0) printf "%.4f", a / b; else print "nan" }')
 check "final eval loss within 5% of the baseline (ratio $ratio)" \
 	"awk -v r='$ratio' 'BEGIN { exit !(r != \"nan\" && r >= 0.95 && r <= 1.05) }'"
+
+fi   # E2E_ONLY
 
 # --- 6. job e2e-pytorch: PyTorch learners from the image ddiloco-pytorch --
 . "$ROOT/tests/k8s/e2e/pytorch.sh"
