@@ -19,6 +19,7 @@
 #   make image-pytorch the PyTorch learner's image ddiloco-pytorch:VERSION:
 #                     Debian's python3-torch in a root file system made by
 #                     debootstrap (root; scripts/image-pytorch.sh)
+#   make test-image-pytorch  that image run as a PyTorch job's pods, in Docker
 #   make cluster-up     build (once, cached) and start the test control plane
 #   make cluster-up E2E=1  the same with a real node (kubelet, containerd,
 #                       CoreDNS) that runs the image's pods; make e2e-up too
@@ -93,7 +94,7 @@ BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 .PHONY: all deps test check bench run clean unit integration \
         demo-wan test-wan \
         test-pytorch fuzz fuzz-bins fuzz-seeds k8s-build cluster-up e2e-up cluster-down test-k8s test-e2e image test-image \
-        image-pytorch
+        image-pytorch test-image-pytorch
 all: $(BIN) $(SO)
 
 deps:
@@ -217,6 +218,11 @@ image-pytorch: deps
 	@sh scripts/deps.sh image-pytorch
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) sh scripts/image-pytorch.sh
+
+# The PyTorch image run as job e2e-pytorch's pods would run it, with plain
+# Docker (tests/image/test_image_pytorch.sh).
+test-image-pytorch: image-pytorch
+	@sh tests/image/test_image_pytorch.sh
 
 # The image run as the operator's pods would run it, with plain Docker.
 test-image: image
