@@ -16,13 +16,18 @@
 #   make clean
 #   make image        the container image ddiloco:VERSION and :latest (Docker)
 #   make test-image   the image's tests: the Kubernetes pod layout in Docker
+#   make image-pytorch the PyTorch learner's image ddiloco-pytorch:VERSION:
+#                     Debian's python3-torch in a root file system made by
+#                     debootstrap (root; scripts/image-pytorch.sh)
+#   make test-image-pytorch  that image run as a PyTorch job's pods, in Docker
 #   make cluster-up     build (once, cached) and start the test control plane
 #   make cluster-up E2E=1  the same with a real node (kubelet, containerd,
 #                       CoreDNS) that runs the image's pods; make e2e-up too
 #   make cluster-down   stop it
 #   make test-k8s       cluster-up, every tests/k8s/test_*.sh, cluster-down
 #   make test-e2e       helm install + a job with chaos trained through real
-#                       pods on a real node (tests/k8s/e2e/test_e2e.sh)
+#                       pods on a real node, and PyTorch learners from the
+#                       image ddiloco-pytorch (tests/k8s/e2e/test_e2e.sh)
 
 BUILD   ?= build
 SAN     ?=
@@ -88,7 +93,8 @@ BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 
 .PHONY: all deps test check bench run clean unit integration \
         demo-wan test-wan \
-        test-pytorch fuzz fuzz-bins fuzz-seeds k8s-build cluster-up e2e-up cluster-down test-k8s test-e2e image test-image
+        test-pytorch fuzz fuzz-bins fuzz-seeds k8s-build cluster-up e2e-up cluster-down test-k8s test-e2e image test-image \
+        image-pytorch test-image-pytorch
 all: $(BIN) $(SO)
 
 deps:
@@ -205,6 +211,19 @@ image: deps
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) sh scripts/image.sh
 
+# The PyTorch learner's image: Debian's python3-torch in a root file
+# system debootstrap makes (cached in ~/.cache/ddiloco-image), our files
+# on it (docs/k8s-testing.md).
+image-pytorch: deps
+	@sh scripts/deps.sh image-pytorch
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) sh scripts/image-pytorch.sh
+
+# The PyTorch image run as job e2e-pytorch's pods would run it, with plain
+# Docker (tests/image/test_image_pytorch.sh).
+test-image-pytorch: image-pytorch
+	@sh tests/image/test_image_pytorch.sh
+
 # The image run as the operator's pods would run it, with plain Docker.
 test-image: image
 	@BUILD=$(BUILD) sh tests/image/test_image.sh
@@ -226,7 +245,7 @@ test-k8s: deps
 # the real node's binaries (kubelet, CoreDNS) are built too; a cluster up
 # with its real node is used as it is, else one is brought up and down
 test-e2e: deps
-	@$(MAKE) --no-print-directory image
+	@$(MAKE) --no-print-directory image image-pytorch
 	@E2E=1 $(K8S_CLUSTER)/build.sh
 	@BUILD=$(BUILD) bash tests/k8s/e2e/test_e2e.sh
 

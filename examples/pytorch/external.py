@@ -227,6 +227,10 @@ while True:
     opt.step()
     step += 1
     adam_t += 1
+    if adam_t == 1:     # where its loss starts (tests/k8s/e2e/pytorch.sh)
+        print("learner-%d: first step %d, loss %.4f" % (index, step,
+                                                        loss.item()),
+              flush=True)
     if learner.poll(flat, step, B, loss.item()):
         break
 print("learner-%d: job done at step %d, loss %.4f" % (index, step,

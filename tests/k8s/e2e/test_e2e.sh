@@ -24,7 +24,12 @@
 #      merged again within RESTART_BOUND s of the deletion
 #   5. prints kubectl get ddjobs while it trains, describe ddjob, get nodes
 #      -o wide, get pods -o wide, the gap log
-#   6. jobs deleted and helm uninstall: no pod, StatefulSet, Service or
+#   6. job e2e-pytorch (tests/k8s/e2e/pytorch.sh): two PyTorch learners of
+#      a model of their own from the image ddiloco-pytorch (make
+#      image-pytorch): Succeeded, the pods ran that image and the learners'
+#      command, the syncer took a learner's weights and reached the
+#      budget, each learner's loss fell below a tenth of its first
+#   7. jobs deleted and helm uninstall: no pod, StatefulSet, Service or
 #      Lease left
 # Measures: apply -> first merged round, uptime, loss ratio, time for a
 # deleted learner to rejoin, syncer restart to quorum (docs/k8s-testing.md).
@@ -32,6 +37,7 @@
 #
 # Uses the cluster that is up (with its real node), else brings one up
 # with E2E=1 and down at the end, under the cluster lock.
+# E2E_ONLY=pytorch runs job e2e-pytorch alone (steps 1, 6 and 7).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../../.." && pwd)
@@ -84,7 +90,7 @@ finish() {
 		fi
 		"$KUBECTL" delete namespace "$NS" --wait=false >/dev/null 2>&1
 		"$HELM" uninstall "$REL" -n "$OPNS" >/dev/null 2>&1
-		"$KUBECTL" delete pv "$NS-$JOB" "$NS-$RJOB" --wait=false >/dev/null 2>&1
+		"$KUBECTL" delete pv "$NS-$JOB" "$NS-$RJOB" "$NS-e2e-pytorch" --wait=false >/dev/null 2>&1
 	fi
 	[ -n "${LOGPID:-}" ] && kill "$LOGPID" 2>/dev/null
 	[ -n "${SAMPLEPID:-}" ] && kill "$SAMPLEPID" 2>/dev/null
@@ -101,6 +107,8 @@ trap 'bad "interrupted"; finish' INT TERM
 t_ci=$(now)
 [ -x "$BIN_DD" ] || fail "no $BIN_DD (make first)"
 docker image inspect ddiloco:latest >/dev/null 2>&1 || fail "no image ddiloco:latest (make image)"
+PTIMG=$(sed -n 's/^ *image: \(ddiloco-pytorch:.*\)$/\1/p' "$ROOT/examples/pytorch/e2e.yaml")
+docker image inspect "$PTIMG" >/dev/null 2>&1 || fail "no image $PTIMG (make image-pytorch)"
 take_lock
 if all_running && api_ready && [ -d "$NODE" ]; then
 	say "using the cluster that is up, with its node $NODE_NAME"
@@ -118,6 +126,11 @@ t0=$(now)
 docker save ddiloco:latest | ctr --address "$NODE/containerd.sock" --namespace k8s.io \
 	images import --snapshotter native - >/dev/null || fail "import ddiloco:latest into the node's containerd"
 say "ddiloco:latest imported into the node in $(elapsed "$t0") s"
+t0=$(now)
+docker save "$PTIMG" | ctr --address "$NODE/containerd.sock" --namespace k8s.io \
+	images import --snapshotter native - >/dev/null || fail "import $PTIMG into the node's containerd"
+t_ptimport=$(elapsed "$t0")
+say "$PTIMG imported into the node in $t_ptimport s"
 
 echo "--- kubectl get nodes -o wide"
 K get nodes -o wide
@@ -178,6 +191,10 @@ print_ddjobs() {
 	fi
 }
 
+# E2E_ONLY=pytorch: job e2e-pytorch alone (steps 3-5 skipped), for work
+# on the PyTorch learner's image
+t_job=- t_rjob=- ratio=- rejoined=0 rejoin_sum=0 rejoin_max=0
+if [ "${E2E_ONLY:-}" != pytorch ]; then
 # --- 3. job e2e: learner pods deleted by the chaos controller --------------
 echo "--- load before job $JOB: $(uptime)"
 t_apply=$(now)
@@ -419,8 +436,13 @@ ratio=$(awk -v a="${loss:-0}" -v b="${base:-0}" 'BEGIN { if (b > 0) printf "%.4f
 check "final eval loss within 5% of the baseline (ratio $ratio)" \
 	"awk -v r='$ratio' 'BEGIN { exit !(r != \"nan\" && r >= 0.95 && r <= 1.05) }'"
 
-# --- 6. deletion and uninstall leave nothing ------------------------------
-K -n "$NS" delete ddjob $JOB $RJOB --wait=true --timeout=120s >/dev/null
+fi   # E2E_ONLY
+
+# --- 6. job e2e-pytorch: PyTorch learners from the image ddiloco-pytorch --
+. "$ROOT/tests/k8s/e2e/pytorch.sh"
+
+# --- 7. deletion and uninstall leave nothing ------------------------------
+K -n "$NS" delete ddjob $JOB $RJOB $PJOB --wait=true --timeout=120s >/dev/null
 until_ok 120 "children collected" \
 	"test \"\$(K -n $NS get pods,statefulsets,services -o name | wc -l)\" = 0"
 check "job deleted: no pod, StatefulSet or Service left" \
@@ -438,5 +460,7 @@ echo "e2e numbers: apply_to_first_merge_s=${t_first:-none} job_s=$t_job uptime=$
 	"loss=${loss:-?} baseline=${base:-?} loss_ratio=$ratio kills=${kills:-0}" \
 	"rejoin_mean_s=$rejoin_mean rejoin_max_s=$rejoin_max longest_absent_s=${absent:-?}" \
 	"restart_back_s=${back_s:-none} restart_quorum_s=${quorum_s:-none} restart_job_s=$t_rjob" \
+	"pytorch_import_s=$t_ptimport pytorch_ready_s=${pt_ready:-none} pytorch_first_merge_s=${pt_first:-none}" \
+	"pytorch_job_s=$pt_job" \
 	"total_s=$(elapsed "$t_ci") load=\"$(uptime | sed 's/.*average: //')\""
 finish
