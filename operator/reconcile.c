@@ -212,6 +212,59 @@ static enum exit_action exit_rule_action(const struct rc_input *in, int code)
 	return EXIT_COUNT;
 }
 
+/* Its pod is in the cache: no create is pending any more. */
+static void pod_seen(struct learner_mem *m)
+{
+	m->create_sent = 0;
+	m->create_uid[0] = '\0';
+	m->create_gone = 0;
+	m->seen = 1;
+}
+
+/*
+ * A create sent and not yet in the cache: 1 while it is awaited (or
+ * applied again once RC_EXPECT_SECONDS passed without it), 0 when none
+ * is pending.
+ */
+static int create_pending(const struct rc_input *in, struct learner_mem *m,
+			  enum rc_kind kind, int index, struct rc_output *o)
+{
+	double age;
+
+	if (m->create_sent > 0 && m->create_gone)
+		/* made and deleted before this cache showed it (a stale
+		 * delete of the old name): gone, not pending */
+		pod_seen(m);
+	if (m->create_sent <= 0)
+		return 0;
+	age = in->now - m->create_sent;
+	if (age < RC_EXPECT_SECONDS) {
+		requeue(o, RC_EXPECT_SECONDS - age);
+		return 1;
+	}
+	act(o, kind, index);   /* never seen: apply again */
+	m->create_sent = in->now;
+	return 1;
+}
+
+/* A pod gone: 1 while its recreation waits out the backoff. */
+static int backing_off(const struct rc_input *in, struct learner_mem *m,
+		       struct rc_output *o)
+{
+	double wait;
+
+	if (m->not_before == 0) {   /* just noticed it is gone */
+		m->fails++;
+		m->not_before = in->now + rc_backoff(m->fails);
+	}
+	wait = m->not_before - in->now;
+	if (wait > 0) {
+		requeue(o, wait);
+		return 1;
+	}
+	return 0;
+}
+
 /* Learner pods: delete failed ones, (re)create missing ones. A failure
  * that the exit-code rules say fails the job sets *fail_job and its
  * message (256 bytes). */
@@ -223,13 +276,9 @@ static void learners(const struct rc_input *in, struct learner_mem *mem,
 		const struct obs_pod *p = seen[i];
 		struct learner_mem *m = &mem[i];
 		struct rc_action *ra;
-		double wait;
 
 		if (p) {
-			m->create_sent = 0;
-			m->create_uid[0] = '\0';
-			m->create_gone = 0;
-			m->seen = 1;
+			pod_seen(m);
 			if (p->deleting && p->delete_at > 0 &&
 			    in->now - p->delete_at >= RC_FORCE_DELETE_SECONDS) {
 				if ((ra = act(o, ACT_DELETE_LEARNER, i))) {
@@ -292,40 +341,15 @@ static void learners(const struct rc_input *in, struct learner_mem *mem,
 			}
 			continue;
 		}
-		if (m->create_sent > 0 && m->create_gone) {
-			/* made and deleted before this cache showed it (a
-			 * stale delete of the old name): gone, not pending */
-			m->create_sent = 0;
-			m->create_uid[0] = '\0';
-			m->create_gone = 0;
-			m->seen = 1;
-		}
-		if (m->create_sent > 0) {
-			double age = in->now - m->create_sent;
-
-			if (age < RC_EXPECT_SECONDS) {
-				requeue(o, RC_EXPECT_SECONDS - age);
-				continue;
-			}
-			m->create_sent = 0;   /* never seen: apply again */
-			act(o, ACT_APPLY_LEARNER, i);
-			m->create_sent = in->now;
+		if (create_pending(in, m, ACT_APPLY_LEARNER, i, o))
 			continue;
-		}
 		if (!created && !m->seen) {   /* a first creation */
 			act(o, ACT_APPLY_LEARNER, i);
 			m->create_sent = in->now;
 			continue;
 		}
-		if (m->not_before == 0) {   /* just noticed it is gone */
-			m->fails++;
-			m->not_before = in->now + rc_backoff(m->fails);
-		}
-		wait = m->not_before - in->now;
-		if (wait > 0) {
-			requeue(o, wait);
+		if (backing_off(in, m, o))
 			continue;
-		}
 		m->restarts++;
 		m->not_before = 0;
 		if ((ra = act(o, ACT_APPLY_LEARNER, i)))
@@ -346,7 +370,6 @@ static void evaluator(const struct rc_input *in, struct rc_output *o)
 	const struct obs_pod *p = in->evaluator;
 	struct learner_mem *m = in->evaluator_mem;
 	struct rc_action *ra;
-	double wait;
 
 	if (!m)
 		return;
@@ -356,10 +379,7 @@ static void evaluator(const struct rc_input *in, struct rc_output *o)
 		return;
 	}
 	if (p) {
-		m->create_sent = 0;
-		m->create_uid[0] = '\0';
-		m->create_gone = 0;
-		m->seen = 1;
+		pod_seen(m);
 		if (p->deleting) {
 			if (p->delete_at > 0 &&
 			    in->now - p->delete_at >= RC_FORCE_DELETE_SECONDS) {
@@ -391,37 +411,15 @@ static void evaluator(const struct rc_input *in, struct rc_output *o)
 			m->fails = 0;
 		return;
 	}
-	if (m->create_sent > 0 && m->create_gone) {
-		m->create_sent = 0;
-		m->create_uid[0] = '\0';
-		m->create_gone = 0;
-		m->seen = 1;
-	}
-	if (m->create_sent > 0) {
-		double age = in->now - m->create_sent;
-
-		if (age < RC_EXPECT_SECONDS) {
-			requeue(o, RC_EXPECT_SECONDS - age);
-			return;
-		}
-		act(o, ACT_APPLY_EVALUATOR, 0);
-		m->create_sent = in->now;
+	if (create_pending(in, m, ACT_APPLY_EVALUATOR, 0, o))
 		return;
-	}
 	if (!m->seen) {   /* a first creation, or after a resume */
 		act(o, ACT_APPLY_EVALUATOR, 0);
 		m->create_sent = in->now;
 		return;
 	}
-	if (m->not_before == 0) {
-		m->fails++;
-		m->not_before = in->now + rc_backoff(m->fails);
-	}
-	wait = m->not_before - in->now;
-	if (wait > 0) {
-		requeue(o, wait);
+	if (backing_off(in, m, o))
 		return;
-	}
 	m->restarts++;
 	m->not_before = 0;
 	if ((ra = act(o, ACT_APPLY_EVALUATOR, 0)))
