@@ -655,33 +655,46 @@ static void learner_command(const struct child_ctx *c, json_t *container)
 		json_object_set(container, "args", args);
 }
 
+/*
+ * The volumes of a pod with a sidecar (a learner's or the evaluator's):
+ * the exchange (memory), the spec and data for both containers, and the
+ * certificates of `who` for the sidecar alone (the other never dials).
+ */
+static int sidecar_pod_volumes(const struct child_ctx *c, const char *who,
+			       json_t **volumes, json_t **mounts,
+			       json_t **side_mounts)
+{
+	*volumes = json_array();
+	*mounts = json_array();
+	*side_mounts = NULL;
+	json_array_append_new(*volumes, json_pack(
+		"{s:s, s:{s:s}}", "name", "exchange", "emptyDir", "medium", "Memory"));
+	json_array_append_new(*mounts, json_pack("{s:s, s:s}", "name", "exchange",
+						 "mountPath", EXCHANGE_DIR));
+	if (common_volumes(c, *volumes, *mounts))
+		goto fail;
+	*side_mounts = json_deep_copy(*mounts);
+	if (!c->js->syncer.insecure && tls_volume(c, who, *volumes, *side_mounts))
+		goto fail;
+	return 0;
+fail:
+	json_decref(*volumes);
+	json_decref(*mounts);
+	json_decref(*side_mounts);
+	return -1;
+}
+
 json_t *child_learner(const struct child_ctx *c, int index)
 {
 	char name[CHILD_NAME_MAX], idx[16], addr[2 * CHILD_NAME_MAX + 80], who[32];
-	json_t *volumes = json_array(), *mounts = json_array(), *m, *podspec;
-	json_t *side_mounts;
+	json_t *volumes, *mounts, *side_mounts, *m, *podspec;
 
 	snprintf(idx, sizeof(idx), "%d", index);
 	snprintf(who, sizeof(who), "learner-%d", index);
-	json_array_append_new(volumes, json_pack(
-		"{s:s, s:{s:s}}", "name", "exchange", "emptyDir", "medium", "Memory"));
-	json_array_append_new(mounts, json_pack("{s:s, s:s}", "name", "exchange",
-						"mountPath", EXCHANGE_DIR));
 	if (child_name(c->name, CHILD_LEARNER, index, name, sizeof(name)) ||
 	    syncer_address(c->name, c->ns, c->js->syncer.port, addr, sizeof(addr)) ||
-	    common_volumes(c, volumes, mounts)) {
-		json_decref(volumes);
-		json_decref(mounts);
+	    sidecar_pod_volumes(c, who, &volumes, &mounts, &side_mounts))
 		return NULL;
-	}
-	/* the certificates: the sidecar's alone (the learner never dials) */
-	side_mounts = json_deep_copy(mounts);
-	if (!c->js->syncer.insecure && tls_volume(c, who, volumes, side_mounts)) {
-		json_decref(volumes);
-		json_decref(mounts);
-		json_decref(side_mounts);
-		return NULL;
-	}
 	podspec = json_pack(
 		"{s:s, s:i, s:[{s:s, s:s, s:s, s:s,"
 		"  s:[s,s,s,s,s,s,s,s,s,s,s,s], s:o, s:o}],"
@@ -740,34 +753,14 @@ json_t *child_evaluator(const struct child_ctx *c)
 	char name[CHILD_NAME_MAX], addr[2 * CHILD_NAME_MAX + 80];
 	json_t *ev = json_object_get(c->spec, "evaluator");
 	json_t *cmd = json_object_get(ev, "command"), *args = json_object_get(ev, "args");
-	json_t *volumes = json_array(), *mounts = json_array(), *m, *podspec;
-	json_t *side_mounts, *tmpl, *ctr;
+	json_t *volumes, *mounts, *side_mounts, *m, *podspec, *tmpl, *ctr;
 	size_t i;
 
 	if (!json_is_array(cmd) || !json_array_size(cmd) ||
 	    child_name(c->name, CHILD_EVALUATOR, 0, name, sizeof(name)) ||
-	    syncer_address(c->name, c->ns, c->js->syncer.port, addr, sizeof(addr))) {
-		json_decref(volumes);
-		json_decref(mounts);
+	    syncer_address(c->name, c->ns, c->js->syncer.port, addr, sizeof(addr)) ||
+	    sidecar_pod_volumes(c, "evaluator-0", &volumes, &mounts, &side_mounts))
 		return NULL;
-	}
-	json_array_append_new(volumes, json_pack(
-		"{s:s, s:{s:s}}", "name", "exchange", "emptyDir", "medium", "Memory"));
-	json_array_append_new(mounts, json_pack("{s:s, s:s}", "name", "exchange",
-						"mountPath", EXCHANGE_DIR));
-	if (common_volumes(c, volumes, mounts)) {
-		json_decref(volumes);
-		json_decref(mounts);
-		return NULL;
-	}
-	side_mounts = json_deep_copy(mounts);
-	if (!c->js->syncer.insecure &&
-	    tls_volume(c, "evaluator-0", volumes, side_mounts)) {
-		json_decref(volumes);
-		json_decref(mounts);
-		json_decref(side_mounts);
-		return NULL;
-	}
 	podspec = json_pack(
 		"{s:s, s:i, s:[{s:s, s:s, s:s, s:s,"
 		"  s:[s,s,s,s,s,s,s,s,s,s,s,s,s], s:o, s:o}],"
