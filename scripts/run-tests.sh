@@ -1,7 +1,7 @@
 #!/bin/sh
 # Runs the unit test binaries given as arguments, then every
 # tests/integration/test_*.sh (SCRIPTS=DIR: DIR/test_*.sh instead), and
-# ends with one line "N passed, N failed".
+# ends with one line "N passed, N failed"; each test's time follows it.
 # ONLY=pattern restricts both to names containing the pattern.
 BUILD=${BUILD:-build}
 export BUILD
@@ -13,12 +13,14 @@ run_one() {
 	shift
 	case "$name" in *"${ONLY:-}"*) ;; *) return ;; esac
 	echo "=== $name"
+	t0=$(date +%s)
 	if timeout "${TEST_TIMEOUT:-900}" "$@"; then
 		pass=$((pass + 1))
+		echo "--- $name: $(($(date +%s) - t0)) s"
 	else
 		fail=$((fail + 1))
 		failed="$failed $name"
-		echo "--- FAILED: $name"
+		echo "--- FAILED: $name ($(($(date +%s) - t0)) s)"
 	fi
 }
 for t in "$@"; do

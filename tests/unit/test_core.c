@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/buf.h"
@@ -1492,12 +1493,19 @@ static int eval_watching(void *ctx, const float *params, size_t max_tokens,
 			 double *loss, struct err *e)
 {
 	struct during *d = ctx;
+	struct timespec until;
 
 	(void)params;
 	(void)max_tokens;
 	(void)e;
 	d->calls++;
-	d->lock_free = pthread_mutex_trylock(&d->s->mu) == 0;
+	/*
+	 * Another thread may hold the lock for a moment; a lock held by
+	 * the caller (the loop) would make this wait out its 5 s.
+	 */
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 5;
+	d->lock_free = pthread_mutex_timedlock(&d->s->mu, &until) == 0;
 	if (d->lock_free) {
 		pthread_mutex_unlock(&d->s->mu);
 		d->healthz = http_code(d->s, "/healthz", d->body, sizeof(d->body));
