@@ -29,25 +29,7 @@
 #include "common/util.h"
 #include "common/wire.h"
 #include "syncer/syncer_int.h"
-#include "tests/unit/testlib.h"
-
-#define M 3          /* learners */
-#define NPARAM 24
-
-/* fragment sizes come from frag_table_init's balancing */
-static const struct frag_tensor tens[3] = {
-	{ 0, 8, 0 }, { 8, 12, 0 }, { 20, 4, 0 },
-};
-
-struct fx {
-	char dir[64];
-	struct job_spec js;
-	struct frag_table ft;
-	struct syncer_params prm;
-	float init[NPARAM];
-	struct syncer *s;
-	double now;
-};
+#include "tests/unit/corefix.h"
 
 static void fx_start(struct fx *f)
 {
@@ -65,56 +47,23 @@ static void fx_stop(struct fx *f)
 
 static int setup(void **state)
 {
-	struct fx *f = calloc(1, sizeof(*f));
+	struct fx *f = corefix_new("core");
 
-	strcpy(f->dir, "/tmp/ddcore-test-XXXXXX");
-	assert_non_null(mkdtemp(f->dir));
-	jobspec_defaults(&f->js);
-	strcpy(f->js.name, "core");
-	f->js.learners.replicas = M;
-	f->js.syncer.min_quorum = 2;
-	f->js.syncer.fragments = 2;
-	f->js.syncer.overlap = 2;
 	f->js.syncer.grace = 0.5;
-	f->js.syncer.merge = MERGE_MEAN;
-	f->js.syncer.outer_lr = 1.0;        /* Θ ← Θ − Δ: easy to check */
-	f->js.syncer.outer_momentum = 0.0;
-	f->js.syncer.nesterov = 0;
 	f->js.syncer.checkpoint_every = 1;
-	f->js.syncer.eval_every = 0;
-	assert_int_equal(frag_table_init(&f->ft, tens, 3, 2, NULL), 0);
-	for (int i = 0; i < NPARAM; i++)
-		f->init[i] = 0.01f * (float)i;
-	f->prm = (struct syncer_params){
-		.js = &f->js, .ft = &f->ft, .init_params = f->init,
-		.nparams = NPARAM, .ckpt_dir = f->dir,
-	};
-	f->now = 100.0;
 	*state = f;
 	return 0;
 }
 
 static int teardown(void **state)
 {
-	struct fx *f = *state;
-
-	if (f->s)
-		fx_stop(f);
-	frag_table_release(&f->ft);
-	assert_int_equal(testlib_rmtree(f->dir), 0);
-	free(f);
+	corefix_free(*state);
 	return 0;
 }
 
 static struct wire_hello hello_of(struct fx *f, uint32_t id, uint64_t *sizes)
 {
-	for (int p = 0; p < f->ft.nfrags; p++)
-		sizes[p] = f->ft.frags[p].numel;
-	return (struct wire_hello){
-		.learner_id = id, .fingerprint = f->ft.fingerprint,
-		.fragments = (uint32_t)f->ft.nfrags, .nsizes = (size_t)f->ft.nfrags,
-		.fragment_sizes = sizes, .incarnation = 1 + id, .job = "core",
-	};
+	return corefix_hello(f, id, 0, sizes);
 }
 
 /* Every learner joins at step 0; returns how many pulls they got. */

@@ -24,51 +24,14 @@
 #include "common/encoding.h"
 #include "common/wire.h"
 #include "syncer/syncer_int.h"
-#include "tests/unit/testlib.h"
-
-#define M 3          /* learners */
-#define NPARAM 24
-
-static const struct frag_tensor tens[3] = {
-	{ 0, 8, 0 }, { 8, 12, 0 }, { 20, 4, 0 },
-};
-
-struct fx {
-	char dir[64];
-	struct job_spec js;
-	struct frag_table ft;
-	struct syncer_params prm;
-	float init[NPARAM];
-	struct syncer *s;
-	double now;
-};
+#include "tests/unit/corefix.h"
 
 static int setup(void **state)
 {
-	struct fx *f = calloc(1, sizeof(*f));
+	struct fx *f = corefix_new("evr");
 
-	assert_int_equal(testlib_tmpdir(f->dir, sizeof(f->dir), "ddevr-test"), 0);
-	jobspec_defaults(&f->js);
-	strcpy(f->js.name, "evr");
 	f->js.model.kind = MODEL_EXTERNAL;
-	f->js.learners.replicas = M;
-	f->js.syncer.min_quorum = 2;
-	f->js.syncer.fragments = 2;
-	f->js.syncer.overlap = 2;
-	f->js.syncer.merge = MERGE_MEAN;
-	f->js.syncer.outer_lr = 1.0;
-	f->js.syncer.outer_momentum = 0.0;
-	f->js.syncer.nesterov = 0;
 	f->js.syncer.checkpoint_every = 0;
-	f->js.syncer.eval_every = 0;
-	assert_int_equal(frag_table_init(&f->ft, tens, 3, 2, NULL), 0);
-	for (int i = 0; i < NPARAM; i++)
-		f->init[i] = 0.01f * (float)i;
-	f->prm = (struct syncer_params){
-		.js = &f->js, .ft = &f->ft, .init_params = f->init,
-		.nparams = NPARAM, .ckpt_dir = f->dir,
-	};
-	f->now = 100.0;
 	f->s = calloc(1, sizeof(*f->s));
 	assert_non_null(f->s);
 	assert_int_equal(core_init(f->s, &f->prm, f->now, NULL), 0);
@@ -78,27 +41,14 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-	struct fx *f = *state;
-
-	core_release(f->s);
-	free(f->s);
-	frag_table_release(&f->ft);
-	assert_int_equal(testlib_rmtree(f->dir), 0);
-	free(f);
+	corefix_free(*state);
 	return 0;
 }
 
 static struct wire_hello hello_of(struct fx *f, uint32_t id, int evaluator,
 				  uint64_t *sizes)
 {
-	for (int p = 0; p < f->ft.nfrags; p++)
-		sizes[p] = f->ft.frags[p].numel;
-	return (struct wire_hello){
-		.learner_id = id, .fingerprint = f->ft.fingerprint,
-		.fragments = (uint32_t)f->ft.nfrags, .nsizes = (size_t)f->ft.nfrags,
-		.fragment_sizes = sizes, .incarnation = 1 + id, .job = "evr",
-		.evaluator = evaluator,
-	};
+	return corefix_hello(f, id, evaluator, sizes);
 }
 
 static void join_learner(struct fx *f, uint32_t id)
