@@ -14,6 +14,10 @@
 #                    polls CONDITION every 0.2 s; fails when the run
 #                    ends or SECONDS pass first
 #   s JQ             a field of $dir/s.json (a /status saved by the test)
+#   live_job NAME LEARNERS SYNCER TOKENS
+#                    writes $dir/job.yaml: the tiny GPT on fortunes with
+#                    LEARNERS replicas, spec.syncer SYNCER (a YAML flow
+#                    mapping's inside) and a budget of TOKENS
 live_cleanup() {
 	if [ -n "$runner" ]; then
 		kill "$runner" 2>/dev/null || :
@@ -58,4 +62,19 @@ fi
 exec "$REAL" "\$@"
 EOF
 	chmod +x "$dir/exe"
+}
+live_job() {
+	cat > "$dir/job.yaml" <<YAML
+apiVersion: ddiloco.io/v1alpha1
+kind: DecoupledTrainingJob
+metadata:
+  name: $1
+spec:
+  learners: {replicas: $2}
+  model: {context: 32, layers: 1, heads: 2, channels: 32}
+  data: {path: /usr/share/games/fortunes, valFraction: 0.05}
+  optimizer: {lr: 0.005, warmupSteps: 5, batchSize: 8}
+  syncer: {$3}
+  budget: {tokens: $4}
+YAML
 }

@@ -38,20 +38,9 @@ trap live_cleanup EXIT
 # model is ~170 KB
 live_exe '[ "$n" = 1 ] && ulimit -f 64'
 
-cat > "$dir/job.yaml" <<YAML
-apiVersion: ddiloco.io/v1alpha1
-kind: DecoupledTrainingJob
-metadata:
-  name: ckf-$$
-spec:
-  learners: {replicas: 3}
-  model: {context: 32, layers: 1, heads: 2, channels: 32}
-  data: {path: /usr/share/games/fortunes, valFraction: 0.05}
-  optimizer: {lr: 0.005, warmupSteps: 5, batchSize: 8}
-  syncer: {minQuorum: 2, fragments: 2, overlap: 2, evalEvery: 100,
-           evalTokens: 2048, checkpointEvery: 5}
-  budget: {tokens: 4000000}
-YAML
+syncer="minQuorum: 2, fragments: 2, overlap: 2, evalEvery: 100"
+syncer="$syncer, evalTokens: 2048, checkpointEvery: 5"
+live_job ckf-$$ 3 "$syncer" 4000000
 
 DDILOCO_EXE=$dir/exe "$BIN" run "$dir/job.yaml" --run-dir "$run" --no-chaos \
 	--timeout 150 > "$dir/out" 2>&1 &

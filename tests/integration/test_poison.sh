@@ -32,21 +32,10 @@ trap live_cleanup EXIT
 
 live_exe
 
-cat > "$dir/job.yaml" <<YAML
-apiVersion: ddiloco.io/v1alpha1
-kind: DecoupledTrainingJob
-metadata:
-  name: poison-$$
-spec:
-  learners: {replicas: 2}
-  model: {context: 32, layers: 1, heads: 2, channels: 32}
-  data: {path: /usr/share/games/fortunes, valFraction: 0.05}
-  optimizer: {lr: 0.005, warmupSteps: 5, batchSize: 8}
-  syncer: {minQuorum: 2, fragments: 2, overlap: 2, evalEvery: 50,
-           evalTokens: 2048, checkpointEvery: 10, merge: mean,
-           outerLr: 1.0, outerMomentum: 0.5, nesterov: true}
-  budget: {tokens: 3000000}
-YAML
+syncer="minQuorum: 2, fragments: 2, overlap: 2, evalEvery: 50"
+syncer="$syncer, evalTokens: 2048, checkpointEvery: 10, merge: mean"
+syncer="$syncer, outerLr: 1.0, outerMomentum: 0.5, nesterov: true"
+live_job poison-$$ 2 "$syncer" 3000000
 
 DDILOCO_TEST_POISON_ANSWERS=0:1:2:3e38,1:1:2:3e38,1:41:20:1 DDILOCO_EXE=$dir/exe \
 	"$BIN" run "$dir/job.yaml" --run-dir "$run" --no-chaos --timeout 150 > "$dir/out" 2>&1 &

@@ -27,20 +27,9 @@ trap cleanup EXIT
 
 live_exe
 
-cat > "$dir/job.yaml" <<YAML
-apiVersion: ddiloco.io/v1alpha1
-kind: DecoupledTrainingJob
-metadata:
-  name: stale-$$
-spec:
-  learners: {replicas: 3}
-  model: {context: 32, layers: 1, heads: 2, channels: 32}
-  data: {path: /usr/share/games/fortunes, valFraction: 0.05}
-  optimizer: {lr: 0.005, warmupSteps: 5, batchSize: 8}
-  syncer: {minQuorum: 2, fragments: 2, overlap: 2, evalEvery: 200,
-           evalTokens: 2048, checkpointEvery: 50, stallSeconds: 2}
-  budget: {tokens: 8000000}
-YAML
+syncer="minQuorum: 2, fragments: 2, overlap: 2, evalEvery: 200"
+syncer="$syncer, evalTokens: 2048, checkpointEvery: 50, stallSeconds: 2"
+live_job stale-$$ 3 "$syncer" 8000000
 
 DDILOCO_EXE=$dir/exe "$BIN" run "$dir/job.yaml" --run-dir "$run" --no-chaos \
 	--timeout 300 > "$dir/out" 2>&1 &
