@@ -55,15 +55,14 @@ r0=$(s .round)
 [ "$(metric learners_stale_total)" -ge 1 ] || fail "metric learners_stale_total $(metric learners_stale_total)"
 grep -q "learner 1: its step $step has not moved for [0-9]* s while it keeps reporting; stale" "$run/syncer.log" ||
 	fail "no log line of learner 1 stale at step $step"
-# the rounds go on without it
-sleep 2
-now
+# the rounds go on without it (20 of them: how soon depends on the
+# machine's load, so no time bound)
+wait_for 60 'now && [ "$(s .round)" -ge $((r0 + 20)) ]' "20 rounds while learner 1 was stopped"
 [ "$(s '.learners[1].step')" = "$step" ] || fail "the stopped learner's step moved: $(s '.learners[1].step')"
 [ "$(s '.learners[1].stale')" = true ] || fail "learner 1 not stale while stopped"
 r1=$(s .round)
-[ "$r1" -ge $((r0 + 20)) ] || fail "rounds $r0 -> $r1 in 2 s while learner 1 was stopped"
 tok=$(s '.learners[1].tokens')
-echo "learner 1 stopped at step $step: stale after ${stalled} s; rounds $r0 -> $r1 in the next 2 s"
+echo "learner 1 stopped at step $step: stale after ${stalled} s; rounds $r0 -> $r1 while stopped"
 
 kill -CONT "$pid"
 wait_for 30 'now && [ "$(s ".learners[1].stale")" = false ] && [ "$(s ".learners[1].step")" -gt "$step" ]' \
