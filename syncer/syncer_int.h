@@ -196,12 +196,12 @@ struct syncer {
  * hundred times their size (docs/syncer.md, Merge). */
 #define CORE_SIZE_RATIO 100.0
 
-/* A joined learner is stale when its reported step has not changed for
- * the larger of spec.syncer.stallSeconds and CORE_STALL_STEPS of its step
- * times while it was heard from in the last CORE_STALL_HEARD_S. */
 /* The high-water mark is written when a round starts past it, to cover
  * this many rounds (docs/syncer.md, Checkpoints). */
 #define CORE_HWM_ROUNDS 16
+/* A joined learner is stale when its reported step has not changed for
+ * the larger of spec.syncer.stallSeconds and CORE_STALL_STEPS of its step
+ * times while it was heard from in the last CORE_STALL_HEARD_S. */
 #define CORE_STALL_STEPS 10
 #define CORE_STALL_HEARD_S 10.0
 /* The per-tick work (core_tick) runs at most once in this many seconds,
