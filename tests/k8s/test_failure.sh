@@ -111,6 +111,8 @@ if [ $(($(date +%s) - ready_at)) -lt 6 ]; then
 	sleep 2
 	[ "$(jp ddjob/d '{.status.learners.failures}')" = "[1,0]" ] ||
 		fail "job d: failure forgotten $(($(date +%s) - ready_at)) s after ready, before 8 s"
+else
+	echo "job d: NOT CHECKED that the failure stands before 8 s: the poll came $(($(date +%s) - ready_at)) s after ready"
 fi
 until_ok 40 "job d: the failure forgotten" '[ "$(jp ddjob/d "{.status.learners.failures}")" = "[0,0]" ]'
 took=$(($(date +%s) - ready_at))

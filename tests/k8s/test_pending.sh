@@ -137,6 +137,8 @@ a=$(age) r=$(cond pull reason)
 if [ "$a" -lt 13 ]; then
 	[ "$r" = PodsStarting ] || fail "pull: PodsReady '$r' $a s after creation, before pendingTimeoutSeconds 15"
 	echo "pull: $a s after creation: PodsReady PodsStarting"
+else
+	echo "pull: NOT CHECKED that PodsReady says PodsStarting before the timeout: the first look came $a s after creation"
 fi
 until_ok 60 "pull: PodsReady ContainerCreating" '[ "$(cond pull reason)" = ContainerCreating ]'
 a=$(age)
