@@ -166,8 +166,13 @@ test: deps
 	@$(MAKE) --no-print-directory all $(UNIT_BINS) $(REPLAY_BINS)
 	@BUILD=$(BUILD) sh scripts/run-tests.sh $(UNIT_BINS) $(REPLAY_BINS)
 
+# The same under ASan + UBSan, but for two integration tests that run for
+# minutes there and whose code the unit tests and test_run cover
+# (test_stale: the core's stale scan, test_core; test_pace: the pacing,
+# test_round): CHECK_SKIP= runs them too.
+CHECK_SKIP ?= test_stale test_pace
 check: deps
-	@$(MAKE) --no-print-directory BUILD=build/san SAN=1 test
+	@$(MAKE) --no-print-directory BUILD=build/san SAN=1 SKIP="$(CHECK_SKIP)" test
 
 # every harness for FUZZ_SECONDS each, one at a time (scripts/run-fuzz.sh)
 fuzz:

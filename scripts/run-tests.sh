@@ -2,7 +2,8 @@
 # Runs the unit test binaries given as arguments, then every
 # tests/integration/test_*.sh (SCRIPTS=DIR: DIR/test_*.sh instead), and
 # ends with one line "N passed, N failed"; each test's time follows it.
-# ONLY=pattern restricts both to names containing the pattern.
+# ONLY=pattern restricts both to names containing the pattern; SKIP="a b"
+# leaves out the tests of those names (and says so).
 BUILD=${BUILD:-build}
 export BUILD
 pass=0
@@ -12,6 +13,7 @@ run_one() {
 	name=$1
 	shift
 	case "$name" in *"${ONLY:-}"*) ;; *) return ;; esac
+	case " ${SKIP:-} " in *" $name "*) echo "--- $name: skipped (SKIP)"; return ;; esac
 	echo "=== $name"
 	t0=$(date +%s)
 	if timeout "${TEST_TIMEOUT:-900}" "$@"; then
