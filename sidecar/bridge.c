@@ -86,13 +86,11 @@ void sidecar_free(struct sidecar *s)
 	free(s);
 }
 
-double sidecar_heartbeat_gap(const struct sidecar *s, double step_time,
-			     int *early)
+double sidecar_heartbeat_gap(const struct sidecar *s, int *early)
 {
 	double every = s->o.heartbeat_every;
 
-	if (s->o.evaluator || step_time > 0 || *early <= 0 ||
-	    every <= SIDECAR_EARLY_HEARTBEAT_S)
+	if (s->o.evaluator || *early <= 0 || every <= SIDECAR_EARLY_HEARTBEAT_S)
 		return every;
 	(*early)--;
 	return SIDECAR_EARLY_HEARTBEAT_S;

@@ -351,7 +351,7 @@ static int send_heartbeat(struct client *cl, struct call *c, double now)
 		.step_time = st.step_time, .train_loss = st.loss,
 		.incarnation = st.incarnation,
 	};
-	cl->next_heartbeat = now + sidecar_heartbeat_gap(cl->s, st.step_time,
+	cl->next_heartbeat = now + sidecar_heartbeat_gap(cl->s,
 							 &c->early_heartbeats);
 	if (send_packed(c, &m))
 		return -1;
