@@ -86,6 +86,16 @@ void sidecar_free(struct sidecar *s)
 	free(s);
 }
 
+double sidecar_heartbeat_gap(const struct sidecar *s, int *early)
+{
+	double every = s->o.heartbeat_every;
+
+	if (s->o.evaluator || *early <= 0 || every <= SIDECAR_EARLY_HEARTBEAT_S)
+		return every;
+	(*early)--;
+	return SIDECAR_EARLY_HEARTBEAT_S;
+}
+
 void sidecar_stream_begin(struct sidecar *s)
 {
 	pthread_mutex_lock(&s->mu);

@@ -70,6 +70,7 @@ struct call {
 	int ended;               /* status received */
 	int recv_armed, send_busy, hello_sent;
 	int welcomed_here;       /* a Welcome came on this call */
+	int early_heartbeats;    /* left (sidecar_heartbeat_gap) */
 	int peer;                /* 0 unchecked, 1 the job's syncer, -1 not */
 	grpc_metadata_array md_initial, md_trailing;
 	grpc_status_code status;
@@ -243,6 +244,7 @@ static void start_call(struct client *cl)
 	c->t_send = (struct tag){ c, T_SEND };
 	c->t_status = (struct tag){ c, T_STATUS };
 	c->send_frag = -1;
+	c->early_heartbeats = SIDECAR_EARLY_HEARTBEATS;
 	c->details = grpc_empty_slice();
 	grpc_metadata_array_init(&c->md_initial);
 	grpc_metadata_array_init(&c->md_trailing);
@@ -335,7 +337,8 @@ static int send_hello(struct client *cl, struct call *c)
 	return rc;
 }
 
-static int send_heartbeat(struct client *cl, struct call *c)
+/* Sends a heartbeat and dates the next one (sidecar_heartbeat_gap). */
+static int send_heartbeat(struct client *cl, struct call *c, double now)
 {
 	struct wire_learner_msg m = { .kind = WIRE_HEARTBEAT };
 	struct exchange_stats st;
@@ -348,6 +351,8 @@ static int send_heartbeat(struct client *cl, struct call *c)
 		.step_time = st.step_time, .train_loss = st.loss,
 		.incarnation = st.incarnation,
 	};
+	cl->next_heartbeat = now + sidecar_heartbeat_gap(cl->s,
+							 &c->early_heartbeats);
 	if (send_packed(c, &m))
 		return -1;
 	SC_ADD(cl->s, heartbeats_sent, 1);
@@ -491,8 +496,7 @@ static void pump_send(struct client *cl)
 		return;
 	}
 	if (now >= cl->next_heartbeat) {
-		cl->next_heartbeat = now + cl->s->o.heartbeat_every;
-		send_heartbeat(cl, c);
+		send_heartbeat(cl, c, now);
 		return;
 	}
 	if (cl->s->o.evaluator && send_evaluation(cl, c))

@@ -77,4 +77,16 @@ void sidecar_queue_free_entry(struct qanswer *q);
  * resume step (docs/sidecar.md). */
 void sidecar_learner_stats(struct sidecar *s, struct exchange_stats *st);
 
+/* Early heartbeats: a learner's first SIDECAR_EARLY_HEARTBEATS
+ * heartbeats of a stream follow each other after
+ * SIDECAR_EARLY_HEARTBEAT_S instead of heartbeat_every, so that the
+ * syncer paces rounds on the learner's steps from its first steps on
+ * and its step-time floor follows the learner's moving average down
+ * from the slow first steps (docs/sidecar.md, Heartbeats). */
+#define SIDECAR_EARLY_HEARTBEAT_S 0.05
+#define SIDECAR_EARLY_HEARTBEATS 40
+/* Seconds from a heartbeat to the next; *early counts the early ones
+ * left on this stream. */
+double sidecar_heartbeat_gap(const struct sidecar *s, int *early);
+
 #endif

@@ -12,8 +12,9 @@ the job is done, chaos killed learners and they came back, the
 evaluator's reports are the job's eval history, uptime >= 0.85 and the
 job's final eval loss over the baseline's <= 1.15 (on a loaded machine,
 uptime >= 0.5 and ratio <= 2.0), and prints whether the 0.99 and 1.05
-the issue asks for held: on this loaded 2-core machine they mostly did
-not (docs/abi.md, Parity with one process)."""
+the issue asks for held: on this loaded 2-core machine the ratio met
+1.05 in 13 of 18 chaos runs of the example's settings (docs/abi.md,
+Parity with one process)."""
 import json
 import os
 import re
@@ -26,9 +27,13 @@ JOB = "examples/pytorch/external-chaos.yaml"
 SCRIPT = "examples/pytorch/external.py"
 # asserted (docs/abi.md, Parity with one process): on a machine whose
 # 1-minute load per core was above LOADED when the job started, what held
-# in all 14 runs here at a load of 8 to 17 on 2 cores; below it, tighter
-# bounds that no run here could check (there was no quiet machine). The
-# issue's own bounds are printed either way.
+# in every run there at a load of 3 to 17 on 2 cores, before and after
+# the sidecar's early heartbeats (the worst 1.80, before); below it, the
+# bounds of before. The issue's 1.05 is printed, not asserted: after the
+# early heartbeats and with alpha 0.5, 5 of 18 chaos runs at a load of
+# 4 to 15 ended above it (1.0531 to 1.1288), and no setting of the
+# outer step, H, quorum or merge met it in every run; no run since that
+# change was on an idle machine.
 LOADED = 2.0
 RATIO, UPTIME = 1.15, 0.85
 RATIO_LOADED, UPTIME_LOADED = 2.0, 0.5
