@@ -13,8 +13,8 @@ evaluator's reports are the job's eval history, uptime >= 0.85 and the
 job's final eval loss over the baseline's <= 1.15 (on a loaded machine,
 uptime >= 0.5 and ratio <= 2.0), and prints whether the 0.99 and 1.05
 the issue asks for held: on this loaded 2-core machine the ratio met
-1.05 in 13 of 18 chaos runs of the example's settings (docs/abi.md,
-Parity with one process)."""
+1.05 in 13 of 18 chaos runs of the example's settings at 384 000
+tokens (docs/abi.md, Parity with one process)."""
 import json
 import os
 import re
@@ -32,8 +32,9 @@ SCRIPT = "examples/pytorch/external.py"
 # bounds of before. The issue's 1.05 is printed, not asserted: after the
 # early heartbeats and with alpha 0.5, 5 of 18 chaos runs at a load of
 # 4 to 15 ended above it (1.0531 to 1.1288), and no setting of the
-# outer step, H, quorum or merge met it in every run; no run since that
-# change was on an idle machine.
+# outer step, H, quorum or merge met it in every run (those runs at the
+# earlier 384 000 tokens). At the example's 1 152 000 tokens, three runs on
+# an idle machine ended at 1.0878, 1.0226 and 1.0353.
 LOADED = 2.0
 RATIO, UPTIME = 1.15, 0.85
 RATIO_LOADED, UPTIME_LOADED = 2.0, 0.5
