@@ -6,6 +6,7 @@
 
 #include "cmds.h"
 #include "common/cli.h"
+#include "common/pki.h"
 
 static const struct {
 	const char *name;
@@ -44,6 +45,7 @@ int main(int argc, char **argv)
 	struct err e;
 	int n;
 
+	pki_process_init();
 	if (argc < 2) {
 		usage(stderr);
 		return 2;

@@ -19,6 +19,7 @@
 #include <openssl/asn1.h>
 #include <openssl/bio.h>
 #include <openssl/bn.h>
+#include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
@@ -326,6 +327,11 @@ static int job_label_ok(const char *job)
 		      job[i] == '-'))
 			return 0;
 	return 1;
+}
+
+int pki_process_init(void)
+{
+	return OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, NULL) ? 0 : -1;
 }
 
 int pki_ca_new(const char *job, int days, struct pki_pem *ca, struct err *e)

@@ -33,6 +33,18 @@
 #define PKI_MAX_NAMES 64           /* SANs of one kind in a request */
 #define PKI_JOB_MAX   64           /* a job name's bytes, its NUL included */
 
+/*
+ * Call first in main (before gRPC or anything else uses OpenSSL): keeps
+ * OpenSSL from freeing its tables in an exit handler. gRPC's threads can
+ * still be building a channel's TLS context while the process exits (a
+ * reconnect that was in flight when the channel was destroyed); with the
+ * tables freed under them that was a use after free at exit, seen under
+ * ASan as a leak or a crash. The process's memory goes back at exit
+ * anyway. After any other use of OpenSSL it does nothing (the exit
+ * handler is set by the first). -1 when OpenSSL cannot start.
+ */
+int pki_process_init(void);
+
 /* A certificate and its private key, NUL-terminated PEM, heap-owned. */
 struct pki_pem {
 	char *cert;

@@ -149,6 +149,7 @@ static inline void syncerproc_end(pid_t *pid, const char *dir)
 static inline int syncerproc_group_setup(void **state)
 {
 	(void)state;
+	pki_process_init();
 	grpc_init();
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	signal(SIGPIPE, SIG_IGN);

@@ -1,0 +1,173 @@
+/*
+ * A slow link on loopback for tests: a TCP proxy on 127.0.0.1 that holds
+ * every chunk it forwards, either way, for `delay` seconds, and (rate > 0)
+ * for its length over `rate` bytes per second more. No root and no tc:
+ * what a long or thin link does to a handshake or a large message.
+ *
+ * slowlink_start(&l, port, delay, rate) listens on l.port and forwards to
+ * 127.0.0.1:port; slowlink_stop ends every connection and joins its
+ * threads.
+ */
+#ifndef DDILOCO_TEST_SLOWLINK_H
+#define DDILOCO_TEST_SLOWLINK_H
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/util.h"
+
+#define SLOWLINK_CONNS 16
+
+struct slowlink_conn {
+	struct slowlink *l;
+	int fd[2];              /* the client's, the target's */
+	pthread_t th;
+};
+
+struct slowlink {
+	int port, target_port, lfd;
+	double delay, rate;
+	volatile int stop;
+	pthread_t th;
+	int n;
+	struct slowlink_conn c[SLOWLINK_CONNS];
+};
+
+static inline int slowlink_write_all(int fd, const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static inline void *slowlink_conn_main(void *arg)
+{
+	struct slowlink_conn *c = arg;
+	struct slowlink *l = c->l;
+	char buf[16384];
+
+	while (!l->stop) {
+		struct pollfd p[2] = { { c->fd[0], POLLIN, 0 }, { c->fd[1], POLLIN, 0 } };
+
+		if (poll(p, 2, 50) <= 0)
+			continue;
+		for (int i = 0; i < 2; i++) {
+			ssize_t r;
+
+			if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			r = read(c->fd[i], buf, sizeof(buf));
+			if (r <= 0)
+				goto out;
+			sleep_seconds(l->delay + (l->rate > 0 ? (double)r / l->rate : 0));
+			if (slowlink_write_all(c->fd[1 - i], buf, (size_t)r))
+				goto out;
+		}
+	}
+out:
+	shutdown(c->fd[0], SHUT_RDWR);
+	shutdown(c->fd[1], SHUT_RDWR);
+	return NULL;
+}
+
+static inline int slowlink_dial(int port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a))) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+static inline void *slowlink_main(void *arg)
+{
+	struct slowlink *l = arg;
+
+	while (!l->stop) {
+		struct pollfd p = { l->lfd, POLLIN, 0 };
+		struct slowlink_conn *c;
+		int fd, up;
+
+		if (poll(&p, 1, 50) <= 0)
+			continue;
+		fd = accept(l->lfd, NULL, NULL);
+		if (fd < 0)
+			continue;
+		up = slowlink_dial(l->target_port);
+		if (up < 0 || l->n == SLOWLINK_CONNS) {
+			close(fd);
+			if (up >= 0)
+				close(up);
+			continue;
+		}
+		c = &l->c[l->n];
+		c->l = l;
+		c->fd[0] = fd;
+		c->fd[1] = up;
+		if (pthread_create(&c->th, NULL, slowlink_conn_main, c)) {
+			close(fd);
+			close(up);
+			continue;
+		}
+		l->n++;
+	}
+	return NULL;
+}
+
+static inline int slowlink_start(struct slowlink *l, int target_port,
+				 double delay, double rate)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t len = sizeof(a);
+
+	memset(l, 0, sizeof(*l));
+	l->target_port = target_port;
+	l->delay = delay;
+	l->rate = rate;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	l->lfd = socket(AF_INET, SOCK_STREAM, 0);
+	if (l->lfd < 0 || bind(l->lfd, (struct sockaddr *)&a, sizeof(a)) ||
+	    listen(l->lfd, 16) ||
+	    getsockname(l->lfd, (struct sockaddr *)&a, &len))
+		goto fail;
+	l->port = ntohs(a.sin_port);
+	if (pthread_create(&l->th, NULL, slowlink_main, l))
+		goto fail;
+	return 0;
+fail:
+	if (l->lfd >= 0)
+		close(l->lfd);
+	return -1;
+}
+
+static inline void slowlink_stop(struct slowlink *l)
+{
+	l->stop = 1;
+	pthread_join(l->th, NULL);
+	for (int i = 0; i < l->n; i++) {
+		pthread_join(l->c[i].th, NULL);
+		close(l->c[i].fd[0]);
+		close(l->c[i].fd[1]);
+	}
+	close(l->lfd);
+}
+
+#endif
