@@ -48,6 +48,10 @@
  * A hung syncer is found 20 s later instead.
  */
 #define KEEPALIVE_TIMEOUT_MS 20000
+/* one attempt to connect: TCP and the TLS handshake; a handshake takes a
+ * few round trips, and an address that no longer answers costs this much
+ * before the next try */
+#define CONNECT_TIMEOUT_MS 2000
 /* bytes the transport takes per write; more is not faster on loopback
  * (docs/sidecar.md, levers) and waits in front of every ping */
 #define WRITE_BUFFER (1 << 20)
@@ -122,8 +126,14 @@ static grpc_channel *make_channel(const char *target,
 		int_arg(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, (int)WIRE_MAX_MESSAGE),
 		int_arg(GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, (int)WIRE_MAX_MESSAGE),
 		int_arg(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100),
-		int_arg(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100),
 		int_arg(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500),
+		/*
+		 * gRPC takes this as the shortest time it gives one attempt
+		 * to connect, TLS handshake included: at 100 ms a handshake
+		 * slower than the backoff (a long link, a loaded machine)
+		 * was cut off every time and the sidecar never connected
+		 */
+		int_arg(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, CONNECT_TIMEOUT_MS),
 		/*
 		 * a restarted syncer pod comes back at a new address under the
 		 * same name: re-resolve within a second, not gRPC's 30 s

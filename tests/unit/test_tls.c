@@ -50,6 +50,7 @@
 #include "runner/run.h"
 #include "sidecar/sidecar.h"
 #include "trainer/model.h"
+#include "tests/unit/slowlink.h"
 #include "tests/unit/syncerproc.h"
 #include "tests/unit/testlib.h"
 
@@ -713,14 +714,16 @@ static void *watch_main(void *arg)
 
 /*
  * A real sidecar with learner 0's certificate against a server showing
- * srv (a leaf of srv_ca); stopped after `patience` seconds unless it is
+ * srv (a leaf of srv_ca), through a link that holds each chunk `delay`
+ * seconds (0: straight); stopped after `patience` seconds unless it is
  * done first. Returns sidecar_run's result; *done: the exchange marked
  * done; *welcomes: the Welcomes it took.
  */
 static int sidecar_against(struct env *v, const struct pki_pem *srv,
-			   const char *srv_ca, double patience, int *done,
-			   uint64_t *welcomes)
+			   const char *srv_ca, double delay, double patience,
+			   int *done, uint64_t *welcomes)
 {
+	struct slowlink link;
 	struct fake f;
 	struct pki_pem l0;
 	struct tls_files tf;
@@ -730,7 +733,7 @@ static int sidecar_against(struct env *v, const struct pki_pem *srv,
 	struct sidecar *sc;
 	struct err e;
 	volatile sig_atomic_t stop = 0;
-	struct watch w = { &stop, clock_mono() + patience, 0 };
+	struct watch w = { &stop, 0, 0 };
 	grpc_server_credentials *cred;
 	grpc_ssl_pem_key_cert_pair pair = { srv->key, srv->cert };
 	pthread_t th, wt;
@@ -755,7 +758,10 @@ static int sidecar_against(struct env *v, const struct pki_pem *srv,
 	assert_int_equal(mkdir(xdir, 0700), 0);
 	assert_int_equal(exchange_open(xdir, EXCHANGE_SIDECAR, &v->ft, &sx, &e), 0);
 	assert_int_equal(exchange_open(xdir, EXCHANGE_LEARNER, &v->ft, &lx, &e), 0);
-	snprintf(target, sizeof(target), "127.0.0.1:%d", f.port);
+	if (delay > 0)
+		assert_int_equal(slowlink_start(&link, f.port, delay, 0), 0);
+	snprintf(target, sizeof(target), "127.0.0.1:%d",
+		 delay > 0 ? link.port : f.port);
 	o.target = target;
 	o.job = JOB;
 	o.tls = &tf;
@@ -764,6 +770,9 @@ static int sidecar_against(struct env *v, const struct pki_pem *srv,
 	sc = sidecar_new(&o, sx, &v->ft, &e);
 	assert_non_null(sc);
 	assert_int_equal(pthread_create(&th, NULL, fake_main, &f), 0);
+	/* patience counts from here: making the keys above is slow under
+	 * the sanitizers */
+	w.until = clock_mono() + patience;
 	assert_int_equal(pthread_create(&wt, NULL, watch_main, &w), 0);
 	rc = sidecar_run(sc, &stop, &e);
 	w.over = 1;
@@ -771,6 +780,8 @@ static int sidecar_against(struct env *v, const struct pki_pem *srv,
 	sidecar_get_metrics(sc, &m);
 	*welcomes = m.welcomes;
 	*done = exchange_is_done(lx);
+	if (delay > 0)
+		slowlink_stop(&link);
 	f.stop = 1;
 	pthread_join(th, NULL);
 	grpc_server_destroy(f.srv);
@@ -801,17 +812,17 @@ static void sidecar_trusts_only_the_jobs_syncer(void **state)
 	leaf(&ca2, "ddiloco://" JOB "/syncer", 1, &foreign);
 
 	/* the job's syncer: welcomed, then done */
-	assert_int_equal(sidecar_against(v, &good, v->ca.cert, WAIT, &done,
+	assert_int_equal(sidecar_against(v, &good, v->ca.cert, 0, WAIT, &done,
 					 &welcomes), 0);
 	assert_int_equal(done, 1);
 	assert_int_equal(welcomes, 1);
 	/* a learner's certificate of the same CA: nothing taken */
-	assert_int_equal(sidecar_against(v, &learner_srv, v->ca.cert, 1.5, &done,
+	assert_int_equal(sidecar_against(v, &learner_srv, v->ca.cert, 0, 1.5, &done,
 					 &welcomes), 1);
 	assert_int_equal(done, 0);
 	assert_int_equal(welcomes, 0);
 	/* the syncer's name from another CA: the handshake fails */
-	assert_int_equal(sidecar_against(v, &foreign, ca2.cert, 1.5, &done,
+	assert_int_equal(sidecar_against(v, &foreign, ca2.cert, 0, 1.5, &done,
 					 &welcomes), 1);
 	assert_int_equal(done, 0);
 	assert_int_equal(welcomes, 0);
@@ -819,6 +830,29 @@ static void sidecar_trusts_only_the_jobs_syncer(void **state)
 	pki_pem_release(&learner_srv);
 	pki_pem_release(&foreign);
 	pki_pem_release(&ca2);
+}
+
+/*
+ * A link whose every chunk takes 0.3 s: the TLS handshake alone takes
+ * about 1 s, longer than the sidecar's reconnect backoff (0.1-0.5 s).
+ * gRPC gives one attempt to connect the longer of that backoff and
+ * GRPC_ARG_MIN_RECONNECT_BACKOFF_MS; when that was 100 ms too, every
+ * attempt was cut off in its handshake and the sidecar never connected.
+ */
+static void a_slow_handshake_still_connects(void **state)
+{
+	struct env *v = *state;
+	struct pki_pem good;
+	uint64_t welcomes;
+	int done;
+
+	env_setup(v, 0);
+	leaf(&v->ca, "ddiloco://" JOB "/syncer", 1, &good);
+	assert_int_equal(sidecar_against(v, &good, v->ca.cert, 0.3, WAIT, &done,
+					 &welcomes), 0);
+	assert_int_equal(done, 1);
+	assert_int_equal(welcomes, 1);
+	pki_pem_release(&good);
 }
 
 static int init_all(void **state)
@@ -836,6 +870,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(command_lines_refuse_bad_files, setup, teardown),
 		cmocka_unit_test_setup_teardown(run_certificate_folders, setup, teardown),
 		cmocka_unit_test_setup_teardown(sidecar_trusts_only_the_jobs_syncer, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_slow_handshake_still_connects, setup, teardown),
 	};
 	if (getenv("FILTER"))
 		cmocka_set_test_filter(getenv("FILTER"));
