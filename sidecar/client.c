@@ -779,7 +779,8 @@ static void on_beat_status(struct client *cl, struct call *c)
 	gpr_free(details);
 }
 
-/* The Beat's initial metadata: the syncer took it, if it is the syncer. */
+/* The Beat's initial metadata: the syncer took it when it is the
+ * syncer and the mark is there (WIRE_BEAT_MARK_KEY). */
 static void on_beat_start(struct client *cl, struct call *c, int ok)
 {
 	if (!ok || c != cl->beat || c->ended)
@@ -788,7 +789,14 @@ static void on_beat_start(struct client *cl, struct call *c, int ok)
 		end_beat(cl);
 		return;
 	}
-	c->taken = 1;
+	for (size_t i = 0; i < c->md_initial.count; i++)
+		if (grpc_slice_str_cmp(c->md_initial.metadata[i].key,
+				       WIRE_BEAT_MARK_KEY) == 0 &&
+		    grpc_slice_str_cmp(c->md_initial.metadata[i].value,
+				       WIRE_BEAT_MARK_VALUE) == 0)
+			c->taken = 1;
+	if (!c->taken)
+		return;   /* a refusal: its status follows */
 	cl->beat_backoff = cl->s->o.backoff_min;
 	log_debug("heartbeats on a connection of their own (Beat)");
 }

@@ -984,9 +984,12 @@ static int beat_fits(struct conn *c, uint32_t id, uint64_t incarnation)
 /* A Beat's Hello: the learner, checked as Train's, then taken. */
 static void beat_hello(struct conn *c, const struct wire_hello *h)
 {
+	static grpc_metadata taken;   /* read only by gRPC */
 	struct syncer *s = c->sv->s;
 	grpc_op op;
 
+	taken.key = grpc_slice_from_static_string(WIRE_BEAT_MARK_KEY);
+	taken.value = grpc_slice_from_static_string(WIRE_BEAT_MARK_VALUE);
 	if (c->beat_learner >= 0) {
 		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "second hello on one Beat");
 		return;
@@ -1007,9 +1010,12 @@ static void beat_hello(struct conn *c, const struct wire_hello *h)
 	c->beat_learner = (int)h->learner_id;
 	c->incarnation = h->incarnation;
 	s->beat_streams++;
-	/* the initial metadata: the sidecar moves its heartbeats here */
+	/* the initial metadata with the mark: the sidecar moves its
+	 * heartbeats here (a refusal's status comes without it) */
 	memset(&op, 0, sizeof(op));
 	op.op = GRPC_OP_SEND_INITIAL_METADATA;
+	op.data.send_initial_metadata.count = 1;
+	op.data.send_initial_metadata.metadata = &taken;
 	c->md_sent = 1;
 	if (grpc_call_start_batch(c->call, &op, 1, &c->t_send, NULL) ==
 	    GRPC_CALL_OK)
