@@ -42,6 +42,10 @@
 
 #define WIRE_MAX_MESSAGE (64u << 20)   /* either way; gRPC enforces it too */
 #define WIRE_ANSWER_HDR_MAX 96         /* wire_answer_header's longest */
+/* the initial metadata of a Beat the syncer took (proto/ddiloco/v1/
+ * syncer.proto): heartbeats may go there; a refusal comes without it */
+#define WIRE_BEAT_MARK_KEY "ddiloco-beat"
+#define WIRE_BEAT_MARK_VALUE "taken"
 
 enum wire_kind {
 	WIRE_NONE = 0,   /* no kind set (an empty or newer message) */

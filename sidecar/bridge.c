@@ -569,6 +569,9 @@ void sidecar_metrics_text(struct sidecar *s, struct buf *b)
 		     "answers for a stream that is gone", m.answers_dropped);
 	prom_counter(b, S("heartbeats_sent_total"), "heartbeats sent",
 		     m.heartbeats_sent);
+	prom_counter(b, S("beat_heartbeats_sent_total"),
+		     "heartbeats sent on the Beat call, a connection of their "
+		     "own (docs/sidecar.md)", m.beat_heartbeats_sent);
 	prom_counter(b, S("evaluations_sent_total"),
 		     "an evaluator's reports sent (docs/syncer.md, Evaluators)",
 		     m.evaluations_sent);

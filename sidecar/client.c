@@ -13,6 +13,16 @@
  * the encoded payload — so its bytes are not copied again. What arrives
  * goes to sidecar_handle (bridge.c).
  *
+ * Heartbeats (docs/sidecar.md, Heartbeats on their own connection): after
+ * the Train stream's Welcome a Beat call is opened on a second channel,
+ * which gRPC gives a TCP connection of its own (a local subchannel pool),
+ * so that a heartbeat does not wait behind an answer of many MB. It sends
+ * a Hello naming the learner and its incarnation; once the syncer's
+ * initial metadata says it was taken, the heartbeats go there. Until
+ * then, and whenever it failed, they go on Train, and the Beat is tried
+ * again after a backoff (not again for this Train stream when the syncer
+ * does not know the method). It ends with the Train stream.
+ *
  * With TLS (sidecar_opts.tls) the channel trusts the job's CA only and
  * shows this learner's certificate; on top of the chain, the server's
  * certificate must carry the identity ddiloco://<job>/syncer (common/pki.h),
@@ -76,6 +86,8 @@ struct call {
 	int welcomed_here;       /* a Welcome came on this call */
 	int early_heartbeats;    /* left (sidecar_heartbeat_gap) */
 	int peer;                /* 0 unchecked, 1 the job's syncer, -1 not */
+	int beat;                /* a Beat call, not the Train stream */
+	int taken;               /* Beat: the syncer sent its metadata */
 	grpc_metadata_array md_initial, md_trailing;
 	grpc_status_code status;
 	grpc_slice details;
@@ -91,6 +103,12 @@ struct client {
 	grpc_completion_queue *cq;
 	grpc_channel *ch;
 	struct call *live;       /* the current stream, if any */
+	grpc_channel *beat_ch;   /* the Beat calls', on a connection of
+				  * their own; made when first needed */
+	struct call *beat;       /* the current Beat call, if any */
+	double beat_backoff, beat_next;   /* its retries */
+	int beat_off;            /* the syncer has no Beat: not again for
+				  * this Train stream */
 	int draining;            /* ended streams whose batches drain */
 	double backoff, next_attempt, next_heartbeat, next_warn;
 	double next_peer_warn;   /* a wrong server: one line every 30 s */
@@ -115,8 +133,10 @@ static grpc_arg int_arg(const char *key, int v)
 	return a;
 }
 
+/* own: a connection of the channel's own, not shared with another
+ * channel to the same target (the Beat's) */
 static grpc_channel *make_channel(const char *target,
-				  const struct tls_files *tls)
+				  const struct tls_files *tls, int own)
 {
 	grpc_arg args[] = {
 		int_arg(GRPC_ARG_KEEPALIVE_TIME_MS, 1000),
@@ -142,8 +162,9 @@ static grpc_channel *make_channel(const char *target,
 		int_arg(GRPC_ARG_HTTP2_MAX_FRAME_SIZE, (16 << 20) - 1),
 		int_arg(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, LOOKAHEAD),
 		int_arg(GRPC_ARG_HTTP2_WRITE_BUFFER_SIZE, WRITE_BUFFER),
+		int_arg(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1),   /* last */
 	};
-	grpc_channel_args ca = { sizeof(args) / sizeof(args[0]), args };
+	grpc_channel_args ca = { sizeof(args) / sizeof(args[0]) - !own, args };
 	grpc_channel_credentials *cred;
 	grpc_channel *ch;
 
@@ -174,6 +195,8 @@ static void call_free(struct call *c)
 	free(c);
 }
 
+static void end_beat(struct client *cl);
+
 static void schedule_retry(struct client *cl)
 {
 	double j = 0.8 + 0.4 * rng_uniform(&cl->rng);
@@ -196,6 +219,10 @@ static void end_live(struct client *cl)
 	cl->live = NULL;
 	grpc_call_cancel(c->call, NULL);
 	cl->draining++;   /* freed by reap when its last batch completed */
+	end_beat(cl);     /* the next Train stream opens its own */
+	cl->beat_off = 0;
+	cl->beat_backoff = s->o.backoff_min;
+	cl->beat_next = 0;
 	pthread_mutex_lock(&s->mu);
 	s->connected = 0;
 	s->welcomed = 0;
@@ -208,7 +235,7 @@ static void end_live(struct client *cl)
 /* Frees an ended call once none of its batches is pending. */
 static void reap(struct client *cl, struct call *c)
 {
-	if (c != cl->live && c->pending == 0) {
+	if (c != cl->live && c != cl->beat && c->pending == 0) {
 		cl->draining--;
 		call_free(c);
 	}
@@ -288,6 +315,71 @@ fail:
 	reap(cl, c);
 }
 
+/* The Beat call is over: drained like a stream (freed by reap), tried
+ * again after a backoff; its heartbeats go on Train meanwhile. */
+static void end_beat(struct client *cl)
+{
+	struct call *c = cl->beat;
+	double j = 0.8 + 0.4 * rng_uniform(&cl->rng);
+
+	if (!c)
+		return;
+	cl->beat = NULL;
+	grpc_call_cancel(c->call, NULL);
+	cl->draining++;
+	cl->beat_next = clock_mono() + cl->beat_backoff * j;
+	cl->beat_backoff *= 2;
+	if (cl->beat_backoff > cl->s->o.backoff_max)
+		cl->beat_backoff = cl->s->o.backoff_max;
+}
+
+static void start_beat(struct client *cl)
+{
+	struct sidecar *s = cl->s;
+	struct call *c = calloc(1, sizeof(*c));
+	grpc_slice method = grpc_slice_from_static_string("/ddiloco.v1.Syncer/Beat");
+	grpc_op ops[2];
+
+	if (!cl->beat_ch)
+		cl->beat_ch = make_channel(s->o.target, s->o.tls, 1);
+	if (!c || !cl->beat_ch) {
+		free(c);
+		cl->beat_next = clock_mono() + cl->beat_backoff;
+		return;
+	}
+	c->beat = 1;
+	c->t_start = (struct tag){ c, T_START };
+	c->t_recv = (struct tag){ c, T_RECV };
+	c->t_send = (struct tag){ c, T_SEND };
+	c->t_status = (struct tag){ c, T_STATUS };
+	c->send_frag = -1;
+	c->details = grpc_empty_slice();
+	grpc_metadata_array_init(&c->md_initial);
+	grpc_metadata_array_init(&c->md_trailing);
+	c->call = grpc_channel_create_call(cl->beat_ch, NULL,
+					   GRPC_PROPAGATE_DEFAULTS, cl->cq,
+					   method, NULL,
+					   gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+	cl->beat = c;
+	memset(ops, 0, sizeof(ops));
+	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+	ops[1].op = GRPC_OP_RECV_INITIAL_METADATA;
+	ops[1].data.recv_initial_metadata.recv_initial_metadata = &c->md_initial;
+	if (start_batch(c, ops, 2, &c->t_start))
+		goto fail;
+	memset(ops, 0, sizeof(ops));
+	ops[0].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+	ops[0].data.recv_status_on_client.trailing_metadata = &c->md_trailing;
+	ops[0].data.recv_status_on_client.status = &c->status;
+	ops[0].data.recv_status_on_client.status_details = &c->details;
+	if (start_batch(c, ops, 1, &c->t_status))
+		goto fail;
+	return;
+fail:
+	end_beat(cl);
+	reap(cl, c);
+}
+
 static int send_bytes(struct call *c, grpc_slice *slices, size_t n,
 		      size_t len)
 {
@@ -347,7 +439,26 @@ static int send_hello(struct client *cl, struct call *c)
 	return rc;
 }
 
-/* Sends a heartbeat and dates the next one (sidecar_heartbeat_gap). */
+/* The Hello that opens a Beat: the learner and the incarnation of the
+ * Hello on Train. */
+static int send_beat_hello(struct client *cl, struct call *c)
+{
+	struct sidecar *s = cl->s;
+	struct wire_learner_msg m = { .kind = WIRE_HELLO };
+
+	m.hello = (struct wire_hello){
+		.learner_id = s->o.learner_id, .fingerprint = s->ft->fingerprint,
+		.fragments = (uint32_t)s->nfrags,
+		.job = s->o.job ? s->o.job : "",
+	};
+	pthread_mutex_lock(&s->mu);
+	m.hello.incarnation = s->hello_incarnation;
+	pthread_mutex_unlock(&s->mu);
+	return send_packed(c, &m);
+}
+
+/* Sends a heartbeat on call c (the Train stream or the Beat) and dates
+ * the next one (sidecar_heartbeat_gap, counted per Train stream). */
 static int send_heartbeat(struct client *cl, struct call *c, double now)
 {
 	struct wire_learner_msg m = { .kind = WIRE_HEARTBEAT };
@@ -362,10 +473,12 @@ static int send_heartbeat(struct client *cl, struct call *c, double now)
 		.incarnation = st.incarnation,
 	};
 	cl->next_heartbeat = now + sidecar_heartbeat_gap(cl->s,
-							 &c->early_heartbeats);
+							 &cl->live->early_heartbeats);
 	if (send_packed(c, &m))
 		return -1;
 	SC_ADD(cl->s, heartbeats_sent, 1);
+	if (c->beat)
+		SC_ADD(cl->s, beat_heartbeats_sent, 1);
 	return 0;
 }
 
@@ -474,13 +587,45 @@ static int send_answer(struct client *cl, struct call *c)
 	return 1;
 }
 
+/* 1 when heartbeats go on the Beat call. */
+static int beat_ready(const struct client *cl)
+{
+	return cl->beat && cl->beat->taken && !cl->beat->ended;
+}
+
+/* The Beat call after the Welcome: opened, its Hello, due heartbeats. */
+static void pump_beat(struct client *cl, double now)
+{
+	struct call *b = cl->beat;
+
+	if (cl->s->o.evaluator || !cl->live->welcomed_here || cl->beat_off)
+		return;
+	if (!b) {
+		if (now >= cl->beat_next)
+			start_beat(cl);
+		return;
+	}
+	if (b->ended || b->send_busy)
+		return;
+	if (!b->hello_sent) {
+		if (send_beat_hello(cl, b) == 0)
+			b->hello_sent = 1;
+		return;
+	}
+	if (beat_ready(cl) && now >= cl->next_heartbeat)
+		send_heartbeat(cl, b, now);
+}
+
 static void pump_send(struct client *cl)
 {
 	struct call *c = cl->live;
 	double now = clock_mono();
 	int welcomed, rehello;
 
-	if (!c || c->ended || c->send_busy)
+	if (!c || c->ended)
+		return;
+	pump_beat(cl, now);
+	if (c->send_busy)
 		return;
 	if (!c->hello_sent) {
 		if (send_hello(cl, c) == 0)
@@ -505,7 +650,7 @@ static void pump_send(struct client *cl)
 		send_seed(cl, c);
 		return;
 	}
-	if (now >= cl->next_heartbeat) {
+	if (now >= cl->next_heartbeat && !beat_ready(cl)) {
 		send_heartbeat(cl, c, now);
 		return;
 	}
@@ -624,9 +769,57 @@ static void on_send(struct client *cl, struct call *c, int ok)
 	}
 }
 
-static void on_status(struct client *cl, struct call *c)
+/* A Beat's end: heartbeats back on Train, the Beat tried again later. */
+static void on_beat_status(struct client *cl, struct call *c)
 {
 	char *details = grpc_slice_to_c_string(c->details);
+
+	c->ended = 1;
+	if (c == cl->beat) {
+		if (c->status == GRPC_STATUS_UNIMPLEMENTED) {
+			log_info("the syncer takes no Beat: heartbeats go on the "
+				 "Train stream");
+			cl->beat_off = 1;
+		} else {
+			log_debug("Beat ended: status %d '%s'; heartbeats on "
+				  "Train meanwhile", (int)c->status, details);
+		}
+		end_beat(cl);
+	}
+	gpr_free(details);
+}
+
+/* The Beat's initial metadata: the syncer took it when it is the
+ * syncer and the mark is there (WIRE_BEAT_MARK_KEY). */
+static void on_beat_start(struct client *cl, struct call *c, int ok)
+{
+	if (!ok || c != cl->beat || c->ended)
+		return;
+	if (!peer_ok(cl, c)) {
+		end_beat(cl);
+		return;
+	}
+	for (size_t i = 0; i < c->md_initial.count; i++)
+		if (grpc_slice_str_cmp(c->md_initial.metadata[i].key,
+				       WIRE_BEAT_MARK_KEY) == 0 &&
+		    grpc_slice_str_cmp(c->md_initial.metadata[i].value,
+				       WIRE_BEAT_MARK_VALUE) == 0)
+			c->taken = 1;
+	if (!c->taken)
+		return;   /* a refusal: its status follows */
+	cl->beat_backoff = cl->s->o.backoff_min;
+	log_debug("heartbeats on a connection of their own (Beat)");
+}
+
+static void on_status(struct client *cl, struct call *c)
+{
+	char *details;
+
+	if (c->beat) {
+		on_beat_status(cl, c);
+		return;
+	}
+	details = grpc_slice_to_c_string(c->details);
 
 	/* the statuses that end the sidecar are taken from this job's
 	 * syncer only; any other is a disconnect */
@@ -670,6 +863,8 @@ static void on_event(struct client *cl, grpc_event ev)
 	c->pending--;
 	switch (t->kind) {
 	case T_START:
+		if (c->beat)
+			on_beat_start(cl, c, ev.success);
 		break;
 	case T_RECV:
 		on_recv(cl, c, ev.success);
@@ -716,9 +911,10 @@ int sidecar_run(struct sidecar *s, const volatile sig_atomic_t *stop,
 	grpc_init();
 	cl.s = s;
 	cl.backoff = s->o.backoff_min;
+	cl.beat_backoff = s->o.backoff_min;
 	rng_seed(&cl.rng, (uint64_t)getpid() ^ (uint64_t)(clock_wall() * 1e6));
 	cl.cq = grpc_completion_queue_create_for_next(NULL);
-	cl.ch = make_channel(s->o.target, s->o.tls);
+	cl.ch = make_channel(s->o.target, s->o.tls, 0);
 	s->stop = 0;
 	if (pthread_create(&bridge, NULL, bridge_main, s)) {
 		grpc_channel_destroy(cl.ch);
@@ -760,6 +956,8 @@ int sidecar_run(struct sidecar *s, const volatile sig_atomic_t *stop,
 			break;
 	}
 	grpc_channel_destroy(cl.ch);
+	if (cl.beat_ch)
+		grpc_channel_destroy(cl.beat_ch);
 	grpc_completion_queue_shutdown(cl.cq);
 	while (grpc_completion_queue_next(cl.cq, gpr_inf_future(GPR_CLOCK_REALTIME),
 					  NULL).type != GRPC_QUEUE_SHUTDOWN)

@@ -80,7 +80,8 @@ struct sidecar_metrics {
 	uint64_t answers_queued, answers_sent;
 	uint64_t answers_replaced;   /* a newer answer for the same fragment */
 	uint64_t answers_dropped;    /* for a stream that is gone */
-	uint64_t heartbeats_sent;
+	uint64_t heartbeats_sent;     /* on Train or Beat */
+	uint64_t beat_heartbeats_sent;   /* of those, on the Beat call */
 	uint64_t evaluations_sent;   /* an evaluator's reports sent */
 	uint64_t learner_restarts;   /* incarnation changes seen */
 	uint64_t round_trips;        /* pulls answered on the same stream */

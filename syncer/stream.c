@@ -26,6 +26,12 @@
  * another job, no learner, or another learner than its Hello is refused
  * with PERMISSION_DENIED before it touches any state (docs/security.md).
  *
+ * A Beat call (docs/sidecar.md, Heartbeats on their own connection) is
+ * a conn too (conn.beat): a Hello naming a learner whose Train stream is
+ * live, with that stream's incarnation, then heartbeats, each handed to
+ * core_heartbeat as one on Train would be. It is never learners[].conn
+ * and sends no message: its initial metadata says it was taken.
+ *
  * An evaluator (Hello.evaluator; eval_remote.h) is a stream like a
  * learner's that gets the Welcome and every Update but no Pull, and
  * sends Evaluations; it is none of the learners (conn.evaluator, never
@@ -112,6 +118,10 @@ struct conn {
 	int cert_learner;        /* the certificate's learner (or evaluator)
 				  * id; -1: none */
 	int cert_evaluator;      /* the certificate names an evaluator */
+	int beat;                /* a Beat call, not a Train stream */
+	int beat_learner;        /* a Beat's learner once taken; -1: none */
+	uint64_t incarnation;    /* Train: its Hello's; Beat: the one it
+				  * named */
 	double t_accept;         /* mono time the call arrived */
 	struct out_msg *qhead;
 	size_t send_payload;
@@ -121,9 +131,10 @@ struct stream_server {
 	struct syncer *s;
 	grpc_server *srv;
 	grpc_completion_queue *cq;
-	void *method;
+	void *method, *beat_method;
 	struct conn *conns;      /* accepted calls */
-	struct conn *waiting;    /* the one request for a new call */
+	struct conn *waiting;    /* the one request for a new Train call */
+	struct conn *waiting_beat;   /* and for a new Beat call */
 	struct tag t_shutdown;
 	int shut;
 	/* per fragment, its Update at version upd_version (round 0), packed
@@ -162,7 +173,7 @@ static gpr_timespec deadline_in(double seconds)
 
 /* ---- calls ------------------------------------------------------------ */
 
-static void request_call(struct stream_server *sv)
+static void request_call(struct stream_server *sv, int beat)
 {
 	struct conn *c = calloc(1, sizeof(*c));
 	grpc_call_error rc;
@@ -175,13 +186,17 @@ static void request_call(struct stream_server *sv)
 	c->learner = -1;
 	c->evaluator = -1;
 	c->cert_learner = -1;
+	c->beat = beat;
+	c->beat_learner = -1;
 	c->t_new = (struct tag){ T_NEW, c };
 	c->t_recv = (struct tag){ T_RECV, c };
 	c->t_send = (struct tag){ T_SEND, c };
 	c->t_status = (struct tag){ T_STATUS, c };
 	c->t_close = (struct tag){ T_CLOSE, c };
 	grpc_metadata_array_init(&c->md);
-	rc = grpc_server_request_registered_call(sv->srv, sv->method, &c->call,
+	rc = grpc_server_request_registered_call(sv->srv,
+						 beat ? sv->beat_method : sv->method,
+						 &c->call,
 						 &c->deadline, &c->md, NULL,
 						 sv->cq, sv->cq, &c->t_new);
 	if (rc != GRPC_CALL_OK) {
@@ -190,7 +205,10 @@ static void request_call(struct stream_server *sv)
 		free(c);
 		return;
 	}
-	sv->waiting = c;
+	if (beat)
+		sv->waiting_beat = c;
+	else
+		sv->waiting = c;
 }
 
 static void drop_queue(struct conn *c)
@@ -626,6 +644,7 @@ static void on_hello(struct conn *c, const struct wire_hello *h, double now)
 			   "replaced by a newer stream for learner %u", h->learner_id);
 	l->conn = c;
 	c->learner = (int)h->learner_id;
+	c->incarnation = h->incarnation;
 	npull = core_join(s, h, now, &resume, pulls, 64);
 	send_welcome(c, resume, pulls, npull);
 }
@@ -939,6 +958,91 @@ static void evaluator_message(struct conn *c, const struct wire_learner_msg *m,
 	}
 }
 
+/* ---- Beat calls --------------------------------------------------------- */
+
+/* Whether learner id's Train stream is live and of this incarnation;
+ * the Beat is closed when not. */
+static int beat_fits(struct conn *c, uint32_t id, uint64_t incarnation)
+{
+	struct syncer *s = c->sv->s;
+	struct conn *t = s->adopting ? NULL : s->learners[id].conn;
+
+	if (!t || t->closing) {
+		conn_close(c, GRPC_STATUS_FAILED_PRECONDITION, "learner %u has "
+			   "no live Train stream: a Beat follows its Welcome", id);
+		return 0;
+	}
+	if (t->incarnation != incarnation) {
+		conn_close(c, GRPC_STATUS_ABORTED, "incarnation %" PRIu64
+			   " is not that of learner %u's Train stream (%" PRIu64
+			   ")", incarnation, id, t->incarnation);
+		return 0;
+	}
+	return 1;
+}
+
+/* A Beat's Hello: the learner, checked as Train's, then taken. */
+static void beat_hello(struct conn *c, const struct wire_hello *h)
+{
+	static grpc_metadata taken;   /* read only by gRPC */
+	struct syncer *s = c->sv->s;
+	grpc_op op;
+
+	taken.key = grpc_slice_from_static_string(WIRE_BEAT_MARK_KEY);
+	taken.value = grpc_slice_from_static_string(WIRE_BEAT_MARK_VALUE);
+	if (c->beat_learner >= 0) {
+		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "second hello on one Beat");
+		return;
+	}
+	if (h->evaluator) {
+		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "an evaluator "
+			   "sends no heartbeats that count: no Beat for it");
+		return;
+	}
+	if (h->learner_id >= (uint32_t)s->M) {
+		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "learner id %u is out "
+			   "of range: job '%s' has %d learners", h->learner_id,
+			   s->js->name, s->M);
+		return;
+	}
+	if (!cert_fits(c, h) || !beat_fits(c, h->learner_id, h->incarnation))
+		return;
+	c->beat_learner = (int)h->learner_id;
+	c->incarnation = h->incarnation;
+	s->beat_streams++;
+	/* the initial metadata with the mark: the sidecar moves its
+	 * heartbeats here (a refusal's status comes without it) */
+	memset(&op, 0, sizeof(op));
+	op.op = GRPC_OP_SEND_INITIAL_METADATA;
+	op.data.send_initial_metadata.count = 1;
+	op.data.send_initial_metadata.metadata = &taken;
+	c->md_sent = 1;
+	if (grpc_call_start_batch(c->call, &op, 1, &c->t_send, NULL) ==
+	    GRPC_CALL_OK)
+		c->send_pending = 1;
+	log_debug("learner %u: heartbeats on a Beat", h->learner_id);
+}
+
+/* A message on a Beat call: a Hello, then heartbeats only. */
+static void beat_message(struct conn *c, const struct wire_learner_msg *m,
+			 double now)
+{
+	struct syncer *s = c->sv->s;
+
+	if (m->kind == WIRE_HELLO) {
+		beat_hello(c, &m->hello);
+	} else if (c->beat_learner < 0) {
+		conn_close(c, GRPC_STATUS_FAILED_PRECONDITION,
+			   "the first message must be a hello");
+	} else if (m->kind != WIRE_HEARTBEAT) {
+		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "a Beat carries "
+			   "heartbeats only");
+	} else if (beat_fits(c, (uint32_t)c->beat_learner, c->incarnation)) {
+		core_heartbeat(s, c->beat_learner, &m->heartbeat, now);
+		s->beat_heartbeats++;
+	}
+}
+
 static void on_message(struct conn *c, const uint8_t *data, size_t len,
 		       double now)
 {
@@ -951,7 +1055,9 @@ static void on_message(struct conn *c, const uint8_t *data, size_t len,
 		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "%s", e.msg);
 		return;
 	}
-	if (s->adopting) {
+	if (c->beat) {
+		beat_message(c, &m, now);
+	} else if (s->adopting) {
 		adopt_message(c, &m, now);
 	} else if (m.kind != WIRE_HELLO && c->learner < 0 && c->evaluator < 0) {
 		conn_close(c, GRPC_STATUS_FAILED_PRECONDITION,
@@ -989,7 +1095,10 @@ static void on_new(struct stream_server *sv, struct conn *c, int ok,
 	struct err e;
 	grpc_op op;
 
-	sv->waiting = NULL;
+	if (c->beat)
+		sv->waiting_beat = NULL;
+	else
+		sv->waiting = NULL;
 	if (!ok) {   /* the server is shutting down */
 		grpc_metadata_array_destroy(&c->md);
 		free(c);
@@ -1007,7 +1116,7 @@ static void on_new(struct stream_server *sv, struct conn *c, int ok,
 	    GRPC_CALL_OK)
 		c->close_pending = 1;
 	if (!sv->s->stopping)
-		request_call(sv);
+		request_call(sv, c->beat);
 	if (sv->s->stopping) {
 		conn_close(c, GRPC_STATUS_UNAVAILABLE, "syncer shutting down");
 	} else if (sv->s->prm->tls && (c->cert_learner = cert_learner(c, &e)) < 0) {
@@ -1122,7 +1231,7 @@ static void close_silent(struct stream_server *sv, double now)
 	for (; c; c = next) {
 		next = c->next;
 		if (c->learner >= 0 || c->evaluator >= 0 || c->pending ||
-		    c->closing ||
+		    c->beat_learner >= 0 || c->closing ||
 		    now - c->t_accept <= limit)
 			continue;
 		peer_name(c, peer, sizeof(peer));
@@ -1204,6 +1313,9 @@ static int start_server(struct stream_server *sv, const char *listen,
 	sv->method = grpc_server_register_method(sv->srv,
 						 "/ddiloco.v1.Syncer/Train", NULL,
 						 GRPC_SRM_PAYLOAD_NONE, 0);
+	sv->beat_method = grpc_server_register_method(sv->srv,
+						 "/ddiloco.v1.Syncer/Beat", NULL,
+						 GRPC_SRM_PAYLOAD_NONE, 0);
 	if (tls) {
 		grpc_ssl_pem_key_cert_pair pair = { tls->key, tls->cert };
 
@@ -1228,7 +1340,8 @@ static int start_server(struct stream_server *sv, const char *listen,
 		return err_set(e, "syncer: cannot listen on '%s' for gRPC", listen);
 	}
 	grpc_server_start(sv->srv);
-	request_call(sv);
+	request_call(sv, 0);
+	request_call(sv, 1);
 	if (tls)
 		log_info("gRPC on %s: mutual TLS, learners known by their "
 			 "certificates", listen);
@@ -1255,7 +1368,7 @@ static void stop_server(struct stream_server *sv)
 	double give_up = clock_mono() + 5.0;
 
 	/* a call the core never finishes is left behind, not freed early */
-	while ((!sv->shut || sv->conns || sv->waiting) &&
+	while ((!sv->shut || sv->conns || sv->waiting || sv->waiting_beat) &&
 	       clock_mono() < give_up) {
 		ev = grpc_completion_queue_next(sv->cq, deadline_in(1.0), NULL);
 		if (ev.type == GRPC_OP_COMPLETE) {

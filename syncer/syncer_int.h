@@ -137,6 +137,8 @@ struct syncer {
 	uint64_t stale_scans;        /* core_check_stale calls (tests) */
 	uint64_t steps_undone;       /* outer steps undone: Θ non-finite */
 	uint64_t streams_no_hello;   /* closed for no Hello in time (stream.c) */
+	uint64_t beat_streams;       /* Beat calls taken (stream.c) */
+	uint64_t beat_heartbeats;    /* heartbeats that came on a Beat */
 	struct goodput gp;           /* where learner time goes (goodput.h) */
 	struct gap_log gaps;         /* down gaps between rounds (gaplog.h) */
 	/* checkpoint writes of this process (docs/syncer.md, Checkpoints):

@@ -5,7 +5,8 @@
 # answers are not rejected as outliers); the syncer killed with -9 and
 # restarted resumes from its checkpoint while learners keep stepping and
 # sidecars reconnect, and the eval loss does not jump; everything exits 0
-# at "job done". The gRPC streams are mutual TLS with certificates from
+# at "job done". The sidecars' heartbeats go on Beat calls (a connection
+# of their own), to the restarted syncer too. The gRPC streams are mutual TLS with certificates from
 # `ddiloco certs`, the sidecars finding the syncer as localhost.
 set -eu
 BIN=$(cd "$(dirname "${BUILD:-build}/ddiloco")" && pwd)/ddiloco
@@ -108,6 +109,11 @@ start_syncer
 # 1. rounds complete and the global model is evaluated
 wait_for 60 '[ "$(st ".eval_history | length")" -ge 2 ]' "two evaluations"
 wait_for 30 '[ "$(st .learners_connected)" -eq 3 ]' "three learners connected"
+# heartbeats on a connection of their own (docs/sidecar.md), mutual TLS
+for p in $SC0 $SC1 $SC2; do
+	wait_for 30 '[ "$(scmetric "$p" beat_heartbeats_sent_total)" -ge 1 ]' "heartbeats on a Beat"
+done
+wait_for 30 '[ "$(st .beat_streams)" -ge 3 ] && [ "$(st .beat_heartbeats)" -ge 3 ]' "three Beat calls taken"
 
 # a sidecar for another model is refused and says so (exit 1)
 sed 's/channels: 32/channels: 16/' "$dir/job.yaml" > "$dir/other.yaml"
@@ -191,6 +197,8 @@ for p in $SC0 $SC1 $SC2; do
 	[ "$c" -ge 2 ] || fail "sidecar on $p connected $c times"
 done
 wait_for 60 '[ "$(st .round)" -ge $((rr + 20)) ]' "rounds after the restart"
+# (its counts start at 0: every sidecar opened a Beat to it)
+wait_for 30 '[ "$(st .beat_streams)" -ge 3 ] && [ "$(st .beat_heartbeats)" -ge 3 ]' "Beat calls to the restarted syncer"
 
 # 5. to the end of the budget: everyone exits 0 on "job done"
 # (the last /status that says done is kept: the syncer exits soon after)

@@ -7,7 +7,8 @@
  *     killed with its folder removed at the end (kept with KEEP set);
  *   - GET on the syncer's HTTP port (/readyz, /status);
  *   - struct tl, a test learner's Train stream (docs/protocol.md) on a
- *     raw gRPC call, plaintext or mutual TLS. Its messages are packed and
+ *     raw gRPC call, plaintext or mutual TLS, or its Beat call (its
+ *     heartbeats on a connection of their own, tl_open_beat). Its messages are packed and
  *     read with the generated protobuf-c code directly, not through
  *     common/wire.h: a second implementation, as a learner of another
  *     version or language would be.
@@ -210,6 +211,27 @@ static inline long syncerproc_http_get(int port, const char *path, json_t **json
 	return code;
 }
 
+/* GET http://127.0.0.1:PORT/PATH as text: the status code, the body in
+ * *body (the caller frees it; "" when none). */
+static inline long syncerproc_http_text(int port, const char *path, char **body)
+{
+	struct syncerproc_body b = { NULL, 0 };
+	char url[128];
+	long code = 0;
+	CURL *c = curl_easy_init();
+
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", port, path);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, syncerproc_collect);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 5L);
+	if (curl_easy_perform(c) == CURLE_OK)
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+	curl_easy_cleanup(c);
+	*body = b.d ? b.d : strdup("");
+	return code;
+}
+
 /* ---- a test learner's Train stream ------------------------------------- */
 
 struct tl {
@@ -238,12 +260,16 @@ static inline gpr_timespec tl_in(double s)
  * The initial metadata goes with the first message (tl_send_raw), or at
  * once with tl_send_metadata.
  */
-static inline void tl_open(struct tl *t, int port, const char *ca,
-			   const struct pki_pem *cert)
+static inline void tl_open_method(struct tl *t, int port, const char *name,
+				  const char *ca, const struct pki_pem *cert)
 {
 	char target[64];
 	grpc_channel_credentials *cred;
-	grpc_slice method = grpc_slice_from_static_string("/ddiloco.v1.Syncer/Train");
+	grpc_slice method = grpc_slice_from_static_string(name);
+	/* a connection of its own, as the sidecar's Beat channel has */
+	grpc_arg own = { GRPC_ARG_INTEGER,
+			 (char *)GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, { .integer = 1 } };
+	grpc_channel_args ca_own = { 1, &own };
 	grpc_op op;
 
 	memset(t, 0, sizeof(*t));
@@ -257,7 +283,8 @@ static inline void tl_open(struct tl *t, int port, const char *ca,
 						      NULL, NULL);
 	}
 	snprintf(target, sizeof(target), "127.0.0.1:%d", port);
-	t->ch = grpc_channel_create(target, cred, NULL);
+	t->ch = grpc_channel_create(target, cred,
+				    strstr(name, "/Beat") ? &ca_own : NULL);
 	grpc_channel_credentials_release(cred);
 	t->cq = grpc_completion_queue_create_for_pluck(NULL);
 	t->call = grpc_channel_create_call(t->ch, NULL, GRPC_PROPAGATE_DEFAULTS,
@@ -273,6 +300,19 @@ static inline void tl_open(struct tl *t, int port, const char *ca,
 	op.data.recv_status_on_client.status_details = &t->details;
 	assert_int_equal(grpc_call_start_batch(t->call, &op, 1, &t->tag_status, NULL),
 			 GRPC_CALL_OK);
+}
+
+static inline void tl_open(struct tl *t, int port, const char *ca,
+			   const struct pki_pem *cert)
+{
+	tl_open_method(t, port, "/ddiloco.v1.Syncer/Train", ca, cert);
+}
+
+/* A Beat call (proto/ddiloco/v1/syncer.proto) on a connection of its own. */
+static inline void tl_open_beat(struct tl *t, int port, const char *ca,
+				const struct pki_pem *cert)
+{
+	tl_open_method(t, port, "/ddiloco.v1.Syncer/Beat", ca, cert);
 }
 
 /* Sends the initial metadata now and waits until it is sent. */
@@ -441,6 +481,46 @@ static inline int tl_hello(struct tl *t, const struct frag_table *ft,
 	m.kind_case = DDILOCO__V1__LEARNER_MESSAGE__KIND_HELLO;
 	m.hello = &h;
 	return tl_send(t, &m);
+}
+
+/* A Beat's Hello: learner id of job, process `incarnation`. */
+static inline int tl_beat_hello(struct tl *t, const char *job, uint32_t id,
+				uint64_t incarnation)
+{
+	Ddiloco__V1__LearnerMessage m = DDILOCO__V1__LEARNER_MESSAGE__INIT;
+	Ddiloco__V1__Hello h = DDILOCO__V1__HELLO__INIT;
+
+	h.learner_id = id;
+	h.incarnation = incarnation;
+	h.job = (char *)job;
+	m.kind_case = DDILOCO__V1__LEARNER_MESSAGE__KIND_HELLO;
+	m.hello = &h;
+	return tl_send(t, &m);
+}
+
+/* 1 when the syncer's initial metadata came within timeout with the
+ * mark of a Beat it took ("ddiloco-beat: taken"; common/wire.h). */
+static inline int tl_beat_taken(struct tl *t, double timeout)
+{
+	grpc_op op;
+	grpc_event ev;
+	int tag, taken = 0;
+
+	assert_false(t->md_recv);
+	memset(&op, 0, sizeof(op));
+	op.op = GRPC_OP_RECV_INITIAL_METADATA;
+	op.data.recv_initial_metadata.recv_initial_metadata = &t->md;
+	assert_int_equal(grpc_call_start_batch(t->call, &op, 1, &tag, NULL),
+			 GRPC_CALL_OK);
+	t->md_recv = 1;
+	ev = grpc_completion_queue_pluck(t->cq, &tag, tl_in(timeout), NULL);
+	if (ev.type != GRPC_OP_COMPLETE || !ev.success)
+		return 0;
+	for (size_t i = 0; i < t->md.count; i++)
+		if (!grpc_slice_str_cmp(t->md.metadata[i].key, "ddiloco-beat") &&
+		    !grpc_slice_str_cmp(t->md.metadata[i].value, "taken"))
+			taken = 1;
+	return taken;
 }
 
 /* A heartbeat at step with tokens trained, 0.05 s a step, loss 5. */

@@ -5,13 +5,23 @@
  * model) refused and counted, queued answers read back by protobuf-c,
  * bounded answer queue, the resume step handed to the right learner,
  * error feedback over many sent answers and when its residual is dropped.
+ * And over loopback gRPC, against a fake syncer: the heartbeats on a Beat
+ * call once it is taken, on Train while the Beat is refused (tried
+ * again) or unknown to the syncer (not tried again).
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/support/time.h>
 #include <math.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -547,6 +557,313 @@ static void heartbeats_come_early_on_a_new_stream(void **state)
 	assert_int_equal(early, 3);
 }
 
+/* ---- the Beat call against a fake syncer ------------------------------- */
+
+/*
+ * A plaintext server that welcomes every Train stream and keeps it open,
+ * and answers a Beat as `beat` says; it counts the heartbeats on each.
+ * Calls are kept until the end (a test's handful). Tags: kind | slot << 3.
+ */
+enum { F_NEW = 1, F_START, F_RECV, F_CLOSE, F_SHUT };
+enum fake_beat { BEAT_UNIMPLEMENTED, BEAT_REFUSED, BEAT_TAKEN };
+#define FAKE_CALLS 256
+
+struct fake_call {
+	grpc_call *call;
+	grpc_call_details det;
+	grpc_metadata_array md;
+	grpc_byte_buffer *rb, *wb;
+	int beat, cancelled;
+};
+
+struct fake {
+	grpc_server *srv;
+	grpc_completion_queue *cq;
+	int port, n, pending;
+	enum fake_beat beat;
+	volatile int stop;
+	int beat_calls, train_heartbeats, beat_heartbeats;   /* read after join */
+	struct fake_call c[FAKE_CALLS];
+	pthread_t th;
+};
+
+static gpr_timespec in_s(double s)
+{
+	return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+			    gpr_time_from_millis((int64_t)(s * 1000), GPR_TIMESPAN));
+}
+
+static void *fake_tag(int kind, int i)
+{
+	return (void *)(intptr_t)(kind | i << 3);
+}
+
+static void fake_batch(struct fake *f, int i, grpc_op *ops, size_t n, int kind)
+{
+	assert_int_equal(grpc_call_start_batch(f->c[i].call, ops, n,
+					       fake_tag(kind, i), NULL), GRPC_CALL_OK);
+	f->pending++;
+}
+
+static void fake_request(struct fake *f)
+{
+	struct fake_call *c = &f->c[f->n];
+
+	assert_true(f->n < FAKE_CALLS);
+	grpc_call_details_init(&c->det);
+	grpc_metadata_array_init(&c->md);
+	assert_int_equal(grpc_server_request_call(f->srv, &c->call, &c->det, &c->md,
+						  f->cq, f->cq, fake_tag(F_NEW, f->n)),
+			 GRPC_CALL_OK);
+	f->pending++;
+}
+
+static void fake_recv(struct fake *f, int i)
+{
+	grpc_op op;
+
+	memset(&op, 0, sizeof(op));
+	op.op = GRPC_OP_RECV_MESSAGE;
+	op.data.recv_message.recv_message = &f->c[i].rb;
+	fake_batch(f, i, &op, 1, F_RECV);
+}
+
+/* A new call i: Train is welcomed, a Beat taken or ended. */
+static void fake_accept(struct fake *f, int i)
+{
+	static grpc_metadata mark;
+	static grpc_slice details;
+	struct fake_call *c = &f->c[i];
+	Ddiloco__V1__SyncerMessage m = DDILOCO__V1__SYNCER_MESSAGE__INIT;
+	Ddiloco__V1__Welcome w = DDILOCO__V1__WELCOME__INIT;
+	grpc_op ops[3];
+	grpc_slice sl;
+
+	memset(ops, 0, sizeof(ops));
+	ops[0].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+	ops[0].data.recv_close_on_server.cancelled = &c->cancelled;
+	fake_batch(f, i, ops, 1, F_CLOSE);
+	c->beat = !grpc_slice_str_cmp(c->det.method, "/ddiloco.v1.Syncer/Beat");
+	memset(ops, 0, sizeof(ops));
+	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+	if (c->beat) {
+		f->beat_calls++;
+		if (f->beat == BEAT_TAKEN) {
+			mark.key = grpc_slice_from_static_string("ddiloco-beat");
+			mark.value = grpc_slice_from_static_string("taken");
+			ops[0].data.send_initial_metadata.count = 1;
+			ops[0].data.send_initial_metadata.metadata = &mark;
+			fake_batch(f, i, ops, 1, F_START);
+			fake_recv(f, i);
+			return;
+		}
+		details = grpc_slice_from_static_string("no Beat here");
+		ops[1].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+		ops[1].data.send_status_from_server.status =
+			f->beat == BEAT_REFUSED ? GRPC_STATUS_FAILED_PRECONDITION
+						: GRPC_STATUS_UNIMPLEMENTED;
+		ops[1].data.send_status_from_server.status_details = &details;
+		fake_batch(f, i, ops, 2, F_START);
+		return;
+	}
+	w.fragments = 2;
+	m.kind_case = DDILOCO__V1__SYNCER_MESSAGE__KIND_WELCOME;
+	m.welcome = &w;
+	sl = grpc_slice_malloc(ddiloco__v1__syncer_message__get_packed_size(&m));
+	ddiloco__v1__syncer_message__pack(&m, GRPC_SLICE_START_PTR(sl));
+	c->wb = grpc_raw_byte_buffer_create(&sl, 1);
+	grpc_slice_unref(sl);
+	ops[1].op = GRPC_OP_SEND_MESSAGE;
+	ops[1].data.send_message.send_message = c->wb;
+	fake_batch(f, i, ops, 2, F_START);
+	fake_recv(f, i);
+}
+
+/* A message on call i: its heartbeats counted; the next receive armed. */
+static void fake_message(struct fake *f, int i)
+{
+	struct fake_call *c = &f->c[i];
+	Ddiloco__V1__LearnerMessage *m;
+	grpc_byte_buffer_reader r;
+	grpc_slice sl;
+
+	assert_true(grpc_byte_buffer_reader_init(&r, c->rb));
+	sl = grpc_byte_buffer_reader_readall(&r);
+	grpc_byte_buffer_reader_destroy(&r);
+	grpc_byte_buffer_destroy(c->rb);
+	c->rb = NULL;
+	m = ddiloco__v1__learner_message__unpack(NULL, GRPC_SLICE_LENGTH(sl),
+						 GRPC_SLICE_START_PTR(sl));
+	grpc_slice_unref(sl);
+	assert_non_null(m);
+	if (m->kind_case == DDILOCO__V1__LEARNER_MESSAGE__KIND_HEARTBEAT) {
+		if (c->beat)
+			f->beat_heartbeats++;
+		else
+			f->train_heartbeats++;
+	}
+	ddiloco__v1__learner_message__free_unpacked(m, NULL);
+	fake_recv(f, i);
+}
+
+static void *fake_main(void *arg)
+{
+	struct fake *f = arg;
+	int notified = 0;
+
+	fake_request(f);
+	while (f->pending > 0) {
+		grpc_event ev = grpc_completion_queue_next(f->cq, in_s(0.02), NULL);
+
+		if (f->stop && !notified) {
+			grpc_server_shutdown_and_notify(f->srv, f->cq,
+							fake_tag(F_SHUT, 0));
+			grpc_server_cancel_all_calls(f->srv);
+			notified = 1;
+			f->pending++;
+		}
+		if (ev.type != GRPC_OP_COMPLETE)
+			continue;
+		f->pending--;
+		int kind = (int)((intptr_t)ev.tag & 7), i = (int)((intptr_t)ev.tag >> 3);
+
+		if (kind == F_NEW && ev.success) {
+			f->n++;
+			if (!notified)
+				fake_request(f);
+			fake_accept(f, i);
+		} else if (kind == F_NEW) {
+			grpc_call_details_destroy(&f->c[i].det);
+			grpc_metadata_array_destroy(&f->c[i].md);
+		} else if (kind == F_RECV && ev.success && f->c[i].rb) {
+			fake_message(f, i);
+		}
+	}
+	return NULL;
+}
+
+static void fake_start(struct fake *f, enum fake_beat beat)
+{
+	memset(f, 0, sizeof(*f));
+	f->beat = beat;
+	f->cq = grpc_completion_queue_create_for_next(NULL);
+	f->srv = grpc_server_create(NULL, NULL);
+	grpc_server_register_completion_queue(f->srv, f->cq, NULL);
+	grpc_server_credentials *cred = grpc_insecure_server_credentials_create();
+
+	f->port = grpc_server_add_http2_port(f->srv, "127.0.0.1:0", cred);
+	grpc_server_credentials_release(cred);
+	assert_true(f->port > 0);
+	grpc_server_start(f->srv);
+	assert_int_equal(pthread_create(&f->th, NULL, fake_main, f), 0);
+}
+
+static void fake_stop(struct fake *f)
+{
+	f->stop = 1;
+	pthread_join(f->th, NULL);
+	grpc_server_destroy(f->srv);
+	grpc_completion_queue_shutdown(f->cq);
+	while (grpc_completion_queue_next(f->cq, gpr_inf_future(GPR_CLOCK_REALTIME),
+					  NULL).type != GRPC_QUEUE_SHUTDOWN)
+		;
+	grpc_completion_queue_destroy(f->cq);
+	for (int i = 0; i < f->n; i++) {
+		grpc_call_unref(f->c[i].call);
+		grpc_call_details_destroy(&f->c[i].det);
+		grpc_metadata_array_destroy(&f->c[i].md);
+		if (f->c[i].wb)
+			grpc_byte_buffer_destroy(f->c[i].wb);
+		if (f->c[i].rb)
+			grpc_byte_buffer_destroy(f->c[i].rb);
+	}
+}
+
+struct stopper {
+	volatile sig_atomic_t stop;
+	double seconds;
+};
+
+static void *stopper_main(void *arg)
+{
+	struct stopper *st = arg;
+
+	sleep_seconds(st->seconds);
+	st->stop = 1;
+	return NULL;
+}
+
+/* The fixture's sidecar, pointed at a fake syncer answering Beat as
+ * `beat`, run for `seconds`; its metrics in *m, the fake's counts in *f. */
+static void run_against_fake(struct fx *fx, enum fake_beat beat, double seconds,
+			     struct fake *f, struct sidecar_metrics *m)
+{
+	struct stopper st = { 0, seconds };
+	struct sidecar_opts o = { .learner_id = 2, .job = "t",
+				  .backoff_min = 0.05, .backoff_max = 0.1 };
+	char target[64];
+	pthread_t th;
+	struct err e;
+
+	grpc_init();
+	fake_start(f, beat);
+	snprintf(target, sizeof(target), "127.0.0.1:%d", f->port);
+	o.target = target;
+	sidecar_free(fx->s);
+	fx->s = sidecar_new(&o, fx->sx, &fx->ft, &e);
+	assert_non_null(fx->s);
+	assert_int_equal(pthread_create(&th, NULL, stopper_main, &st), 0);
+	/* 1: stopped, neither done nor refused (a Beat's refusal is not the
+	 * learner's) */
+	assert_int_equal(sidecar_run(fx->s, &st.stop, &e), 1);
+	pthread_join(th, NULL);
+	sidecar_get_metrics(fx->s, m);
+	fake_stop(f);
+	grpc_shutdown();
+}
+
+/*
+ * docs/sidecar.md, Heartbeats on their own connection: taken, the Beat
+ * carries the heartbeats; refused, they go on Train and the Beat is tried
+ * again; a syncer without the method is not asked again.
+ */
+static void heartbeats_go_on_the_beat_or_fall_back(void **state)
+{
+	struct fx *fx = *state;
+	struct sidecar_metrics m;
+	struct fake *f = calloc(1, sizeof(*f));
+
+	assert_non_null(f);
+	/* 1.5 s: about 28 heartbeats, the first 40 of a stream 50 ms apart */
+	run_against_fake(fx, BEAT_TAKEN, 1.5, f, &m);
+	assert_int_equal(m.welcomes, 1);
+	assert_int_equal(f->beat_calls, 1);
+	assert_true(f->beat_heartbeats >= 10);
+	assert_true(f->train_heartbeats <= 5);   /* before the Beat was taken */
+	/* sent, less the one a call may have had in flight at the stop */
+	assert_in_range(m.beat_heartbeats_sent, (uint64_t)f->beat_heartbeats,
+			(uint64_t)f->beat_heartbeats + 1);
+	assert_in_range(m.heartbeats_sent,
+			(uint64_t)(f->beat_heartbeats + f->train_heartbeats),
+			(uint64_t)(f->beat_heartbeats + f->train_heartbeats) + 2);
+
+	run_against_fake(fx, BEAT_REFUSED, 1.5, f, &m);
+	assert_int_equal(m.welcomes, 1);
+	assert_true(f->beat_calls >= 3);         /* again after 50-100 ms */
+	assert_int_equal(f->beat_heartbeats, 0);
+	assert_int_equal(m.beat_heartbeats_sent, 0);
+	assert_true(f->train_heartbeats >= 10);
+	assert_in_range(m.heartbeats_sent, (uint64_t)f->train_heartbeats,
+			(uint64_t)f->train_heartbeats + 1);
+
+	run_against_fake(fx, BEAT_UNIMPLEMENTED, 1.5, f, &m);
+	assert_int_equal(m.welcomes, 1);
+	assert_int_equal(f->beat_calls, 1);
+	assert_int_equal(m.beat_heartbeats_sent, 0);
+	assert_true(f->train_heartbeats >= 10);
+	free(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -566,6 +883,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(residual_dropped_on_restart,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			heartbeats_go_on_the_beat_or_fall_back, setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			heartbeats_come_early_on_a_new_stream,
 			setup, teardown),

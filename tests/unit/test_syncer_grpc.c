@@ -4,8 +4,10 @@
  * a learner leaving mid-stream, garbage and truncated messages, a wrong
  * fingerprint, a NaN answer, the end of a job, kill -9 then restart
  * with the state restored exactly from the checkpoint, a stream that
- * never says Hello closed at the deadline, and an external model's
- * evaluator (Θ without Pulls, its reports in /status, its refusals).
+ * never says Hello closed at the deadline, an external model's
+ * evaluator (Θ without Pulls, its reports in /status, its refusals), and
+ * Beat calls: their refusals, their heartbeats counted, and a heartbeat
+ * on a Beat passing a large answer on Train through a slow proxy.
  *
  * The test clients are written against docs/protocol.md with the same
  * model code a learner uses (model_frag_table), so the fingerprint and
@@ -21,6 +23,8 @@
 #include <grpc/grpc.h>
 #include <jansson.h>
 #include <math.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +48,7 @@ struct proc {
 	char dir[128], job[256], ckpt[256], log[256];
 	struct frag_table ft;
 	size_t nparams;
+	int dial_port;     /* learner_open's port when not 0 (a proxy) */
 };
 
 static const char *job_fmt =
@@ -186,7 +191,7 @@ struct learner {
 static void learner_open(struct learner *l, struct proc *p)
 {
 	memset(l, 0, sizeof(*l));
-	tl_open(&l->tl, p->grpc_port, NULL, NULL);
+	tl_open(&l->tl, p->dial_port ? p->dial_port : p->grpc_port, NULL, NULL);
 	tl_send_metadata(&l->tl);
 }
 
@@ -950,6 +955,326 @@ static void an_evaluator_gets_theta_and_reports(void **state)
 	assert_int_equal(proc_wait(p, WAIT), 0);
 }
 
+/* ---- Beat: heartbeats on a connection of their own ---------------------- */
+
+/* The value of an unlabelled metric on /metrics; fails when absent. */
+static double metric(struct proc *p, const char *name)
+{
+	char *body, *at, key[128];
+	double v;
+
+	assert_int_equal(syncerproc_http_text(p->http_port, "/metrics", &body), 200);
+	snprintf(key, sizeof(key), "\n%s ", name);
+	at = strstr(body, key);
+	if (!at)
+		fail_msg("%s is not on /metrics", name);
+	v = atof(at + strlen(key));
+	free(body);
+	return v;
+}
+
+/*
+ * A Beat refused without a live Train stream (FAILED_PRECONDITION), with
+ * another incarnation (ABORTED), without a hello first; a good one taken,
+ * its heartbeats handled as Train's and counted; closed at its next
+ * heartbeat once the Train stream is gone.
+ */
+static void beat_refusals_and_counts(void **state)
+{
+	struct proc *p = *state;
+	struct learner a;
+	struct tl b;
+	char msg[256];
+	json_t *st;
+
+	proc_setup(p, 0, 0);
+	proc_start(p);
+
+	tl_open_beat(&b, p->grpc_port, NULL, NULL);
+	assert_int_equal(tl_beat_hello(&b, "grpctest", 1, 1001), 0);
+	assert_int_equal(tl_status(&b, msg, sizeof(msg), NULL),
+			 GRPC_STATUS_FAILED_PRECONDITION);
+	assert_string_equal(msg, "learner 1 has no live Train stream: a Beat "
+			    "follows its Welcome");
+	tl_close(&b);
+
+	join(&a, p, 0, NULL, NULL);   /* incarnation 1000 */
+	tl_open_beat(&b, p->grpc_port, NULL, NULL);
+	assert_int_equal(tl_beat_hello(&b, "grpctest", 0, 999), 0);
+	assert_false(tl_beat_taken(&b, WAIT));
+	assert_int_equal(tl_status(&b, msg, sizeof(msg), NULL), GRPC_STATUS_ABORTED);
+	assert_string_equal(msg, "incarnation 999 is not that of learner 0's "
+			    "Train stream (1000)");
+	tl_close(&b);
+
+	tl_open_beat(&b, p->grpc_port, NULL, NULL);
+	tl_heartbeat(&b, 3, 3 * 32);
+	assert_int_equal(tl_status(&b, msg, sizeof(msg), NULL),
+			 GRPC_STATUS_FAILED_PRECONDITION);
+	assert_string_equal(msg, "the first message must be a hello");
+	tl_close(&b);
+	assert_int_equal(jint(st = status(p), "learners.0.step"), 0);
+	assert_int_equal(jint(st, "beat_streams"), 0);
+	json_decref(st);
+
+	/* the right learner and incarnation: taken, its heartbeat moves
+	 * the learner as one on Train does */
+	tl_open_beat(&b, p->grpc_port, NULL, NULL);
+	assert_int_equal(tl_beat_hello(&b, "grpctest", 0, 1000), 0);
+	assert_true(tl_beat_taken(&b, WAIT));
+	tl_heartbeat(&b, 7, 7 * 32);
+	st = status_when(p, "learners.0.step", 7);
+	assert_int_equal(jint(st, "beat_streams"), 1);
+	assert_int_equal(jint(st, "beat_heartbeats"), 1);
+	assert_int_equal(jint(st, "heartbeats.received"), 1);
+	assert_int_equal(jint(st, "learners.0.tokens"), 7 * 32);
+	json_decref(st);
+	assert_true(metric(p, "ddiloco_syncer_beat_streams_total") == 1);
+	assert_true(metric(p, "ddiloco_syncer_beat_heartbeats_total") == 1);
+
+	/* heartbeats on Train still count, not as the Beat's */
+	heartbeat(&a, 8, 8 * 32);
+	st = status_when(p, "learners.0.step", 8);
+	assert_int_equal(jint(st, "beat_heartbeats"), 1);
+	assert_int_equal(jint(st, "heartbeats.received"), 2);
+	json_decref(st);
+	tl_heartbeat(&b, 9, 9 * 32);
+	st = status_when(p, "learners.0.step", 9);
+	assert_int_equal(jint(st, "beat_heartbeats"), 2);
+	json_decref(st);
+
+	/* the Train stream ends: the Beat's next heartbeat is refused */
+	tl_close(&a.tl);
+	json_decref(status_when(p, "learners.0.connected", 0));
+	tl_heartbeat(&b, 10, 10 * 32);
+	assert_int_equal(tl_status(&b, msg, sizeof(msg), NULL),
+			 GRPC_STATUS_FAILED_PRECONDITION);
+	assert_string_equal(msg, "learner 0 has no live Train stream: a Beat "
+			    "follows its Welcome");
+	tl_close(&b);
+	assert_int_equal(jint(st = status(p), "learners.0.step"), 9);
+	assert_int_equal(jint(st, "beat_heartbeats"), 2);
+	json_decref(st);
+	kill(p->pid, SIGTERM);
+	assert_int_equal(proc_wait(p, WAIT), 0);
+}
+
+/*
+ * A thin link: a loopback TCP proxy that forwards toward the syncer at
+ * `rate` bytes a second per connection (each of its own, as separate
+ * links share a thin one), the other way at once.
+ */
+#define PROXY_PIPES 4
+struct proxy {
+	int lfd, port, upstream;
+	double rate;
+	volatile int stop;
+	pthread_t th;
+	int npipes;
+	struct pipe {
+		struct proxy *px;
+		int cfd, sfd;
+		pthread_t th;
+	} pipes[PROXY_PIPES];
+};
+
+static int send_all(int fd, const char *b, ssize_t n)
+{
+	while (n > 0) {
+		ssize_t w = send(fd, b, (size_t)n, MSG_NOSIGNAL);
+
+		if (w <= 0)
+			return -1;
+		b += w;
+		n -= w;
+	}
+	return 0;
+}
+
+static void *pipe_main(void *arg)
+{
+	struct pipe *pp = arg;
+	struct proxy *px = pp->px;
+	struct pollfd fds[2] = { { pp->cfd, POLLIN, 0 }, { pp->sfd, POLLIN, 0 } };
+	double due = clock_mono();   /* when the link is free again */
+	char *up = malloc(16384), *down = malloc(16384);
+
+	while (!px->stop && up && down) {
+		if (poll(fds, 2, 20) < 0)
+			break;
+		if (fds[0].revents) {
+			ssize_t n = recv(pp->cfd, up, 16384, 0);
+
+			if (n <= 0 || send_all(pp->sfd, up, n))
+				break;
+			due = fmax(due, clock_mono()) + (double)n / px->rate;
+			sleep_seconds(due - clock_mono());
+		}
+		if (fds[1].revents) {
+			ssize_t n = recv(pp->sfd, down, 16384, 0);
+
+			if (n <= 0 || send_all(pp->cfd, down, n))
+				break;
+		}
+	}
+	free(up);
+	free(down);
+	shutdown(pp->cfd, SHUT_RDWR);
+	shutdown(pp->sfd, SHUT_RDWR);
+	return NULL;
+}
+
+static void *proxy_main(void *arg)
+{
+	struct proxy *px = arg;
+	struct pollfd pf = { px->lfd, POLLIN, 0 };
+
+	while (!px->stop) {
+		struct sockaddr_in sa = { .sin_family = AF_INET };
+		struct pipe *pp;
+		int cfd, sfd;
+
+		if (poll(&pf, 1, 20) <= 0)
+			continue;
+		if ((cfd = accept(px->lfd, NULL, NULL)) < 0)
+			continue;
+		sa.sin_port = htons((uint16_t)px->upstream);
+		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		sfd = socket(AF_INET, SOCK_STREAM, 0);
+		if (px->npipes == PROXY_PIPES || sfd < 0 ||
+		    connect(sfd, (struct sockaddr *)&sa, sizeof(sa))) {
+			close(cfd);
+			if (sfd >= 0)
+				close(sfd);
+			continue;
+		}
+		pp = &px->pipes[px->npipes];
+		*pp = (struct pipe){ .px = px, .cfd = cfd, .sfd = sfd };
+		if (pthread_create(&pp->th, NULL, pipe_main, pp) == 0) {
+			px->npipes++;
+		} else {
+			close(cfd);
+			close(sfd);
+		}
+	}
+	return NULL;
+}
+
+static void proxy_start(struct proxy *px, int upstream, double rate)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sa);
+
+	memset(px, 0, sizeof(*px));
+	px->upstream = upstream;
+	px->rate = rate;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	px->lfd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(px->lfd >= 0);
+	assert_int_equal(bind(px->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(px->lfd, 8), 0);
+	assert_int_equal(getsockname(px->lfd, (struct sockaddr *)&sa, &len), 0);
+	px->port = ntohs(sa.sin_port);
+	assert_int_equal(pthread_create(&px->th, NULL, proxy_main, px), 0);
+}
+
+static void proxy_stop(struct proxy *px)
+{
+	px->stop = 1;
+	pthread_join(px->th, NULL);
+	for (int i = 0; i < px->npipes; i++) {
+		pthread_join(px->pipes[i].th, NULL);
+		close(px->pipes[i].cfd);
+		close(px->pipes[i].sfd);
+	}
+	close(px->lfd);
+}
+
+/* Starts sending an answer of `bytes` payload for fragment 99 (none of
+ * the job's: refused, its bytes counted in bytes_in) without waiting;
+ * *bb and tag are tl_send_end's. */
+static void answer_start(struct learner *l, size_t bytes,
+			 grpc_byte_buffer **bb, int *tag)
+{
+	Ddiloco__V1__LearnerMessage m = DDILOCO__V1__LEARNER_MESSAGE__INIT;
+	Ddiloco__V1__Answer a = DDILOCO__V1__ANSWER__INIT;
+	grpc_slice sl;
+	grpc_op op;
+
+	a.fragment = 99;
+	a.round = 1;
+	a.encoding = DDILOCO__V1__ENCODING__ENCODING_F32;
+	a.payload.data = calloc(bytes, 1);
+	a.payload.len = bytes;
+	assert_non_null(a.payload.data);
+	m.kind_case = DDILOCO__V1__LEARNER_MESSAGE__KIND_ANSWER;
+	m.answer = &a;
+	sl = grpc_slice_malloc(ddiloco__v1__learner_message__get_packed_size(&m));
+	ddiloco__v1__learner_message__pack(&m, GRPC_SLICE_START_PTR(sl));
+	free(a.payload.data);
+	*bb = grpc_raw_byte_buffer_create(&sl, 1);
+	grpc_slice_unref(sl);
+	memset(&op, 0, sizeof(op));
+	op.op = GRPC_OP_SEND_MESSAGE;
+	op.data.send_message.send_message = *bb;
+	assert_int_equal(grpc_call_start_batch(l->tl.call, &op, 1, tag, NULL),
+			 GRPC_CALL_OK);
+}
+
+/*
+ * issue #20: on a thin link a heartbeat on the Train stream comes after
+ * the answer queued before it; on a Beat (a connection of its own) it
+ * comes while the answer is still on its way. Both streams go through
+ * a proxy at 2 MB/s toward the syncer; the answer is 6 MB (3 s there).
+ */
+static void beat_heartbeat_passes_a_large_answer(void **state)
+{
+	struct proc *p = *state;
+	const size_t big = 6u << 20;
+	struct proxy px;
+	struct learner a;
+	struct tl b;
+	grpc_byte_buffer *bb;
+	grpc_event ev;
+	json_t *st;
+	int tag;
+
+	proc_setup(p, 0, 0);
+	proc_start(p);
+	proxy_start(&px, p->grpc_port, 2e6);
+	p->dial_port = px.port;
+	join(&a, p, 0, NULL, NULL);
+	tl_open_beat(&b, px.port, NULL, NULL);
+	assert_int_equal(tl_beat_hello(&b, "grpctest", 0, 1000), 0);
+	assert_true(tl_beat_taken(&b, WAIT));
+
+	/* the heartbeat on the Beat: here before the answer is */
+	answer_start(&a, big, &bb, &tag);
+	tl_heartbeat(&b, 5, 5 * 32);
+	st = status_when(p, "learners.0.step", 5);
+	assert_int_equal(jint(st, "bytes_in"), 0);
+	assert_int_equal(jint(st, "answers.rejected"), 0);
+	json_decref(st);
+
+	/* the heartbeat on Train: behind the answer */
+	ev = grpc_completion_queue_pluck(a.tl.cq, &tag, tl_in(WAIT), NULL);
+	assert_int_equal(ev.type, GRPC_OP_COMPLETE);
+	assert_true(ev.success);
+	grpc_byte_buffer_destroy(bb);
+	heartbeat(&a, 6, 6 * 32);
+	st = status_when(p, "learners.0.step", 6);
+	assert_int_equal(jint(st, "bytes_in"), (long long)big);
+	assert_int_equal(jint(st, "answers.rejected"), 1);
+	assert_int_equal(jint(st, "beat_heartbeats"), 1);
+	json_decref(st);
+
+	tl_close(&b);
+	tl_close(&a.tl);
+	proxy_stop(&px);
+	kill(p->pid, SIGTERM);
+	assert_int_equal(proc_wait(p, WAIT), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -960,6 +1285,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(budget_ends_the_job, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_stream_without_hello_is_closed, setup, teardown),
 		cmocka_unit_test_setup_teardown(an_evaluator_gets_theta_and_reports, setup, teardown),
+		cmocka_unit_test_setup_teardown(beat_refusals_and_counts, setup, teardown),
+		cmocka_unit_test_setup_teardown(beat_heartbeat_passes_a_large_answer, setup, teardown),
 	};
 	if (getenv("FILTER"))
 		cmocka_set_test_filter(getenv("FILTER"));

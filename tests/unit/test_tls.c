@@ -398,6 +398,29 @@ static void only_the_jobs_learners_get_in(void **state)
 	refused++;
 	train(&a, v, 1);
 
+	/* a Beat (heartbeats on a connection of their own) is checked as
+	 * Train is: learner 1's certificate cannot beat for learner 0,
+	 * learner 0's can */
+	{
+		struct tl bt;
+
+		tl_open_beat(&bt, v->grpc_port, v->ca.cert, &l1);
+		assert_int_equal(tl_beat_hello(&bt, JOB, 0, 1000), 0);
+		assert_false(tl_beat_taken(&bt, WAIT));
+		assert_int_equal(tl_status(&bt, msg, sizeof(msg), NULL),
+				 GRPC_STATUS_PERMISSION_DENIED);
+		assert_string_equal(msg, "the client certificate is learner 1's: "
+				    "it cannot say hello as learner 0");
+		tl_close(&bt);
+		refused++;
+		tl_open_beat(&bt, v->grpc_port, v->ca.cert, &l0);
+		assert_int_equal(tl_beat_hello(&bt, JOB, 0, 1000), 0);
+		assert_true(tl_beat_taken(&bt, WAIT));
+		tl_close(&bt);
+		assert_int_equal(status_int(v, "beat_streams"), 1);
+	}
+	train(&a, v, 1);
+
 	/* this job's CA, identities that are not this job's learners */
 	assert_int_equal(intruder(v, v->ca.cert, &other_name, 2, msg, sizeof(msg)),
 			 GRPC_STATUS_PERMISSION_DENIED);
