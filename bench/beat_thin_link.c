@@ -7,7 +7,7 @@
  * One real `ddiloco syncer` (a small model, plaintext); a test learner's
  * Train stream and its Beat each through a loopback proxy that forwards
  * RATE bytes a second toward the syncer (per connection, the other way
- * at once). Per run: an answer of ANSWER bytes (fragment 99: none of the
+ * at once: tests/unit/slowlink.h). Per run: an answer of ANSWER bytes (fragment 99: none of the
  * job's, refused after its bytes are counted) starts on Train; HOLD
  * seconds later a heartbeat is due. On Train it goes out when the answer
  * has been handed to gRPC (one send at a time, as the sidecar does); on
@@ -42,98 +42,12 @@
 #include "common/jobspec.h"
 #include "common/util.h"
 #include "common/wire.h"
+#include "tests/unit/slowlink.h"
 #include "trainer/model.h"
 
 #define RATE 1e6
 #define ANSWER ((size_t)6500000)
 #define HOLD 0.5
-
-/* ---- the thin link -------------------------------------------------------- */
-
-struct pipe_ctx {
-	int cfd, sfd;
-	volatile int *stop;
-};
-
-static int send_all(int fd, const char *b, ssize_t n)
-{
-	while (n > 0) {
-		ssize_t w = send(fd, b, (size_t)n, MSG_NOSIGNAL);
-
-		if (w <= 0)
-			return -1;
-		b += w;
-		n -= w;
-	}
-	return 0;
-}
-
-static void *pipe_main(void *arg)
-{
-	struct pipe_ctx *pp = arg;
-	struct pollfd fds[2] = { { pp->cfd, POLLIN, 0 }, { pp->sfd, POLLIN, 0 } };
-	static __thread char up[16384], down[16384];
-	double due = clock_mono();
-
-	while (!*pp->stop) {
-		if (poll(fds, 2, 20) < 0)
-			break;
-		if (fds[0].revents) {
-			ssize_t n = recv(pp->cfd, up, sizeof(up), 0);
-
-			if (n <= 0 || send_all(pp->sfd, up, n))
-				break;
-			due = fmax(due, clock_mono()) + (double)n / RATE;
-			sleep_seconds(due - clock_mono());
-		}
-		if (fds[1].revents) {
-			ssize_t n = recv(pp->sfd, down, sizeof(down), 0);
-
-			if (n <= 0 || send_all(pp->cfd, down, n))
-				break;
-		}
-	}
-	shutdown(pp->cfd, SHUT_RDWR);
-	shutdown(pp->sfd, SHUT_RDWR);
-	return NULL;
-}
-
-struct proxy {
-	int lfd, port, upstream;
-	volatile int stop;
-	pthread_t th, pth[4];
-	struct pipe_ctx pipes[4];
-	int n;
-};
-
-static void *proxy_main(void *arg)
-{
-	struct proxy *px = arg;
-	struct pollfd pf = { px->lfd, POLLIN, 0 };
-
-	while (!px->stop) {
-		struct sockaddr_in sa = { .sin_family = AF_INET };
-		int cfd, sfd;
-
-		if (poll(&pf, 1, 20) <= 0 || (cfd = accept(px->lfd, NULL, NULL)) < 0)
-			continue;
-		sa.sin_port = htons((uint16_t)px->upstream);
-		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		sfd = socket(AF_INET, SOCK_STREAM, 0);
-		if (px->n == 4 || sfd < 0 ||
-		    connect(sfd, (struct sockaddr *)&sa, sizeof(sa))) {
-			close(cfd);
-			if (sfd >= 0)
-				close(sfd);
-			continue;
-		}
-		px->pipes[px->n] = (struct pipe_ctx){ cfd, sfd, &px->stop };
-		if (!pthread_create(&px->pth[px->n], NULL, pipe_main,
-				    &px->pipes[px->n]))
-			px->n++;
-	}
-	return NULL;
-}
 
 static int listen_any(int *port)
 {
@@ -347,7 +261,7 @@ int main(void)
 	struct job_spec js;
 	struct model_config cfg;
 	struct frag_table ft;
-	struct proxy px = { 0 };
+	struct slowlink px;
 	struct call train, beat;
 	uint64_t sizes[8];
 	uint8_t *payload = calloc(ANSWER, 1);
@@ -391,9 +305,7 @@ int main(void)
 		ready = http_get(hport, "/readyz", text, sizeof(text)) == 0 &&
 			!strncmp(text, "ready", 5);
 	}
-	px.upstream = gport;
-	px.lfd = listen_any(&px.port);
-	if (!ready || px.lfd < 0 || pthread_create(&px.th, NULL, proxy_main, &px))
+	if (!ready || slowlink_start(&px, gport, 0, RATE))
 		goto out;
 	grpc_init();
 	call_open(&train, px.port, "/ddiloco.v1.Syncer/Train");
@@ -429,10 +341,7 @@ stop:
 	grpc_call_unref(beat.call);
 	grpc_channel_destroy(train.ch);
 	grpc_channel_destroy(beat.ch);
-	px.stop = 1;
-	pthread_join(px.th, NULL);
-	for (int i = 0; i < px.n; i++)
-		pthread_join(px.pth[i], NULL);
+	slowlink_stop(&px);
 out:
 	kill(pid, SIGTERM);
 	waitpid(pid, NULL, 0);

@@ -1,8 +1,10 @@
 /*
- * A slow link on loopback for tests: a TCP proxy on 127.0.0.1 that holds
- * every chunk it forwards, either way, for `delay` seconds, and (rate > 0)
- * for its length over `rate` bytes per second more. No root and no tc:
- * what a long or thin link does to a handshake or a large message.
+ * A slow link on loopback for tests and benches: a TCP proxy on 127.0.0.1
+ * that holds every chunk it forwards, either way, for `delay` seconds,
+ * and forwards toward the target at `rate` bytes a second (0: at once;
+ * the other way is never limited). Each connection is a link of its own.
+ * No root and no tc: what a long or thin link does to a handshake, or to
+ * a heartbeat behind a large answer.
  *
  * slowlink_start(&l, port, delay, rate) listens on l.port and forwards to
  * 127.0.0.1:port; slowlink_stop ends every connection and joins its
@@ -16,6 +18,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -39,10 +42,10 @@ struct slowlink {
 	struct slowlink_conn c[SLOWLINK_CONNS];
 };
 
-static inline int slowlink_write_all(int fd, const char *p, size_t n)
+static inline int slowlink_send_all(int fd, const char *p, size_t n)
 {
 	while (n > 0) {
-		ssize_t w = write(fd, p, n);
+		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
 
 		if (w < 0 && errno == EINTR)
 			continue;
@@ -58,27 +61,34 @@ static inline void *slowlink_conn_main(void *arg)
 {
 	struct slowlink_conn *c = arg;
 	struct slowlink *l = c->l;
-	char buf[16384];
+	double due = clock_mono();   /* when the way to the target is free */
+	char *buf = malloc(16384);
 
-	while (!l->stop) {
+	while (buf && !l->stop) {
 		struct pollfd p[2] = { { c->fd[0], POLLIN, 0 }, { c->fd[1], POLLIN, 0 } };
 
-		if (poll(p, 2, 50) <= 0)
+		if (poll(p, 2, 20) <= 0)
 			continue;
 		for (int i = 0; i < 2; i++) {
 			ssize_t r;
 
-			if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+			if (!p[i].revents)
 				continue;
-			r = read(c->fd[i], buf, sizeof(buf));
+			r = recv(c->fd[i], buf, 16384, 0);
 			if (r <= 0)
 				goto out;
-			sleep_seconds(l->delay + (l->rate > 0 ? (double)r / l->rate : 0));
-			if (slowlink_write_all(c->fd[1 - i], buf, (size_t)r))
+			sleep_seconds(l->delay);
+			if (slowlink_send_all(c->fd[1 - i], buf, (size_t)r))
 				goto out;
+			if (i == 0 && l->rate > 0) {
+				due = (due > clock_mono() ? due : clock_mono()) +
+				      (double)r / l->rate;
+				sleep_seconds(due - clock_mono());
+			}
 		}
 	}
 out:
+	free(buf);
 	shutdown(c->fd[0], SHUT_RDWR);
 	shutdown(c->fd[1], SHUT_RDWR);
 	return NULL;

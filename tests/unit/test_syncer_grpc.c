@@ -37,6 +37,7 @@
 #include "common/util.h"
 #include "ddiloco/v1/syncer.pb-c.h"
 #include "trainer/model.h"
+#include "tests/unit/slowlink.h"
 #include "tests/unit/syncerproc.h"
 #include "tests/unit/testlib.h"
 
@@ -1059,137 +1060,6 @@ static void beat_refusals_and_counts(void **state)
 	assert_int_equal(proc_wait(p, WAIT), 0);
 }
 
-/*
- * A thin link: a loopback TCP proxy that forwards toward the syncer at
- * `rate` bytes a second per connection (each of its own, as separate
- * links share a thin one), the other way at once.
- */
-#define PROXY_PIPES 4
-struct proxy {
-	int lfd, port, upstream;
-	double rate;
-	volatile int stop;
-	pthread_t th;
-	int npipes;
-	struct pipe {
-		struct proxy *px;
-		int cfd, sfd;
-		pthread_t th;
-	} pipes[PROXY_PIPES];
-};
-
-static int send_all(int fd, const char *b, ssize_t n)
-{
-	while (n > 0) {
-		ssize_t w = send(fd, b, (size_t)n, MSG_NOSIGNAL);
-
-		if (w <= 0)
-			return -1;
-		b += w;
-		n -= w;
-	}
-	return 0;
-}
-
-static void *pipe_main(void *arg)
-{
-	struct pipe *pp = arg;
-	struct proxy *px = pp->px;
-	struct pollfd fds[2] = { { pp->cfd, POLLIN, 0 }, { pp->sfd, POLLIN, 0 } };
-	double due = clock_mono();   /* when the link is free again */
-	char *up = malloc(16384), *down = malloc(16384);
-
-	while (!px->stop && up && down) {
-		if (poll(fds, 2, 20) < 0)
-			break;
-		if (fds[0].revents) {
-			ssize_t n = recv(pp->cfd, up, 16384, 0);
-
-			if (n <= 0 || send_all(pp->sfd, up, n))
-				break;
-			due = fmax(due, clock_mono()) + (double)n / px->rate;
-			sleep_seconds(due - clock_mono());
-		}
-		if (fds[1].revents) {
-			ssize_t n = recv(pp->sfd, down, 16384, 0);
-
-			if (n <= 0 || send_all(pp->cfd, down, n))
-				break;
-		}
-	}
-	free(up);
-	free(down);
-	shutdown(pp->cfd, SHUT_RDWR);
-	shutdown(pp->sfd, SHUT_RDWR);
-	return NULL;
-}
-
-static void *proxy_main(void *arg)
-{
-	struct proxy *px = arg;
-	struct pollfd pf = { px->lfd, POLLIN, 0 };
-
-	while (!px->stop) {
-		struct sockaddr_in sa = { .sin_family = AF_INET };
-		struct pipe *pp;
-		int cfd, sfd;
-
-		if (poll(&pf, 1, 20) <= 0)
-			continue;
-		if ((cfd = accept(px->lfd, NULL, NULL)) < 0)
-			continue;
-		sa.sin_port = htons((uint16_t)px->upstream);
-		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		sfd = socket(AF_INET, SOCK_STREAM, 0);
-		if (px->npipes == PROXY_PIPES || sfd < 0 ||
-		    connect(sfd, (struct sockaddr *)&sa, sizeof(sa))) {
-			close(cfd);
-			if (sfd >= 0)
-				close(sfd);
-			continue;
-		}
-		pp = &px->pipes[px->npipes];
-		*pp = (struct pipe){ .px = px, .cfd = cfd, .sfd = sfd };
-		if (pthread_create(&pp->th, NULL, pipe_main, pp) == 0) {
-			px->npipes++;
-		} else {
-			close(cfd);
-			close(sfd);
-		}
-	}
-	return NULL;
-}
-
-static void proxy_start(struct proxy *px, int upstream, double rate)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET };
-	socklen_t len = sizeof(sa);
-
-	memset(px, 0, sizeof(*px));
-	px->upstream = upstream;
-	px->rate = rate;
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	px->lfd = socket(AF_INET, SOCK_STREAM, 0);
-	assert_true(px->lfd >= 0);
-	assert_int_equal(bind(px->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	assert_int_equal(listen(px->lfd, 8), 0);
-	assert_int_equal(getsockname(px->lfd, (struct sockaddr *)&sa, &len), 0);
-	px->port = ntohs(sa.sin_port);
-	assert_int_equal(pthread_create(&px->th, NULL, proxy_main, px), 0);
-}
-
-static void proxy_stop(struct proxy *px)
-{
-	px->stop = 1;
-	pthread_join(px->th, NULL);
-	for (int i = 0; i < px->npipes; i++) {
-		pthread_join(px->pipes[i].th, NULL);
-		close(px->pipes[i].cfd);
-		close(px->pipes[i].sfd);
-	}
-	close(px->lfd);
-}
-
 /* Starts sending an answer of `bytes` payload for fragment 99 (none of
  * the job's: refused, its bytes counted in bytes_in) without waiting;
  * *bb and tag are tl_send_end's. */
@@ -1231,7 +1101,7 @@ static void beat_heartbeat_passes_a_large_answer(void **state)
 {
 	struct proc *p = *state;
 	const size_t big = 6u << 20;
-	struct proxy px;
+	struct slowlink px;
 	struct learner a;
 	struct tl b;
 	grpc_byte_buffer *bb;
@@ -1241,7 +1111,8 @@ static void beat_heartbeat_passes_a_large_answer(void **state)
 
 	proc_setup(p, 0, 0);
 	proc_start(p);
-	proxy_start(&px, p->grpc_port, 2e6);
+	/* toward the syncer at 2 MB/s, each connection a link of its own */
+	assert_int_equal(slowlink_start(&px, p->grpc_port, 0, 2e6), 0);
 	p->dial_port = px.port;
 	join(&a, p, 0, NULL, NULL);
 	tl_open_beat(&b, px.port, NULL, NULL);
@@ -1270,7 +1141,7 @@ static void beat_heartbeat_passes_a_large_answer(void **state)
 
 	tl_close(&b);
 	tl_close(&a.tl);
-	proxy_stop(&px);
+	slowlink_stop(&px);
 	kill(p->pid, SIGTERM);
 	assert_int_equal(proc_wait(p, WAIT), 0);
 }
