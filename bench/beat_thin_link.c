@@ -38,6 +38,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bench/benchlib.h"
 #include "common/fragment.h"
 #include "common/jobspec.h"
 #include "common/util.h"
@@ -48,28 +49,6 @@
 #define RATE 1e6
 #define ANSWER ((size_t)6500000)
 #define HOLD 0.5
-
-static int listen_any(int *port)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET };
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
-	    listen(fd, 8) || getsockname(fd, (struct sockaddr *)&sa, &len))
-		return -1;
-	*port = ntohs(sa.sin_port);
-	return fd;
-}
-
-static int free_port(void)
-{
-	int port = 0, fd = listen_any(&port);
-
-	close(fd);
-	return port;
-}
 
 /* ---- the test learner ----------------------------------------------------- */
 
@@ -152,38 +131,6 @@ static int heartbeat(struct call *c, uint64_t step)
 	return send_msg(c, &m);
 }
 
-/* ---- the syncer's /status -------------------------------------------------- */
-
-static int http_get(int port, const char *path, char *buf, size_t cap)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET };
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	size_t n = 0;
-	ssize_t k;
-	char req[256], *body;
-
-	sa.sin_port = htons((uint16_t)port);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: x\r\n\r\n", path);
-	if (write(fd, req, strlen(req)) < 0) {
-		close(fd);
-		return -1;
-	}
-	while (n + 1 < cap && (k = read(fd, buf + n, cap - 1 - n)) > 0)
-		n += (size_t)k;
-	close(fd);
-	buf[n] = 0;
-	if (!(body = strstr(buf, "\r\n\r\n")))
-		return -1;
-	memmove(buf, body + 4, strlen(body + 4) + 1);
-	return 0;
-}
-
 /* Learner 0's step and the answer bytes counted; -1 when unreadable. */
 static int learner_step(int port, long long *step, long long *bytes_in)
 {
@@ -191,7 +138,7 @@ static int learner_step(int port, long long *step, long long *bytes_in)
 	json_t *j;
 	int rc = -1;
 
-	if (http_get(port, "/status", buf, sizeof(buf)) ||
+	if (bench_http_get(port, "/status", buf, sizeof(buf)) ||
 	    !(j = json_loads(buf, 0, NULL)))
 		return -1;
 	json_t *l = json_array_get(json_object_get(j, "learners"), 0);
@@ -265,7 +212,7 @@ int main(void)
 	struct call train, beat;
 	uint64_t sizes[8];
 	uint8_t *payload = calloc(ANSWER, 1);
-	int gport = free_port(), hport = free_port(), ready = 0, rc = 1;
+	int gport = bench_free_port(), hport = bench_free_port(), ready = 0, rc = 1;
 	double t_train = NAN, t_beat = NAN;
 	pid_t pid;
 	FILE *f;
@@ -302,7 +249,7 @@ int main(void)
 	}
 	for (int i = 0; i < 200 && !ready; i++) {
 		sleep_seconds(0.05);
-		ready = http_get(hport, "/readyz", text, sizeof(text)) == 0 &&
+		ready = bench_http_get(hport, "/readyz", text, sizeof(text)) == 0 &&
 			!strncmp(text, "ready", 5);
 	}
 	if (!ready || slowlink_start(&px, gport, 0, RATE))

@@ -64,6 +64,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bench/benchlib.h"
 #include "common/encoding.h"
 #include "common/jobspec.h"
 #include "common/util.h"
@@ -445,57 +446,6 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-static int free_port(void)
-{
-	struct sockaddr_in sa;
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
-	    getsockname(fd, (struct sockaddr *)&sa, &len))
-		port = -1;
-	else
-		port = ntohs(sa.sin_port);
-	close(fd);
-	return port;
-}
-
-/* GET path on 127.0.0.1:port into buf (the body, NUL-ended); -1: none. */
-static int http_get(int port, const char *path, char *buf, size_t cap)
-{
-	struct sockaddr_in sa;
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	size_t n = 0;
-	ssize_t k;
-	char req[256], *body;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sin_family = AF_INET;
-	sa.sin_port = htons((uint16_t)port);
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
-		if (fd >= 0)
-			close(fd);
-		return -1;
-	}
-	snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: x\r\n\r\n", path);
-	if (write(fd, req, strlen(req)) < 0) {
-		close(fd);
-		return -1;
-	}
-	while (n + 1 < cap && (k = read(fd, buf + n, cap - 1 - n)) > 0)
-		n += (size_t)k;
-	close(fd);
-	buf[n] = 0;
-	if (!(body = strstr(buf, "\r\n\r\n")))
-		return -1;
-	memmove(buf, body + 4, strlen(body + 4) + 1);
-	return 0;
-}
-
 /* The value of metric `name` (a line "name value") in text; NAN: none. */
 static double metric(const char *text, const char *name)
 {
@@ -572,7 +522,7 @@ static int run_scale(int M, int procs, int rounds, struct result *res)
 	struct frag_table ft;
 	double *lat = calloc((size_t)rounds, sizeof(double));
 	double *all = calloc((size_t)rounds, sizeof(double)), period = 0;
-	int hport = free_port(), ok = 1, ready = 0;
+	int hport = bench_free_port(), ok = 1, ready = 0;
 	size_t maxn = 0, shared_len;
 	pid_t pid, *kids;
 	struct outcome *out;
@@ -583,7 +533,7 @@ static int run_scale(int M, int procs, int rounds, struct result *res)
 	if (procs <= 0)
 		procs = (M + PER_PROCESS - 1) / PER_PROCESS;
 	procs = procs > M ? M : procs;
-	r.port = free_port();
+	r.port = bench_free_port();
 	r.l = calloc((size_t)M, sizeof(*r.l));
 	kids = calloc((size_t)procs, sizeof(*kids));
 	/* the shared mapping: the count welcomed, M outcomes, then the
@@ -647,7 +597,7 @@ static int run_scale(int M, int procs, int rounds, struct result *res)
 	}
 	for (int i = 0; i < 200 && !ready; i++) {
 		sleep_seconds(0.05);
-		ready = http_get(hport, "/readyz", text, 1 << 20) == 0 &&
+		ready = bench_http_get(hport, "/readyz", text, 1 << 20) == 0 &&
 			!strncmp(text, "ok", 2);
 	}
 	double t0, t_go = clock_mono();
@@ -681,7 +631,7 @@ static int run_scale(int M, int procs, int rounds, struct result *res)
 		ok &= out[i].done;
 	res->rss = rss_mb(pid, "VmHWM:");
 	res->merge_ms = NAN;
-	if (http_get(hport, "/metrics", text, 1 << 20) == 0)
+	if (bench_http_get(hport, "/metrics", text, 1 << 20) == 0)
 		res->merge_ms = 1e3 * metric(text, "ddiloco_syncer_merge_seconds_sum") /
 				metric(text, "ddiloco_syncer_merge_seconds_count");
 	kill(pid, SIGTERM);

@@ -264,55 +264,71 @@ static void arm_recv(struct call *c)
 		c->recv_armed = 1;
 }
 
-static void start_call(struct client *cl)
+/* A new call of method on ch, its tags and metadata set up. */
+static struct call *call_new(struct client *cl, grpc_channel *ch,
+			     const char *method)
 {
-	struct sidecar *s = cl->s;
 	struct call *c = calloc(1, sizeof(*c));
-	grpc_slice method = grpc_slice_from_static_string("/ddiloco.v1.Syncer/Train");
-	grpc_op ops[2];
 
-	SC_ADD(s, reconnect_attempts, 1);
-	if (!c) {
-		schedule_retry(cl);
-		return;
-	}
+	if (!c)
+		return NULL;
 	c->t_start = (struct tag){ c, T_START };
 	c->t_recv = (struct tag){ c, T_RECV };
 	c->t_send = (struct tag){ c, T_SEND };
 	c->t_status = (struct tag){ c, T_STATUS };
 	c->send_frag = -1;
-	c->early_heartbeats = SIDECAR_EARLY_HEARTBEATS;
 	c->details = grpc_empty_slice();
 	grpc_metadata_array_init(&c->md_initial);
 	grpc_metadata_array_init(&c->md_trailing);
-	grpc_channel_reset_connect_backoff(cl->ch);
-	c->call = grpc_channel_create_call(cl->ch, NULL, GRPC_PROPAGATE_DEFAULTS,
-					   cl->cq, method, NULL,
-					   gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-	cl->live = c;
-	sidecar_stream_begin(s);
-	pthread_mutex_lock(&s->mu);
-	s->connected = 1;
-	pthread_mutex_unlock(&s->mu);
+	c->call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS,
+					   cl->cq, grpc_slice_from_static_string(method),
+					   NULL, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+	return c;
+}
+
+/* The batches every call opens with: metadata both ways, and its status. */
+static int call_begin(struct call *c)
+{
+	grpc_op ops[2];
 
 	memset(ops, 0, sizeof(ops));
 	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
 	ops[1].op = GRPC_OP_RECV_INITIAL_METADATA;
 	ops[1].data.recv_initial_metadata.recv_initial_metadata = &c->md_initial;
 	if (start_batch(c, ops, 2, &c->t_start))
-		goto fail;
+		return -1;
 	memset(ops, 0, sizeof(ops));
 	ops[0].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
 	ops[0].data.recv_status_on_client.trailing_metadata = &c->md_trailing;
 	ops[0].data.recv_status_on_client.status = &c->status;
 	ops[0].data.recv_status_on_client.status_details = &c->details;
-	if (start_batch(c, ops, 1, &c->t_status))
-		goto fail;
+	return start_batch(c, ops, 1, &c->t_status);
+}
+
+static void start_call(struct client *cl)
+{
+	struct sidecar *s = cl->s;
+	struct call *c;
+
+	SC_ADD(s, reconnect_attempts, 1);
+	grpc_channel_reset_connect_backoff(cl->ch);
+	c = call_new(cl, cl->ch, "/ddiloco.v1.Syncer/Train");
+	if (!c) {
+		schedule_retry(cl);
+		return;
+	}
+	c->early_heartbeats = SIDECAR_EARLY_HEARTBEATS;
+	cl->live = c;
+	sidecar_stream_begin(s);
+	pthread_mutex_lock(&s->mu);
+	s->connected = 1;
+	pthread_mutex_unlock(&s->mu);
+	if (call_begin(c)) {
+		end_live(cl);
+		reap(cl, c);
+		return;
+	}
 	arm_recv(c);
-	return;
-fail:
-	end_live(cl);
-	reap(cl, c);
 }
 
 /* The Beat call is over: drained like a stream (freed by reap), tried
@@ -336,48 +352,22 @@ static void end_beat(struct client *cl)
 static void start_beat(struct client *cl)
 {
 	struct sidecar *s = cl->s;
-	struct call *c = calloc(1, sizeof(*c));
-	grpc_slice method = grpc_slice_from_static_string("/ddiloco.v1.Syncer/Beat");
-	grpc_op ops[2];
+	struct call *c = NULL;
 
 	if (!cl->beat_ch)
 		cl->beat_ch = make_channel(s->o.target, s->o.tls, 1);
-	if (!c || !cl->beat_ch) {
-		free(c);
+	if (cl->beat_ch)
+		c = call_new(cl, cl->beat_ch, "/ddiloco.v1.Syncer/Beat");
+	if (!c) {
 		cl->beat_next = clock_mono() + cl->beat_backoff;
 		return;
 	}
 	c->beat = 1;
-	c->t_start = (struct tag){ c, T_START };
-	c->t_recv = (struct tag){ c, T_RECV };
-	c->t_send = (struct tag){ c, T_SEND };
-	c->t_status = (struct tag){ c, T_STATUS };
-	c->send_frag = -1;
-	c->details = grpc_empty_slice();
-	grpc_metadata_array_init(&c->md_initial);
-	grpc_metadata_array_init(&c->md_trailing);
-	c->call = grpc_channel_create_call(cl->beat_ch, NULL,
-					   GRPC_PROPAGATE_DEFAULTS, cl->cq,
-					   method, NULL,
-					   gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
 	cl->beat = c;
-	memset(ops, 0, sizeof(ops));
-	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
-	ops[1].op = GRPC_OP_RECV_INITIAL_METADATA;
-	ops[1].data.recv_initial_metadata.recv_initial_metadata = &c->md_initial;
-	if (start_batch(c, ops, 2, &c->t_start))
-		goto fail;
-	memset(ops, 0, sizeof(ops));
-	ops[0].op = GRPC_OP_RECV_STATUS_ON_CLIENT;
-	ops[0].data.recv_status_on_client.trailing_metadata = &c->md_trailing;
-	ops[0].data.recv_status_on_client.status = &c->status;
-	ops[0].data.recv_status_on_client.status_details = &c->details;
-	if (start_batch(c, ops, 1, &c->t_status))
-		goto fail;
-	return;
-fail:
-	end_beat(cl);
-	reap(cl, c);
+	if (call_begin(c)) {
+		end_beat(cl);
+		reap(cl, c);
+	}
 }
 
 static int send_bytes(struct call *c, grpc_slice *slices, size_t n,

@@ -578,6 +578,20 @@ static const grpc_status_code refusal_code[] = {
 	[CORE_JOIN_FULL] = GRPC_STATUS_RESOURCE_EXHAUSTED,
 };
 
+/* Whether a hello's learner id is one of the job's; the call is closed
+ * when not. */
+static int learner_in_range(struct conn *c, const struct wire_hello *h)
+{
+	struct syncer *s = c->sv->s;
+
+	if (h->learner_id < (uint32_t)s->M)
+		return 1;
+	conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "learner id %u is out of "
+		   "range: job '%s' has %d learners", h->learner_id,
+		   s->js->name, s->M);
+	return 0;
+}
+
 /* Whether the certificate fits a hello as learner or evaluator `id`;
  * refused (counted) when not. */
 static int cert_fits(struct conn *c, const struct wire_hello *h)
@@ -806,12 +820,8 @@ static void adopt_hello(struct conn *c, const struct wire_hello *h,
 			keep_pending(c, h);
 		return;
 	}
-	if (h->learner_id >= (uint32_t)s->M) {
-		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "learner id %u is out "
-			   "of range: job '%s' has %d learners", h->learner_id,
-			   s->js->name, s->M);
+	if (!learner_in_range(c, h))
 		return;
-	}
 	if (!cert_fits(c, h))
 		return;
 	if (!sv->have_ft && adopt_table(sv, h, &e)) {
@@ -999,12 +1009,8 @@ static void beat_hello(struct conn *c, const struct wire_hello *h)
 			   "sends no heartbeats that count: no Beat for it");
 		return;
 	}
-	if (h->learner_id >= (uint32_t)s->M) {
-		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "learner id %u is out "
-			   "of range: job '%s' has %d learners", h->learner_id,
-			   s->js->name, s->M);
+	if (!learner_in_range(c, h))
 		return;
-	}
 	if (!cert_fits(c, h) || !beat_fits(c, h->learner_id, h->incarnation))
 		return;
 	c->beat_learner = (int)h->learner_id;

@@ -186,31 +186,6 @@ static inline size_t syncerproc_collect(char *ptr, size_t size, size_t n, void *
 	return size * n;
 }
 
-/* GET http://127.0.0.1:PORT/PATH: the status code (0: no answer); with
- * json, the body parsed into *json (it must be JSON). */
-static inline long syncerproc_http_get(int port, const char *path, json_t **json)
-{
-	struct syncerproc_body b = { NULL, 0 };
-	char url[128];
-	long code = 0;
-	CURL *c = curl_easy_init();
-
-	snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", port, path);
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, syncerproc_collect);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT, 5L);
-	if (curl_easy_perform(c) == CURLE_OK)
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-	curl_easy_cleanup(c);
-	if (json) {
-		*json = b.d ? json_loads(b.d, 0, NULL) : NULL;
-		assert_non_null(*json);
-	}
-	free(b.d);
-	return code;
-}
-
 /* GET http://127.0.0.1:PORT/PATH as text: the status code, the body in
  * *body (the caller frees it; "" when none). */
 static inline long syncerproc_http_text(int port, const char *path, char **body)
@@ -229,6 +204,21 @@ static inline long syncerproc_http_text(int port, const char *path, char **body)
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
 	curl_easy_cleanup(c);
 	*body = b.d ? b.d : strdup("");
+	return code;
+}
+
+/* GET http://127.0.0.1:PORT/PATH: the status code (0: no answer); with
+ * json, the body parsed into *json (it must be JSON). */
+static inline long syncerproc_http_get(int port, const char *path, json_t **json)
+{
+	char *body;
+	long code = syncerproc_http_text(port, path, &body);
+
+	if (json) {
+		*json = json_loads(body, 0, NULL);
+		assert_non_null(*json);
+	}
+	free(body);
 	return code;
 }
 
