@@ -136,10 +136,14 @@ class ExternalParity(unittest.TestCase):
               % (ISSUE_RATIO, "met" if ratio <= ISSUE_RATIO else "NOT met",
                  ISSUE_UPTIME, "met" if rep["uptime"] >= ISSUE_UPTIME
                  else "NOT met"))
-        # the losses mean something: well above the floor at the start
-        # (an untrained MLP is near the target's variance, about 0.4) and
-        # both trained models above it
-        self.assertGreater(hist[0][1], 0.2)
+        # the losses mean something: the job's model learned during the
+        # run and both trained models are above the floor. The first
+        # evaluation is not the untrained model's (about 0.4, the
+        # target's variance): it comes once the evaluator's process has
+        # imported torch, while the learners train (one CI run's first
+        # was 0.121 against a final 0.0446)
+        print("first evaluation: round %d loss %.6f" % hist[0])
+        self.assertGreater(hist[0][1], 1.5 * final)
         self.assertGreater(base, floor)
         self.assertGreater(final, floor)
         self.assertGreaterEqual(len(killed), 1, rep["kills"])
