@@ -197,14 +197,21 @@ static void call_free(struct call *c)
 
 static void end_beat(struct client *cl);
 
+/* When to try again after *backoff (±20 % jitter); *backoff doubles up
+ * to backoff_max. The stream's retries and the Beat's each have one. */
+static double backoff_next(struct client *cl, double *backoff)
+{
+	double at = clock_mono() + *backoff * (0.8 + 0.4 * rng_uniform(&cl->rng));
+
+	*backoff *= 2;
+	if (*backoff > cl->s->o.backoff_max)
+		*backoff = cl->s->o.backoff_max;
+	return at;
+}
+
 static void schedule_retry(struct client *cl)
 {
-	double j = 0.8 + 0.4 * rng_uniform(&cl->rng);
-
-	cl->next_attempt = clock_mono() + cl->backoff * j;
-	cl->backoff *= 2;
-	if (cl->backoff > cl->s->o.backoff_max)
-		cl->backoff = cl->s->o.backoff_max;
+	cl->next_attempt = backoff_next(cl, &cl->backoff);
 }
 
 /* The live stream is over (or failed to start): keep its context until
@@ -336,17 +343,13 @@ static void start_call(struct client *cl)
 static void end_beat(struct client *cl)
 {
 	struct call *c = cl->beat;
-	double j = 0.8 + 0.4 * rng_uniform(&cl->rng);
 
 	if (!c)
 		return;
 	cl->beat = NULL;
 	grpc_call_cancel(c->call, NULL);
 	cl->draining++;
-	cl->beat_next = clock_mono() + cl->beat_backoff * j;
-	cl->beat_backoff *= 2;
-	if (cl->beat_backoff > cl->s->o.backoff_max)
-		cl->beat_backoff = cl->s->o.backoff_max;
+	cl->beat_next = backoff_next(cl, &cl->beat_backoff);
 }
 
 static void start_beat(struct client *cl)
