@@ -19,7 +19,6 @@
  *   beat_thin_link_train_s          heartbeat on Train: due → seen
  *   beat_thin_link_beat_s           heartbeat on the Beat: due → seen
  */
-#include <arpa/inet.h>
 #include <grpc/byte_buffer.h>
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
@@ -27,14 +26,10 @@
 #include <grpc/support/time.h>
 #include <jansson.h>
 #include <math.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
