@@ -214,7 +214,18 @@ NODOC
 	in_root useradd --uid 65532 --gid 65532 --no-create-home \
 		--home-dir /home/ddiloco --shell /usr/sbin/nologin ddiloco
 	in_root apt-get clean
-	umount "$stage/proc"
+	# a process the install started in the chroot can hold its /proc a
+	# moment after apt-get returns ("target is busy"): try again, then
+	# detach it lazily
+	n=0
+	until umount "$stage/proc" 2>/dev/null; do
+		n=$((n + 1))
+		if [ "$n" -ge 10 ]; then
+			umount -l "$stage/proc"
+			break
+		fi
+		sleep 1
+	done
 	trap - EXIT
 	rm -rf "$stage"/var/lib/apt/lists/* "$stage"/var/cache/apt/* \
 		"$stage"/var/cache/debconf/*-old "$stage"/var/log/* \
