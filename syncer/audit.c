@@ -16,7 +16,10 @@ int audit_init(struct audit *a, int M, int P)
 	a->mark = calloc(n ? n : 1, sizeof(*a->mark));
 	a->base = calloc(n ? n : 1, sizeof(*a->base));
 	a->incarnation = calloc(M > 0 ? (size_t)M : 1, sizeof(*a->incarnation));
-	return a->mark && a->base && a->incarnation ? 0 : -1;
+	a->max_steps = calloc(M > 0 ? (size_t)M : 1, sizeof(*a->max_steps));
+	a->steps = calloc(M > 0 ? (size_t)M : 1, sizeof(*a->steps));
+	return a->mark && a->base && a->incarnation && a->max_steps && a->steps
+	       ? 0 : -1;
 }
 
 void audit_release(struct audit *a)
@@ -24,7 +27,9 @@ void audit_release(struct audit *a)
 	free(a->mark);
 	free(a->base);
 	free(a->incarnation);
-	a->mark = a->base = a->incarnation = NULL;
+	free(a->max_steps);
+	free(a->steps);
+	a->mark = a->base = a->incarnation = a->max_steps = a->steps = NULL;
 }
 
 void audit_incarnation(struct audit *a, int m, uint64_t incarnation)
@@ -46,6 +51,9 @@ void audit_merged(struct audit *a, int m, int p, uint64_t incarnation,
 	if (m < 0 || m >= a->M || p < 0 || p >= a->P)
 		return;
 	a->merged_steps += steps;
+	a->steps[m] += steps;
+	if (steps > a->max_steps[m])
+		a->max_steps[m] = steps;
 	if (incarnation && a->incarnation[m] &&
 	    incarnation != a->incarnation[m])
 		return;   /* an earlier process's: outside the new marks */

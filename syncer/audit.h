@@ -13,6 +13,15 @@
  * of the earlier process merged after that (accepted before it) count in
  * merged_steps only: a new process cannot send their steps again.
  *
+ * steps is merged_steps per learner; max_steps, the most steps one merged
+ * answer of it held. A learner cut off from the syncer trains alone. When
+ * it is back, the answers it gives before the Welcome's Θ reaches it hold
+ * that lone stretch, from a base many versions old: they are emptied as
+ * stale (docs/syncer.md, Bounds). The Welcome overwrites θ and starts its
+ * count again (docs/design.md §3, Learner, α = 0). With both rules kept
+ * max_steps stays near the steps between two pulls of a fragment however
+ * long the cut (tests/integration/test_partition.sh).
+ *
  * repeat_base counts merged answers trained from the same base version as
  * the learner's previous merged answer for that fragment: it answered
  * again before it applied the update of the one before, the case in which
@@ -33,6 +42,8 @@ struct audit {
 	uint64_t *base;          /* M × P: base version + 1 of the last
 				  * merged answer (0: none) */
 	uint64_t *incarnation;   /* per learner: the process the marks are of */
+	uint64_t *max_steps;     /* per learner: most steps in one merged answer */
+	uint64_t *steps;         /* per learner: Σ steps of its merged answers */
 	uint64_t merged_steps;          /* Σ steps of merged answers */
 	uint64_t double_merged_steps;   /* of those, merged before */
 	uint64_t repeat_base;           /* merged answers on a repeated base */

@@ -162,11 +162,13 @@ static json_t *status_json(struct syncer *s, double now)
 
 		const struct bounds_learner *bl = &s->bounds.l[i];
 
-		json_array_append_new(a, json_pack("{si sb sb sI sI so so so s{sI sI}}",
+		json_array_append_new(a, json_pack("{si sb sb sI sI sI sI so so so s{sI sI}}",
 			"id", i, "connected", l->conn != NULL,
 			"stale", l->stale,
 			"step", (json_int_t)l->step,
 			"tokens", (json_int_t)l->tokens,
+			"merged_steps", (json_int_t)s->audit.steps[i],
+			"max_answer_steps", (json_int_t)s->audit.max_steps[i],
 			"train_loss", l->seen ? real_or_null(l->train_loss) : json_null(),
 			"step_time", l->seen ? real_or_null(l->step_time) : json_null(),
 			"last_seen", l->seen ? json_real(now - l->last_seen) : json_null(),

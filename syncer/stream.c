@@ -1400,6 +1400,10 @@ static void finish_job(struct stream_server *sv, double now)
 	close_all(sv, GRPC_STATUS_OK, "job done");
 	log_info("job done: round %" PRIu64 ", uptime %.3f, goodput %.3f",
 		 s->rs.completed, core_uptime(s, now), core_goodput(s, now));
+	for (int i = 0; i < s->M; i++)
+		log_info("learner %d: %" PRIu64 " steps merged, at most %" PRIu64
+			 " in one answer", i, s->audit.steps[i],
+			 s->audit.max_steps[i]);
 }
 
 static void stop_job(struct stream_server *sv, double now)

@@ -4,7 +4,8 @@
 #   live_exe [LINE] writes $dir/exe, the runner's DDILOCO_EXE: it
 #                    records the syncer's HTTP address ($dir/http), pid
 #                    ($dir/syncer.pid) and start count ($dir/starts), and
-#                    each learner's pid ($dir/learner-ID.pid); LINE, shell
+#                    each learner's and sidecar's pid ($dir/learner-ID.pid,
+#                    $dir/sidecar-ID.pid); LINE, shell
 #                    run before a syncer starts, sees its count in $n
 #   live_cleanup     stops the runner, removes $dir (the EXIT trap)
 #   fail WHAT        says WHAT and the ends of the run's logs; exit 1
@@ -51,6 +52,7 @@ prev=""
 for a in "\$@"; do
 	[ "\$1" = syncer ] && [ "\$prev" = --http ] && echo "\$a" > "$dir/http"
 	[ "\$1" = learner ] && [ "\$prev" = --learner ] && echo "\$\$" > "$dir/learner-\$a.pid"
+	[ "\$1" = sidecar ] && [ "\$prev" = --learner ] && echo "\$\$" > "$dir/sidecar-\$a.pid"
 	prev=\$a
 done
 if [ "\$1" = syncer ]; then

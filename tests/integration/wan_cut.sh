@@ -7,15 +7,15 @@
 #   - learner 1 kept training through the cut (its step moved by at least
 #     3 steps per second of the cut) and was neither killed nor restarted;
 #   - the syncer saw it leave (before the end) and join again;
-#   - what it trained alone was not merged whole: an answer from its old
-#     base was emptied as stale (answers.stale), or learner time of at
-#     least 0.3 of the cut is in the report's goodput_breakdown as
-#     overwritten (the Welcome's Θ replaced θ) or refused; and no step was
-#     merged twice (invariants.double_merged_steps 0). The second is a weak
-#     check: the syncer books the time a learner was away as not_training,
-#     so how much of the lone stretch shows as overwritten varies (11 to
-#     42 learner seconds in seven runs) and a run without a cut overwrites
-#     about 10 (docs/wan.md).
+#   - what it trained alone was not merged: no merged answer of learner 1
+#     held more than half the steps it took during the cut (the syncer's
+#     last lines: `learner 1: N steps merged, at most S in one answer`).
+#     An answer from its old base that arrives after the rejoin holds
+#     them and is emptied as stale (answers.stale); the Welcome's Θ
+#     overwrites θ and starts the count again (docs/wan.md); and no step
+#     was merged twice (invariants.double_merged_steps 0). What the report
+#     books as overwritten or refused is printed, not asserted: the syncer
+#     books the time a learner was away as not_training, so it varies.
 # Needs root (ip netns, veth, tc): `make test-wan`, not `make test`.
 # Argument 1: the folder (default a temporary one, removed on success).
 set -eu
@@ -78,16 +78,18 @@ stale=$(jq -r .answers.stale "$rep")
 lost=$(jq -r '.goodput_breakdown | (.overwritten + .refused) * .learner_seconds' "$rep")
 double=$(jq -r .invariants.double_merged_steps "$rep")
 restarts=$(jq -r '.per_learner[1].restarts' "$rep")
+most=$(sed -n 's/.*learner 1: [0-9]* steps merged, at most \([0-9]*\) in one answer.*/\1/p' "$run/syncer.log")
 left=$(grep 'learner 1 left' "$run/syncer.log" | grep -vc 'job done' || true)
 joined=$(grep -c 'learner 1 joined' "$run/syncer.log" || true)
 echo "uptime=$uptime stale_answers=$stale overwritten_or_refused_seconds=$lost double_merged_steps=$double"
-echo "learner 1: steps $s0 -> $s1 during the cut, left $left, joined $joined, restarts $restarts"
+echo "learner 1: steps $s0 -> $s1 during the cut, left $left, joined $joined, restarts $restarts, at most ${most:-?} steps in one merged answer"
 awk -v u="$uptime" 'BEGIN { exit !(u >= 0.99) }' || fail "uptime $uptime < 0.99"
 [ $((s1 - s0)) -ge $((3 * CUT)) ] || fail "learner 1 stepped $((s1 - s0)) times in the $CUT s cut"
 [ "$restarts" -eq 0 ] || fail "learner 1 was restarted $restarts times"
 [ "$left" -ge 1 ] && [ "$joined" -ge 2 ] || fail "learner 1 left $left times, joined $joined times"
-awk -v s="$stale" -v l="$lost" -v c="$CUT" 'BEGIN { exit !(s >= 1 || l >= 0.3 * c) }' ||
-	fail "no stale answer, and only $lost learner seconds overwritten or refused for a $CUT s cut"
+[ -n "$most" ] || fail "no line of learner 1's merged steps in syncer.log"
+[ "$most" -lt $(((s1 - s0) / 2)) ] ||
+	fail "a merged answer of learner 1 held $most steps, of the $((s1 - s0)) it took in the cut"
 [ "$double" = 0 ] || fail "double_merged_steps $double"
 echo "wan_cut: pass"
 [ -n "$keep" ] || rm -rf "$dir"

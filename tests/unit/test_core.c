@@ -570,7 +570,8 @@ static struct round_action pull_frag(struct fx *f, uint64_t *step, int p)
  * of one merged before — what a learner that keeps its base until the
  * update sends — is counted in double_merged_steps; answers that follow
  * the rule (docs/design.md §3, Learner) are not; a new learner process
- * starts its count again.
+ * starts its count again. Per learner: its merged steps and the most in
+ * one merged answer.
  */
 static void steps_merged_twice_are_counted(void **state)
 {
@@ -593,6 +594,8 @@ static void steps_merged_twice_are_counted(void **state)
 	assert_int_equal(f->s->audit.merged_steps, 10);
 	assert_int_equal(f->s->audit.double_merged_steps, 0);
 	assert_int_equal(f->s->audit.repeat_base, 0);
+	assert_int_equal(f->s->audit.steps[0], 5);
+	assert_int_equal(f->s->audit.max_steps[1], 5);
 	/* fragment 0's round: nothing to merge */
 	a = pull_next(f, &hb);
 	assert_int_equal(a.frag, 0);
@@ -611,6 +614,8 @@ static void steps_merged_twice_are_counted(void **state)
 	assert_int_equal(f->s->audit.merged_steps, 21);
 	assert_int_equal(f->s->audit.double_merged_steps, 5);
 	assert_int_equal(f->s->audit.repeat_base, 2);
+	assert_int_equal(f->s->audit.max_steps[0], 8);
+	assert_int_equal(f->s->audit.max_steps[1], 5);
 	/* learner 0 answers the next round of fragment 1 at its step 100,
 	 * then restarts before the merge: the new process (incarnation 99)
 	 * numbers its steps from 2. The old answer's steps count as merged
@@ -634,6 +639,18 @@ static void steps_merged_twice_are_counted(void **state)
 	assert_int_equal(f->s->audit.merged_steps, 28);
 	assert_int_equal(f->s->audit.double_merged_steps, 5);
 	assert_int_equal(f->s->audit.repeat_base, 2);
+	/* per learner: the steps, and the most in one answer, the earlier
+	 * process's answer included */
+	assert_int_equal(f->s->audit.steps[0], 18);
+	assert_int_equal(f->s->audit.steps[1], 10);
+	assert_int_equal(f->s->audit.max_steps[0], 8);
+	assert_int_equal(f->s->audit.max_steps[1], 5);
+	/* a late answer is not merged: neither count moves */
+	assert_int_equal(answer_at(f, 2, a.round, 1, 3, 0.1f, 60, 50, 500),
+			 CORE_LATE);
+	assert_int_equal(f->s->audit.steps[2], 0);
+	assert_int_equal(f->s->audit.max_steps[2], 0);
+	assert_int_equal(f->s->audit.merged_steps, 28);
 }
 
 /*
