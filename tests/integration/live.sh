@@ -7,6 +7,12 @@
 #                    each learner's and sidecar's pid ($dir/learner-ID.pid,
 #                    $dir/sidecar-ID.pid); LINE, shell
 #                    run before a syncer starts, sees its count in $n
+#   live_run SECONDS starts `ddiloco run $dir/job.yaml` without chaos
+#                    through $dir/exe in the background (runner), its
+#                    output in $dir/out, --timeout SECONDS
+#   live_done        waits for the runner: it must exit 0 with the job
+#                    done, steps merged and none twice; sets rep (the
+#                    report), steps and twice (field, sub: report.sh)
 #   live_cleanup     stops the runner, removes $dir (the EXIT trap)
 #   fail WHAT        says WHAT and the ends of the run's logs; exit 1
 #   status           the syncer's /status; metrics: its /metrics
@@ -19,6 +25,23 @@
 #                    writes $dir/job.yaml: the tiny GPT on fortunes with
 #                    LEARNERS replicas, spec.syncer SYNCER (a YAML flow
 #                    mapping's inside) and a budget of TOKENS
+live_run() {
+	DDILOCO_EXE=$dir/exe "$BIN" run "$dir/job.yaml" --run-dir "$run" --no-chaos \
+		--timeout "$1" > "$dir/out" 2>&1 &
+	runner=$!
+}
+live_done() {
+	rc=0
+	wait "$runner" || rc=$?
+	runner=""
+	[ "$rc" -eq 0 ] || { tail -n 20 "$dir/out"; fail "run exited $rc"; }
+	rep=$run/report.json
+	[ "$(field outcome "$rep")" = '"done"' ] || fail "outcome $(field outcome "$rep")"
+	steps=$(sub invariants merged_steps "$rep")
+	twice=$(sub invariants double_merged_steps "$rep")
+	[ "$steps" -gt 0 ] || fail "no step merged"
+	[ "$twice" -eq 0 ] || fail "$twice learner steps merged twice"
+}
 live_cleanup() {
 	if [ -n "$runner" ]; then
 		kill "$runner" 2>/dev/null || :

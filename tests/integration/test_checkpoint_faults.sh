@@ -42,9 +42,7 @@ syncer="minQuorum: 2, fragments: 2, overlap: 2, evalEvery: 100"
 syncer="$syncer, evalTokens: 2048, checkpointEvery: 5"
 live_job ckf-$$ 3 "$syncer" 4000000
 
-DDILOCO_EXE=$dir/exe "$BIN" run "$dir/job.yaml" --run-dir "$run" --no-chaos \
-	--timeout 150 > "$dir/out" 2>&1 &
-runner=$!
+live_run 150
 
 # the syncer of start N answers /status, and its state is in $dir/s.json
 up() { [ "$(cat "$dir/starts" 2>/dev/null)" = "$1" ] && status > "$dir/s.json"; }
@@ -132,17 +130,8 @@ for v in $v2; do
 done
 echo "start 3: resumed at round $(s .checkpoint.last_ok_round), versions $(s '.versions | join(" ")')"
 
-rc=0
-wait "$runner" || rc=$?
-runner=""
-[ "$rc" -eq 0 ] || { tail -n 20 "$dir/out"; fail "run exited $rc"; }
-rep=$run/report.json
-[ "$(field outcome "$rep")" = '"done"' ] || fail "outcome $(field outcome "$rep")"
+live_done
 [ "$(sub syncer crashes "$rep")" -eq 2 ] || fail "syncer crashes $(sub syncer crashes "$rep"), not 2"
-steps=$(sub invariants merged_steps "$rep")
-twice=$(sub invariants double_merged_steps "$rep")
-[ "$steps" -gt 0 ] || fail "no step merged after the last restart"
-[ "$twice" -eq 0 ] || fail "$twice learner steps merged twice"
 for r in 999997 999998 999999; do
 	[ -f "$ck/syncer-$fp-000000$r.ckpt" ] || fail "the unloadable file of round $r was removed by the end"
 done

@@ -38,9 +38,7 @@ syncer="minQuorum: 2, fragments: 2, evalEvery: 200"
 syncer="$syncer, evalTokens: 2048, checkpointEvery: 50"
 live_job partition-$$ 3 "$syncer" 12000000
 
-DDILOCO_EXE=$dir/exe "$BIN" run "$dir/job.yaml" --run-dir "$run" --no-chaos \
-	--timeout 300 > "$dir/out" 2>&1 &
-runner=$!
+live_run 300
 
 now() { status > "$dir/s.json"; }
 joins() { grep -c 'learner 1 joined' "$run/syncer.log" || :; }
@@ -79,13 +77,6 @@ echo "after the rejoin: max_answer_steps $most, merged_steps $m0 -> $m1, answers
 	fail "a merged answer of learner 1 held $most steps: the $alone it trained alone"
 grep -q "learner 1 joined" "$run/syncer.log" || fail "no join of learner 1"
 
-rc=0
-wait "$runner" || rc=$?
-runner=""
-[ "$rc" -eq 0 ] || { tail -n 20 "$dir/out"; fail "run exited $rc"; }
-rep=$run/report.json
-[ "$(field outcome "$rep")" = '"done"' ] || fail "outcome $(field outcome "$rep")"
-twice=$(sub invariants double_merged_steps "$rep")
-[ "$twice" -eq 0 ] || fail "$twice learner steps merged twice"
+live_done
 echo "done: rounds $(field rounds "$rep"), double_merged_steps $twice"
 echo ok

@@ -37,9 +37,9 @@ syncer="$syncer, evalTokens: 2048, checkpointEvery: 10, merge: mean"
 syncer="$syncer, outerLr: 1.0, outerMomentum: 0.5, nesterov: true"
 live_job poison-$$ 2 "$syncer" 3000000
 
-DDILOCO_TEST_POISON_ANSWERS=0:1:2:3e38,1:1:2:3e38,1:41:20:1 DDILOCO_EXE=$dir/exe \
-	"$BIN" run "$dir/job.yaml" --run-dir "$run" --no-chaos --timeout 150 > "$dir/out" 2>&1 &
-runner=$!
+DDILOCO_TEST_POISON_ANSWERS=0:1:2:3e38,1:1:2:3e38,1:41:20:1
+export DDILOCO_TEST_POISON_ANSWERS
+live_run 150
 
 now() { status > "$dir/s.json"; }
 
@@ -68,16 +68,7 @@ fi
 grep -q "sidecar-1: test knob DDILOCO_TEST_POISON_ANSWERS: answer 60 sent" "$run/sidecar-1.log" ||
 	fail "learner 1's sidecar did not send its 60th answer poisoned"
 
-rc=0
-wait "$runner" || rc=$?
-runner=""
-[ "$rc" -eq 0 ] || { tail -n 20 "$dir/out"; fail "run exited $rc"; }
-rep=$run/report.json
-[ "$(field outcome "$rep")" = '"done"' ] || fail "outcome $(field outcome "$rep")"
-steps=$(sub invariants merged_steps "$rep")
-twice=$(sub invariants double_merged_steps "$rep")
-[ "$steps" -gt 0 ] || fail "no step merged"
-[ "$twice" -eq 0 ] || fail "$twice learner steps merged twice"
+live_done
 # the report carries the syncer's last counts: at least what it had then
 [ "$(sub answers refused_size "$rep")" -ge "$size" ] ||
 	fail "report: answers.refused_size $(sub answers refused_size "$rep") < $size"

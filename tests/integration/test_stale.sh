@@ -31,9 +31,7 @@ syncer="minQuorum: 2, fragments: 2, overlap: 2, evalEvery: 200"
 syncer="$syncer, evalTokens: 2048, checkpointEvery: 50, stallSeconds: 2"
 live_job stale-$$ 3 "$syncer" 8000000
 
-DDILOCO_EXE=$dir/exe "$BIN" run "$dir/job.yaml" --run-dir "$run" --no-chaos \
-	--timeout 300 > "$dir/out" 2>&1 &
-runner=$!
+live_run 300
 
 now() { status > "$dir/s.json"; }
 
@@ -71,15 +69,6 @@ grep -q "learner 1: its step moves again" "$run/syncer.log" || fail "no log line
 [ "$(s .learners_stale)" -eq 0 ] || fail "learners_stale $(s .learners_stale) after it moved"
 wait_for 30 'now && [ "$(s ".learners[1].tokens")" -gt "$tok" ]' "tokens of learner 1 after it moved"
 
-rc=0
-wait "$runner" || rc=$?
-runner=""
-[ "$rc" -eq 0 ] || { tail -n 20 "$dir/out"; fail "run exited $rc"; }
-rep=$run/report.json
-[ "$(field outcome "$rep")" = '"done"' ] || fail "outcome $(field outcome "$rep")"
-steps=$(sub invariants merged_steps "$rep")
-twice=$(sub invariants double_merged_steps "$rep")
-[ "$steps" -gt 0 ] || fail "no step merged"
-[ "$twice" -eq 0 ] || fail "$twice learner steps merged twice"
+live_done
 echo "done: rounds $(field rounds "$rep"), merged_steps $steps double_merged_steps $twice"
 echo ok
