@@ -58,6 +58,16 @@
  * A hung syncer is found 20 s later instead.
  */
 #define KEEPALIVE_TIMEOUT_MS 20000
+/*
+ * The Beat's connection carries heartbeats only: nothing of ours is
+ * written ahead of its pings. A Beat whose connection died without a
+ * word (a link that drops everything, a middlebox that forgot it) is
+ * found after 1 + 4 s, and its heartbeats go back on Train, instead of
+ * being held for the 20 s above. On a link the Train connection fills,
+ * the Beat's pings can still queue behind those bytes; a Beat ended
+ * falsely costs only heartbeats on Train until it is opened again.
+ */
+#define BEAT_KEEPALIVE_TIMEOUT_MS 4000
 /* one attempt to connect: TCP and the TLS handshake; a handshake takes a
  * few round trips, and an address that no longer answers costs this much
  * before the next try */
@@ -133,14 +143,15 @@ static grpc_arg int_arg(const char *key, int v)
 	return a;
 }
 
-/* own: a connection of the channel's own, not shared with another
- * channel to the same target (the Beat's) */
+/* beat: the Beat's channel, on a connection of its own (not shared with
+ * the Train channel to the same target) and a shorter keepalive */
 static grpc_channel *make_channel(const char *target,
-				  const struct tls_files *tls, int own)
+				  const struct tls_files *tls, int beat)
 {
 	grpc_arg args[] = {
 		int_arg(GRPC_ARG_KEEPALIVE_TIME_MS, 1000),
-		int_arg(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, KEEPALIVE_TIMEOUT_MS),
+		int_arg(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, beat ? BEAT_KEEPALIVE_TIMEOUT_MS
+							  : KEEPALIVE_TIMEOUT_MS),
 		int_arg(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1),
 		int_arg(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0),
 		int_arg(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, (int)WIRE_MAX_MESSAGE),
@@ -164,7 +175,7 @@ static grpc_channel *make_channel(const char *target,
 		int_arg(GRPC_ARG_HTTP2_WRITE_BUFFER_SIZE, WRITE_BUFFER),
 		int_arg(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1),   /* last */
 	};
-	grpc_channel_args ca = { sizeof(args) / sizeof(args[0]) - !own, args };
+	grpc_channel_args ca = { sizeof(args) / sizeof(args[0]) - !beat, args };
 	grpc_channel_credentials *cred;
 	grpc_channel *ch;
 
@@ -773,6 +784,12 @@ static void on_beat_status(struct client *cl, struct call *c)
 			log_info("the syncer takes no Beat: heartbeats go on the "
 				 "Train stream");
 			cl->beat_off = 1;
+		} else if (c->taken) {
+			/* it carried the heartbeats: a broken or silent
+			 * connection, a syncer that went away */
+			log_warn("Beat ended: status %d '%s'; heartbeats on "
+				 "Train until a new one is taken", (int)c->status,
+				 details);
 		} else {
 			log_debug("Beat ended: status %d '%s'; heartbeats on "
 				  "Train meanwhile", (int)c->status, details);

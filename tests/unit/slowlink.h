@@ -8,7 +8,9 @@
  *
  * slowlink_start(&l, port, delay, rate) listens on l.port and forwards to
  * 127.0.0.1:port; slowlink_stop ends every connection and joins its
- * threads.
+ * threads. Setting l.c[i].frozen makes connection i (in the order they
+ * came) a link that drops nothing and carries nothing: its sockets stay
+ * open and nothing more goes through, as when a link dies without a word.
  */
 #ifndef DDILOCO_TEST_SLOWLINK_H
 #define DDILOCO_TEST_SLOWLINK_H
@@ -30,6 +32,7 @@
 struct slowlink_conn {
 	struct slowlink *l;
 	int fd[2];              /* the client's, the target's */
+	volatile int frozen;    /* nothing goes through while set */
 	pthread_t th;
 };
 
@@ -67,6 +70,10 @@ static inline void *slowlink_conn_main(void *arg)
 	while (buf && !l->stop) {
 		struct pollfd p[2] = { { c->fd[0], POLLIN, 0 }, { c->fd[1], POLLIN, 0 } };
 
+		if (c->frozen) {
+			sleep_seconds(0.02);
+			continue;
+		}
 		if (poll(p, 2, 20) <= 0)
 			continue;
 		for (int i = 0; i < 2; i++) {

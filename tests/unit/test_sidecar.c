@@ -30,6 +30,7 @@
 #include "common/util.h"
 #include "ddiloco/v1/syncer.pb-c.h"
 #include "sidecar/sidecar_int.h"
+#include "tests/unit/slowlink.h"
 #include "tests/unit/testlib.h"
 
 /* fragment 0: tensor 1 (600 values); fragment 1: tensors 0 and 2 (500 + 200) */
@@ -746,8 +747,18 @@ static void fake_start(struct fake *f, enum fake_beat beat)
 {
 	memset(f, 0, sizeof(*f));
 	f->beat = beat;
+	/* the sidecar pings every second, as the syncer allows */
+	grpc_arg args[] = {
+		{ GRPC_ARG_INTEGER,
+		  (char *)GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+		  { .integer = 500 } },
+		{ GRPC_ARG_INTEGER, (char *)GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS,
+		  { .integer = 1 } },
+	};
+	grpc_channel_args ca = { 2, args };
+
 	f->cq = grpc_completion_queue_create_for_next(NULL);
-	f->srv = grpc_server_create(NULL, NULL);
+	f->srv = grpc_server_create(&ca, NULL);
 	grpc_server_register_completion_queue(f->srv, f->cq, NULL);
 	grpc_server_credentials *cred = grpc_insecure_server_credentials_create();
 
@@ -781,26 +792,38 @@ static void fake_stop(struct fake *f)
 
 struct stopper {
 	volatile sig_atomic_t stop;
-	double seconds;
+	double seconds, freeze_at;
+	struct slowlink *link;
 };
 
+/* Stops the sidecar after `seconds`; with a link, freezes every
+ * connection through it but the first (Train's) at `freeze_at`. */
 static void *stopper_main(void *arg)
 {
 	struct stopper *st = arg;
 
-	sleep_seconds(st->seconds);
+	if (st->link) {
+		sleep_seconds(st->freeze_at);
+		for (int i = 1; i < st->link->n; i++)
+			st->link->c[i].frozen = 1;
+	}
+	sleep_seconds(st->seconds - st->freeze_at);
 	st->stop = 1;
 	return NULL;
 }
 
 /* The fixture's sidecar, pointed at a fake syncer answering Beat as
- * `beat`, run for `seconds`; its metrics in *m, the fake's counts in *f. */
+ * `beat`, run for `seconds`; its metrics in *m, the fake's counts in *f.
+ * freeze_at > 0: through a slowlink.h proxy whose Beat connection goes
+ * silent at that time. */
 static void run_against_fake(struct fx *fx, enum fake_beat beat, double seconds,
-			     struct fake *f, struct sidecar_metrics *m)
+			     double freeze_at, struct fake *f,
+			     struct sidecar_metrics *m)
 {
-	struct stopper st = { 0, seconds };
+	struct stopper st = { 0, seconds, 0, NULL };
 	struct sidecar_opts o = { .learner_id = 2, .job = "t",
 				  .backoff_min = 0.05, .backoff_max = 0.1 };
+	struct slowlink link;
 	char target[64];
 	pthread_t th;
 	struct err e;
@@ -808,6 +831,12 @@ static void run_against_fake(struct fx *fx, enum fake_beat beat, double seconds,
 	grpc_init();
 	fake_start(f, beat);
 	snprintf(target, sizeof(target), "127.0.0.1:%d", f->port);
+	if (freeze_at > 0) {
+		assert_int_equal(slowlink_start(&link, f->port, 0, 0), 0);
+		snprintf(target, sizeof(target), "127.0.0.1:%d", link.port);
+		st.link = &link;
+		st.freeze_at = freeze_at;
+	}
 	o.target = target;
 	sidecar_free(fx->s);
 	fx->s = sidecar_new(&o, fx->sx, &fx->ft, &e);
@@ -818,6 +847,8 @@ static void run_against_fake(struct fx *fx, enum fake_beat beat, double seconds,
 	assert_int_equal(sidecar_run(fx->s, &st.stop, &e), 1);
 	pthread_join(th, NULL);
 	sidecar_get_metrics(fx->s, m);
+	if (st.link)
+		slowlink_stop(&link);
 	fake_stop(f);
 	grpc_shutdown();
 }
@@ -835,7 +866,7 @@ static void heartbeats_go_on_the_beat_or_fall_back(void **state)
 
 	assert_non_null(f);
 	/* 1.5 s: about 28 heartbeats, the first 40 of a stream 50 ms apart */
-	run_against_fake(fx, BEAT_TAKEN, 1.5, f, &m);
+	run_against_fake(fx, BEAT_TAKEN, 1.5, 0, f, &m);
 	assert_int_equal(m.welcomes, 1);
 	assert_int_equal(f->beat_calls, 1);
 	assert_true(f->beat_heartbeats >= 10);
@@ -847,7 +878,7 @@ static void heartbeats_go_on_the_beat_or_fall_back(void **state)
 			(uint64_t)(f->beat_heartbeats + f->train_heartbeats),
 			(uint64_t)(f->beat_heartbeats + f->train_heartbeats) + 2);
 
-	run_against_fake(fx, BEAT_REFUSED, 1.5, f, &m);
+	run_against_fake(fx, BEAT_REFUSED, 1.5, 0, f, &m);
 	assert_int_equal(m.welcomes, 1);
 	assert_true(f->beat_calls >= 3);         /* again after 50-100 ms */
 	assert_int_equal(f->beat_heartbeats, 0);
@@ -856,11 +887,33 @@ static void heartbeats_go_on_the_beat_or_fall_back(void **state)
 	assert_in_range(m.heartbeats_sent, (uint64_t)f->train_heartbeats,
 			(uint64_t)f->train_heartbeats + 1);
 
-	run_against_fake(fx, BEAT_UNIMPLEMENTED, 1.5, f, &m);
+	run_against_fake(fx, BEAT_UNIMPLEMENTED, 1.5, 0, f, &m);
 	assert_int_equal(m.welcomes, 1);
 	assert_int_equal(f->beat_calls, 1);
 	assert_int_equal(m.beat_heartbeats_sent, 0);
 	assert_true(f->train_heartbeats >= 10);
+	free(f);
+}
+
+/*
+ * A Beat whose connection goes silent (a link that carries nothing more
+ * and closes nothing): the Beat's keepalive (1 s pings, 4 s timeout:
+ * BEAT_KEEPALIVE_TIMEOUT_MS) ends it within about 5 s, and a new Beat is
+ * opened on a new connection. With the Train stream's 20 s timeout the
+ * heartbeats sent on the dead Beat would be lost for 21 s and no second
+ * Beat would come within the test's 9 s.
+ */
+static void a_silent_beat_is_replaced(void **state)
+{
+	struct fx *fx = *state;
+	struct sidecar_metrics m;
+	struct fake *f = calloc(1, sizeof(*f));
+
+	assert_non_null(f);
+	run_against_fake(fx, BEAT_TAKEN, 9.0, 2.0, f, &m);
+	assert_int_equal(m.welcomes, 1);
+	assert_true(f->beat_heartbeats >= 10);   /* before the freeze */
+	assert_int_equal(f->beat_calls, 2);
 	free(f);
 }
 
@@ -885,6 +938,8 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			heartbeats_go_on_the_beat_or_fall_back, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_silent_beat_is_replaced, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(
 			heartbeats_come_early_on_a_new_stream,
 			setup, teardown),
