@@ -36,7 +36,7 @@ live_exe
 
 syncer="minQuorum: 2, fragments: 2, evalEvery: 200"
 syncer="$syncer, evalTokens: 2048, checkpointEvery: 50"
-live_job partition-$$ 3 "$syncer" 12000000
+live_job partition-$$ 3 "$syncer" 8000000
 
 live_run 300
 
