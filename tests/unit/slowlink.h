@@ -9,7 +9,7 @@
  * slowlink_start(&l, port, delay, rate) listens on l.port and forwards to
  * 127.0.0.1:port; slowlink_stop ends every connection and joins its
  * threads. Setting l.c[i].frozen makes connection i (in the order they
- * came) a link that drops nothing and carries nothing: its sockets stay
+ * came) a link that carries nothing and closes nothing: its sockets stay
  * open and nothing more goes through, as when a link dies without a word.
  */
 #ifndef DDILOCO_TEST_SLOWLINK_H
