@@ -32,6 +32,15 @@ void audit_release(struct audit *a)
 	a->mark = a->base = a->incarnation = a->max_steps = a->steps = NULL;
 }
 
+uint64_t audit_merged_steps(const struct audit *a)
+{
+	uint64_t n = 0;
+
+	for (int m = 0; m < a->M; m++)
+		n += a->steps[m];
+	return n;
+}
+
 void audit_incarnation(struct audit *a, int m, uint64_t incarnation)
 {
 	if (m < 0 || m >= a->M || !incarnation ||
@@ -50,7 +59,6 @@ void audit_merged(struct audit *a, int m, int p, uint64_t incarnation,
 
 	if (m < 0 || m >= a->M || p < 0 || p >= a->P)
 		return;
-	a->merged_steps += steps;
 	a->steps[m] += steps;
 	if (steps > a->max_steps[m])
 		a->max_steps[m] = steps;

@@ -44,7 +44,6 @@ struct audit {
 	uint64_t *incarnation;   /* per learner: the process the marks are of */
 	uint64_t *max_steps;     /* per learner: most steps in one merged answer */
 	uint64_t *steps;         /* per learner: Σ steps of its merged answers */
-	uint64_t merged_steps;          /* Σ steps of merged answers */
 	uint64_t double_merged_steps;   /* of those, merged before */
 	uint64_t repeat_base;           /* merged answers on a repeated base */
 	uint64_t stale;          /* answers taken as empty: base too old */
@@ -54,6 +53,8 @@ struct audit {
 
 int audit_init(struct audit *a, int M, int P);
 void audit_release(struct audit *a);
+/* Σ steps of merged answers, every learner's (`merged_steps`) */
+uint64_t audit_merged_steps(const struct audit *a);
 /* Learner m is process `incarnation` (0: unknown, ignored); a new one
  * starts its marks again. */
 void audit_incarnation(struct audit *a, int m, uint64_t incarnation);

@@ -189,7 +189,7 @@ static json_t *status_json(struct syncer *s, double now)
 		"received", (json_int_t)s->bounds.heartbeats,
 		"refused", (json_int_t)s->bounds.heartbeats_refused));
 	json_object_set_new(o, "invariants", json_pack("{sI sI sI}",
-		"merged_steps", (json_int_t)s->audit.merged_steps,
+		"merged_steps", (json_int_t)audit_merged_steps(&s->audit),
 		"double_merged_steps", (json_int_t)s->audit.double_merged_steps,
 		"repeat_base", (json_int_t)s->audit.repeat_base));
 	json_object_set_new(o, "bytes_in", json_integer((json_int_t)c->bytes_in));
@@ -275,7 +275,7 @@ static void metrics_text(struct syncer *s, double now, struct buf *b)
 		     s->bounds.heartbeats_refused);
 	prom_counter(b, M("merged_steps_total"),
 		     "Learner steps in merged answers, since this process started.",
-		     s->audit.merged_steps);
+		     audit_merged_steps(&s->audit));
 	prom_counter(b, M("double_merged_steps_total"),
 		     "Learner steps merged a second time (an invariant: 0).",
 		     s->audit.double_merged_steps);

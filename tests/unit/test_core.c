@@ -591,7 +591,7 @@ static void steps_merged_twice_are_counted(void **state)
 	answer_at(f, 1, a.round, 1, 0, 0.1f, 5, 5, 50);
 	merge(f, poll(f), &mg);
 	assert_int_equal(mg.merged, 2);
-	assert_int_equal(f->s->audit.merged_steps, 10);
+	assert_int_equal(audit_merged_steps(&f->s->audit), 10);
 	assert_int_equal(f->s->audit.double_merged_steps, 0);
 	assert_int_equal(f->s->audit.repeat_base, 0);
 	assert_int_equal(f->s->audit.steps[0], 5);
@@ -611,7 +611,7 @@ static void steps_merged_twice_are_counted(void **state)
 	answer_at(f, 1, a.round, 1, 0, 0.1f, 8, 3, 30);
 	merge(f, poll(f), &mg);
 	assert_int_equal(mg.merged, 2);
-	assert_int_equal(f->s->audit.merged_steps, 21);
+	assert_int_equal(audit_merged_steps(&f->s->audit), 21);
 	assert_int_equal(f->s->audit.double_merged_steps, 5);
 	assert_int_equal(f->s->audit.repeat_base, 2);
 	assert_int_equal(f->s->audit.max_steps[0], 8);
@@ -629,14 +629,14 @@ static void steps_merged_twice_are_counted(void **state)
 	answer_at(f, 1, a.round, 1, 2, 0.1f, 9, 1, 10);
 	merge(f, poll(f), &mg);
 	assert_int_equal(mg.merged, 2);
-	assert_int_equal(f->s->audit.merged_steps, 25);
+	assert_int_equal(audit_merged_steps(&f->s->audit), 25);
 	assert_int_equal(f->s->audit.double_merged_steps, 5);
 	a = pull_frag(f, &hb, 1);
 	answer_at(f, 0, a.round, 1, 3, 0.1f, 4, 2, 20);
 	answer_at(f, 1, a.round, 1, 3, 0.1f, 10, 1, 10);
 	merge(f, poll(f), &mg);
 	assert_int_equal(mg.merged, 2);
-	assert_int_equal(f->s->audit.merged_steps, 28);
+	assert_int_equal(audit_merged_steps(&f->s->audit), 28);
 	assert_int_equal(f->s->audit.double_merged_steps, 5);
 	assert_int_equal(f->s->audit.repeat_base, 2);
 	/* per learner: the steps, and the most in one answer, the earlier
@@ -650,7 +650,7 @@ static void steps_merged_twice_are_counted(void **state)
 			 CORE_LATE);
 	assert_int_equal(f->s->audit.steps[2], 0);
 	assert_int_equal(f->s->audit.max_steps[2], 0);
-	assert_int_equal(f->s->audit.merged_steps, 28);
+	assert_int_equal(audit_merged_steps(&f->s->audit), 28);
 }
 
 /*
@@ -687,7 +687,7 @@ static void stale_answers_are_empty_and_counted(void **state)
 	for (size_t i = 0; i < f->ft.frags[1].numel; i++)
 		assert_float_equal(f->s->theta[off + i], before[off + i] - 0.5f,
 				   1e-6);
-	assert_int_equal(f->s->audit.merged_steps, 3);
+	assert_int_equal(audit_merged_steps(&f->s->audit), 3);
 }
 
 /*
