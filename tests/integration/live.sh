@@ -13,7 +13,9 @@
 #   live_done        waits for the runner: it must exit 0 with the job
 #                    done, steps merged and none twice; sets rep (the
 #                    report), steps and twice (field, sub: report.sh)
-#   live_cleanup     stops the runner, removes $dir (the EXIT trap)
+#   live_cleanup     resumes any process the test stopped (SIGSTOP) of
+#                    those it recorded, stops the runner, removes $dir
+#                    (the EXIT trap)
 #   fail WHAT        says WHAT and the ends of the run's logs; exit 1
 #   status           the syncer's /status; metrics: its /metrics
 #   metric NAME      the value of ddiloco_syncer_NAME
@@ -43,6 +45,9 @@ live_done() {
 	[ "$twice" -eq 0 ] || fail "$twice learner steps merged twice"
 }
 live_cleanup() {
+	for f in "$dir"/*.pid; do
+		[ -f "$f" ] && kill -CONT "$(cat "$f")" 2>/dev/null || :
+	done
 	if [ -n "$runner" ]; then
 		kill "$runner" 2>/dev/null || :
 		wait "$runner" 2>/dev/null || :

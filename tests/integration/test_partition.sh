@@ -15,8 +15,10 @@
 #     the Welcome's Θ reaches it do hold the stretch, from a base many
 #     versions old: they are emptied as stale (answers.stale, printed);
 #   - the job ends done with no learner step merged twice.
-# With the staleness check off (syncer/core.c, is_stale) the stretch is
-# merged and this test fails.
+# With the staleness check off (syncer/core.c, is_stale) this test failed
+# in 3 of 8 runs: such an answer exists only when a Pull reaches the
+# learner with the Updates, and it then often comes back after its round
+# closed (docs/syncer.md, Partitions).
 set -eu
 BIN=${BUILD:-build}/ddiloco
 REAL=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
@@ -25,11 +27,7 @@ dir=$(mktemp -d /tmp/ddiloco-partition-XXXXXX)
 run=$dir/run
 runner=""
 . "$(dirname "$0")/live.sh"     # fail, status, metric, wait_for, s
-cleanup() {
-	if [ -f "$dir/sidecar-1.pid" ]; then kill -CONT "$(cat "$dir/sidecar-1.pid")" 2>/dev/null || :; fi
-	live_cleanup
-}
-trap cleanup EXIT
+trap live_cleanup EXIT
 . "$(dirname "$0")/report.sh"   # field, sub: report.json
 
 live_exe
@@ -75,7 +73,6 @@ echo "after the rejoin: max_answer_steps $most, merged_steps $m0 -> $m1, answers
 [ "$m1" -gt "$m0" ] || fail "no step of learner 1 merged after the rejoin"
 [ "$most" -lt $((alone / 2)) ] ||
 	fail "a merged answer of learner 1 held $most steps: the $alone it trained alone"
-grep -q "learner 1 joined" "$run/syncer.log" || fail "no join of learner 1"
 
 live_done
 echo "done: rounds $(field rounds "$rep"), double_merged_steps $twice"

@@ -18,11 +18,7 @@ dir=$(mktemp -d /tmp/ddiloco-stale-XXXXXX)
 run=$dir/run
 runner=""
 . "$(dirname "$0")/live.sh"     # fail, status, metric, wait_for, s
-cleanup() {
-	if [ -f "$dir/learner-1.pid" ]; then kill -CONT "$(cat "$dir/learner-1.pid")" 2>/dev/null || :; fi
-	live_cleanup
-}
-trap cleanup EXIT
+trap live_cleanup EXIT
 . "$(dirname "$0")/report.sh"   # field, sub: report.json
 
 live_exe
