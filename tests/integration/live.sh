@@ -1,6 +1,10 @@
 # Sourced by the tests that watch a live `ddiloco run` (test_stale,
-# test_poison, test_checkpoint_faults) once they have set dir (their
-# folder), run (the run folder) and runner (empty until the run starts).
+# test_poison, test_checkpoint_faults, test_partition); sources report.sh
+# (field, sub: report.json).
+#   live_init NAME   sets BIN (BUILD's ddiloco), REAL (its full path), dir
+#                    (a new folder /tmp/ddiloco-NAME-*), run (the run
+#                    folder in it) and runner (empty until the run
+#                    starts), and makes live_cleanup the EXIT trap
 #   live_exe [LINE] writes $dir/exe, the runner's DDILOCO_EXE: it
 #                    records the syncer's HTTP address ($dir/http), pid
 #                    ($dir/syncer.pid) and start count ($dir/starts), and
@@ -22,11 +26,22 @@
 #   wait_for SECONDS CONDITION WHAT
 #                    polls CONDITION every 0.2 s; fails when the run
 #                    ends or SECONDS pass first
-#   s JQ             a field of $dir/s.json (a /status saved by the test)
+#   now              saves the syncer's /status as $dir/s.json
+#   s JQ             a field of $dir/s.json
 #   live_job NAME LEARNERS SYNCER TOKENS
 #                    writes $dir/job.yaml: the tiny GPT on fortunes with
 #                    LEARNERS replicas, spec.syncer SYNCER (a YAML flow
 #                    mapping's inside) and a budget of TOKENS
+. "$(dirname "$0")/report.sh"
+
+live_init() {
+	BIN=${BUILD:-build}/ddiloco
+	REAL=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
+	dir=$(mktemp -d "/tmp/ddiloco-$1-XXXXXX")
+	run=$dir/run
+	runner=""
+	trap live_cleanup EXIT
+}
 live_run() {
 	DDILOCO_EXE=$dir/exe "$BIN" run "$dir/job.yaml" --run-dir "$run" --no-chaos \
 		--timeout "$1" > "$dir/out" 2>&1 &
@@ -72,6 +87,7 @@ wait_for() {
 		sleep 0.2
 	done
 }
+now() { status > "$dir/s.json"; }
 s() { jq -r "$1" "$dir/s.json"; }
 live_exe() {
 	cat > "$dir/exe" <<EOF

@@ -24,15 +24,9 @@
 #            end's, the strangers untouched, and no temporary file of a
 #            write cut by a kill is left.
 set -eu
-BIN=${BUILD:-build}/ddiloco
-REAL=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
-dir=$(mktemp -d /tmp/ddiloco-ckf-XXXXXX)
-run=$dir/run
+. "$(dirname "$0")/live.sh"
+live_init ckf
 ck=$run/checkpoints
-runner=""
-. "$(dirname "$0")/live.sh"     # fail, status, metric, wait_for, s
-trap live_cleanup EXIT
-. "$(dirname "$0")/report.sh"   # field, sub: report.json
 
 # 64 blocks of 512 bytes for the first syncer: a checkpoint of this
 # model is ~170 KB

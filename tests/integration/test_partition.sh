@@ -20,15 +20,9 @@
 # learner with the Updates, and it then often comes back after its round
 # closed (docs/syncer.md, Partitions).
 set -eu
-BIN=${BUILD:-build}/ddiloco
-REAL=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
 MIN_ALONE=${MIN_ALONE:-100}
-dir=$(mktemp -d /tmp/ddiloco-partition-XXXXXX)
-run=$dir/run
-runner=""
-. "$(dirname "$0")/live.sh"     # fail, status, metric, wait_for, s
-trap live_cleanup EXIT
-. "$(dirname "$0")/report.sh"   # field, sub: report.json
+. "$(dirname "$0")/live.sh"
+live_init partition
 
 live_exe
 
@@ -38,7 +32,6 @@ live_job partition-$$ 3 "$syncer" 8000000
 
 live_run 300
 
-now() { status > "$dir/s.json"; }
 joins() { grep -c 'learner 1 joined' "$run/syncer.log" || :; }
 
 wait_for 60 'now && [ "$(s .learners_connected)" -eq 3 ] && [ "$(s .round)" -ge 20 ]' \

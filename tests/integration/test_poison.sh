@@ -21,14 +21,8 @@
 # leaves Θ non-finite, undone, cannot be reached through the screens:
 # tests/unit/test_core.c a_step_that_overflows_is_not_applied.)
 set -eu
-BIN=${BUILD:-build}/ddiloco
-REAL=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
-dir=$(mktemp -d /tmp/ddiloco-poison-XXXXXX)
-run=$dir/run
-runner=""
-. "$(dirname "$0")/live.sh"     # fail, status, metric, wait_for, s
-trap live_cleanup EXIT
-. "$(dirname "$0")/report.sh"   # field, sub: report.json
+. "$(dirname "$0")/live.sh"
+live_init poison
 
 live_exe
 
@@ -41,7 +35,6 @@ DDILOCO_TEST_POISON_ANSWERS=0:1:2:3e38,1:1:2:3e38,1:41:20:1
 export DDILOCO_TEST_POISON_ANSWERS
 live_run 150
 
-now() { status > "$dir/s.json"; }
 
 # while the job runs (the syncer's counters are its process's)
 wait_for 60 'now && [ "$(s .answers.refused_history)" -ge 1 ] && [ "$(s .round)" -ge 100 ]' \

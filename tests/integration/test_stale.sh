@@ -12,14 +12,8 @@
 #     and tokens moving,
 # and the job ends done with no learner step merged twice.
 set -eu
-BIN=${BUILD:-build}/ddiloco
-REAL=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
-dir=$(mktemp -d /tmp/ddiloco-stale-XXXXXX)
-run=$dir/run
-runner=""
-. "$(dirname "$0")/live.sh"     # fail, status, metric, wait_for, s
-trap live_cleanup EXIT
-. "$(dirname "$0")/report.sh"   # field, sub: report.json
+. "$(dirname "$0")/live.sh"
+live_init stale
 
 live_exe
 
@@ -29,7 +23,6 @@ live_job stale-$$ 3 "$syncer" 8000000
 
 live_run 300
 
-now() { status > "$dir/s.json"; }
 
 wait_for 60 'now && [ "$(s .learners_connected)" -eq 3 ] && [ "$(s .round)" -ge 30 ]' \
 	"three learners and 30 rounds"
