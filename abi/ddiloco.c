@@ -522,6 +522,11 @@ API uint64_t ddiloco_round(const ddiloco_learner *h)
 	return h->x ? exchange_theta_round(h->x) : 0;
 }
 
+API uint64_t ddiloco_job_tokens(const ddiloco_learner *h)
+{
+	return h->x ? exchange_job_tokens(h->x) : 0;
+}
+
 API int ddiloco_report_eval(ddiloco_learner *h, uint64_t round, double loss,
 			    uint64_t tokens)
 {

@@ -121,6 +121,7 @@ struct exchange {
 	unsigned char *answered;   /* per fragment: answered since the update */
 	uint64_t incarnation;
 	uint64_t theta_round;   /* newest round of an update applied */
+	uint64_t job_tokens;    /* newest job tokens of an update read */
 	uint64_t ev_count;      /* evaluations reported */
 	struct exchange_counters c;
 	char path[PATH_MAX_EXCH];
@@ -875,6 +876,8 @@ int exchange_learner_start(struct exchange *x, float *params)
 		x->base_version[p] = m.version;
 		if (p == 0 || m.step > x->theta_round)
 			x->theta_round = m.step;
+		if (p == 0 || m.tokens > x->job_tokens)
+			x->job_tokens = m.tokens;
 		x->steps[p] = x->tokens[p] = 0;
 		x->answered[p] = 0;
 		x->applied[p] = gen;
@@ -981,6 +984,8 @@ void exchange_poll(struct exchange *x, float *params,
 
 		if (box_read(x, p, 0, seen, &gen, &m, x->scratch, 1) != 1)
 			continue;
+		if (m.tokens > x->job_tokens)
+			x->job_tokens = m.tokens;
 		if (m.version == x->base_version[p]) {
 			COUNT(x, updates_skipped);
 		} else {
@@ -1030,17 +1035,18 @@ float *exchange_inbox_begin(struct exchange *x, int p)
 
 void exchange_inbox_commit(struct exchange *x, int p, uint64_t version)
 {
-	exchange_inbox_commit_round(x, p, version, 0);
+	exchange_inbox_commit_round(x, p, version, 0, 0);
 }
 
 void exchange_inbox_commit_round(struct exchange *x, int p, uint64_t version,
-				 uint64_t round)
+				 uint64_t round, uint64_t tokens)
 {
 	uint64_t gen = x->in_gen[p] + 1;
 	struct xslot *s = slot_at(x, p, 0, gen);
 
 	STORER(&s->gen, gen);
 	STORER(&s->version, version);
+	STORER(&s->tokens, tokens);
 	STORER(&s->step, round);
 	slot_end(s);
 	if (LOAD(&x->f[p].in_applied) != gen - 1)
@@ -1181,6 +1187,11 @@ int exchange_resume(struct exchange *x, uint64_t *step)
 uint64_t exchange_theta_round(const struct exchange *x)
 {
 	return x->theta_round;
+}
+
+uint64_t exchange_job_tokens(const struct exchange *x)
+{
+	return x->job_tokens;
 }
 
 void exchange_put_eval(struct exchange *x, uint64_t round, double loss,

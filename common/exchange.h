@@ -31,8 +31,9 @@
  *             (learner); pull round (sidecar) and served round (learner);
  *             outbox generation (learner).
  *   slot:     sequence counter (odd while being written), generation,
- *             version or round, base_version, steps, tokens, step (inbox:
- *             the round the update came from), flags.
+ *             version or round, base_version, steps, tokens (inbox: the
+ *             job's tokens trained when the update was sent), step
+ *             (inbox: the round the update came from), flags.
  *
  * Each box (inbox: sidecar → learner, the global fragment and its
  * version; outbox: learner → sidecar, Δ = base − θ and its counters) is
@@ -157,6 +158,12 @@ void exchange_poll(struct exchange *x, float *params,
  * its Welcome; docs/syncer.md, Evaluators). 0 before the start.
  */
 uint64_t exchange_theta_round(const struct exchange *x);
+/*
+ * The job's tokens trained, as of the newest update this learner read
+ * (Update.tokens; docs/sidecar.md, The job's schedule): what its lr
+ * schedule follows. 0 before the start or when the syncer sent none.
+ */
+uint64_t exchange_job_tokens(const struct exchange *x);
 /* An evaluator's report of its loss on Θ of `round`, for its sidecar to
  * send (the newest replaces an unsent one); wakes the sidecar. */
 void exchange_put_eval(struct exchange *x, uint64_t round, double loss,
@@ -181,9 +188,10 @@ size_t exchange_frag_numel(const struct exchange *x, int p);
 float *exchange_inbox_begin(struct exchange *x, int p);
 void exchange_inbox_commit(struct exchange *x, int p, uint64_t version);
 /* The same with the round the update came from (the learner's
- * exchange_theta_round); exchange_inbox_commit says round 0. */
+ * exchange_theta_round) and the job's tokens trained when it was sent
+ * (exchange_job_tokens); exchange_inbox_commit says 0 for both. */
 void exchange_inbox_commit_round(struct exchange *x, int p, uint64_t version,
-				 uint64_t round);
+				 uint64_t round, uint64_t tokens);
 /* Newest version in the inbox of p (0: none). */
 uint64_t exchange_inbox_version(struct exchange *x, int p);
 

@@ -134,6 +134,7 @@ static void syncer_to_pb(const struct wire_syncer_msg *w, struct syncer_pb *pb)
 		pb->u.payload.data = (uint8_t *)w->update.payload;
 		pb->u.payload.len = w->update.payload_len;
 		pb->u.round = w->update.round;
+		pb->u.tokens = w->update.tokens;
 		pb->m.kind_case = DDILOCO__V1__SYNCER_MESSAGE__KIND_UPDATE;
 		pb->m.update = &pb->u;
 		break;
@@ -372,6 +373,7 @@ int wire_syncer_decode(const uint8_t *data, size_t len,
 			.fragment = u->fragment, .version = u->version,
 			.encoding = (int)u->encoding, .payload = u->payload.data,
 			.payload_len = u->payload.len, .round = u->round,
+			.tokens = u->tokens,
 		};
 		break;
 	}

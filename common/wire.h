@@ -18,7 +18,7 @@
  *     1 Welcome    fragments, versions[], round, alpha, answer_encoding,
  *                  resume_step
  *     2 Pull       fragment, round
- *     3 Update     fragment, version, encoding, payload, round
+ *     3 Update     fragment, version, encoding, payload, round, tokens
  *
  * Packing is protobuf-c's, so the bytes are the ones any protobuf library
  * writes for these messages; wire_answer_header writes the framing of an
@@ -110,6 +110,7 @@ struct wire_update {
 	const uint8_t *payload;
 	size_t payload_len;
 	uint64_t round;
+	uint64_t tokens;        /* the job's tokens trained when sent */
 };
 
 /* A LearnerMessage (kind WIRE_HELLO, WIRE_ANSWER, WIRE_HEARTBEAT or

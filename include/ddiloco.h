@@ -181,6 +181,18 @@ int ddiloco_set_evaluator(ddiloco_learner *h);
  */
 uint64_t ddiloco_round(const ddiloco_learner *h);
 /*
+ * The tokens the whole job had trained when the syncer sent the newest
+ * update the polls read (0 before the start, or from a syncer that does
+ * not send them). A learner's lr schedule follows it, not its own step:
+ * a learner that gets more of the machine than the others would
+ * otherwise run past the schedule's end and train at the floor rate
+ * (docs/abi.md, The job's schedule):
+ *
+ *   uint64_t t = ddiloco_job_tokens(h);
+ *   schedule_step = t ? t / (replicas * batch) : own_step;
+ */
+uint64_t ddiloco_job_tokens(const ddiloco_learner *h);
+/*
  * An evaluator's loss on Θ of `round` (tokens: how many it evaluated on,
  * in the syncer's log), for the sidecar to send to the syncer; a newer report
  * replaces one not sent yet. The syncer refuses (and counts) a loss that

@@ -131,7 +131,8 @@ static int handle_update(struct sidecar *s, const struct wire_update *u,
 		return err_wrap(e, "sidecar: update of fragment %u version %llu",
 				u->fragment, (unsigned long long)u->version);
 	exchange_inbox_commit_round(s->x, (int)u->fragment, u->version,
-				    u->round ? u->round : s->welcome_round);
+				    u->round ? u->round : s->welcome_round,
+				    u->tokens);
 	return 0;
 }
 

@@ -433,7 +433,7 @@ static grpc_slice pack_update(const struct syncer *s, int p, uint64_t round,
 	m.update = (struct wire_update){
 		.fragment = (uint32_t)p, .version = s->versions[p],
 		.encoding = enc, .payload = buf, .payload_len = len,
-		.round = round,
+		.round = round, .tokens = s->acc.tokens_trained,
 	};
 	sl = pack(&m);
 	free(buf);

@@ -139,6 +139,7 @@ def _declare(lib):
         "ddiloco_round": (c.c_uint64, [h]),
         "ddiloco_report_eval": (c.c_int, [h, c.c_uint64, c.c_double,
                                           c.c_uint64]),
+        "ddiloco_job_tokens": (c.c_uint64, [h]),
     }
     for name, (res, args) in sig.items():
         f = getattr(lib, name)
@@ -350,6 +351,23 @@ class Learner:
         if self._lib.ddiloco_resume_step(self._h, ctypes.byref(s)):
             return s.value
         return None
+
+    def job_tokens(self):
+        """The tokens the whole job had trained when the syncer sent the
+        newest update a poll read (0 before that, or from a library or
+        syncer without them): what the lr schedule follows (docs/abi.md,
+        The job's schedule)."""
+        f = getattr(self._lib, "ddiloco_job_tokens", None)
+        return int(f(self._h)) if f is not None else 0
+
+    def schedule_step(self, step, tokens_per_step):
+        """The step of the job's lr schedule: the job's tokens over what
+        one step of every learner trains (replicas x tokens_per_step, the
+        tokens this learner gives poll) once an update has told them,
+        else `step`, this learner's own."""
+        t = self.job_tokens()
+        per = self.job["learners"]["replicas"] * tokens_per_step
+        return t // per if t and per else step
 
     @property
     def done(self):

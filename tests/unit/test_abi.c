@@ -442,13 +442,14 @@ static void evaluator_handle(void **state)
 
 		for (size_t i = 0; i < exchange_frag_numel(sc, p); i++)
 			d[i] = (float)(p + 1);
-		exchange_inbox_commit_round(sc, p, 1, p ? 3 : 5);
+		exchange_inbox_commit_round(sc, p, 1, p ? 3 : 5, p ? 800 : 1000);
 	}
 	assert_int_equal(ddiloco_start(h, params, 1), 0);
 	/* no seed: an evaluator's weights never become Θ */
 	snprintf(seed, sizeof(seed), "%s/seed", f->dir);
 	assert_int_equal(access(seed, F_OK), -1);
 	assert_int_equal(ddiloco_round(h), 5);
+	assert_int_equal(ddiloco_job_tokens(h), 1000);
 	assert_int_equal(ddiloco_set_evaluator(h), -1);
 	/* round 7 of fragment 1 arrives: the next poll applies it */
 	{
@@ -456,11 +457,13 @@ static void evaluator_handle(void **state)
 
 		for (size_t i = 0; i < exchange_frag_numel(sc, 1); i++)
 			d[i] = 9.0f;
-		exchange_inbox_commit_round(sc, 1, 2, 7);
+		exchange_inbox_commit_round(sc, 1, 2, 7, 2500);
 	}
 	assert_int_equal(ddiloco_round(h), 5);
+	assert_int_equal(ddiloco_job_tokens(h), 1000);
 	assert_int_equal(ddiloco_poll(h, params, 1, 0, 0), 0);
 	assert_int_equal(ddiloco_round(h), 7);
+	assert_int_equal(ddiloco_job_tokens(h), 2500);
 	assert_int_equal(exchange_read_eval(sc, &ev), 0);
 	assert_int_equal(ev.count, 0);
 	assert_int_equal(ddiloco_report_eval(h, 7, 0.25, 4096), 0);
@@ -494,6 +497,7 @@ static void shared_library_exports(void **state)
 		"ddiloco_job_json", "ddiloco_decay_steps", "ddiloco_init_params",
 		"ddiloco_start", "ddiloco_poll", "ddiloco_last_poll",
 		"ddiloco_resume_step", "ddiloco_done", "ddiloco_times",
+		"ddiloco_job_tokens",
 		"ddiloco_open_external", "ddiloco_set_evaluator",
 		"ddiloco_round", "ddiloco_report_eval",
 	};

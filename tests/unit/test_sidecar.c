@@ -124,6 +124,7 @@ static int send_update(struct fx *f, uint32_t p, uint64_t version,
 	assert_int_equal(enc_encode(enc, v, n, payload, NULL), 0);
 	u.fragment = p;
 	u.version = version;
+	u.tokens = version * 1000;      /* the job's tokens trained */
 	u.encoding = (Ddiloco__V1__Encoding)enc;
 	u.payload.data = payload;
 	u.payload.len = (size_t)((long)plen + len_delta);
@@ -200,6 +201,8 @@ static void updates_reach_the_learner_or_are_refused(void **state)
 	assert_int_equal(send_update(f, 0, 5, ENC_F32, v0, 600, -8, &e), -1);
 	assert_int_equal(exchange_inbox_version(f->sx, 0), 4);
 	assert_int_equal(exchange_learner_start(f->lx, f->params), 1);
+	/* Update.tokens reaches the learner: the newest of its updates' */
+	assert_int_equal(exchange_job_tokens(f->lx), 6000);
 	for (int i = 0; i < 600; i++)
 		assert_true(f->params[500 + i] == v0[i]);
 	for (int i = 0; i < 500; i++)   /* bf16: within 2^-8 relative */

@@ -159,6 +159,7 @@ static void syncer_messages_round_trip(void **state)
 	m.update = (struct wire_update){
 		.fragment = 1, .version = 14, .encoding = 0, .payload = payload,
 		.payload_len = sizeof(payload), .round = 26,
+		.tokens = 5000000000ULL,
 	};
 	b = pack_syncer(&m, &len);
 	assert_int_equal(wire_syncer_decode(b, len, &d, NULL), 0);
@@ -167,6 +168,7 @@ static void syncer_messages_round_trip(void **state)
 	assert_int_equal(d.update.version, 14);
 	assert_int_equal(d.update.encoding, 0);
 	assert_int_equal(d.update.round, 26);
+	assert_int_equal(d.update.tokens, 5000000000ULL);
 	assert_int_equal(d.update.payload_len, sizeof(payload));
 	assert_memory_equal(d.update.payload, payload, sizeof(payload));
 	wire_syncer_release(&d);
