@@ -126,7 +126,7 @@ int cmd_learner(int argc, char **argv)
 	struct exchange_step st = { 0 };
 	struct err e;
 	char comp[32];
-	uint64_t polls = 0, rstep;
+	uint64_t polls = 0, rstep, jt;
 
 	n = cli_parse(opts, argc, argv, &e);
 	if (n < 0)
@@ -196,12 +196,20 @@ int cmd_learner(int argc, char **argv)
 			log_warn("%s", exchange_last_error(x));
 		if (exchange_resume(x, &rstep))
 			resume(t, rstep);
+		/* the lr schedule follows the job's tokens (docs/design.md §3,
+		 * Learner): the syncer's count when it sent the newest update */
+		jt = exchange_job_tokens(x);
+		if (jt && ts.tokens)
+			trainer_set_schedule_step(t, jt / ((uint64_t)
+				js.learners.replicas * ts.tokens));
 		poll_time += clock_mono() - a;
 		step_time += ts.seconds;
 		polls++;
 		if (res.done) {
-			log_info("job done at step %llu",
-				 (unsigned long long)ts.step);
+			log_info("job done at step %llu, schedule step %llu of "
+				 "%llu", (unsigned long long)ts.step,
+				 (unsigned long long)trainer_schedule_step(t),
+				 (unsigned long long)trainer_decay_steps(t));
 			break;
 		}
 		if (clock_mono() > next_log) {

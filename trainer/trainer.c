@@ -70,6 +70,7 @@ struct trainer {
 	int *inputs, *targets;        /* (B,T) */
 	uint64_t step, tokens_total, decay_steps;
 	uint64_t adam_t;              /* AdamW updates since m, v were zero */
+	uint64_t sched_step;          /* the lr schedule's step; 0: step's */
 	struct evaluator *ev;         /* made at the first trainer_eval */
 	struct opt_arg opt;
 };
@@ -172,6 +173,7 @@ int trainer_step(struct trainer *t, struct trainer_stats *out, struct err *e)
 	struct pool *pool = model_pool(t->model);
 	size_t n = model_size(t->model);
 	double t0 = clock_mono(), lr, norm = 0;
+	uint64_t sched;
 	struct opt_arg *oa;
 	float loss;
 
@@ -196,13 +198,14 @@ int trainer_step(struct trainer *t, struct trainer_stats *out, struct err *e)
 	if (!isfinite(norm))
 		return err_set(e, "trainer: gradient is not finite at step %llu",
 			       (unsigned long long)t->step);
-	lr = schedule_lr(o, t->step, t->decay_steps);
+	sched = t->sched_step ? t->sched_step : t->step;
+	lr = schedule_lr(o, sched, t->decay_steps);
 	/*
 	 * Resumed with fresh moments (a restarted learner): AdamW's first
 	 * steps are about lr·sign(g) whatever the gradient's size, so the
 	 * rate warms up again over warmupSteps, as at step 0.
 	 */
-	if (t->step > t->adam_t && t->adam_t < (uint64_t)o->warmup_steps)
+	if (sched > t->adam_t && t->adam_t < (uint64_t)o->warmup_steps)
 		lr *= (double)(t->adam_t + 1) / (double)o->warmup_steps;
 	oa->s = (struct adamw_step){
 		.lr = (float)lr, .beta1 = (float)o->beta1,
@@ -268,6 +271,16 @@ void trainer_batch(const struct trainer *t, int *B, int *T)
 uint64_t trainer_decay_steps(const struct trainer *t)
 {
 	return t->decay_steps;
+}
+
+void trainer_set_schedule_step(struct trainer *t, uint64_t step)
+{
+	t->sched_step = step;
+}
+
+uint64_t trainer_schedule_step(const struct trainer *t)
+{
+	return t->sched_step ? t->sched_step : t->step;
 }
 
 int trainer_eval(struct trainer *t, size_t max_tokens, double *loss,

@@ -81,6 +81,14 @@ uint64_t trainer_tokens(const struct trainer *t);
 void trainer_batch(const struct trainer *t, int *B, int *T);
 /* The schedule's decay horizon in steps (0 = constant after warmup). */
 uint64_t trainer_decay_steps(const struct trainer *t);
+/*
+ * The step the lr schedule is at from now on, when it is not the
+ * trainer's own: the job's (its tokens trained over what one step of
+ * every learner trains; docs/design.md §3, Learner). 0: the own step
+ * again. The data window stays at the own step.
+ */
+void trainer_set_schedule_step(struct trainer *t, uint64_t step);
+uint64_t trainer_schedule_step(const struct trainer *t);
 
 /* Scores any parameter vector of the job's model on the validation split. */
 struct evaluator;

@@ -17,8 +17,13 @@ of steps, so losses compared there mean something
 process).
 
 Learners follow the job's schedule (warmupSteps, then a cosine to
-lr minLrRatio over T / (M B) steps, as ddiloco.gpt's), and a restarted
-learner goes on at the step its sidecar kept.
+lr minLrRatio over T / (M B) steps, as ddiloco.gpt's) at the job's step:
+the tokens all learners have trained over M B, as the syncer's newest
+update says (Learner.schedule_step; docs/abi.md, The job's schedule),
+so a learner that gets more of the cores does not run past the end of
+the schedule. Before the first such update, and for its data, a learner
+counts its own steps, and a restarted one goes on at the step its
+sidecar kept.
 
 `--evaluate` makes it the job's evaluator (spec.evaluator, docs/abi.md,
 Evaluators): it gets the global model through its own sidecar every
@@ -218,8 +223,9 @@ while True:
         print("learner-%d: resuming at step %d (was %d)" % (index, rs, step),
               flush=True)
         step = rs
+    sched = learner.schedule_step(step, B)
     for group in opt.param_groups:
-        group["lr"] = rate(o, step, adam_t, decay)
+        group["lr"] = rate(o, sched, adam_t, decay)
     x, y = draw(gen, B)
     loss = torch.nn.functional.mse_loss(model(x), y)
     opt.zero_grad()
@@ -233,6 +239,8 @@ while True:
               flush=True)
     if learner.poll(flat, step, B, loss.item()):
         break
-print("learner-%d: job done at step %d, loss %.4f" % (index, step,
-                                                      loss.item()),
+# the schedule's step at the end is the job's, whatever this learner's
+# own count (tests/pytorch/test_external_parity.py)
+print("learner-%d: job done at step %d, loss %.4f, schedule step %d of %d"
+      % (index, step, loss.item(), learner.schedule_step(step, B), decay),
       flush=True)

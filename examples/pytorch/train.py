@@ -34,6 +34,10 @@ while True:
     step = learner.resume_step()
     if step is not None and trainer.resume_at(step):
         print("learner-%d: resuming at step %d" % (index, step), flush=True)
+    # optional: the lr schedule follows the job's tokens, not this
+    # learner's steps, as `ddiloco learner` does (docs/abi.md)
+    trainer.sched = learner.schedule_step(trainer.step_count,
+                                          trainer.B * trainer.T)
     loss = trainer.step()
     steps += 1
     if learner.poll(trainer.flat, trainer.step_count,          # ddiloco: poll
@@ -42,6 +46,7 @@ while True:
 
 poll, train = learner.times()
 print("learner-%d: job done at step %d, loss %.4f; poll took %.4f of step "
-      "time (%d steps, step %.1f ms, poll %.3f ms)"
+      "time (%d steps, step %.1f ms, poll %.3f ms); schedule step %d of %d"
       % (index, trainer.step_count, loss, poll / train, steps,
-         train / steps * 1e3, poll / steps * 1e3), flush=True)
+         train / steps * 1e3, poll / steps * 1e3, trainer.sched,
+         trainer.decay), flush=True)

@@ -316,6 +316,10 @@ class Trainer:
         self.step_count = 0
         self.adam_t = 0
         self.tokens_total = 0
+        # the lr schedule's step when it is not this learner's own: the
+        # job's (ddiloco.Learner.schedule_step; the C trainer's
+        # trainer_set_schedule_step)
+        self.sched = None
 
     def resume_at(self, step):
         """Moves the schedule and data to step when it is larger (AdamW's
@@ -327,8 +331,9 @@ class Trainer:
 
     def lr(self):
         o = self.o
-        lr = schedule_lr(o, self.step_count, self.decay)
-        if self.step_count > self.adam_t and self.adam_t < o["warmupSteps"]:
+        s = self.step_count if self.sched is None else self.sched
+        lr = schedule_lr(o, s, self.decay)
+        if s > self.adam_t and self.adam_t < o["warmupSteps"]:
             lr *= (self.adam_t + 1) / o["warmupSteps"]
         return lr
 
@@ -394,6 +399,7 @@ def main(argv=None):
         rs = learner.resume_step()
         if rs is not None and t.resume_at(rs):
             print("learner-%d: resuming at step %d" % (index, rs), flush=True)
+        t.sched = learner.schedule_step(t.step_count, t.B * t.T)
         loss = t.step()
         if learner.poll(t.flat, t.step_count, t.B * t.T, loss):   # poll
             break
@@ -404,8 +410,11 @@ def main(argv=None):
                   flush=True)
             next_log += 5
     p, s = learner.times()
-    print("learner-%d: job done at step %d; exchange poll took %.4f of step "
-          "time" % (index, t.step_count, p / s if s else 0), flush=True)
+    print("learner-%d: job done at step %d, schedule step %d of %d; "
+          "exchange poll took %.4f of step time"
+          % (index, t.step_count, learner.schedule_step(t.step_count,
+                                                        t.B * t.T),
+             t.decay, p / s if s else 0), flush=True)
     learner.close()
     return 0
 

@@ -5,7 +5,9 @@
 # made until the job was done (pace.kth_steps, the K-th largest of the
 # learners' reported steps, checked against their logs' `job done at step
 # N`: no more, and at least 80 % — learners train on during the final
-# evaluation), and pace.h_effective is within 10 % of pace.h. Also prints the learner-time
+# evaluation), pace.h_effective is within 10 % of pace.h, and each
+# learner's lr schedule ended within 20 % of its horizon (it follows the
+# job's tokens). Also prints the learner-time
 # breakdown the report carries (syncer/goodput.h) and checks it adds up.
 set -eu
 BIN=${BUILD:-build}/ddiloco
@@ -62,6 +64,18 @@ check() {   # H P
 		fail "H $1: rounds x H/P = $(( rounds * $1 / $2 )), K-th learner $kth steps"
 	awk -v h="$h" -v e="$he" 'BEGIN { exit !(h == '"$1"' && e > 0.9 * h && e < 1.1 * h) }' ||
 		fail "H $1: h $h, h_effective $he"
+	# the lr schedule followed the job's tokens (docs/design.md §3,
+	# Learner): every learner ended near the schedule's horizon, within
+	# the heartbeats' lag. These learners are even, so their own steps
+	# would end there too (7 to 10 % past it): this checks the C
+	# learner's line and its arithmetic; tests/pytorch/test_mixed.py,
+	# with learners six times apart, checks the rule
+	grep -ho 'job done at step [0-9]*, schedule step [0-9]* of [0-9]*' \
+		"$dir/run-$1"/learner-*.log > "$dir/sched-$1" || true
+	[ "$(wc -l < "$dir/sched-$1")" -eq 3 ] || fail "H $1: $(wc -l < "$dir/sched-$1") learners logged their schedule step"
+	awk '{ q = $8 / $10; if (!(q >= 0.8 && q <= 1.2)) bad = 1 } END { exit bad }' "$dir/sched-$1" ||
+		fail "H $1: schedule steps at the end: $(tr '\n' ';' < "$dir/sched-$1")"
+	echo "H $1: at the end $(awk '{ printf "%s%s of %s (own %d)", (NR > 1 ? ", " : ""), $8, $10, $5 }' "$dir/sched-$1")"
 	# the breakdown: shares in [0, 1] that add up to 1 (in_flight may be
 	# slightly negative when a learner's pace changed)
 	sum=0

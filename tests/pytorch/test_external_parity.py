@@ -146,6 +146,27 @@ class ExternalParity(unittest.TestCase):
         self.assertGreater(hist[0][1], 1.5 * final)
         self.assertGreater(base, floor)
         self.assertGreater(final, floor)
+        # the learners' lr schedule followed the job's tokens (the
+        # syncer's Update.tokens; docs/abi.md, The job's schedule), not
+        # their own steps: at the end each stood near the schedule's end
+        # whatever share of the cores it had had. The count lags the job
+        # by up to a heartbeat, and rounds go on until the syncer sees
+        # the budget spent; a learner restarted as the job ended has no
+        # such line
+        scheds = []
+        for i in range(int(setting(text, "replicas"))):
+            with open(os.path.join(run, "learner-%d.log" % i)) as f:
+                ends = re.findall(r"job done at step (\d+), loss \S+, "
+                                  r"schedule step (\d+) of (\d+)", f.read())
+            if ends:
+                own, sched, decay = (int(v) for v in ends[-1])
+                print("learner %d: %d steps of its own, schedule step %d of "
+                      "%d" % (i, own, sched, decay))
+                scheds.append(sched / decay)
+        self.assertGreaterEqual(len(scheds), 2)
+        for q in scheds:
+            self.assertGreaterEqual(q, 0.8)
+            self.assertLessEqual(q, 1.2)
         self.assertGreaterEqual(len(killed), 1, rep["kills"])
         for i in killed:
             self.assertGreaterEqual(restarts[i], 1, restarts)

@@ -78,6 +78,25 @@ class MixedJob(unittest.TestCase):
                   "poll share %s" % (i, *m[-1]))
         with open(os.path.join(run, "learner-0.log")) as f:
             self.assertIn("got the global model", f.read())
+        # both kinds' lr schedules followed the job's tokens (docs/abi.md,
+        # The job's schedule): each learner that logged its end was near
+        # the schedule's horizon, though a PyTorch learner makes about a
+        # sixth of a C learner's steps
+        ends = 0
+        for i in range(4):
+            with open(os.path.join(run, "learner-%d.log" % i)) as f:
+                log = f.read()
+            own = re.findall(r"job done at step (\d+)", log)
+            m = re.findall(r"schedule step (\d+) of (\d+)", log)
+            if not m:
+                continue
+            sched, decay = int(m[-1][0]), int(m[-1][1])
+            print("learner-%d: %s steps of its own, schedule step %d of %d"
+                  % (i, own[-1] if own else "?", sched, decay))
+            self.assertGreaterEqual(sched, 0.8 * decay)
+            self.assertLessEqual(sched, 1.2 * decay)
+            ends += 1
+        self.assertGreaterEqual(ends, 3)
 
 
 if __name__ == "__main__":

@@ -180,6 +180,49 @@ static void learns_and_follows_schedule(void **state)
 	trainer_free(t);
 }
 
+/*
+ * The schedule at the job's step (docs/design.md §3, Learner): the rate
+ * is the schedule's at the step set, the data window stays the own
+ * step, and 0 gives the own step back.
+ */
+static void schedule_step_is_the_jobs(void **state)
+{
+	struct job_spec js;
+	struct trainer *t, *u;
+	struct trainer_stats st, su;
+
+	(void)state;
+	tiny_job(&js);
+	js.optimizer.warmup_steps = 5;
+	js.budget.tokens = 60 * 4 * 16;
+	t = trainer_new(&js, 0, 1, NULL);
+	u = trainer_new(&js, 0, 1, NULL);
+	assert_non_null(t);
+	assert_non_null(u);
+	for (int i = 0; i < 10; i++) {
+		assert_int_equal(trainer_step(t, &st, NULL), 0);
+		assert_int_equal(trainer_step(u, &su, NULL), 0);
+	}
+	assert_int_equal(trainer_schedule_step(t), 10);
+	trainer_set_schedule_step(t, 50);
+	assert_int_equal(trainer_schedule_step(t), 50);
+	assert_int_equal(trainer_step(t, &st, NULL), 0);
+	assert_int_equal(trainer_step(u, &su, NULL), 0);
+	assert_near(st.lr, schedule_lr(&js.optimizer, 50, 60), 1e-12);
+	assert_less(st.lr, su.lr / 2);
+	/* the same batch as the trainer at its own step: same loss */
+	assert_int_equal(st.step, 11);
+	assert_true(st.loss == su.loss);
+	trainer_set_schedule_step(t, 70);   /* past the horizon: the floor */
+	assert_int_equal(trainer_step(t, &st, NULL), 0);
+	assert_near(st.lr, 3e-3 * 0.1, 1e-12);
+	trainer_set_schedule_step(t, 0);
+	assert_int_equal(trainer_step(t, &st, NULL), 0);
+	assert_near(st.lr, schedule_lr(&js.optimizer, 12, 60), 1e-12);
+	trainer_free(t);
+	trainer_free(u);
+}
+
 /* Largest |a[i] − b[i]| over n floats. */
 static double max_change(const float *a, const float *b, size_t n)
 {
@@ -319,6 +362,7 @@ int main(void)
 		cmocka_unit_test(two_threads_are_deterministic),
 		cmocka_unit_test(learns_and_follows_schedule),
 		cmocka_unit_test(resume_moves_schedule_not_adam_t),
+		cmocka_unit_test(schedule_step_is_the_jobs),
 		cmocka_unit_test(evaluator_scores_params),
 		cmocka_unit_test(refuses_bad_setups),
 	};
