@@ -132,8 +132,9 @@ def _declare(lib):
         "ddiloco_times": (None, [h, c.POINTER(c.c_double),
                                  c.POINTER(c.c_double)]),
     }
-    # evaluators: added later within ABI version 1 (include/ddiloco.h);
-    # a library without them has no Evaluator
+    # evaluators and the job's tokens: added later within ABI version 1
+    # (include/ddiloco.h); a library without the first has no Evaluator,
+    # without the last its learners count their own steps
     sig_ev = {
         "ddiloco_set_evaluator": (c.c_int, [h]),
         "ddiloco_round": (c.c_uint64, [h]),

@@ -75,6 +75,10 @@ class Package(unittest.TestCase):
             for m in (1, 2, 3):
                 self.assertEqual(gpt.decay_steps(l.job, m), l.decay_steps(m))
             self.assertEqual(l.decay_steps(3), 4000 // (3 * 2 * 16))
+            # no exchange, no update: the schedule is the learner's own
+            # step (tests/unit/test_abi.c has the job's count arriving)
+            self.assertEqual(l.job_tokens(), 0)
+            self.assertEqual(l.schedule_step(17, 2 * 16), 17)
 
     def test_errors(self):
         with self.assertRaisesRegex(ddiloco.Error, "nothere.yaml"):
