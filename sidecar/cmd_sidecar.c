@@ -90,8 +90,8 @@ static int inflate_knob(int learner, uint64_t *factor)
  * (docs/sidecar.md): the sidecar of learner LEARNER sends its answers
  * FROM to FROM + COUNT − 1 (1: the first answer this process sends) with
  * every value ±VALUE, a finite float, so a real run can show the syncer
- * refusing or undoing a huge update. At most SIDECAR_MAX_POISON ranges;
- * 0, or -1 when malformed.
+ * refusing or undoing a huge update. At most SIDECAR_MAX_POISON ranges
+ * for this learner; 0, or -1 when malformed.
  */
 static int poison_knob(int learner, struct sidecar_poison *out)
 {
@@ -106,11 +106,13 @@ static int poison_knob(int learner, struct sidecar_poison *out)
 		double value;
 		int used = 0;
 
-		if (n == SIDECAR_MAX_POISON ||
-		    sscanf(v, "%llu:%llu:%llu:%lf%n", &id, &from, &count, &value,
+		if (sscanf(v, "%llu:%llu:%llu:%lf%n", &id, &from, &count, &value,
 			   &used) != 4 || from < 1 || count < 1 ||
 		    !isfinite(value) || fabs(value) > FLT_MAX ||
 		    (v[used] && v[used] != ','))
+			return -1;
+		/* the bound is on this learner's ranges, not the whole list */
+		if (id == (unsigned long long)learner && n == SIDECAR_MAX_POISON)
 			return -1;
 		if (id == (unsigned long long)learner)
 			out[n++] = (struct sidecar_poison){
@@ -230,7 +232,7 @@ int cmd_sidecar(int argc, char **argv)
 	if (poison_knob(learner, o.poison)) {
 		log_error("DDILOCO_TEST_POISON_ANSWERS: '%s' is not "
 			  "LEARNER:FROM:COUNT:VALUE[,...] (FROM and COUNT >= 1, "
-			  "VALUE a finite float, at most %d ranges)",
+			  "VALUE a finite float, at most %d ranges a learner)",
 			  getenv("DDILOCO_TEST_POISON_ANSWERS"), SIDECAR_MAX_POISON);
 		return 2;
 	}

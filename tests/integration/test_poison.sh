@@ -24,6 +24,22 @@ set -eu
 . "$(dirname "$0")/live.sh"
 live_init poison
 
+# the knob's bound of 4 ranges is per learner: a sidecar takes 4 of its
+# own followed by another learner's, and refuses 5 of its own (exit 2)
+knob() {   # knob LIST: the sidecar of learner 0's exit code
+	rc=0
+	DDILOCO_TEST_POISON_ANSWERS=$1 "$BIN" sidecar --job "$dir/none.yaml" \
+		--learner 0 --exchange "$dir/none" --syncer 127.0.0.1:1 \
+		> "$dir/knob.log" 2>&1 || rc=$?
+	echo "$rc"
+}
+four="0:1:1:1,0:2:1:1,0:3:1:1,0:4:1:1"
+[ "$(knob "$four,1:1:1:1")" = 1 ] && grep -q "cannot open" "$dir/knob.log" ||
+	fail "4 ranges of learner 0 and one of learner 1 refused: $(cat "$dir/knob.log")"
+[ "$(knob "$four,0:5:1:1")" = 2 ] &&
+	grep -q "at most 4 ranges a learner" "$dir/knob.log" ||
+	fail "5 ranges of learner 0 taken: $(cat "$dir/knob.log")"
+
 live_exe
 
 syncer="minQuorum: 2, fragments: 2, overlap: 2, evalEvery: 50"
