@@ -1025,6 +1025,25 @@ static void log_refusal(int id, const char *what, uint64_t n, const char *why)
 			 what, why, n);
 }
 
+uint64_t core_job_tokens(const struct syncer *s, double now)
+{
+	double more = 0;
+
+	if (s->done)
+		return s->acc.tokens_trained;
+	for (int i = 0; i < s->M; i++) {
+		const struct learner *l = &s->learners[i];
+		double ahead;
+
+		if (!l->joined || !(l->tokens_per_step > 0))
+			continue;
+		ahead = syncer_round_step_at(&s->rs, i, now) - (double)l->hb_step;
+		if (ahead > 0)
+			more += ahead * l->tokens_per_step;
+	}
+	return s->acc.tokens_trained + (uint64_t)more;
+}
+
 int core_heartbeat(struct syncer *s, int learner,
 		   const struct wire_heartbeat *hb, double now)
 {
@@ -1040,6 +1059,13 @@ int core_heartbeat(struct syncer *s, int learner,
 		return -1;
 	}
 
+	/* its tokens per step, for core_job_tokens: between two heartbeats
+	 * of one process that both moved */
+	if (hb->incarnation == cl->incarnation && hb->step > l->hb_step &&
+	    hb->tokens > cl->tokens)
+		l->tokens_per_step = (double)(hb->tokens - cl->tokens) /
+				     (double)(hb->step - l->hb_step);
+	l->hb_step = hb->step;
 	/* a count that went back is a learner that started over */
 	if (hb->tokens >= cl->tokens)
 		s->acc.tokens_trained += hb->tokens - cl->tokens;

@@ -224,6 +224,14 @@ static double step_at(const struct syncer_round *rs, int i, double now)
 	return dt > 0 ? rs->step[i] + floor(dt / p) : rs->step[i];
 }
 
+double syncer_round_step_at(const struct syncer_round *rs, int id,
+			    double now)
+{
+	if (id < 0 || id >= rs->cfg.max_learners)
+		return 0;
+	return step_at(rs, id, now);
+}
+
 static double kth_step(const struct syncer_round *rs, int skip, double now);
 
 static double grace_window(const struct syncer_round *rs)

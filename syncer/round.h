@@ -194,6 +194,10 @@ double syncer_round_next_pull(const struct syncer_round *rs, double now);
 /* The K-th largest of the learners' steps trained since this process
  * started (each learner's reported steps, summed over its restarts). */
 double syncer_round_kth_trained(const struct syncer_round *rs);
+/* Learner id's step at `now` as the pacing estimates it: the last one it
+ * reported plus the whole steps made since at its pace (above). */
+double syncer_round_step_at(const struct syncer_round *rs, int id,
+			    double now);
 /* That over the rounds started since (0 before any). */
 double syncer_round_steps_per_round(const struct syncer_round *rs);
 /* ξ_step (0 before any report). */

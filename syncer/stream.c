@@ -433,7 +433,7 @@ static grpc_slice pack_update(const struct syncer *s, int p, uint64_t round,
 	m.update = (struct wire_update){
 		.fragment = (uint32_t)p, .version = s->versions[p],
 		.encoding = enc, .payload = buf, .payload_len = len,
-		.round = round, .tokens = s->acc.tokens_trained,
+		.round = round, .tokens = core_job_tokens(s, clock_mono()),
 	};
 	sl = pack(&m);
 	free(buf);

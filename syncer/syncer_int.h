@@ -74,6 +74,10 @@ struct learner {
 			      * over its restarts too: where a restart resumes */
 	double step_time, train_loss, last_seen;   /* last_seen: mono clock */
 	double step_moved;   /* mono time its reported step last changed */
+	uint64_t hb_step;    /* the step of its last heartbeat, whose tokens
+			      * acc.tokens_trained holds */
+	double tokens_per_step;   /* between its last two heartbeats (0:
+				   * not known) */
 	int stale;           /* its step stands still while it reports
 			      * (core_check_stale) */
 };
@@ -294,6 +298,15 @@ void core_merge(struct syncer *s, int slot, double now,
  * job's update encoding, or f32 when that cannot hold it (*enc says). */
 uint8_t *core_update_payload(const struct syncer *s, int p, int *enc,
 			     size_t *len);
+/*
+ * The job's tokens trained at `now`, for Update.tokens (the learners' lr
+ * schedule; docs/abi.md, The job's schedule): the heartbeats' count
+ * plus, for each joined learner, the steps the pacing estimates it made
+ * since its last heartbeat at its tokens per step. A heartbeat comes
+ * about once a second; without the estimate the count trailed the job
+ * by that much.
+ */
+uint64_t core_job_tokens(const struct syncer *s, double now);
 /* Whether the budget is reached (sets s->done the first time). */
 int core_check_budget(struct syncer *s, double now);
 /* The job is done: rounds abandoned, last checkpoint and evaluation

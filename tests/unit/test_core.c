@@ -422,6 +422,44 @@ static void hello_is_checked(void **state)
 	assert_string_equal(e.msg, "job done");
 }
 
+/*
+ * Update.tokens (core_job_tokens): the heartbeats' count plus each
+ * learner's steps since its last heartbeat, as the pacing estimates them,
+ * at the tokens per step between its last two heartbeats.
+ */
+static void job_tokens_estimate_the_steps_since_a_heartbeat(void **state)
+{
+	struct fx *f = *state;
+	/* 2^-7 s a step, so the estimate's steps are exact */
+	struct wire_heartbeat hb = { .step = 10, .tokens = 1000,
+				     .step_time = 0.0078125, .incarnation = 1 };
+
+	fx_start(f);
+	join_all(f);
+	core_heartbeat(f->s, 0, &hb, f->now);
+	core_heartbeat(f->s, 1, &hb, f->now);    /* one heartbeat: no rate */
+	poll(f);
+	f->now += 0.125;
+	hb.step = 20;
+	hb.tokens = 2000;                        /* 100 tokens a step */
+	core_heartbeat(f->s, 0, &hb, f->now);
+	poll(f);
+	assert_int_equal(f->s->acc.tokens_trained, 3000);
+	assert_int_equal(core_job_tokens(f->s, f->now), 3000);
+	/* 0.5 s on: 64 steps of learner 0; learner 1 adds nothing */
+	assert_int_equal(core_job_tokens(f->s, f->now + 0.5), 3000 + 6400);
+	/* the estimate stops PACE_EST_MAX_S (1.5 s) after the report */
+	assert_int_equal(core_job_tokens(f->s, f->now + 4), 3000 + 19200);
+	/* a new process: the rate is not measured across it, the step is */
+	hb = (struct wire_heartbeat){ .step = 30, .tokens = 500,
+				      .step_time = 0.0078125, .incarnation = 2 };
+	core_heartbeat(f->s, 0, &hb, f->now);
+	poll(f);
+	assert_int_equal(f->s->acc.tokens_trained, 3500);
+	assert_float_equal(f->s->learners[0].tokens_per_step, 100, 0);
+	assert_int_equal(core_job_tokens(f->s, f->now + 0.5), 3500 + 6400);
+}
+
 static void heartbeats_count_tokens_over_restarts(void **state)
 {
 	struct fx *f = *state;
@@ -1757,6 +1795,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(int4_answers_and_updates, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_merge_with_nothing_valid_changes_nothing, setup, teardown),
 		cmocka_unit_test_setup_teardown(hello_is_checked, setup, teardown),
+		cmocka_unit_test_setup_teardown(job_tokens_estimate_the_steps_since_a_heartbeat,
+						setup, teardown),
 		cmocka_unit_test_setup_teardown(heartbeats_count_tokens_over_restarts, setup, teardown),
 		cmocka_unit_test_setup_teardown(the_budget_ends_the_job, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_restart_skips_versions_and_empties_older_answers, setup, teardown),
