@@ -80,8 +80,13 @@ class MixedJob(unittest.TestCase):
             self.assertIn("got the global model", f.read())
         # both kinds' lr schedules followed the job's tokens (docs/abi.md,
         # The job's schedule): each learner that logged its end was near
-        # the schedule's horizon, though a PyTorch learner makes about a
-        # sixth of a C learner's steps
+        # the job's step (the tokens it trained over those of one step of
+        # every learner: the horizon times the tokens over the budget),
+        # though a PyTorch learner makes a third to a sixth of a C
+        # learner's steps
+        with open(JOB) as f:
+            budget = int(re.search(r"^  budget:\n    tokens: (\d+)", f.read(),
+                                   re.M).group(1))
         ends = 0
         for i in range(4):
             with open(os.path.join(run, "learner-%d.log" % i)) as f:
@@ -91,10 +96,12 @@ class MixedJob(unittest.TestCase):
             if not m:
                 continue
             sched, decay = int(m[-1][0]), int(m[-1][1])
-            print("learner-%d: %s steps of its own, schedule step %d of %d"
-                  % (i, own[-1] if own else "?", sched, decay))
-            self.assertGreaterEqual(sched, 0.8 * decay)
-            self.assertLessEqual(sched, 1.2 * decay)
+            job_step = decay * rep["tokens"] / budget
+            print("learner-%d: %s steps of its own, schedule step %d of %d, "
+                  "the job's %.0f" % (i, own[-1] if own else "?", sched,
+                                      decay, job_step))
+            self.assertGreaterEqual(sched, 0.8 * job_step)
+            self.assertLessEqual(sched, 1.25 * job_step)
             ends += 1
         self.assertGreaterEqual(ends, 3)
 
