@@ -160,7 +160,7 @@ void exchange_poll(struct exchange *x, float *params,
 uint64_t exchange_theta_round(const struct exchange *x);
 /*
  * The job's tokens trained, as of the newest update this learner read
- * (Update.tokens; docs/sidecar.md, The job's schedule): what its lr
+ * (Update.tokens; docs/abi.md, The job's schedule): what its lr
  * schedule follows. 0 before the start or when the syncer sent none.
  */
 uint64_t exchange_job_tokens(const struct exchange *x);
