@@ -41,7 +41,9 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 fail() { echo "wan_cut: FAIL: $*"; exit 1; }
 
-sed -e '/^  chaos:/,$d' -e "s/^    tokens:.*/    tokens: ${TOKENS:-6000000}/" \
+# 9 M tokens: the three learners left must not reach the budget before
+# the link is back (at 6 M, on an idle machine, they did 0.6 s before)
+sed -e '/^  chaos:/,$d' -e "s/^    tokens:.*/    tokens: ${TOKENS:-9000000}/" \
 	"$ROOT/examples/lowbandwidth.yaml" > "$dir/job.yaml"
 "$BIN" certs "$dir/job.yaml" --out "$dir/tls" --ip 10.77.0.1 >/dev/null
 sh "$ROOT/scripts/wan-net.sh" up 4
@@ -68,6 +70,8 @@ sleep "$CUT"
 s1=$(step1)
 sh "$ROOT/scripts/wan-net.sh" cut 1 up
 echo "link back at learner 1's step $s1"
+kill -0 "$runner" 2>/dev/null ||
+	fail "the job was done before the link came back: no rejoin to see (raise TOKENS)"
 wait "$runner" || { runner=; tail -n 8 "$dir/run.out"; fail "the run did not end done"; }
 runner=
 tail -n 6 "$dir/run.out"
