@@ -151,8 +151,11 @@ class ExternalParity(unittest.TestCase):
         # their own steps: at the end each stood near the job's step,
         # the tokens the job trained (it trains past the budget until
         # the syncer sees it spent) over M B, whatever share of the cores
-        # it had had. A learner restarted as the job ended has no such
-        # line
+        # it had had. The report's count is the heartbeats', which trails
+        # the learners' last second at the end; Update.tokens adds the
+        # steps since (one CI run: schedule step 7233, the report's 6313,
+        # the learners' own steps 7227). A learner restarted as the job
+        # ended has no such line
         job_step = rep["tokens"] / (int(setting(text, "replicas"))
                                     * int(setting(text, "batchSize")))
         ends = 0
@@ -165,7 +168,7 @@ class ExternalParity(unittest.TestCase):
                 print("learner %d: %d steps of its own, schedule step %d of "
                       "%d, the job's %.0f" % (i, own, sched, decay, job_step))
                 self.assertGreaterEqual(sched, 0.8 * job_step)
-                self.assertLessEqual(sched, 1.25 * job_step)
+                self.assertLessEqual(sched, 1.35 * job_step)
                 ends += 1
         self.assertGreaterEqual(ends, 2)
         self.assertGreaterEqual(len(killed), 1, rep["kills"])
