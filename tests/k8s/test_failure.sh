@@ -76,14 +76,25 @@ for i in 0 1; do
 	evict a-learner-$i || fail "evict a-learner-$i"
 	until_ok 60 "a-learner-$i back after its eviction" new_uid a-learner-$i "$u"
 done
-until_ok 30 "job a: 2 restarts in status" \
-	'[ "$(jp ddjob/a "{.status.learners.restarts}")" = "[1,1]" ]'
+# each evicted learner recreated; kwok's second delete by name can land
+# on a replacement before it is bound, and its recreation counts too
+# (docs/k8s-testing.md: one CI run ended [1,2]), so at least 1 each
+restarted() {
+	local r
+	r=$(jp ddjob/a '{.status.learners.restarts}')
+	[[ $r =~ ^\[([0-9]+),([0-9]+)\]$ ]] &&
+		[ "${BASH_REMATCH[1]}" -ge 1 ] && [ "${BASH_REMATCH[2]}" -ge 1 ]
+}
+until_ok 30 "job a: both learners restarted in status" restarted
+restarts=$(jp ddjob/a '{.status.learners.restarts}')
+[ "$restarts" = "[1,1]" ] ||
+	echo "note: restarts $restarts: a replacement was deleted by kwok's second delete and recreated"
 [ "$(jp ddjob/a '{.status.learners.failures}')" = "[0,0]" ] ||
 	fail "evictions counted as failures: $(jp ddjob/a '{.status.learners.failures}')"
 [ "$(jp ddjob/a '{.status.phase}')" = Running ] || fail "job a not Running after evictions"
 KN get events --field-selector involvedObject.name=a,reason=LearnerDisrupted -o name | grep -q . ||
 	echo "note: evicted pods went before they showed Failed (no LearnerDisrupted Event needed)"
-echo "ok: 2 evictions recreated, restarts [1,1], failures [0,0], still Running"
+echo "ok: 2 evictions recreated, restarts $restarts, failures [0,0], still Running"
 
 u=$(uid_of a-learner-0)
 crash a-learner-0 || fail "crash a-learner-0"
