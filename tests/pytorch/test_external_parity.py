@@ -12,9 +12,10 @@ the job is done, chaos killed learners and they came back, the
 evaluator's reports are the job's eval history, uptime >= 0.85 and the
 job's final eval loss over the baseline's <= 1.15 (on a loaded machine,
 uptime >= 0.5 and ratio <= 2.0), and prints whether the 0.99 and 1.05
-the issue asks for held: on this loaded 2-core machine the ratio met
-1.05 in 13 of 18 chaos runs of the example's settings at 384 000
-tokens (docs/abi.md, Parity with one process)."""
+the issue asks for held: with the learners' schedule at the job's
+tokens it met 1.05 in 37 of 38 runs (docs/abi.md, Parity with one
+process). Also asserts each learner's schedule step at the end was the
+job's."""
 import json
 import os
 import re
@@ -34,7 +35,10 @@ SCRIPT = "examples/pytorch/external.py"
 # 4 to 15 ended above it (1.0531 to 1.1288), and no setting of the
 # outer step, H, quorum or merge met it in every run (those runs at the
 # earlier 384 000 tokens). At the example's 1 152 000 tokens, three runs on
-# an idle machine ended at 1.0878, 1.0226 and 1.0353.
+# an idle machine ended at 1.0878, 1.0226 and 1.0353. Since the schedule
+# follows the job's tokens, 37 of 38 runs met 1.05, the other 1.0889: the
+# final evaluation samples a Θ that moves a few per cent between merges,
+# so 1.05 is still printed, not asserted.
 LOADED = 2.0
 RATIO, UPTIME = 1.15, 0.85
 RATIO_LOADED, UPTIME_LOADED = 2.0, 0.5
