@@ -141,13 +141,24 @@ class ExternalParity(unittest.TestCase):
                  ISSUE_UPTIME, "met" if rep["uptime"] >= ISSUE_UPTIME
                  else "NOT met"))
         # the losses mean something: the job's model learned during the
-        # run and both trained models are above the floor. The first
-        # evaluation is not the untrained model's (about 0.4, the
-        # target's variance): it comes once the evaluator's process has
-        # imported torch, while the learners train (one CI run's first
-        # was 0.121 against a final 0.0446)
+        # run and both trained models are above the floor. The untrained
+        # model's loss is the learners' at their first step, all from
+        # the job's initial weights (about 0.4, the target's variance).
+        # The first evaluation is not that: it comes once the evaluator's
+        # process has imported torch, while the learners train (one CI
+        # run's first was 0.121 against a final 0.0446; with the
+        # schedule at the job's tokens an idle run's was 0.0597 against
+        # 0.0425, and this test had asserted 1.5 times the final there)
         print("first evaluation: round %d loss %.6f" % hist[0])
-        self.assertGreater(hist[0][1], 1.5 * final)
+        untrained = []
+        for i in range(int(setting(text, "replicas"))):
+            with open(os.path.join(run, "learner-%d.log" % i)) as f:
+                untrained += [float(v) for v in re.findall(
+                    r"first step 1, loss ([0-9.]+)", f.read())]
+        print("the learners' first steps: losses %s" % untrained)
+        self.assertGreaterEqual(len(untrained), 2)
+        self.assertGreater(sum(untrained) / len(untrained), 3 * final)
+        self.assertGreater(hist[0][1], final)
         self.assertGreater(base, floor)
         self.assertGreater(final, floor)
         # the learners' lr schedule followed the job's tokens (the
@@ -158,8 +169,11 @@ class ExternalParity(unittest.TestCase):
         # it had had. The report's count is the heartbeats', which trails
         # the learners' last second at the end; Update.tokens adds the
         # steps since (one CI run: schedule step 7233, the report's 6313,
-        # the learners' own steps 7227). A learner restarted as the job
-        # ended has no such line
+        # the learners' own steps 7227; an idle run 7434 against 6014).
+        # The lower bound is what tells the rule: a restarted learner's
+        # own steps are a third to a half of the job's, a PyTorch
+        # learner's in the mixed job about that. A learner restarted as
+        # the job ended has no such line
         job_step = rep["tokens"] / (int(setting(text, "replicas"))
                                     * int(setting(text, "batchSize")))
         ends = 0
@@ -172,7 +186,7 @@ class ExternalParity(unittest.TestCase):
                 print("learner %d: %d steps of its own, schedule step %d of "
                       "%d, the job's %.0f" % (i, own, sched, decay, job_step))
                 self.assertGreaterEqual(sched, 0.8 * job_step)
-                self.assertLessEqual(sched, 1.35 * job_step)
+                self.assertLessEqual(sched, 1.5 * job_step)
                 ends += 1
         self.assertGreaterEqual(ends, 2)
         self.assertGreaterEqual(len(killed), 1, rep["kills"])
