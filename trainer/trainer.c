@@ -198,7 +198,7 @@ int trainer_step(struct trainer *t, struct trainer_stats *out, struct err *e)
 	if (!isfinite(norm))
 		return err_set(e, "trainer: gradient is not finite at step %llu",
 			       (unsigned long long)t->step);
-	sched = t->sched_step ? t->sched_step : t->step;
+	sched = trainer_schedule_step(t);
 	lr = schedule_lr(o, sched, t->decay_steps);
 	/*
 	 * Resumed with fresh moments (a restarted learner): AdamW's first

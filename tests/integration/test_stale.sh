@@ -23,7 +23,6 @@ live_job stale-$$ 3 "$syncer" 8000000
 
 live_run 300
 
-
 wait_for 60 'now && [ "$(s .learners_connected)" -eq 3 ] && [ "$(s .round)" -ge 30 ]' \
 	"three learners and 30 rounds"
 [ "$(s .learners_stale)" -eq 0 ] || fail "a learner stale before any fault"

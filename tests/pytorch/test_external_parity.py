@@ -24,6 +24,8 @@ import subprocess
 import tempfile
 import unittest
 
+from ends import schedule_ends
+
 JOB = "examples/pytorch/external-chaos.yaml"
 SCRIPT = "examples/pytorch/external.py"
 # asserted (docs/abi.md, Parity with one process): on a machine whose
@@ -176,19 +178,13 @@ class ExternalParity(unittest.TestCase):
         # the job ended has no such line
         job_step = rep["tokens"] / (int(setting(text, "replicas"))
                                     * int(setting(text, "batchSize")))
-        ends = 0
-        for i in range(int(setting(text, "replicas"))):
-            with open(os.path.join(run, "learner-%d.log" % i)) as f:
-                m = re.findall(r"job done at step (\d+), loss \S+, "
-                               r"schedule step (\d+) of (\d+)", f.read())
-            if m:
-                own, sched, decay = (int(v) for v in m[-1])
-                print("learner %d: %d steps of its own, schedule step %d of "
-                      "%d, the job's %.0f" % (i, own, sched, decay, job_step))
-                self.assertGreaterEqual(sched, 0.8 * job_step)
-                self.assertLessEqual(sched, 1.5 * job_step)
-                ends += 1
-        self.assertGreaterEqual(ends, 2)
+        ends = schedule_ends(run, int(setting(text, "replicas")))
+        for i, own, sched, decay in ends:
+            print("learner %d: %s steps of its own, schedule step %d of %d, "
+                  "the job's %.0f" % (i, own, sched, decay, job_step))
+            self.assertGreaterEqual(sched, 0.8 * job_step)
+            self.assertLessEqual(sched, 1.5 * job_step)
+        self.assertGreaterEqual(len(ends), 2)
         self.assertGreaterEqual(len(killed), 1, rep["kills"])
         for i in killed:
             self.assertGreaterEqual(restarts[i], 1, restarts)

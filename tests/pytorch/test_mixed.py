@@ -14,6 +14,8 @@ import sys
 import tempfile
 import unittest
 
+from ends import schedule_ends
+
 JOB = "examples/pytorch/mixed.yaml"
 
 
@@ -87,23 +89,14 @@ class MixedJob(unittest.TestCase):
         with open(JOB) as f:
             budget = int(re.search(r"^  budget:\n    tokens: (\d+)", f.read(),
                                    re.M).group(1))
-        ends = 0
-        for i in range(4):
-            with open(os.path.join(run, "learner-%d.log" % i)) as f:
-                log = f.read()
-            own = re.findall(r"job done at step (\d+)", log)
-            m = re.findall(r"schedule step (\d+) of (\d+)", log)
-            if not m:
-                continue
-            sched, decay = int(m[-1][0]), int(m[-1][1])
+        ends = schedule_ends(run, 4)
+        for i, own, sched, decay in ends:
             job_step = decay * rep["tokens"] / budget
             print("learner-%d: %s steps of its own, schedule step %d of %d, "
-                  "the job's %.0f" % (i, own[-1] if own else "?", sched,
-                                      decay, job_step))
+                  "the job's %.0f" % (i, own, sched, decay, job_step))
             self.assertGreaterEqual(sched, 0.8 * job_step)
             self.assertLessEqual(sched, 1.5 * job_step)
-            ends += 1
-        self.assertGreaterEqual(ends, 3)
+        self.assertGreaterEqual(len(ends), 3)
 
 
 if __name__ == "__main__":
