@@ -114,12 +114,14 @@ $(BUILD)/obj/%.o: %.c $(PROTO_H)
 	@echo "  CC $<"
 	@$(CC) $(CFLAGS) $(WARN) -c $< -o $@
 
-# The trainer's elementwise loops must vectorise: the full cost model, and
-# float math without errno or trap bookkeeping. Values are unchanged (no
+# The trainer's elementwise loops, and the exchange's (a learner's Δ and
+# update on every answer), must vectorise: the full cost model, and float
+# math without errno or trap bookkeeping. Values are unchanged (no
 # fast-math: no reassociation, no contraction).
+VECFLAGS := -fvect-cost-model=dynamic -fno-math-errno -fno-trapping-math
 ifeq ($(FUZZ),)
-$(BUILD)/obj/trainer/%.o $(BUILD)/pic/trainer/%.o: CFLAGS += \
-	-fvect-cost-model=dynamic -fno-math-errno -fno-trapping-math
+$(BUILD)/obj/trainer/%.o $(BUILD)/pic/trainer/%.o: CFLAGS += $(VECFLAGS)
+$(BUILD)/obj/common/exchange.o $(BUILD)/pic/common/exchange.o: CFLAGS += $(VECFLAGS)
 endif
 
 $(BUILD)/pic/%.o: %.c $(PROTO_H)

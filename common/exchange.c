@@ -35,6 +35,9 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "common/util.h"
 
@@ -62,6 +65,9 @@ struct xhdr {
 					 * (learner side; docs/syncer.md,
 					 * Evaluators) */
 	uint64_t ev_count, ev_round, ev_loss, ev_tokens;   /* ev_loss: a double */
+	uint64_t hold_incarnation;      /* learner: the incarnation that keeps
+					 * off a held outbox slot (0: an older
+					 * build, which does not) */
 };
 
 struct xfrag {
@@ -71,7 +77,9 @@ struct xfrag {
 	uint64_t pull_round;    /* sidecar: round asked for (0 = none) */
 	uint64_t pull_served;   /* learner: round answered */
 	uint64_t out_gen;       /* learner: newest outbox generation */
-	uint64_t pad[10];
+	uint64_t out_hold[2];   /* sidecar: per outbox slot, the generation
+				 * it is sending from there (0: none) */
+	uint64_t pad[8];
 };
 
 struct xslot {
@@ -88,8 +96,16 @@ _Static_assert(sizeof(struct xhdr) <= XHDR_SIZE, "header too large");
 _Static_assert(sizeof(struct xfrag) == 128, "fragment entry is 128 bytes");
 _Static_assert(sizeof(struct xslot) == XSLOT_HDR, "slot header is 64 bytes");
 
+/* An outbox slot the sidecar sends from (exchange_hold_answer). */
+struct exchange_hold {
+	struct exchange *x;
+	int p, k;               /* fragment, slot */
+	uint64_t gen;           /* held generation, 0: none (under x->mu) */
+};
+
 struct exchange {
 	enum exchange_role role;
+	int refs;               /* 1 + holds not released */
 	const struct frag_table *ft;
 	int nfrags;
 	int fd, sock;
@@ -105,6 +121,8 @@ struct exchange {
 	uint64_t *in_gen;       /* inbox generation we published, per fragment */
 	uint64_t *in_version;   /* its version, per fragment */
 	uint64_t *posted;       /* pull round we asked for, per fragment */
+	struct exchange_hold *holds;   /* 2 per fragment: the region's
+					* out_hold words, as we wrote them */
 	pthread_mutex_t mu;     /* our own words and their copies: the
 				 * sidecar writes from more than one thread */
 	uint64_t done;          /* what we last wrote as done */
@@ -393,10 +411,19 @@ static int check_words(struct exchange *x)
 			if ((v = LOAD(&x->f[p].pull_round)) != x->posted[p])
 				n += fix_word(x, &x->f[p].pull_round, v,
 					      x->posted[p], "pull round", p);
+			for (int k = 0; k < 2; k++)
+				if ((v = LOAD(&x->f[p].out_hold[k])) !=
+				    x->holds[2 * p + k].gen)
+					n += fix_word(x, &x->f[p].out_hold[k], v,
+						      x->holds[2 * p + k].gen,
+						      "held outbox slot", p);
 		}
 	} else {
 		if ((v = LOAD(&h->done)) > 1)
 			n += fix_word(x, &h->done, v, 0, "done flag", -1);
+		if ((v = LOAD(&h->hold_incarnation)) != x->incarnation)
+			n += fix_word(x, &h->hold_incarnation, v, x->incarnation,
+				      "hold incarnation", -1);
 		for (int p = 0; p < x->nfrags; p++) {
 			if ((v = LOAD(&x->f[p].in_applied)) != x->applied[p])
 				n += fix_word(x, &x->f[p].in_applied, v,
@@ -661,6 +688,7 @@ int exchange_open(const char *dir, enum exchange_role role,
 	if (!x)
 		return err_set(e, "exchange: out of memory");
 	x->role = role;
+	x->refs = 1;
 	pthread_mutex_init(&x->mu, NULL);
 	x->ft = ft;
 	x->nfrags = ft->nfrags;
@@ -675,10 +703,11 @@ int exchange_open(const char *dir, enum exchange_role role,
 	x->applied = calloc((size_t)ft->nfrags, sizeof(uint64_t));
 	x->served = calloc((size_t)ft->nfrags, sizeof(uint64_t));
 	x->out_gen = calloc((size_t)ft->nfrags, sizeof(uint64_t));
+	x->holds = calloc((size_t)ft->nfrags * 2, sizeof(*x->holds));
 	snprintf(x->path, sizeof(x->path), "%s", path);
 	if (!x->slot_off || !x->slot_size || !x->taken || !x->in_gen ||
 	    !x->in_version || !x->posted || !x->applied || !x->served ||
-	    !x->out_gen ||
+	    !x->out_gen || !x->holds ||
 	    (role == EXCHANGE_LEARNER && learner_alloc(x))) {
 		err_set(e, "exchange: out of memory");
 		goto fail;
@@ -734,8 +763,14 @@ int exchange_open(const char *dir, enum exchange_role role,
 			if (g && LOAD(&s->gen) == g)
 				x->in_version[p] = LOAD(&s->version);
 			/* answers left from an earlier sidecar belong to
-			 * its stream */
+			 * its stream, and so do the slots it held */
 			x->taken[p] = x->out_gen[p];
+			for (int k = 0; k < 2; k++) {
+				x->holds[2 * p + k] = (struct exchange_hold){
+					.x = x, .p = p, .k = k };
+				__atomic_store_n(&x->f[p].out_hold[k], 0,
+						 __ATOMIC_SEQ_CST);
+			}
 		}
 		STORE(&x->h->sidecar_pid, (uint64_t)getpid());
 		STORE(&x->h->done, 0);
@@ -744,6 +779,8 @@ int exchange_open(const char *dir, enum exchange_role role,
 				 (uint64_t)getpid();
 		if (!x->incarnation)
 			x->incarnation = 1;
+		/* this build keeps off a held outbox slot (serve_pull) */
+		STORE(&x->h->hold_incarnation, x->incarnation);
 	}
 	exchange_check(x);   /* a corrupted header is counted and repaired */
 	*out = x;
@@ -753,14 +790,8 @@ fail:
 	return -1;
 }
 
-void exchange_close(struct exchange *x)
+static void exchange_free(struct exchange *x)
 {
-	if (!x)
-		return;
-	if (x->sock >= 0) {
-		close(x->sock);
-		unlink(x->own.sun_path);
-	}
 	if (x->map)
 		munmap(x->map, x->size);
 	if (x->fd >= 0)
@@ -774,6 +805,7 @@ void exchange_close(struct exchange *x)
 	free(x->applied);
 	free(x->served);
 	free(x->out_gen);
+	free(x->holds);
 	free(x->base);
 	free(x->scratch);
 	free(x->base_off);
@@ -783,6 +815,26 @@ void exchange_close(struct exchange *x)
 	free(x->answered);
 	pthread_mutex_destroy(&x->mu);
 	free(x);
+}
+
+/* The region stays mapped until the last held slot is released: gRPC may
+ * let go of a slice after the sidecar is done. */
+static void exchange_unref(struct exchange *x)
+{
+	if (__atomic_sub_fetch(&x->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		exchange_free(x);
+}
+
+void exchange_close(struct exchange *x)
+{
+	if (!x)
+		return;
+	if (x->sock >= 0) {
+		close(x->sock);
+		unlink(x->own.sun_path);
+		x->sock = -1;
+	}
+	exchange_unref(x);
 }
 
 static void notify(struct exchange *x)
@@ -888,11 +940,30 @@ int exchange_learner_start(struct exchange *x, float *params)
 }
 
 /* d = b − w, then b = w: the answered progress leaves the base;
- * separate arrays, so the loop vectorises */
+ * separate arrays, so the loop vectorises. d (the outbox slot) is
+ * written with streaming stores where the CPU has them: nothing reads
+ * it back here, and a plain store would first read each line of it. */
 static void delta(float *restrict d, float *restrict b,
 		  const float *restrict w, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
+	size_t i = 0;
+
+#ifdef __SSE2__
+	for (; i < n && ((uintptr_t)(d + i) & 15); i++) {
+		d[i] = b[i] - w[i];
+		b[i] = w[i];
+	}
+	for (; i + 4 <= n; i += 4) {
+		__m128 bv = _mm_loadu_ps(b + i), wv = _mm_loadu_ps(w + i);
+
+		_mm_stream_ps(d + i, _mm_sub_ps(bv, wv));
+		_mm_storeu_ps(b + i, wv);
+	}
+	/* streaming stores are weakly ordered: done before the slot's
+	 * sequence counter says so */
+	_mm_sfence();
+#endif
+	for (; i < n; i++) {
 		d[i] = b[i] - w[i];
 		b[i] = w[i];
 	}
@@ -902,10 +973,13 @@ static void delta(float *restrict d, float *restrict b,
  * Answers round on fragment p with Δ = base − θ and the counters since
  * the base, then moves the base to θ and zeroes the counters: no step is
  * in two answers (docs/design.md §3, Learner). The outbox slot is written
- * before the base moves, under its sequence counter.
+ * before the base moves, under its sequence counter. 0 = not now: the
+ * sidecar is still sending the generation in that slot (docs/exchange.md,
+ * Answers sent from the region); the pull stays pending, the steps count
+ * on, and a later poll answers it.
  */
-static void serve_pull(struct exchange *x, int p, uint64_t round,
-		       const float *params, uint64_t step)
+static int serve_pull(struct exchange *x, int p, uint64_t round,
+		      const float *params, uint64_t step)
 {
 	const struct frag_table *ft = x->ft;
 	const struct fragment *fr = &ft->frags[p];
@@ -915,6 +989,13 @@ static void serve_pull(struct exchange *x, int p, uint64_t round,
 	float *d = slot_data(s);
 	size_t k = 0;
 
+	/* after our publication of gen − 1 (sequentially consistent, as
+	 * the sidecar's hold and its look at out_gen) */
+	if (gen > 2 && __atomic_load_n(&x->f[p].out_hold[gen & 1],
+				       __ATOMIC_SEQ_CST) == gen - 2) {
+		COUNT(x, pulls_held);
+		return 0;
+	}
 	slot_begin(s);
 	STORER(&s->gen, gen);
 	STORER(&s->version, round);
@@ -934,13 +1015,14 @@ static void serve_pull(struct exchange *x, int p, uint64_t round,
 	slot_end(s);
 	x->out_gen[p] = gen;
 	x->served[p] = round;
-	STORE(&x->f[p].out_gen, gen);
+	__atomic_store_n(&x->f[p].out_gen, gen, __ATOMIC_SEQ_CST);
 	STORE(&x->f[p].pull_served, round);
 	if (x->answered[p])
 		COUNT(x, pulls_before_update);
 	x->answered[p] = 1;
 	x->steps[p] = x->tokens[p] = 0;
 	COUNT(x, pulls_served);
+	return 1;
 }
 
 void exchange_poll(struct exchange *x, float *params,
@@ -960,10 +1042,8 @@ void exchange_poll(struct exchange *x, float *params,
 	for (int p = 0; p < x->nfrags; p++) {
 		uint64_t r = LOAD(&x->f[p].pull_round);
 
-		if (r && r != x->served[p]) {
-			serve_pull(x, p, r, params, st->step);
-			served++;
-		}
+		if (r && r != x->served[p])
+			served += serve_pull(x, p, r, params, st->step);
 	}
 	if (!(alpha >= 0.0 && alpha < 1.0)) {
 		/* the sidecar's word: it repairs it, we count what we saw */
@@ -1078,6 +1158,39 @@ void exchange_post_pull(struct exchange *x, int p, uint64_t round)
 	COUNT(x, pulls_posted);
 }
 
+/* Takes outbox generation gen of p, read into m, as the answer a; 0 when
+ * it is impossible (counted, passed over). */
+static int take(struct exchange *x, int p, uint64_t gen,
+		const struct xslot *m, struct exchange_answer *a)
+{
+	/* generations only grow, and no answer has more steps since its
+	 * base than the learner made in all: else the box is corrupt, and
+	 * it is passed over (the learner's next answer is taken) */
+	if (gen < x->taken[p] || gen - x->taken[p] > MAX_GEN_JUMP ||
+	    m->steps > m->step) {
+		COUNT(x, corrupt_boxes);
+		note(x, "exchange: '%s': outbox of fragment %d has generation "
+			 "%llu after %llu, steps %llu at step %llu; ignored",
+			 x->path, p, (unsigned long long)gen,
+			 (unsigned long long)x->taken[p],
+			 (unsigned long long)m->steps,
+			 (unsigned long long)m->step);
+		x->taken[p] = gen;
+		return 0;
+	}
+	if (gen > x->taken[p] + 1)
+		__atomic_add_fetch(&x->c.answers_lost, gen - x->taken[p] - 1,
+				   __ATOMIC_RELAXED);
+	x->taken[p] = gen;
+	a->round = m->version;
+	a->base_version = m->base_version;
+	a->steps = m->steps;
+	a->tokens = m->tokens;
+	a->step = m->step;
+	COUNT(x, answers_taken);
+	return 1;
+}
+
 int exchange_take_answer(struct exchange *x, int p, struct exchange_answer *a,
 			 float *buf)
 {
@@ -1086,32 +1199,86 @@ int exchange_take_answer(struct exchange *x, int p, struct exchange_answer *a,
 
 	if (box_read(x, p, 1, x->taken[p], &gen, &m, buf, 1) != 1)
 		return 0;
-	/* generations only grow, and no answer has more steps since its
-	 * base than the learner made in all: else the box is corrupt, and
-	 * it is passed over (the learner's next answer is taken) */
-	if (gen < x->taken[p] || gen - x->taken[p] > MAX_GEN_JUMP ||
-	    m.steps > m.step) {
-		COUNT(x, corrupt_boxes);
-		note(x, "exchange: '%s': outbox of fragment %d has generation "
-			 "%llu after %llu, steps %llu at step %llu; ignored",
-			 x->path, p, (unsigned long long)gen,
-			 (unsigned long long)x->taken[p],
-			 (unsigned long long)m.steps,
-			 (unsigned long long)m.step);
-		x->taken[p] = gen;
-		return 0;
+	return take(x, p, gen, &m, a);
+}
+
+static void hold_set(struct exchange_hold *h, uint64_t gen)
+{
+	struct exchange *x = h->x;
+
+	pthread_mutex_lock(&x->mu);
+	__atomic_store_n(&h->gen, gen, __ATOMIC_RELAXED);
+	__atomic_store_n(&x->f[h->p].out_hold[h->k], gen, __ATOMIC_SEQ_CST);
+	pthread_mutex_unlock(&x->mu);
+}
+
+void exchange_release(struct exchange_hold *h)
+{
+	struct exchange *x = h->x;
+
+	hold_set(h, 0);
+	exchange_unref(x);
+}
+
+int exchange_hold_answer(struct exchange *x, int p, struct exchange_answer *a,
+			 const float **vals, struct exchange_hold **hold)
+{
+	struct exchange_stats st;
+
+	*vals = NULL;
+	*hold = NULL;
+	/* a learner of an older build writes over a slot being sent */
+	if (exchange_read_stats(x, &st) || !st.incarnation ||
+	    LOAD(&x->h->hold_incarnation) != st.incarnation)
+		return -1;
+	for (int tries = 0; tries < READ_TRIES; tries++) {
+		uint64_t g = LOAD(&x->f[p].out_gen), s1;
+		struct exchange_hold *h;
+		struct xslot *s, m;
+
+		if (g == x->taken[p] || g == 0)
+			return 0;
+		h = &x->holds[2 * p + (g & 1)];
+		if (__atomic_load_n(&h->gen, __ATOMIC_RELAXED))
+			return 0;   /* held still: the learner cannot have
+				     * written g there (a corrupt word) */
+		hold_set(h, g);
+		/* the learner had not published g + 1 when the hold was
+		 * set: it sees the hold before it writes g + 2 here */
+		if (__atomic_load_n(&x->f[p].out_gen, __ATOMIC_SEQ_CST) != g) {
+			hold_set(h, 0);
+			COUNT(x, torn_reads);
+			continue;
+		}
+		s = slot_at(x, p, 1, g);
+		s1 = LOAD(&s->seq);
+		m.gen = LOADR(&s->gen);
+		m.version = LOADR(&s->version);
+		m.base_version = LOADR(&s->base_version);
+		m.steps = LOADR(&s->steps);
+		m.tokens = LOADR(&s->tokens);
+		m.step = LOADR(&s->step);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if ((s1 & 1) || LOADR(&s->seq) != s1 || m.gen != g) {
+			hold_set(h, 0);
+			COUNT(x, torn_reads);
+			continue;
+		}
+		if (!take(x, p, g, &m, a)) {
+			hold_set(h, 0);
+			return 0;
+		}
+		if (!m.steps) {
+			hold_set(h, 0);   /* nothing to send from it */
+			return 1;
+		}
+		__atomic_add_fetch(&x->refs, 1, __ATOMIC_ACQ_REL);
+		COUNT(x, answers_held);
+		*vals = slot_data(s);
+		*hold = h;
+		return 1;
 	}
-	if (gen > x->taken[p] + 1)
-		__atomic_add_fetch(&x->c.answers_lost, gen - x->taken[p] - 1,
-				   __ATOMIC_RELAXED);
-	x->taken[p] = gen;
-	a->round = m.version;
-	a->base_version = m.base_version;
-	a->steps = m.steps;
-	a->tokens = m.tokens;
-	a->step = m.step;
-	COUNT(x, answers_taken);
-	return 1;
+	return 0;
 }
 
 int exchange_answer_ready(struct exchange *x, int p)

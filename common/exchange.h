@@ -26,10 +26,12 @@
  *             sidecar pid; the resume step under its own sequence counter
  *             (step, and the learner incarnation it is meant for; sidecar);
  *             an evaluator's last report under its own sequence counter
- *             (count, round, loss, tokens; learner side).
+ *             (count, round, loss, tokens; learner side); the
+ *             incarnation of a learner that keeps off held outbox slots.
  *   fragment: numel; inbox generation (sidecar) and applied generation
  *             (learner); pull round (sidecar) and served round (learner);
- *             outbox generation (learner).
+ *             outbox generation (learner); per outbox slot, the
+ *             generation the sidecar sends from it (sidecar).
  *   slot:     sequence counter (odd while being written), generation,
  *             version or round, base_version, steps, tokens (inbox: the
  *             job's tokens trained when the update was sent), step
@@ -46,8 +48,8 @@
  *
  * Learner side: exchange_learner_start once (takes every fragment from the
  * inbox), then exchange_poll once per step. Sidecar side: inbox
- * begin/commit for updates, exchange_post_pull, exchange_take_answer,
- * exchange_read_stats, exchange_set_done. The exchange knows nothing of
+ * begin/commit for updates, exchange_post_pull, exchange_take_answer or
+ * exchange_hold_answer, exchange_read_stats, exchange_set_done. The exchange knows nothing of
  * the network or the trainer: params is a flat float array cut by the
  * fragment table.
  */
@@ -209,6 +211,19 @@ struct exchange_answer {
  */
 int exchange_take_answer(struct exchange *x, int p, struct exchange_answer *a,
 			 float *buf);
+/*
+ * The same without the copy (docs/exchange.md, Answers sent from the
+ * region): 1 with *vals pointing at the answer's numel floats in the
+ * outbox slot, which the learner keeps off until exchange_release(*hold)
+ * (from any thread; the region stays mapped until then, even after
+ * exchange_close); *vals and *hold are NULL when the answer has no
+ * steps. 0 as exchange_take_answer; -1 when the learner is of a build
+ * that does not keep off a held slot: take a copy instead.
+ */
+struct exchange_hold;
+int exchange_hold_answer(struct exchange *x, int p, struct exchange_answer *a,
+			 const float **vals, struct exchange_hold **hold);
+void exchange_release(struct exchange_hold *hold);
 /* 1 when fragment p has an answer not taken yet (a cheap look). */
 int exchange_answer_ready(struct exchange *x, int p);
 
@@ -252,6 +267,10 @@ struct exchange_counters {
 	uint64_t pulls_served;         /* learner */
 	uint64_t pulls_before_update;  /* learner: a fragment answered again
 					* before an update was applied */
+	uint64_t pulls_held;           /* learner: a pull left for a later
+					* poll, its slot still being sent */
+	uint64_t answers_held;         /* sidecar: answers sent straight
+					* from the region */
 	uint64_t corrupt_headers;      /* both: a header or table word that
 					* was not what it must be: rewritten */
 	uint64_t corrupt_boxes;        /* both: a box whose generation or

@@ -61,7 +61,10 @@ struct sidecar *sidecar_new(const struct sidecar_opts *o, struct exchange *x,
 
 void sidecar_queue_free_entry(struct qanswer *q)
 {
-	free(q->payload);
+	if (q->hold)
+		exchange_release(q->hold);
+	else
+		free(q->payload);
 	free(q->r_before);
 	memset(q, 0, sizeof(*q));
 }
@@ -348,7 +351,8 @@ static void poison(struct sidecar *s, float *v, size_t n)
  */
 static void queue_answer(struct sidecar *s, int p,
 			 const struct exchange_answer *a, uint64_t epoch,
-			 enum payload_enc enc, double pulled_at, uint8_t *raw)
+			 enum payload_enc enc, double pulled_at, uint8_t *raw,
+			 struct exchange_hold *hold)
 {
 	size_t n = a->steps ? exchange_frag_numel(s->x, p) : 0;
 	size_t plen = enc_size(enc, n);
@@ -408,6 +412,7 @@ static void queue_answer(struct sidecar *s, int p,
 		.step = a->step,
 	});
 	q.payload = payload;
+	q.hold = hold;
 	q.plen = plen;
 	q.pulled_at = pulled_at;
 	pthread_mutex_lock(&s->mu);
@@ -436,20 +441,35 @@ int sidecar_collect(struct sidecar *s)
 		uint64_t epoch;
 		enum payload_enc enc;
 		uint8_t *raw = NULL;
+		struct exchange_hold *hold = NULL;
 		double at;
-		int ok;
+		int ok, rc = -1;
 
 		if (!exchange_answer_ready(s->x, p))
 			continue;
 		pthread_mutex_lock(&s->mu);
 		enc = s->enc;
 		pthread_mutex_unlock(&s->mu);
-		if (enc == ENC_F32 && F32_IS_NATIVE)
-			raw = malloc(exchange_frag_numel(s->x, p) * sizeof(float));
-		if (!exchange_take_answer(s->x, p, &a,
-					  raw ? (float *)raw : s->take_buf)) {
-			free(raw);
-			continue;
+		if (enc == ENC_F32 && F32_IS_NATIVE && !s->o.poison[0].count) {
+			/* sent straight from the outbox slot, no copy
+			 * (docs/exchange.md, Answers sent from the region) */
+			const float *v;
+
+			rc = exchange_hold_answer(s->x, p, &a, &v, &hold);
+			if (rc == 0)
+				continue;
+			raw = (uint8_t *)v;
+		}
+		if (rc < 0) {
+			if (enc == ENC_F32 && F32_IS_NATIVE)
+				raw = malloc(exchange_frag_numel(s->x, p) *
+					     sizeof(float));
+			if (!exchange_take_answer(s->x, p, &a,
+						  raw ? (float *)raw
+						      : s->take_buf)) {
+				free(raw);
+				continue;
+			}
 		}
 		pthread_mutex_lock(&s->mu);
 		/* only an answer to the Pull of this stream is worth sending,
@@ -462,14 +482,17 @@ int sidecar_collect(struct sidecar *s)
 			s->m.answers_dropped++;
 		pthread_mutex_unlock(&s->mu);
 		if (!ok) {
-			free(raw);
+			if (hold)
+				exchange_release(hold);
+			else
+				free(raw);
 			continue;
 		}
 		if (a.steps)
 			poison(s, raw ? (float *)raw : s->take_buf,
 			       exchange_frag_numel(s->x, p));
 		residual_check(s, enc);
-		queue_answer(s, p, &a, epoch, enc, at, raw);
+		queue_answer(s, p, &a, epoch, enc, at, raw, hold);
 		n++;
 	}
 	return n;
@@ -566,6 +589,9 @@ void sidecar_metrics_text(struct sidecar *s, struct buf *b)
 	prom_counter(b, S("answers_sent_total"), "answers sent", m.answers_sent);
 	prom_counter(b, S("answers_replaced_total"),
 		     "queued answers replaced by a newer one", m.answers_replaced);
+	prom_counter(b, S("answers_held_total"),
+		     "f32 answers sent straight from the shared region, "
+		     "without a copy", m.x.answers_held);
 	prom_counter(b, S("answers_dropped_total"),
 		     "answers for a stream that is gone", m.answers_dropped);
 	prom_counter(b, S("heartbeats_sent_total"), "heartbeats sent",

@@ -558,6 +558,11 @@ static int send_seed(struct client *cl, struct call *c)
 	return 1;
 }
 
+static void release_hold(void *hold)
+{
+	exchange_release(hold);
+}
+
 /* Sends the queued answer of the oldest round, if any. 1 = sent one. */
 static int send_answer(struct client *cl, struct call *c)
 {
@@ -580,9 +585,14 @@ static int send_answer(struct client *cl, struct call *c)
 		return 0;
 	free(q.r_before);   /* it leaves: its residual step stands */
 	sl[0] = grpc_slice_from_copied_buffer((const char *)q.hdr, q.hlen);
-	sl[1] = q.plen ? grpc_slice_new(q.payload, q.plen, free)
-		       : grpc_empty_slice();
-	if (!q.plen)
+	if (q.hold)   /* gRPC lets go of the outbox slot when it is sent */
+		sl[1] = grpc_slice_new_with_user_data(q.payload, q.plen,
+						      release_hold, q.hold);
+	else if (q.plen)
+		sl[1] = grpc_slice_new(q.payload, q.plen, free);
+	else
+		sl[1] = grpc_empty_slice();
+	if (!q.plen && !q.hold)
 		free(q.payload);
 	c->send_frag = best;
 	c->send_pulled_at = q.pulled_at;

@@ -16,7 +16,9 @@ struct qanswer {
 	uint64_t epoch, round;
 	uint8_t hdr[WIRE_ANSWER_HDR_MAX];
 	size_t hlen;
-	uint8_t *payload;        /* malloc'd; handed to gRPC when sent */
+	uint8_t *payload;        /* malloc'd, or the outbox slot held by
+				  * hold; handed to gRPC when sent */
+	struct exchange_hold *hold;   /* NULL: payload is malloc'd */
 	size_t plen;
 	double pulled_at;        /* clock_mono when the Pull arrived */
 	float *r_before;         /* the residual before this answer (NULL:

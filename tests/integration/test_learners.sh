@@ -114,6 +114,11 @@ for p in $SC0 $SC1 $SC2; do
 	wait_for 30 '[ "$(scmetric "$p" beat_heartbeats_sent_total)" -ge 1 ]' "heartbeats on a Beat"
 done
 wait_for 30 '[ "$(st .beat_streams)" -ge 3 ] && [ "$(st .beat_heartbeats)" -ge 3 ]' "three Beat calls taken"
+# f32 answers go to gRPC straight from the exchange's outbox slot
+# (docs/exchange.md, Answers sent from the region)
+for p in $SC0 $SC1 $SC2; do
+	wait_for 30 '[ "$(scmetric "$p" answers_held_total)" -ge 1 ]' "answers sent from the region"
+done
 
 # a sidecar for another model is refused and says so (exit 1)
 sed 's/channels: 32/channels: 16/' "$dir/job.yaml" > "$dir/other.yaml"

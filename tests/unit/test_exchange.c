@@ -324,6 +324,83 @@ static void an_answer_moves_the_base(void **state)
 }
 
 /*
+ * An answer sent from the region (docs/exchange.md, Answers sent from the
+ * region): while the sidecar holds generation g, the learner answers
+ * g + 1 into the other slot but leaves a pull that would write g + 2
+ * over g for a later poll, counting its steps on; released, the pull is
+ * answered with every step since g + 1. The region outlives a close
+ * while a slot is held.
+ */
+static void a_held_slot_is_kept(void **state)
+{
+	struct fx *f = *state;
+	struct exchange *ln, *sc;
+	struct exchange_poll_result res;
+	struct exchange_answer a;
+	struct exchange_counters c;
+	struct exchange_hold *h, *h2;
+	const float *v, *v2;
+	float params[SMALL_N], buf[8];
+
+	start_pair(f, &ln, &sc, params, 1.0f);
+	/* no stats from the learner yet: it may be of an older build */
+	assert_int_equal(exchange_hold_answer(sc, 0, &a, &v, &h), -1);
+	for (int i = 5; i < 11; i++)
+		params[i] += 0.5f;
+	pull_at(ln, sc, params, 0, 10, 1, &res);
+	assert_int_equal(res.served, 1);
+	assert_int_equal(exchange_hold_answer(sc, 0, &a, &v, &h), 1);
+	assert_non_null(h);
+	assert_int_equal(a.round, 10);
+	assert_int_equal(a.steps, 1);
+	for (int i = 0; i < 6; i++)
+		assert_exactly(v[i], -0.5f);
+	/* nothing newer to take */
+	assert_int_equal(exchange_hold_answer(sc, 0, &a, &v2, &h2), 0);
+	/* g + 1 goes to the other slot */
+	for (int i = 5; i < 11; i++)
+		params[i] += 0.25f;
+	pull_at(ln, sc, params, 0, 11, 2, &res);
+	assert_int_equal(res.served, 1);
+	assert_int_equal(exchange_take_answer(sc, 0, &a, buf), 1);
+	assert_int_equal(a.round, 11);
+	assert_exactly(buf[0], -0.25f);
+	/* g + 2 would go over the held g: not now, twice */
+	for (int i = 5; i < 11; i++)
+		params[i] += 0.125f;
+	pull_at(ln, sc, params, 0, 12, 3, &res);
+	assert_int_equal(res.served, 0);
+	for (int i = 5; i < 11; i++)
+		params[i] += 0.125f;
+	poll_at(ln, params, 4, &res);
+	assert_int_equal(res.served, 0);
+	exchange_counters(ln, &c);
+	assert_int_equal(c.pulls_held, 2);
+	assert_int_equal(c.pulls_served, 2);
+	for (int i = 0; i < 6; i++)
+		assert_exactly(v[i], -0.5f);
+	assert_int_equal(exchange_answer_ready(sc, 0), 0);
+	/* released: the next poll answers round 12 with steps 3 and 4 */
+	exchange_release(h);
+	poll_at(ln, params, 5, &res);
+	assert_int_equal(res.served, 1);
+	assert_int_equal(exchange_hold_answer(sc, 0, &a, &v, &h), 1);
+	assert_int_equal(a.round, 12);
+	assert_int_equal(a.steps, 3);
+	assert_int_equal(a.step, 5);
+	for (int i = 0; i < 6; i++)
+		assert_exactly(v[i], -0.25f);
+	exchange_counters(sc, &c);
+	assert_int_equal(c.answers_held, 2);
+	assert_int_equal(c.answers_taken, 3);
+	/* closed with a slot held: the values stay readable until released */
+	exchange_close(sc);
+	assert_exactly(v[5], -0.25f);
+	exchange_release(h);
+	exchange_close(ln);
+}
+
+/*
  * Mixing with α > 0 (docs/design.md §3, Learner): progress g trained
  * before an update and not answered yet is still reported afterwards, at
  * its α share: Δ = α·(−g) against the mixed base, with its steps and
@@ -639,6 +716,76 @@ static void concurrent_and_killed(void **state)
 	free(buf);
 }
 
+/* A whole answer of the learner_child: every value is its steps. */
+static int answer_whole(const struct exchange_answer *a, const float *v,
+			size_t n)
+{
+	return a->steps > 0 && all_equal(v, n) && v[0] == (float)a->steps;
+}
+
+/* Holds answers while a learner in another process, killed and restarted
+ * now and then, keeps answering pulls: a held answer stays whole and
+ * unchanged however many pulls come while it is held. (The learner is
+ * killed before any assertion.) */
+static void held_answers_stay_whole(void **state)
+{
+	struct fx *f = *state;
+	struct exchange *sc;
+	struct exchange_answer a;
+	size_t n = f->ft.frags[0].numel;
+	float *buf = malloc(n * sizeof(float));
+	uint64_t round = 0, held = 0, pulls_while_held = 0, bad = 0;
+	int status;
+
+	assert_int_equal(exchange_open(f->dir, EXCHANGE_SIDECAR, &f->ft, &sc,
+				       NULL), 0);
+	publish_const(sc, 0, 1, 0.0f);
+	publish_const(sc, 1, 1, 0.0f);
+	for (int life = 0; life < 3; life++) {
+		pid_t pid = fork();
+		double until;
+
+		assert_at_least(pid, 0);
+		if (pid == 0)
+			learner_child(f);
+		until = clock_mono() + 0.3;
+		while (clock_mono() < until && !bad) {
+			struct exchange_hold *h;
+			const float *v;
+			float first;
+			int rc;
+
+			exchange_post_pull(sc, 0, ++round);
+			exchange_wait(sc, 0.002);
+			rc = exchange_hold_answer(sc, 0, &a, &v, &h);
+			if (rc < 0 && exchange_take_answer(sc, 0, &a, buf))
+				bad += !answer_whole(&a, buf, n);
+			if (rc <= 0 || !h)
+				continue;
+			bad += !answer_whole(&a, v, n);
+			first = v[0];
+			/* pulls the learner would answer over this slot */
+			for (int k = 0; k < 4; k++) {
+				exchange_post_pull(sc, 0, ++round);
+				exchange_wait(sc, 0.002);
+				if (exchange_take_answer(sc, 0, &a, buf))
+					bad += !answer_whole(&a, buf, n);
+				pulls_while_held++;
+			}
+			bad += v[0] != first || !all_equal(v, n);
+			exchange_release(h);
+			held++;
+		}
+		kill(pid, SIGKILL);
+		assert_int_equal(waitpid(pid, &status, 0), pid);
+		assert_int_equal(bad, 0);
+	}
+	assert_greater(held, 10);
+	assert_greater(pulls_while_held, 40);
+	exchange_close(sc);
+	free(buf);
+}
+
 /* Learner in a child applying updates; exits 3 if it ever holds a
  * fragment that is not one whole version, or sees versions go back. */
 static void applying_child(struct fx *f)
@@ -731,6 +878,8 @@ static void concurrent_updates(void **state)
 #define F_NUMEL    0
 #define F_IN_GEN   8
 #define F_OUT_GEN  40
+#define F_OUT_HOLD 48
+#define H_HOLD_INC 192
 #define S_STEPS    32
 
 /* The region as a third party sees it: mapped by the test itself. */
@@ -1018,10 +1167,49 @@ static void attach_repairs_a_corrupted_header(void **state)
 	finish_mapped(ln, sc, &r);
 }
 
+/*
+ * A hold is only for a learner that keeps off held slots: one of an
+ * older build leaves the header's hold incarnation unset (0 here) and
+ * its answers are taken as copies. A sidecar that attaches again
+ * (restarted) holds nothing: the slots its predecessor held are free.
+ */
+static void holds_need_a_learner_that_keeps_off(void **state)
+{
+	struct fx *f = *state;
+	struct exchange *ln, *sc, *sc2;
+	struct exchange_poll_result res;
+	struct exchange_answer a;
+	struct exchange_hold *h;
+	struct region r;
+	const float *v;
+	float params[SMALL_N];
+
+	start_mapped(f, &ln, &sc, params, &r);
+	pull_at(ln, sc, params, 0, 10, 1, &res);
+	*word(&r, H_HOLD_INC) = 0;
+	assert_int_equal(exchange_hold_answer(sc, 0, &a, &v, &h), -1);
+	/* the learner's next check rewrites its word */
+	pull_at(ln, sc, params, 1, 11, 2, &res);
+	assert_int_equal(exchange_hold_answer(sc, 0, &a, &v, &h), 1);
+	assert_int_equal(a.round, 10);
+	assert_int_equal(*frag_word(&r, 0, F_OUT_HOLD + 8), 1);
+	/* a sidecar attaching again clears the hold of the one before */
+	assert_int_equal(exchange_open(f->dir, EXCHANGE_SIDECAR, &f->ft, &sc2,
+				       NULL), 0);
+	assert_int_equal(*frag_word(&r, 0, F_OUT_HOLD + 8), 0);
+	exchange_close(sc2);
+	exchange_release(h);
+	finish_mapped(ln, sc, &r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(conversation, setup_small, teardown),
+		cmocka_unit_test_setup_teardown(a_held_slot_is_kept, setup_small,
+						teardown),
+		cmocka_unit_test_setup_teardown(holds_need_a_learner_that_keeps_off,
+						setup_small, teardown),
 		cmocka_unit_test_setup_teardown(an_answer_moves_the_base, setup_small,
 						teardown),
 		cmocka_unit_test_setup_teardown(mixing_reports_the_alpha_share,
@@ -1035,6 +1223,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(sidecar_killed_mid_copy, setup_big,
 						teardown),
 		cmocka_unit_test_setup_teardown(concurrent_and_killed, setup_big,
+						teardown),
+		cmocka_unit_test_setup_teardown(held_answers_stay_whole, setup_big,
 						teardown),
 		cmocka_unit_test_setup_teardown(concurrent_updates, setup_big,
 						teardown),
