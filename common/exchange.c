@@ -1156,6 +1156,7 @@ void exchange_post_pull(struct exchange *x, int p, uint64_t round)
 	STORE(&x->f[p].pull_round, round);
 	pthread_mutex_unlock(&x->mu);
 	COUNT(x, pulls_posted);
+	notify(x);   /* a learner that waits answers at once */
 }
 
 /* Takes outbox generation gen of p, read into m, as the answer a; 0 when

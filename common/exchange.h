@@ -197,7 +197,8 @@ void exchange_inbox_commit_round(struct exchange *x, int p, uint64_t version,
 /* Newest version in the inbox of p (0: none). */
 uint64_t exchange_inbox_version(struct exchange *x, int p);
 
-/* Asks the learner to answer round on fragment p at its next step. */
+/* Asks the learner to answer round on fragment p at its next step, and
+ * wakes a learner waiting in exchange_wait. */
 void exchange_post_pull(struct exchange *x, int p, uint64_t round);
 
 struct exchange_answer {
