@@ -643,6 +643,29 @@ static void learner_child(struct fx *f)
 	_exit(0);
 }
 
+/* learner_child in a process of its own */
+static pid_t fork_learner(struct fx *f)
+{
+	pid_t pid = fork();
+
+	assert_at_least(pid, 0);
+	if (pid == 0)
+		learner_child(f);
+	return pid;
+}
+
+/* A sidecar side with both fragments published (zeros, version 1). */
+static struct exchange *published_sidecar(struct fx *f)
+{
+	struct exchange *sc;
+
+	assert_int_equal(exchange_open(f->dir, EXCHANGE_SIDECAR, &f->ft, &sc,
+				       NULL), 0);
+	publish_const(sc, 0, 1, 0.0f);
+	publish_const(sc, 1, 1, 0.0f);
+	return sc;
+}
+
 static void check_answer(const struct exchange_answer *a, const float *buf,
 			 size_t n)
 {
@@ -666,17 +689,11 @@ static void concurrent_and_killed(void **state)
 	int status;
 
 	rng_seed(&rng, 42);
-	assert_int_equal(exchange_open(f->dir, EXCHANGE_SIDECAR, &f->ft, &sc,
-				       NULL), 0);
-	publish_const(sc, 0, 1, 0.0f);
-	publish_const(sc, 1, 1, 0.0f);
+	sc = published_sidecar(f);
 	for (int life = 0; life < 4; life++) {
-		pid_t pid = fork();
+		pid_t pid = fork_learner(f);
 		double until;
 
-		assert_at_least(pid, 0);
-		if (pid == 0)
-			learner_child(f);
 		until = clock_mono() + 0.15 + 0.2 * rng_uniform(&rng);
 		while (clock_mono() < until) {
 			for (int p = 0; p < 2; p++) {
@@ -701,11 +718,8 @@ static void concurrent_and_killed(void **state)
 
 	/* the learner ends cleanly on done */
 	{
-		pid_t pid = fork();
+		pid_t pid = fork_learner(f);
 
-		assert_at_least(pid, 0);
-		if (pid == 0)
-			learner_child(f);
 		sleep_seconds(0.05);
 		exchange_set_done(sc, 1);
 		assert_int_equal(waitpid(pid, &status, 0), pid);
@@ -737,17 +751,11 @@ static void held_answers_stay_whole(void **state)
 	uint64_t round = 0, held = 0, pulls_while_held = 0, bad = 0;
 	int status;
 
-	assert_int_equal(exchange_open(f->dir, EXCHANGE_SIDECAR, &f->ft, &sc,
-				       NULL), 0);
-	publish_const(sc, 0, 1, 0.0f);
-	publish_const(sc, 1, 1, 0.0f);
+	sc = published_sidecar(f);
 	for (int life = 0; life < 3; life++) {
-		pid_t pid = fork();
+		pid_t pid = fork_learner(f);
 		double until;
 
-		assert_at_least(pid, 0);
-		if (pid == 0)
-			learner_child(f);
 		until = clock_mono() + 0.3;
 		while (clock_mono() < until && !bad) {
 			struct exchange_hold *h;
