@@ -49,9 +49,9 @@
  * Learner side: exchange_learner_start once (takes every fragment from the
  * inbox), then exchange_poll once per step. Sidecar side: inbox
  * begin/commit for updates, exchange_post_pull, exchange_take_answer or
- * exchange_hold_answer, exchange_read_stats, exchange_set_done. The exchange knows nothing of
- * the network or the trainer: params is a flat float array cut by the
- * fragment table.
+ * exchange_hold_answer, exchange_read_stats, exchange_set_done. The
+ * exchange knows nothing of the network or the trainer: params is a flat
+ * float array cut by the fragment table.
  */
 #ifndef DDILOCO_EXCHANGE_H
 #define DDILOCO_EXCHANGE_H
