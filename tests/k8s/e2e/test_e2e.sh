@@ -208,6 +208,10 @@ K -n "$NS" apply -f "$JOB_FILE" || fail "kubectl apply -f examples/e2e.yaml"
 declare -A uid gone_at joins_at joins_alive
 LOGF=$WORK/syncer-$JOB.log EPID=""
 joins_of() { grep -c "learner $1 joined" "$LOGF" 2>/dev/null; }
+# the syncer said the job is done: pods deleted from then on are the end's
+# cleanup, not kills (the operator deletes them before it writes the
+# phase, docs/k8s-testing.md)
+ended() { grep -q "syncer: job done" "$LOGF" 2>/dev/null; }
 kills_seen=0 rejoined=0 rejoin_sum=0 rejoin_max=0 t_first="" t_printed=0 pods_printed=""
 end=$(($(date +%s) + DEADLINE))
 while :; do
@@ -236,7 +240,7 @@ while :; do
 		[ -n "$name" ] || continue
 		i=${name##*-}
 		if [ -n "${uid[$i]:-}" ] && [ -z "${gone_at[$i]:-}" ] &&
-			{ [ "${uid[$i]}" != "$u" ] || [ "$del" != d= ]; }; then
+			{ [ "${uid[$i]}" != "$u" ] || [ "$del" != d= ]; } && ! ended; then
 			gone_at[$i]=$(now)   # terminating, or replaced between two looks
 			joins_at[$i]=${joins_alive[$i]:-0}
 			kills_seen=$((kills_seen + 1))
@@ -261,7 +265,7 @@ while :; do
 		jsonpath='{range .items[*]}{.metadata.name} {.metadata.uid} d={.metadata.deletionTimestamp} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' 2>/dev/null)
 	# a learner pod missing altogether
 	for i in 0 1 2 3; do
-		if [ -n "${uid[$i]:-}" ] && [ -z "${gone_at[$i]:-}" ] &&
+		if [ -n "${uid[$i]:-}" ] && [ -z "${gone_at[$i]:-}" ] && ! ended &&
 			! K -n "$NS" get pod $JOB-learner-$i >/dev/null 2>&1; then
 			gone_at[$i]=$(now)
 			joins_at[$i]=${joins_alive[$i]:-0}
