@@ -469,14 +469,23 @@ static int joined_count(const struct syncer *s)
 	return n;
 }
 
-/* Opens the uptime window the first time K learners are joined. */
+/*
+ * Opens the uptime window the first time K learners are joined with
+ * their learner process attached: a sidecar joins with incarnation 0
+ * while its learner is still starting, which is not the syncer's
+ * downtime (docs/syncer.md, Accounting). The heartbeats bring the
+ * incarnation.
+ */
 static void note_joined(struct syncer *s, double now)
 {
-	int n = joined_count(s);
+	int n = joined_count(s), attached = 0;
 
 	if (s->acc.uptime_start >= 0)
 		return;
-	if (n >= s->js->syncer.min_quorum) {
+	for (int i = 0; i < s->M; i++)
+		attached += s->learners[i].joined &&
+			    s->learners[i].incarnation != 0;
+	if (attached >= s->js->syncer.min_quorum) {
 		s->acc.uptime_start = core_elapsed(s, now);
 		s->acc.last_round_elapsed = s->acc.uptime_start;
 		gaplog_start(&s->gaps, s->acc.uptime_start, n);
@@ -1084,6 +1093,8 @@ int core_heartbeat(struct syncer *s, int learner,
 	audit_incarnation(&s->audit, learner, hb->incarnation);
 	syncer_round_progress(&s->rs, learner, hb->step, hb->step_time);
 	goodput_progress(s, learner, hb->step, now);
+	if (l->joined)
+		note_joined(s, now);
 	return 0;
 }
 

@@ -1003,6 +1003,40 @@ static void a_down_gap_is_logged_with_the_learners(void **state)
 	assert_float_equal(f->s->gaps.longest_absent, 3.5, 1e-9);
 }
 
+/*
+ * The uptime window opens when K learners are joined with their learner
+ * process attached: sidecars that join before their learners started
+ * (incarnation 0) do not open it; the heartbeat that brings the K-th
+ * incarnation does, at its time.
+ */
+static void uptime_starts_with_the_learner_processes(void **state)
+{
+	struct fx *f = *state;
+	struct round_action pulls[8];
+	uint64_t sizes[2], resume;
+
+	fx_start(f);
+	for (uint32_t id = 0; id < M; id++) {
+		struct wire_hello h = hello_of(f, id, sizes);
+
+		h.incarnation = 0;
+		assert_int_equal(core_hello_check(f->s, &h, NULL), CORE_JOIN_OK);
+		core_join(f->s, &h, f->now, &resume, pulls, 8);
+	}
+	assert_true(f->s->acc.uptime_start < 0);
+	f->now += 2.0;
+	core_heartbeat(f->s, 0, &(struct wire_heartbeat){ .incarnation = 5 },
+		       f->now);
+	assert_true(f->s->acc.uptime_start < 0);   /* 1 of K = 2 */
+	f->now += 1.0;
+	core_heartbeat(f->s, 2, &(struct wire_heartbeat){ .incarnation = 6 },
+		       f->now);
+	assert_true(f->s->acc.uptime_start >= 0);
+	assert_float_equal(f->s->acc.uptime_start, core_elapsed(f->s, f->now),
+			   1e-9);
+	assert_float_equal(core_uptime(f->s, f->now), 1.0, 1e-12);
+}
+
 /* One round of fragment 1 or 0 answered by learners 0 and 1 and merged. */
 static void one_round(struct fx *f, uint64_t *hb, struct core_merged *mg)
 {
@@ -1808,6 +1842,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(heartbeats_beyond_the_bounds_are_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(one_answer_share_is_capped, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_down_gap_is_logged_with_the_learners, setup, teardown),
+		cmocka_unit_test_setup_teardown(uptime_starts_with_the_learner_processes, setup, teardown),
 		cmocka_unit_test_setup_teardown(checkpoints_that_fail_are_shown_and_retried, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_step_that_overflows_is_not_applied, setup, teardown),
 		cmocka_unit_test_setup_teardown(answers_far_beyond_the_model_are_refused, setup, teardown),
