@@ -210,6 +210,18 @@ static void slot_end(struct xslot *s)
 	STORE(&s->seq, LOADR(&s->seq) + 1);
 }
 
+/* A slot's header words into m (inside the reader's sequence check). */
+static void slot_meta(const struct xslot *s, struct xslot *m)
+{
+	m->gen = LOADR(&s->gen);
+	m->version = LOADR(&s->version);
+	m->base_version = LOADR(&s->base_version);
+	m->steps = LOADR(&s->steps);
+	m->tokens = LOADR(&s->tokens);
+	m->step = LOADR(&s->step);
+	m->flags = LOADR(&s->flags);
+}
+
 /*
  * Copies generation *gen of a box (meta into m, data into buf when
  * want_data). 1 = copied, 0 = nothing newer than seen, -1 = kept racing
@@ -237,13 +249,7 @@ static int box_read(struct exchange *x, int p, int box, uint64_t seen,
 			mismatch = 0;
 			continue;
 		}
-		m->gen = LOADR(&s->gen);
-		m->version = LOADR(&s->version);
-		m->base_version = LOADR(&s->base_version);
-		m->steps = LOADR(&s->steps);
-		m->tokens = LOADR(&s->tokens);
-		m->step = LOADR(&s->step);
-		m->flags = LOADR(&s->flags);
+		slot_meta(s, m);
 		if (want_data && (box == 0 || m->steps > 0))
 			memcpy(buf, slot_data(s), numel * sizeof(float));
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
@@ -943,16 +949,26 @@ int exchange_learner_start(struct exchange *x, float *params)
  * separate arrays, so the loop vectorises. d (the outbox slot) is
  * written with streaming stores where the CPU has them: nothing reads
  * it back here, and a plain store would first read each line of it. */
+static void delta_plain(float *restrict d, float *restrict b,
+			const float *restrict w, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		d[i] = b[i] - w[i];
+		b[i] = w[i];
+	}
+}
+
 static void delta(float *restrict d, float *restrict b,
 		  const float *restrict w, size_t n)
 {
 	size_t i = 0;
 
 #ifdef __SSE2__
-	for (; i < n && ((uintptr_t)(d + i) & 15); i++) {
-		d[i] = b[i] - w[i];
-		b[i] = w[i];
-	}
+	/* up to d's first 16-byte boundary, then 4 at a time */
+	i = (16 - ((uintptr_t)d & 15)) / sizeof(float) % 4;
+	if (i > n)
+		i = n;
+	delta_plain(d, b, w, i);
 	for (; i + 4 <= n; i += 4) {
 		__m128 bv = _mm_loadu_ps(b + i), wv = _mm_loadu_ps(w + i);
 
@@ -963,10 +979,7 @@ static void delta(float *restrict d, float *restrict b,
 	 * sequence counter says so */
 	_mm_sfence();
 #endif
-	for (; i < n; i++) {
-		d[i] = b[i] - w[i];
-		b[i] = w[i];
-	}
+	delta_plain(d + i, b + i, w + i, n - i);
 }
 
 /*
@@ -1253,12 +1266,7 @@ int exchange_hold_answer(struct exchange *x, int p, struct exchange_answer *a,
 		}
 		s = slot_at(x, p, 1, g);
 		s1 = LOAD(&s->seq);
-		m.gen = LOADR(&s->gen);
-		m.version = LOADR(&s->version);
-		m.base_version = LOADR(&s->base_version);
-		m.steps = LOADR(&s->steps);
-		m.tokens = LOADR(&s->tokens);
-		m.step = LOADR(&s->step);
+		slot_meta(s, &m);
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		if ((s1 & 1) || LOADR(&s->seq) != s1 || m.gen != g) {
 			hold_set(h, 0);

@@ -59,12 +59,18 @@ struct sidecar *sidecar_new(const struct sidecar_opts *o, struct exchange *x,
 	return s;
 }
 
+/* An answer's payload given back: its outbox slot, or its buffer. */
+static void payload_free(uint8_t *payload, struct exchange_hold *hold)
+{
+	if (hold)
+		exchange_release(hold);
+	else
+		free(payload);
+}
+
 void sidecar_queue_free_entry(struct qanswer *q)
 {
-	if (q->hold)
-		exchange_release(q->hold);
-	else
-		free(q->payload);
+	payload_free(q->payload, q->hold);
 	free(q->r_before);
 	memset(q, 0, sizeof(*q));
 }
@@ -482,10 +488,7 @@ int sidecar_collect(struct sidecar *s)
 			s->m.answers_dropped++;
 		pthread_mutex_unlock(&s->mu);
 		if (!ok) {
-			if (hold)
-				exchange_release(hold);
-			else
-				free(raw);
+			payload_free(raw, hold);
 			continue;
 		}
 		if (a.steps)

@@ -79,7 +79,7 @@
  * ahead, all of it in front of the ack of our next ping */
 #define LOOKAHEAD (8 << 20)
 
-enum tag_kind { T_START, T_RECV, T_SEND, T_STATUS, T_KICK };
+enum tag_kind { T_START, T_RECV, T_SEND, T_STATUS };
 
 struct call;
 
@@ -125,7 +125,8 @@ struct client {
 	int done, refused;
 	struct err refusal;
 	struct rng rng;
-	struct tag t_kick;       /* wakes the loop (kick) */
+	char kick;               /* its address: the tag that only wakes
+				  * the loop (kick) */
 };
 
 static gpr_timespec after_ms(int ms)
@@ -586,15 +587,15 @@ static int send_answer(struct client *cl, struct call *c)
 		return 0;
 	free(q.r_before);   /* it leaves: its residual step stands */
 	sl[0] = grpc_slice_from_copied_buffer((const char *)q.hdr, q.hlen);
-	if (q.hold)   /* gRPC lets go of the outbox slot when it is sent */
+	if (q.hold) {   /* gRPC lets go of the outbox slot when it is sent */
 		sl[1] = grpc_slice_new_with_user_data(q.payload, q.plen,
 						      release_hold, q.hold);
-	else if (q.plen)
+	} else if (q.plen) {
 		sl[1] = grpc_slice_new(q.payload, q.plen, free);
-	else
+	} else {
 		sl[1] = grpc_empty_slice();
-	if (!q.plen && !q.hold)
 		free(q.payload);
+	}
 	c->send_frag = best;
 	c->send_pulled_at = q.pulled_at;
 	if (send_bytes(c, sl, 2, q.hlen + q.plen))
@@ -879,10 +880,11 @@ static void on_status(struct client *cl, struct call *c)
 static void on_event(struct client *cl, grpc_event ev)
 {
 	struct tag *t = ev.tag;
-	struct call *c = t->c;
+	struct call *c;
 
-	if (t->kind == T_KICK)
+	if (ev.tag == &cl->kick)
 		return;   /* only woke the loop */
+	c = t->c;
 	c->pending--;
 	switch (t->kind) {
 	case T_START:
@@ -897,8 +899,6 @@ static void on_event(struct client *cl, grpc_event ev)
 		break;
 	case T_STATUS:
 		on_status(cl, c);
-		break;
-	case T_KICK:
 		break;
 	}
 	reap(cl, c);
@@ -915,7 +915,7 @@ static void kick(struct client *cl)
 {
 	grpc_channel_watch_connectivity_state(
 		cl->ch, grpc_channel_check_connectivity_state(cl->ch, 0),
-		gpr_inf_past(GPR_CLOCK_MONOTONIC), cl->cq, &cl->t_kick);
+		gpr_inf_past(GPR_CLOCK_MONOTONIC), cl->cq, &cl->kick);
 }
 
 static void *bridge_main(void *arg)
@@ -956,7 +956,6 @@ int sidecar_run(struct sidecar *s, const volatile sig_atomic_t *stop,
 	rng_seed(&cl.rng, (uint64_t)getpid() ^ (uint64_t)(clock_wall() * 1e6));
 	cl.cq = grpc_completion_queue_create_for_next(NULL);
 	cl.ch = make_channel(s->o.target, s->o.tls, 0);
-	cl.t_kick.kind = T_KICK;
 	s->stop = 0;
 	/* the channel and the queue outlive the bridge (joined first) */
 	if (pthread_create(&bridge, NULL, bridge_main, &cl)) {

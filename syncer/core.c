@@ -460,13 +460,21 @@ static double expected_gap(const struct syncer *s)
 	return b > 1.0 ? b : 1.0;
 }
 
-static int joined_count(const struct syncer *s)
+/* Learners joined; with attached, only those whose learner process is
+ * known (its incarnation: a sidecar joins with 0 before it). */
+static int count_joined(const struct syncer *s, int attached)
 {
 	int n = 0;
 
 	for (int i = 0; i < s->M; i++)
-		n += s->learners[i].joined;
+		n += s->learners[i].joined &&
+		     (!attached || s->learners[i].incarnation != 0);
 	return n;
+}
+
+static int joined_count(const struct syncer *s)
+{
+	return count_joined(s, 0);
 }
 
 /*
@@ -478,14 +486,11 @@ static int joined_count(const struct syncer *s)
  */
 static void note_joined(struct syncer *s, double now)
 {
-	int n = joined_count(s), attached = 0;
+	int n = joined_count(s);
 
 	if (s->acc.uptime_start >= 0)
 		return;
-	for (int i = 0; i < s->M; i++)
-		attached += s->learners[i].joined &&
-			    s->learners[i].incarnation != 0;
-	if (attached >= s->js->syncer.min_quorum) {
+	if (count_joined(s, 1) >= s->js->syncer.min_quorum) {
 		s->acc.uptime_start = core_elapsed(s, now);
 		s->acc.last_round_elapsed = s->acc.uptime_start;
 		gaplog_start(&s->gaps, s->acc.uptime_start, n);
