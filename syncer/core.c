@@ -54,13 +54,15 @@ static int build_layout(struct syncer *s, struct err *e)
 
 	s->frag_off = calloc((size_t)s->P + 1, sizeof(*s->frag_off));
 	s->segs = calloc((size_t)s->P, sizeof(*s->segs));
-	if (!s->frag_off || !s->segs)
+	s->frag_share = calloc((size_t)s->P, sizeof(*s->frag_share));
+	if (!s->frag_off || !s->segs || !s->frag_share)
 		return err_set(e, "syncer: out of memory");
 	for (int p = 0; p < s->P; p++) {
 		const struct fragment *f = &ft->frags[p];
 		size_t in = 0;
 
 		s->frag_off[p] = off;
+		s->frag_share[p] = (double)f->numel / (double)s->nparams;
 		s->segs[p] = calloc((size_t)f->ntensors, sizeof(**s->segs));
 		if (!s->segs[p])
 			return err_set(e, "syncer: out of memory");
@@ -389,14 +391,16 @@ int core_init(struct syncer *s, const struct syncer_params *p, double now,
 	};
 	if (syncer_round_init(&s->rs, &rc, started, s->acc.rounds_completed, e))
 		return -1;
-	if (goodput_init(s, core_elapsed(s, now)))
+	if (goodput_init(&s->gp, s->M, s->P, s->frag_share,
+			 core_elapsed(s, now), s->acc.compute_merged))
 		return err_set(e, "syncer: out of memory");
 	if (s->acc.done) {
 		s->done = 1;
 		s->done_elapsed = s->acc.elapsed;
 		s->rs.stopped = 1;
+		goodput_stop(&s->gp);
 	}
-	eval_remote_init(s);
+	eval_remote_init(&s->evr, s->rs.completed, s->acc.tokens_trained);
 	if (p->eval) {
 		if (pthread_create(&s->ev.thread, NULL, eval_main, s))
 			return err_set(e, "syncer: cannot start the evaluation thread");
@@ -411,11 +415,12 @@ void core_release(struct syncer *s)
 	for (int slot = 0; s->answers && slot < s->rs.cfg.overlap; slot++)
 		free_answers(s, slot);
 	syncer_round_release(&s->rs);
-	goodput_release(s);
+	goodput_release(&s->gp);
 	for (int q = 0; s->segs && q < s->P; q++)
 		free(s->segs[q]);
 	free(s->segs);
 	free(s->frag_off);
+	free(s->frag_share);
 	free(s->theta);
 	free(s->mom);
 	free(s->in);
@@ -515,10 +520,7 @@ double core_goodput(const struct syncer *s, double now)
 {
 	double E = core_elapsed(s, now);
 
-	if (!(E > 0) || s->M < 1)
-		return 0.0;
-	return fmin(1.0, (s->gp.merged_base + goodput_merged_seconds(s)) /
-			 (s->M * E));
+	return goodput_ratio(&s->gp, E, syncer_round_step_time(&s->rs));
 }
 
 int core_checkpoint(struct syncer *s, double now, struct err *e)
@@ -534,7 +536,9 @@ int core_checkpoint(struct syncer *s, double now, struct err *e)
 	c.rounds_started = s->rs.started;
 	c.rounds_completed = s->rs.completed;
 	c.elapsed = core_elapsed(s, now);
-	c.compute_merged = s->gp.merged_base + goodput_merged_seconds(s);
+	c.compute_merged = s->gp.merged_base +
+			   goodput_merged_seconds(&s->gp,
+						  syncer_round_step_time(&s->rs));
 	c.wall_time = clock_wall();
 	c.done = (uint32_t)s->done;
 	if (syncer_ckpt_save(s->prm->ckpt_dir, &c, 3, path, sizeof(path), &le)) {
@@ -773,7 +777,7 @@ static void account_round(struct syncer *s, int slot, int p, int kept)
 			audit_merged(&s->audit, a->learner, p, a->incarnation,
 				     a->step, a->steps, a->base_version);
 		}
-		goodput_answer(s, a->learner, p, a->step, a->steps,
+		goodput_answer(&s->gp, a->learner, p, a->step, a->steps,
 			       merged ? GP_MERGED : GP_REFUSED);
 	}
 }
@@ -815,7 +819,7 @@ void core_merge(struct syncer *s, int slot, double now, struct core_merged *out)
 		kept = 0;
 	account_round(s, slot, p, kept);
 	close_round(s, slot, now, t);
-	eval_remote_merged(s, round);
+	eval_remote_merged(&s->evr, round, s->acc.tokens_trained);
 	log_debug("round %" PRIu64 " fragment %d: %d merged, version %" PRIu64,
 		  round, p, kept, s->versions[p]);
 	done = core_check_budget(s, now);
@@ -928,6 +932,43 @@ enum core_refusal core_hello_check(const struct syncer *s,
 	return core_model_check(s, h, e);
 }
 
+enum core_refusal core_evaluator_join(struct syncer *s,
+				     const struct wire_hello *h, struct err *e)
+{
+	enum core_refusal rc;
+
+	if (s->js->model.kind != MODEL_EXTERNAL)
+		return err_set(e, "job '%s' has no evaluators: the syncer "
+			       "evaluates the reference GPT itself",
+			       s->js->name), CORE_JOIN_INVALID;
+	if (h->learner_id >= EVAL_REMOTE_MAX)
+		return eval_remote_join(&s->evr, h, e), CORE_JOIN_INVALID;
+	if ((rc = core_model_check(s, h, e)) != CORE_JOIN_OK)
+		return rc;
+	switch (eval_remote_join(&s->evr, h, e)) {
+	case 0:
+		return CORE_JOIN_OK;
+	case EVAL_REMOTE_FULL:
+		return CORE_JOIN_FULL;
+	default:
+		return CORE_JOIN_INVALID;
+	}
+}
+
+int core_evaluation(struct syncer *s, int id, const struct wire_evaluation *ev,
+		    double now, struct err *e)
+{
+	const struct syncer_ckpt *c = &s->acc;
+	uint64_t tokens = 0;
+
+	if (eval_remote_report(&s->evr, id, ev, c->nevals > 0,
+			       c->nevals ? c->evals[c->nevals - 1].round : 0,
+			       &tokens, e))
+		return -1;
+	core_eval_add(s, ev->round, tokens, ev->loss, core_elapsed(s, now));
+	return 0;
+}
+
 int core_join(struct syncer *s, const struct wire_hello *h, double now,
 	      uint64_t *resume, struct round_action *pulls, int max)
 {
@@ -949,7 +990,7 @@ int core_join(struct syncer *s, const struct wire_hello *h, double now,
 	audit_incarnation(&s->audit, id, h->incarnation);
 	l->joined = 1;
 	s->learners_connected++;
-	goodput_join(s, id, h->incarnation, r, now);
+	goodput_join(&s->gp, id, h->incarnation, r, now);
 	gaplog_learner(&s->gaps, +1, joined_count(s));
 	note_joined(s, now);
 	bounds_join(&s->bounds, id, r, now);
@@ -1097,7 +1138,7 @@ int core_heartbeat(struct syncer *s, int learner,
 	l->incarnation = hb->incarnation;
 	audit_incarnation(&s->audit, learner, hb->incarnation);
 	syncer_round_progress(&s->rs, learner, hb->step, hb->step_time);
-	goodput_progress(s, learner, hb->step, now);
+	goodput_progress(&s->gp, learner, hb->step, hb->step_time, now);
 	if (l->joined)
 		note_joined(s, now);
 	return 0;
@@ -1272,7 +1313,7 @@ enum core_verdict core_answer(struct syncer *s, int id,
 	if (a->step > l->step_max)
 		l->step_max = a->step;
 	syncer_round_progress(&s->rs, id, l->step, 0);
-	goodput_progress(s, id, l->step, now);
+	goodput_progress(&s->gp, id, l->step, 0, now);
 	/* decoded straight into its round's accumulator (outer.h), or aside
 	 * when it has no round here */
 	slot = slot_of(s, a->round);
@@ -1287,7 +1328,7 @@ enum core_verdict core_answer(struct syncer *s, int id,
 	if (v != ROUND_ACCEPTED || why) {
 		if (!why)
 			free(ans);
-		goodput_answer(s, id, p, a->step, a->steps,
+		goodput_answer(&s->gp, id, p, a->step, a->steps,
 			       v == ROUND_LATE ? GP_LATE : GP_REFUSED);
 		return not_queued(s, id, a, v, why);
 	}
@@ -1361,6 +1402,7 @@ int core_check_budget(struct syncer *s, double now)
 		}
 		s->done = 1;
 		s->rs.stopped = 1;
+		goodput_stop(&s->gp);
 		log_info("budget reached: round %" PRIu64 ", %" PRIu64
 			 " tokens trained", s->rs.completed, s->acc.tokens_trained);
 	}

@@ -19,12 +19,16 @@
  * module still knows the trained tokens of (the last EVAL_REMOTE_RING
  * merged rounds).
  *
- * The state lives in struct syncer (s->evr), changed on the run loop
- * under `mu` like the rest of the core.
+ * The state is its own (struct eval_remote); the core (core.c) checks a
+ * Hello's job and model as it does a learner's, hands this module what
+ * it must judge, and adds a report taken to the history itself
+ * (core_evaluator_join, core_evaluation). Changed on the run loop under
+ * `mu` like the rest of the core.
  */
 #ifndef DDILOCO_SYNCER_EVAL_REMOTE_H
 #define DDILOCO_SYNCER_EVAL_REMOTE_H
 
+#include <jansson.h>
 #include <stdint.h>
 
 #include "common/err.h"
@@ -32,7 +36,7 @@
 #define EVAL_REMOTE_MAX  4     /* evaluators connected at once */
 #define EVAL_REMOTE_RING 256   /* merged rounds whose tokens are kept */
 
-struct syncer;
+struct buf;
 struct wire_evaluation;
 struct wire_hello;
 
@@ -46,24 +50,34 @@ struct eval_remote {
 	int ring_n, ring_next;       /* entries held; where the next goes */
 };
 
-/* After core_init: the round the syncer starts at is known. */
-void eval_remote_init(struct syncer *s);
-/* Round `round` was merged (core_merge). */
-void eval_remote_merged(struct syncer *s, uint64_t round);
+/* The syncer starts at round `round` with `tokens` trained. */
+void eval_remote_init(struct eval_remote *r, uint64_t round, uint64_t tokens);
+/* Round `round` was merged with `tokens` trained (core_merge). */
+void eval_remote_merged(struct eval_remote *r, uint64_t round,
+			uint64_t tokens);
 /*
- * An evaluator's Hello (h->evaluator set): its index, job and model are
- * checked as a learner's are. CORE_JOIN_OK counts it connected; the
- * caller then sends it the Welcome and every fragment. CORE_JOIN_FULL
- * when EVAL_REMOTE_MAX are connected already.
+ * An evaluator's Hello (h->evaluator set) whose job and model the core
+ * found right: 0 counts it connected (the caller then sends it the
+ * Welcome and every fragment); EVAL_REMOTE_INVALID for an index out of
+ * range, EVAL_REMOTE_FULL when EVAL_REMOTE_MAX are connected already.
  */
-int eval_remote_join(struct syncer *s, const struct wire_hello *h,
+#define EVAL_REMOTE_INVALID (-1)
+#define EVAL_REMOTE_FULL    (-2)
+int eval_remote_join(struct eval_remote *r, const struct wire_hello *h,
 		     struct err *e);
 /* Its stream ended. */
-void eval_remote_leave(struct syncer *s, int id, const char *why);
-/* A report: 0 taken into the history, -1 refused (e, if not NULL, says
- * why; the log says it too). */
-int eval_remote_report(struct syncer *s, int id,
-		       const struct wire_evaluation *ev, double now,
-		       struct err *e);
+void eval_remote_leave(struct eval_remote *r, int id, const char *why);
+/*
+ * A report, against the newest evaluation in the history (its round,
+ * have_last 0 when there is none): 0 when it is taken, with the tokens
+ * trained as of its round in *tokens, for the caller to add to the
+ * history; -1 refused (e, if not NULL, says why; the log says it too).
+ */
+int eval_remote_report(struct eval_remote *r, int id,
+		       const struct wire_evaluation *ev, int have_last,
+		       uint64_t last_round, uint64_t *tokens, struct err *e);
+/* Its figures: "evaluators" of /status, and its Prometheus lines. */
+json_t *eval_remote_json(const struct eval_remote *r);
+void eval_remote_metrics(const struct eval_remote *r, struct buf *b);
 
 #endif

@@ -1,7 +1,8 @@
 /*
- * goodput: where the learners' time goes (see goodput.h).
+ * goodput: where the learners' time goes (see goodput.h). Its state is
+ * its own; it knows nothing of the syncer around it.
  */
-#include "syncer/syncer_int.h"
+#include "syncer/goodput.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -11,53 +12,50 @@
 /* the wall time per step is the learner's once it has this much of it */
 #define GP_MIN_ACTIVE_S 1.0
 
-int goodput_init(struct syncer *s, double start)
+int goodput_init(struct goodput *g, int M, int P, const double *share,
+		 double start, double merged_base)
 {
-	struct goodput *g = &s->gp;
-
-	g->f = calloc((size_t)s->M * (size_t)s->P, sizeof(*g->f));
-	g->l = calloc((size_t)s->M, sizeof(*g->l));
-	g->start = start;
-	g->merged_base = s->acc.compute_merged;
+	*g = (struct goodput){ .M = M, .P = P, .share = share, .start = start,
+			       .merged_base = merged_base };
+	g->f = calloc((size_t)M * (size_t)P, sizeof(*g->f));
+	g->l = calloc((size_t)M, sizeof(*g->l));
 	return g->f && g->l ? 0 : -1;
 }
 
-void goodput_release(struct syncer *s)
+void goodput_release(struct goodput *g)
 {
-	free(s->gp.f);
-	free(s->gp.l);
-	s->gp.f = NULL;
-	s->gp.l = NULL;
+	free(g->f);
+	free(g->l);
+	g->f = NULL;
+	g->l = NULL;
+}
+
+void goodput_stop(struct goodput *g)
+{
+	g->stopped = 1;
 }
 
 /* Wall seconds per step of learner l; before GP_MIN_ACTIVE_S of it, the
  * step time it reported, else ξ_step. */
-static double step_seconds(const struct syncer *s, const struct gp_learner *l)
+static double step_seconds(const struct gp_learner *l, double xi_step)
 {
-	double st = s->learners ? s->learners[l - s->gp.l].step_time : 0;
-
 	if (l->trained > 0 && l->active >= GP_MIN_ACTIVE_S)
 		return l->active / l->trained;
-	return st > 0 ? st : syncer_round_step_time(&s->rs);
+	return l->step_time > 0 ? l->step_time : xi_step;
 }
 
-static double share(const struct syncer *s, int p)
-{
-	return (double)s->ft->frags[p].numel / (double)s->nparams;
-}
-
-void goodput_join(struct syncer *s, int id, uint64_t incarnation,
+void goodput_join(struct goodput *g, int id, uint64_t incarnation,
 		  uint64_t resume, double now)
 {
-	struct gp_learner *l = &s->gp.l[id];
+	struct gp_learner *l = &g->l[id];
 
 	if (l->have && l->incarnation == incarnation)
 		return;   /* the same process again (its sidecar reconnected) */
-	for (int p = 0; p < s->P; p++) {
-		struct gp_frag *f = &s->gp.f[id * s->P + p];
+	for (int p = 0; p < g->P; p++) {
+		struct gp_frag *f = &g->f[id * g->P + p];
 
 		if (l->have && f->have && l->step > f->counted_to)
-			l->restarts += (l->step - f->counted_to) * share(s, p);
+			l->restarts += (l->step - f->counted_to) * g->share[p];
 		*f = (struct gp_frag){ .have = 1, .counted_to = (double)resume,
 				       .merged_to = (double)resume };
 	}
@@ -67,17 +65,20 @@ void goodput_join(struct syncer *s, int id, uint64_t incarnation,
 	l->t_rep = now;
 }
 
-void goodput_progress(struct syncer *s, int id, uint64_t step, double now)
+void goodput_progress(struct goodput *g, int id, uint64_t step,
+		      double step_time, double now)
 {
-	struct gp_learner *l = &s->gp.l[id];
+	struct gp_learner *l = &g->l[id];
 	double ds = (double)step - l->step, dt = now - l->t_rep;
 
-	if (!l->have || !(ds > 0) || s->done)
+	if (step_time > 0)
+		l->step_time = step_time;
+	if (!l->have || !(ds > 0) || g->stopped)
 		return;   /* the accounting ends with the job, as elapsed does */
 	if (l->t_rep >= 0 && dt >= 0 && dt <= GP_GAP_S)
 		l->active += dt;
-	else if (l->trained > 0)
-		l->active += ds * step_seconds(s, l);   /* after a gap: its pace */
+	else if (l->trained > 0)   /* after a gap: its pace */
+		l->active += ds * step_seconds(l, l->step_time);
 	l->trained += ds;
 	l->step = (double)step;
 	l->t_rep = now;
@@ -89,19 +90,19 @@ static double *bucket(struct gp_learner *l, enum gp_fate fate)
 							       : &l->merged;
 }
 
-void goodput_answer(struct syncer *s, int id, int p, uint64_t step,
+void goodput_answer(struct goodput *g, int id, int p, uint64_t step,
 		    uint64_t steps, enum gp_fate fate)
 {
 	struct gp_learner *l;
 	struct gp_frag *f;
 	double k, hi = (double)step, lo = hi - (double)steps, fresh;
 
-	if (id < 0 || id >= s->M || p < 0 || p >= s->P || !s->gp.l[id].have ||
-	    s->done)
+	if (id < 0 || id >= g->M || p < 0 || p >= g->P || !g->l[id].have ||
+	    g->stopped)
 		return;
-	l = &s->gp.l[id];
-	f = &s->gp.f[id * s->P + p];
-	k = share(s, p);
+	l = &g->l[id];
+	f = &g->f[id * g->P + p];
+	k = g->share[p];
 	if (lo > f->counted_to) {
 		l->overwritten += (lo - f->counted_to) * k;
 		f->counted_to = lo;
@@ -127,25 +128,34 @@ void goodput_answer(struct syncer *s, int id, int p, uint64_t step,
 	f->counted_to = fmax(f->counted_to, hi);
 }
 
-double goodput_merged_seconds(const struct syncer *s)
+double goodput_merged_seconds(const struct goodput *g, double xi_step)
 {
 	double t = 0;
 
-	for (int i = 0; i < s->M; i++)
-		t += s->gp.l[i].merged * step_seconds(s, &s->gp.l[i]);
+	for (int i = 0; i < g->M; i++)
+		t += g->l[i].merged * step_seconds(&g->l[i], xi_step);
 	return t;
 }
 
-void goodput_shares(const struct syncer *s, double now, struct gp_shares *out)
+double goodput_ratio(const struct goodput *g, double elapsed, double xi_step)
 {
-	double cap = s->M * (core_elapsed(s, now) - s->gp.start), trained = 0;
+	if (!(elapsed > 0) || g->M < 1)
+		return 0.0;
+	return fmin(1.0, (g->merged_base + goodput_merged_seconds(g, xi_step)) /
+			 (g->M * elapsed));
+}
+
+void goodput_shares(const struct goodput *g, double elapsed, double xi_step,
+		    struct gp_shares *out)
+{
+	double cap = g->M * (elapsed - g->start), trained = 0;
 
 	*out = (struct gp_shares){ .capacity = cap };
 	if (!(cap > 0))
 		return;
-	for (int i = 0; i < s->M; i++) {
-		const struct gp_learner *l = &s->gp.l[i];
-		double q = step_seconds(s, l) / cap;
+	for (int i = 0; i < g->M; i++) {
+		const struct gp_learner *l = &g->l[i];
+		double q = step_seconds(l, xi_step) / cap;
 
 		out->merged += l->merged * q;
 		out->late += l->late * q;

@@ -26,14 +26,15 @@
  * Shares are of capacity = M × the seconds since this syncer process
  * started; not_training = 1 − trained / capacity (learners starting,
  * down, or not yet joined); in_flight = trained and not yet in any
- * answer. goodput (core.c) is merged over M × elapsed.
+ * answer. goodput is merged over M × elapsed (goodput_ratio).
+ *
+ * The state is its own: the core (core.c) calls in with what it learnt,
+ * and writes nothing here but through these calls.
  */
 #ifndef DDILOCO_SYNCER_GOODPUT_H
 #define DDILOCO_SYNCER_GOODPUT_H
 
 #include <stdint.h>
-
-struct syncer;
 
 enum gp_fate { GP_MERGED, GP_LATE, GP_REFUSED };
 
@@ -52,13 +53,18 @@ struct gp_learner {
 	double active;               /* wall seconds in which steps moved */
 	double trained, merged, late, refused, overwritten, restarts;
 	double merged_again;
+	double step_time;            /* the step time it last reported */
 };
 
 struct goodput {
+	int M, P;
+	const double *share;         /* P: each fragment's share of the
+				      * parameters (the caller's) */
 	struct gp_frag *f;           /* M × P, learner-major */
 	struct gp_learner *l;        /* M */
 	double start;                /* elapsed when this process started */
 	double merged_base;          /* compute_merged when it started */
+	int stopped;                 /* the job is done: nothing counts */
 };
 
 /* Shares of capacity (see the head comment); capacity in learner-s. */
@@ -68,18 +74,34 @@ struct gp_shares {
 	double not_training, in_flight;
 };
 
-int goodput_init(struct syncer *s, double start);
-void goodput_release(struct syncer *s);
+/*
+ * M learners, P fragments whose shares of the parameters are share[]
+ * (kept by the caller for the goodput's life); start: the elapsed time
+ * when this process started, merged_base the learner-seconds merged
+ * before it (the checkpoint's).
+ */
+int goodput_init(struct goodput *g, int M, int P, const double *share,
+		 double start, double merged_base);
+void goodput_release(struct goodput *g);
+/* The job is done: from now on nothing is counted, as elapsed stops. */
+void goodput_stop(struct goodput *g);
 /* Learner id joined at now with this incarnation, resuming at `resume`. */
-void goodput_join(struct syncer *s, int id, uint64_t incarnation,
+void goodput_join(struct goodput *g, int id, uint64_t incarnation,
 		  uint64_t resume, double now);
-/* Learner id reported step (Heartbeat or Answer) at now. */
-void goodput_progress(struct syncer *s, int id, uint64_t step, double now);
+/* Learner id reported step (Heartbeat or Answer) at now; step_time > 0:
+ * the step time it reported with it. */
+void goodput_progress(struct goodput *g, int id, uint64_t step,
+		      double step_time, double now);
 /* Learner id's answer for fragment p, at step, with steps, had this fate. */
-void goodput_answer(struct syncer *s, int id, int p, uint64_t step,
+void goodput_answer(struct goodput *g, int id, int p, uint64_t step,
 		    uint64_t steps, enum gp_fate fate);
-void goodput_shares(const struct syncer *s, double now, struct gp_shares *out);
+/* The shares of capacity M × (elapsed − start); xi_step, the learners'
+ * step time, for a learner with no wall time of its own yet. */
+void goodput_shares(const struct goodput *g, double elapsed, double xi_step,
+		    struct gp_shares *out);
 /* Learner-seconds merged since this process started. */
-double goodput_merged_seconds(const struct syncer *s);
+double goodput_merged_seconds(const struct goodput *g, double xi_step);
+/* goodput = merged learner-seconds (with merged_base) over M × elapsed. */
+double goodput_ratio(const struct goodput *g, double elapsed, double xi_step);
 
 #endif

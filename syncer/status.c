@@ -43,7 +43,8 @@ static json_t *breakdown_json(const struct syncer *s, double now)
 {
 	struct gp_shares g;
 
-	goodput_shares(s, now, &g);
+	goodput_shares(&s->gp, core_elapsed(s, now),
+		       syncer_round_step_time(&s->rs), &g);
 	return json_pack("{sf sf sf sf sf sf sf sf sf}",
 		"learner_seconds", g.capacity, "merged", g.merged,
 		"late", g.late, "refused", g.refused,
@@ -150,10 +151,7 @@ static json_t *status_json(struct syncer *s, double now)
 	json_object_set_new(o, "learners_connected",
 			    json_integer(s->learners_connected));
 	/* evaluators of an external model (docs/syncer.md, Evaluators) */
-	json_object_set_new(o, "evaluators", json_pack("{si sI sI}",
-		"connected", s->evr.connected,
-		"evaluations", (json_int_t)s->evr.evaluations,
-		"refused", (json_int_t)s->evr.refused));
+	json_object_set_new(o, "evaluators", eval_remote_json(&s->evr));
 	json_object_set_new(o, "learners_total", json_integer(s->M));
 	json_object_set_new(o, "learners_stale", json_integer(stale_count(s)));
 	a = json_array();
@@ -304,13 +302,7 @@ static void metrics_text(struct syncer *s, double now, struct buf *b)
 	prom_gauge(b, M("learners_stale"), "Joined learners whose step stands "
 		   "still while they report: rounds do not wait for them.",
 		   stale_count(s));
-	prom_gauge(b, M("evaluators_connected"), "Evaluators with an open "
-		   "stream (docs/syncer.md, Evaluators).", s->evr.connected);
-	prom_counter(b, M("evaluations_total"), "Evaluators' reports taken "
-		     "into the eval history.", s->evr.evaluations);
-	prom_counter(b, M("evaluations_refused_total"), "Evaluators' reports "
-		     "refused: loss not finite, round not merged yet, or not "
-		     "newer than the last evaluation.", s->evr.refused);
+	eval_remote_metrics(&s->evr, b);
 	prom_counter(b, M("learners_stale_total"), "Times a learner was found "
 		     "stale, since the syncer process started.", s->stale_marked);
 	prom_family(b, M("learner_last_seen_seconds"), PROM_GAUGE,

@@ -362,7 +362,7 @@ static void detach_learner(struct conn *c, const char *why)
 	struct learner *l;
 
 	if (c->evaluator >= 0) {
-		eval_remote_leave(s, c->evaluator, why);
+		eval_remote_leave(&s->evr, c->evaluator, why);
 		c->evaluator = -1;
 	}
 	if (c->learner < 0)
@@ -619,7 +619,7 @@ static void on_evaluator_hello(struct conn *c, const struct wire_hello *h)
 
 	if (!cert_fits(c, h))
 		return;
-	if ((r = eval_remote_join(s, h, &e)) != CORE_JOIN_OK) {
+	if ((r = core_evaluator_join(s, h, &e)) != CORE_JOIN_OK) {
 		conn_close(c, refusal_code[r], "%s", e.msg);
 		return;
 	}
@@ -954,8 +954,8 @@ static void evaluator_message(struct conn *c, const struct wire_learner_msg *m,
 
 	switch (m->kind) {
 	case WIRE_EVALUATION:
-		eval_remote_report(c->sv->s, c->evaluator, &m->evaluation, now,
-				   &e);
+		core_evaluation(c->sv->s, c->evaluator, &m->evaluation, now,
+				&e);
 		break;
 	case WIRE_HEARTBEAT:
 		break;   /* it trains nothing: nothing to count */

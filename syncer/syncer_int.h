@@ -40,6 +40,7 @@
 
 struct conn;
 struct wire_answer;
+struct wire_evaluation;
 struct wire_heartbeat;
 struct wire_hello;
 
@@ -99,6 +100,7 @@ struct syncer {
 	int P, M;
 	size_t nparams;
 	size_t *frag_off;            /* fragment p starts at theta + frag_off[p] */
+	double *frag_share;          /* fragment p's share of the parameters */
 	struct outer_seg **segs;     /* per fragment, its tensors */
 	float *theta, *mom, *flat;
 	/* merge buffers, sized to the largest fragment (max_numel floats,
@@ -246,6 +248,14 @@ enum core_refusal core_model_check(const struct syncer *s,
 				   const struct wire_hello *h, struct err *e);
 enum core_refusal core_hello_check(const struct syncer *s,
 				   const struct wire_hello *h, struct err *e);
+/* An evaluator's Hello (eval_remote.h): the job's kind, its index, job
+ * and model checked as a learner's; CORE_JOIN_OK counts it connected. */
+enum core_refusal core_evaluator_join(struct syncer *s,
+				     const struct wire_hello *h, struct err *e);
+/* An evaluator's report: 0 taken into the history, -1 refused (e, if not
+ * NULL, says why). */
+int core_evaluation(struct syncer *s, int id, const struct wire_evaluation *ev,
+		    double now, struct err *e);
 /*
  * Joins learner h->learner_id (checked): its record, the step it resumes
  * at (*resume) and the Pulls of rounds in flight it must get, at most

@@ -68,7 +68,7 @@ static int join_evaluator(struct fx *f, uint32_t id, uint64_t fingerprint)
 	struct err e;
 
 	h.fingerprint = fingerprint;
-	return eval_remote_join(f->s, &h, &e);
+	return core_evaluator_join(f->s, &h, &e);
 }
 
 /* Learner id answers round/frag with every value v, one step of tokens. */
@@ -96,7 +96,7 @@ static int report(struct fx *f, uint64_t round, double loss)
 				      .tokens = 1000 };
 	struct err e;
 
-	return eval_remote_report(f->s, 0, &ev, f->now, &e);
+	return core_evaluation(f->s, 0, &ev, f->now, &e);
 }
 
 static char *http_get(struct fx *f, const char *path)
@@ -128,14 +128,14 @@ static void evaluators_are_not_learners(void **state)
 	assert_int_equal(f->s->learners_connected, 0);
 	/* one more is one too many; an id out of range, another model */
 	assert_int_equal(join_evaluator(f, 0, f->ft.fingerprint), CORE_JOIN_FULL);
-	eval_remote_leave(f->s, 3, "test");
+	eval_remote_leave(&f->s->evr, 3, "test");
 	assert_int_equal(join_evaluator(f, EVAL_REMOTE_MAX, f->ft.fingerprint),
 			 CORE_JOIN_INVALID);
 	assert_int_equal(join_evaluator(f, 3, f->ft.fingerprint ^ 1),
 			 CORE_JOIN_MISMATCH);
 	h = hello_of(f, 3, 1, sizes);
 	h.job = "other";
-	assert_int_equal(eval_remote_join(f->s, &h, &e), CORE_JOIN_MISMATCH);
+	assert_int_equal(core_evaluator_join(f->s, &h, &e), CORE_JOIN_MISMATCH);
 	assert_string_equal(e.msg, "evaluator 3 belongs to job 'other', this "
 			    "syncer to 'evr'");
 	/* the reference GPT is the syncer's to evaluate */
@@ -238,7 +238,7 @@ static void old_rounds_are_refused(void **state)
 	/* rounds 2, 4, ..., 2·RING + 10: rounds 12 and on are kept */
 	for (uint64_t r = 2; r <= 2 * EVAL_REMOTE_RING + 10; r += 2) {
 		f->s->acc.tokens_trained = 100 * r;
-		eval_remote_merged(f->s, r);
+		eval_remote_merged(&f->s->evr, r, f->s->acc.tokens_trained);
 	}
 	assert_int_equal(report(f, 1, 0.7), -1);
 	assert_int_equal(f->s->evr.refused, 1);

@@ -1,5 +1,5 @@
 /*
- * Where the learners' time goes (syncer/goodput.h), on a hand-made syncer:
+ * Where the learners' time goes (syncer/goodput.h), on its own state:
  * one learner, two fragments of half the parameters each, a step every
  * 0.1 s; answers merged, late, merged again over an unmerged one, merged
  * twice, and a restart. Each figure is checked against the steps it must
@@ -13,29 +13,23 @@
 #include <math.h>
 #include <string.h>
 
-#include "syncer/syncer_int.h"
+#include "syncer/goodput.h"
 
 #define near(a, b) assert_float_equal((double)(a), (double)(b), 1e-9)
 
 static void shares_add_up(void **state)
 {
-	static struct fragment frags[2] = { { .numel = 4 }, { .numel = 4 } };
-	struct frag_table ft = { .nfrags = 2, .frags = frags };
-	static struct syncer s;
+	static const double share[2] = { 0.5, 0.5 };
+	struct goodput s;
 	struct gp_shares g;
 	const struct gp_learner *l;
 
 	(void)state;
-	memset(&s, 0, sizeof(s));
-	s.M = 1;
-	s.P = 2;
-	s.nparams = 8;
-	s.ft = &ft;
-	assert_int_equal(goodput_init(&s, 0.0), 0);
-	l = &s.gp.l[0];
+	assert_int_equal(goodput_init(&s, 1, 2, share, 0.0, 0.0), 0);
+	l = &s.l[0];
 	goodput_join(&s, 0, 1, 0, 0.0);
 	for (int k = 1; k <= 10; k++)
-		goodput_progress(&s, 0, (uint64_t)k, 0.1 * k);
+		goodput_progress(&s, 0, (uint64_t)k, 0, 0.1 * k);
 	near(l->trained, 10);
 	near(l->active, 1.0);                   /* 0.1 s a step */
 
@@ -63,9 +57,7 @@ static void shares_add_up(void **state)
 	goodput_join(&s, 0, 2, 10, 1.0);
 	near(l->restarts, 0.5);
 
-	s.elapsed_base = 0;
-	s.t0 = 0;
-	goodput_shares(&s, 2.0, &g);            /* capacity 1 × 2 s */
+	goodput_shares(&s, 2.0, 0, &g);           /* capacity 1 × 2 s */
 	near(g.capacity, 2.0);
 	near(g.merged, 8.5 * 0.1 / 2);
 	near(g.late, 0);
@@ -76,7 +68,14 @@ static void shares_add_up(void **state)
 	near(g.not_training, 0.5);
 	near(g.merged + g.late + g.refused + g.overwritten + g.restarts +
 	     g.in_flight + g.not_training, 1.0);
-	near(goodput_merged_seconds(&s), 0.85);
+	near(goodput_merged_seconds(&s, 0), 0.85);
+	near(goodput_ratio(&s, 2.0, 0), 0.85 / 2.0);
+	/* the job is done: nothing more is counted */
+	goodput_stop(&s);
+	goodput_progress(&s, 0, 20, 0, 3.0);
+	goodput_answer(&s, 0, 0, 20, 10, GP_MERGED);
+	near(l->trained, 10);
+	near(goodput_merged_seconds(&s, 0), 0.85);
 	goodput_release(&s);
 }
 
