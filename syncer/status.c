@@ -82,28 +82,6 @@ static json_t *gaps_json(const struct syncer *s, double now)
 	return o;
 }
 
-/* "checkpoint": whether the checkpoint writes of this process fail. */
-static json_t *ckpt_json(const struct syncer *s)
-{
-	json_t *err = json_null();
-
-	/* a path that is not UTF-8 must not cost the whole /status */
-	if (s->ckpt.failing && !(err = json_string(s->ckpt.error)))
-		err = json_string("cannot save checkpoint (message not UTF-8)");
-	return json_pack("{sb so sI so so ss}",
-		"failing", s->ckpt.failing,
-		"error", err,
-		"failures", (json_int_t)s->ckpt.failures,
-		"last_ok_round", s->ckpt.have_ok
-			? json_integer((json_int_t)s->ckpt.last_ok_round)
-			: json_null(),
-		"last_good_round", s->good.have
-			? json_integer((json_int_t)s->good.round)
-			: json_null(),
-		"resumed_from", s->ckpt.resumed_from ? s->ckpt.resumed_from
-						     : "new");
-}
-
 static int stale_count(const struct syncer *s)
 {
 	int n = 0;
@@ -181,8 +159,8 @@ static json_t *status_json(struct syncer *s, double now)
 		"clipped", (json_int_t)s->audit.clipped,
 		"refused_bounds", (json_int_t)s->bounds.answers_refused,
 		"capped", (json_int_t)s->audit.capped,
-		"refused_history", (json_int_t)s->norm_history_refused,
-		"refused_size", (json_int_t)s->size_refused));
+		"refused_history", (json_int_t)s->scr.history_refused,
+		"refused_size", (json_int_t)s->scr.size_refused));
 	json_object_set_new(o, "heartbeats", json_pack("{sI sI}",
 		"received", (json_int_t)s->bounds.heartbeats,
 		"refused", (json_int_t)s->bounds.heartbeats_refused));
@@ -197,7 +175,7 @@ static json_t *status_json(struct syncer *s, double now)
 	json_object_set_new(o, "elapsed", json_real(core_elapsed(s, now)));
 	json_object_set_new(o, "goodput_breakdown", breakdown_json(s, now));
 	json_object_set_new(o, "pace", pace_json(s));
-	json_object_set_new(o, "checkpoint", ckpt_json(s));
+	json_object_set_new(o, "checkpoint", persist_json(&s->ps));
 	json_object_set_new(o, "steps_undone",
 			    json_integer((json_int_t)s->steps_undone));
 	/* beyond the contract */
@@ -255,14 +233,7 @@ static void metrics_text(struct syncer *s, double now, struct buf *b)
 	prom_counter(b, M("answers_refused_bounds_total"),
 		     "Answers refused: claims beyond the bounds (also in rejected).",
 		     s->bounds.answers_refused);
-	prom_counter(b, M("answers_norm_history_refused_total"),
-		     "Answers refused: norm beyond normOutlier times the median "
-		     "of recently merged norms (also in rejected).",
-		     s->norm_history_refused);
-	prom_counter(b, M("answers_size_refused_total"),
-		     "Answers refused: norm per step beyond 100 times their "
-		     "fragment of the model (also in rejected).",
-		     s->size_refused);
+	screen_metrics(&s->scr, b);
 	prom_counter(b, M("answers_capped_total"),
 		     "Merged answers whose share was held to maxShare.",
 		     s->audit.capped);
@@ -343,15 +314,7 @@ static void metrics_text(struct syncer *s, double now, struct buf *b)
 		   "P times the K-th learner's steps per round started.",
 		   syncer_round_steps_per_round(&s->rs) * s->P);
 	prom_gauge(b, M("done"), "1 once the budget is reached.", s->done);
-	prom_counter(b, M("checkpoint_failures_total"),
-		     "Checkpoints that could not be written, since this process started.",
-		     s->ckpt.failures);
-	prom_gauge(b, M("checkpoint_failing"),
-		   "1 while the last checkpoint write failed.", s->ckpt.failing);
-	prom_gauge(b, M("checkpoint_started_over"),
-		   "1 when no checkpoint loaded at start although the "
-		   "high-water mark says rounds were handed out before.",
-		   s->ckpt.resumed_from && !strcmp(s->ckpt.resumed_from, "seed"));
+	persist_metrics(&s->ps, b);
 	prom_counter(b, M("steps_undone_total"),
 		     "Outer steps undone because they made Θ or its momentum "
 		     "non-finite, since this process started.", s->steps_undone);

@@ -1206,23 +1206,17 @@ static void on_event(struct stream_server *sv, struct tag *t, int ok,
 static void run_rounds(struct stream_server *sv, double now)
 {
 	struct syncer *s = sv->s;
-	struct round_action a;
-	struct core_merged mg;
+	struct core_step st;
 
-	for (int guard = 0; guard < 64 && !s->done; guard++) {
-		syncer_round_poll(&s->rs, now, &a);
-		if (a.kind == ROUND_NONE)
-			break;
-		if (a.kind == ROUND_MERGE) {
-			core_merge(s, a.slot, now, &mg);
-			send_merged(sv, &mg);
+	/* bounded: the events waiting are handled between two batches */
+	for (int guard = 0; guard < 64 && core_poll(s, now, &st); guard++) {
+		if (st.kind == CORE_STEP_MERGED) {
+			send_merged(sv, &st.merged);
 			continue;
 		}
-		core_round_started(s, a.round);
 		for (int i = 0; i < s->M; i++)
 			if (s->learners[i].conn && s->learners[i].joined)
-				send_pull(s->learners[i].conn, a.round, a.frag);
-		log_debug("round %" PRIu64 " fragment %d: pulled", a.round, a.frag);
+				send_pull(s->learners[i].conn, st.round, st.frag);
 	}
 }
 
@@ -1449,7 +1443,6 @@ int syncer_run(const struct syncer_params *p,
 	if (p->js->model.kind == MODEL_EXTERNAL && !p->ft) {
 		/* no table until the first hello (docs/syncer.md) */
 		pthread_mutex_init(&s->mu, NULL);
-		pthread_cond_init(&s->ev.cv, NULL);
 		s->adopting = 1;
 		s->prm = p;
 		s->js = p->js;

@@ -5,17 +5,26 @@
  *   stream.c  gRPC: decodes each message (common/wire.h), hands it to the
  *             core, and sends what the core's answer calls for (Welcome,
  *             the Updates of a merge, Pulls); the run loop
- *   core.c    state and every change to it: joins, heartbeats, answers
- *             (validated and counted), merges, accounting, checkpoints,
- *             the evaluation thread. No gRPC, no sending: each call says
- *             what changed and the caller acts on it, so tests drive the
- *             core with a fake clock (tests/unit/test_core.c)
- *   eval_remote.c  evaluators of an external model: their hellos and
- *             reports, into the core's eval history (eval_remote.h)
- *   status.c  HTTP /healthz /readyz /metrics /status, read under `mu`
+ *   core.c    the round driver: state, joins, heartbeats, the rounds
+ *             (core_poll), accounting, the budget, the evaluations. No
+ *             gRPC, no sending: each call says what changed and the
+ *             caller acts on it, so tests drive the core with a fake
+ *             clock (tests/unit/test_core.c)
+ *   merge.c   an answer's way into its round, and the round's merge
  *
- * Calls go one way: stream.c and status.c call core_*, core.c calls
- * neither.
+ * and the parts the core owns, each with its own state, knowing nothing
+ * of struct syncer:
+ *   screen.c  the answer screens (size, norm history)
+ *   persist.c checkpoints, the last good one, the high-water mark
+ *   evalthr.c the evaluation thread
+ *   goodput.c where the learners' time goes
+ *   eval_remote.c  evaluators of an external model
+ *   round.c, bounds.c, audit.c, gaplog.c, outer.c (their headers)
+ *   status.c  HTTP /healthz /readyz /metrics /status, read under `mu`;
+ *             each part writes its own lines
+ *
+ * Calls go one way: stream.c and status.c call core_*, the core calls
+ * its parts, and no part calls back.
  *
  * Threads: the run loop (stream.c) owns every change and takes `mu` while
  * it makes one; the HTTP thread takes `mu` to read; the evaluation thread
@@ -32,10 +41,13 @@
 #include "syncer/bounds.h"
 #include "syncer/ckpt.h"
 #include "syncer/eval_remote.h"
+#include "syncer/evalthr.h"
 #include "syncer/goodput.h"
 #include "syncer/gaplog.h"
 #include "syncer/outer.h"
+#include "syncer/persist.h"
 #include "syncer/round.h"
+#include "syncer/screen.h"
 #include "syncer/syncer.h"
 
 struct conn;
@@ -81,16 +93,6 @@ struct learner {
 				   * not known) */
 	int stale;           /* its step stands still while it reports
 			      * (core_check_stale) */
-};
-
-struct eval_job {
-	pthread_t thread;
-	int started, busy, quit, have_result;
-	pthread_cond_t cv;
-	float *params;               /* flat copy of Θ */
-	uint64_t round, tokens;
-	double time, loss;
-	char error[256];
 };
 
 struct syncer {
@@ -147,66 +149,15 @@ struct syncer {
 	uint64_t beat_heartbeats;    /* heartbeats that came on a Beat */
 	struct goodput gp;           /* where learner time goes (goodput.h) */
 	struct gap_log gaps;         /* down gaps between rounds (gaplog.h) */
-	/* checkpoint writes of this process (docs/syncer.md, Checkpoints):
-	 * failing until one succeeds again; error is the last failure's */
-	struct {
-		int failing;
-		uint64_t failures;
-		int have_ok;             /* a checkpoint was written or loaded */
-		uint64_t last_ok_round;
-		char error[sizeof(((struct err *)0)->msg)];
-		/* what this process started from: "new", "checkpoint",
-		 * "last_good", or "seed" when none loaded although the
-		 * high-water mark says rounds were handed out before */
-		const char *resumed_from;
-	} ckpt;
-
-	/* the last good checkpoint kept by this process (docs/syncer.md,
-	 * Checkpoints) */
-	struct {
-		int have;
-		uint64_t round;
-		double loss;
-	} good;
-	/* per fragment, the whole-fragment norms of the latest merged
-	 * answers, a ring of CORE_NORM_HISTORY (docs/syncer.md, Merge) */
-	double *norm_hist;
-	int *norm_hist_n;            /* entries held, ≤ CORE_NORM_HISTORY */
-	int *norm_hist_next;         /* where the next one goes */
-	uint64_t norm_history_refused;
-	/* per fragment, ‖Θ_p‖ (in double), kept with every step; and the
-	 * answers refused by the size screen (docs/syncer.md, Merge) */
-	double *theta_norm;
-	uint64_t size_refused;
-	/* resumed from the last good checkpoint: the rounds from it to the
-	 * newest checkpoint file's name, skipped on top of the usual margin */
-	uint64_t skip_extra;
-	/* the high-water mark on disk: rounds up to it are covered */
-	uint64_t hwm_rounds;
-
+	struct screen scr;           /* the answer screens (screen.h) */
+	struct persist ps;           /* checkpoints (persist.h) */
 	struct eval_remote evr;      /* evaluators (eval_remote.h) */
 
 	pthread_mutex_t mu;
-	struct eval_job ev;
+	struct eval_thread ev;       /* the evaluation thread (evalthr.h) */
 	struct httpd *http;
 };
 
-/* An evaluation loss at most this fraction above the best one so far
- * marks its round's checkpoint the last good one. */
-#define CORE_GOOD_MARGIN 0.10
-/* Merged answer norms remembered per fragment, and how many are needed
- * before an answer is held against them. */
-#define CORE_NORM_HISTORY 16
-#define CORE_NORM_HISTORY_MIN 4
-/* An answer whose norm per step is more than this many times the norm of
- * its fragment of Θ (at least the model's RMS value times √n_p) is
- * refused, history or not: no optimizer step moves parameters by a
- * hundred times their size (docs/syncer.md, Merge). */
-#define CORE_SIZE_RATIO 100.0
-
-/* The high-water mark is written when a round starts past it, to cover
- * this many rounds (docs/syncer.md, Checkpoints). */
-#define CORE_HWM_ROUNDS 16
 /* A joined learner is stale when its reported step has not changed for
  * the larger of spec.syncer.stallSeconds and CORE_STALL_STEPS of its step
  * times while it was heard from in the last CORE_STALL_HEARD_S. */
@@ -275,9 +226,6 @@ int core_heartbeat(struct syncer *s, int learner,
  * a report with a new step clears it. Called by core_tick. */
 void core_check_stale(struct syncer *s, double now);
 
-/* Round `round` is about to be pulled: the high-water mark is written
- * first when the round is past it. */
-void core_round_started(struct syncer *s, uint64_t round);
 
 /* What became of an answer (counters and log lines say the same). */
 enum core_verdict {
@@ -304,6 +252,21 @@ struct core_merged {
  * budget, a checkpoint and an evaluation as the job asks. */
 void core_merge(struct syncer *s, int slot, double now,
 		struct core_merged *out);
+/* What the transport must do after a turn of the rounds. */
+enum core_step_kind { CORE_STEP_PULL = 1, CORE_STEP_MERGED };
+struct core_step {
+	enum core_step_kind kind;
+	uint64_t round;              /* CORE_STEP_PULL: pull (frag, round) */
+	int frag;                    /* from every joined learner */
+	struct core_merged merged;   /* CORE_STEP_MERGED: what changed */
+};
+/*
+ * Drives the rounds: 1 with the next step in *out (a round to pull, its
+ * high-water mark written first; or a round merged, with its
+ * checkpoint and evaluation as the job asks), 0 when nothing is due.
+ * Called until it returns 0 (or a bound the caller keeps).
+ */
+int core_poll(struct syncer *s, double now, struct core_step *out);
 /* Fragment p's Θ as an Update payload (malloc'd, *len bytes) in the
  * job's update encoding, or f32 when that cannot hold it (*enc says). */
 uint8_t *core_update_payload(const struct syncer *s, int p, int *enc,
@@ -336,7 +299,16 @@ void core_eval_collect(struct syncer *s);
 /* The last evaluation, on the caller's thread: called with `mu` held, it
  * releases `mu` while the model is evaluated (final_eval set). */
 int core_eval_sync(struct syncer *s, double now);
-void core_eval_stop(struct syncer *s);
+
+/* Between the round driver and the merge (core.c, merge.c). */
+void core_step_seen(struct syncer *s, int id, uint64_t old, uint64_t step,
+		    double now);
+void core_log_refusal(int id, const char *what, uint64_t n, const char *why);
+/* Slot's answers merged into Θ_p: how many moved it (0: none, or the
+ * step was undone); the audit, goodput and screens told. */
+int merge_round(struct syncer *s, int slot, int p, uint64_t round);
+/* The round of slot is over (merged or abandoned): what it held goes. */
+void merge_free_answers(struct syncer *s, int slot);
 
 /* status.c */
 int status_http(void *ctx, const char *path, struct buf *body,

@@ -167,6 +167,25 @@ static struct round_action pull_next(struct fx *f, uint64_t *step)
 	return a;
 }
 
+/* core_poll, as the run loop drives it: heartbeats move every learner
+ * on (step not NULL) until it has a step for the transport. */
+static struct core_step core_next(struct fx *f, uint64_t *step)
+{
+	struct core_step st;
+
+	for (int i = 0; i < 100; i++) {
+		if (core_poll(f->s, f->now, &st))
+			return st;
+		assert_non_null(step);
+		++*step;
+		for (int id = 0; id < M; id++)
+			core_heartbeat(f->s, id, &(struct wire_heartbeat){
+				.step = *step }, f->now);
+	}
+	fail_msg("core_poll had nothing to do");
+	return st;
+}
+
 static void merge(struct fx *f, struct round_action a, struct core_merged *mg)
 {
 	assert_int_equal(a.kind, ROUND_MERGE);
@@ -1111,7 +1130,7 @@ static void checkpoints_that_fail_are_shown_and_retried(void **state)
 	assert_true(json_is_null(json_object_get(c, "last_ok_round")));
 	json_decref(c);
 	one_round(f, &hb, &mg);            /* round 1 written */
-	assert_int_equal(f->s->ckpt.last_ok_round, 1);
+	assert_int_equal(f->s->ps.last_ok_round, 1);
 
 	/* the folder becomes a file: two rounds merge, neither is written */
 	assert_int_equal(testlib_rmtree(ck), 0);
@@ -1194,7 +1213,7 @@ static void a_step_that_overflows_is_not_applied(void **state)
 	assert_int_equal(mg.updated, 0);
 	assert_int_equal(f->s->versions[mg.frag], 0);
 	assert_int_equal(f->s->acc.rejected, rejected + 2);
-	assert_int_equal(f->s->size_refused, 0);
+	assert_int_equal(f->s->scr.size_refused, 0);
 	assert_int_equal(f->s->steps_undone, 1);
 	for (int i = 0; i < NPARAM; i++) {
 		assert_exactly(f->s->theta[i], before[i]);
@@ -1253,8 +1272,8 @@ static void answers_far_beyond_the_model_are_refused(void **state)
 			 CORE_QUEUED);
 	assert_int_equal(answer_at(f, 1, a.round, a.frag, 0, 0.1f, hb, 1, 10),
 			 CORE_QUEUED);
-	assert_int_equal(f->s->size_refused, 1);
-	assert_int_equal(f->s->norm_history_refused, 0);
+	assert_int_equal(f->s->scr.size_refused, 1);
+	assert_int_equal(f->s->scr.history_refused, 0);
 	merge(f, poll(f), &mg);
 	assert_int_equal(mg.merged, 1);
 	assert_int_equal(f->s->versions[a.frag], 1);
@@ -1276,7 +1295,7 @@ static void answers_far_beyond_the_model_are_refused(void **state)
 				   5.0f, hb, 1, 10), CORE_QUEUED);
 	merge(f, poll(f), &mg);
 	assert_int_equal(mg.merged, 2);
-	assert_int_equal(f->s->size_refused, 1);
+	assert_int_equal(f->s->scr.size_refused, 1);
 	fx_stop(f);
 
 	/* a model of zeros has no size to measure by: the screen is off */
@@ -1292,7 +1311,7 @@ static void answers_far_beyond_the_model_are_refused(void **state)
 	answer_at(f, 1, a.round, a.frag, 0, 1e-3f, hb, 1, 10);
 	merge(f, poll(f), &mg);
 	assert_int_equal(mg.merged, 2);
-	assert_int_equal(f->s->size_refused, 0);
+	assert_int_equal(f->s->scr.size_refused, 0);
 }
 
 /* One round answered by learners 0 and 1 with every value v; merged. */
@@ -1307,7 +1326,7 @@ static void round_of(struct fx *f, uint64_t *hb, float v, struct core_merged *mg
 
 /*
  * Two answers that agree with each other pass the per-round screen, but
- * not the history: once a fragment has CORE_NORM_HISTORY_MIN merged
+ * not the history: once a fragment has SCREEN_HISTORY_MIN merged
  * norms, an answer above normOutlier (10) times their median is refused,
  * counted in rejected, /status and /metrics. Before that, nothing is
  * held against it.
@@ -1329,8 +1348,8 @@ static void answers_far_beyond_the_history_are_refused(void **state)
 		round_of(f, &hb, 0.1f, &mg);
 		assert_int_equal(mg.merged, 2);
 	}
-	assert_int_equal(f->s->norm_hist_n[1], 6);
-	assert_int_equal(f->s->norm_hist_n[0], 6);
+	assert_int_equal(f->s->scr.hist_n[1], 6);
+	assert_int_equal(f->s->scr.hist_n[0], 6);
 	rejected = f->s->acc.rejected;
 	/* round 7, fragment 1: 20 times the median, both refused */
 	round_of(f, &hb, 2.0f, &mg);
@@ -1339,14 +1358,14 @@ static void answers_far_beyond_the_history_are_refused(void **state)
 	assert_int_equal(mg.updated, 0);
 	assert_int_equal(f->s->versions[1], 3);
 	assert_int_equal(f->s->acc.rejected, rejected + 2);
-	assert_int_equal(f->s->norm_history_refused, 2);
-	assert_int_equal(f->s->norm_hist_n[1], 6);   /* refused: not held */
+	assert_int_equal(f->s->scr.history_refused, 2);
+	assert_int_equal(f->s->scr.hist_n[1], 6);   /* refused: not held */
 	/* round 8, fragment 0: 5 times the median merges */
 	round_of(f, &hb, 0.5f, &mg);
 	assert_int_equal(mg.frag, 0);
 	assert_int_equal(mg.merged, 2);
 	assert_int_equal(f->s->versions[0], 4);
-	assert_int_equal(f->s->norm_history_refused, 2);
+	assert_int_equal(f->s->scr.history_refused, 2);
 	m = http_get(f, "/status");
 	o = json_loads(m, 0, NULL);
 	free(m);
@@ -1497,7 +1516,7 @@ static void a_restart_falls_back_to_the_last_good_checkpoint(void **state)
 	assert_int_equal(f->s->acc.rounds_completed, 5);
 	/* versions skip the usual margin (overlap 2 + checkpointEvery 1)
 	 * and the round from 5 to the newest name, 6 */
-	assert_int_equal(f->s->skip_extra, 1);
+	assert_int_equal(f->s->ps.skip_extra, 1);
 	assert_int_equal(f->s->versions[0], vgood[0] + 4);
 	assert_int_equal(f->s->versions[1], vgood[1] + 4);
 	assert_int_equal(f->s->rs.started, f->s->acc.rounds_started + 4);
@@ -1758,6 +1777,7 @@ static void the_high_water_mark_outlives_the_checkpoints(void **state)
 {
 	struct fx *f = *state;
 	struct core_merged mg;
+	struct core_step st;
 	struct round_action a;
 	uint64_t hb = 0, rounds, v[2];
 	char path[512];
@@ -1766,17 +1786,23 @@ static void the_high_water_mark_outlives_the_checkpoints(void **state)
 	fx_start(f);
 	join_all(f);
 	assert_int_equal(read_mark(f, &rounds, v), -1);   /* none yet */
+	/* driven by core_poll, as the run loop does: a pull writes the mark
+	 * before it is handed out */
 	for (int r = 1; r <= 3; r++) {
-		a = pull_next(f, &hb);
-		core_round_started(f->s, a.round);
+		st = core_next(f, &hb);
+		assert_int_equal(st.kind, CORE_STEP_PULL);
+		assert_int_equal(st.round, (uint64_t)r);
 		assert_int_equal(read_mark(f, &rounds, v), 0);
 		assert_int_equal(rounds, 16);
 		assert_int_equal(v[0], 19);
 		assert_int_equal(v[1], 19);
-		answer_at(f, 0, a.round, a.frag, f->s->versions[a.frag], 0.1f, hb, 1, 10);
-		answer_at(f, 1, a.round, a.frag, f->s->versions[a.frag], 0.1f, hb, 1, 10);
-		merge(f, poll(f), &mg);
-		assert_int_equal(mg.merged, 2);
+		answer_at(f, 0, st.round, st.frag, f->s->versions[st.frag], 0.1f, hb, 1, 10);
+		answer_at(f, 1, st.round, st.frag, f->s->versions[st.frag], 0.1f, hb, 1, 10);
+		st = core_next(f, NULL);
+		assert_int_equal(st.kind, CORE_STEP_MERGED);
+		assert_int_equal(st.merged.round, (uint64_t)r);
+		assert_int_equal(st.merged.merged, 2);
+		assert_true(st.merged.updated);
 	}
 	assert_int_equal(f->s->versions[1], 2);
 	assert_int_equal(f->s->versions[0], 1);
@@ -1797,7 +1823,8 @@ static void the_high_water_mark_outlives_the_checkpoints(void **state)
 	a = poll(f);
 	assert_int_equal(a.kind, ROUND_PULL);
 	assert_int_equal(a.round, 17);
-	core_round_started(f->s, a.round);
+	persist_round_started(&f->s->ps, a.round, f->s->versions,
+			      f->s->rs.cfg.overlap);
 	assert_int_equal(read_mark(f, &rounds, v), 0);
 	assert_int_equal(rounds, 32);
 	assert_int_equal(v[0], 38);

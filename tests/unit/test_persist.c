@@ -1,0 +1,158 @@
+/*
+ * What the syncer keeps on its volume (syncer/persist.h), on a real
+ * folder: a save and its load, a write that fails and the state /status
+ * shows until one succeeds again, the high-water mark written once per
+ * PERSIST_HWM_ROUNDS and read back, and the last good checkpoint marked
+ * only for a loss within PERSIST_GOOD_MARGIN of the best.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/buf.h"
+#include "common/util.h"
+#include "syncer/persist.h"
+#include "tests/unit/testlib.h"
+
+#define FP 0x1234abcd5678ef00ull
+#define NP 6
+
+/* A checkpoint of 2 fragments, NP parameters, 1 learner at `rounds`. */
+static void make(struct syncer_ckpt *c, uint64_t rounds, float v)
+{
+	struct err e;
+
+	assert_int_equal(syncer_ckpt_init(c, 2, NP, 1, &e), 0);
+	c->fingerprint = FP;
+	c->rounds_completed = rounds;
+	c->rounds_started = rounds + 1;
+	c->versions[0] = rounds;
+	c->versions[1] = rounds + 7;
+	for (int i = 0; i < NP; i++)
+		c->theta[i] = v + (float)i;
+}
+
+static void a_save_loads_and_a_failure_is_kept(void **state)
+{
+	struct syncer_ckpt c, got;
+	struct persist ps;
+	char dir[256], bad[300];
+	struct err e;
+	json_t *o;
+
+	(void)state;
+	assert_int_equal(testlib_tmpdir(dir, sizeof(dir), "persist"), 0);
+	persist_init(&ps, dir, FP, 2, NP, 1);
+	assert_int_equal(persist_load(&ps, &got, &e), 0);   /* none */
+	make(&c, 5, 1.5f);
+	assert_int_equal(persist_save(&ps, &c, &e), 0);
+	assert_int_equal(ps.have_ok, 1);
+	assert_int_equal(ps.last_ok_round, 5);
+
+	/* a folder under a file: the write fails, the state says so */
+	snprintf(bad, sizeof(bad), "%s/file", dir);
+	assert_int_equal(file_write_atomic(bad, "x", 1, &e), 0);
+	snprintf(bad, sizeof(bad), "%s/file/deeper", dir);
+	ps.dir = bad;
+	c.rounds_completed = 6;
+	assert_int_not_equal(persist_save(&ps, &c, &e), 0);
+	assert_int_equal(ps.failing, 1);
+	assert_int_equal(ps.failures, 1);
+	assert_int_equal(ps.last_ok_round, 5);
+	o = persist_json(&ps);
+	assert_true(json_is_true(json_object_get(o, "failing")));
+	assert_int_equal(json_integer_value(json_object_get(o, "last_ok_round")), 5);
+	json_decref(o);
+	ps.dir = dir;
+	assert_int_equal(persist_save(&ps, &c, &e), 0);
+	assert_int_equal(ps.failing, 0);
+	assert_int_equal(ps.failures, 1);
+
+	/* a new process loads the newest */
+	persist_init(&ps, dir, FP, 2, NP, 1);
+	assert_int_equal(persist_load(&ps, &got, &e), 1);
+	assert_string_equal(ps.resumed_from, "checkpoint");
+	assert_int_equal(got.rounds_completed, 6);
+	assert_int_equal(got.versions[1], 12);
+	assert_near(got.theta[5], 6.5, 1e-6);
+	syncer_ckpt_release(&got);
+	syncer_ckpt_release(&c);
+	assert_int_equal(testlib_rmtree(dir), 0);
+}
+
+static void the_mark_is_written_ahead_and_read_back(void **state)
+{
+	uint64_t v[2] = { 3, 9 }, got[2] = { 0, 0 }, started = 0;
+	struct persist ps;
+	char dir[256];
+
+	(void)state;
+	assert_int_equal(testlib_tmpdir(dir, sizeof(dir), "persist"), 0);
+	persist_init(&ps, dir, FP, 2, NP, 1);
+	assert_int_equal(persist_read_hwm(&ps, &started, got), 0);
+	persist_round_started(&ps, 1, v, 2);
+	assert_int_equal(ps.hwm_rounds, PERSIST_HWM_ROUNDS);
+	v[0] = 100;   /* not written again until a round passes the mark */
+	persist_round_started(&ps, PERSIST_HWM_ROUNDS, v, 2);
+	assert_int_equal(ps.hwm_rounds, PERSIST_HWM_ROUNDS);
+
+	persist_init(&ps, dir, FP, 2, NP, 1);
+	assert_int_equal(persist_read_hwm(&ps, &started, got), 1);
+	assert_int_equal(started, PERSIST_HWM_ROUNDS);
+	/* the versions then, plus the rounds the mark covers and τ + 1 */
+	assert_int_equal(got[0], 3 + PERSIST_HWM_ROUNDS + 2 + 1);
+	assert_int_equal(got[1], 9 + PERSIST_HWM_ROUNDS + 2 + 1);
+	/* the next round past it writes the next mark */
+	persist_round_started(&ps, PERSIST_HWM_ROUNDS + 1, v, 2);
+	assert_int_equal(ps.hwm_rounds, 2 * PERSIST_HWM_ROUNDS);
+	assert_int_equal(testlib_rmtree(dir), 0);
+}
+
+static void only_a_good_loss_marks_the_last_good_one(void **state)
+{
+	struct ckpt_eval evals[2] = { { .round = 1, .loss = 2.0 },
+				      { .round = 2, .loss = 3.0 } };
+	struct syncer_ckpt c;
+	struct persist ps;
+	struct buf b;
+	char dir[256];
+	struct err e;
+
+	(void)state;
+	assert_int_equal(testlib_tmpdir(dir, sizeof(dir), "persist"), 0);
+	persist_init(&ps, dir, FP, 2, NP, 1);
+	for (uint64_t r = 3; r <= 4; r++) {
+		make(&c, r, 0);
+		assert_int_equal(persist_save(&ps, &c, &e), 0);
+		syncer_ckpt_release(&c);
+	}
+	/* best 2.0: 2.2 is within 10 %, 2.21 is not, NaN never is */
+	persist_eval(&ps, 3, 2.21, evals, 2);
+	assert_int_equal(ps.good_have, 0);
+	persist_eval(&ps, 3, NAN, evals, 2);
+	assert_int_equal(ps.good_have, 0);
+	persist_eval(&ps, 4, 2.2, evals, 2);
+	assert_int_equal(ps.good_have, 1);
+	assert_int_equal(ps.good_round, 4);
+	buf_init(&b, 1 << 16);
+	persist_metrics(&ps, &b);
+	assert_non_null(strstr(b.data, "\nddiloco_syncer_checkpoint_failing 0\n"));
+	buf_release(&b);
+	assert_int_equal(testlib_rmtree(dir), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(a_save_loads_and_a_failure_is_kept),
+		cmocka_unit_test(the_mark_is_written_ahead_and_read_back),
+		cmocka_unit_test(only_a_good_loss_marks_the_last_good_one),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
