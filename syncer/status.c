@@ -99,14 +99,7 @@ static json_t *status_json(struct syncer *s, double now)
 	json_object_set_new(o, "job", json_string(s->js->name));
 	/* plaintext gRPC, no identities (docs/security.md) */
 	json_object_set_new(o, "insecure", json_boolean(s->prm->tls == NULL));
-	json_object_set_new(o, "streams_refused",
-			    json_integer((json_int_t)s->streams_refused));
-	json_object_set_new(o, "streams_no_hello",
-			    json_integer((json_int_t)s->streams_no_hello));
-	json_object_set_new(o, "beat_streams",
-			    json_integer((json_int_t)s->beat_streams));
-	json_object_set_new(o, "beat_heartbeats",
-			    json_integer((json_int_t)s->beat_heartbeats));
+	transport_json(&s->tr, o);
 	json_object_set_new(o, "round", json_integer((json_int_t)s->rs.completed));
 	a = json_array();
 	for (int p = 0; p < s->P; p++)
@@ -213,17 +206,7 @@ static void metrics_text(struct syncer *s, double now, struct buf *b)
 	prom_u64(b, M("answers_total"), PROM_LABELS("result", "late"), c->late);
 	prom_u64(b, M("answers_total"), PROM_LABELS("result", "rejected"), c->rejected);
 	prom_u64(b, M("answers_total"), PROM_LABELS("result", "empty"), c->empty);
-	prom_counter(b, M("streams_refused_total"),
-		     "Streams refused for their client certificate (docs/security.md).",
-		     s->streams_refused);
-	prom_counter(b, M("streams_no_hello_total"),
-		     "Streams closed for saying no Hello within helloTimeout.",
-		     s->streams_no_hello);
-	prom_counter(b, M("beat_streams_total"),
-		     "Beat calls taken: a learner's heartbeats on a connection "
-		     "of their own (docs/sidecar.md).", s->beat_streams);
-	prom_counter(b, M("beat_heartbeats_total"),
-		     "Heartbeats that came on a Beat call.", s->beat_heartbeats);
+	transport_metrics(&s->tr, b);
 	prom_counter(b, M("answers_stale_total"),
 		     "Answers taken as empty: base more than staleVersions behind.",
 		     s->audit.stale);

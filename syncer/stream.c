@@ -16,9 +16,11 @@
  * shared by reference; the Update of each fragment's current version is
  * kept for the learners that join.
  *
- * What a message does to the syncer's state is the core's (core.c): this
- * file decodes, calls core_hello_check / core_join / core_heartbeat /
- * core_answer / core_merge, and sends what their results ask for.
+ * What a message does is stream_msg.c's (hellos, identities, Beats,
+ * evaluators, an external model's adoption), and what it does to the
+ * syncer's state the core's (core.c); this file keeps the calls, sends
+ * what the core's results ask for, and turns the run loop, whose rounds
+ * core_poll drives.
  *
  * With TLS (syncer_params.tls) every client shows a certificate of the
  * job's CA; the identity in it (common/pki.h, ddiloco://<job>/learner/<id>)
@@ -50,7 +52,7 @@
  * sooner when a grace window ends or the learners' pace makes a pull due
  * (syncer_round_next_pull).
  */
-#include "syncer/syncer_int.h"
+#include "syncer/stream_int.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -81,86 +83,6 @@
 #define STREAM_SPARE 8
 #define QUOTA_MIN_BYTES ((size_t)256 << 20)
 
-enum tag_kind { T_NEW, T_RECV, T_SEND, T_STATUS, T_CLOSE, T_SHUTDOWN };
-
-struct tag {
-	enum tag_kind kind;
-	struct conn *c;
-};
-
-enum out_kind { OUT_WELCOME, OUT_PULL, OUT_UPDATE };
-
-struct out_msg {
-	struct out_msg *next;
-	enum out_kind kind;
-	int frag;
-	grpc_slice msg;
-	size_t payload;
-};
-
-struct conn {
-	struct conn *prev, *next;
-	struct stream_server *sv;
-	grpc_call *call;
-	gpr_timespec deadline;
-	grpc_metadata_array md;
-	struct tag t_new, t_recv, t_send, t_status, t_close;
-	grpc_byte_buffer *rbuf, *sbuf;
-	int recv_pending, send_pending, status_pending, close_pending;
-	int md_sent, closing, ended, status_sent, cancelled;
-	grpc_status_code code;
-	grpc_slice details;
-	int learner;
-	int evaluator;           /* an evaluator's index; -1: none */
-	int pending;             /* adopting: said hello, waits for Θ */
-	struct wire_hello hello; /* that hello, fragment sizes in sizes */
-	uint64_t *sizes;
-	int cert_learner;        /* the certificate's learner (or evaluator)
-				  * id; -1: none */
-	int cert_evaluator;      /* the certificate names an evaluator */
-	int beat;                /* a Beat call, not a Train stream */
-	int beat_learner;        /* a Beat's learner once taken; -1: none */
-	uint64_t incarnation;    /* Train: its Hello's; Beat: the one it
-				  * named */
-	double t_accept;         /* mono time the call arrived */
-	struct out_msg *qhead;
-	size_t send_payload;
-};
-
-struct stream_server {
-	struct syncer *s;
-	grpc_server *srv;
-	grpc_completion_queue *cq;
-	void *method, *beat_method;
-	struct conn *conns;      /* accepted calls */
-	struct conn *waiting;    /* the one request for a new Train call */
-	struct conn *waiting_beat;   /* and for a new Beat call */
-	struct tag t_shutdown;
-	int shut;
-	/* per fragment, its Update at version upd_version (round 0), packed
-	 * once for every learner that joins until the next merge */
-	grpc_slice *upd;
-	uint64_t *upd_version;
-	int *upd_valid;
-	/* spec.model.kind external (docs/syncer.md, Model-agnostic jobs):
-	 * the table of the first hello, the seed its learner sends, and the
-	 * parameters the core is made with once it is whole */
-	struct frag_table ext_ft;
-	int have_ft;
-	struct conn *seeder;
-	float *seed;
-	size_t *seed_off;
-	unsigned char *seed_got;
-	int seed_left;
-	double seed_moved;       /* mono time the seeder was asked or its
-				  * last seed fragment came */
-	int seed_failed;         /* learner id of the last seeder dropped */
-	struct syncer_params ext_prm;
-	float *ext_flat;         /* ext_prm.init_params */
-};
-
-static void conn_close(struct conn *c, grpc_status_code code, const char *fmt,
-		       ...) __attribute__((format(printf, 3, 4)));
 
 static gpr_timespec deadline_in(double seconds)
 {
@@ -222,7 +144,7 @@ static void drop_queue(struct conn *c)
 	}
 }
 
-static void maybe_free(struct conn *c)
+void conn_maybe_free(struct conn *c)
 {
 	struct stream_server *sv = c->sv;
 
@@ -375,8 +297,7 @@ static void detach_learner(struct conn *c, const char *why)
 	c->learner = -1;
 }
 
-static void conn_close(struct conn *c, grpc_status_code code, const char *fmt,
-		       ...)
+void conn_close(struct conn *c, grpc_status_code code, const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;
@@ -409,7 +330,7 @@ static grpc_slice pack(const struct wire_syncer_msg *m)
 	return sl;
 }
 
-static void send_pull(struct conn *c, uint64_t round, int frag)
+void conn_send_pull(struct conn *c, uint64_t round, int frag)
 {
 	struct wire_syncer_msg m = { .kind = WIRE_PULL };
 	grpc_slice sl;
@@ -479,9 +400,8 @@ static void send_merged(struct stream_server *sv, const struct core_merged *mg)
 	grpc_slice_unref(msg);
 }
 
-/* The Welcome, every fragment, then the Pulls of rounds in flight. */
-static void send_welcome(struct conn *c, uint64_t resume,
-			 const struct round_action *pulls, int npull)
+void conn_send_welcome(struct conn *c, uint64_t resume,
+		       const struct round_action *pulls, int npull)
 {
 	struct syncer *s = c->sv->s;
 	struct wire_syncer_msg m = { .kind = WIRE_WELCOME };
@@ -508,588 +428,7 @@ static void send_welcome(struct conn *c, uint64_t resume,
 		grpc_slice_unref(sl);
 	}
 	for (int i = 0; i < npull; i++)
-		send_pull(c, pulls[i].round, pulls[i].frag);
-}
-
-/* Where a stream comes from, for log lines ("ipv4:10.0.0.7:41234"). */
-static void peer_name(struct conn *c, char *out, size_t n)
-{
-	char *p = grpc_call_get_peer(c->call);
-
-	snprintf(out, n, "%s", p ? p : "an unknown peer");
-	gpr_free(p);
-}
-
-/* The learner (or evaluator) id the stream's client certificate names,
- * c->cert_evaluator set for an evaluator's; -1 with e filled when it
- * names none of this job's learners or evaluators. */
-static int cert_learner(struct conn *c, struct err *e)
-{
-	const char *job = c->sv->s->js->name;
-	grpc_auth_context *ctx = grpc_call_auth_context(c->call);
-	grpc_auth_property_iterator it;
-	const grpc_auth_property *prop;
-	char *pem = NULL;
-	struct pki_id id;
-	int rc = -1;
-
-	if (!ctx)
-		return err_set(e, "no client certificate");
-	it = grpc_auth_context_find_properties_by_name(ctx,
-		GRPC_X509_PEM_CERT_PROPERTY_NAME);
-	prop = grpc_auth_property_iterator_next(&it);
-	if (!prop || !prop->value_length) {
-		err_set(e, "no client certificate");
-	} else if (!(pem = strndup(prop->value, prop->value_length))) {
-		err_set(e, "out of memory");
-	} else if (pki_cert_id(pem, &id, e)) {
-		/* the message says what the certificate lacks */
-	} else if (strcmp(id.job, job)) {
-		err_set(e, "the client certificate is for job '%s', not '%s'",
-			id.job, job);
-	} else if (id.role != PKI_ROLE_LEARNER &&
-		   id.role != PKI_ROLE_EVALUATOR) {
-		err_set(e, "the client certificate of job '%s' is not a learner's",
-			job);
-	} else {
-		c->cert_evaluator = id.role == PKI_ROLE_EVALUATOR;
-		rc = (int)id.learner;
-	}
-	free(pem);
-	grpc_auth_context_release(ctx);
-	return rc;
-}
-
-/* Ends a stream whose identity does not fit; counted and logged. */
-static void refuse(struct conn *c, const char *why)
-{
-	char peer[128];
-
-	peer_name(c, peer, sizeof(peer));
-	c->sv->s->streams_refused++;
-	log_warn("stream from %s refused: %s", peer, why);
-	conn_close(c, GRPC_STATUS_PERMISSION_DENIED, "%s", why);
-}
-
-static const grpc_status_code refusal_code[] = {
-	[CORE_JOIN_INVALID] = GRPC_STATUS_INVALID_ARGUMENT,
-	[CORE_JOIN_MISMATCH] = GRPC_STATUS_FAILED_PRECONDITION,
-	[CORE_JOIN_DONE] = GRPC_STATUS_OK,
-	[CORE_JOIN_FULL] = GRPC_STATUS_RESOURCE_EXHAUSTED,
-};
-
-/* Whether a hello's learner id is one of the job's; the call is closed
- * when not. */
-static int learner_in_range(struct conn *c, const struct wire_hello *h)
-{
-	struct syncer *s = c->sv->s;
-
-	if (h->learner_id < (uint32_t)s->M)
-		return 1;
-	conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "learner id %u is out of "
-		   "range: job '%s' has %d learners", h->learner_id,
-		   s->js->name, s->M);
-	return 0;
-}
-
-/* Whether the certificate fits a hello as learner or evaluator `id`;
- * refused (counted) when not. */
-static int cert_fits(struct conn *c, const struct wire_hello *h)
-{
-	const char *role = c->cert_evaluator ? "evaluator" : "learner";
-	char why[160];
-
-	if (!c->sv->s->prm->tls ||
-	    (h->learner_id == (uint32_t)c->cert_learner &&
-	     !h->evaluator == !c->cert_evaluator))
-		return 1;
-	snprintf(why, sizeof(why), "the client certificate is %s %d's: it "
-		 "cannot say hello as %s %" PRIu32, role, c->cert_learner,
-		 h->evaluator ? "evaluator" : "learner", h->learner_id);
-	refuse(c, why);
-	return 0;
-}
-
-/* An evaluator's hello: the Welcome and every fragment, no Pulls. */
-static void on_evaluator_hello(struct conn *c, const struct wire_hello *h)
-{
-	struct syncer *s = c->sv->s;
-	enum core_refusal r;
-	struct err e;
-
-	if (!cert_fits(c, h))
-		return;
-	if ((r = core_evaluator_join(s, h, &e)) != CORE_JOIN_OK) {
-		conn_close(c, refusal_code[r], "%s", e.msg);
-		return;
-	}
-	c->evaluator = (int)h->learner_id;
-	send_welcome(c, 0, NULL, 0);
-}
-
-static void on_hello(struct conn *c, const struct wire_hello *h, double now)
-{
-	const grpc_status_code *code = refusal_code;
-	struct syncer *s = c->sv->s;
-	struct round_action pulls[64];
-	enum core_refusal r;
-	struct learner *l;
-	uint64_t resume;
-	struct err e;
-	int npull;
-
-	if (c->learner >= 0 || c->evaluator >= 0) {
-		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "second hello on one stream");
-		return;
-	}
-	if (h->evaluator) {
-		on_evaluator_hello(c, h);
-		return;
-	}
-	if (!cert_fits(c, h))
-		return;
-	if ((r = core_hello_check(s, h, &e)) != CORE_JOIN_OK) {
-		conn_close(c, code[r], "%s", e.msg);
-		return;
-	}
-	l = &s->learners[h->learner_id];
-	if (l->conn)
-		conn_close(l->conn, GRPC_STATUS_ABORTED,
-			   "replaced by a newer stream for learner %u", h->learner_id);
-	l->conn = c;
-	c->learner = (int)h->learner_id;
-	c->incarnation = h->incarnation;
-	npull = core_join(s, h, now, &resume, pulls, 64);
-	send_welcome(c, resume, pulls, npull);
-}
-
-/* ---- adopting a learner's model (spec.model.kind external) ------------ */
-
-static void pending_release(struct conn *c)
-{
-	free(c->sizes);
-	c->sizes = NULL;
-	c->hello.fragment_sizes = NULL;
-	c->pending = 0;
-}
-
-/* Asks c's learner for its weights: a Pull of round 0 per fragment. */
-static int ask_seed(struct stream_server *sv, struct conn *c, struct err *e)
-{
-	const struct frag_table *ft = &sv->ext_ft;
-	size_t off = 0;
-
-	free(sv->seed);
-	free(sv->seed_off);
-	free(sv->seed_got);
-	sv->seed_off = calloc((size_t)ft->nfrags, sizeof(size_t));
-	sv->seed_got = calloc((size_t)ft->nfrags, 1);
-	for (int p = 0; sv->seed_off && p < ft->nfrags; p++) {
-		sv->seed_off[p] = off;
-		off += ft->frags[p].numel;
-	}
-	sv->seed = malloc(off * sizeof(float));
-	if (!sv->seed_off || !sv->seed_got || !sv->seed)
-		return err_set(e, "syncer: out of memory for a %zu-value seed",
-			       off);
-	sv->seeder = c;
-	sv->seed_moved = clock_mono();
-	sv->seed_left = ft->nfrags;
-	for (int p = 0; p < ft->nfrags; p++)
-		send_pull(c, 0, p);
-	log_info("learner %u: asking for its weights (the job's initial "
-		 "model)", c->hello.learner_id);
-	return 0;
-}
-
-/* The first hello of an external job: its table becomes the job's. */
-static int adopt_table(struct stream_server *sv, const struct wire_hello *h,
-		       struct err *e)
-{
-	if (h->fragments < 1 || h->nsizes != h->fragments)
-		return err_set(e, "fragment sizes missing: learner sent %zu sizes "
-			       "for %u fragments", h->nsizes, h->fragments);
-	if (frag_table_from_sizes(&sv->ext_ft, h->fragment_sizes,
-				  (int)h->fragments, h->fingerprint, e))
-		return -1;
-	sv->have_ft = 1;
-	sv->ext_prm = *sv->s->prm;
-	sv->ext_prm.ft = &sv->ext_ft;
-	log_info("learner %u's model is the job's: %u fragments, fingerprint "
-		 "%016" PRIx64, h->learner_id, h->fragments, h->fingerprint);
-	return 0;
-}
-
-static void on_hello(struct conn *c, const struct wire_hello *h, double now);
-static int cache_init(struct stream_server *sv, int P, struct err *e);
-
-/* Θ is known: the core starts, and every waiting hello is answered. */
-static void adopt_done(struct stream_server *sv, const float *theta,
-		       double now)
-{
-	struct syncer *s = sv->s;
-	const struct frag_table *ft = &sv->ext_ft;
-	float *flat = NULL;
-	struct conn *c, *next;
-	struct err e;
-	size_t n = 0;
-
-	for (int p = 0; p < ft->nfrags; p++)
-		n += ft->frags[p].numel;
-	if (theta) {
-		flat = malloc(n * sizeof(float));
-		if (flat)   /* the seed is in fragment order: scatter it */
-			for (int p = 0; p < ft->nfrags; p++)
-				frag_scatter(ft, p, theta + sv->seed_off[p], flat);
-	} else {
-		flat = calloc(n, sizeof(float));
-	}
-	sv->ext_flat = flat;
-	sv->ext_prm.init_params = flat;
-	sv->ext_prm.nparams = n;
-	if (!flat || core_init(s, &sv->ext_prm, now, &e) ||
-	    cache_init(sv, s->P, &e)) {
-		log_error("cannot start on the adopted model: %s",
-			  flat ? e.msg : "out of memory");
-		s->stopping = 1;
-		return;
-	}
-	s->adopting = 0;
-	s->ready = 1;
-	for (c = sv->conns; c; c = next) {
-		next = c->next;
-		if (!c->pending || c->closing)
-			continue;
-		struct wire_hello h = c->hello;
-
-		c->pending = 0;
-		on_hello(c, &h, now);
-		pending_release(c);
-	}
-}
-
-/* Whether the core found a checkpoint of the adopted table: then Θ is
- * that, and no seed is needed. */
-static int have_checkpoint(struct stream_server *sv)
-{
-	uint64_t round;
-
-	return syncer_ckpt_newest_name(sv->s->prm->ckpt_dir,
-				       sv->ext_ft.fingerprint, &round) == 1;
-}
-
-/* Keeps c's hello (job name left out) until Θ is known; 0 when out of
- * memory (the stream is closed). */
-static int keep_pending(struct conn *c, const struct wire_hello *h)
-{
-	c->hello = *h;
-	c->hello.job = NULL;
-	c->sizes = malloc(h->nsizes * sizeof(uint64_t) + 1);
-	if (!c->sizes) {
-		conn_close(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-		return 0;
-	}
-	memcpy(c->sizes, h->fragment_sizes, h->nsizes * sizeof(uint64_t));
-	c->hello.fragment_sizes = c->sizes;
-	c->pending = 1;
-	return 1;
-}
-
-static void adopt_hello(struct conn *c, const struct wire_hello *h,
-			double now)
-{
-	struct stream_server *sv = c->sv;
-	struct syncer *s = sv->s;
-	struct err e;
-
-	(void)now;
-	if (c->pending || c->learner >= 0) {
-		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "second hello on one stream");
-		return;
-	}
-	if (h->evaluator) {
-		/* it waits for Θ like a learner, but neither fixes the
-		 * table nor gives the seed; on_hello judges it then */
-		if (h->learner_id >= EVAL_REMOTE_MAX) {
-			conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "evaluator id "
-				   "%u is out of range (0 to %d)", h->learner_id,
-				   EVAL_REMOTE_MAX - 1);
-			return;
-		}
-		if (cert_fits(c, h))
-			keep_pending(c, h);
-		return;
-	}
-	if (!learner_in_range(c, h))
-		return;
-	if (!cert_fits(c, h))
-		return;
-	if (!sv->have_ft && adopt_table(sv, h, &e)) {
-		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "%s", e.msg);
-		return;
-	}
-	if (h->fingerprint != sv->ext_ft.fingerprint ||
-	    h->fragments != (uint32_t)sv->ext_ft.nfrags) {
-		log_warn("learner %u refused: model fingerprint mismatch: "
-			 "learner %016" PRIx64 ", syncer %016" PRIx64,
-			 h->learner_id, h->fingerprint, sv->ext_ft.fingerprint);
-		conn_close(c, GRPC_STATUS_FAILED_PRECONDITION, "model fingerprint "
-			   "mismatch: learner %016" PRIx64 ", syncer %016" PRIx64
-			   " (the job's table is its first learner's)",
-			   h->fingerprint, sv->ext_ft.fingerprint);
-		return;
-	}
-	if (!keep_pending(c, h))
-		return;
-	if (!sv->seeder && have_checkpoint(sv)) {
-		log_info("a checkpoint of the adopted model is in '%s': Θ is its",
-			 s->prm->ckpt_dir);
-		adopt_done(sv, NULL, now);
-		return;
-	}
-	if (!sv->seeder && ask_seed(sv, c, &e)) {
-		log_error("%s", e.msg);
-		pending_release(c);
-		conn_close(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "%s", e.msg);
-	}
-}
-
-/* A seed answer: round 0, the learner's own θ of one fragment. */
-static void adopt_answer(struct conn *c, const struct wire_answer *a,
-			 double now)
-{
-	struct stream_server *sv = c->sv;
-	const struct frag_table *ft = &sv->ext_ft;
-	struct err e;
-	int p = (int)a->fragment;
-
-	if (c != sv->seeder || a->round != 0 || p >= ft->nfrags ||
-	    sv->seed_got[p]) {
-		log_warn("learner %u: answer for round %" PRIu64 " fragment %u "
-			 "ignored: the syncer waits for a seed", c->hello.learner_id,
-			 a->round, a->fragment);
-		return;
-	}
-	if (enc_decode((enum payload_enc)a->encoding, a->payload, a->payload_len,
-		       sv->seed + sv->seed_off[p], ft->frags[p].numel, &e)) {
-		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "seed of fragment %d: "
-			   "%s", p, e.msg);
-		return;
-	}
-	for (size_t i = 0; i < ft->frags[p].numel; i++)
-		if (!isfinite(sv->seed[sv->seed_off[p] + i])) {
-			conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "seed of "
-				   "fragment %d: value %zu is not finite", p, i);
-			return;
-		}
-	sv->seed_got[p] = 1;
-	sv->seed_moved = now;
-	if (--sv->seed_left == 0) {
-		log_info("learner %u's weights are the job's initial model",
-			 c->hello.learner_id);
-		sv->seeder = NULL;
-		adopt_done(sv, sv->seed, now);
-	}
-}
-
-/*
- * The learner asked for the seed went away: ask another waiting one,
- * one of another learner than the last dropped if there is one.
- */
-static void reseed(struct stream_server *sv)
-{
-	struct conn *pick = NULL;
-	struct err e;
-
-	for (struct conn *c = sv->conns; c; c = c->next)
-		if (c->pending && !c->closing && !c->hello.evaluator &&
-		    (!pick || (int)pick->hello.learner_id == sv->seed_failed))
-			pick = c;
-	if (pick && ask_seed(sv, pick, &e)) {
-		log_error("%s", e.msg);
-		sv->s->stopping = 1;
-	}
-}
-
-/*
- * A seeder that sends nothing for SEED_WAIT seconds (or helloTimeout if
- * longer) is dropped, so that another learner is asked (docs/syncer.md,
- * Model-agnostic jobs): its sidecar may have no seed to send.
- */
-#define SEED_WAIT 60.0
-static void seed_timeout(struct stream_server *sv, double now)
-{
-	double limit = fmax(SEED_WAIT, sv->s->js->syncer.hello_timeout);
-	struct conn *c = sv->seeder;
-
-	if (!c || c->closing || now - sv->seed_moved <= limit)
-		return;
-	log_warn("learner %u sent no seed within %g s: asking another",
-		 c->hello.learner_id, limit);
-	sv->seed_failed = (int)c->hello.learner_id;
-	pending_release(c);
-	conn_close(c, GRPC_STATUS_UNAVAILABLE, "no seed within %g s", limit);
-	maybe_free(c);
-}
-
-/* A stream's message while no table is known. */
-static void adopt_message(struct conn *c, const struct wire_learner_msg *m,
-			  double now)
-{
-	if (m->kind == WIRE_HELLO)
-		adopt_hello(c, &m->hello, now);
-	else if (!c->pending)
-		conn_close(c, GRPC_STATUS_FAILED_PRECONDITION,
-			   "the first message must be a hello");
-	else if (m->kind == WIRE_ANSWER)
-		adopt_answer(c, &m->answer, now);
-	/* heartbeats wait for the core */
-}
-
-/* A message on an evaluator's stream after its hello. */
-static void evaluator_message(struct conn *c, const struct wire_learner_msg *m,
-			      double now)
-{
-	struct err e;
-
-	switch (m->kind) {
-	case WIRE_EVALUATION:
-		core_evaluation(c->sv->s, c->evaluator, &m->evaluation, now,
-				&e);
-		break;
-	case WIRE_HEARTBEAT:
-		break;   /* it trains nothing: nothing to count */
-	case WIRE_ANSWER:
-		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "evaluator %d sent "
-			   "an answer: an evaluator is never pulled", c->evaluator);
-		break;
-	default:
-		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "empty message");
-	}
-}
-
-/* ---- Beat calls --------------------------------------------------------- */
-
-/* Whether learner id's Train stream is live and of this incarnation;
- * the Beat is closed when not. */
-static int beat_fits(struct conn *c, uint32_t id, uint64_t incarnation)
-{
-	struct syncer *s = c->sv->s;
-	struct conn *t = s->adopting ? NULL : s->learners[id].conn;
-
-	if (!t || t->closing) {
-		conn_close(c, GRPC_STATUS_FAILED_PRECONDITION, "learner %u has "
-			   "no live Train stream: a Beat follows its Welcome", id);
-		return 0;
-	}
-	if (t->incarnation != incarnation) {
-		conn_close(c, GRPC_STATUS_ABORTED, "incarnation %" PRIu64
-			   " is not that of learner %u's Train stream (%" PRIu64
-			   ")", incarnation, id, t->incarnation);
-		return 0;
-	}
-	return 1;
-}
-
-/* A Beat's Hello: the learner, checked as Train's, then taken. */
-static void beat_hello(struct conn *c, const struct wire_hello *h)
-{
-	static grpc_metadata taken;   /* read only by gRPC */
-	struct syncer *s = c->sv->s;
-	grpc_op op;
-
-	taken.key = grpc_slice_from_static_string(WIRE_BEAT_MARK_KEY);
-	taken.value = grpc_slice_from_static_string(WIRE_BEAT_MARK_VALUE);
-	if (c->beat_learner >= 0) {
-		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "second hello on one Beat");
-		return;
-	}
-	if (h->evaluator) {
-		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "an evaluator "
-			   "sends no heartbeats that count: no Beat for it");
-		return;
-	}
-	if (!learner_in_range(c, h))
-		return;
-	if (!cert_fits(c, h) || !beat_fits(c, h->learner_id, h->incarnation))
-		return;
-	c->beat_learner = (int)h->learner_id;
-	c->incarnation = h->incarnation;
-	s->beat_streams++;
-	/* the initial metadata with the mark: the sidecar moves its
-	 * heartbeats here (a refusal's status comes without it) */
-	memset(&op, 0, sizeof(op));
-	op.op = GRPC_OP_SEND_INITIAL_METADATA;
-	op.data.send_initial_metadata.count = 1;
-	op.data.send_initial_metadata.metadata = &taken;
-	c->md_sent = 1;
-	if (grpc_call_start_batch(c->call, &op, 1, &c->t_send, NULL) ==
-	    GRPC_CALL_OK)
-		c->send_pending = 1;
-	log_debug("learner %u: heartbeats on a Beat", h->learner_id);
-}
-
-/* A message on a Beat call: a Hello, then heartbeats only. */
-static void beat_message(struct conn *c, const struct wire_learner_msg *m,
-			 double now)
-{
-	struct syncer *s = c->sv->s;
-
-	if (m->kind == WIRE_HELLO) {
-		beat_hello(c, &m->hello);
-	} else if (c->beat_learner < 0) {
-		conn_close(c, GRPC_STATUS_FAILED_PRECONDITION,
-			   "the first message must be a hello");
-	} else if (m->kind != WIRE_HEARTBEAT) {
-		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "a Beat carries "
-			   "heartbeats only");
-	} else if (beat_fits(c, (uint32_t)c->beat_learner, c->incarnation)) {
-		core_heartbeat(s, c->beat_learner, &m->heartbeat, now);
-		s->beat_heartbeats++;
-	}
-}
-
-static void on_message(struct conn *c, const uint8_t *data, size_t len,
-		       double now)
-{
-	struct syncer *s = c->sv->s;
-	struct wire_learner_msg m;
-	struct err e;
-
-	if (wire_learner_decode(data, len, &m, &e)) {
-		log_warn("stream of learner %d: %s", c->learner, e.msg);
-		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "%s", e.msg);
-		return;
-	}
-	if (c->beat) {
-		beat_message(c, &m, now);
-	} else if (s->adopting) {
-		adopt_message(c, &m, now);
-	} else if (m.kind != WIRE_HELLO && c->learner < 0 && c->evaluator < 0) {
-		conn_close(c, GRPC_STATUS_FAILED_PRECONDITION,
-			   "the first message must be a hello");
-	} else if (c->evaluator >= 0 && m.kind != WIRE_HELLO) {
-		evaluator_message(c, &m, now);
-	} else if (m.kind == WIRE_EVALUATION) {
-		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "learner %d sent an "
-			   "evaluation: only an evaluator does", c->learner);
-	} else {
-		switch (m.kind) {
-		case WIRE_HELLO:
-			on_hello(c, &m.hello, now);
-			break;
-		case WIRE_ANSWER:
-			core_answer(s, c->learner, &m.answer, now);
-			break;
-		case WIRE_HEARTBEAT:
-			core_heartbeat(s, c->learner, &m.heartbeat, now);
-			break;
-		default:
-			conn_close(c, GRPC_STATUS_INVALID_ARGUMENT,
-				   "empty message");
-		}
-	}
-	wire_learner_release(&m);
+		conn_send_pull(c, pulls[i].round, pulls[i].frag);
 }
 
 /* ---- events ------------------------------------------------------------ */
@@ -1125,12 +464,12 @@ static void on_new(struct stream_server *sv, struct conn *c, int ok,
 		request_call(sv, c->beat);
 	if (sv->s->stopping) {
 		conn_close(c, GRPC_STATUS_UNAVAILABLE, "syncer shutting down");
-	} else if (sv->s->prm->tls && (c->cert_learner = cert_learner(c, &e)) < 0) {
-		refuse(c, e.msg);
+	} else if (sv->s->prm->tls && (c->cert_learner = stream_cert_learner(c, &e)) < 0) {
+		stream_refuse(c, e.msg);
 	} else {
 		start_recv(c);
 	}
-	maybe_free(c);
+	conn_maybe_free(c);
 }
 
 static void on_recv(struct conn *c, int ok, double now)
@@ -1148,7 +487,7 @@ static void on_recv(struct conn *c, int ok, double now)
 		if (grpc_byte_buffer_reader_init(&r, bb)) {
 			sl = grpc_byte_buffer_reader_readall(&r);
 			grpc_byte_buffer_reader_destroy(&r);
-			on_message(c, GRPC_SLICE_START_PTR(sl),
+			stream_on_message(c, GRPC_SLICE_START_PTR(sl),
 				   GRPC_SLICE_LENGTH(sl), now);
 			grpc_slice_unref(sl);
 		} else {
@@ -1200,7 +539,7 @@ static void on_event(struct stream_server *sv, struct tag *t, int ok,
 			conn_close(c, GRPC_STATUS_CANCELLED, "cancelled");
 		break;
 	}
-	maybe_free(c);
+	conn_maybe_free(c);
 }
 
 static void run_rounds(struct stream_server *sv, double now)
@@ -1216,30 +555,7 @@ static void run_rounds(struct stream_server *sv, double now)
 		}
 		for (int i = 0; i < s->M; i++)
 			if (s->learners[i].conn && s->learners[i].joined)
-				send_pull(s->learners[i].conn, st.round, st.frag);
-	}
-}
-
-/* Streams that have not said Hello within spec.syncer.helloTimeout are
- * closed: each holds memory and a slot of the connection's streams. */
-static void close_silent(struct stream_server *sv, double now)
-{
-	double limit = sv->s->js->syncer.hello_timeout;
-	struct conn *c = sv->conns, *next;
-	char peer[128];
-
-	for (; c; c = next) {
-		next = c->next;
-		if (c->learner >= 0 || c->evaluator >= 0 || c->pending ||
-		    c->beat_learner >= 0 || c->closing ||
-		    now - c->t_accept <= limit)
-			continue;
-		peer_name(c, peer, sizeof(peer));
-		sv->s->streams_no_hello++;
-		log_warn("stream from %s closed: no hello within %g s", peer, limit);
-		conn_close(c, GRPC_STATUS_DEADLINE_EXCEEDED,
-			   "no hello within %g s", limit);
-		maybe_free(c);
+				conn_send_pull(s->learners[i].conn, st.round, st.frag);
 	}
 }
 
@@ -1251,7 +567,7 @@ static void close_all(struct stream_server *sv, grpc_status_code code,
 	for (; c; c = next) {
 		next = c->next;
 		conn_close(c, code, "%s", msg);
-		maybe_free(c);
+		conn_maybe_free(c);
 	}
 }
 
@@ -1406,7 +722,7 @@ static void stop_job(struct stream_server *sv, double now)
 	close_all(sv, GRPC_STATUS_UNAVAILABLE, "syncer shutting down");
 }
 
-static int cache_init(struct stream_server *sv, int P, struct err *e)
+int stream_cache_init(struct stream_server *sv, int P, struct err *e)
 {
 	sv->upd = calloc((size_t)P, sizeof(*sv->upd));
 	sv->upd_version = calloc((size_t)P, sizeof(*sv->upd_version));
@@ -1439,7 +755,7 @@ int syncer_run(const struct syncer_params *p,
 		return err_set(e, "syncer: out of memory");
 	grpc_init();
 	sv.s = s;
-	sv.seed_failed = -1;
+	seed_init(&sv.seed);
 	if (p->js->model.kind == MODEL_EXTERNAL && !p->ft) {
 		/* no table until the first hello (docs/syncer.md) */
 		pthread_mutex_init(&s->mu, NULL);
@@ -1451,7 +767,7 @@ int syncer_run(const struct syncer_params *p,
 		log_info("spec.model.kind external: the model is the first "
 			 "learner's");
 	} else if (core_init(s, p, clock_mono(), e) ||
-		   cache_init(&sv, s->P, e)) {
+		   stream_cache_init(&sv, s->P, e)) {
 		goto out;
 	}
 	s->http = httpd_start(p->http_addr, p->http_port, status_http, s, e);
@@ -1502,11 +818,9 @@ int syncer_run(const struct syncer_params *p,
 		/* the scans of every stream and learner: once per tick, not
 		 * once per event (core_tick) */
 		if (!s->stopping && core_tick(s, now))
-			close_silent(&sv, now);
-		if (s->adopting && sv.have_ft)
-			seed_timeout(&sv, now);
-		if (s->adopting && sv.have_ft && !sv.seeder)
-			reseed(&sv);
+			stream_close_silent(&sv, now);
+		if (s->adopting)
+			stream_seed_check(&sv, now);
 		if (s->adopting) {
 			if ((*stop || s->stopping) && finish_at < 0) {
 				log_info("stopped before a learner gave the "
@@ -1547,12 +861,7 @@ out:
 	cache_release(&sv, s->P);
 	if (!s->adopting)
 		core_release(s);
-	if (sv.have_ft)
-		frag_table_release(&sv.ext_ft);
-	free(sv.ext_flat);
-	free(sv.seed);
-	free(sv.seed_off);
-	free(sv.seed_got);
+	seed_release(&sv.seed);
 	free(s);
 	grpc_shutdown();
 	return rc;

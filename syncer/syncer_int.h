@@ -49,6 +49,7 @@
 #include "syncer/round.h"
 #include "syncer/screen.h"
 #include "syncer/syncer.h"
+#include "syncer/transport.h"
 
 struct conn;
 struct wire_answer;
@@ -139,14 +140,11 @@ struct syncer {
 	int final_eval;              /* the run loop is in the last evaluation,
 				      * `mu` released (core_eval_sync) */
 	int learners_connected;
-	uint64_t streams_refused;    /* identity refusals (stream.c) */
 	uint64_t stale_marked;       /* learners found stale, since start */
 	double next_tick;            /* mono time core_tick works again */
 	uint64_t stale_scans;        /* core_check_stale calls (tests) */
 	uint64_t steps_undone;       /* outer steps undone: Θ non-finite */
-	uint64_t streams_no_hello;   /* closed for no Hello in time (stream.c) */
-	uint64_t beat_streams;       /* Beat calls taken (stream.c) */
-	uint64_t beat_heartbeats;    /* heartbeats that came on a Beat */
+	struct transport_stats tr;   /* the streams' counters (transport.h) */
 	struct goodput gp;           /* where learner time goes (goodput.h) */
 	struct gap_log gaps;         /* down gaps between rounds (gaplog.h) */
 	struct screen scr;           /* the answer screens (screen.h) */

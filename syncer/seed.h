@@ -1,0 +1,59 @@
+/*
+ * seed: the model of an external job (spec.model.kind external;
+ * docs/syncer.md, Model-agnostic jobs) before the core exists. The
+ * first learner's Hello gives the table; one learner at a time, the
+ * seeder, is asked for its weights with a Pull of round 0 per fragment,
+ * and its answers fill the seed until it is whole. Then (or when a
+ * checkpoint of the table is on the volume) the job's parameters are
+ * made from it and the core starts on them.
+ *
+ * Its state is its own: which stream is the seeder, and the streams
+ * that wait, are the transport's (stream.c).
+ */
+#ifndef DDILOCO_SYNCER_SEED_H
+#define DDILOCO_SYNCER_SEED_H
+
+#include <stddef.h>
+
+#include "common/err.h"
+#include "common/fragment.h"
+#include "syncer/syncer.h"
+
+struct wire_answer;
+struct wire_hello;
+
+struct seed {
+	struct frag_table ft;        /* the first hello's table */
+	int have_ft;
+	float *values;               /* the seed, fragment after fragment */
+	size_t *off;                 /* where fragment p starts in it */
+	unsigned char *got;          /* fragments received */
+	int left;                    /* fragments still to come */
+	double moved;                /* mono time the seeder was asked or
+				      * its last fragment came */
+	int failed;                  /* learner id of the last seeder
+				      * dropped; -1: none */
+	struct syncer_params prm;    /* the job's, with this table */
+	float *flat;                 /* prm.init_params once made */
+};
+
+void seed_init(struct seed *sd);
+void seed_release(struct seed *sd);
+/* h's table becomes the job's: prm is base with it. */
+int seed_adopt(struct seed *sd, const struct wire_hello *h,
+	       const struct syncer_params *base, struct err *e);
+/* A new seeder is asked at now: what an earlier one sent is dropped. */
+int seed_begin(struct seed *sd, double now, struct err *e);
+/* Whether a is an answer the seed still waits for (round 0, a fragment
+ * not received yet). */
+int seed_wants(const struct seed *sd, const struct wire_answer *a);
+/* Its values into the seed: 1 when the seed is whole, 0 when more are
+ * to come, -1 when they do not decode or are not finite (e says). */
+int seed_put(struct seed *sd, const struct wire_answer *a, double now,
+	     struct err *e);
+/* The job's parameters, in the model's layout: from the seed when it is
+ * whole (use_seed), else zeros that a checkpoint replaces. NULL: out of
+ * memory. */
+const struct syncer_params *seed_params(struct seed *sd, int use_seed);
+
+#endif

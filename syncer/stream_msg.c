@@ -1,0 +1,579 @@
+/*
+ * stream_msg: what each message on a syncer stream does (stream_int.h).
+ * A Train stream's first message is a Hello: its identity is held to
+ * the client certificate (with TLS; docs/security.md), its job and
+ * model to the core's, and it joins as a learner (core_join) or an
+ * evaluator (core_evaluator_join); then Answers and Heartbeats go to
+ * the core, Evaluations of an evaluator to core_evaluation. A Beat
+ * call's Hello names a learner whose Train stream is live, and only
+ * heartbeats follow. While an external job's model is not known yet
+ * (s->adopting) Hellos wait, and one learner is asked for the seed
+ * (seed.h).
+ */
+#include "syncer/stream_int.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <grpc/grpc_security.h>
+#include <grpc/support/alloc.h>
+
+#include "common/log.h"
+#include "common/pki.h"
+#include "common/util.h"
+#include "common/wire.h"
+
+/* Where a stream comes from, for log lines ("ipv4:10.0.0.7:41234"). */
+static void peer_name(struct conn *c, char *out, size_t n)
+{
+	char *p = grpc_call_get_peer(c->call);
+
+	snprintf(out, n, "%s", p ? p : "an unknown peer");
+	gpr_free(p);
+}
+
+int stream_cert_learner(struct conn *c, struct err *e)
+{
+	const char *job = c->sv->s->js->name;
+	grpc_auth_context *ctx = grpc_call_auth_context(c->call);
+	grpc_auth_property_iterator it;
+	const grpc_auth_property *prop;
+	char *pem = NULL;
+	struct pki_id id;
+	int rc = -1;
+
+	if (!ctx)
+		return err_set(e, "no client certificate");
+	it = grpc_auth_context_find_properties_by_name(ctx,
+		GRPC_X509_PEM_CERT_PROPERTY_NAME);
+	prop = grpc_auth_property_iterator_next(&it);
+	if (!prop || !prop->value_length) {
+		err_set(e, "no client certificate");
+	} else if (!(pem = strndup(prop->value, prop->value_length))) {
+		err_set(e, "out of memory");
+	} else if (pki_cert_id(pem, &id, e)) {
+		/* the message says what the certificate lacks */
+	} else if (strcmp(id.job, job)) {
+		err_set(e, "the client certificate is for job '%s', not '%s'",
+			id.job, job);
+	} else if (id.role != PKI_ROLE_LEARNER &&
+		   id.role != PKI_ROLE_EVALUATOR) {
+		err_set(e, "the client certificate of job '%s' is not a learner's",
+			job);
+	} else {
+		c->cert_evaluator = id.role == PKI_ROLE_EVALUATOR;
+		rc = (int)id.learner;
+	}
+	free(pem);
+	grpc_auth_context_release(ctx);
+	return rc;
+}
+
+void stream_refuse(struct conn *c, const char *why)
+{
+	char peer[128];
+
+	peer_name(c, peer, sizeof(peer));
+	c->sv->s->tr.streams_refused++;
+	log_warn("stream from %s refused: %s", peer, why);
+	conn_close(c, GRPC_STATUS_PERMISSION_DENIED, "%s", why);
+}
+
+static const grpc_status_code refusal_code[] = {
+	[CORE_JOIN_INVALID] = GRPC_STATUS_INVALID_ARGUMENT,
+	[CORE_JOIN_MISMATCH] = GRPC_STATUS_FAILED_PRECONDITION,
+	[CORE_JOIN_DONE] = GRPC_STATUS_OK,
+	[CORE_JOIN_FULL] = GRPC_STATUS_RESOURCE_EXHAUSTED,
+};
+
+/* Whether a hello's learner id is one of the job's; the call is closed
+ * when not. */
+static int learner_in_range(struct conn *c, const struct wire_hello *h)
+{
+	struct syncer *s = c->sv->s;
+
+	if (h->learner_id < (uint32_t)s->M)
+		return 1;
+	conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "learner id %u is out of "
+		   "range: job '%s' has %d learners", h->learner_id,
+		   s->js->name, s->M);
+	return 0;
+}
+
+/* Whether the certificate fits a hello as learner or evaluator `id`;
+ * refused (counted) when not. */
+static int cert_fits(struct conn *c, const struct wire_hello *h)
+{
+	const char *role = c->cert_evaluator ? "evaluator" : "learner";
+	char why[160];
+
+	if (!c->sv->s->prm->tls ||
+	    (h->learner_id == (uint32_t)c->cert_learner &&
+	     !h->evaluator == !c->cert_evaluator))
+		return 1;
+	snprintf(why, sizeof(why), "the client certificate is %s %d's: it "
+		 "cannot say hello as %s %" PRIu32, role, c->cert_learner,
+		 h->evaluator ? "evaluator" : "learner", h->learner_id);
+	stream_refuse(c, why);
+	return 0;
+}
+
+/* An evaluator's hello: the Welcome and every fragment, no Pulls. */
+static void on_evaluator_hello(struct conn *c, const struct wire_hello *h)
+{
+	struct syncer *s = c->sv->s;
+	enum core_refusal r;
+	struct err e;
+
+	if (!cert_fits(c, h))
+		return;
+	if ((r = core_evaluator_join(s, h, &e)) != CORE_JOIN_OK) {
+		conn_close(c, refusal_code[r], "%s", e.msg);
+		return;
+	}
+	c->evaluator = (int)h->learner_id;
+	conn_send_welcome(c, 0, NULL, 0);
+}
+
+static void on_hello(struct conn *c, const struct wire_hello *h, double now)
+{
+	const grpc_status_code *code = refusal_code;
+	struct syncer *s = c->sv->s;
+	struct round_action pulls[64];
+	enum core_refusal r;
+	struct learner *l;
+	uint64_t resume;
+	struct err e;
+	int npull;
+
+	if (c->learner >= 0 || c->evaluator >= 0) {
+		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "second hello on one stream");
+		return;
+	}
+	if (h->evaluator) {
+		on_evaluator_hello(c, h);
+		return;
+	}
+	if (!cert_fits(c, h))
+		return;
+	if ((r = core_hello_check(s, h, &e)) != CORE_JOIN_OK) {
+		conn_close(c, code[r], "%s", e.msg);
+		return;
+	}
+	l = &s->learners[h->learner_id];
+	if (l->conn)
+		conn_close(l->conn, GRPC_STATUS_ABORTED,
+			   "replaced by a newer stream for learner %u", h->learner_id);
+	l->conn = c;
+	c->learner = (int)h->learner_id;
+	c->incarnation = h->incarnation;
+	npull = core_join(s, h, now, &resume, pulls, 64);
+	conn_send_welcome(c, resume, pulls, npull);
+}
+
+/* ---- adopting a learner's model (spec.model.kind external) ------------ */
+
+static void pending_release(struct conn *c)
+{
+	free(c->sizes);
+	c->sizes = NULL;
+	c->hello.fragment_sizes = NULL;
+	c->pending = 0;
+}
+
+/* Asks c's learner for its weights: a Pull of round 0 per fragment. */
+static int ask_seed(struct stream_server *sv, struct conn *c, struct err *e)
+{
+	if (seed_begin(&sv->seed, clock_mono(), e))
+		return -1;
+	sv->seeder = c;
+	for (int p = 0; p < sv->seed.ft.nfrags; p++)
+		conn_send_pull(c, 0, p);
+	log_info("learner %u: asking for its weights (the job's initial "
+		 "model)", c->hello.learner_id);
+	return 0;
+}
+
+static void on_hello(struct conn *c, const struct wire_hello *h, double now);
+
+/* Θ is known: the core starts, and every waiting hello is answered. */
+static void adopt_done(struct stream_server *sv, int use_seed, double now)
+{
+	const struct syncer_params *prm = seed_params(&sv->seed, use_seed);
+	struct syncer *s = sv->s;
+	struct conn *c, *next;
+	struct err e;
+
+	if (!prm || core_init(s, prm, now, &e) ||
+	    stream_cache_init(sv, s->P, &e)) {
+		log_error("cannot start on the adopted model: %s",
+			  prm ? e.msg : "out of memory");
+		s->stopping = 1;
+		return;
+	}
+	s->adopting = 0;
+	s->ready = 1;
+	for (c = sv->conns; c; c = next) {
+		next = c->next;
+		if (!c->pending || c->closing)
+			continue;
+		struct wire_hello h = c->hello;
+
+		c->pending = 0;
+		on_hello(c, &h, now);
+		pending_release(c);
+	}
+}
+
+/* Whether the core will find a checkpoint of the adopted table: then Θ
+ * is that, and no seed is needed. */
+static int have_checkpoint(struct stream_server *sv)
+{
+	uint64_t round;
+
+	return syncer_ckpt_newest_name(sv->s->prm->ckpt_dir,
+				       sv->seed.ft.fingerprint, &round) == 1;
+}
+
+/* Keeps c's hello (job name left out) until Θ is known; 0 when out of
+ * memory (the stream is closed). */
+static int keep_pending(struct conn *c, const struct wire_hello *h)
+{
+	c->hello = *h;
+	c->hello.job = NULL;
+	c->sizes = malloc(h->nsizes * sizeof(uint64_t) + 1);
+	if (!c->sizes) {
+		conn_close(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+		return 0;
+	}
+	memcpy(c->sizes, h->fragment_sizes, h->nsizes * sizeof(uint64_t));
+	c->hello.fragment_sizes = c->sizes;
+	c->pending = 1;
+	return 1;
+}
+
+/* An evaluator's hello while adopting: it waits for Θ like a learner,
+ * but neither fixes the table nor gives the seed; on_hello judges it
+ * then. */
+static void adopt_evaluator(struct conn *c, const struct wire_hello *h)
+{
+	if (h->learner_id >= EVAL_REMOTE_MAX) {
+		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "evaluator id "
+			   "%u is out of range (0 to %d)", h->learner_id,
+			   EVAL_REMOTE_MAX - 1);
+		return;
+	}
+	if (cert_fits(c, h))
+		keep_pending(c, h);
+}
+
+/* Whether h runs the adopted model; the stream is closed when not. */
+static int fits_table(struct conn *c, const struct wire_hello *h)
+{
+	const struct frag_table *ft = &c->sv->seed.ft;
+
+	if (h->fingerprint == ft->fingerprint &&
+	    h->fragments == (uint32_t)ft->nfrags)
+		return 1;
+	log_warn("learner %u refused: model fingerprint mismatch: learner %016"
+		 PRIx64 ", syncer %016" PRIx64, h->learner_id, h->fingerprint,
+		 ft->fingerprint);
+	conn_close(c, GRPC_STATUS_FAILED_PRECONDITION, "model fingerprint "
+		   "mismatch: learner %016" PRIx64 ", syncer %016" PRIx64
+		   " (the job's table is its first learner's)", h->fingerprint,
+		   ft->fingerprint);
+	return 0;
+}
+
+static void adopt_hello(struct conn *c, const struct wire_hello *h,
+			double now)
+{
+	struct stream_server *sv = c->sv;
+	struct err e;
+
+	if (c->pending || c->learner >= 0) {
+		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "second hello on one stream");
+		return;
+	}
+	if (h->evaluator) {
+		adopt_evaluator(c, h);
+		return;
+	}
+	if (!learner_in_range(c, h) || !cert_fits(c, h))
+		return;
+	if (!sv->seed.have_ft && seed_adopt(&sv->seed, h, sv->s->prm, &e)) {
+		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "%s", e.msg);
+		return;
+	}
+	if (!fits_table(c, h) || !keep_pending(c, h))
+		return;
+	if (!sv->seeder && have_checkpoint(sv)) {
+		log_info("a checkpoint of the adopted model is in '%s': Θ is its",
+			 sv->s->prm->ckpt_dir);
+		adopt_done(sv, 0, now);
+		return;
+	}
+	if (!sv->seeder && ask_seed(sv, c, &e)) {
+		log_error("%s", e.msg);
+		pending_release(c);
+		conn_close(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "%s", e.msg);
+	}
+}
+
+/* A seed answer: round 0, the learner's own θ of one fragment. */
+static void adopt_answer(struct conn *c, const struct wire_answer *a,
+			 double now)
+{
+	struct stream_server *sv = c->sv;
+	struct err e;
+	int rc;
+
+	if (c != sv->seeder || !seed_wants(&sv->seed, a)) {
+		log_warn("learner %u: answer for round %" PRIu64 " fragment %u "
+			 "ignored: the syncer waits for a seed", c->hello.learner_id,
+			 a->round, a->fragment);
+		return;
+	}
+	if ((rc = seed_put(&sv->seed, a, now, &e)) < 0) {
+		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "%s", e.msg);
+		return;
+	}
+	if (rc == 1) {
+		log_info("learner %u's weights are the job's initial model",
+			 c->hello.learner_id);
+		sv->seeder = NULL;
+		adopt_done(sv, 1, now);
+	}
+}
+
+/*
+ * The learner asked for the seed went away: ask another waiting one,
+ * one of another learner than the last dropped if there is one.
+ */
+static void reseed(struct stream_server *sv)
+{
+	struct conn *pick = NULL;
+	struct err e;
+
+	for (struct conn *c = sv->conns; c; c = c->next)
+		if (c->pending && !c->closing && !c->hello.evaluator &&
+		    (!pick || (int)pick->hello.learner_id == sv->seed.failed))
+			pick = c;
+	if (pick && ask_seed(sv, pick, &e)) {
+		log_error("%s", e.msg);
+		sv->s->stopping = 1;
+	}
+}
+
+/*
+ * A seeder that sends nothing for SEED_WAIT seconds (or helloTimeout if
+ * longer) is dropped, so that another learner is asked (docs/syncer.md,
+ * Model-agnostic jobs): its sidecar may have no seed to send.
+ */
+#define SEED_WAIT 60.0
+void stream_seed_check(struct stream_server *sv, double now)
+{
+	double limit = fmax(SEED_WAIT, sv->s->js->syncer.hello_timeout);
+	struct conn *c = sv->seeder;
+
+	if (!sv->seed.have_ft)
+		return;
+	if (c && !c->closing && now - sv->seed.moved > limit) {
+		log_warn("learner %u sent no seed within %g s: asking another",
+			 c->hello.learner_id, limit);
+		sv->seed.failed = (int)c->hello.learner_id;
+		pending_release(c);
+		conn_close(c, GRPC_STATUS_UNAVAILABLE, "no seed within %g s",
+			   limit);
+		conn_maybe_free(c);
+	}
+	if (!sv->seeder)
+		reseed(sv);
+}
+
+/* A stream's message while no table is known. */
+static void adopt_message(struct conn *c, const struct wire_learner_msg *m,
+			  double now)
+{
+	if (m->kind == WIRE_HELLO)
+		adopt_hello(c, &m->hello, now);
+	else if (!c->pending)
+		conn_close(c, GRPC_STATUS_FAILED_PRECONDITION,
+			   "the first message must be a hello");
+	else if (m->kind == WIRE_ANSWER)
+		adopt_answer(c, &m->answer, now);
+	/* heartbeats wait for the core */
+}
+
+/* A message on an evaluator's stream after its hello. */
+static void evaluator_message(struct conn *c, const struct wire_learner_msg *m,
+			      double now)
+{
+	struct err e;
+
+	switch (m->kind) {
+	case WIRE_EVALUATION:
+		core_evaluation(c->sv->s, c->evaluator, &m->evaluation, now,
+				&e);
+		break;
+	case WIRE_HEARTBEAT:
+		break;   /* it trains nothing: nothing to count */
+	case WIRE_ANSWER:
+		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "evaluator %d sent "
+			   "an answer: an evaluator is never pulled", c->evaluator);
+		break;
+	default:
+		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "empty message");
+	}
+}
+
+/* ---- Beat calls --------------------------------------------------------- */
+
+/* Whether learner id's Train stream is live and of this incarnation;
+ * the Beat is closed when not. */
+static int beat_fits(struct conn *c, uint32_t id, uint64_t incarnation)
+{
+	struct syncer *s = c->sv->s;
+	struct conn *t = s->adopting ? NULL : s->learners[id].conn;
+
+	if (!t || t->closing) {
+		conn_close(c, GRPC_STATUS_FAILED_PRECONDITION, "learner %u has "
+			   "no live Train stream: a Beat follows its Welcome", id);
+		return 0;
+	}
+	if (t->incarnation != incarnation) {
+		conn_close(c, GRPC_STATUS_ABORTED, "incarnation %" PRIu64
+			   " is not that of learner %u's Train stream (%" PRIu64
+			   ")", incarnation, id, t->incarnation);
+		return 0;
+	}
+	return 1;
+}
+
+/* A Beat's Hello: the learner, checked as Train's, then taken. */
+static void beat_hello(struct conn *c, const struct wire_hello *h)
+{
+	static grpc_metadata taken;   /* read only by gRPC */
+	struct syncer *s = c->sv->s;
+	grpc_op op;
+
+	taken.key = grpc_slice_from_static_string(WIRE_BEAT_MARK_KEY);
+	taken.value = grpc_slice_from_static_string(WIRE_BEAT_MARK_VALUE);
+	if (c->beat_learner >= 0) {
+		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "second hello on one Beat");
+		return;
+	}
+	if (h->evaluator) {
+		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "an evaluator "
+			   "sends no heartbeats that count: no Beat for it");
+		return;
+	}
+	if (!learner_in_range(c, h))
+		return;
+	if (!cert_fits(c, h) || !beat_fits(c, h->learner_id, h->incarnation))
+		return;
+	c->beat_learner = (int)h->learner_id;
+	c->incarnation = h->incarnation;
+	s->tr.beat_streams++;
+	/* the initial metadata with the mark: the sidecar moves its
+	 * heartbeats here (a refusal's status comes without it) */
+	memset(&op, 0, sizeof(op));
+	op.op = GRPC_OP_SEND_INITIAL_METADATA;
+	op.data.send_initial_metadata.count = 1;
+	op.data.send_initial_metadata.metadata = &taken;
+	c->md_sent = 1;
+	if (grpc_call_start_batch(c->call, &op, 1, &c->t_send, NULL) ==
+	    GRPC_CALL_OK)
+		c->send_pending = 1;
+	log_debug("learner %u: heartbeats on a Beat", h->learner_id);
+}
+
+/* A message on a Beat call: a Hello, then heartbeats only. */
+static void beat_message(struct conn *c, const struct wire_learner_msg *m,
+			 double now)
+{
+	struct syncer *s = c->sv->s;
+
+	if (m->kind == WIRE_HELLO) {
+		beat_hello(c, &m->hello);
+	} else if (c->beat_learner < 0) {
+		conn_close(c, GRPC_STATUS_FAILED_PRECONDITION,
+			   "the first message must be a hello");
+	} else if (m->kind != WIRE_HEARTBEAT) {
+		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "a Beat carries "
+			   "heartbeats only");
+	} else if (beat_fits(c, (uint32_t)c->beat_learner, c->incarnation)) {
+		core_heartbeat(s, c->beat_learner, &m->heartbeat, now);
+		s->tr.beat_heartbeats++;
+	}
+}
+
+void stream_on_message(struct conn *c, const uint8_t *data, size_t len,
+		       double now)
+{
+	struct syncer *s = c->sv->s;
+	struct wire_learner_msg m;
+	struct err e;
+
+	if (wire_learner_decode(data, len, &m, &e)) {
+		log_warn("stream of learner %d: %s", c->learner, e.msg);
+		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "%s", e.msg);
+		return;
+	}
+	if (c->beat) {
+		beat_message(c, &m, now);
+	} else if (s->adopting) {
+		adopt_message(c, &m, now);
+	} else if (m.kind != WIRE_HELLO && c->learner < 0 && c->evaluator < 0) {
+		conn_close(c, GRPC_STATUS_FAILED_PRECONDITION,
+			   "the first message must be a hello");
+	} else if (c->evaluator >= 0 && m.kind != WIRE_HELLO) {
+		evaluator_message(c, &m, now);
+	} else if (m.kind == WIRE_EVALUATION) {
+		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "learner %d sent an "
+			   "evaluation: only an evaluator does", c->learner);
+	} else {
+		switch (m.kind) {
+		case WIRE_HELLO:
+			on_hello(c, &m.hello, now);
+			break;
+		case WIRE_ANSWER:
+			core_answer(s, c->learner, &m.answer, now);
+			break;
+		case WIRE_HEARTBEAT:
+			core_heartbeat(s, c->learner, &m.heartbeat, now);
+			break;
+		default:
+			conn_close(c, GRPC_STATUS_INVALID_ARGUMENT,
+				   "empty message");
+		}
+	}
+	wire_learner_release(&m);
+}
+
+/* Streams that have not said Hello within spec.syncer.helloTimeout are
+ * closed: each holds memory and a slot of the connection's streams. */
+void stream_close_silent(struct stream_server *sv, double now)
+{
+	double limit = sv->s->js->syncer.hello_timeout;
+	struct conn *c = sv->conns, *next;
+	char peer[128];
+
+	for (; c; c = next) {
+		next = c->next;
+		if (c->learner >= 0 || c->evaluator >= 0 || c->pending ||
+		    c->beat_learner >= 0 || c->closing ||
+		    now - c->t_accept <= limit)
+			continue;
+		peer_name(c, peer, sizeof(peer));
+		sv->s->tr.streams_no_hello++;
+		log_warn("stream from %s closed: no hello within %g s", peer, limit);
+		conn_close(c, GRPC_STATUS_DEADLINE_EXCEEDED,
+			   "no hello within %g s", limit);
+		conn_maybe_free(c);
+	}
+}
+

@@ -1,0 +1,34 @@
+/*
+ * transport: the stream counters' /status fields and Prometheus lines
+ * (transport.h).
+ */
+#include "syncer/transport.h"
+
+#include "common/prom.h"
+
+void transport_json(const struct transport_stats *t, json_t *o)
+{
+	json_object_set_new(o, "streams_refused",
+			    json_integer((json_int_t)t->streams_refused));
+	json_object_set_new(o, "streams_no_hello",
+			    json_integer((json_int_t)t->streams_no_hello));
+	json_object_set_new(o, "beat_streams",
+			    json_integer((json_int_t)t->beat_streams));
+	json_object_set_new(o, "beat_heartbeats",
+			    json_integer((json_int_t)t->beat_heartbeats));
+}
+
+void transport_metrics(const struct transport_stats *t, struct buf *b)
+{
+	prom_counter(b, "ddiloco_syncer_streams_refused_total",
+		     "Streams refused for their client certificate "
+		     "(docs/security.md).", t->streams_refused);
+	prom_counter(b, "ddiloco_syncer_streams_no_hello_total",
+		     "Streams closed for saying no Hello within helloTimeout.",
+		     t->streams_no_hello);
+	prom_counter(b, "ddiloco_syncer_beat_streams_total",
+		     "Beat calls taken: a learner's heartbeats on a connection "
+		     "of their own (docs/sidecar.md).", t->beat_streams);
+	prom_counter(b, "ddiloco_syncer_beat_heartbeats_total",
+		     "Heartbeats that came on a Beat call.", t->beat_heartbeats);
+}

@@ -1,0 +1,26 @@
+/*
+ * transport: the counters of the syncer's streams (stream.c) that are
+ * not the core's — identities refused, streams silent past helloTimeout,
+ * Beat calls and their heartbeats — and their /status and /metrics
+ * lines. Counted on the run loop under `mu`, read by status.c under it.
+ */
+#ifndef DDILOCO_SYNCER_TRANSPORT_H
+#define DDILOCO_SYNCER_TRANSPORT_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+struct buf;
+
+struct transport_stats {
+	uint64_t streams_refused;    /* for their client certificate */
+	uint64_t streams_no_hello;   /* closed: no Hello within helloTimeout */
+	uint64_t beat_streams;       /* Beat calls taken */
+	uint64_t beat_heartbeats;    /* heartbeats that came on a Beat */
+};
+
+/* Its four /status fields, set in o. */
+void transport_json(const struct transport_stats *t, json_t *o);
+void transport_metrics(const struct transport_stats *t, struct buf *b);
+
+#endif
