@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/prom.h"
+
 int audit_init(struct audit *a, int M, int P)
 {
 	size_t n = (size_t)M * (size_t)P;
@@ -75,4 +77,26 @@ void audit_merged(struct audit *a, int m, int p, uint64_t incarnation,
 	a->base[k] = base_version + 1;
 	if (step > a->mark[k])
 		a->mark[k] = step;
+}
+
+void audit_metrics(const struct audit *a, struct buf *b)
+{
+	prom_counter(b, "ddiloco_syncer_answers_stale_total",
+		     "Answers taken as empty: base more than staleVersions behind.",
+		     a->stale);
+	prom_counter(b, "ddiloco_syncer_answers_clipped_total",
+		     "Answers whose weight the step and token bounds cut.",
+		     a->clipped);
+	prom_counter(b, "ddiloco_syncer_answers_capped_total",
+		     "Merged answers whose share was held to maxShare.",
+		     a->capped);
+	prom_counter(b, "ddiloco_syncer_merged_steps_total",
+		     "Learner steps in merged answers, since this process started.",
+		     audit_merged_steps(a));
+	prom_counter(b, "ddiloco_syncer_double_merged_steps_total",
+		     "Learner steps merged a second time (an invariant: 0).",
+		     a->double_merged_steps);
+	prom_counter(b, "ddiloco_syncer_repeat_base_total",
+		     "Merged answers on the base of the learner's previous one.",
+		     a->repeat_base);
 }

@@ -63,4 +63,9 @@ void audit_incarnation(struct audit *a, int m, uint64_t incarnation);
 void audit_merged(struct audit *a, int m, int p, uint64_t incarnation,
 		  uint64_t step, uint64_t steps, uint64_t base_version);
 
+struct buf;
+/* Its Prometheus lines: the merged steps and the invariants, the
+ * answers clipped, capped or taken as stale. */
+void audit_metrics(const struct audit *a, struct buf *b);
+
 #endif

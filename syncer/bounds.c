@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/prom.h"
+
 int bounds_init(struct bounds *b, const struct bounds_config *cfg, int M,
 		int P, double now)
 {
@@ -235,4 +237,16 @@ void bounds_answered(struct bounds *b, int m, int p, double t_start)
 	f = &b->from[(size_t)m * b->P + p];
 	if (t_start > *f)
 		*f = t_start;
+}
+
+void bounds_metrics(const struct bounds *b, struct buf *out)
+{
+	prom_counter(out, "ddiloco_syncer_answers_refused_bounds_total",
+		     "Answers refused: claims beyond the bounds (also in rejected).",
+		     b->answers_refused);
+	prom_counter(out, "ddiloco_syncer_heartbeats_total",
+		     "Heartbeats received.", b->heartbeats);
+	prom_counter(out, "ddiloco_syncer_heartbeats_refused_total",
+		     "Heartbeats refused: claims beyond the bounds.",
+		     b->heartbeats_refused);
 }

@@ -114,4 +114,8 @@ int bounds_answer(struct bounds *b, int m, const struct wire_answer *a,
 /* Learner m answered a round of fragment p that started at t_start. */
 void bounds_answered(struct bounds *b, int m, int p, double t_start);
 
+struct buf;
+/* Its Prometheus lines: heartbeats taken and refused, answers refused. */
+void bounds_metrics(const struct bounds *b, struct buf *out);
+
 #endif

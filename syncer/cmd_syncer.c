@@ -44,8 +44,136 @@ static int eval_cb(void *ctx, const float *params, size_t max_tokens,
 	return evaluator_loss(ctx, params, max_tokens, loss, e);
 }
 
-/* Long because the option table is declared here, beside the variables it
- * fills; after it, the setup runs in order and unwinds at one label. */
+/*
+ * The gRPC and HTTP addresses: --listen or 0.0.0.0:spec.syncer.port
+ * (into lbuf), --http or 0.0.0.0:spec.syncer.httpPort. 2 (the exit
+ * code) on a malformed one, with the message printed.
+ */
+static int addresses(const struct job_spec *js, const char **listen,
+		     char *lbuf, size_t lsize, const char *http, char *host,
+		     size_t hsize, int *port)
+{
+	int lp;
+
+	if (!*listen) {
+		snprintf(lbuf, lsize, "0.0.0.0:%d", js->syncer.port);
+		*listen = lbuf;
+	} else if (cli_split_hostport(*listen, host, hsize, &lp)) {
+		fprintf(stderr, "ddiloco syncer: --listen '%s': expected "
+			"HOST:PORT\n", *listen);
+		return 2;
+	}
+	snprintf(host, hsize, "0.0.0.0");
+	*port = js->syncer.http_port;
+	if (http && cli_split_hostport(http, host, hsize, port)) {
+		fprintf(stderr, "ddiloco syncer: --http '%s': expected "
+			"HOST:PORT\n", http);
+		return 2;
+	}
+	if (!host[0])
+		snprintf(host, hsize, "0.0.0.0");
+	return 0;
+}
+
+/* Memory and signals as a long-running syncer needs them. */
+static void process_setup(void)
+{
+	struct sigaction sa;
+
+	/* large fragments: keep freed buffers instead of paying page faults
+	 * on every message (docs/design.md §7) */
+	mallopt(M_MMAP_THRESHOLD, 32 << 20);
+	mallopt(M_TRIM_THRESHOLD, 1 << 30);
+	mallopt(M_TOP_PAD, 64 << 20);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	/* past a file size limit (RLIMIT_FSIZE) a write fails with EFBIG,
+	 * a checkpoint that cannot be written like on a full disk, instead
+	 * of the signal ending the process (docs/syncer.md, Checkpoints) */
+	signal(SIGXFSZ, SIG_IGN);
+}
+
+/* What the syncer of a reference GPT holds before it starts. */
+struct reference {
+	struct model_config cfg;
+	struct frag_table ft;
+	float *params;
+	struct evaluator *ev;
+};
+
+static void reference_release(struct reference *r)
+{
+	if (r->ev)
+		evaluator_free(r->ev);
+	free(r->params);
+	frag_table_release(&r->ft);
+}
+
+/*
+ * The reference GPT's table, seeded parameters and evaluator into prm
+ * (an external model has none of them: the learners' are adopted,
+ * docs/syncer.md, Model-agnostic jobs). 2 for a model the job cannot
+ * have, 1 for a runtime failure, each with its message printed.
+ */
+static int reference_model(const struct job_spec *js, struct reference *r,
+			   struct syncer_params *prm)
+{
+	size_t nparams;
+	struct err e;
+
+	if (model_config_from_job(&js->model, &r->cfg, &e) ||
+	    model_frag_table(&r->cfg, js->syncer.fragments, &r->ft, &e)) {
+		fprintf(stderr, "ddiloco syncer: %s\n", e.msg);
+		return 2;
+	}
+	nparams = model_num_params(&r->cfg);
+	if (!(r->params = malloc(nparams * sizeof(float)))) {
+		log_error("out of memory for %zu parameters", nparams);
+		return 1;
+	}
+	model_init_params(&r->cfg, r->params, js->model.seed);
+	if (js->syncer.eval_every > 0 && js->syncer.eval_tokens > 0 &&
+	    !(r->ev = evaluator_new(js, &e))) {
+		log_error("cannot evaluate: %s", e.msg);
+		return 1;
+	}
+	prm->ft = &r->ft;
+	prm->init_params = r->params;
+	prm->nparams = nparams;
+	prm->eval = r->ev ? eval_cb : NULL;
+	prm->eval_ctx = r->ev;
+	log_info("job '%s': %zu parameters in %d fragments (imbalance %.3f), "
+		 "%d learners, quorum %d, overlap %d", js->name, nparams,
+		 r->ft.nfrags, frag_table_imbalance(&r->ft),
+		 js->learners.replicas, js->syncer.min_quorum,
+		 js->syncer.overlap);
+	return 0;
+}
+
+/* The job's certificate files, whose identity must be its syncer's:
+ * 1 with TLS, 0 plaintext (spec.syncer.insecure), -1 with the message
+ * printed. */
+static int syncer_tls(const struct tls_paths *tp, const struct job_spec *js,
+		      struct tls_files *tls)
+{
+	struct pki_id id = { .role = PKI_ROLE_SYNCER };
+	struct err e;
+	int use_tls = tls_files_for_job(tp, js->syncer.insecure, tls, &e);
+
+	snprintf(id.job, sizeof(id.job), "%s", js->name);
+	if (use_tls > 0 && pki_cert_is(tls->cert, &id, &e)) {
+		tls_files_release(tls);
+		use_tls = -1;
+	}
+	if (use_tls < 0)
+		fprintf(stderr, "ddiloco syncer: %s\n", e.msg);
+	return use_tls;
+}
+
 int cmd_syncer(int argc, char **argv)
 {
 	const char *job = NULL, *listen = NULL, *http = NULL;
@@ -68,18 +196,11 @@ int cmd_syncer(int argc, char **argv)
 		CLI_END(),
 	};
 	char listen_buf[300], http_host[256];
-	int http_port, n, rc = 1;
-	struct job_spec js;
-	struct model_config cfg;
-	struct frag_table ft = { 0 };
-	struct evaluator *ev = NULL;
-	struct syncer_params prm;
+	struct reference ref = { 0 };
 	struct tls_files tls = { 0 };
-	struct pki_id id = { 0 };
-	int use_tls;
-	struct sigaction sa;
-	float *params = NULL;
-	size_t nparams;
+	struct syncer_params prm;
+	struct job_spec js;
+	int http_port, n, use_tls, rc;
 	struct err e;
 
 	log_init("syncer");
@@ -94,106 +215,27 @@ int cmd_syncer(int argc, char **argv)
 		fprintf(stderr, "ddiloco syncer: %s\n", e.msg);
 		return 2;
 	}
-	if ((use_tls = tls_files_for_job(&tp, js.syncer.insecure, &tls, &e)) < 0) {
-		fprintf(stderr, "ddiloco syncer: %s\n", e.msg);
+	if ((use_tls = syncer_tls(&tp, &js, &tls)) < 0)
 		return 2;
-	}
-	snprintf(id.job, sizeof(id.job), "%s", js.name);
-	id.role = PKI_ROLE_SYNCER;
-	if (use_tls && pki_cert_is(tls.cert, &id, &e)) {
-		fprintf(stderr, "ddiloco syncer: %s\n", e.msg);
-		tls_files_release(&tls);
-		return 2;
-	}
-	if (!listen) {
-		snprintf(listen_buf, sizeof(listen_buf), "0.0.0.0:%d", js.syncer.port);
-		listen = listen_buf;
-	} else {
-		int lp;
-
-		if (cli_split_hostport(listen, http_host, sizeof(http_host), &lp)) {
-			fprintf(stderr, "ddiloco syncer: --listen '%s': expected HOST:PORT\n",
-				listen);
-			rc = 2;
-			goto out;
-		}
-	}
-	snprintf(http_host, sizeof(http_host), "0.0.0.0");
-	http_port = js.syncer.http_port;
-	if (http && cli_split_hostport(http, http_host, sizeof(http_host), &http_port)) {
-		fprintf(stderr, "ddiloco syncer: --http '%s': expected HOST:PORT\n", http);
-		rc = 2;
+	if ((rc = addresses(&js, &listen, listen_buf, sizeof(listen_buf), http,
+			    http_host, sizeof(http_host), &http_port)))
 		goto out;
-	}
-	if (!http_host[0])
-		snprintf(http_host, sizeof(http_host), "0.0.0.0");
-	/* large fragments: keep freed buffers instead of paying page faults
-	 * on every message (docs/design.md §7) */
-	mallopt(M_MMAP_THRESHOLD, 32 << 20);
-	mallopt(M_TRIM_THRESHOLD, 1 << 30);
-	mallopt(M_TOP_PAD, 64 << 20);
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
-	/* past a file size limit (RLIMIT_FSIZE) a write fails with EFBIG,
-	 * a checkpoint that cannot be written like on a full disk, instead
-	 * of the signal ending the process (docs/syncer.md, Checkpoints) */
-	signal(SIGXFSZ, SIG_IGN);
-
-	memset(&prm, 0, sizeof(prm));
-	prm.js = &js;
-	prm.listen = listen;
-	prm.http_addr = http_host;
-	prm.http_port = http_port;
-	prm.ckpt_dir = ckpt_dir;
-	prm.drain_seconds = 2.0;
-	prm.tls = use_tls ? &tls : NULL;
-	/* external: the table, Θ and (not yet) the evaluation are the
-	 * learners' (docs/syncer.md, Model-agnostic jobs) */
-	if (js.model.kind != MODEL_EXTERNAL) {
-		if (model_config_from_job(&js.model, &cfg, &e) ||
-		    model_frag_table(&cfg, js.syncer.fragments, &ft, &e)) {
-			fprintf(stderr, "ddiloco syncer: %s\n", e.msg);
-			tls_files_release(&tls);
-			return 2;
-		}
-		nparams = model_num_params(&cfg);
-		params = malloc(nparams * sizeof(float));
-		if (!params) {
-			log_error("out of memory for %zu parameters", nparams);
-			goto out;
-		}
-		model_init_params(&cfg, params, js.model.seed);
-		if (js.syncer.eval_every > 0 && js.syncer.eval_tokens > 0 &&
-		    !(ev = evaluator_new(&js, &e))) {
-			log_error("cannot evaluate: %s", e.msg);
-			goto out;
-		}
-		prm.ft = &ft;
-		prm.init_params = params;
-		prm.nparams = nparams;
-		prm.eval = ev ? eval_cb : NULL;
-		prm.eval_ctx = ev;
-		log_info("job '%s': %zu parameters in %d fragments (imbalance "
-			 "%.3f), %d learners, quorum %d, overlap %d", js.name,
-			 nparams, ft.nfrags, frag_table_imbalance(&ft),
-			 js.learners.replicas, js.syncer.min_quorum,
-			 js.syncer.overlap);
-	}
+	process_setup();
+	prm = (struct syncer_params){
+		.js = &js, .listen = listen, .http_addr = http_host,
+		.http_port = http_port, .ckpt_dir = ckpt_dir,
+		.drain_seconds = 2.0, .tls = use_tls ? &tls : NULL,
+	};
+	if (js.model.kind != MODEL_EXTERNAL &&
+	    (rc = reference_model(&js, &ref, &prm)))
+		goto out;
+	rc = 0;
 	if (syncer_run(&prm, &stop_flag, &e)) {
 		log_error("%s", e.msg);
-		goto out;
+		rc = 1;
 	}
-	rc = 0;
 out:
-	if (ev)
-		evaluator_free(ev);
-	free(params);
-	frag_table_release(&ft);
+	reference_release(&ref);
 	tls_files_release(&tls);
 	return rc;
 }

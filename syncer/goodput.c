@@ -169,3 +169,16 @@ void goodput_shares(const struct goodput *g, double elapsed, double xi_step,
 	}
 	out->not_training = fmax(0, 1 - trained);
 }
+
+json_t *goodput_json(const struct goodput *g, double elapsed, double xi_step)
+{
+	struct gp_shares sh;
+
+	goodput_shares(g, elapsed, xi_step, &sh);
+	return json_pack("{sf sf sf sf sf sf sf sf sf}",
+		"learner_seconds", sh.capacity, "merged", sh.merged,
+		"late", sh.late, "refused", sh.refused,
+		"overwritten", sh.overwritten, "restarts", sh.restarts,
+		"in_flight", sh.in_flight, "not_training", sh.not_training,
+		"merged_again", sh.merged_again);
+}

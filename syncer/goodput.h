@@ -34,6 +34,7 @@
 #ifndef DDILOCO_SYNCER_GOODPUT_H
 #define DDILOCO_SYNCER_GOODPUT_H
 
+#include <jansson.h>
 #include <stdint.h>
 
 enum gp_fate { GP_MERGED, GP_LATE, GP_REFUSED };
@@ -101,6 +102,8 @@ void goodput_shares(const struct goodput *g, double elapsed, double xi_step,
 		    struct gp_shares *out);
 /* Learner-seconds merged since this process started. */
 double goodput_merged_seconds(const struct goodput *g, double xi_step);
+/* "goodput_breakdown" of /status: goodput_shares as JSON. */
+json_t *goodput_json(const struct goodput *g, double elapsed, double xi_step);
 /* goodput = merged learner-seconds (with merged_base) over M × elapsed. */
 double goodput_ratio(const struct goodput *g, double elapsed, double xi_step);
 

@@ -279,6 +279,81 @@ static enum core_verdict refused_bounds(struct syncer *s, int id,
 	return CORE_INVALID;
 }
 
+/* Learner id's answer says it is at `step`: the pacing and goodput
+ * learn it. */
+static void step_progress(struct syncer *s, int id, uint64_t step, double now)
+{
+	struct learner *l = &s->learners[id];
+
+	if (step > l->step) {
+		core_step_seen(s, id, l->step, step, now);
+		l->step = step;
+	}
+	if (step > l->step_max)
+		l->step_max = step;
+	syncer_round_progress(&s->rs, id, l->step, 0);
+	goodput_progress(&s->gp, id, l->step, 0, now);
+}
+
+/* An answer taken as empty: stale (staleVersions), or trained before
+ * this syncer resumed. */
+static void log_empty(const struct syncer *s, int id, int p,
+		      const struct wire_answer *a, int stale)
+{
+	if (stale)
+		log_info("learner %d: answer for round %" PRIu64 " fragment %d "
+			 "trained from version %" PRIu64 ", %" PRIu64 " behind "
+			 "(staleVersions %d): taken as empty", id, a->round, p,
+			 a->base_version, s->versions[p] - a->base_version,
+			 s->js->syncer.stale_versions);
+	else
+		log_info("learner %d: answer for round %" PRIu64 " fragment %d "
+			 "trained from version %" PRIu64 ", before this syncer "
+			 "resumed at %" PRIu64 ": taken as empty", id, a->round,
+			 p, a->base_version, s->resumed_at[p]);
+}
+
+/* ans joins slot's answers; the round's first sets the fragment's
+ * layout in its accumulator. */
+static void queue_answer(struct syncer *s, int slot, int p, struct answer *ans)
+{
+	if (!s->answers[slot])
+		outer_acc_begin(&s->accs[slot], s->js->syncer.merge == MERGE_MEAN
+				? OUTER_MEAN : OUTER_RDA, s->segs[p],
+				s->ft->frags[p].ntensors, s->ft->frags[p].numel);
+	ans->next = s->answers[slot];
+	s->answers[slot] = ans;
+}
+
+/* A weighed answer with values x: screened (screen.h), then folded into
+ * its slot's accumulator. */
+static void fold_answer(struct syncer *s, int slot, int p,
+			const struct wire_answer *a, struct answer *ans,
+			const float *x)
+{
+	double norm = 0;
+
+	for (int k = 0; k < s->ft->frags[p].ntensors; k++)
+		norm += s->in_sq[k];
+	norm = sqrt(norm);
+	ans->norm_step = norm / (double)a->steps;
+	ans->fate = ANSWER_SCREENED;
+	if (screen_answer(&s->scr, ans->learner, p, a->round, norm, a->steps,
+			  s->js->syncer.norm_outlier) != SCREEN_PASS) {
+		s->acc.rejected++;
+		return;
+	}
+	if (outer_acc_add(&s->accs[slot], x, s->in_sq, ans->weight)) {
+		/* its norms and weight were checked finite: a safeguard */
+		s->acc.rejected++;
+		log_warn("learner %d: answer for round %" PRIu64 " fragment %d "
+			 "rejected: weight %g or norms not finite", ans->learner,
+			 a->round, p, ans->weight);
+		return;
+	}
+	ans->fate = ANSWER_FOLDED;
+}
+
 enum core_verdict core_answer(struct syncer *s, int id,
 			      const struct wire_answer *a, double now)
 {
@@ -287,7 +362,6 @@ enum core_verdict core_answer(struct syncer *s, int id,
 	const char *why = NULL;
 	struct answer *ans = NULL;
 	enum round_verdict v;
-	double norm = 0;
 	float *x;
 	struct err e;
 
@@ -313,14 +387,7 @@ enum core_verdict core_answer(struct syncer *s, int id,
 	if (bounds_answer(&s->bounds, id, a, a->steps > 0 && !before_resume &&
 			  !stale, now, &e))
 		return refused_bounds(s, id, a, now, e.msg);
-	if (a->step > l->step) {
-		core_step_seen(s, id, l->step, a->step, now);
-		l->step = a->step;
-	}
-	if (a->step > l->step_max)
-		l->step_max = a->step;
-	syncer_round_progress(&s->rs, id, l->step, 0);
-	goodput_progress(&s->gp, id, l->step, 0, now);
+	step_progress(s, id, a->step, now);
 	/* decoded straight into its round's accumulator (outer.h), or aside
 	 * when it has no round here */
 	slot = slot_of(s, a->round);
@@ -340,54 +407,20 @@ enum core_verdict core_answer(struct syncer *s, int id,
 		return not_queued(s, id, a, v, why);
 	}
 	slot = slot_of(s, a->round);
-	ans->learner = id;
-	ans->step = a->step;
-	ans->steps = a->steps;
-	ans->tokens = a->tokens;
-	ans->base_version = a->base_version;
-	ans->incarnation = l->incarnation;
-	ans->weight = before_resume || stale || !values
-		      ? 0 : bounded_weight(s, id, p, a, x);
-	if (stale) {
+	*ans = (struct answer){
+		.learner = id, .step = a->step, .steps = a->steps,
+		.tokens = a->tokens, .base_version = a->base_version,
+		.incarnation = l->incarnation,
+		.weight = before_resume || stale || !values
+			  ? 0 : bounded_weight(s, id, p, a, x),
+	};
+	if (stale)
 		s->audit.stale++;
-		log_info("learner %d: answer for round %" PRIu64 " fragment %d "
-			 "trained from version %" PRIu64 ", %" PRIu64 " behind "
-			 "(staleVersions %d): taken as empty", id, a->round, p,
-			 a->base_version, s->versions[p] - a->base_version,
-			 s->js->syncer.stale_versions);
-	}
-	if (before_resume)
-		log_info("learner %d: answer for round %" PRIu64 " fragment %d "
-			 "trained from version %" PRIu64 ", before this syncer "
-			 "resumed at %" PRIu64 ": taken as empty", id, a->round,
-			 p, a->base_version, s->resumed_at[p]);
-	if (!s->answers[slot])   /* the round's first: the fragment's layout */
-		outer_acc_begin(&s->accs[slot], s->js->syncer.merge == MERGE_MEAN
-				? OUTER_MEAN : OUTER_RDA, s->segs[p],
-				s->ft->frags[p].ntensors, s->ft->frags[p].numel);
-	ans->next = s->answers[slot];
-	s->answers[slot] = ans;
-	if (!(ans->weight > 0))
-		return CORE_QUEUED;   /* ANSWER_EMPTY: counted at the merge */
-	for (int k = 0; k < s->ft->frags[p].ntensors; k++)
-		norm += s->in_sq[k];
-	norm = sqrt(norm);
-	ans->norm_step = norm / (double)a->steps;
-	ans->fate = ANSWER_SCREENED;
-	if (screen_answer(&s->scr, id, p, a->round, norm, a->steps,
-			  s->js->syncer.norm_outlier) != SCREEN_PASS) {
-		s->acc.rejected++;
-		return CORE_QUEUED;
-	}
-	if (outer_acc_add(&s->accs[slot], x, s->in_sq, ans->weight)) {
-		/* its norms and weight were checked finite: a safeguard */
-		s->acc.rejected++;
-		log_warn("learner %d: answer for round %" PRIu64 " fragment %d "
-			 "rejected: weight %g or norms not finite", id, a->round,
-			 p, ans->weight);
-		return CORE_QUEUED;
-	}
-	ans->fate = ANSWER_FOLDED;
+	if (stale || before_resume)
+		log_empty(s, id, p, a, stale);
+	queue_answer(s, slot, p, ans);
+	if (ans->weight > 0)   /* else ANSWER_EMPTY: counted at the merge */
+		fold_answer(s, slot, p, a, ans, x);
 	return CORE_QUEUED;
 }
 

@@ -332,21 +332,22 @@ uint64_t syncer_round_resume_step(const struct syncer_round *rs, int id,
 	return kth > (double)hello_step ? (uint64_t)kth : hello_step;
 }
 
-void syncer_round_poll(struct syncer_round *rs, double now,
-		       struct round_action *out)
+/*
+ * The slot whose merge is due, the oldest round first (-1: none), and
+ * the first free slot in *free_slot (-1: none). A slot is due once its
+ * quorum came and its grace window ended or nobody is left to wait for.
+ */
+static int merge_due(struct syncer_round *rs, double now, int *free_slot)
 {
-	int free_slot = -1, best = -1;
-	double kth, spr = rs->cfg.steps_per_round;
-	double backlog = rs->cfg.overlap * spr;
+	int best = -1;
 
-	memset(out, 0, sizeof(*out));
-	stamp_reports(rs, now);
+	*free_slot = -1;
 	for (int s = 0; s < rs->cfg.overlap; s++) {
 		struct round_slot *sl = &rs->slots[s];
 
 		if (!sl->active) {
-			if (free_slot < 0)
-				free_slot = s;
+			if (*free_slot < 0)
+				*free_slot = s;
 			continue;
 		}
 		/* K answered, some refused, nobody left to wait for: the quorum
@@ -359,15 +360,16 @@ void syncer_round_poll(struct syncer_round *rs, double now,
 		if (best < 0 || sl->round < rs->slots[best].round)
 			best = s;
 	}
-	if (best >= 0) {
-		out->kind = ROUND_MERGE;
-		out->round = rs->slots[best].round;
-		out->frag = rs->slots[best].frag;
-		out->slot = best;
-		return;
-	}
-	if (rs->stopped || free_slot < 0 || (kth = kth_step(rs, -1, now)) < 0)
-		return;
+	return best;
+}
+
+/* The pacing (round.h): whether the K-th step kth makes a pull due; the
+ * mark moves on when it does. */
+static int pull_due(struct syncer_round *rs, double kth)
+{
+	double spr = rs->cfg.steps_per_round;
+	double backlog = rs->cfg.overlap * spr;
+
 	/*
 	 * The first round starts as soon as K learners are joined, without
 	 * waiting for their steps to move: learners train from the moment
@@ -375,8 +377,7 @@ void syncer_round_poll(struct syncer_round *rs, double now,
 	 * from heartbeats, one a second. Every step trained meanwhile would
 	 * land in the first answers — hundreds where a round spans a few —
 	 * and the outer momentum would carry them on for tens of rounds
-	 * (eval loss 5.5 → 7-8 at the start of the job, 2.9 → up to 12
-	 * after a syncer restart, docs/syncer.md).
+	 * (docs/syncer.md).
 	 */
 	if (!rs->have_mark) {
 		rs->mark = kth - spr;
@@ -394,7 +395,7 @@ void syncer_round_poll(struct syncer_round *rs, double now,
 	if (rs->have_step && rs->ema_step > 0)
 		backlog = fmax(backlog, PACE_BACKLOG_S / rs->ema_step);
 	if (kth < rs->mark + spr)
-		return;
+		return 0;
 	if (kth - backlog > rs->mark + spr) {
 		rs->steps_skipped += kth - backlog - (rs->mark + spr);
 		log_debug("pacing: the K-th step %.0f is %.0f past the mark, %.0f "
@@ -403,8 +404,15 @@ void syncer_round_poll(struct syncer_round *rs, double now,
 	}
 	rs->mark = fmax(rs->mark + spr, kth - backlog);
 	rs->paced_rounds++;
+	return 1;
+}
 
-	struct round_slot *sl = &rs->slots[free_slot];
+/* The next round starts in slot: every joined learner is pulled. */
+static void start_round(struct syncer_round *rs, int slot, double now,
+			struct round_action *out)
+{
+	struct round_slot *sl = &rs->slots[slot];
+
 	sl->active = 1;
 	sl->round = ++rs->started;
 	sl->frag = (int)(sl->round % (uint64_t)rs->cfg.nfrags);
@@ -421,7 +429,28 @@ void syncer_round_poll(struct syncer_round *rs, double now,
 	out->kind = ROUND_PULL;
 	out->round = sl->round;
 	out->frag = sl->frag;
-	out->slot = free_slot;
+	out->slot = slot;
+}
+
+void syncer_round_poll(struct syncer_round *rs, double now,
+		       struct round_action *out)
+{
+	int free_slot, best;
+	double kth;
+
+	memset(out, 0, sizeof(*out));
+	stamp_reports(rs, now);
+	if ((best = merge_due(rs, now, &free_slot)) >= 0) {
+		out->kind = ROUND_MERGE;
+		out->round = rs->slots[best].round;
+		out->frag = rs->slots[best].frag;
+		out->slot = best;
+		return;
+	}
+	if (rs->stopped || free_slot < 0 || (kth = kth_step(rs, -1, now)) < 0)
+		return;
+	if (pull_due(rs, kth))
+		start_round(rs, free_slot, now, out);
 }
 
 void syncer_round_done(struct syncer_round *rs, int slot, double sync_seconds)

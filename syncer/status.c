@@ -38,21 +38,6 @@ static json_t *pace_json(const struct syncer *s)
 		"steps_skipped", rs->steps_skipped);
 }
 
-/* Shares of the learners' time (goodput.h). */
-static json_t *breakdown_json(const struct syncer *s, double now)
-{
-	struct gp_shares g;
-
-	goodput_shares(&s->gp, core_elapsed(s, now),
-		       syncer_round_step_time(&s->rs), &g);
-	return json_pack("{sf sf sf sf sf sf sf sf sf}",
-		"learner_seconds", g.capacity, "merged", g.merged,
-		"late", g.late, "refused", g.refused,
-		"overwritten", g.overwritten, "restarts", g.restarts,
-		"in_flight", g.in_flight, "not_training", g.not_training,
-		"merged_again", g.merged_again);
-}
-
 /* "gaps": the down gaps between rounds of this process (gaplog.h). */
 static json_t *gaps_json(const struct syncer *s, double now)
 {
@@ -91,6 +76,47 @@ static int stale_count(const struct syncer *s)
 	return n;
 }
 
+/* "learners": each learner as the syncer knows it. */
+static json_t *learners_json(const struct syncer *s, double now)
+{
+	json_t *a = json_array();
+
+	for (int i = 0; i < s->M; i++) {
+		const struct learner *l = &s->learners[i];
+		const struct bounds_learner *bl = &s->bounds.l[i];
+
+		json_array_append_new(a, json_pack("{si sb sb sI sI sI sI so so so s{sI sI}}",
+			"id", i, "connected", l->conn != NULL,
+			"stale", l->stale,
+			"step", (json_int_t)l->step,
+			"tokens", (json_int_t)l->tokens,
+			"merged_steps", (json_int_t)s->audit.steps[i],
+			"max_answer_steps", (json_int_t)s->audit.max_steps[i],
+			"train_loss", l->seen ? real_or_null(l->train_loss) : json_null(),
+			"step_time", l->seen ? real_or_null(l->step_time) : json_null(),
+			"last_seen", l->seen ? json_real(now - l->last_seen) : json_null(),
+			"refused", "answers", (json_int_t)bl->refused_answers,
+			"heartbeats", (json_int_t)bl->refused_heartbeats));
+	}
+	return a;
+}
+
+/* "answers": every answer by what became of it. */
+static json_t *answers_json(const struct syncer *s)
+{
+	const struct syncer_ckpt *c = &s->acc;
+
+	return json_pack("{sI sI sI sI sI sI sI sI sI sI}",
+		"merged", (json_int_t)c->merged, "late", (json_int_t)c->late,
+		"rejected", (json_int_t)c->rejected, "empty", (json_int_t)c->empty,
+		"stale", (json_int_t)s->audit.stale,
+		"clipped", (json_int_t)s->audit.clipped,
+		"refused_bounds", (json_int_t)s->bounds.answers_refused,
+		"capped", (json_int_t)s->audit.capped,
+		"refused_history", (json_int_t)s->scr.history_refused,
+		"refused_size", (json_int_t)s->scr.size_refused);
+}
+
 static json_t *status_json(struct syncer *s, double now)
 {
 	json_t *o = json_object(), *a;
@@ -125,35 +151,8 @@ static json_t *status_json(struct syncer *s, double now)
 	json_object_set_new(o, "evaluators", eval_remote_json(&s->evr));
 	json_object_set_new(o, "learners_total", json_integer(s->M));
 	json_object_set_new(o, "learners_stale", json_integer(stale_count(s)));
-	a = json_array();
-	for (int i = 0; i < s->M; i++) {
-		const struct learner *l = &s->learners[i];
-
-		const struct bounds_learner *bl = &s->bounds.l[i];
-
-		json_array_append_new(a, json_pack("{si sb sb sI sI sI sI so so so s{sI sI}}",
-			"id", i, "connected", l->conn != NULL,
-			"stale", l->stale,
-			"step", (json_int_t)l->step,
-			"tokens", (json_int_t)l->tokens,
-			"merged_steps", (json_int_t)s->audit.steps[i],
-			"max_answer_steps", (json_int_t)s->audit.max_steps[i],
-			"train_loss", l->seen ? real_or_null(l->train_loss) : json_null(),
-			"step_time", l->seen ? real_or_null(l->step_time) : json_null(),
-			"last_seen", l->seen ? json_real(now - l->last_seen) : json_null(),
-			"refused", "answers", (json_int_t)bl->refused_answers,
-			"heartbeats", (json_int_t)bl->refused_heartbeats));
-	}
-	json_object_set_new(o, "learners", a);
-	json_object_set_new(o, "answers", json_pack("{sI sI sI sI sI sI sI sI sI sI}",
-		"merged", (json_int_t)c->merged, "late", (json_int_t)c->late,
-		"rejected", (json_int_t)c->rejected, "empty", (json_int_t)c->empty,
-		"stale", (json_int_t)s->audit.stale,
-		"clipped", (json_int_t)s->audit.clipped,
-		"refused_bounds", (json_int_t)s->bounds.answers_refused,
-		"capped", (json_int_t)s->audit.capped,
-		"refused_history", (json_int_t)s->scr.history_refused,
-		"refused_size", (json_int_t)s->scr.size_refused));
+	json_object_set_new(o, "learners", learners_json(s, now));
+	json_object_set_new(o, "answers", answers_json(s));
 	json_object_set_new(o, "heartbeats", json_pack("{sI sI}",
 		"received", (json_int_t)s->bounds.heartbeats,
 		"refused", (json_int_t)s->bounds.heartbeats_refused));
@@ -166,7 +165,9 @@ static json_t *status_json(struct syncer *s, double now)
 	json_object_set_new(o, "uptime", json_real(core_uptime(s, now)));
 	json_object_set_new(o, "goodput", json_real(core_goodput(s, now)));
 	json_object_set_new(o, "elapsed", json_real(core_elapsed(s, now)));
-	json_object_set_new(o, "goodput_breakdown", breakdown_json(s, now));
+	json_object_set_new(o, "goodput_breakdown",
+			    goodput_json(&s->gp, core_elapsed(s, now),
+					 syncer_round_step_time(&s->rs)));
 	json_object_set_new(o, "pace", pace_json(s));
 	json_object_set_new(o, "checkpoint", persist_json(&s->ps));
 	json_object_set_new(o, "steps_undone",
@@ -192,6 +193,30 @@ static json_t *status_json(struct syncer *s, double now)
 
 #define M(name) "ddiloco_syncer_" name
 
+/* Each learner's families: last seen, last step. */
+static void learner_metrics(const struct syncer *s, double now, struct buf *b)
+{
+	char id[16];
+
+	prom_family(b, M("learner_last_seen_seconds"), PROM_GAUGE,
+		    "Seconds since each learner's last message.");
+	for (int i = 0; i < s->M; i++)
+		if (s->learners[i].seen) {
+			snprintf(id, sizeof(id), "%d", i);
+			prom_double(b, M("learner_last_seen_seconds"),
+				    PROM_LABELS("learner", id),
+				    now - s->learners[i].last_seen);
+		}
+	prom_family(b, M("learner_step"), PROM_GAUGE,
+		    "Each learner's last reported step.");
+	for (int i = 0; i < s->M; i++)
+		if (s->learners[i].seen) {
+			snprintf(id, sizeof(id), "%d", i);
+			prom_u64(b, M("learner_step"), PROM_LABELS("learner", id),
+				 s->learners[i].step);
+		}
+}
+
 static void metrics_text(struct syncer *s, double now, struct buf *b)
 {
 	const struct syncer_ckpt *c = &s->acc;
@@ -207,33 +232,9 @@ static void metrics_text(struct syncer *s, double now, struct buf *b)
 	prom_u64(b, M("answers_total"), PROM_LABELS("result", "rejected"), c->rejected);
 	prom_u64(b, M("answers_total"), PROM_LABELS("result", "empty"), c->empty);
 	transport_metrics(&s->tr, b);
-	prom_counter(b, M("answers_stale_total"),
-		     "Answers taken as empty: base more than staleVersions behind.",
-		     s->audit.stale);
-	prom_counter(b, M("answers_clipped_total"),
-		     "Answers whose weight the step and token bounds cut.",
-		     s->audit.clipped);
-	prom_counter(b, M("answers_refused_bounds_total"),
-		     "Answers refused: claims beyond the bounds (also in rejected).",
-		     s->bounds.answers_refused);
+	audit_metrics(&s->audit, b);
+	bounds_metrics(&s->bounds, b);
 	screen_metrics(&s->scr, b);
-	prom_counter(b, M("answers_capped_total"),
-		     "Merged answers whose share was held to maxShare.",
-		     s->audit.capped);
-	prom_counter(b, M("heartbeats_total"), "Heartbeats received.",
-		     s->bounds.heartbeats);
-	prom_counter(b, M("heartbeats_refused_total"),
-		     "Heartbeats refused: claims beyond the bounds.",
-		     s->bounds.heartbeats_refused);
-	prom_counter(b, M("merged_steps_total"),
-		     "Learner steps in merged answers, since this process started.",
-		     audit_merged_steps(&s->audit));
-	prom_counter(b, M("double_merged_steps_total"),
-		     "Learner steps merged a second time (an invariant: 0).",
-		     s->audit.double_merged_steps);
-	prom_counter(b, M("repeat_base_total"),
-		     "Merged answers on the base of the learner's previous one.",
-		     s->audit.repeat_base);
 	prom_family(b, M("quorum_wait_seconds"), PROM_SUMMARY, "Time from pull to quorum.");
 	prom_double(b, M("quorum_wait_seconds_sum"), NULL, s->quorum_wait_sum);
 	prom_u64(b, M("quorum_wait_seconds_count"), NULL, s->quorum_count);
@@ -259,23 +260,7 @@ static void metrics_text(struct syncer *s, double now, struct buf *b)
 	eval_remote_metrics(&s->evr, b);
 	prom_counter(b, M("learners_stale_total"), "Times a learner was found "
 		     "stale, since the syncer process started.", s->stale_marked);
-	prom_family(b, M("learner_last_seen_seconds"), PROM_GAUGE,
-		    "Seconds since each learner's last message.");
-	for (int i = 0; i < s->M; i++)
-		if (s->learners[i].seen) {
-			snprintf(id, sizeof(id), "%d", i);
-			prom_double(b, M("learner_last_seen_seconds"),
-				    PROM_LABELS("learner", id),
-				    now - s->learners[i].last_seen);
-		}
-	prom_family(b, M("learner_step"), PROM_GAUGE,
-		    "Each learner's last reported step.");
-	for (int i = 0; i < s->M; i++)
-		if (s->learners[i].seen) {
-			snprintf(id, sizeof(id), "%d", i);
-			prom_u64(b, M("learner_step"), PROM_LABELS("learner", id),
-				 s->learners[i].step);
-		}
+	learner_metrics(s, now, b);
 	prom_family(b, M("fragment_version"), PROM_GAUGE,
 		    "Version of each global fragment.");
 	for (int p = 0; p < s->P; p++) {

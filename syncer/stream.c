@@ -742,13 +742,103 @@ static void cache_release(struct stream_server *sv, int P)
 	free(sv->upd_valid);
 }
 
+/* Waits for the next events (at most until a round is due) and handles
+ * up to EVENT_BATCH of them, each under `mu`. */
+static void handle_events(struct stream_server *sv)
+{
+	struct syncer *s = sv->s;
+	double now = clock_mono(), wait = TICK;
+	grpc_event ev;
+
+	pthread_mutex_lock(&s->mu);
+	if (!s->adopting) {
+		wait = fmin(wait, syncer_round_next_deadline(&s->rs) - now);
+		/* the next pull when the learners' pace makes it due (round.h) */
+		wait = fmin(wait, fmax(0.001, syncer_round_next_pull(&s->rs, now) -
+					      now));
+	}
+	pthread_mutex_unlock(&s->mu);
+	ev = grpc_completion_queue_next(sv->cq, deadline_in(wait), NULL);
+	/* the events already there, up to EVENT_BATCH, before the rounds are
+	 * looked at: that costs O(M) (the pacing's K-th step), an event O(1) */
+	for (int n = 0; ev.type == GRPC_OP_COMPLETE;) {
+		pthread_mutex_lock(&s->mu);
+		on_event(sv, ev.tag, ev.success, clock_mono());
+		pthread_mutex_unlock(&s->mu);
+		if (++n == EVENT_BATCH)
+			break;
+		ev = grpc_completion_queue_next(sv->cq,
+			gpr_inf_past(GPR_CLOCK_MONOTONIC), NULL);
+	}
+}
+
+/* Where the run loop is: running, or ending at finish_at (≥ 0). */
+struct run_state {
+	int finishing;               /* the job is done: `job done` answered */
+	double finish_at;
+};
+
+/* One turn of the run loop after the events, with `mu` held: the
+ * evaluations, the scans, the rounds, the end. 1 when the loop ends. */
+static int loop_turn(struct stream_server *sv, const struct syncer_params *p,
+		     const volatile sig_atomic_t *stop, struct run_state *st)
+{
+	struct syncer *s = sv->s;
+	double now = clock_mono();
+
+	s->last_loop = now;
+	if (!s->adopting)
+		core_eval_collect(s);
+	/* the scans of every stream and learner: once per tick, not once
+	 * per event (core_tick) */
+	if (!s->stopping && core_tick(s, now))
+		stream_close_silent(sv, now);
+	if (s->adopting) {
+		stream_seed_check(sv, now);
+		if ((*stop || s->stopping) && st->finish_at < 0) {
+			log_info("stopped before a learner gave the model");
+			s->stopping = 1;
+			close_all(sv, GRPC_STATUS_UNAVAILABLE,
+				  "syncer shutting down");
+			st->finish_at = now + STOP_GRACE;
+		}
+	} else if (!st->finishing && !s->stopping) {
+		run_rounds(sv, now);
+		core_check_budget(s, now);
+		if (s->done) {
+			finish_job(sv, now);
+			st->finishing = 1;
+			st->finish_at = now + p->drain_seconds;
+		}
+	}
+	if (*stop && !s->stopping && !s->adopting) {
+		stop_job(sv, now);
+		st->finish_at = now + STOP_GRACE;
+	}
+	return st->finish_at >= 0 &&
+	       (now >= st->finish_at || (s->stopping && !sv->conns));
+}
+
+/* An external job's syncer before its model is known: streams and HTTP
+ * only (docs/syncer.md). */
+static void adopt_start(struct syncer *s, const struct syncer_params *p)
+{
+	pthread_mutex_init(&s->mu, NULL);
+	s->adopting = 1;
+	s->prm = p;
+	s->js = p->js;
+	s->M = p->js->learners.replicas;
+	s->t0 = s->last_loop = clock_mono();
+	log_info("spec.model.kind external: the model is the first learner's");
+}
+
 int syncer_run(const struct syncer_params *p,
 	       const volatile sig_atomic_t *stop, struct err *e)
 {
 	struct syncer *s = calloc(1, sizeof(*s));
 	struct stream_server sv;
-	double finish_at = -1;
-	int rc = -1, finishing = 0;
+	struct run_state st = { .finish_at = -1 };
+	int rc = -1, leave;
 
 	memset(&sv, 0, sizeof(sv));
 	if (!s)
@@ -756,20 +846,11 @@ int syncer_run(const struct syncer_params *p,
 	grpc_init();
 	sv.s = s;
 	seed_init(&sv.seed);
-	if (p->js->model.kind == MODEL_EXTERNAL && !p->ft) {
-		/* no table until the first hello (docs/syncer.md) */
-		pthread_mutex_init(&s->mu, NULL);
-		s->adopting = 1;
-		s->prm = p;
-		s->js = p->js;
-		s->M = p->js->learners.replicas;
-		s->t0 = s->last_loop = clock_mono();
-		log_info("spec.model.kind external: the model is the first "
-			 "learner's");
-	} else if (core_init(s, p, clock_mono(), e) ||
-		   stream_cache_init(&sv, s->P, e)) {
+	if (p->js->model.kind == MODEL_EXTERNAL && !p->ft)
+		adopt_start(s, p);
+	else if (core_init(s, p, clock_mono(), e) ||
+		 stream_cache_init(&sv, s->P, e))
 		goto out;
-	}
 	s->http = httpd_start(p->http_addr, p->http_port, status_http, s, e);
 	if (!s->http)
 		goto out;
@@ -780,75 +861,16 @@ int syncer_run(const struct syncer_params *p,
 	pthread_mutex_lock(&s->mu);
 	s->ready = 1;
 	if (s->done) {   /* resumed a finished job: answer `job done` briefly */
-		finishing = 1;
-		finish_at = clock_mono() + p->drain_seconds;
+		st.finishing = 1;
+		st.finish_at = clock_mono() + p->drain_seconds;
 	}
 	pthread_mutex_unlock(&s->mu);
-	for (;;) {
-		double now = clock_mono(), wait = TICK;
-		grpc_event ev;
-
+	do {
+		handle_events(&sv);
 		pthread_mutex_lock(&s->mu);
-		if (!s->adopting) {
-			wait = fmin(wait, syncer_round_next_deadline(&s->rs) - now);
-			/* the next pull when the learners' pace makes it due
-			 * (round.h) */
-			wait = fmin(wait, fmax(0.001,
-				    syncer_round_next_pull(&s->rs, now) - now));
-		}
+		leave = loop_turn(&sv, p, stop, &st);
 		pthread_mutex_unlock(&s->mu);
-		ev = grpc_completion_queue_next(sv.cq, deadline_in(wait), NULL);
-		/* the events already there, up to EVENT_BATCH, before the
-		 * rounds are looked at: that costs O(M) (the pacing's K-th
-		 * step), an event O(1) */
-		for (int n = 0; ev.type == GRPC_OP_COMPLETE;) {
-			pthread_mutex_lock(&s->mu);
-			on_event(&sv, ev.tag, ev.success, clock_mono());
-			pthread_mutex_unlock(&s->mu);
-			if (++n == EVENT_BATCH)
-				break;
-			ev = grpc_completion_queue_next(sv.cq,
-				gpr_inf_past(GPR_CLOCK_MONOTONIC), NULL);
-		}
-		pthread_mutex_lock(&s->mu);
-		now = clock_mono();
-		s->last_loop = now;
-		if (!s->adopting)
-			core_eval_collect(s);
-		/* the scans of every stream and learner: once per tick, not
-		 * once per event (core_tick) */
-		if (!s->stopping && core_tick(s, now))
-			stream_close_silent(&sv, now);
-		if (s->adopting)
-			stream_seed_check(&sv, now);
-		if (s->adopting) {
-			if ((*stop || s->stopping) && finish_at < 0) {
-				log_info("stopped before a learner gave the "
-					 "model");
-				s->stopping = 1;
-				close_all(&sv, GRPC_STATUS_UNAVAILABLE,
-					  "syncer shutting down");
-				finish_at = now + STOP_GRACE;
-			}
-		} else if (!finishing && !s->stopping) {
-			run_rounds(&sv, now);
-			core_check_budget(s, now);
-			if (s->done) {
-				finish_job(&sv, now);
-				finishing = 1;
-				finish_at = now + p->drain_seconds;
-			}
-		}
-		if (*stop && !s->stopping && !s->adopting) {
-			stop_job(&sv, now);
-			finish_at = now + STOP_GRACE;
-		}
-		int leave = finish_at >= 0 &&
-			    (now >= finish_at || (s->stopping && !sv.conns));
-		pthread_mutex_unlock(&s->mu);
-		if (leave)
-			break;
-	}
+	} while (!leave);
 	rc = 0;
 out:
 	pthread_mutex_lock(&s->mu);
