@@ -1,22 +1,15 @@
 /*
- * core: the syncer's state and what happens to it — Θ and momentum laid
- * out fragment after fragment (the payload layout, so a fragment is one
- * contiguous slice), merges, accounting (tokens, uptime, goodput),
- * checkpoints and the evaluation thread; learners joining, leaving and
- * answering, each answer validated and counted here. The transport
- * (stream.c) calls in with `mu` held and sends what each call's result
- * asks for; nothing here knows gRPC or sends anything, and every time
- * comes in as `now`, so tests/unit/test_core.c runs it on a fake clock.
- * What a learner says about itself (steps, tokens, step time) is held to
- * the bounds of bounds.h before anything of it is used; one answer's
- * share of a merge is capped at maxShare (docs/syncer.md, Bounds).
- *
- * The merge streams (docs/syncer.md, Merge): an accepted answer is
- * decoded into its round slot's accumulator (outer.h, struct outer_acc),
- * screened against the fragment's norm history and folded there at once;
- * the slot keeps only a small record per answer (struct answer) for the
- * audit, goodput and the counters. What a slot holds does not grow with
- * the number of learners.
+ * core: the round driver — Θ and momentum laid out fragment after
+ * fragment (the payload layout, so a fragment is one contiguous slice),
+ * learners joining, leaving and reporting, the rounds (core_poll), the
+ * accounting (tokens, uptime, goodput), the budget and the evaluations'
+ * history. An answer's way into its round and the merge are merge.c's;
+ * the screens, checkpoints, the evaluation thread, goodput and the
+ * evaluators are parts with their own state (syncer_int.h). The
+ * transport (stream.c) calls in with `mu` held and sends what each
+ * call's result asks for; nothing here knows gRPC or sends anything, and
+ * every time comes in as `now`, so tests/unit/test_core.c runs it on a
+ * fake clock.
  *
  * Accounting (docs/syncer.md has the definitions):
  *   elapsed  = elapsed in the checkpoint + wall time the syncer was away
@@ -28,8 +21,8 @@
  *   goodput  = learner time whose training reached Θ, over M · elapsed:
  *              Σ over merged answers of their steps not merged before ·
  *              (fragment's share of parameters) · the learner's wall
- *              seconds per step; syncer/goodput.c counts it, and where
- *              the rest of the learner time goes
+ *              seconds per step; goodput.c counts it, and where
+ *              the rest of the learner time goes (syncer/goodput.h)
  */
 #include "syncer/syncer_int.h"
 
