@@ -19,7 +19,7 @@
 # The job must end done, every evaluation of Θ finite and the last one
 # below the first, no learner step merged twice. (An outer step that
 # leaves Θ non-finite, undone, cannot be reached through the screens:
-# tests/unit/test_core.c a_step_that_overflows_is_not_applied.)
+# tests/unit/test_merge.c a_step_that_overflows_is_not_applied.)
 set -eu
 . "$(dirname "$0")/live.sh"
 live_init poison
