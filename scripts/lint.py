@@ -13,9 +13,10 @@ problem makes the exit status 1. The rules:
   long-function  a function of production C (every .c outside tests/,
                  bench/ and build/) has at most 80 body lines, the lines
                  between its column-0 '{' and '}', unless a comment says
-                 why: "Long: <reason>" in the comment right above the
-                 function (no blank line between) or in a comment on the
-                 body's first line
+                 why: "Long because <reason>" (or "Long: <reason>", or
+                 "Long on purpose: <reason>") in the comment right above
+                 the function (no blank line between) or in a comment
+                 that opens on the body's first line
   long-file      a .c or .h file has at most 1500 lines
   include-cycle  the #include "..." edges between the tree's files (each
                  resolved against the including file's folder, then the
@@ -43,7 +44,9 @@ import sys
 
 MAX_BODY = 80
 MAX_FILE = 1500
-LONG_MARK = re.compile(r"\bLong:\s*\S")
+# "Long because <reason>", the tree's form; "Long: <reason>" and "Long on
+# purpose: <reason>" are the same marker
+LONG_MARK = re.compile(r"\bLong(?: because| on purpose:|:)\s*\S")
 CRD_SOURCE = "crds/decoupledtrainingjobs.yaml"
 CRD_COPIES = ["deploy/01-crd.yaml",
               "charts/ddiloco/crds/decoupledtrainingjobs.yaml"]
@@ -211,7 +214,7 @@ def long_functions(lint):
                 continue
             lint.report(f, start + 1, "long-function",
                         "%s has %d body lines (at most %d without a "
-                        "'Long: <reason>' comment)" % (name, body, MAX_BODY))
+                        "'Long because <reason>' comment)" % (name, body, MAX_BODY))
 
 
 def long_files(lint):
