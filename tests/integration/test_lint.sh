@@ -3,7 +3,7 @@
 # then each rule fails on one planted violation with its own message, on a
 # fresh copy of the tree each time. The tree: the CRD and its two copies,
 # common/encoding.h's enum and the proto's, C files whose functions are 80
-# body lines or carry a "Long:" comment, headers that include each other
+# body lines or carry a "Long because" or "Long:" comment, headers that include each other
 # without a cycle, and a doc whose cited paths exist (and some that are
 # not paths: a placeholder, a URL, build/ and /tmp paths).
 set -eu
@@ -60,7 +60,7 @@ grep -q ENCODING_F32 "$t/proto/ddiloco/v1/syncer.proto" || fail "no enum Encodin
 	echo 'int marked_inside(int x);'
 	echo 'int marked_inside(int x)'
 	echo '{'
-	echo '	/* Long: a switch of every kind */'
+	echo '	/* Long because it is a switch of every kind */'
 	body 90
 	echo '	return x;'
 	echo '}'
