@@ -268,6 +268,8 @@ static int init_evaluator(struct runner *R, struct proc *p, const char *log,
 	return 0;
 }
 
+/* Long because each process's argv is declared beside the buffers it
+ * points into: the syncer's, then each pair's, then the evaluator's. */
 static int init_procs(struct runner *R, const char *dir, struct err *e)
 {
 	char ckpt[4200], log[4200], listen[64], http[64], id[16], xarg[4200];
