@@ -2,7 +2,11 @@
 #
 #   make          build build/ddiloco
 #   make deps     install missing Debian packages (called by run and test)
-#   make test     every unit and integration test
+#   make test     make lint, then every unit and integration test
+#   make lint     the shape of the tree: function and file lengths, include
+#                 cycles, the CRD's copies, the encodings, cited paths
+#                 (scripts/lint.py; docs/design.md, section 9)
+#   make crds     the CRD's copies in deploy/ and the chart, from crds/
 #   make check    every test under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make bench    benchmarks (print key=value lines)
 #   make fuzz     every libFuzzer harness for FUZZ_SECONDS (30) seconds each
@@ -91,7 +95,7 @@ FUZZ_BINS   := $(FUZZ_NAMES:%=$(BUILD)/fuzz_%)
 BENCH_SRCS := $(wildcard bench/*.c)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps test check bench run clean unit integration \
+.PHONY: all deps test check bench run clean unit integration lint crds \
         demo-wan test-wan \
         test-pytorch fuzz fuzz-bins fuzz-seeds k8s-build cluster-up e2e-up cluster-down test-k8s test-e2e image test-image \
         image-pytorch test-image-pytorch
@@ -164,9 +168,18 @@ $(BUILD)/bench/%: bench/%.c $(LIB)
 	@$(CC) $(CFLAGS) $(WARN) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 # Unit binaries, then tests/integration/test_*.sh; the last line counts them.
-test: deps
+test: deps lint
 	@$(MAKE) --no-print-directory all $(UNIT_BINS) $(REPLAY_BINS)
 	@BUILD=$(BUILD) sh scripts/run-tests.sh $(UNIT_BINS) $(REPLAY_BINS)
+
+# scripts/lint.py: the rules are in its header and docs/design.md
+lint:
+	@/usr/bin/python3 scripts/lint.py
+
+# crds/decoupledtrainingjobs.yaml is the CRD's one source; deploy/ and
+# the chart hold copies of it, written here and checked by make lint
+crds:
+	@/usr/bin/python3 scripts/lint.py --write-crds
 
 # The same under ASan + UBSan, but for two integration tests that run for
 # minutes there and whose code the unit tests and test_run cover

@@ -193,6 +193,8 @@ static void free_names(char **names, int n)
 	free(names);
 }
 
+/* Long because the caller's table is checked and copied in one pass, and
+ * every step before the exchange unwinds at one of two labels. */
 API ddiloco_learner *ddiloco_open_external(const char *job_path,
 					   const char *dir, int ntensors,
 					   const char *const *names,

@@ -35,6 +35,13 @@
 
 #include "common/err.h"
 
+/*
+ * The wire's numbers: proto/ddiloco/v1/syncer.proto's enum Encoding
+ * (ENCODING_F32 = 0 ...), tied to these by _Static_assert in
+ * common/wire.c. The names are the CRD's enums of syncer.encoding and
+ * syncer.updateEncoding (crds/decoupledtrainingjobs.yaml); make lint
+ * checks all three agree.
+ */
 enum payload_enc { ENC_F32 = 0, ENC_BF16 = 1, ENC_INT8 = 2, ENC_INT4 = 3 };
 
 #define ENC_COUNT 4

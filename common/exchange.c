@@ -675,6 +675,9 @@ static int lay_out(struct exchange *x, const struct frag_table *ft,
 	return 0;
 }
 
+/* Long because opening is one sequence that unwinds at one label: the
+ * per-fragment words, the layout, the file made or opened, mapped and
+ * checked, then this role's words taken up from the region. */
 int exchange_open(const char *dir, enum exchange_role role,
 		  const struct frag_table *ft, struct exchange **out,
 		  struct err *e)

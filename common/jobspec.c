@@ -102,14 +102,12 @@ static int valid_name(const char *s)
 	return 1;
 }
 
-/* Long because it is a flat list of checks, one per field, in the order
- * of the spec; splitting it would only scatter them. */
-int jobspec_validate(const struct job_spec *js, struct err *e)
+/*
+ * One function a part of the spec, each a flat list of checks, one per
+ * field in the spec's order; jobspec_validate calls them in that order.
+ */
+static int check_learners(const struct job_spec *js, struct err *e)
 {
-	const struct job_model *m = &js->model;
-	const struct job_optimizer *o = &js->optimizer;
-	const struct job_syncer *s = &js->syncer;
-	const struct job_chaos *c = &js->chaos;
 	int M = js->learners.replicas;
 
 	CHECK(valid_name(js->name),
@@ -136,6 +134,12 @@ int jobspec_validate(const struct job_spec *js, struct err *e)
 		      "spec.learners.groups: the groups have %d learners, spec.learners.replicas is %d",
 		      sum, M);
 	}
+	return 0;
+}
+
+static int check_model(const struct job_spec *js, struct err *e)
+{
+	const struct job_model *m = &js->model;
 
 	CHECK(m->vocab_size >= 2 && m->vocab_size <= 1 << 20,
 	      "spec.model.vocabSize: %d is not in [2, 1048576]", m->vocab_size);
@@ -149,6 +153,13 @@ int jobspec_validate(const struct job_spec *js, struct err *e)
 	CHECK(m->channels % m->heads == 0,
 	      "spec.model.channels: %d is not a multiple of spec.model.heads (%d)",
 	      m->channels, m->heads);
+	return 0;
+}
+
+/* spec.evaluator and spec.data */
+static int check_evaluator_data(const struct job_spec *js, struct err *e)
+{
+	const struct job_model *m = &js->model;
 
 	CHECK(js->evaluator.command.n || !js->evaluator.args.n,
 	      "spec.evaluator.args: given without a command");
@@ -159,6 +170,13 @@ int jobspec_validate(const struct job_spec *js, struct err *e)
 
 	CHECK(js->data.val_fraction >= 0 && js->data.val_fraction < 1,
 	      "spec.data.valFraction: %g is not in [0, 1)", js->data.val_fraction);
+	return 0;
+}
+
+static int check_optimizer(const struct job_spec *js, struct err *e)
+{
+	const struct job_model *m = &js->model;
+	const struct job_optimizer *o = &js->optimizer;
 
 	CHECK(o->lr > 0 && isfinite(o->lr), "spec.optimizer.lr: %g is not a positive number", o->lr);
 	CHECK(o->beta1 >= 0 && o->beta1 < 1, "spec.optimizer.beta1: %g is not in [0, 1)", o->beta1);
@@ -175,6 +193,14 @@ int jobspec_validate(const struct job_spec *js, struct err *e)
 	CHECK(o->seq_len >= 0 && o->seq_len <= m->context,
 	      "spec.optimizer.seqLen: %d is more than spec.model.context (%d)",
 	      o->seq_len, m->context);
+	return 0;
+}
+
+static int check_syncer(const struct job_spec *js, struct err *e)
+{
+	const struct job_model *m = &js->model;
+	const struct job_syncer *s = &js->syncer;
+	int M = js->learners.replicas;
 
 	CHECK(s->min_quorum >= 1, "spec.syncer.minQuorum: %d is less than 1", s->min_quorum);
 	CHECK(s->min_quorum <= M,
@@ -220,6 +246,13 @@ int jobspec_validate(const struct job_spec *js, struct err *e)
 	CHECK(s->http_port > 0 && s->http_port < 65536 && s->http_port != s->port,
 	      "spec.syncer.httpPort: %d is not a port distinct from spec.syncer.port",
 	      s->http_port);
+	return 0;
+}
+
+static int check_chaos(const struct job_spec *js, struct err *e)
+{
+	const struct job_chaos *c = &js->chaos;
+	int M = js->learners.replicas;
 
 	if (c->enabled) {
 		CHECK(c->mtbf_seconds > 0, "spec.chaos.mtbfSeconds: %g is not positive",
@@ -238,6 +271,15 @@ int jobspec_validate(const struct job_spec *js, struct err *e)
 		CHECK(c->recovery_seconds >= 0,
 		      "spec.chaos.recoverySeconds: %g is negative", c->recovery_seconds);
 	}
+	return 0;
+}
+
+int jobspec_validate(const struct job_spec *js, struct err *e)
+{
+	if (check_learners(js, e) || check_model(js, e) ||
+	    check_evaluator_data(js, e) || check_optimizer(js, e) ||
+	    check_syncer(js, e) || check_chaos(js, e))
+		return -1;
 	return 0;
 }
 

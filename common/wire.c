@@ -13,7 +13,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/encoding.h"
 #include "ddiloco/v1/syncer.pb-c.h"
+
+/*
+ * An answer's or an update's encoding goes on the wire as the number of
+ * enum payload_enc (common/encoding.h) cast to the proto's enum Encoding:
+ * the two must agree number for number (make lint checks the names, and
+ * the CRD's enums, as well).
+ */
+_Static_assert((int)ENC_F32 == (int)DDILOCO__V1__ENCODING__ENCODING_F32,
+	       "ENC_F32 is not the proto's ENCODING_F32");
+_Static_assert((int)ENC_BF16 == (int)DDILOCO__V1__ENCODING__ENCODING_BF16,
+	       "ENC_BF16 is not the proto's ENCODING_BF16");
+_Static_assert((int)ENC_INT8 == (int)DDILOCO__V1__ENCODING__ENCODING_INT8,
+	       "ENC_INT8 is not the proto's ENCODING_INT8");
+_Static_assert((int)ENC_INT4 == (int)DDILOCO__V1__ENCODING__ENCODING_INT4,
+	       "ENC_INT4 is not the proto's ENCODING_INT4");
 
 /* ---- packing ----------------------------------------------------------- */
 

@@ -148,6 +148,8 @@ static json_t *compare_json(const struct run_record *r, const struct run_compare
 	return o;
 }
 
+/* Long because report.json is built top to bottom, one field after the
+ * other in the order the file shows them. */
 int run_report_json(const struct run_record *r, struct buf *out, struct err *e)
 {
 	const struct syncer_status *f = &r->final;

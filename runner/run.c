@@ -268,6 +268,8 @@ static int init_evaluator(struct runner *R, struct proc *p, const char *log,
 	return 0;
 }
 
+/* Long because each process's argv is declared beside the buffers it
+ * points into: the syncer's, then each pair's, then the evaluator's. */
 static int init_procs(struct runner *R, const char *dir, struct err *e)
 {
 	char ckpt[4200], log[4200], listen[64], http[64], id[16], xarg[4200];
@@ -701,11 +703,98 @@ static int wait_ready(struct runner *R, struct err *e)
 	}
 }
 
+/* After the syncer: its ready answer, the pairs, the evaluator, and the
+ * events that say so. */
+static int start_job(struct runner *R, const char *dir, struct err *e)
+{
+	const struct job_spec *js = R->js;
+
+	event(R, "syncer started on %s (http %s), log %s", R->addr, R->http, R->syncer.log);
+	if (js->syncer.insecure)
+		event(R, "warning: spec.syncer.insecure: plaintext gRPC, no certificates");
+	else
+		event(R, "mutual TLS: the job's CA and certificates in %s/tls", dir);
+	if (wait_ready(R, e))
+		return -1;
+	for (int i = 0; i < R->M; i++)
+		if (start_pair(R, i, e))
+			return -1;
+	event(R, "%d learner + sidecar pairs started; exchange folders in %s", R->M, R->shm);
+	if (R->have_ev) {
+		if (start_slot(&R->ev, e))
+			return -1;
+		event(R, "evaluator + sidecar started, log %s", R->ev.learner.log);
+	}
+	if (R->chaos_on)
+		event(R, "chaos on: %s every %.0f s on average, from %.0f s, at most %d down",
+		      js->chaos.schedule == CHAOS_POISSON ? "poisson" : "interval",
+		      js->chaos.schedule == CHAOS_POISSON ? js->chaos.mtbf_seconds
+							  : js->chaos.interval_seconds,
+		      js->chaos.start_after_seconds, js->chaos.max_down);
+	return 0;
+}
+
+/* Each tick: reap, restarts, chaos, /status, the view; until the job is
+ * done (0), or a signal, a failure or the timeout (-1; *e and the
+ * record's outcome say which). */
+static int supervise(struct runner *R, struct err *e)
+{
+	const struct run_opts *o = R->o;
+	struct run_record *r = R->r;
+	int rc = -1;
+
+	for (;;) {
+		double t;
+
+		if (*R->stop) {
+			snprintf(r->outcome, sizeof(r->outcome), "interrupted");
+			err_set(e, "interrupted");
+			break;
+		}
+		reap(R);
+		if (R->fatal[0]) {
+			/* the outcome and the error are message fields: cut to fit */
+			snprintf(r->outcome, sizeof(r->outcome), "failed: %.*s",
+				 (int)sizeof(r->outcome) - 9, R->fatal);
+			err_set(e, "%.*s", (int)sizeof(e->msg) - 1, R->fatal);
+			break;
+		}
+		if (restart_due(R, e)) {
+			snprintf(r->outcome, sizeof(r->outcome), "failed: %.*s",
+				 (int)sizeof(r->outcome) - 9, e->msg);
+			break;
+		}
+		do_chaos(R);
+		poll_status(R);
+		sample(R);
+		if (!o->quiet)
+			run_view_update(&R->view, r, now_of(R), 10);
+		t = now_of(R);
+		if (R->done && (all_finished(R) || t - R->done_at > DONE_GRACE)) {
+			snprintf(r->outcome, sizeof(r->outcome), "done");
+			rc = 0;
+			break;
+		}
+		if (!R->done && R->syncer_finished) {
+			snprintf(r->outcome, sizeof(r->outcome), "done (syncer exited 0)");
+			rc = 0;
+			break;
+		}
+		if (o->timeout > 0 && t > o->timeout) {
+			snprintf(r->outcome, sizeof(r->outcome), "timed out after %.0f s",
+				 o->timeout);
+			err_set(e, "timed out after %.0f s", o->timeout);
+			break;
+		}
+		sleep_seconds(TICK);
+	}
+	return rc;
+}
+
 /* ---- the whole job ---- */
 
-/* Long because it is the job's life in order: set up, start the syncer and
- * the pairs, supervise (each tick a list of calls to the functions above),
- * then stop, report and clean up at one label. */
+/* The job's life in order: set up, start the syncer and the pairs,
+ * supervise, then stop, report and clean up at one label. */
 int run_job(const struct job_spec *js, const struct run_opts *o,
 	    const char *dir, struct run_record *r,
 	    const volatile sig_atomic_t *stop, struct err *e)
@@ -748,74 +837,9 @@ int run_job(const struct job_spec *js, const struct run_opts *o,
 	R.t0 = clock_mono();
 	if (proc_start(&R.syncer, e))
 		goto out;
-	event(&R, "syncer started on %s (http %s), log %s", R.addr, R.http, R.syncer.log);
-	if (js->syncer.insecure)
-		event(&R, "warning: spec.syncer.insecure: plaintext gRPC, no certificates");
-	else
-		event(&R, "mutual TLS: the job's CA and certificates in %s/tls", dir);
-	if (wait_ready(&R, e))
+	if (start_job(&R, dir, e))
 		goto stop;
-	for (int i = 0; i < R.M; i++)
-		if (start_pair(&R, i, e))
-			goto stop;
-	event(&R, "%d learner + sidecar pairs started; exchange folders in %s", R.M, R.shm);
-	if (R.have_ev) {
-		if (start_slot(&R.ev, e))
-			goto stop;
-		event(&R, "evaluator + sidecar started, log %s", R.ev.learner.log);
-	}
-	if (R.chaos_on)
-		event(&R, "chaos on: %s every %.0f s on average, from %.0f s, at most %d down",
-		      js->chaos.schedule == CHAOS_POISSON ? "poisson" : "interval",
-		      js->chaos.schedule == CHAOS_POISSON ? js->chaos.mtbf_seconds
-							  : js->chaos.interval_seconds,
-		      js->chaos.start_after_seconds, js->chaos.max_down);
-
-	for (;;) {
-		double t;
-
-		if (*stop) {
-			snprintf(r->outcome, sizeof(r->outcome), "interrupted");
-			err_set(e, "interrupted");
-			break;
-		}
-		reap(&R);
-		if (R.fatal[0]) {
-			/* the outcome and the error are message fields: cut to fit */
-			snprintf(r->outcome, sizeof(r->outcome), "failed: %.*s",
-				 (int)sizeof(r->outcome) - 9, R.fatal);
-			err_set(e, "%.*s", (int)sizeof(e->msg) - 1, R.fatal);
-			break;
-		}
-		if (restart_due(&R, e)) {
-			snprintf(r->outcome, sizeof(r->outcome), "failed: %.*s",
-				 (int)sizeof(r->outcome) - 9, e->msg);
-			break;
-		}
-		do_chaos(&R);
-		poll_status(&R);
-		sample(&R);
-		if (!o->quiet)
-			run_view_update(&R.view, r, now_of(&R), 10);
-		t = now_of(&R);
-		if (R.done && (all_finished(&R) || t - R.done_at > DONE_GRACE)) {
-			snprintf(r->outcome, sizeof(r->outcome), "done");
-			rc = 0;
-			break;
-		}
-		if (!R.done && R.syncer_finished) {
-			snprintf(r->outcome, sizeof(r->outcome), "done (syncer exited 0)");
-			rc = 0;
-			break;
-		}
-		if (o->timeout > 0 && t > o->timeout) {
-			snprintf(r->outcome, sizeof(r->outcome), "timed out after %.0f s",
-				 o->timeout);
-			err_set(e, "timed out after %.0f s", o->timeout);
-			break;
-		}
-		sleep_seconds(TICK);
-	}
+	rc = supervise(&R, e);
 stop:
 	if (!r->outcome[0] && *stop)
 		snprintf(r->outcome, sizeof(r->outcome), "%.*s",

@@ -11,7 +11,7 @@
 set -e
 PKGS="build-essential pkg-config libopenblas-dev libcmocka-dev libjansson-dev
 libcurl4-openssl-dev libmicrohttpd-dev libgrpc-dev libssl-dev protobuf-c-compiler
-libprotobuf-c-dev libyaml-dev fortunes openssl jq curl iproute2 procps"
+libprotobuf-c-dev libyaml-dev fortunes openssl jq curl iproute2 procps python3"
 [ "${1:-}" = fuzz ] && PKGS="$PKGS clang libclang-rt-dev"
 [ "${1:-}" = image-pytorch ] && PKGS="$PKGS debootstrap"
 [ "${1:-}" = torch ] && PKGS="$PKGS python3-torch python3-numpy python3-pip python3-setuptools python3-yaml"

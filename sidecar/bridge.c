@@ -552,6 +552,8 @@ void sidecar_get_metrics(struct sidecar *s, struct sidecar_metrics *m)
 	exchange_counters(s->x, &m->x);
 }
 
+/* Long because it is the list of metrics, one call each, in the order
+ * /metrics prints them. */
 void sidecar_metrics_text(struct sidecar *s, struct buf *b)
 {
 	struct sidecar_metrics m;

@@ -162,6 +162,119 @@ static int external_table(const char *dir, struct frag_table *ft,
 	return rc;
 }
 
+/*
+ * The test knobs, parsed into o and said aloud when they are set; 2 (the
+ * exit code) when one is malformed.
+ */
+static int test_knobs(int learner, struct sidecar_opts *o)
+{
+	if (inflate_knob(learner, &o->inflate_tokens)) {
+		log_error("DDILOCO_TEST_INFLATE_TOKENS: '%s' is not LEARNER:FACTOR "
+			  "(FACTOR a whole number >= 1)",
+			  getenv("DDILOCO_TEST_INFLATE_TOKENS"));
+		return 2;
+	}
+	if (poison_knob(learner, o->poison)) {
+		log_error("DDILOCO_TEST_POISON_ANSWERS: '%s' is not "
+			  "LEARNER:FROM:COUNT:VALUE[,...] (FROM and COUNT >= 1, "
+			  "VALUE a finite float, at most %d ranges a learner)",
+			  getenv("DDILOCO_TEST_POISON_ANSWERS"), SIDECAR_MAX_POISON);
+		return 2;
+	}
+	if (o->poison[0].count)
+		log_warn("test knob DDILOCO_TEST_POISON_ANSWERS: this sidecar "
+			 "sends poisoned answers");
+	if (o->inflate_tokens > 1)
+		log_warn("test knob DDILOCO_TEST_INFLATE_TOKENS: this sidecar "
+			 "reports %llu times the tokens its learner trained",
+			 (unsigned long long)o->inflate_tokens);
+	return 0;
+}
+
+/* 1 (said) when --learner I is not one of the job's learners, or for an
+ * evaluator not one of the 4 an external model may have. */
+static int check_index(const struct job_spec *js, int learner, int evaluator)
+{
+	if (evaluator && (js->model.kind != MODEL_EXTERNAL ||
+			  learner >= SIDECAR_MAX_EVALUATORS)) {
+		log_error("evaluator %d: %s", learner, js->model.kind != MODEL_EXTERNAL
+			  ? "evaluators are for spec.model.kind external (the "
+			    "syncer evaluates the reference GPT itself)"
+			  : "at most 4 evaluators (0 to 3)");
+		return 1;
+	}
+	if (!evaluator && learner >= js->learners.replicas) {
+		log_error("learner %d: the job has %d learners (0 to %d)", learner,
+			  js->learners.replicas, js->learners.replicas - 1);
+		return 1;
+	}
+	return 0;
+}
+
+/* The fragment table: the learner's for an external model (waits for it
+ * until a signal), else the reference GPT's. */
+static int job_table(const struct job_spec *js, const char *dir,
+		     struct frag_table *ft, struct err *e)
+{
+	struct model_config mc;
+
+	if (js->model.kind == MODEL_EXTERNAL)
+		return external_table(dir, ft, e);
+	if (model_config_from_job(&js->model, &mc, e) ||
+	    model_frag_table(&mc, js->syncer.fragments, ft, e))
+		return -1;
+	return 0;
+}
+
+/*
+ * Reuse big buffers instead of fresh mmaps (docs/design.md §7), and one
+ * arena: gRPC's threads allocate read buffers in arenas of their own,
+ * which glibc trims whatever M_TRIM_THRESHOLD says, so every answer
+ * faulted its pages in again (docs/sidecar.md, levers).
+ */
+static void tune_malloc(void)
+{
+	mallopt(M_ARENA_MAX, 1);
+	mallopt(M_MMAP_THRESHOLD, 32 << 20);
+	mallopt(M_TRIM_THRESHOLD, 1 << 30);
+	mallopt(M_TOP_PAD, 64 << 20);
+}
+
+/*
+ * Runs the sidecar, serving HTTP on host:port when host is not NULL, until
+ * the job is done (0) or a signal (1); -1 on an error.
+ */
+static int serve(const struct sidecar_opts *o, struct exchange *x,
+		 const struct frag_table *ft, const char *host, int port,
+		 struct err *e)
+{
+	struct sidecar *s;
+	struct httpd *h = NULL;
+	int rc = -1;
+
+	s = sidecar_new(o, x, ft, e);
+	if (!s)
+		return -1;
+	if (host) {
+		h = httpd_start(host, port, http_handler, s, e);
+		if (!h)
+			goto out;
+		log_info("http on %s:%d", host, httpd_port(h));
+	}
+	signal(SIGTERM, on_signal);
+	signal(SIGINT, on_signal);
+	signal(SIGPIPE, SIG_IGN);
+	rc = sidecar_run(s, &stop_flag, e);
+	if (rc == 0)
+		log_info("job done: exchange marked done");
+	else if (rc == 1)
+		log_info("stopped");
+out:
+	httpd_stop(h);
+	sidecar_free(s);
+	return rc;
+}
+
 /* Long because the option table is declared here, beside the variables it
  * fills; after it, the setup runs in order and unwinds at one label. */
 int cmd_sidecar(int argc, char **argv)
@@ -193,11 +306,8 @@ int cmd_sidecar(int argc, char **argv)
 		CLI_END(),
 	};
 	struct job_spec js;
-	struct model_config mc;
 	struct frag_table ft;
 	struct exchange *x = NULL;
-	struct sidecar *s = NULL;
-	struct httpd *h = NULL;
 	struct sidecar_opts o = { 0 };
 	struct tls_files tls = { 0 };
 	struct pki_id id = { .role = PKI_ROLE_LEARNER };
@@ -223,43 +333,14 @@ int cmd_sidecar(int argc, char **argv)
 			http);
 		return 2;
 	}
-	if (inflate_knob(learner, &o.inflate_tokens)) {
-		log_error("DDILOCO_TEST_INFLATE_TOKENS: '%s' is not LEARNER:FACTOR "
-			  "(FACTOR a whole number >= 1)",
-			  getenv("DDILOCO_TEST_INFLATE_TOKENS"));
+	if (test_knobs(learner, &o))
 		return 2;
-	}
-	if (poison_knob(learner, o.poison)) {
-		log_error("DDILOCO_TEST_POISON_ANSWERS: '%s' is not "
-			  "LEARNER:FROM:COUNT:VALUE[,...] (FROM and COUNT >= 1, "
-			  "VALUE a finite float, at most %d ranges a learner)",
-			  getenv("DDILOCO_TEST_POISON_ANSWERS"), SIDECAR_MAX_POISON);
-		return 2;
-	}
-	if (o.poison[0].count)
-		log_warn("test knob DDILOCO_TEST_POISON_ANSWERS: this sidecar "
-			 "sends poisoned answers");
-	if (o.inflate_tokens > 1)
-		log_warn("test knob DDILOCO_TEST_INFLATE_TOKENS: this sidecar "
-			 "reports %llu times the tokens its learner trained",
-			 (unsigned long long)o.inflate_tokens);
 	if (jobspec_load(job, &js, &e)) {
 		log_error("%s", e.msg);
 		return 1;
 	}
-	if (evaluator && (js.model.kind != MODEL_EXTERNAL ||
-			  learner >= SIDECAR_MAX_EVALUATORS)) {
-		log_error("evaluator %d: %s", learner, js.model.kind != MODEL_EXTERNAL
-			  ? "evaluators are for spec.model.kind external (the "
-			    "syncer evaluates the reference GPT itself)"
-			  : "at most 4 evaluators (0 to 3)");
+	if (check_index(&js, learner, evaluator))
 		return 1;
-	}
-	if (!evaluator && learner >= js.learners.replicas) {
-		log_error("learner %d: the job has %d learners (0 to %d)", learner,
-			  js.learners.replicas, js.learners.replicas - 1);
-		return 1;
-	}
 	snprintf(id.job, sizeof(id.job), "%s", js.name);
 	id.learner = (unsigned)learner;
 	if (evaluator)
@@ -270,30 +351,17 @@ int cmd_sidecar(int argc, char **argv)
 		tls_files_release(&tls);
 		return 2;
 	}
-	if (js.model.kind == MODEL_EXTERNAL) {
-		if (external_table(dir, &ft, &e)) {
-			if (stop_flag)
-				log_info("stopped");
-			else
-				log_error("%s", e.msg);
-			tls_files_release(&tls);
-			return stop_flag ? 0 : 1;
-		}
-	} else if (model_config_from_job(&js.model, &mc, &e) ||
-		   model_frag_table(&mc, js.syncer.fragments, &ft, &e)) {
-		log_error("%s", e.msg);
+	if (job_table(&js, dir, &ft, &e)) {
+		/* only an external job's wait for its table sees a signal */
+		if (stop_flag)
+			log_info("stopped");
+		else
+			log_error("%s", e.msg);
 		tls_files_release(&tls);
-		return 1;
+		return stop_flag ? 0 : 1;
 	}
 	ft_ok = 1;
-	/* reuse big buffers instead of fresh mmaps (docs/design.md §7), and
-	 * one arena: gRPC's threads allocate read buffers in arenas of their
-	 * own, which glibc trims whatever M_TRIM_THRESHOLD says, so every
-	 * answer faulted its pages in again (docs/sidecar.md, levers) */
-	mallopt(M_ARENA_MAX, 1);
-	mallopt(M_MMAP_THRESHOLD, 32 << 20);
-	mallopt(M_TRIM_THRESHOLD, 1 << 30);
-	mallopt(M_TOP_PAD, 64 << 20);
+	tune_malloc();
 	if (exchange_open(dir, EXCHANGE_SIDECAR, &ft, &x, &e))
 		goto out;
 	o.target = target;
@@ -304,29 +372,10 @@ int cmd_sidecar(int argc, char **argv)
 	o.seed_dir = js.model.kind == MODEL_EXTERNAL && !evaluator ? dir : NULL;
 	o.evaluator = evaluator;
 	o.tls = use_tls ? &tls : NULL;
-	s = sidecar_new(&o, x, &ft, &e);
-	if (!s)
-		goto out;
-	if (http) {
-		h = httpd_start(host, port, http_handler, s, &e);
-		if (!h)
-			goto out;
-		log_info("http on %s:%d", host, httpd_port(h));
-	}
-	signal(SIGTERM, on_signal);
-	signal(SIGINT, on_signal);
-	signal(SIGPIPE, SIG_IGN);
-	rc = sidecar_run(s, &stop_flag, &e);
-	if (rc == 0)
-		log_info("job done: exchange marked done");
-	else if (rc == 1)
-		log_info("stopped");
-	rc = rc < 0 ? 1 : 0;
+	rc = serve(&o, x, &ft, http ? host : NULL, port, &e) < 0 ? 1 : 0;
 out:
 	if (rc)
 		log_error("%s", e.msg);
-	httpd_stop(h);
-	sidecar_free(s);
 	exchange_close(x);
 	if (ft_ok)
 		frag_table_release(&ft);

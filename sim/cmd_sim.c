@@ -102,7 +102,8 @@ static int check_cli(struct sim_cli *c, int nactions, int seen_mode,
 
 /*
  * The usage is printed here after --help (c->action = SIM_HELP): it comes
- * from this function's option table.
+ * from this function's option table. Long because that table is declared
+ * here, beside the variables it fills.
  */
 int sim_cli_parse(int argc, char **argv, struct sim_cli *c, struct err *e)
 {

@@ -416,6 +416,8 @@ static void split(struct lrn *l, int n, long slices)
 	}
 }
 
+/* Long because it is one run's event loop: the next of four clocks
+ * chosen and handled in place, the run's state on the stack. */
 int sim_run_once(const struct sim_params *p, int rep, double budget,
 		 struct sim_run *out, struct err *e)
 {

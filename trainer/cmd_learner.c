@@ -66,6 +66,27 @@ static int wait_for_model(struct exchange *x, float *params, double timeout,
 	}
 }
 
+/* wait_for_model, told: 0 = train, 1 = the job is already done or a
+ * signal came (exit 0), -1 = no model within timeout. */
+static int await_model(struct exchange *x, struct trainer *t, int learner,
+		       double timeout, const char *dir,
+		       const struct exchange_step *st, struct err *e)
+{
+	switch (wait_for_model(x, trainer_params(t), timeout, st)) {
+	case 1:
+		log_info("the job is already done");
+		return 1;
+	case -1:
+		if (stop_requested)
+			return 1;
+		err_set(e, "learner %d: no global model from the sidecar within "
+			"%.0f s (exchange '%s'): is `ddiloco sidecar` running "
+			"and connected to the syncer?", learner, timeout, dir);
+		return -1;
+	}
+	return 0;
+}
+
 /* Moves the schedule step to the resume step when that is larger. */
 static void resume(struct trainer *t, uint64_t step)
 {
@@ -97,11 +118,73 @@ static int wait_for_resume(struct exchange *x, uint64_t *step)
 	return 1;
 }
 
+/*
+ * Trains until the sidecar marks the exchange done or a signal: a step,
+ * then a poll of the exchange; every 5 s a line of the step and poll
+ * times. st is what the sidecar reads of this process.
+ */
+static int train(struct trainer *t, struct exchange *x,
+		 const struct job_spec *js, struct exchange_step *st,
+		 struct err *e)
+{
+	double t0, next_log, poll_time = 0, step_time = 0, ema = 0;
+	uint64_t polls = 0, rstep, jt;
+
+	t0 = clock_mono();
+	next_log = t0 + 5;
+	while (!stop_requested) {
+		struct trainer_stats ts;
+		struct exchange_poll_result res;
+		double a;
+
+		if (trainer_step(t, &ts, e))
+			return -1;
+		ema = ema > 0 ? 0.9 * ema + 0.1 * ts.seconds : ts.seconds;
+		st->step = ts.step;
+		st->tokens = ts.tokens;
+		st->tokens_total = ts.tokens_total;
+		st->loss = ts.loss;
+		st->step_time = ema;
+		a = clock_mono();
+		exchange_poll(x, trainer_params(t), st, &res);
+		if (res.repaired)
+			log_warn("%s", exchange_last_error(x));
+		if (exchange_resume(x, &rstep))
+			resume(t, rstep);
+		/* the lr schedule follows the job's tokens (docs/design.md §3,
+		 * Learner): the syncer's count when it sent the newest update */
+		jt = exchange_job_tokens(x);
+		if (jt && ts.tokens)
+			trainer_set_schedule_step(t, jt / ((uint64_t)
+				js->learners.replicas * ts.tokens));
+		poll_time += clock_mono() - a;
+		step_time += ts.seconds;
+		polls++;
+		if (res.done) {
+			log_info("job done at step %llu, schedule step %llu of "
+				 "%llu", (unsigned long long)ts.step,
+				 (unsigned long long)trainer_schedule_step(t),
+				 (unsigned long long)trainer_decay_steps(t));
+			break;
+		}
+		if (clock_mono() > next_log) {
+			log_info("step %llu loss %.4f step %.1f ms poll %.3f ms",
+				 (unsigned long long)ts.step, ts.loss, ema * 1e3,
+				 poll_time / (double)polls * 1e3);
+			next_log += 5;
+		}
+	}
+	log_info("%llu steps; exchange_poll took %.4f of step time",
+		 (unsigned long long)polls,
+		 step_time > 0 ? poll_time / step_time : 0.0);
+	return 0;
+}
+
 int cmd_learner(int argc, char **argv)
 {
 	const char *job = NULL, *dir = NULL;
 	int learner = -1, rc = 1, ft_ok = 0, n;
-	double init_timeout = 300, poll_time = 0, step_time = 0, ema = 0;
+	double init_timeout = 300;
 	const struct cli_option opts[] = {
 		CLI_TEXT("usage: ddiloco learner --job JOB.yaml --learner I --exchange DIR\n"
 			 "                       [--init-timeout SECONDS]\n\n"
@@ -118,7 +201,6 @@ int cmd_learner(int argc, char **argv)
 			   .flags = CLI_ABOVE_MIN),
 		CLI_END(),
 	};
-	double t0, next_log;
 	struct job_spec js;
 	struct trainer *t = NULL;
 	struct frag_table ft;
@@ -126,7 +208,7 @@ int cmd_learner(int argc, char **argv)
 	struct exchange_step st = { 0 };
 	struct err e;
 	char comp[32];
-	uint64_t polls = 0, rstep, jt;
+	uint64_t rstep;
 
 	n = cli_parse(opts, argc, argv, &e);
 	if (n < 0)
@@ -157,71 +239,16 @@ int cmd_learner(int argc, char **argv)
 	signal(SIGTERM, on_signal);
 	signal(SIGINT, on_signal);
 
-	switch (wait_for_model(x, trainer_params(t), init_timeout, &st)) {
-	case 1:
-		log_info("the job is already done");
-		rc = 0;
-		goto out;
-	case -1:
-		if (stop_requested) {
-			rc = 0;
-			goto out;
-		}
-		err_set(&e, "learner %d: no global model from the sidecar within "
-			"%.0f s (exchange '%s'): is `ddiloco sidecar` running "
-			"and connected to the syncer?", learner, init_timeout, dir);
+	n = await_model(x, t, learner, init_timeout, dir, &st, &e);
+	if (n) {
+		rc = n > 0 ? 0 : 1;
 		goto out;
 	}
 	log_info("got the global model (%d fragments); training", ft.nfrags);
 	if (wait_for_resume(x, &rstep))
 		resume(t, rstep);
-	t0 = clock_mono();
-	next_log = t0 + 5;
-	while (!stop_requested) {
-		struct trainer_stats ts;
-		struct exchange_poll_result res;
-		double a;
-
-		if (trainer_step(t, &ts, &e))
-			goto out;
-		ema = ema > 0 ? 0.9 * ema + 0.1 * ts.seconds : ts.seconds;
-		st.step = ts.step;
-		st.tokens = ts.tokens;
-		st.tokens_total = ts.tokens_total;
-		st.loss = ts.loss;
-		st.step_time = ema;
-		a = clock_mono();
-		exchange_poll(x, trainer_params(t), &st, &res);
-		if (res.repaired)
-			log_warn("%s", exchange_last_error(x));
-		if (exchange_resume(x, &rstep))
-			resume(t, rstep);
-		/* the lr schedule follows the job's tokens (docs/design.md §3,
-		 * Learner): the syncer's count when it sent the newest update */
-		jt = exchange_job_tokens(x);
-		if (jt && ts.tokens)
-			trainer_set_schedule_step(t, jt / ((uint64_t)
-				js.learners.replicas * ts.tokens));
-		poll_time += clock_mono() - a;
-		step_time += ts.seconds;
-		polls++;
-		if (res.done) {
-			log_info("job done at step %llu, schedule step %llu of "
-				 "%llu", (unsigned long long)ts.step,
-				 (unsigned long long)trainer_schedule_step(t),
-				 (unsigned long long)trainer_decay_steps(t));
-			break;
-		}
-		if (clock_mono() > next_log) {
-			log_info("step %llu loss %.4f step %.1f ms poll %.3f ms",
-				 (unsigned long long)ts.step, ts.loss, ema * 1e3,
-				 poll_time / (double)polls * 1e3);
-			next_log += 5;
-		}
-	}
-	log_info("%llu steps; exchange_poll took %.4f of step time",
-		 (unsigned long long)polls,
-		 step_time > 0 ? poll_time / step_time : 0.0);
+	if (train(t, x, &js, &st, &e))
+		goto out;
 	rc = 0;
 out:
 	if (rc)

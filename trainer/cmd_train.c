@@ -116,6 +116,9 @@ static int save(struct trainer *t, const char *path)
 	return 0;
 }
 
+/* Long because it reads in the order it runs: the options over the job,
+ * the budget in steps, the loop with its log, eval and checkpoint lines,
+ * the final eval. */
 int cmd_train(int argc, char **argv)
 {
 	struct opts o;
