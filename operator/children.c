@@ -382,22 +382,16 @@ static json_t *syncer_resources(const struct child_ctx *c)
 	return json_pack("{s:{s:o, s:o}}", "requests", "cpu", cpu, "memory", mem);
 }
 
-json_t *child_syncer(const struct child_ctx *c)
+/*
+ * The syncer's checkpoints (a claim of the user's, or one of ours unless
+ * storage is "", else an emptyDir) and, unless spec.syncer.insecure, its
+ * part of <job>-tls, into volumes and mounts; -1 on failure.
+ */
+static int syncer_volumes(const struct child_ctx *c, const char *claim,
+			  const char *size, json_t *volumes, json_t *mounts)
 {
-	char name[CHILD_NAME_MAX], claim[CHILD_NAME_MAX], st[32];
-	json_t *volumes = json_array(), *mounts = json_array(), *podspec, *sel;
-	json_t *tmeta, *ctr;
-
-	checkpoint_claim_size(c, st, sizeof(st));
-	if (child_name(c->name, CHILD_SYNCER, 0, name, sizeof(name)) ||
-	    checkpoint_claim_name(c, claim, sizeof(claim)) ||
-	    common_volumes(c, volumes, mounts)) {
-		json_decref(volumes);
-		json_decref(mounts);
-		return NULL;
-	}
-	/* a claim of the user's, or one of ours unless storage is "" */
-	if (st[0] || sget(json_object_get(c->spec, "syncer"), "checkpoints", "claimName"))
+	if (size[0] || sget(json_object_get(c->spec, "syncer"), "checkpoints",
+			    "claimName"))
 		json_array_append_new(volumes, json_pack(
 			"{s:s, s:{s:s}}", "name", "checkpoints",
 			"persistentVolumeClaim", "claimName", claim));
@@ -407,11 +401,37 @@ json_t *child_syncer(const struct child_ctx *c)
 	json_array_append_new(mounts, json_pack("{s:s, s:s}", "name", "checkpoints",
 						"mountPath", CHECKPOINT_DIR));
 	/* spec.syncer.insecure: plaintext gRPC, no certificates at all */
-	if (!c->js->syncer.insecure && tls_volume(c, "syncer", volumes, mounts)) {
-		json_decref(volumes);
-		json_decref(mounts);
-		return NULL;
-	}
+	if (!c->js->syncer.insecure && tls_volume(c, "syncer", volumes, mounts))
+		return -1;
+	return 0;
+}
+
+/*
+ * Liveness (docs/operator.md, "Model lifecycle"): /healthz answers 503
+ * once the run loop is stuck 10 s (syncer/status.c); three failures
+ * 10 s apart restart the container. The startup probe holds it back
+ * until the model and checkpoint are loaded (/readyz), for up to
+ * SYNCER_STARTUP_SECONDS; asked every second, as the readiness probe
+ * waits for it (a restarted syncer is not Ready later than it was).
+ */
+static void syncer_probes(const struct child_ctx *c, json_t *ctr)
+{
+	json_object_set_new(ctr, "livenessProbe", json_pack(
+		"{s:{s:s, s:i}, s:i, s:i, s:i}", "httpGet", "path", "/healthz",
+		"port", c->js->syncer.http_port, "periodSeconds", 10,
+		"timeoutSeconds", 5, "failureThreshold", 3));
+	json_object_set_new(ctr, "startupProbe", json_pack(
+		"{s:{s:s, s:i}, s:i, s:i}", "httpGet", "path", "/readyz",
+		"port", c->js->syncer.http_port, "periodSeconds", 1,
+		"failureThreshold", SYNCER_STARTUP_SECONDS));
+}
+
+/* The syncer pod's spec, volumes and mounts taken. */
+static json_t *syncer_podspec(const struct child_ctx *c, json_t *volumes,
+			      json_t *mounts)
+{
+	json_t *podspec, *ctr;
+
 	podspec = json_pack(
 		"{s:[{s:s, s:s, s:s, s:[s,s,s,s,s,s], s:[{s:s, s:i}, {s:s, s:i}],"
 		" s:{s:{s:s, s:i}, s:i}, s:o, s:o}], s:o, s:o}",
@@ -441,22 +461,26 @@ json_t *child_syncer(const struct child_ctx *c)
 	placement(c, "syncer", podspec);
 	ctr = json_array_get(json_object_get(podspec, "containers"), 0);
 	json_object_set_new(ctr, "resources", syncer_resources(c));
-	/*
-	 * Liveness (docs/operator.md, "Model lifecycle"): /healthz answers 503
-	 * once the run loop is stuck 10 s (syncer/status.c); three failures
-	 * 10 s apart restart the container. The startup probe holds it back
-	 * until the model and checkpoint are loaded (/readyz), for up to
-	 * SYNCER_STARTUP_SECONDS; asked every second, as the readiness probe
-	 * waits for it (a restarted syncer is not Ready later than it was).
-	 */
-	json_object_set_new(ctr, "livenessProbe", json_pack(
-		"{s:{s:s, s:i}, s:i, s:i, s:i}", "httpGet", "path", "/healthz",
-		"port", c->js->syncer.http_port, "periodSeconds", 10,
-		"timeoutSeconds", 5, "failureThreshold", 3));
-	json_object_set_new(ctr, "startupProbe", json_pack(
-		"{s:{s:s, s:i}, s:i, s:i}", "httpGet", "path", "/readyz",
-		"port", c->js->syncer.http_port, "periodSeconds", 1,
-		"failureThreshold", SYNCER_STARTUP_SECONDS));
+	syncer_probes(c, ctr);
+	return podspec;
+}
+
+json_t *child_syncer(const struct child_ctx *c)
+{
+	char name[CHILD_NAME_MAX], claim[CHILD_NAME_MAX], st[32];
+	json_t *volumes = json_array(), *mounts = json_array(), *podspec, *sel;
+	json_t *tmeta;
+
+	checkpoint_claim_size(c, st, sizeof(st));
+	if (child_name(c->name, CHILD_SYNCER, 0, name, sizeof(name)) ||
+	    checkpoint_claim_name(c, claim, sizeof(claim)) ||
+	    common_volumes(c, volumes, mounts) ||
+	    syncer_volumes(c, claim, st, volumes, mounts)) {
+		json_decref(volumes);
+		json_decref(mounts);
+		return NULL;
+	}
+	podspec = syncer_podspec(c, volumes, mounts);
 	tmeta = json_pack("{s:o}", "labels", labels(c, "syncer"));
 	pod_template_apply(tmeta, podspec, json_object_get(json_object_get(c->spec,
 			   "syncer"), "template"), "syncer");

@@ -38,6 +38,7 @@
 
 #define JOB_API_VERSION "ddiloco.io/v1alpha1"
 #define JOB_KIND "DecoupledTrainingJob"
+#define CRD_PATH "/apis/" JOB_API_VERSION   /* the jobs' API group path */
 #define FIELD_MANAGER "ddiloco-operator"   /* also managed-by and Events' source */
 
 #define LABEL_JOB   "ddiloco.io/job"

@@ -54,15 +54,106 @@ static int copy_opt(char *dst, size_t n, const char *name, const char *v,
 	return 0;
 }
 
-/* Long because the option table is declared here, beside the variables it
- * fills; after it, the steps of the command run in order. */
+/* The options given as text, before they go into struct operator_opts. */
+struct args {
+	const char *kubeconfig, *lease_ns, *ns, *lease_name, *identity;
+	const char *status_url, *operator_ns;
+	int no_chaos;
+};
+
+static void defaults(struct operator_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	snprintf(o->http_addr, sizeof(o->http_addr), "0.0.0.0");
+	o->http_port = 8080;
+	o->workers = 2;
+	o->resync = 30;
+	snprintf(o->lease_name, sizeof(o->lease_name), "ddiloco-operator");
+	snprintf(o->status_url, sizeof(o->status_url),
+		 "http://{job}-syncer-0.{job}-syncer.{namespace}.svc:{port}/status");
+}
+
+/* The strings given into o's fixed buffers. */
+static int take_strings(struct operator_opts *o, const struct args *a,
+			struct err *e)
+{
+	if (copy_opt(o->namespace_, sizeof(o->namespace_), "namespace", a->ns, e) ||
+	    copy_opt(o->lease_name, sizeof(o->lease_name), "lease-name",
+		     a->lease_name, e) ||
+	    copy_opt(o->identity, sizeof(o->identity), "identity", a->identity, e) ||
+	    copy_opt(o->status_url, sizeof(o->status_url), "status-url",
+		     a->status_url, e) ||
+	    copy_opt(o->operator_ns, sizeof(o->operator_ns), "operator-namespace",
+		     a->operator_ns, e))
+		return -1;
+	o->chaos = !a->no_chaos;
+	return 0;
+}
+
+/*
+ * The API server (the kubeconfig's current context, or the cluster's
+ * service account), its answers counted into stats for /metrics, and
+ * what defaults to the config's: the Lease's namespace, the operator's
+ * namespace; the identity defaults to hostname-pid. -1 when the config
+ * cannot be read (stats untouched).
+ */
+static int configure(struct operator_opts *o, const struct args *a,
+		     struct kube_stats *stats, struct err *e)
+{
+	char host[64] = "operator";
+
+	if (a->kubeconfig ? kube_config_load(a->kubeconfig, &o->cfg, e) :
+			    kube_config_in_cluster(&o->cfg, e))
+		return -1;
+	kube_stats_init(stats);
+	o->cfg.stats = stats;
+	snprintf(o->lease_ns, sizeof(o->lease_ns), "%s",
+		 a->lease_ns ? a->lease_ns : o->cfg.namespace_);
+	if (!o->operator_ns[0])
+		snprintf(o->operator_ns, sizeof(o->operator_ns), "%s", o->cfg.namespace_);
+	if (!o->identity[0]) {
+		gethostname(host, sizeof(host) - 1);
+		snprintf(o->identity, sizeof(o->identity), "%s-%d", host, (int)getpid());
+	}
+	return 0;
+}
+
+static void catch_signals(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
+/*
+ * Runs until a signal. A leader that could not renew in time stops
+ * acting at once; then it starts over as a candidate, with fresh caches,
+ * as a restarted process would.
+ */
+static int run(const struct operator_opts *o)
+{
+	int rc;
+
+	log_info("API server %s, %s, identity %s%s", o->cfg.server,
+		 o->namespace_[0] ? o->namespace_ : "every namespace", o->identity,
+		 o->chaos ? "" : ", chaos off");
+	while ((rc = operator_run(o, &stopping)) == OPERATOR_LOST_LEADERSHIP &&
+	       !stopping) {
+		log_warn("leader: back to candidate");
+		sleep(1);
+	}
+	return rc;
+}
+
+/* The option table, beside the variables it fills, then the steps. */
 int cmd_operator(int argc, char **argv)
 {
 	struct operator_opts o;
-	const char *kubeconfig = NULL, *lease_ns = NULL, *ns = NULL;
-	const char *lease_name = NULL, *identity = NULL, *status_url = NULL;
-	const char *operator_ns = NULL;
-	int no_chaos = 0, n;
+	struct args a = { 0 };
 	const struct cli_option opts[] = {
 		CLI_TEXT("usage: ddiloco operator [--kubeconfig PATH] [--namespace NS] [--http HOST:PORT]\n"
 			 "                        [--no-chaos] [--leader-elect] [--lease-namespace NS]\n"
@@ -72,100 +163,56 @@ int cmd_operator(int argc, char **argv)
 			 "\n"
 			 "Reconciles DecoupledTrainingJob objects (ddiloco.io/v1alpha1): learner pods\n"
 			 "with their sidecar, the syncer StatefulSet, status and Events.\n"),
-		CLI_STRING("kubeconfig", 0, &kubeconfig, "PATH",
+		CLI_STRING("kubeconfig", 0, &a.kubeconfig, "PATH",
 			   "API server and bearer token of PATH's current context;\n"
 			   "without it, the in-cluster service account"),
-		CLI_STRING("namespace", 0, &ns, "NS",
+		CLI_STRING("namespace", 0, &a.ns, "NS",
 			   "watch only NS (default: every namespace)"),
 		CLI_CALLBACK("http", 0, &o, "HOST:PORT", parse_http,
 			     "/metrics, /healthz, /readyz (default 0.0.0.0:8080;\n"
 			     "port 0 picks one, 'off' disables)"),
-		CLI_FLAG("no-chaos", 0, &no_chaos, "never run the chaos controller"),
+		CLI_FLAG("no-chaos", 0, &a.no_chaos, "never run the chaos controller"),
 		CLI_FLAG("leader-elect", 0, &o.leader_elect,
 			 "act only while holding the Lease"),
-		CLI_STRING("lease-namespace", 0, &lease_ns, "NS",
+		CLI_STRING("lease-namespace", 0, &a.lease_ns, "NS",
 			   "the Lease's namespace (default: the config's)"),
-		CLI_STRING("lease-name", 0, &lease_name, "NAME",
+		CLI_STRING("lease-name", 0, &a.lease_name, "NAME",
 			   "the Lease's name (default ddiloco-operator)"),
-		CLI_STRING("identity", 0, &identity, "ID",
+		CLI_STRING("identity", 0, &a.identity, "ID",
 			   "this replica's name in the Lease (default: hostname-pid)"),
 		CLI_INT("workers", 0, &o.workers, "N", 1, 64,
 			"reconcile workers (default 2)"),
-		CLI_STRING("status-url", 0, &status_url, "T",
+		CLI_STRING("status-url", 0, &a.status_url, "T",
 			   "the syncer's /status URL; {job} {namespace} {port}\n"
 			   "are replaced (default\n"
 			   "http://{job}-syncer-0.{job}-syncer.{namespace}.svc:{port}/status)"),
 		CLI_DOUBLE("resync", 0, &o.resync, "SECONDS", 1, INFINITY,
 			   "full resync period (default 30)"),
-		CLI_STRING("operator-namespace", 0, &operator_ns, "NS",
+		CLI_STRING("operator-namespace", 0, &a.operator_ns, "NS",
 			   "where this operator's pods run: the syncers'\n"
 			   "NetworkPolicies let pods there reach /status\n"
 			   "(default: the config's namespace)"),
 		CLI_END(),
 	};
-	struct sigaction sa;
 	struct err e;
-	char host[64] = "operator";
 	struct kube_stats stats;
-	int rc;
+	int n, rc;
 
-	memset(&o, 0, sizeof(o));
-	snprintf(o.http_addr, sizeof(o.http_addr), "0.0.0.0");
-	o.http_port = 8080;
-	o.workers = 2;
-	o.resync = 30;
-	snprintf(o.lease_name, sizeof(o.lease_name), "ddiloco-operator");
-	snprintf(o.status_url, sizeof(o.status_url),
-		 "http://{job}-syncer-0.{job}-syncer.{namespace}.svc:{port}/status");
+	defaults(&o);
 	n = cli_parse(opts, argc, argv, &e);
 	if (n < 0)
 		return cli_exit_code(opts, "ddiloco operator", n, &e);
 	if (n > 0)
 		err_set(&e, "unexpected argument '%s'", argv[0]);
-	if (n > 0 ||
-	    copy_opt(o.namespace_, sizeof(o.namespace_), "namespace", ns, &e) ||
-	    copy_opt(o.lease_name, sizeof(o.lease_name), "lease-name", lease_name, &e) ||
-	    copy_opt(o.identity, sizeof(o.identity), "identity", identity, &e) ||
-	    copy_opt(o.status_url, sizeof(o.status_url), "status-url", status_url, &e) ||
-	    copy_opt(o.operator_ns, sizeof(o.operator_ns), "operator-namespace",
-		     operator_ns, &e))
+	if (n > 0 || take_strings(&o, &a, &e))
 		return cli_exit_code(opts, "ddiloco operator", -1, &e);
-	o.chaos = !no_chaos;
 	log_init("operator");
-	if (kubeconfig ? kube_config_load(kubeconfig, &o.cfg, &e) :
-			 kube_config_in_cluster(&o.cfg, &e)) {
+	if (configure(&o, &a, &stats, &e)) {
 		fprintf(stderr, "ddiloco operator: %s\n", e.msg);
 		return 1;
 	}
-	/* every answer of the API server, for /metrics */
-	kube_stats_init(&stats);
-	o.cfg.stats = &stats;
-	snprintf(o.lease_ns, sizeof(o.lease_ns), "%s",
-		 lease_ns ? lease_ns : o.cfg.namespace_);
-	if (!o.operator_ns[0])
-		snprintf(o.operator_ns, sizeof(o.operator_ns), "%s", o.cfg.namespace_);
-	if (!o.identity[0]) {
-		gethostname(host, sizeof(host) - 1);
-		snprintf(o.identity, sizeof(o.identity), "%s-%d", host, (int)getpid());
-	}
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal;
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
-	log_info("API server %s, %s, identity %s%s", o.cfg.server,
-		 o.namespace_[0] ? o.namespace_ : "every namespace", o.identity,
-		 o.chaos ? "" : ", chaos off");
-	/*
-	 * A leader that could not renew in time stops acting at once; then it
-	 * starts over as a candidate, with fresh caches, as a restarted
-	 * process would.
-	 */
-	while ((rc = operator_run(&o, &stopping)) == OPERATOR_LOST_LEADERSHIP &&
-	       !stopping) {
-		log_warn("leader: back to candidate");
-		sleep(1);
-	}
+	catch_signals();
+	rc = run(&o);
 	kube_config_release(&o.cfg);
 	kube_stats_release(&stats);
 	return rc;

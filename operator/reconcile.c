@@ -265,6 +265,112 @@ static int backing_off(const struct rc_input *in, struct learner_mem *m,
 	return 0;
 }
 
+/* A learner's pod that failed: deleted, its end judged by the exit-code
+ * rules (a disruption never counts) and counted once per pod. */
+static void learner_failed(const struct rc_input *in, struct learner_mem *m,
+			   const struct obs_pod *p, int i, struct rc_output *o,
+			   int *fail_job, char *fail_msg)
+{
+	enum exit_action x = p->disrupted ? EXIT_IGNORE :
+			     exit_rule_action(in, p->exit_code);
+
+	delete_pod(o, p);
+	if (x == EXIT_FAIL_JOB && !*fail_job) {
+		snprintf(fail_msg, 256, "learner %d exited with code %d, "
+			 "which spec.failurePolicy.rules says fails the job",
+			 i, p->exit_code);
+		*fail_job = 1;
+	}
+	if (p->disrupted)
+		event(o, 0, "LearnerDisrupted",
+		      "learner %d disrupted (not counted toward "
+		      "backoffLimit): pod deleted, to be recreated", i);
+	else if (x == EXIT_IGNORE)
+		event(o, 0, "LearnerFailureIgnored",
+		      "learner %d exited with code %d: not counted "
+		      "(spec.failurePolicy.rules)", i, p->exit_code);
+	else
+		event(o, 1, "LearnerFailed",
+		      "learner %d failed (exit code %d): pod "
+		      "deleted, to be recreated", i, p->exit_code);
+	/* once per pod: it stays Failed until the delete shows */
+	if (x == EXIT_COUNT && strcmp(m->failed_uid, p->uid)) {
+		m->failures++;
+		snprintf(m->failed_uid, sizeof(m->failed_uid), "%s", p->uid);
+	}
+}
+
+/* Learner i's pod is in the cache: force-deleted when its node does not
+ * let it go, waited for while it terminates, handled when it failed; a
+ * ready one resets its backoff, and later its counted failures. */
+static void learner_present(const struct rc_input *in, struct learner_mem *m,
+			    const struct obs_pod *p, int i, struct rc_output *o,
+			    int *fail_job, char *fail_msg)
+{
+	struct rc_action *ra;
+
+	pod_seen(m);
+	if (p->deleting && p->delete_at > 0 &&
+	    in->now - p->delete_at >= RC_FORCE_DELETE_SECONDS) {
+		if ((ra = act(o, ACT_DELETE_LEARNER, i))) {
+			snprintf(ra->uid, sizeof(ra->uid), "%s", p->uid);
+			ra->force = 1;
+		}
+		event(o, 1, "LearnerForceDeleted",
+		      "learner %d: pod still terminating %.0f s after its "
+		      "grace period (its node does not answer): deleted "
+		      "with grace period 0", i, in->now - p->delete_at);
+		return;
+	}
+	if (p->deleting) {
+		if (p->delete_at > 0)
+			requeue(o, p->delete_at + RC_FORCE_DELETE_SECONDS - in->now);
+		return;
+	}
+	if (p->state == POD_FAILED) {
+		learner_failed(in, m, p, i, o, fail_job, fail_msg);
+		return;
+	}
+	if (p->ready && p->ready_since > 0 &&
+	    in->now - p->ready_since >= RC_STABLE_SECONDS)
+		m->fails = 0;
+	if (p->ready && p->ready_since > 0 && m->failures &&
+	    in->now - p->ready_since >= in->backoff_reset) {
+		event(o, 0, "BackoffReset",
+		      "learner %d healthy for %.0f s: its %d failure(s) "
+		      "no longer count", i, in->backoff_reset, m->failures);
+		m->failures = 0;
+	} else if (p->ready && p->ready_since > 0 && m->failures) {
+		requeue(o, p->ready_since + in->backoff_reset - in->now);
+	}
+}
+
+/* Learner i has no pod: created the first time (created: the job's
+ * children were made once), else recreated once its backoff allows. */
+static void learner_missing(const struct rc_input *in, struct learner_mem *m,
+			    int i, int created, struct rc_output *o)
+{
+	struct rc_action *ra;
+
+	if (create_pending(in, m, ACT_APPLY_LEARNER, i, o))
+		return;
+	if (!created && !m->seen) {   /* a first creation */
+		act(o, ACT_APPLY_LEARNER, i);
+		m->create_sent = in->now;
+		return;
+	}
+	if (backing_off(in, m, o))
+		return;
+	m->restarts++;
+	m->not_before = 0;
+	if ((ra = act(o, ACT_APPLY_LEARNER, i)))
+		ra->recreate = 1;
+	m->create_sent = in->now;
+	event(o, 0, "LearnerRecreated",
+	      "learner %d recreated (restart %d, backoff %.0fs)", i,
+	      m->restarts, rc_backoff(m->fails));
+}
+
 /* Learner pods: delete failed ones, (re)create missing ones. A failure
  * that the exit-code rules say fails the job sets *fail_job and its
  * message (256 bytes). */
@@ -272,93 +378,11 @@ static void learners(const struct rc_input *in, struct learner_mem *mem,
 		     const struct obs_pod **seen, int created, int M,
 		     struct rc_output *o, int *fail_job, char *fail_msg)
 {
-	for (int i = 0; i < M; i++) {
-		const struct obs_pod *p = seen[i];
-		struct learner_mem *m = &mem[i];
-		struct rc_action *ra;
-
-		if (p) {
-			pod_seen(m);
-			if (p->deleting && p->delete_at > 0 &&
-			    in->now - p->delete_at >= RC_FORCE_DELETE_SECONDS) {
-				if ((ra = act(o, ACT_DELETE_LEARNER, i))) {
-					snprintf(ra->uid, sizeof(ra->uid), "%s", p->uid);
-					ra->force = 1;
-				}
-				event(o, 1, "LearnerForceDeleted",
-				      "learner %d: pod still terminating %.0f s after its "
-				      "grace period (its node does not answer): deleted "
-				      "with grace period 0", i, in->now - p->delete_at);
-				continue;
-			}
-			if (p->deleting) {
-				if (p->delete_at > 0)
-					requeue(o, p->delete_at + RC_FORCE_DELETE_SECONDS - in->now);
-				continue;
-			}
-			if (p->state == POD_FAILED) {
-				enum exit_action x = p->disrupted ? EXIT_IGNORE :
-						     exit_rule_action(in, p->exit_code);
-
-				delete_pod(o, p);
-				if (x == EXIT_FAIL_JOB && !*fail_job) {
-					snprintf(fail_msg, 256, "learner %d exited with code %d, "
-						 "which spec.failurePolicy.rules says fails the job",
-						 i, p->exit_code);
-					*fail_job = 1;
-				}
-				if (p->disrupted)
-					event(o, 0, "LearnerDisrupted",
-					      "learner %d disrupted (not counted toward "
-					      "backoffLimit): pod deleted, to be recreated", i);
-				else if (x == EXIT_IGNORE)
-					event(o, 0, "LearnerFailureIgnored",
-					      "learner %d exited with code %d: not counted "
-					      "(spec.failurePolicy.rules)", i, p->exit_code);
-				else
-					event(o, 1, "LearnerFailed",
-					      "learner %d failed (exit code %d): pod "
-					      "deleted, to be recreated", i, p->exit_code);
-				/* once per pod: it stays Failed until the delete shows */
-				if (x == EXIT_COUNT && strcmp(m->failed_uid, p->uid)) {
-					m->failures++;
-					snprintf(m->failed_uid, sizeof(m->failed_uid), "%s",
-						 p->uid);
-				}
-				continue;
-			}
-			if (p->ready && p->ready_since > 0 &&
-			    in->now - p->ready_since >= RC_STABLE_SECONDS)
-				m->fails = 0;
-			if (p->ready && p->ready_since > 0 && m->failures &&
-			    in->now - p->ready_since >= in->backoff_reset) {
-				event(o, 0, "BackoffReset",
-				      "learner %d healthy for %.0f s: its %d failure(s) "
-				      "no longer count", i, in->backoff_reset, m->failures);
-				m->failures = 0;
-			} else if (p->ready && p->ready_since > 0 && m->failures) {
-				requeue(o, p->ready_since + in->backoff_reset - in->now);
-			}
-			continue;
-		}
-		if (create_pending(in, m, ACT_APPLY_LEARNER, i, o))
-			continue;
-		if (!created && !m->seen) {   /* a first creation */
-			act(o, ACT_APPLY_LEARNER, i);
-			m->create_sent = in->now;
-			continue;
-		}
-		if (backing_off(in, m, o))
-			continue;
-		m->restarts++;
-		m->not_before = 0;
-		if ((ra = act(o, ACT_APPLY_LEARNER, i)))
-			ra->recreate = 1;
-		m->create_sent = in->now;
-		event(o, 0, "LearnerRecreated",
-		      "learner %d recreated (restart %d, backoff %.0fs)", i,
-		      m->restarts, rc_backoff(m->fails));
-	}
+	for (int i = 0; i < M; i++)
+		if (seen[i])
+			learner_present(in, &mem[i], seen[i], i, o, fail_job, fail_msg);
+		else
+			learner_missing(in, &mem[i], i, created, o);
 }
 
 /*
@@ -655,37 +679,12 @@ static int failure_policy(const struct rc_input *in, int failures,
 	return 0;
 }
 
-/*
- * Long on purpose: the decisions of reconcile.h in their order (deleting,
- * terminal, invalid spec, suspend, done, backoff limit, children, phase),
- * each able to end the pass, read best as one sequence.
- */
-int reconcile(const struct rc_input *in, struct learner_mem *mem,
-	      struct rc_output *o)
+/* The learners' pods by index into seen (M entries, the first of an
+ * index wins); o->ready and *succeeded count among them. */
+static void index_pods(const struct rc_input *in, int M,
+		       const struct obs_pod **seen, struct rc_output *o,
+		       int *succeeded)
 {
-	const struct job_spec *js = in->spec;
-	int M = js->learners.replicas, K = js->syncer.min_quorum;
-	const struct obs_pod **seen;
-	int created, failures = 0, succeeded = 0, resumed = 0, fail_job = 0;
-	struct rc_action *ra;
-	char now[40], msg[256];
-
-	memset(o, 0, sizeof(*o));
-	o->phase = in->phase;
-	o->total = M;
-	o->start_time = in->start_time;
-	o->completion_time = in->completion_time;
-	memcpy(o->conds, in->conds, sizeof(o->conds));
-	fmt_time(in->now, now, sizeof(now));
-	if (in->deleting)
-		return 0;
-	ckpt_failing(in, o, now);
-	started_over(in, o, now);
-	keep_claim(in, o);
-	if (M < 1 || M > RC_MAX_LEARNERS)
-		M = 0;
-	if (!(seen = calloc((size_t)(M ? M : 1), sizeof(*seen))))
-		return -1;
 	for (int i = 0; i < in->npods; i++) {
 		const struct obs_pod *p = &in->pods[i];
 
@@ -695,71 +694,65 @@ int reconcile(const struct rc_input *in, struct learner_mem *mem,
 		    p->state == POD_RUNNING && !p->deleting)
 			o->ready++;
 		if (p->index >= 0 && p->index < M && p->state == POD_SUCCEEDED)
-			succeeded++;
+			(*succeeded)++;
 	}
-	for (int i = 0; i < M; i++)
-		failures += mem[i].failures;
+}
 
-	if (o->phase == PHASE_SUCCEEDED || o->phase == PHASE_FAILED) {
-		if (!o->completion_time)
-			o->completion_time = in->now;
-		terminal(in, o, now);
-		goto out;
-	}
-	if (in->spec_error) {
-		finish(in, o, PHASE_FAILED, "InvalidSpec",
-		       in->spec_error_msg ? in->spec_error_msg : "invalid spec", now);
-		goto out;
-	}
-
-	if (js->suspend) {
-		stop_all(in, o);
-		if (o->phase != PHASE_SUSPENDED)
-			event(o, 0, "Suspended",
-			      "job suspended: learner pods and syncer deleted, checkpoints kept");
-		o->phase = PHASE_SUSPENDED;
-		cond_set(&o->conds[COND_SUSPENDED], 1, "JobSuspended",
+/* spec.suspend: the pods and the syncer go, the phase is Suspended, and
+ * the pods recreated on resume will not count as restarts. */
+static void suspend(const struct rc_input *in, struct learner_mem *mem, int M,
+		    struct rc_output *o, const char *now)
+{
+	stop_all(in, o);
+	if (o->phase != PHASE_SUSPENDED)
+		event(o, 0, "Suspended",
+		      "job suspended: learner pods and syncer deleted, checkpoints kept");
+	o->phase = PHASE_SUSPENDED;
+	cond_set(&o->conds[COND_SUSPENDED], 1, "JobSuspended",
+		 "spec.suspend is true", now);
+	cond_set(&o->conds[COND_RUNNING], 0, "JobSuspended",
+		 "spec.suspend is true", now);
+	if (o->conds[COND_PODS_READY].set)
+		cond_set(&o->conds[COND_PODS_READY], 0, "JobSuspended",
 			 "spec.suspend is true", now);
-		cond_set(&o->conds[COND_RUNNING], 0, "JobSuspended",
-			 "spec.suspend is true", now);
-		if (o->conds[COND_PODS_READY].set)
-			cond_set(&o->conds[COND_PODS_READY], 0, "JobSuspended",
-				 "spec.suspend is true", now);
-		for (int i = 0; i < M; i++) {
-			mem[i].not_before = 0;
-			mem[i].create_sent = 0;
-			mem[i].seen = 0;   /* resumed pods are not restarts */
-		}
-		if (in->evaluator_mem) {
-			in->evaluator_mem->not_before = 0;
-			in->evaluator_mem->create_sent = 0;
-			in->evaluator_mem->seen = 0;
-		}
-		goto out;
+	for (int i = 0; i < M; i++) {
+		mem[i].not_before = 0;
+		mem[i].create_sent = 0;
+		mem[i].seen = 0;   /* resumed pods are not restarts */
 	}
-	if (o->phase == PHASE_SUSPENDED) {
-		resumed = 1;
-		o->phase = o->start_time ? PHASE_RESTARTING : PHASE_PENDING;
-		event(o, 0, "Resumed", "job resumed: recreating the syncer and learners");
-		cond_set(&o->conds[COND_SUSPENDED], 0, "JobResumed",
-			 "spec.suspend is false", now);
+	if (in->evaluator_mem) {
+		in->evaluator_mem->not_before = 0;
+		in->evaluator_mem->create_sent = 0;
+		in->evaluator_mem->seen = 0;
 	}
+}
 
-	if ((in->progress.have && in->progress.done) ||
-	    (M > 0 && succeeded == M)) {
-		snprintf(msg, sizeof(msg), in->progress.have && in->progress.done ?
-			 "the budget is reached (round %lld, %lld tokens)" :
-			 "every learner exited successfully (round %lld, %lld tokens)",
-			 in->progress.round, in->progress.tokens);
-		finish(in, o, PHASE_SUCCEEDED,
-		       in->progress.have && in->progress.done ? "BudgetReached" :
-		       "LearnersCompleted", msg, now);
-		goto out;
-	}
-	if (failure_policy(in, failures, o, now))
-		goto out;
+/* The budget is reached, or every learner exited successfully: 1 when
+ * the job Succeeded. */
+static int done(const struct rc_input *in, int M, int succeeded,
+		struct rc_output *o, const char *now)
+{
+	char msg[256];
 
-	/* children */
+	if (!(in->progress.have && in->progress.done) &&
+	    !(M > 0 && succeeded == M))
+		return 0;
+	snprintf(msg, sizeof(msg), in->progress.have && in->progress.done ?
+		 "the budget is reached (round %lld, %lld tokens)" :
+		 "every learner exited successfully (round %lld, %lld tokens)",
+		 in->progress.round, in->progress.tokens);
+	finish(in, o, PHASE_SUCCEEDED,
+	       in->progress.have && in->progress.done ? "BudgetReached" :
+	       "LearnersCompleted", msg, now);
+	return 1;
+}
+
+/* The children but the learners' and the evaluator's pods, made when the
+ * cache lacks them; pods of an index past M deleted. */
+static void children(const struct rc_input *in, int M, struct rc_output *o)
+{
+	struct rc_action *ra;
+
 	if (!in->configmap)
 		act(o, ACT_APPLY_CONFIGMAP, -1);
 	if (!in->service)
@@ -778,16 +771,17 @@ int reconcile(const struct rc_input *in, struct learner_mem *mem,
 		if ((in->pods[i].index < 0 || in->pods[i].index >= M) &&
 		    !in->pods[i].deleting)
 			delete_pod(o, &in->pods[i]);   /* not ours to keep */
-	created = o->conds[COND_CREATED].set && o->conds[COND_CREATED].status &&
-		  !resumed;
-	learners(in, mem, seen, created, M, o, &fail_job, msg);
-	if (fail_job) {
-		finish(in, o, PHASE_FAILED, "PodFailurePolicy", msg, now);
-		goto out;
-	}
-	evaluator(in, o);
+}
 
-	if (!(o->conds[COND_CREATED].set && o->conds[COND_CREATED].status)) {
+/* The Created condition: true once every child is in the cache, false
+ * again while a resumed job's are recreated. */
+static void created_cond(const struct rc_input *in, const struct obs_pod **seen,
+			 int M, int resumed, struct rc_output *o, const char *now)
+{
+	struct condition *c = &o->conds[COND_CREATED];
+	char msg[256];
+
+	if (!(c->set && c->status)) {
 		int all = in->configmap && in->service && in->netpol &&
 			  (!in->want_tls || in->tls) && in->statefulset &&
 			  (!in->want_pvc || in->pvc);
@@ -797,16 +791,25 @@ int reconcile(const struct rc_input *in, struct learner_mem *mem,
 		if (all) {
 			snprintf(msg, sizeof(msg),
 				 "%d learner pods, syncer StatefulSet and Service created", M);
-			cond_set(&o->conds[COND_CREATED], 1, "ChildrenCreated", msg, now);
+			cond_set(c, 1, "ChildrenCreated", msg, now);
 			event(o, 0, "Created", "%s", msg);
-		} else if (!o->conds[COND_CREATED].set) {
-			cond_set(&o->conds[COND_CREATED], 0, "Creating",
+		} else if (!c->set) {
+			cond_set(c, 0, "Creating",
 				 "creating the syncer and learner pods", now);
 		}
 	} else if (resumed) {
-		cond_set(&o->conds[COND_CREATED], 0, "Creating",
+		cond_set(c, 0, "Creating",
 			 "recreating the syncer and learner pods after resume", now);
 	}
+}
+
+/* Running with a ready syncer and K ready learners, else Restarting (it
+ * ran before) or Pending; the Running condition says which. */
+static void running(const struct rc_input *in, int M, struct rc_output *o,
+		    const char *now)
+{
+	int K = in->spec->syncer.min_quorum;
+	char msg[256];
 
 	if (in->syncer_ready && o->ready >= K) {
 		if (o->phase != PHASE_RUNNING)
@@ -825,11 +828,89 @@ int reconcile(const struct rc_input *in, struct learner_mem *mem,
 		cond_set(&o->conds[COND_RUNNING], 0,
 			 in->syncer_ready ? "BelowQuorum" : "SyncerNotReady", msg, now);
 	}
+}
+
+/* A job that goes on: its children, learners and evaluator, the Created
+ * condition, the phase and PodsReady. */
+static void go_on(const struct rc_input *in, struct learner_mem *mem,
+		  const struct obs_pod **seen, int M, int resumed,
+		  struct rc_output *o, const char *now)
+{
+	int created, fail_job = 0;
+	char msg[256];
+
+	children(in, M, o);
+	created = o->conds[COND_CREATED].set && o->conds[COND_CREATED].status &&
+		  !resumed;
+	learners(in, mem, seen, created, M, o, &fail_job, msg);
+	if (fail_job) {
+		finish(in, o, PHASE_FAILED, "PodFailurePolicy", msg, now);
+		return;
+	}
+	evaluator(in, o);
+	created_cond(in, seen, M, resumed, o, now);
+	running(in, M, o, now);
 	if (o->conds[COND_SUSPENDED].set && o->conds[COND_SUSPENDED].status)
 		cond_set(&o->conds[COND_SUSPENDED], 0, "JobResumed",
 			 "spec.suspend is false", now);
 	pods_ready(in, M, o, now);
-out:
+}
+
+/*
+ * The decisions of reconcile.h in their order, each able to end the
+ * pass: deleting, terminal, invalid spec, suspend, resume, done, the
+ * failure policy, then a job that goes on (go_on).
+ */
+int reconcile(const struct rc_input *in, struct learner_mem *mem,
+	      struct rc_output *o)
+{
+	int M = in->spec->learners.replicas;
+	const struct obs_pod **seen;
+	int failures = 0, succeeded = 0, resumed = 0;
+	char now[40];
+
+	memset(o, 0, sizeof(*o));
+	o->phase = in->phase;
+	o->total = M;
+	o->start_time = in->start_time;
+	o->completion_time = in->completion_time;
+	memcpy(o->conds, in->conds, sizeof(o->conds));
+	fmt_time(in->now, now, sizeof(now));
+	if (in->deleting)
+		return 0;
+	ckpt_failing(in, o, now);
+	started_over(in, o, now);
+	keep_claim(in, o);
+	if (M < 1 || M > RC_MAX_LEARNERS)
+		M = 0;
+	if (!(seen = calloc((size_t)(M ? M : 1), sizeof(*seen))))
+		return -1;
+	index_pods(in, M, seen, o, &succeeded);
+	for (int i = 0; i < M; i++)
+		failures += mem[i].failures;
+
+	if (o->phase == PHASE_SUCCEEDED || o->phase == PHASE_FAILED) {
+		if (!o->completion_time)
+			o->completion_time = in->now;
+		terminal(in, o, now);
+	} else if (in->spec_error) {
+		finish(in, o, PHASE_FAILED, "InvalidSpec",
+		       in->spec_error_msg ? in->spec_error_msg : "invalid spec", now);
+	} else if (in->spec->suspend) {
+		suspend(in, mem, M, o, now);
+	} else {
+		if (o->phase == PHASE_SUSPENDED) {
+			resumed = 1;
+			o->phase = o->start_time ? PHASE_RESTARTING : PHASE_PENDING;
+			event(o, 0, "Resumed",
+			      "job resumed: recreating the syncer and learners");
+			cond_set(&o->conds[COND_SUSPENDED], 0, "JobResumed",
+				 "spec.suspend is false", now);
+		}
+		if (!done(in, M, succeeded, o, now) &&
+		    !failure_policy(in, failures, o, now))
+			go_on(in, mem, seen, M, resumed, o, now);
+	}
 	free(seen);
 	return 0;
 }

@@ -1,7 +1,7 @@
 /*
  * reconcile: what should be done for one DecoupledTrainingJob, as a pure
  * function of its spec, what the caches show, and the operator's memory
- * of each learner. No I/O: the caller (operator.c) turns the actions into
+ * of each learner. No I/O: the caller (apply.c) turns the actions into
  * API calls and writes the status this returns.
  *
  * Decisions, in order:

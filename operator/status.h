@@ -1,7 +1,7 @@
 /*
  * status: a DecoupledTrainingJob's status subresource, read back into
  * reconcile's types and built again from its decisions. Pure functions of
- * their arguments; the PUT is the operator's (operator.c).
+ * their arguments; the PUT is the operator's (apply.c).
  *
  *   status.conditions  <->  struct condition[COND_N]
  *   status.progress    <--  struct obs_progress (also from the syncer's

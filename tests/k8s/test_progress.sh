@@ -6,7 +6,7 @@
 # syncer with --status-url. Checked: status.progress (round, tokens, loss,
 # goodput, updateTime) moves with the training and `kubectl get ddjobs`
 # shows it; over a 60 s watch of the job, its status is written at most
-# once per 15 s (STATUS_PROGRESS_EVERY) and at least twice.
+# once per 15 s (APPLY_STATUS_PROGRESS_EVERY) and at least twice.
 # Needs the variables of /tmp/ddiloco-k8s/env (tests/k8s/run.sh sets them).
 set -euo pipefail
 
@@ -96,7 +96,7 @@ awk '$1 == "live" && $2 == "Running" && $3 == "1/1" && $4 > 0 && $5 > 0 && $6 > 
 # Throttled status writes (docs/operator.md, Status): while the job runs
 # and only its progress moves (read every 5 s), every change of the
 # object in a 60 s watch is a status write; progress alone is written
-# at most once per STATUS_PROGRESS_EVERY (15 s): at most 60/15 + 1 = 5
+# at most once per APPLY_STATUS_PROGRESS_EVERY (15 s): at most 60/15 + 1 = 5
 # writes (one per read of /status without it), each updateTime at least 15 s after
 # the one before; and at least 2 (progress is not frozen).
 WINDOW=60 EVERY=15

@@ -1,0 +1,97 @@
+/*
+ * jobmem: what the operator remembers of each job between passes, in a
+ * table keyed by the job key "ns/name" and the job's uid: each learner's
+ * and the evaluator's backoff, restarts and expectations (struct
+ * learner_mem, reconcile's), the last progress read, whether <job>-tls
+ * exists, the syncer container's restarts and the Events sent lately.
+ *
+ * The table's lock guards its list only. An entry is used by the one
+ * worker that holds its key (the work queue hands a key to one worker at
+ * a time) and needs no lock of its own.
+ */
+#ifndef DDILOCO_JOBMEM_H
+#define DDILOCO_JOBMEM_H
+
+#include <pthread.h>
+
+#include "operator/reconcile.h"
+#include "operator/workqueue.h"
+
+/* the syncer restarts remembered: more than any sane syncerRestartLimit */
+#define JOBMEM_RESTARTS_KEPT 64
+#define JOBMEM_EVENTS_KEPT 8
+/* "reason: message" of an Event reconcile asked for */
+#define JOBMEM_EVENT_TEXT (sizeof(((struct rc_action *)0)->reason) + 2 + \
+			   sizeof(((struct rc_action *)0)->message))
+/*
+ * A pass whose status write lost a race (409) decides again from the same
+ * cache and would say the same thing twice: an Event identical to one
+ * sent in the last JOBMEM_EVENT_DEDUPE seconds is dropped.
+ */
+#define JOBMEM_EVENT_DEDUPE 30.0
+
+struct jobmem {
+	char key[WQ_KEY_MAX];
+	char uid[64];
+	int n;
+	struct learner_mem *learners;
+	struct learner_mem evaluator; /* <job>-evaluator-0 (spec.evaluator) */
+	struct obs_progress progress;
+	double progress_at;           /* monotonic */
+	int tls;                      /* <job>-tls created, or found existing */
+	/* the syncer container's restarts (docs/operator.md, Failure
+	 * policy): the pod they were counted on, its last restartCount, and
+	 * when each new one was seen (a ring, newest at restart_n - 1) */
+	char syncer_uid[64];
+	long syncer_restart_count;
+	double restart_at[JOBMEM_RESTARTS_KEPT];
+	int restart_n;
+	char syncer_last_exit[128];
+	struct {
+		char text[JOBMEM_EVENT_TEXT];
+		double at;
+	} sent[JOBMEM_EVENTS_KEPT];   /* recent Events */
+	int nsent;
+	struct jobmem *next;
+};
+
+struct jobmem_table {
+	pthread_mutex_t mu;
+	struct jobmem *head;
+};
+
+void jobmem_table_init(struct jobmem_table *t);
+/* Frees every entry. */
+void jobmem_table_release(struct jobmem_table *t);
+
+/*
+ * The memory of job key with n learners: found, made, or started over
+ * when uid or n changed (a new job under an old name, or another size).
+ * NULL when out of memory.
+ */
+struct jobmem *jobmem_get(struct jobmem_table *t, const char *key,
+			  const char *uid, int n);
+/* The job is gone: its memory with it. */
+void jobmem_drop(struct jobmem_table *t, const char *key);
+
+/*
+ * The syncer container's restartCount on pod uid, seen at now (wall
+ * seconds), with why it last ended ("" when it did not). On a pod of
+ * another uid (deleted, evicted, a chaos kill: a disruption) the count
+ * is taken as the base, not counted; on the same pod each restart past
+ * the last count is remembered with now.
+ */
+void jobmem_syncer_seen(struct jobmem *m, const char *uid, long restarts,
+			const char *why, double now);
+/* The syncer restarts seen in the last window seconds. */
+int jobmem_syncer_restarts(const struct jobmem *m, double now, int window);
+
+/*
+ * 1 when the Event "reason: msg" was sent less than JOBMEM_EVENT_DEDUPE
+ * seconds ago (now: monotonic seconds); else 0, and it is remembered as
+ * sent now.
+ */
+int jobmem_event_repeated(struct jobmem *m, const char *reason,
+			  const char *msg, double now);
+
+#endif

@@ -1,0 +1,164 @@
+/*
+ * metrics: plain counters and two histograms under one lock, taken for
+ * each count and once while the page is written, so a page's counters
+ * are of one moment. The other figures are read from their owners (the
+ * queue, the informers, the chaos controller, the API client) as the
+ * page is written.
+ */
+#include "operator/metrics.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+/* seconds: a pass is milliseconds; a wait may be a rate limit's minutes */
+static const double latency_bounds[] = {
+	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+	30, 60,
+};
+#define NBOUNDS ((int)(sizeof(latency_bounds) / sizeof(latency_bounds[0])))
+
+static const char *kind_names[] = {
+	"apply_configmap", "apply_service", "apply_networkpolicy", "create_tls",
+	"apply_pvc", "apply_syncer",
+	"delete_syncer", "apply_learner", "delete_learner", "apply_evaluator",
+	"delete_evaluator", "delete_job", "event",
+};
+
+int op_metrics_init(struct op_metrics *m)
+{
+	memset(m, 0, sizeof(*m));
+	pthread_mutex_init(&m->mu, NULL);
+	if (prom_hist_init(&m->reconcile_seconds, latency_bounds, NBOUNDS) ||
+	    prom_hist_init(&m->queue_seconds, latency_bounds, NBOUNDS))
+		return -1;
+	return 0;
+}
+
+void op_metrics_release(struct op_metrics *m)
+{
+	prom_hist_release(&m->reconcile_seconds);
+	prom_hist_release(&m->queue_seconds);
+	pthread_mutex_destroy(&m->mu);
+}
+
+void op_metrics_count(struct op_metrics *m, long *counter)
+{
+	pthread_mutex_lock(&m->mu);
+	(*counter)++;
+	pthread_mutex_unlock(&m->mu);
+}
+
+void op_metrics_pass(struct op_metrics *m, double seconds, double waited,
+		     int failed)
+{
+	pthread_mutex_lock(&m->mu);
+	prom_hist_observe(&m->reconcile_seconds, seconds);
+	prom_hist_observe(&m->queue_seconds, waited);
+	m->reconciles++;
+	if (failed)
+		m->reconcile_errors++;
+	pthread_mutex_unlock(&m->mu);
+}
+
+#define M(name) "ddiloco_operator_" name
+
+/* The workers' counters and histograms, of one moment. */
+static void counted(struct op_metrics *m, int leader, struct buf *b)
+{
+	pthread_mutex_lock(&m->mu);
+	prom_counter(b, M("reconciles_total"), "Passes over a job.",
+		     (uint64_t)m->reconciles);
+	prom_counter(b, M("reconcile_errors_total"), "Passes that will be retried.",
+		     (uint64_t)m->reconcile_errors);
+	prom_counter(b, M("status_conflicts_total"), "Status writes refused with 409.",
+		     (uint64_t)m->conflicts);
+	prom_counter(b, M("status_writes_total"), "Status writes.",
+		     (uint64_t)m->status_writes);
+	prom_family(b, M("progress_reads_total"), PROM_COUNTER,
+		    "Reads of a syncer's /status, by result.");
+	prom_u64(b, M("progress_reads_total"), PROM_LABELS("result", "ok"),
+		 (uint64_t)m->progress_reads);
+	prom_u64(b, M("progress_reads_total"), PROM_LABELS("result", "error"),
+		 (uint64_t)m->progress_errors);
+	prom_gauge(b, M("leader"), "1 while this operator leads.", leader);
+	prom_hist_write(b, M("reconcile_duration_seconds"),
+			"Time of one pass over a job: observe, decide, act, write status.",
+			&m->reconcile_seconds);
+	prom_hist_write(b, M("queue_wait_seconds"),
+			"Time a job key waited in the work queue before a worker took it.",
+			&m->queue_seconds);
+	prom_family(b, M("actions_total"), PROM_COUNTER, "API actions done, by kind.");
+	for (int k = 0; k <= ACT_EVENT; k++)
+		prom_u64(b, M("actions_total"), PROM_LABELS("action", kind_names[k]),
+			 (uint64_t)m->actions[k]);
+	pthread_mutex_unlock(&m->mu);
+}
+
+/* Each informer's cache size and its list and watch counts. */
+static void informers(const struct caches *c, struct buf *b)
+{
+	struct informer *infs[CACHES_N];
+	struct informer_stats st[CACHES_N];
+	static const struct { const char *name, *help; size_t off; } per_inf[] = {
+		{ M("lists_total"), "Successful lists, by resource.",
+		  offsetof(struct informer_stats, lists) },
+		{ M("relists_gone_total"), "Relists after a 410 Gone, by resource.",
+		  offsetof(struct informer_stats, relists_410) },
+		{ M("watch_errors_total"), "Failed lists and watches, by resource.",
+		  offsetof(struct informer_stats, errors) },
+	};
+
+	caches_list(c, infs);
+	prom_family(b, M("cached_objects"), PROM_GAUGE, "Objects in each informer's cache.");
+	for (size_t i = 0; i < CACHES_N; i++) {
+		informer_get_stats(infs[i], &st[i]);
+		prom_u64(b, M("cached_objects"), PROM_LABELS("resource", informer_name(infs[i])),
+			 (uint64_t)informer_size(infs[i]));
+	}
+	for (size_t f = 0; f < sizeof(per_inf) / sizeof(per_inf[0]); f++) {
+		prom_family(b, per_inf[f].name, PROM_COUNTER, per_inf[f].help);
+		for (size_t i = 0; i < CACHES_N; i++)
+			prom_u64(b, per_inf[f].name,
+				 PROM_LABELS("resource", informer_name(infs[i])),
+				 (uint64_t)*(const long *)((const char *)&st[i] + per_inf[f].off));
+	}
+}
+
+/* rest_client_requests_total{code, method}, as client-go names it: every
+ * answer of the API server to this process ("<error>": none came). */
+static void rest_requests(struct kube_stats *s, struct buf *b)
+{
+	struct kube_stats c;
+	char code[16];
+
+	prom_family(b, "rest_client_requests_total", PROM_COUNTER,
+		    "API server answers, by HTTP code and method.");
+	if (!s)
+		return;
+	kube_stats_copy(s, &c);
+	for (int i = 0; i < c.n; i++) {
+		if (c.e[i].code > 0)
+			snprintf(code, sizeof(code), "%d", c.e[i].code);
+		else
+			snprintf(code, sizeof(code), "%s", c.e[i].code ? "<other>" : "<error>");
+		prom_u64(b, "rest_client_requests_total",
+			 PROM_LABELS("code", code, "method", c.e[i].method),
+			 (uint64_t)c.e[i].count);
+	}
+}
+
+void op_metrics_write(struct op_metrics *m, const struct op_metrics_from *f,
+		      struct buf *b)
+{
+	counted(m, f->leader, b);
+	prom_counter(b, "ddiloco_chaos_kills_total", "Pods deleted by the chaos controller.",
+		     f->chaos ? (uint64_t)chaos_ctl_kills(f->chaos) : 0);
+	prom_gauge(b, M("queue_depth"), "Job keys waiting in the work queue.", wq_len(f->q));
+	informers(f->caches, b);
+	rest_requests(f->stats, b);
+	prom_process(b);
+}
+
+#undef M

@@ -1,0 +1,470 @@
+/*
+ * pass: observe, one function per source, in this order:
+ *
+ *   read_job              the job from the cache through jobspec, its
+ *                         memory, the restarts and failures status kept
+ *                         (they survive an operator restart)
+ *   observe_learners      the job's pods: learners, the evaluator, and the
+ *                         syncer's pod (why it cannot start, its restarts)
+ *   observe_children      which other children exist; the syncer's readiness
+ *   observe_progress      the syncer's /status, at most every
+ *                         PASS_PROGRESS_EVERY s
+ *   observe_job           the job's own fields into rc_input
+ *   observe_replacements  created pods the informer saw deleted
+ *
+ * Everything comes from the caches and the job's memory but the one
+ * /status read; no write to the API server happens here.
+ */
+#include "operator/pass.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/syncer_status.h"
+#include "common/util.h"
+#include "operator/children.h"
+#include "operator/informer.h"
+#include "operator/podcheck.h"
+#include "operator/status.h"
+
+/* failurePolicy defaults (the CRD's too) */
+#define DEFAULT_BACKOFF_RESET 600
+#define DEFAULT_SYNCER_RESTART_LIMIT 5
+#define DEFAULT_SYNCER_RESTART_WINDOW 600
+#define DEFAULT_PENDING_TIMEOUT 300
+
+static const char *jget(json_t *o, const char *a, const char *b)
+{
+	return json_string_value(json_object_get(json_object_get(o, a), b));
+}
+
+void pass_release(struct pass *p)
+{
+	rc_output_release(&p->out);
+	free(p->pods);
+	json_decref(p->job);
+	json_decref(p->core);
+	free(p->core_text);
+}
+
+static int cond_true(json_t *obj, const char *type, double *since)
+{
+	json_t *c;
+	size_t i;
+
+	json_array_foreach(json_object_get(json_object_get(obj, "status"), "conditions"), i, c) {
+		const char *t = json_string_value(json_object_get(c, "type"));
+		const char *s = json_string_value(json_object_get(c, "status"));
+
+		if (t && !strcmp(t, type)) {
+			if (since)
+				*since = kube_time_parse(json_string_value(
+					json_object_get(c, "lastTransitionTime")));
+			return s && !strcmp(s, "True");
+		}
+	}
+	return 0;
+}
+
+/* A pod of the job's learners or its evaluator; `ctr` names the main
+ * container, whose exit code is read. */
+static void observe_pod(const char *job, json_t *pod, const char *ctr,
+			struct obs_pod *p)
+{
+	const char *phase = jget(pod, "status", "phase");
+	const char *uid = jget(pod, "metadata", "uid");
+
+	memset(p, 0, sizeof(*p));
+	p->index = learner_index(job, jget(pod, "metadata", "name"));
+	snprintf(p->uid, sizeof(p->uid), "%s", uid ? uid : "");
+	p->state = !phase ? POD_PENDING :
+		   !strcmp(phase, "Running") ? POD_RUNNING :
+		   !strcmp(phase, "Succeeded") ? POD_SUCCEEDED :
+		   !strcmp(phase, "Failed") ? POD_FAILED : POD_PENDING;
+	p->ready = cond_true(pod, "Ready", &p->ready_since);
+	if (!p->ready)
+		p->ready_since = 0;
+	p->deleting = json_object_get(json_object_get(pod, "metadata"),
+				      "deletionTimestamp") != NULL;
+	p->delete_at = p->deleting ? fmax(0, kube_time_parse(jget(pod, "metadata",
+							  "deletionTimestamp"))) : 0;
+	p->disrupted = podcheck_disrupted(pod);
+	p->exit_code = podcheck_exit_code(pod, ctr);
+	if (!podcheck_blocked(pod, p->reason, sizeof(p->reason), p->message,
+			      sizeof(p->message)))
+		p->starting = podcheck_starting(pod, p->reason, sizeof(p->reason),
+						p->message, sizeof(p->message));
+	p->created = fmax(0, kube_time_parse(jget(pod, "metadata",
+						  "creationTimestamp")));
+}
+
+/*
+ * The syncer container's restarts by the kubelet (a crash, an OOM kill, a
+ * failed liveness probe) on the pod it runs in, into the job's memory
+ * (jobmem_syncer_seen), with why it last ended.
+ */
+static void observe_syncer_pod(struct jobmem *m, json_t *pod, double now)
+{
+	const char *uid = jget(pod, "metadata", "uid");
+	json_t *cs;
+	size_t i;
+	long n = -1;
+	char why[128] = "";
+
+	json_array_foreach(json_object_get(json_object_get(pod, "status"),
+					   "containerStatuses"), i, cs) {
+		json_t *t = json_object_get(json_object_get(cs, "lastState"), "terminated");
+
+		if (!json_is_string(json_object_get(cs, "name")) ||
+		    strcmp(json_string_value(json_object_get(cs, "name")), "syncer"))
+			continue;
+		n = (long)json_integer_value(json_object_get(cs, "restartCount"));
+		if (t)
+			snprintf(why, sizeof(why), "%s, exit code %d",
+				 json_is_string(json_object_get(t, "reason")) ?
+				 json_string_value(json_object_get(t, "reason")) : "ended",
+				 (int)json_integer_value(json_object_get(t, "exitCode")));
+	}
+	if (!uid || n < 0)
+		return;
+	jobmem_syncer_seen(m, uid, n, why, now);
+}
+
+/* The template with {job}, {namespace} and {port} replaced, cut to n. */
+static void status_url(const char *t, const char *job, const char *ns,
+		       int port, char *out, size_t n)
+{
+	size_t k = 0;
+
+	while (*t && k + 1 < n) {
+		const char *v = NULL;
+		char num[16];
+
+		if (!strncmp(t, "{job}", 5))
+			v = job, t += 5;
+		else if (!strncmp(t, "{namespace}", 11))
+			v = ns, t += 11;
+		else if (!strncmp(t, "{port}", 6)) {
+			snprintf(num, sizeof(num), "%d", port);
+			v = num, t += 6;
+		}
+		if (v) {
+			k += (size_t)snprintf(out + k, n - k, "%s", v);
+			if (k >= n)
+				k = n - 1;
+		} else {
+			out[k++] = *t++;
+		}
+	}
+	out[k] = '\0';
+}
+
+/* The learners' restarts and failures status kept: they survive an
+ * operator restart. */
+static void read_learner_counts(struct pass *p)
+{
+	json_t *restarts, *failures;
+
+	restarts = json_object_get(json_object_get(p->status, "learners"), "restarts");
+	failures = json_object_get(json_object_get(p->status, "learners"), "failures");
+	for (int k = 0; k < p->js.learners.replicas; k++) {
+		int r = (int)json_integer_value(json_array_get(restarts, (size_t)k));
+		int f = (int)json_integer_value(json_array_get(failures, (size_t)k));
+
+		if (r > p->m->learners[k].restarts)
+			p->m->learners[k].restarts = r;
+		/* after an operator restart only: the memory is newer */
+		if (!p->m->learners[k].seen && f > p->m->learners[k].failures)
+			p->m->learners[k].failures = f;
+	}
+}
+
+/*
+ * The job from the cache, its meaning through the one parser (jobspec,
+ * as `ddiloco run` reads it) and the operator's memory of it. 1 when the
+ * job is gone (its memory is dropped), -1 on failure.
+ */
+static int read_job(const struct pass_env *env, const char *key, struct pass *p)
+{
+	const char *slash = strchr(key, '/');
+
+	/* a name that does not fit is no job of ours: a label value, the
+	 * job's name is at most 63 bytes */
+	if (!slash || slash - key >= (long)sizeof(p->ns) ||
+	    strlen(slash + 1) >= sizeof(p->name))
+		return 1;
+	snprintf(p->ns, sizeof(p->ns), "%.*s", (int)(slash - key), key);
+	snprintf(p->name, sizeof(p->name), "%s", slash + 1);
+	if (!(p->job = informer_get(env->caches->jobs, p->ns, p->name))) {
+		jobmem_drop(env->mems, key);
+		return 1;
+	}
+	/* spec.managedBy another controller (e.g. MultiKueue): not ours */
+	if (job_managed_elsewhere(p->job)) {
+		jobmem_drop(env->mems, key);
+		return 1;
+	}
+	p->uid = jget(p->job, "metadata", "uid");
+	p->status = json_object_get(p->job, "status");
+	p->core = job_core(p->job);
+	p->core_text = json_dumps(p->core, JSON_COMPACT | JSON_SORT_KEYS);
+	if (!p->core_text || jobspec_parse(p->core_text, strlen(p->core_text), key,
+					   &p->js, &p->spec_err)) {
+		p->spec_error = 1;
+		jobspec_defaults(&p->js);
+		snprintf(p->js.name, sizeof(p->js.name), "%s", p->name);
+	}
+	if (!(p->m = jobmem_get(env->mems, key, p->uid ? p->uid : "",
+				p->js.learners.replicas)))
+		return -1;
+	read_learner_counts(p);
+	return 0;
+}
+
+/* The syncer's pod: why it cannot start (the first such pod's), when it
+ * was made, and its container's restarts. */
+static void observe_syncer(struct pass *p, json_t *pod)
+{
+	if (!p->syncer_reason[0] &&
+	    !podcheck_blocked(pod, p->syncer_reason, sizeof(p->syncer_reason),
+			      p->syncer_message, sizeof(p->syncer_message)) &&
+	    (p->in.syncer_starting = podcheck_starting(pod,
+			p->syncer_reason, sizeof(p->syncer_reason),
+			p->syncer_message, sizeof(p->syncer_message))))
+		p->in.syncer_created = fmax(0, kube_time_parse(jget(pod,
+				"metadata", "creationTimestamp")));
+	/* owned by the StatefulSet: the job's name picks it */
+	observe_syncer_pod(p->m, pod, clock_wall());
+}
+
+/* The job's learner pods (its own uid's, not an older job's) -> in.pods,
+ * its evaluator's pod -> in.evaluator, and its syncer's pod. */
+static int observe_learners(const struct pass_env *env, struct pass *p)
+{
+	json_t *pods = informer_select(env->caches->pods, p->ns, LABEL_JOB, p->name), *pod;
+	size_t i, npods = json_array_size(pods);
+	char ev[CHILD_NAME_MAX];
+
+	if (child_name(p->name, CHILD_EVALUATOR, 0, ev, sizeof(ev)))
+		ev[0] = '\0';
+	p->in.want_evaluator = !p->spec_error && p->js.evaluator.command.n > 0 &&
+			       p->js.model.kind == MODEL_EXTERNAL;
+	p->in.evaluator_mem = &p->m->evaluator;
+
+	if (!(p->pods = calloc(npods ? npods : 1, sizeof(*p->pods)))) {
+		json_decref(pods);
+		return -1;
+	}
+	json_array_foreach(pods, i, pod) {
+		const char *ou = caches_owner_uid(pod);
+		const char *role = json_string_value(json_object_get(json_object_get(
+			json_object_get(pod, "metadata"), "labels"), LABEL_ROLE));
+		const char *name = jget(pod, "metadata", "name");
+
+		if (role && !strcmp(role, "syncer"))
+			observe_syncer(p, pod);
+		if (!ou || !p->uid || strcmp(ou, p->uid))
+			continue;   /* an older job's pod, or the syncer's */
+		if (role && !strcmp(role, "evaluator") && !strcmp(ev, name ? name : "")) {
+			observe_pod(p->name, pod, "evaluator", &p->evaluator);
+			p->evaluator.index = 0;
+			p->in.evaluator = &p->evaluator;
+			continue;
+		}
+		if (!role || strcmp(role, "learner"))
+			continue;
+		observe_pod(p->name, pod, "learner", &p->pods[p->in.npods++]);
+	}
+	json_decref(pods);
+	p->in.pods = p->pods;
+	p->in.syncer_reason = p->syncer_reason;
+	p->in.syncer_message = p->syncer_message;
+	return 0;
+}
+
+/* A learner pod we created and the pod informer has since seen deleted
+ * (maybe before the cache ever showed it) is gone: reconcile recreates it. */
+static void observe_replacements(const struct pass_env *env, struct pass *p)
+{
+	struct informer *pods = env->caches->pods;
+
+	for (int k = 0; k < p->js.learners.replicas; k++) {
+		struct learner_mem *lm = &p->m->learners[k];
+
+		if (lm->create_sent > 0 && lm->create_uid[0])
+			lm->create_gone = informer_deleted(pods, lm->create_uid);
+	}
+	if (p->m->evaluator.create_sent > 0 && p->m->evaluator.create_uid[0])
+		p->m->evaluator.create_gone = informer_deleted(pods,
+						p->m->evaluator.create_uid);
+}
+
+static int cached(struct informer *inf, const char *ns, const char *job,
+		  enum child_kind kind)
+{
+	char name[CHILD_NAME_MAX];
+	json_t *x;
+
+	if (child_name(job, kind, 0, name, sizeof(name)))
+		return 0;
+	x = informer_get(inf, ns, name);
+	json_decref(x);
+	return x != NULL;
+}
+
+/* Which of the other children exist, and whether the syncer is ready. */
+static void observe_children(const struct pass_env *env, struct pass *p)
+{
+	const struct caches *c = env->caches;
+	char name[CHILD_NAME_MAX];
+	const char *stg = jget(json_object_get(p->job, "spec"), "syncer", "storage");
+	json_t *sts = NULL, *pvc, *retain;
+
+	if (!child_name(p->name, CHILD_SYNCER, 0, name, sizeof(name)))
+		sts = informer_get(c->sts, p->ns, name);
+	p->in.statefulset = sts != NULL;
+	p->in.syncer_ready = sts && json_integer_value(json_object_get(
+		json_object_get(sts, "status"), "readyReplicas")) >= 1;
+	json_decref(sts);
+	p->in.configmap = cached(c->cms, p->ns, p->name, CHILD_SPEC);
+	p->in.service = cached(c->svcs, p->ns, p->name, CHILD_SYNCER);
+	if (!child_name(p->name, CHILD_CHECKPOINTS, 0, name, sizeof(name)) &&
+	    (pvc = informer_get(c->pvcs, p->ns, name))) {
+		const char *ou = caches_owner_uid(pvc);
+
+		p->in.pvc = 1;
+		p->in.pvc_owned = ou && p->uid && !strcmp(ou, p->uid);
+		json_decref(pvc);
+	}
+	retain = json_object_get(json_object_get(json_object_get(json_object_get(
+		p->job, "spec"), "syncer"), "checkpoints"), "retain");
+	p->in.retain = json_is_boolean(retain) ? json_is_true(retain) : -1;
+	p->in.netpol = cached(c->netpols, p->ns, p->name, CHILD_SYNCER);
+	p->in.tls = p->m->tls;
+	p->in.want_tls = !p->js.syncer.insecure;
+	p->in.want_pvc = (!stg || stg[0]) && !jget(json_object_get(json_object_get(
+		p->job, "spec"), "syncer"), "checkpoints", "claimName");
+}
+
+/* The syncer's /status every PASS_PROGRESS_EVERY s, else what status
+ * last said. */
+static void observe_progress(const struct pass_env *env, struct pass *p)
+{
+	struct jobmem *m = p->m;
+	char url[512];
+	struct syncer_status got;
+	struct err e;
+
+	if (!m->progress.have && json_object_get(p->status, "progress"))
+		status_read_progress(json_object_get(p->status, "progress"), &m->progress);
+	if (!p->in.syncer_ready || clock_mono() - m->progress_at < PASS_PROGRESS_EVERY)
+		return;
+	status_url(env->status_url, p->name, p->ns, p->js.syncer.http_port, url,
+		   sizeof(url));
+	m->progress_at = clock_mono();
+	if (!syncer_status_fetch(env->http, url, PASS_PROGRESS_TIMEOUT, &got, &e)) {
+		status_progress_from_syncer(&got, &m->progress);
+		m->progress.update_time = clock_wall();
+		syncer_status_release(&got);
+		op_metrics_count(env->metrics, &env->metrics->progress_reads);
+	} else {
+		op_metrics_count(env->metrics, &env->metrics->progress_errors);
+		log_debug("%s: %s", p->key, e.msg);
+	}
+}
+
+/* spec.failurePolicy.rules into out (RC_MAX_EXIT_RULES): how many. The
+ * CRD has checked the shape; rules past the bounds are left out. */
+static int exit_rules_read(json_t *rules, struct exit_rule *out)
+{
+	size_t i;
+	json_t *r;
+	int n = 0;
+
+	json_array_foreach(rules, i, r) {
+		json_t *on = json_object_get(r, "onExitCodes"), *v;
+		const char *act = json_string_value(json_object_get(r, "action"));
+		const char *op = json_string_value(json_object_get(on, "operator"));
+		size_t k;
+
+		if (n == RC_MAX_EXIT_RULES || !act || !op)
+			break;
+		memset(&out[n], 0, sizeof(out[n]));
+		out[n].action = !strcmp(act, "FailJob") ? EXIT_FAIL_JOB :
+				!strcmp(act, "Ignore") ? EXIT_IGNORE : EXIT_COUNT;
+		out[n].not_in = !strcmp(op, "NotIn");
+		json_array_foreach(json_object_get(on, "values"), k, v)
+			if (out[n].ncodes < RC_MAX_EXIT_CODES && json_is_integer(v))
+				out[n].codes[out[n].ncodes++] = (int)json_integer_value(v);
+		n++;
+	}
+	return n;
+}
+
+/* An integer field of o (the API server has checked its range), or def. */
+static int spec_int(json_t *o, const char *key, int def)
+{
+	json_t *v = json_object_get(o, key);
+
+	return json_is_integer(v) ? (int)json_integer_value(v) : def;
+}
+
+/* The job's own fields reconcile reads: spec, metadata, the last status. */
+static void observe_job(struct pass *p)
+{
+	struct rc_input *in = &p->in;
+	json_t *meta = json_object_get(p->job, "metadata");
+	json_t *spec = json_object_get(p->job, "spec");
+	json_t *bl = json_object_get(spec, "backoffLimit");
+	json_t *fp = json_object_get(spec, "failurePolicy");
+
+	in->spec = &p->js;
+	in->now = clock_wall();
+	in->deleting = json_object_get(meta, "deletionTimestamp") != NULL;
+	in->generation = json_integer_value(json_object_get(meta, "generation"));
+	in->backoff_limit = json_is_integer(bl) ? (int)json_integer_value(bl) : -1;
+	in->backoff_reset = spec_int(fp, "backoffResetSeconds", DEFAULT_BACKOFF_RESET);
+	in->active_deadline = spec_int(spec, "activeDeadlineSeconds", -1);
+	in->created_time = fmax(0, kube_time_parse(jget(p->job, "metadata",
+							"creationTimestamp")));
+	in->syncer_restart_limit = spec_int(fp, "syncerRestartLimit",
+					    DEFAULT_SYNCER_RESTART_LIMIT);
+	in->syncer_restart_window = spec_int(fp, "syncerRestartWindowSeconds",
+					     DEFAULT_SYNCER_RESTART_WINDOW);
+	in->pending_timeout = spec_int(fp, "pendingTimeoutSeconds",
+				       DEFAULT_PENDING_TIMEOUT);
+	in->syncer_restarts = jobmem_syncer_restarts(p->m, clock_wall(),
+						     in->syncer_restart_window);
+	in->syncer_last_exit = p->m->syncer_last_exit[0] ? p->m->syncer_last_exit : NULL;
+	in->nexit_rules = exit_rules_read(json_object_get(fp, "rules"), p->exit_rules);
+	in->exit_rules = p->exit_rules;
+	in->spec_error = p->spec_error;
+	in->spec_error_msg = p->spec_err.msg;
+	in->phase = job_phase_parse(json_string_value(json_object_get(p->status, "phase")));
+	in->start_time = fmax(0, kube_time_parse(json_string_value(
+		json_object_get(p->status, "startTime"))));
+	in->completion_time = fmax(0, kube_time_parse(json_string_value(
+		json_object_get(p->status, "completionTime"))));
+	status_read_conditions(p->status, in->conds);
+	in->progress = p->m->progress;
+}
+
+int pass_observe(const struct pass_env *env, const char *key, struct pass *p)
+{
+	int r;
+
+	memset(p, 0, sizeof(*p));
+	p->key = key;
+	if ((r = read_job(env, key, p)))
+		return r;
+	if (observe_learners(env, p))
+		return -1;
+	observe_children(env, p);
+	observe_progress(env, p);
+	observe_job(p);
+	observe_replacements(env, p);
+	return 0;
+}

@@ -1,0 +1,83 @@
+/*
+ * pass: one worker's pass over one job, and its first step, observe:
+ * everything reconcile() decides from, read into struct rc_input.
+ *
+ *   the job           the jobs' cache, parsed with jobspec (the one
+ *                     parser `ddiloco run` uses too), spec.failurePolicy,
+ *                     metadata and the status last written
+ *   its children      the caches: learner and evaluator pods (of the
+ *                     job's own uid), the syncer's StatefulSet and pod,
+ *                     Service, ConfigMap, PVC, NetworkPolicy
+ *   its memory        jobmem: restarts, backoff, expectations, whether
+ *                     <job>-tls exists, the syncer's restarts
+ *   its progress      the syncer's /status every PASS_PROGRESS_EVERY s
+ *                     while its pod is ready, else the last one read or
+ *                     written in status.progress
+ *
+ * The later steps (operator.c's sync_job) take the same struct pass:
+ * reconcile() fills p->out, apply.c writes the actions and the status.
+ */
+#ifndef DDILOCO_PASS_H
+#define DDILOCO_PASS_H
+
+#include <curl/curl.h>
+#include <jansson.h>
+
+#include "common/err.h"
+#include "common/jobspec.h"
+#include "operator/caches.h"
+#include "operator/chaos_ctl.h"
+#include "operator/jobmem.h"
+#include "operator/kube.h"
+#include "operator/metrics.h"
+#include "operator/reconcile.h"
+
+#define PASS_PROGRESS_EVERY 5.0     /* seconds between /status reads */
+#define PASS_PROGRESS_TIMEOUT 2.0   /* seconds for one, connecting included */
+
+/* What a worker's passes read from and write through. */
+struct pass_env {
+	const struct caches *caches;
+	struct jobmem_table *mems;
+	struct op_metrics *metrics;
+	const char *status_url;       /* the syncer's /status: {job}
+					 {namespace} {port} replaced */
+	const char *operator_ns;      /* for the syncers' NetworkPolicies */
+	struct chaos_ctl *chaos;      /* or NULL: status.chaos is kept */
+	struct kube *k;               /* the worker's own connection */
+	CURL *http;                   /* the worker's own, for /status */
+};
+
+/*
+ * One pass over one job: what observe read, what reconcile() decided.
+ * Everything here is the pass's own and freed by pass_release.
+ */
+struct pass {
+	const char *key;
+	char ns[64], name[64];
+	const char *uid;              /* the job's, inside job */
+	json_t *job;                  /* a copy from the cache */
+	json_t *status;               /* job's status (borrowed) */
+	json_t *core;                 /* job_core(job) */
+	char *core_text;
+	struct job_spec js;
+	int spec_error;
+	struct err spec_err;
+	struct jobmem *m;
+	struct obs_pod *pods;
+	struct obs_pod evaluator;     /* its pod, when in.evaluator is set */
+	char syncer_reason[64], syncer_message[256];   /* why it cannot start */
+	struct exit_rule exit_rules[RC_MAX_EXIT_RULES];
+	struct rc_input in;
+	struct rc_output out;
+};
+
+/*
+ * Step 1: p (overwritten) gets everything reconcile() needs for key
+ * "ns/name". 0 done; 1 the job is gone or not ours (its memory is
+ * dropped); -1 retry. p is released with pass_release in every case.
+ */
+int pass_observe(const struct pass_env *env, const char *key, struct pass *p);
+void pass_release(struct pass *p);
+
+#endif
