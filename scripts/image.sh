@@ -88,15 +88,18 @@ NSS
 # without the .dat indexes and .u8 links the loader skips anyway
 find "$DATA" -maxdepth 1 -type f ! -name '*.dat' -exec cp {} "$ROOT$DATA/" \;
 
-# one archive: everything root's, then the user's folders appended
+# one archive: everything root's, then the user's folders appended. The
+# same files make the same archive (names sorted, times 0), so docker
+# build takes every step from its cache and the image stays the one
+# there: make test-image and make test-e2e in one CI run build it once
 excl=""
 for d in $OWNED; do excl="$excl --exclude=./$d"; done
 # shellcheck disable=SC2086
 tar --create --file "$CTX/rootfs.tar" --sort=name --numeric-owner \
-	--owner=0 --group=0 $excl -C "$ROOT" .
+	--owner=0 --group=0 --mtime=@0 $excl -C "$ROOT" .
 # shellcheck disable=SC2086
 tar --append --file "$CTX/rootfs.tar" --numeric-owner --owner=65532 \
-	--group=65532 --no-recursion -C "$ROOT" $OWNED
+	--group=65532 --mtime=@0 --no-recursion -C "$ROOT" $OWNED
 
 old=$(docker image inspect --format '{{.Id}}' "ddiloco:$VERSION" 2>/dev/null || true)
 start=$(date +%s)
@@ -108,6 +111,8 @@ new=$(docker image inspect --format '{{.Id}}' "ddiloco:$VERSION")
 if [ -n "$old" ] && [ "$old" != "$new" ]; then
 	docker rmi "$old" > /dev/null 2>&1 || true
 fi
+[ "$old" = "$new" ] &&
+	echo "image: ddiloco:$VERSION unchanged (the same files: every step from docker's cache)"
 bytes=$(docker image inspect --format '{{.Size}}' "ddiloco:$VERSION")
 echo "image: ddiloco:$VERSION and ddiloco:latest," \
 	"$(awk -v b="$bytes" 'BEGIN { printf "%.1f MiB", b / 1048576 }')" \

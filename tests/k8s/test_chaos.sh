@@ -123,11 +123,13 @@ done
 
 # disabling chaos stops it
 KN patch ddjob wild --type merge -p '{"spec":{"chaos":{"enabled":false}}}' >/dev/null
-sleep 1
+# counted from when the operator says it took the change, not from a
+# moment after the patch; then a bounded negative check: no kill in 7 s,
+# more than the 4 s interval at which the next would have come
+until_ok 30 "status.chaos inactive" "test \"\$(jp ddjob/wild '{.status.chaos.active}')\" = false"
 n0=$(nkills wild)
 sleep 7
 [ "$(nkills wild)" = "$n0" ] || fail "kills went on after chaos was disabled"
-until_ok 30 "status.chaos inactive" "test \"\$(jp ddjob/wild '{.status.chaos.active}')\" = false"
 
 # a job that ends stops its chaos: a kill every 2 s, and backoffLimit 1
 # that the kills never pass (a chaos kill is a disruption, not a failure:

@@ -188,8 +188,7 @@ until_ok 60 "l-learner-0 bound to $LOST" '[ "$(jp pod/l-learner-0 "{.spec.nodeNa
 u=$(uid_of l-learner-0)
 t0=$(date +%s)
 KN delete pod l-learner-0 --wait=false >/dev/null || fail "delete l-learner-0"
-sleep 2
-[ -n "$(jp pod/l-learner-0 '{.metadata.deletionTimestamp}')" ] || fail "l-learner-0 not Terminating"
+until_ok 30 "l-learner-0 Terminating" '[ -n "$(jp pod/l-learner-0 "{.metadata.deletionTimestamp}")" ]'
 until_ok 90 "l-learner-0 replaced" '[ -n "$(uid_of l-learner-0)" ] && [ "$(uid_of l-learner-0)" != "$u" ]'
 took=$(($(date +%s) - t0))
 KN get events --field-selector involvedObject.name=l,reason=LearnerForceDeleted -o name | grep -q . ||

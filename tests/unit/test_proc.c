@@ -166,15 +166,20 @@ static void group_goes_with_the_leader(void **state)
 static void stop_with_grace(void **state)
 {
 	struct proc a, b, *both[2] = { &a, &b };
-	char buf[64];
+	char buf[64], trapped[256], script[512];
 	double t0;
 
 	(void)state;
-	make_proc(&a, "stubborn", "trap '' TERM; while :; do sleep 0.1; done");
+	/* the stubborn one says when its trap is set: waited for */
+	path_in(trapped, sizeof(trapped), "trapped");
+	unlink(trapped);
+	snprintf(script, sizeof(script),
+		 "trap '' TERM; : > '%s'; while :; do sleep 0.1; done", trapped);
+	make_proc(&a, "stubborn", script);
 	make_proc(&b, "polite", "exec sleep 30");
 	assert_int_equal(proc_start(&a, NULL), 0);
 	assert_int_equal(proc_start(&b, NULL), 0);
-	sleep_seconds(0.3);   /* let the trap be set */
+	assert_eventually(access(trapped, F_OK) == 0, 10);
 	t0 = clock_mono();
 	proc_stop_all(both, 2, 1.0);
 	assert_less(clock_mono() - t0, 8);

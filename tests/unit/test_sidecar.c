@@ -586,10 +586,22 @@ struct fake {
 	int port, n, pending;
 	enum fake_beat beat;
 	volatile int stop;
-	int beat_calls, train_heartbeats, beat_heartbeats;   /* read after join */
+	/* counted on the fake's thread (atomics: the stopper reads them
+	 * while it runs), read plainly by the test after the join */
+	int beat_calls, train_heartbeats, beat_heartbeats;
 	struct fake_call c[FAKE_CALLS];
 	pthread_t th;
 };
+
+static void count(int *n)
+{
+	__atomic_fetch_add(n, 1, __ATOMIC_RELAXED);
+}
+
+static int seen(int *n)
+{
+	return __atomic_load_n(n, __ATOMIC_RELAXED);
+}
 
 static gpr_timespec in_s(double s)
 {
@@ -651,7 +663,7 @@ static void fake_accept(struct fake *f, int i)
 	memset(ops, 0, sizeof(ops));
 	ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
 	if (c->beat) {
-		f->beat_calls++;
+		count(&f->beat_calls);
 		if (f->beat == BEAT_TAKEN) {
 			mark.key = grpc_slice_from_static_string("ddiloco-beat");
 			mark.value = grpc_slice_from_static_string("taken");
@@ -702,9 +714,9 @@ static void fake_message(struct fake *f, int i)
 	assert_non_null(m);
 	if (m->kind_case == DDILOCO__V1__LEARNER_MESSAGE__KIND_HEARTBEAT) {
 		if (c->beat)
-			f->beat_heartbeats++;
+			count(&f->beat_heartbeats);
 		else
-			f->train_heartbeats++;
+			count(&f->train_heartbeats);
 	}
 	ddiloco__v1__learner_message__free_unpacked(m, NULL);
 	fake_recv(f, i);
@@ -793,37 +805,54 @@ static void fake_stop(struct fake *f)
 	}
 }
 
+/* What a run against the fake waits for: true when the fake's counts
+ * say it is over. */
+typedef int (*fake_until)(struct fake *f);
+
 struct stopper {
 	volatile sig_atomic_t stop;
-	double seconds, freeze_at;
+	struct fake *f;
+	fake_until until;
+	double seconds;
+	int freeze_after;
 	struct slowlink *link;
 };
 
-/* Stops the sidecar after `seconds`; with a link, freezes every
- * connection through it but the first (Train's) at `freeze_at`. */
+/* Stops the sidecar once st->until holds, or `seconds` after the start
+ * (after the freeze, with a link); with a link, freezes every connection
+ * through it but the first (Train's) once the fake has `freeze_after`
+ * heartbeats on the Beat. */
 static void *stopper_main(void *arg)
 {
 	struct stopper *st = arg;
+	double end = clock_mono() + st->seconds;
+	int frozen = !st->link;
 
-	if (st->link) {
-		sleep_seconds(st->freeze_at);
-		for (int i = 1; i < st->link->n; i++)
-			st->link->c[i].frozen = 1;
+	for (;;) {
+		if (!frozen && seen(&st->f->beat_heartbeats) >= st->freeze_after) {
+			for (int i = 1; i < st->link->n; i++)
+				st->link->c[i].frozen = 1;
+			frozen = 1;
+			end = clock_mono() + st->seconds;
+		}
+		if ((frozen && st->until(st->f)) || clock_mono() > end)
+			break;
+		sleep_seconds(0.01);
 	}
-	sleep_seconds(st->seconds - st->freeze_at);
 	st->stop = 1;
 	return NULL;
 }
 
 /* The fixture's sidecar, pointed at a fake syncer answering Beat as
- * `beat`, run for `seconds`; its metrics in *m, the fake's counts in *f.
- * freeze_at > 0: through a slowlink.h proxy whose Beat connection goes
- * silent at that time. */
-static void run_against_fake(struct fx *fx, enum fake_beat beat, double seconds,
-			     double freeze_at, struct fake *f,
-			     struct sidecar_metrics *m)
+ * `beat`, run until `until` holds or `seconds` pass (the test's asserts
+ * say which it had to be); its metrics in *m, the fake's counts in *f.
+ * freeze_after > 0: through a slowlink.h proxy whose Beat connection goes
+ * silent once the fake has that many heartbeats on it. */
+static void run_against_fake(struct fx *fx, enum fake_beat beat,
+			     fake_until until, double seconds, int freeze_after,
+			     struct fake *f, struct sidecar_metrics *m)
 {
-	struct stopper st = { 0, seconds, 0, NULL };
+	struct stopper st = { 0, f, until, seconds, freeze_after, NULL };
 	struct sidecar_opts o = { .learner_id = 2, .job = "t",
 				  .backoff_min = 0.05, .backoff_max = 0.1 };
 	struct slowlink link;
@@ -834,11 +863,10 @@ static void run_against_fake(struct fx *fx, enum fake_beat beat, double seconds,
 	grpc_init();
 	fake_start(f, beat);
 	snprintf(target, sizeof(target), "127.0.0.1:%d", f->port);
-	if (freeze_at > 0) {
+	if (freeze_after > 0) {
 		assert_int_equal(slowlink_start(&link, f->port, 0, 0), 0);
 		snprintf(target, sizeof(target), "127.0.0.1:%d", link.port);
 		st.link = &link;
-		st.freeze_at = freeze_at;
 	}
 	o.target = target;
 	sidecar_free(fx->s);
@@ -856,6 +884,26 @@ static void run_against_fake(struct fx *fx, enum fake_beat beat, double seconds,
 	grpc_shutdown();
 }
 
+static int ten_on_the_beat(struct fake *f)
+{
+	return seen(&f->beat_heartbeats) >= 10;
+}
+
+static int ten_on_train(struct fake *f)
+{
+	return seen(&f->train_heartbeats) >= 10;
+}
+
+static int refused_thrice(struct fake *f)
+{
+	return seen(&f->beat_calls) >= 3 && ten_on_train(f);
+}
+
+static int a_second_beat(struct fake *f)
+{
+	return seen(&f->beat_calls) >= 2;
+}
+
 /*
  * docs/sidecar.md, Heartbeats on their own connection: taken, the Beat
  * carries the heartbeats; refused, they go on Train and the Beat is tried
@@ -868,8 +916,9 @@ static void heartbeats_go_on_the_beat_or_fall_back(void **state)
 	struct fake *f = calloc(1, sizeof(*f));
 
 	assert_non_null(f);
-	/* 1.5 s: about 28 heartbeats, the first 40 of a stream 50 ms apart */
-	run_against_fake(fx, BEAT_TAKEN, 1.5, 0, f, &m);
+	/* heartbeats 50 ms apart (the first 40 of a stream), until ten came
+	 * on the Beat */
+	run_against_fake(fx, BEAT_TAKEN, ten_on_the_beat, 20, 0, f, &m);
 	assert_int_equal(m.welcomes, 1);
 	assert_int_equal(f->beat_calls, 1);
 	assert_true(f->beat_heartbeats >= 10);
@@ -881,7 +930,7 @@ static void heartbeats_go_on_the_beat_or_fall_back(void **state)
 			(uint64_t)(f->beat_heartbeats + f->train_heartbeats),
 			(uint64_t)(f->beat_heartbeats + f->train_heartbeats) + 2);
 
-	run_against_fake(fx, BEAT_REFUSED, 1.5, 0, f, &m);
+	run_against_fake(fx, BEAT_REFUSED, refused_thrice, 20, 0, f, &m);
 	assert_int_equal(m.welcomes, 1);
 	assert_true(f->beat_calls >= 3);         /* again after 50-100 ms */
 	assert_int_equal(f->beat_heartbeats, 0);
@@ -890,7 +939,10 @@ static void heartbeats_go_on_the_beat_or_fall_back(void **state)
 	assert_in_range(m.heartbeats_sent, (uint64_t)f->train_heartbeats,
 			(uint64_t)f->train_heartbeats + 1);
 
-	run_against_fake(fx, BEAT_UNIMPLEMENTED, 1.5, 0, f, &m);
+	/* not asked again: ten heartbeats on Train (about 0.5 s) is the
+	 * window, where a Beat tried again after 50-100 ms would have come
+	 * several times */
+	run_against_fake(fx, BEAT_UNIMPLEMENTED, ten_on_train, 20, 0, f, &m);
 	assert_int_equal(m.welcomes, 1);
 	assert_int_equal(f->beat_calls, 1);
 	assert_int_equal(m.beat_heartbeats_sent, 0);
@@ -904,7 +956,7 @@ static void heartbeats_go_on_the_beat_or_fall_back(void **state)
  * BEAT_KEEPALIVE_TIMEOUT_MS) ends it within about 5 s, and a new Beat is
  * opened on a new connection. With the Train stream's 20 s timeout the
  * heartbeats sent on the dead Beat would be lost for 21 s and no second
- * Beat would come within the test's 9 s.
+ * Beat would come within the test's 7 s after the freeze.
  */
 static void a_silent_beat_is_replaced(void **state)
 {
@@ -913,7 +965,7 @@ static void a_silent_beat_is_replaced(void **state)
 	struct fake *f = calloc(1, sizeof(*f));
 
 	assert_non_null(f);
-	run_against_fake(fx, BEAT_TAKEN, 9.0, 2.0, f, &m);
+	run_against_fake(fx, BEAT_TAKEN, a_second_beat, 7, 10, f, &m);
 	assert_int_equal(m.welcomes, 1);
 	assert_true(f->beat_heartbeats >= 10);   /* before the freeze */
 	assert_int_equal(f->beat_calls, 2);

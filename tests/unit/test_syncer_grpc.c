@@ -177,6 +177,25 @@ static long long jint(json_t *j, const char *path)
 				  : (long long)json_number_value(v);
 }
 
+/* /status once its field at path (jint's) is want; fails when WAIT
+ * seconds pass first. The tests wait for the state they assert on
+ * through it, never for a duration. */
+static json_t *status_when(struct proc *p, const char *key, long long want)
+{
+	double t0 = clock_mono();
+
+	for (;;) {
+		json_t *st = status(p);
+
+		if (jint(st, key) == want)
+			return st;
+		json_decref(st);
+		if (clock_mono() - t0 > WAIT)
+			fail_msg("%s never became %lld", key, want);
+		sleep_seconds(0.02);
+	}
+}
+
 /* ---- a test learner ----------------------------------------------------- */
 
 /* A test learner: its Train stream (tests/unit/syncerproc.h) and the
@@ -376,10 +395,8 @@ static void quorum_with_silent_learner_and_a_leaver(void **state)
 	ddiloco__v1__syncer_message__free_unpacked(m, NULL);
 	/* c answers now: late */
 	answer(&c, ra, fa, d, n, 2);
-	sleep_seconds(0.3);
-	st = status(p);
+	st = status_when(p, "answers.late", 1);
 	assert_int_equal(jint(st, "answers.merged"), 2);
-	assert_int_equal(jint(st, "answers.late"), 1);
 	assert_int_equal(jint(st, "learners_connected"), 3);
 	assert_true(jint(st, "round") >= 1);
 	assert_int_equal(jint(st, "tokens"), 96);
@@ -528,10 +545,12 @@ static void nan_answer_is_rejected(void **state)
 	float *d = make_delta(n, 0.02f), *bad = make_delta(n, 1.0f);
 	bad[n / 2] = NAN;
 	answer(&t[0], r[0], f[0], bad, n, 2);
-	/* one refused answer is no quorum: nothing merges */
-	sleep_seconds(0.5);
-	st = status(p);
-	assert_int_equal(jint(st, "answers.rejected"), 1);
+	/* one refused answer is no quorum: nothing merges. Once it is
+	 * counted, nothing but another answer can close round 0 (two
+	 * learners still to answer, quorum 2), so reading round 0 here is
+	 * no race; answers.merged 1 after the next round says the NaN was
+	 * never merged later either */
+	st = status_when(p, "answers.rejected", 1);
 	assert_int_equal(jint(st, "round"), 0);
 	assert_int_equal(jint(st, "versions.0") + jint(st, "versions.1") +
 			 jint(st, "versions.2") + jint(st, "versions.3"), 0);
@@ -628,8 +647,9 @@ static void kill9_and_restart_restores_state(void **state)
 	join(&b, p, 1, NULL, NULL);
 	for (uint64_t s = 1; s <= 5; s++)
 		one_round(p, &a, &b, s, th, v);
-	sleep_seconds(0.2);
-	before = status(p);
+	/* round 5 is in a checkpoint before its update is sent
+	 * (checkpointEvery 1); waited for, not assumed */
+	before = status_when(p, "checkpoint.last_ok_round", 5);
 	assert_int_equal(jint(before, "round"), 5);
 	kill(p->pid, SIGKILL);
 	assert_int_equal(proc_wait(p, WAIT), -1);
@@ -676,10 +696,8 @@ static void kill9_and_restart_restores_state(void **state)
 	answer_from(&a, ra, fa, big, n, 400, v[fa]);
 	answer_from(&b, rb, fb, big, n, 400, v[fa] + 2);
 	free(big);
-	sleep_seconds(0.3);
 	json_decref(after);
-	after = status(p);
-	assert_int_equal(jint(after, "round"), 6);
+	after = status_when(p, "round", 6);
 	assert_int_equal(jint(after, "answers.merged"), jint(before, "answers.merged"));
 	assert_int_equal(jint(after, "answers.empty"), jint(before, "answers.empty") + 2);
 	{
@@ -823,23 +841,6 @@ static void evaluation(struct learner *l, uint64_t round, double loss)
 	m.kind_case = DDILOCO__V1__LEARNER_MESSAGE__KIND_EVALUATION;
 	m.evaluation = &ev;
 	assert_int_equal(tl_send(&l->tl, &m), 0);
-}
-
-/* /status once its evaluators.<key> is want (within WAIT seconds). */
-static json_t *status_when(struct proc *p, const char *key, long long want)
-{
-	double t0 = clock_mono();
-
-	for (;;) {
-		json_t *st = status(p);
-
-		if (jint(st, key) == want)
-			return st;
-		json_decref(st);
-		if (clock_mono() - t0 > WAIT)
-			fail_msg("%s never became %lld", key, want);
-		sleep_seconds(0.02);
-	}
 }
 
 /*

@@ -14,6 +14,7 @@
 
 #include "common/util.h"
 #include "operator/workqueue.h"
+#include "tests/unit/testlib.h"
 
 static void test_wq_dedupe_and_order(void **state)
 {
@@ -114,8 +115,22 @@ struct consumer {
 	struct workqueue *q;
 	int got[4];
 	int concurrent, max_concurrent;
+	int busy;            /* keys between wq_get and wq_done */
 	pthread_mutex_t mu;
 };
+
+/* No key queued and none being handled: every add so far was handled
+ * after it was made (a key added while handled is queued again at its
+ * wq_done, before busy drops). */
+static int idle(struct consumer *c)
+{
+	int n;
+
+	pthread_mutex_lock(&c->mu);
+	n = c->busy;
+	pthread_mutex_unlock(&c->mu);
+	return n == 0 && wq_len(c->q) == 0;
+}
 
 static void *consume(void *arg)
 {
@@ -124,6 +139,7 @@ static void *consume(void *arg)
 
 	while (wq_get(c->q, k, 2) > 0) {
 		pthread_mutex_lock(&c->mu);
+		c->busy++;
 		c->got[k[0] - 'a']++;
 		if (k[0] == 'a' && ++c->concurrent > c->max_concurrent)
 			c->max_concurrent = c->concurrent;
@@ -134,6 +150,9 @@ static void *consume(void *arg)
 			c->concurrent--;
 		pthread_mutex_unlock(&c->mu);
 		wq_done(c->q, k);
+		pthread_mutex_lock(&c->mu);
+		c->busy--;
+		pthread_mutex_unlock(&c->mu);
 	}
 	return NULL;
 }
@@ -154,7 +173,10 @@ static void test_wq_one_worker_per_key(void **state)
 		wq_add(c.q, "b");
 		sleep_seconds(0.002);
 	}
-	sleep_seconds(0.3);
+	/* the last adds handled, then the shutdown (a key taken by wq_get
+	 * but not yet counted busy is still handled: wq_shutdown ends only
+	 * the next wq_get) */
+	assert_eventually(idle(&c), 10);
 	wq_shutdown(c.q);
 	for (int i = 0; i < 3; i++)
 		pthread_join(th[i], NULL);

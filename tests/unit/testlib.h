@@ -3,7 +3,8 @@
  * its removal with everything in it, the tiny job the trainer tests
  * train, and comparisons that print both numbers when they fail (cmocka's
  * assert_true prints only the expression; its assert_float_equal works in
- * float and prints six decimals). Header only (static inline), so every
+ * float and prints six decimals), and a wait for a condition under a
+ * deadline. Header only (static inline), so every
  * test binary takes what it uses and the Makefile's one-source-per-test
  * rule stays as it is. Include it after <cmocka.h>.
  */
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include "common/jobspec.h"
+#include "common/util.h"
 
 /* Makes a new folder /tmp/NAME-XXXXXX and writes its path into dir[len].
  * 0, or -1 when the path does not fit or mkdtemp fails. */
@@ -122,5 +124,34 @@ static inline void testlib_between(double x, double lo, double hi,
 #define assert_between(x, lo, hi) \
 	testlib_between((double)(x), (double)(lo), (double)(hi), #x, \
 			__FILE__, __LINE__)
+
+/*
+ * Waiting for a condition, never for a duration: a test that sleeps and
+ * then asserts on state fails on a loaded machine and is slow on an idle
+ * one.
+ *   assert_eventually(cond, seconds)
+ *       evaluates cond every 10 ms until it holds; fails, printing cond,
+ *       when `seconds` pass first
+ * A check that something does NOT happen has no condition to wait for:
+ * wait for a later event the unwanted one would come before, or state
+ * the window it is bounded by where the check is made.
+ */
+static inline void testlib_timed_out(const char *cond, double seconds,
+				     const char *file, int line)
+{
+	print_error("%s is still false after %.3g s\n", cond, seconds);
+	_fail(file, line);
+}
+
+#define assert_eventually(cond, seconds) \
+	do { \
+		double testlib_until_ = clock_mono() + (seconds); \
+		while (!(cond)) { \
+			if (clock_mono() > testlib_until_) \
+				testlib_timed_out(#cond, (double)(seconds), \
+						  __FILE__, __LINE__); \
+			sleep_seconds(0.01); \
+		} \
+	} while (0)
 
 #endif
