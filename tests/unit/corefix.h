@@ -10,6 +10,7 @@
 
 #include <string.h>
 
+#include "common/buf.h"
 #include "common/wire.h"
 #include "syncer/syncer_int.h"
 #include "tests/unit/testlib.h"
@@ -88,6 +89,20 @@ static inline struct wire_hello corefix_hello(struct fx *f, uint32_t id,
 		.fragment_sizes = sizes, .incarnation = 1 + id, .job = f->js.name,
 		.evaluator = evaluator,
 	};
+}
+
+/* GET path of the syncer's HTTP side, as text. */
+static inline char *http_get(struct fx *f, const char *path)
+{
+	const char *ct = "text/plain";
+	struct buf b;
+	char *txt;
+
+	buf_init(&b, 1 << 20);
+	assert_int_equal(status_http(f->s, path, &b, &ct), 200);
+	txt = buf_detach(&b, NULL);
+	assert_non_null(txt);
+	return txt;
 }
 
 #endif

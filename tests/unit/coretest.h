@@ -196,20 +196,6 @@ static inline void one_round(struct fx *f, uint64_t *hb, struct core_merged *mg)
 	assert_int_equal(mg->merged, 2);
 }
 
-/* GET path of the syncer's HTTP side, as text. */
-static inline char *http_get(struct fx *f, const char *path)
-{
-	const char *ct = "text/plain";
-	struct buf b;
-	char *txt;
-
-	buf_init(&b, 1 << 20);
-	assert_int_equal(status_http(f->s, path, &b, &ct), 200);
-	txt = buf_detach(&b, NULL);
-	assert_non_null(txt);
-	return txt;
-}
-
 static inline json_t *status_of(struct fx *f)
 {
 	char *txt = http_get(f, "/status");

@@ -99,19 +99,6 @@ static int report(struct fx *f, uint64_t round, double loss)
 	return core_evaluation(f->s, 0, &ev, f->now, &e);
 }
 
-static char *http_get(struct fx *f, const char *path)
-{
-	const char *ct = "text/plain";
-	struct buf b;
-	char *txt;
-
-	buf_init(&b, 1 << 20);
-	assert_int_equal(status_http(f->s, path, &b, &ct), 200);
-	txt = buf_detach(&b, NULL);
-	assert_non_null(txt);
-	return txt;
-}
-
 /* Evaluators join apart from the M learners: no quorum, no pacing. */
 static void evaluators_are_not_learners(void **state)
 {
