@@ -1,9 +1,10 @@
 /*
  * corefix: the syncer core's fixture its unit tests share (test_core.c
- * and test_merge.c through coretest.h, test_eval_remote.c): M = 3 learners, K = 2, a model of 24 parameters
- * in three tensors cut into two fragments, a plain mean merged with outer
- * rate 1 and no momentum (Θ ← Θ − Δ, easy to check), a fake clock at
- * 100 s, and the HTTP side read as text. Header only, like testlib.h;
+ * and test_merge.c through coretest.h, test_eval_remote.c): M = 3
+ * learners, K = 2, a model of 24 parameters in three tensors cut into
+ * two fragments, a plain mean merged with outer rate 1 and no momentum
+ * (Θ ← Θ − Δ, easy to check), a fake clock at 100 s, and the HTTP side
+ * read as text. Header only, like testlib.h;
  * include it after <cmocka.h>.
  */
 #ifndef DDILOCO_COREFIX_H
