@@ -3,9 +3,11 @@
  */
 #include "syncer/audit.h"
 
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "common/prom.h"
 
 int audit_init(struct audit *a, int M, int P)
@@ -70,7 +72,14 @@ void audit_merged(struct audit *a, int m, int p, uint64_t incarnation,
 	if (lo < a->mark[k]) {
 		uint64_t twice = a->mark[k] - lo;
 
-		a->double_merged_steps += twice < steps ? twice : steps;
+		twice = twice < steps ? twice : steps;
+		a->double_merged_steps += twice;
+		/* the invariant broken: what the next look needs */
+		log_warn("audit: learner %d fragment %d: answer of steps (%" PRIu64
+			 ", %" PRIu64 "] from base %" PRIu64 " (incarnation %" PRIu64
+			 ") merged below the mark %" PRIu64 ": %" PRIu64 " step(s) "
+			 "merged twice", m, p, lo, step, base_version, incarnation,
+			 a->mark[k], twice);
 	}
 	if (a->base[k] == base_version + 1)
 		a->repeat_base++;
