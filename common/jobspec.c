@@ -48,6 +48,7 @@ void jobspec_defaults(struct job_spec *js)
 	js->syncer.fragments = 4;
 	js->syncer.sync_every = 0;          /* 0 = fragments */
 	js->syncer.overlap = 2;
+	js->syncer.shards = 1;
 	js->syncer.alpha = 0.0;
 	js->syncer.outer_lr = 0.7;
 	js->syncer.outer_momentum = 0.5;   /* docs/syncer.md, the outer step at long H */
@@ -214,6 +215,12 @@ static int check_syncer(const struct job_spec *js, struct err *e)
 	CHECK(s->sync_every >= 0, "spec.syncer.syncEvery: %d is negative", s->sync_every);
 	CHECK(s->overlap >= 1 && s->overlap <= 64,
 	      "spec.syncer.overlap: %d is not in [1, 64]", s->overlap);
+	CHECK(s->shards >= 1 && s->shards <= JOB_MAX_SHARDS,
+	      "spec.syncer.shards: %d is not in [1, %d]", s->shards,
+	      JOB_MAX_SHARDS);
+	CHECK(s->shards <= s->fragments,
+	      "spec.syncer.shards: %d is more than spec.syncer.fragments (%d): "
+	      "a shard owns at least one fragment", s->shards, s->fragments);
 	CHECK(s->alpha >= 0 && s->alpha < 1, "spec.syncer.alpha: %g is not in [0, 1)", s->alpha);
 	CHECK(s->outer_lr > 0 && s->outer_lr <= 10,
 	      "spec.syncer.outerLr: %g is not in (0, 10]", s->outer_lr);

@@ -20,7 +20,7 @@
  *              shardPattern}
  *   spec.optimizer.{lr, beta1, beta2, eps, weightDecay, warmupSteps,
  *                   cosineSteps, minLrRatio, gradClip, batchSize, seqLen}
- *   spec.syncer.{minQuorum, grace, fragments, syncEvery, overlap, alpha,
+ *   spec.syncer.{minQuorum, grace, fragments, syncEvery, overlap, shards, alpha,
  *                outerLr, outerMomentum, nesterov, merge (rda|mean),
  *                encoding, updateEncoding, errorFeedback, checkpointEvery,
  *                evalEvery, evalTokens, normOutlier, staleVersions,
@@ -61,6 +61,7 @@ enum chaos_schedule { CHAOS_POISSON = 0, CHAOS_INTERVAL = 1 };
 #define JOB_ARGV_MAX   32            /* words in a command or its args */
 #define JOB_ARGV_BYTES 2048          /* their characters, NULs included */
 #define JOB_GROUPS_MAX 8
+#define JOB_MAX_SHARDS 64            /* spec.syncer.shards at most */
 
 /* A list of strings: n words, each NUL-terminated, one after another. */
 struct job_argv {
@@ -123,6 +124,9 @@ struct job_syncer {
 	int fragments;                /* P, default 4 */
 	int sync_every;               /* H, default 0 = P */
 	int overlap;                  /* τ, default 2 */
+	int shards;                   /* S syncer processes, fragment p owned
+				       * by shard p mod S; default 1
+				       * (docs/syncer.md, Shards) */
 	double alpha;                 /* update mixing, default 0 (overwrite) */
 	double outer_lr, outer_momentum;  /* η 0.7, μ 0.5 */
 	int nesterov;                 /* default 1 */

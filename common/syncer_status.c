@@ -251,8 +251,17 @@ static int get_fields(const json_t *root, struct syncer_status *s,
 	    get_figure(root, NULL, "uptime", &s->uptime, e) ||
 	    get_figure(root, NULL, "goodput", &s->goodput, e) ||
 	    get_figure(root, NULL, "elapsed", &s->elapsed, e) ||
-	    get_pace(root, s, e) || get_ckpt(root, s, e))
+	    get_pace(root, s, e) || get_ckpt(root, s, e) ||
+	    get_int(root, "shard", &s->shard, e) ||
+	    get_int(root, "shards", &s->shards, e))
 		return -1;
+	{
+		const json_t *own = json_object_get(root, "owned");
+
+		s->owned = json_is_array(own) ? (int)json_array_size(own) : 0;
+	}
+	s->shards_up = 1;
+	s->shard_down = -1;
 	return get_history(json_object_get(root, "eval_history"), s, e);
 }
 

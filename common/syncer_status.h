@@ -72,6 +72,13 @@ struct syncer_status {
 	} ckpt;
 	struct syncer_eval *evals;      /* eval_history, owned */
 	size_t nevals;
+	/* a sharded syncer (docs/syncer.md, Shards): the shard this is and
+	 * of how many (0 and 0 from a syncer that does not say: 0 of 1),
+	 * the fragments it owns; an aggregate of every shard
+	 * (syncer_status_shards) says how many answered and the first that
+	 * did not (-1: none) */
+	int shard, shards, owned;
+	int shards_up, shard_down;
 };
 
 /* Zeros, and NAN for every figure: what a status reads before any /status. */
@@ -79,6 +86,19 @@ void syncer_status_init(struct syncer_status *s);
 void syncer_status_release(struct syncer_status *s);
 /* Moves src into dst (releasing what dst held); src is left empty. */
 void syncer_status_move(struct syncer_status *dst, struct syncer_status *src);
+
+/*
+ * The job's status from its S shards' (docs/syncer.md, Shards): st[i] is
+ * shard i's last /status, up[i] whether its last fetch answered. Counts
+ * (rounds, answers, bytes, invariants) add up; the job's tokens and
+ * elapsed are the largest; uptime, goodput and its shares are each
+ * shard's weighted by the fragments it owns; done when every shard is;
+ * learners connected: the fewest any shard has; the checkpoint fails
+ * when any shard's does; the evaluations, pace and resumed_from are
+ * shard 0's. out gets its own copy of the evaluations.
+ */
+void syncer_status_shards(struct syncer_status *out,
+			  const struct syncer_status *st, const int *up, int n);
 
 /* Parses a /status body into *out (written only on success). */
 int syncer_status_parse(const char *text, size_t len, struct syncer_status *out,

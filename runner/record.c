@@ -21,6 +21,7 @@ int run_record_init(struct run_record *r, const struct job_spec *js,
 	r->learners = js->learners.replicas;
 	r->quorum = js->syncer.min_quorum;
 	r->chaos = js->chaos.enabled;
+	r->shards = js->syncer.shards;
 	r->started_wall = clock_wall();
 	r->params = run_param_count(&js->model);
 	r->tokens_per_step = (uint64_t)js->optimizer.batch_size *

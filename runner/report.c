@@ -197,8 +197,11 @@ int run_report_json(const struct run_record *r, struct buf *out, struct err *e)
 	json_object_set_new(root, "final_eval_loss", num_or_null(f->eval_loss));
 	json_object_set_new(root, "kills", kills);
 	json_object_set_new(root, "per_learner", per);
-	json_object_set_new(root, "syncer", json_pack("{s:i,s:i}",
-		"restarts", r->syncer_restarts, "crashes", r->syncer_crashes));
+	json_object_set_new(root, "syncer", json_pack("{s:i,s:i,s:i,s:I,s:f}",
+		"restarts", r->syncer_restarts, "crashes", r->syncer_crashes,
+		"shards", r->shards ? r->shards : 1,
+		"rounds_while_shard_down", (json_int_t)r->rounds_while_shard_down,
+		"shard_down_seconds", r->shard_down_seconds));
 	json_object_set_new(root, "answers", json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
 		"merged", (json_int_t)f->merged, "late", (json_int_t)f->late,
 		"rejected", (json_int_t)f->rejected, "empty", (json_int_t)f->empty,

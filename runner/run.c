@@ -87,10 +87,22 @@ struct runner {
 	struct run_record *r;
 	char job[4096];                 /* absolute job file */
 	char shm[4096];                 /* parent of the exchange folders */
-	char addr[64], http[64];
-	struct proc syncer;
-	int syncer_down, syncer_killed, syncer_fast_fails, syncer_finished;
-	double syncer_restart_at;
+	/* the syncer, or its shards (spec.syncer.shards; docs/syncer.md,
+	 * Shards): shard i listens on sy[i].addr */
+	struct shard_proc {
+		struct proc p;
+		char addr[64], http[64];
+		int down, killed, fast_fails, finished;
+		double restart_at;
+		struct syncer_status st;        /* its last /status */
+		int up;                         /* its last fetch answered */
+	} sy[JOB_MAX_SHARDS];
+	int S;
+	uint64_t syncer_kills;          /* the chaos's, each the next shard's */
+	int down_shard;                 /* the last poll's first shard down */
+	uint64_t down_others;           /* the others' rounds then */
+	double down_t;
+	char targets[64 * JOB_MAX_SHARDS];   /* every shard's addr, commas */
 	struct slot *slots;
 	int M;
 	struct slot ev;                 /* the evaluator pair */
@@ -268,45 +280,79 @@ static int init_evaluator(struct runner *R, struct proc *p, const char *log,
 	return 0;
 }
 
+/* The syncer, or each shard (--shard i), on two of ports each; every
+ * shard's address into R->targets for the sidecars. A shard writes its
+ * checkpoints to DIR/checkpoints/shard-<i>, its log to syncer-<i>.log. */
+static int init_syncers(struct runner *R, const char *dir, const int *ports,
+			const char *tls, struct err *e)
+{
+	char ckpt[4200], log[4200], tdir[4300], shard[16], name[32];
+	int secure = !R->js->syncer.insecure;
+	size_t n = 0;
+
+	snprintf(tdir, sizeof(tdir), "%s/syncer", tls);
+	for (int k = 0; k < R->S; k++) {
+		struct shard_proc *y = &R->sy[k];
+
+		snprintf(y->addr, sizeof(y->addr), "127.0.0.1:%d", ports[2 * k]);
+		snprintf(y->http, sizeof(y->http), "127.0.0.1:%d", ports[2 * k + 1]);
+		n += (size_t)snprintf(R->targets + n, sizeof(R->targets) - n,
+				      "%s%s", k ? "," : "", y->addr);
+		snprintf(shard, sizeof(shard), "%d", k);
+		if (R->S == 1) {
+			snprintf(ckpt, sizeof(ckpt), "%s/checkpoints", dir);
+			snprintf(name, sizeof(name), "syncer");
+		} else {
+			snprintf(ckpt, sizeof(ckpt), "%s/checkpoints/shard-%d", dir, k);
+			snprintf(name, sizeof(name), "syncer-%d", k);
+		}
+		snprintf(log, sizeof(log), "%s/%s.log", dir, name);
+		if (mkdir_p(ckpt, e))
+			return -1;
+		char *argv[] = { (char *)R->o->exe, (char *)"syncer", (char *)"--job",
+				 R->job, (char *)"--listen", y->addr,
+				 (char *)"--http", y->http, (char *)"--checkpoint-dir",
+				 ckpt, (char *)"--shard", shard,
+				 secure ? (char *)"--tls-dir" : NULL, tdir, NULL };
+		if (proc_init(&y->p, name, log, argv, e))
+			return -1;
+	}
+	return 0;
+}
+
+static int all_shards_finished(const struct runner *R)
+{
+	for (int k = 0; k < R->S; k++)
+		if (!R->sy[k].finished)
+			return 0;
+	return 1;
+}
+
 /* Long because each process's argv is declared beside the buffers it
- * points into: the syncer's, then each pair's, then the evaluator's. */
+ * points into: each pair's, then the evaluator's. */
 static int init_procs(struct runner *R, const char *dir, struct err *e)
 {
-	char ckpt[4200], log[4200], listen[64], http[64], id[16], xarg[4200];
+	char log[4200], id[16], xarg[4200];
 	char tls[4200], tdir[4300];
+	char *listen = R->targets;
 	int secure = !R->js->syncer.insecure;
-	int ports[66];
+	int ports[66 + 2 * JOB_MAX_SHARDS];
 	int M = R->M;
 	const char *exe = R->o->exe;
 
-	if (free_ports(ports, M + 3, e))
+	if (free_ports(ports, M + 1 + 2 * R->S, e))
 		return -1;
-	snprintf(R->addr, sizeof(R->addr), "127.0.0.1:%d", ports[0]);
-	snprintf(R->http, sizeof(R->http), "127.0.0.1:%d", ports[1]);
-	snprintf(ckpt, sizeof(ckpt), "%s/checkpoints", dir);
-	if (mkdir_p(ckpt, e))
-		return -1;
-	snprintf(listen, sizeof(listen), "%s", R->addr);
-	snprintf(http, sizeof(http), "%s", R->http);
-	snprintf(log, sizeof(log), "%s/syncer.log", dir);
 	snprintf(tls, sizeof(tls), "%s/tls", dir);
 	if (secure && run_certs_make(tls, R->js->name, M, R->have_ev, NULL, NULL,
 				     e))
 		return -1;
-	snprintf(tdir, sizeof(tdir), "%s/syncer", tls);
-	{
-		char *argv[] = { (char *)exe, (char *)"syncer", (char *)"--job", R->job,
-				 (char *)"--listen", listen, (char *)"--http", http,
-				 (char *)"--checkpoint-dir", ckpt,
-				 secure ? (char *)"--tls-dir" : NULL, tdir, NULL };
-		if (proc_init(&R->syncer, "syncer", log, argv, e))
-			return -1;
-	}
+	if (init_syncers(R, dir, ports + M + 1, tls, e))
+		return -1;
 	for (int i = 0; i < M; i++) {
 		struct slot *s = &R->slots[i];
 		char name[32], sh[64];
 
-		s->http_port = ports[2 + i];
+		s->http_port = ports[i];
 		if (snprintf(s->xdir, sizeof(s->xdir), "%s/learner-%d", R->shm, i) >=
 		    (int)sizeof(s->xdir))
 			return err_set(e, "run: exchange folder path too long: '%s/learner-%d'",
@@ -334,7 +380,7 @@ static int init_procs(struct runner *R, const char *dir, struct err *e)
 		struct slot *s = &R->ev;
 		char sh[64];
 
-		s->http_port = ports[2 + M];
+		s->http_port = ports[M];
 		if (snprintf(s->xdir, sizeof(s->xdir), "%s/evaluator", R->shm) >=
 		    (int)sizeof(s->xdir))
 			return err_set(e, "run: exchange folder path too long: "
@@ -378,7 +424,7 @@ static int start_pair(struct runner *R, int i, struct err *e)
 
 static void stop_everything(struct runner *R)
 {
-	struct proc *ps[2 * 4096 + 3];
+	struct proc *ps[2 * 4096 + 2 + JOB_MAX_SHARDS];
 	int n = 0;
 
 	if (R->have_ev) {
@@ -390,7 +436,8 @@ static void stop_everything(struct runner *R)
 		ps[n++] = &R->slots[i].learner;
 		ps[n++] = &R->slots[i].sidecar;
 	}
-	ps[n++] = &R->syncer;
+	for (int k = 0; k < R->S; k++)
+		ps[n++] = &R->sy[k].p;
 	proc_stop_all(ps, n, STOP_GRACE);
 }
 
@@ -476,19 +523,23 @@ static void reap(struct runner *R)
 {
 	double t = now_of(R);
 
-	if (proc_reap(&R->syncer)) {
-		if (R->done || exited_ok(&R->syncer)) {
-			R->syncer_finished = 1;
-		} else if (R->syncer_killed) {
-			R->syncer_killed = 0;
-			R->syncer_down = 1;
-			R->syncer_restart_at = t + R->js->chaos.recovery_seconds;
+	for (int k = 0; k < R->S; k++) {
+		struct shard_proc *y = &R->sy[k];
+
+		if (!proc_reap(&y->p))
+			continue;
+		if (R->done || exited_ok(&y->p)) {
+			y->finished = 1;
+		} else if (y->killed) {
+			y->killed = 0;
+			y->down = 1;
+			y->restart_at = t + R->js->chaos.recovery_seconds;
 		} else {
 			R->r->syncer_crashes++;
-			if (crashed(R, &R->syncer, &R->syncer_fast_fails))
+			if (crashed(R, &y->p, &y->fast_fails))
 				return;
-			R->syncer_down = 1;
-			R->syncer_restart_at = t + CRASH_DELAY;
+			y->down = 1;
+			y->restart_at = t + CRASH_DELAY;
 		}
 	}
 	for (int i = 0; i < R->M; i++) {
@@ -536,12 +587,16 @@ static int restart_due(struct runner *R, struct err *e)
 
 	if (R->done)
 		return 0;
-	if (R->syncer_down && t >= R->syncer_restart_at) {
-		if (proc_start(&R->syncer, e))
+	for (int k = 0; k < R->S; k++) {
+		struct shard_proc *y = &R->sy[k];
+
+		if (!y->down || t < y->restart_at)
+			continue;
+		if (proc_start(&y->p, e))
 			return -1;
-		R->syncer_down = 0;
+		y->down = 0;
 		R->r->syncer_restarts++;
-		event(R, "syncer restarted (from its newest checkpoint)");
+		event(R, "%s restarted (from its newest checkpoint)", y->p.name);
 	}
 	for (int i = 0; i < R->M; i++) {
 		struct slot *s = &R->slots[i];
@@ -576,8 +631,13 @@ static int chaos_kill(void *ctx, const struct chaos_kill *k, struct err *e)
 
 	(void)e;
 	if (k->kind == CHAOS_SYNCER) {
-		R->syncer_killed = 1;
-		proc_signal(&R->syncer, SIGKILL);
+		/* a shard at a time, in turn (docs/syncer.md, Shards) */
+		struct shard_proc *y = &R->sy[R->syncer_kills++ % (uint64_t)R->S];
+
+		y->killed = 1;
+		proc_signal(&y->p, SIGKILL);
+		if (R->S > 1)
+			event(R, "chaos: the kill below is of %s", y->p.name);
 	} else {
 		struct slot *s = &R->slots[k->index];
 
@@ -604,15 +664,58 @@ static int slot_down(const struct slot *s)
 static void do_chaos(struct runner *R)
 {
 	unsigned char down[4096];
-	struct chaos_view v = { R->M, down, R->syncer_down || !R->syncer.pid };
+	struct chaos_view v = { R->M, down, 0 };
 	struct chaos_executor x = { chaos_kill, R };
 
 	if (!R->chaos_on || R->done)
 		return;
+	for (int k = 0; k < R->S; k++)
+		v.syncer_down |= R->sy[k].down || !R->sy[k].p.pid;
 	for (int i = 0; i < R->M; i++)
 		down[i] = (unsigned char)slot_down(&R->slots[i]);
 	chaos_run_due(&R->chaos, now_of(R), &v, &x, NULL);
 	R->r->kills_skipped = R->chaos.skipped;
+}
+
+/* Every shard's /status: how many answered (sy[k].up, .st); -1 when
+ * none runs. */
+static int poll_shards(struct runner *R)
+{
+	int n = 0, running = 0;
+
+	for (int k = 0; k < R->S; k++) {
+		struct shard_proc *y = &R->sy[k];
+		struct syncer_status st;
+
+		y->up = 0;
+		if (!y->p.pid)
+			continue;
+		running++;
+		if (run_status_fetch(y->http, 2.0, &st, NULL))
+			continue;
+		syncer_status_move(&y->st, &st);
+		y->up = 1;
+		n++;
+	}
+	return running ? n : -1;
+}
+
+/* While a shard is down, what the others merged (run.h): the rounds
+ * between two polls that both saw the same shard down. */
+static void shard_down_rounds(struct runner *R, const struct syncer_status *st,
+			      double t)
+{
+	uint64_t others = st->round - R->sy[st->shard_down < 0 ? 0
+						: st->shard_down].st.round;
+
+	if (st->shard_down >= 0 && st->shard_down == R->down_shard &&
+	    others >= R->down_others) {
+		R->r->rounds_while_shard_down += others - R->down_others;
+		R->r->shard_down_seconds += t - R->down_t;
+	}
+	R->down_shard = st->shard_down;
+	R->down_others = others;
+	R->down_t = t;
 }
 
 static void poll_status(struct runner *R)
@@ -623,11 +726,24 @@ static void poll_status(struct runner *R)
 	if (t - R->last_poll < POLL_EVERY)
 		return;
 	R->last_poll = t;
-	if (!R->syncer.pid)
+	if (poll_shards(R) <= 0)
 		return;
-	if (run_status_fetch(R->http, 2.0, &st, NULL))
-		return;
-	syncer_status_move(&R->r->final, &st);
+	if (R->S == 1) {
+		syncer_status_move(&R->r->final, &R->sy[0].st);
+		syncer_status_init(&R->sy[0].st);
+	} else {
+		struct syncer_status all[JOB_MAX_SHARDS];
+		int up[JOB_MAX_SHARDS];
+
+		for (int k = 0; k < R->S; k++) {
+			all[k] = R->sy[k].st;
+			up[k] = R->sy[k].up;
+		}
+		syncer_status_init(&st);
+		syncer_status_shards(&st, all, up, R->S);
+		shard_down_rounds(R, &st, t);
+		syncer_status_move(&R->r->final, &st);
+	}
 	R->r->have_final = 1;
 	if (R->r->final.done && !R->done) {
 		R->done = 1;
@@ -679,28 +795,37 @@ static int wait_ready(struct runner *R, struct err *e)
 	double end = clock_mono() + READY_TIMEOUT;
 	struct err fe = { "" };
 
-	for (;;) {
-		struct syncer_status st;
+	for (int k = 0; k < R->S; k++) {
+		struct shard_proc *y = &R->sy[k];
 
-		if (*R->stop)
-			return err_set(e, "interrupted");
-		if (proc_reap(&R->syncer)) {
-			char tail[300], s[64];
-			log_tail(R->syncer.log, tail, sizeof(tail));
-			return err_set(e, "syncer exited at start (%s): %s [%s]",
-				       proc_describe_status(R->syncer.status, s, sizeof(s)),
-				       tail, R->syncer.log);
+		for (;;) {
+			struct syncer_status st;
+
+			if (*R->stop)
+				return err_set(e, "interrupted");
+			if (proc_reap(&y->p)) {
+				char tail[300], s[64];
+				log_tail(y->p.log, tail, sizeof(tail));
+				return err_set(e, "%s exited at start (%s): %s [%s]",
+					       y->p.name,
+					       proc_describe_status(y->p.status, s,
+								    sizeof(s)),
+					       tail, y->p.log);
+			}
+			if (!run_status_fetch(y->http, 1.0, &st, &fe)) {
+				syncer_status_move(&y->st, &st);
+				break;
+			}
+			if (clock_mono() > end)
+				return err_set(e, "%s not answering /status within "
+					       "%.0f s: %s", y->p.name,
+					       READY_TIMEOUT, fe.msg);
+			sleep_seconds(0.1);
 		}
-		if (!run_status_fetch(R->http, 1.0, &st, &fe)) {
-			syncer_status_move(&R->r->final, &st);
-			R->r->have_final = 1;
-			return 0;
-		}
-		if (clock_mono() > end)
-			return err_set(e, "syncer not answering /status within %.0f s: %s",
-				       READY_TIMEOUT, fe.msg);
-		sleep_seconds(0.1);
 	}
+	R->last_poll = -1;
+	poll_status(R);
+	return 0;
 }
 
 /* After the syncer: its ready answer, the pairs, the evaluator, and the
@@ -709,7 +834,9 @@ static int start_job(struct runner *R, const char *dir, struct err *e)
 {
 	const struct job_spec *js = R->js;
 
-	event(R, "syncer started on %s (http %s), log %s", R->addr, R->http, R->syncer.log);
+	for (int k = 0; k < R->S; k++)
+		event(R, "%s started on %s (http %s), log %s", R->sy[k].p.name,
+		      R->sy[k].addr, R->sy[k].http, R->sy[k].p.log);
 	if (js->syncer.insecure)
 		event(R, "warning: spec.syncer.insecure: plaintext gRPC, no certificates");
 	else
@@ -775,7 +902,7 @@ static int supervise(struct runner *R, struct err *e)
 			rc = 0;
 			break;
 		}
-		if (!R->done && R->syncer_finished) {
+		if (!R->done && all_shards_finished(R)) {
 			snprintf(r->outcome, sizeof(r->outcome), "done (syncer exited 0)");
 			rc = 0;
 			break;
@@ -793,6 +920,25 @@ static int supervise(struct runner *R, struct err *e)
 
 /* ---- the whole job ---- */
 
+static void runner_release(struct runner *R)
+{
+	for (int k = 0; k < R->S; k++) {
+		proc_release(&R->sy[k].p);
+		syncer_status_release(&R->sy[k].st);
+	}
+	if (R->have_ev) {
+		proc_release(&R->ev.learner);
+		proc_release(&R->ev.sidecar);
+	}
+	for (int i = 0; i < R->M; i++) {
+		proc_release(&R->slots[i].learner);
+		proc_release(&R->slots[i].sidecar);
+	}
+	free(R->slots);
+	if (R->events)
+		fclose(R->events);
+}
+
 /* The job's life in order: set up, start the syncer and the pairs,
  * supervise, then stop, report and clean up at one label. */
 int run_job(const struct job_spec *js, const struct run_opts *o,
@@ -805,6 +951,10 @@ int run_job(const struct job_spec *js, const struct run_opts *o,
 
 	memset(&R, 0, sizeof(R));
 	R.js = js;
+	R.S = js->syncer.shards;
+	R.down_shard = -1;
+	for (int k = 0; k < R.S; k++)
+		syncer_status_init(&R.sy[k].st);
 	R.o = o;
 	R.stop = stop;
 	R.r = r;
@@ -835,8 +985,9 @@ int run_job(const struct job_spec *js, const struct run_opts *o,
 		chaos_init(&R.chaos, &(struct job_chaos){ .enabled = 0 }, R.M);
 
 	R.t0 = clock_mono();
-	if (proc_start(&R.syncer, e))
-		goto out;
+	for (int k = 0; k < R.S; k++)
+		if (proc_start(&R.sy[k].p, e))
+			goto stop;
 	if (start_job(&R, dir, e))
 		goto stop;
 	rc = supervise(&R, e);
@@ -859,17 +1010,6 @@ out:
 	r->seconds = R.t0 > 0 ? now_of(&R) : 0;
 	if (R.shm[0])
 		rm_tree(R.shm);
-	proc_release(&R.syncer);
-	if (R.have_ev) {
-		proc_release(&R.ev.learner);
-		proc_release(&R.ev.sidecar);
-	}
-	for (int i = 0; i < R.M; i++) {
-		proc_release(&R.slots[i].learner);
-		proc_release(&R.slots[i].sidecar);
-	}
-	free(R.slots);
-	if (R.events)
-		fclose(R.events);
+	runner_release(&R);
 	return rc;
 }

@@ -91,6 +91,12 @@ struct run_record {
 	int *restarts;                  /* per learner slot: pair or sidecar restarts */
 	int *crashes;                   /* per slot: exits nobody asked for */
 	int syncer_restarts, syncer_crashes;
+	/* a sharded syncer (docs/syncer.md, Shards): its shards, and while
+	 * one of them was down (not answering /status), the rounds the
+	 * others merged and for how long, as the polls saw it */
+	int shards;
+	uint64_t rounds_while_shard_down;
+	double shard_down_seconds;
 
 	struct syncer_status final;     /* the last /status read */
 	int have_final;

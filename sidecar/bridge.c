@@ -17,6 +17,39 @@
 #include "common/wire.h"
 #include "sidecar/sidecar_int.h"
 
+/* o.target's shards into s->links, shard 0 first: 1 .. P of them, none
+ * empty. */
+static int split_targets(struct sidecar *s, struct err *e)
+{
+	int n = 1;
+	char *t;
+
+	if (!s->o.target || !(s->targets = strdup(s->o.target)))
+		return err_set(e, "sidecar: %s", s->o.target ? "out of memory"
+			       : "no syncer address");
+	for (t = s->targets; *t; t++)
+		n += *t == ',';
+	if (n > s->nfrags)
+		return err_set(e, "sidecar: %d syncer shards for %d fragments: "
+			       "a shard owns at least one", n, s->nfrags);
+	if (!(s->links = calloc((size_t)n, sizeof(*s->links))))
+		return err_set(e, "sidecar: out of memory");
+	s->nshards = n;
+	t = s->targets;
+	for (int k = 0; k < n; k++) {
+		char *comma = strchr(t, ',');
+
+		if (comma)
+			*comma = '\0';
+		if (!*t)
+			return err_set(e, "sidecar: syncer address %d of '%s' is "
+				       "empty", k, s->o.target);
+		s->links[k].target = t;
+		t = comma ? comma + 1 : t + strlen(t);
+	}
+	return 0;
+}
+
 struct sidecar *sidecar_new(const struct sidecar_opts *o, struct exchange *x,
 			    const struct frag_table *ft, struct err *e)
 {
@@ -35,6 +68,10 @@ struct sidecar *sidecar_new(const struct sidecar_opts *o, struct exchange *x,
 	s->x = x;
 	s->ft = ft;
 	s->nfrags = ft->nfrags;
+	if (split_targets(s, e)) {
+		sidecar_free(s);
+		return NULL;
+	}
 	for (int p = 0; p < ft->nfrags; p++)
 		if (ft->frags[p].numel > maxn)
 			maxn = ft->frags[p].numel;
@@ -87,6 +124,8 @@ void sidecar_free(struct sidecar *s)
 	free(s->queue);
 	free(s->pulls);
 	free(s->seed_wanted);
+	free(s->links);
+	free(s->targets);
 	free(s->take_buf);
 	free(s->check_vals);
 	for (int p = 0; s->resid && p < s->nfrags; p++)
@@ -105,13 +144,15 @@ double sidecar_heartbeat_gap(const struct sidecar *s, int *early)
 	return SIDECAR_EARLY_HEARTBEAT_S;
 }
 
-void sidecar_stream_begin(struct sidecar *s)
+void sidecar_stream_begin(struct sidecar *s, int shard)
 {
+	struct link *lk = &s->links[shard];
+
 	pthread_mutex_lock(&s->mu);
-	s->epoch++;
-	s->welcomed = 0;
+	lk->epoch++;
+	lk->welcomed = 0;
 	for (int p = 0; p < s->nfrags; p++) {
-		if (s->queue[p].used) {
+		if (s->queue[p].used && sidecar_link(s, p) == lk) {
 			s->m.answers_dropped++;
 			sidecar_queue_free_entry(&s->queue[p]);
 		}
@@ -119,15 +160,19 @@ void sidecar_stream_begin(struct sidecar *s)
 	pthread_mutex_unlock(&s->mu);
 }
 
-static int handle_update(struct sidecar *s, const struct wire_update *u,
-			 struct err *e)
+static int handle_update(struct sidecar *s, struct link *lk,
+			 const struct wire_update *u, struct err *e)
 {
+	uint64_t wround;
 	size_t n;
 	float *slot;
 
 	if (u->fragment >= (uint32_t)s->nfrags)
 		return err_set(e, "sidecar: update for fragment %u, the model "
 			       "has %d", u->fragment, s->nfrags);
+	if (sidecar_link(s, (int)u->fragment) != lk)
+		return err_set(e, "sidecar: update for fragment %u from a shard "
+			       "that does not own it", u->fragment);
 	if (!enc_known(u->encoding))
 		return err_set(e, "sidecar: update of fragment %u: unknown "
 			       "encoding %d", u->fragment, (int)u->encoding);
@@ -139,14 +184,16 @@ static int handle_update(struct sidecar *s, const struct wire_update *u,
 		       u->payload_len, slot, n, e))
 		return err_wrap(e, "sidecar: update of fragment %u version %llu",
 				u->fragment, (unsigned long long)u->version);
+	pthread_mutex_lock(&s->mu);
+	wround = lk->welcome_round;
+	pthread_mutex_unlock(&s->mu);
 	exchange_inbox_commit_round(s->x, (int)u->fragment, u->version,
-				    u->round ? u->round : s->welcome_round,
-				    u->tokens);
+				    u->round ? u->round : wround, u->tokens);
 	return 0;
 }
 
-static int handle_welcome(struct sidecar *s, const struct wire_welcome *w,
-			  struct err *e)
+static int handle_welcome(struct sidecar *s, struct link *lk,
+			  const struct wire_welcome *w, struct err *e)
 {
 	uint64_t inc;
 
@@ -162,33 +209,36 @@ static int handle_welcome(struct sidecar *s, const struct wire_welcome *w,
 	/* an evaluator holds Θ as it is: no mixing with what it had */
 	exchange_set_alpha(s->x, s->o.evaluator ? 0.0 : w->alpha);
 	pthread_mutex_lock(&s->mu);
-	s->welcome_round = w->round;
-	s->enc = (enum payload_enc)w->answer_encoding;
-	s->welcomed = 1;
+	lk->welcome_round = w->round;
+	lk->enc = (enum payload_enc)w->answer_encoding;
+	lk->welcomed = 1;
 	s->m.welcomes++;
-	s->resume_step = w->resume_step;
+	lk->resume_step = w->resume_step;
 	/* meant for the learner our Hello spoke of; a Hello sent before any
 	 * learner attached speaks for the first one that does */
-	inc = s->hello_incarnation ? s->hello_incarnation : s->incarnation;
+	inc = lk->hello_incarnation ? lk->hello_incarnation : s->incarnation;
 	if (inc)
 		exchange_set_resume(s->x, w->resume_step, inc);
 	pthread_mutex_unlock(&s->mu);
-	log_info("welcome: %u fragments, round %llu, alpha %g, answers in %s, "
-		 "resume at step %llu", w->fragments,
+	log_info("welcome%s%.0d: %u fragments, round %llu, alpha %g, answers "
+		 "in %s, resume at step %llu", s->nshards > 1 ? " from shard " : "",
+		 s->nshards > 1 ? (int)(lk - s->links) : 0, w->fragments,
 		 (unsigned long long)w->round, w->alpha,
 		 enc_name((enum payload_enc)w->answer_encoding),
 		 (unsigned long long)w->resume_step);
 	return 0;
 }
 
-static int handle_pull(struct sidecar *s, const struct wire_pull *pl,
-		       struct err *e)
+static int handle_pull(struct sidecar *s, struct link *lk,
+		       const struct wire_pull *pl, struct err *e)
 {
 	SC_ADD(s, pulls_received, 1);
-	if (pl->fragment >= (uint32_t)s->nfrags) {
+	if (pl->fragment >= (uint32_t)s->nfrags ||
+	    sidecar_link(s, (int)pl->fragment) != lk) {
 		SC_ADD(s, pulls_rejected, 1);
-		return err_set(e, "sidecar: pull of fragment %u, the model has %d",
-			       pl->fragment, s->nfrags);
+		return err_set(e, "sidecar: pull of fragment %u: %s", pl->fragment,
+			       pl->fragment >= (uint32_t)s->nfrags
+			       ? "no such fragment" : "another shard's");
 	}
 	if (pl->round == 0) {
 		/* the seed request of an adopting syncer */
@@ -199,12 +249,12 @@ static int handle_pull(struct sidecar *s, const struct wire_pull *pl,
 		}
 		pthread_mutex_lock(&s->mu);
 		s->seed_wanted[pl->fragment] = 1;
-		s->seed_epoch = s->epoch;
+		lk->seed_epoch = lk->epoch;
 		pthread_mutex_unlock(&s->mu);
 		return 0;
 	}
 	pthread_mutex_lock(&s->mu);
-	s->pulls[pl->fragment].epoch = s->epoch;
+	s->pulls[pl->fragment].epoch = lk->epoch;
 	s->pulls[pl->fragment].round = pl->round;
 	s->pulls[pl->fragment].at = clock_mono();
 	pthread_mutex_unlock(&s->mu);
@@ -212,9 +262,10 @@ static int handle_pull(struct sidecar *s, const struct wire_pull *pl,
 	return 0;
 }
 
-int sidecar_handle(struct sidecar *s, const uint8_t *msg, size_t len,
-		   struct err *e)
+int sidecar_handle(struct sidecar *s, int shard, const uint8_t *msg,
+		   size_t len, struct err *e)
 {
+	struct link *lk = &s->links[shard];
 	struct wire_syncer_msg m;
 	int rc = 0;
 
@@ -222,14 +273,14 @@ int sidecar_handle(struct sidecar *s, const uint8_t *msg, size_t len,
 		return err_wrap(e, "sidecar: from the syncer");
 	switch (m.kind) {
 	case WIRE_WELCOME:
-		rc = handle_welcome(s, &m.welcome, e) ? -2 : 0;
+		rc = handle_welcome(s, lk, &m.welcome, e) ? -2 : 0;
 		break;
 	case WIRE_PULL:
-		rc = handle_pull(s, &m.pull, e);
+		rc = handle_pull(s, lk, &m.pull, e);
 		break;
 	case WIRE_UPDATE:
 		SC_ADD(s, updates_received, 1);
-		rc = handle_update(s, &m.update, e);
+		rc = handle_update(s, lk, &m.update, e);
 		if (rc)
 			SC_ADD(s, updates_rejected, 1);
 		break;
@@ -422,7 +473,7 @@ static void queue_answer(struct sidecar *s, int p,
 	q.plen = plen;
 	q.pulled_at = pulled_at;
 	pthread_mutex_lock(&s->mu);
-	if (epoch != s->epoch) {
+	if (epoch != sidecar_link(s, p)->epoch) {
 		s->m.answers_dropped++;
 		pthread_mutex_unlock(&s->mu);
 		residual_undo(s, p, &q);
@@ -443,6 +494,7 @@ int sidecar_collect(struct sidecar *s)
 	int n = 0;
 
 	for (int p = 0; p < s->nfrags; p++) {
+		struct link *lk = sidecar_link(s, p);
 		struct exchange_answer a;
 		uint64_t epoch;
 		enum payload_enc enc;
@@ -454,7 +506,7 @@ int sidecar_collect(struct sidecar *s)
 		if (!exchange_answer_ready(s->x, p))
 			continue;
 		pthread_mutex_lock(&s->mu);
-		enc = s->enc;
+		enc = lk->enc;
 		pthread_mutex_unlock(&s->mu);
 		if (enc == ENC_F32 && F32_IS_NATIVE && !s->o.poison[0].count) {
 			/* sent straight from the outbox slot, no copy
@@ -480,9 +532,9 @@ int sidecar_collect(struct sidecar *s)
 		pthread_mutex_lock(&s->mu);
 		/* only an answer to the Pull of this stream is worth sending,
 		 * in the encoding it was taken for */
-		ok = s->connected && s->welcomed && s->enc == enc &&
-		     s->pulls[p].epoch == s->epoch && s->pulls[p].round == a.round;
-		epoch = s->epoch;
+		ok = lk->connected && lk->welcomed && lk->enc == enc &&
+		     s->pulls[p].epoch == lk->epoch && s->pulls[p].round == a.round;
+		epoch = lk->epoch;
 		at = s->pulls[p].at;
 		if (!ok)
 			s->m.answers_dropped++;
@@ -507,19 +559,27 @@ void sidecar_learner_stats(struct sidecar *s, struct exchange_stats *st)
 	exchange_read_stats(s->x, st);
 	pthread_mutex_lock(&s->mu);
 	if (st->incarnation && st->incarnation != s->incarnation) {
-		if (s->incarnation && s->welcomed) {
-			/* the syncer chooses where it resumes: it must see
-			 * the new learner join, on a new stream */
-			s->rehello = 1;
+		struct link *first = NULL;   /* the first welcomed */
+
+		for (int k = 0; k < s->nshards; k++)
+			if (s->links[k].welcomed) {
+				first = first ? first : &s->links[k];
+				/* the syncer chooses where it resumes: it
+				 * must see the new learner join, on a new
+				 * stream (each shard) */
+				s->links[k].rehello = s->incarnation != 0;
+			}
+		if (s->incarnation && first) {
+			/* the new streams' Welcomes give the resume step */
 		} else if (s->incarnation) {
 			/* the syncer is away: the step the learner had
 			 * reached; the Welcome of the next stream may move
 			 * it further */
 			exchange_set_resume(s->x, s->learner_step,
 					    st->incarnation);
-		} else if (s->welcomed && !s->hello_incarnation) {
+		} else if (first && !first->hello_incarnation) {
 			/* the first learner, and the Welcome came first */
-			exchange_set_resume(s->x, s->resume_step,
+			exchange_set_resume(s->x, first->resume_step,
 					    st->incarnation);
 		}
 		if (s->incarnation) {
@@ -539,9 +599,16 @@ void sidecar_get_metrics(struct sidecar *s, struct sidecar_metrics *m)
 {
 	pthread_mutex_lock(&s->mu);
 	*m = s->m;
-	m->connected = s->connected;
-	m->welcomed = s->welcomed;
-	m->encoding = (int)s->enc;
+	/* 1 when every shard's stream is (open, welcomed) */
+	m->connected = m->welcomed = 1;
+	m->shards = s->nshards;
+	m->shards_welcomed = 0;
+	for (int k = 0; k < s->nshards; k++) {
+		m->connected &= s->links[k].connected;
+		m->welcomed &= s->links[k].welcomed;
+		m->shards_welcomed += s->links[k].welcomed;
+	}
+	m->encoding = (int)s->links[0].enc;
 	m->queue_answers = m->queue_bytes = 0;
 	for (int p = 0; p < s->nfrags; p++)
 		if (s->queue[p].used) {
@@ -631,8 +698,10 @@ void sidecar_metrics_text(struct sidecar *s, struct buf *b)
 		   (double)m.x.inbox_pending);
 	prom_gauge(b, S("pulls_pending"), "pulls the learner has not served yet",
 		   (double)m.x.pulls_pending);
-	prom_gauge(b, S("connected"), "1 while the stream is open and welcomed",
-		   m.connected && m.welcomed);
+	prom_gauge(b, S("connected"), "1 while the stream (every syncer "
+		   "shard's) is open and welcomed", m.connected && m.welcomed);
+	prom_gauge(b, S("shards_welcomed"), "syncer shards whose stream is "
+		   "welcomed, of the job's shards", m.shards_welcomed);
 	prom_gauge(b, S("learner_step"), "the learner's step", (double)st.step);
 	prom_gauge(b, S("learner_seconds_since_poll"),
 		   "time since the learner last polled",

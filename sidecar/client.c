@@ -1,9 +1,12 @@
 /*
  * client: the sidecar's gRPC side on the C core (docs/design.md §7).
  *
- * One channel for the process, one call (the Train stream) at a time, one
- * completion queue polled by the client thread with a short deadline as
- * its clock. Per call: a start batch (send + receive initial metadata),
+ * One channel per syncer shard (one for an unsharded job; docs/syncer.md,
+ * Shards), one call (the Train stream) at a time on each, one completion
+ * queue for all of them, polled by the client thread with a short
+ * deadline as its clock. Each shard's client keeps its own stream,
+ * retries and Beat; fragment p's answers go on the stream of its owner,
+ * and the sidecar is done when every shard said "job done". Per call: a start batch (send + receive initial metadata),
  * the status batch, one receive and at most one send in flight. A call's
  * context is freed only when all its batches have completed.
  *
@@ -88,7 +91,10 @@ struct tag {
 	enum tag_kind kind;
 };
 
+struct client;
+
 struct call {
+	struct client *cl;       /* whose call */
 	grpc_call *call;
 	int pending;             /* batches not completed yet */
 	int ended;               /* status received */
@@ -110,7 +116,9 @@ struct call {
 
 struct client {
 	struct sidecar *s;
-	grpc_completion_queue *cq;
+	int shard;               /* of the syncer: its link (sidecar_int.h) */
+	struct link *lk;
+	grpc_completion_queue *cq;   /* every shard's client shares it */
 	grpc_channel *ch;
 	struct call *live;       /* the current stream, if any */
 	grpc_channel *beat_ch;   /* the Beat calls', on a connection of
@@ -125,6 +133,13 @@ struct client {
 	int done, refused;
 	struct err refusal;
 	struct rng rng;
+};
+
+/* The client thread: one client per syncer shard, one queue. */
+struct clients {
+	int n;
+	struct client *cl;
+	grpc_completion_queue *cq;
 	char kick;               /* its address: the tag that only wakes
 				  * the loop (kick) */
 };
@@ -244,10 +259,10 @@ static void end_live(struct client *cl)
 	cl->beat_backoff = s->o.backoff_min;
 	cl->beat_next = 0;
 	pthread_mutex_lock(&s->mu);
-	s->connected = 0;
-	s->welcomed = 0;
+	cl->lk->connected = 0;
+	cl->lk->welcomed = 0;
 	pthread_mutex_unlock(&s->mu);
-	sidecar_stream_begin(s);   /* drop answers meant for this stream */
+	sidecar_stream_begin(s, cl->shard);   /* drop answers meant for it */
 	if (!cl->done && !cl->refused)
 		schedule_retry(cl);
 }
@@ -292,6 +307,7 @@ static struct call *call_new(struct client *cl, grpc_channel *ch,
 
 	if (!c)
 		return NULL;
+	c->cl = cl;
 	c->t_start = (struct tag){ c, T_START };
 	c->t_recv = (struct tag){ c, T_RECV };
 	c->t_send = (struct tag){ c, T_SEND };
@@ -339,9 +355,9 @@ static void start_call(struct client *cl)
 	}
 	c->early_heartbeats = SIDECAR_EARLY_HEARTBEATS;
 	cl->live = c;
-	sidecar_stream_begin(s);
+	sidecar_stream_begin(s, cl->shard);
 	pthread_mutex_lock(&s->mu);
-	s->connected = 1;
+	cl->lk->connected = 1;
 	pthread_mutex_unlock(&s->mu);
 	if (call_begin(c)) {
 		end_live(cl);
@@ -371,7 +387,7 @@ static void start_beat(struct client *cl)
 	struct call *c = NULL;
 
 	if (!cl->beat_ch)
-		cl->beat_ch = make_channel(s->o.target, s->o.tls, 1);
+		cl->beat_ch = make_channel(cl->lk->target, s->o.tls, 1);
 	if (cl->beat_ch)
 		c = call_new(cl, cl->beat_ch, "/ddiloco.v1.Syncer/Beat");
 	if (!c) {
@@ -437,8 +453,8 @@ static int send_hello(struct client *cl, struct call *c)
 		.evaluator = s->o.evaluator,
 	};
 	pthread_mutex_lock(&s->mu);
-	s->hello_incarnation = st.incarnation;
-	s->rehello = 0;   /* this Hello speaks for the learner as it is */
+	cl->lk->hello_incarnation = st.incarnation;
+	cl->lk->rehello = 0;   /* this Hello speaks for the learner as it is */
 	pthread_mutex_unlock(&s->mu);
 	rc = send_packed(c, &m);
 	free(sizes);
@@ -458,7 +474,7 @@ static int send_beat_hello(struct client *cl, struct call *c)
 		.job = s->o.job ? s->o.job : "",
 	};
 	pthread_mutex_lock(&s->mu);
-	m.hello.incarnation = s->hello_incarnation;
+	m.hello.incarnation = cl->lk->hello_incarnation;
 	pthread_mutex_unlock(&s->mu);
 	return send_packed(c, &m);
 }
@@ -524,8 +540,8 @@ static int send_seed(struct client *cl, struct call *c)
 	int p = -1;
 
 	pthread_mutex_lock(&s->mu);
-	for (int q = 0; q < s->nfrags && s->seed_epoch == s->epoch; q++)
-		if (s->seed_wanted[q]) {
+	for (int q = 0; q < s->nfrags && cl->lk->seed_epoch == cl->lk->epoch; q++)
+		if (s->seed_wanted[q] && sidecar_link(s, q) == cl->lk) {
 			s->seed_wanted[q] = 0;
 			p = q;
 			break;
@@ -575,7 +591,7 @@ static int send_answer(struct client *cl, struct call *c)
 
 	pthread_mutex_lock(&s->mu);
 	for (int p = 0; p < s->nfrags; p++)
-		if (s->queue[p].used &&
+		if (s->queue[p].used && sidecar_link(s, p) == cl->lk &&
 		    (best < 0 || s->queue[p].round < s->queue[best].round))
 			best = p;
 	if (best >= 0) {
@@ -649,14 +665,15 @@ static void pump_send(struct client *cl)
 		return;
 	}
 	pthread_mutex_lock(&cl->s->mu);
-	welcomed = cl->s->welcomed;
-	rehello = cl->s->rehello;
-	cl->s->rehello = 0;
+	welcomed = cl->lk->welcomed;
+	rehello = cl->lk->rehello;
+	cl->lk->rehello = 0;
 	pthread_mutex_unlock(&cl->s->mu);
 	if (rehello) {
 		/* the learner restarted: a new Hello, so the syncer tells it
 		 * where to resume; at once, this is no outage */
-		log_info("learner restarted: a new stream to the syncer");
+		log_info("learner restarted: a new stream to the syncer at '%s'",
+			 cl->lk->target);
 		end_live(cl);
 		cl->backoff = cl->s->o.backoff_min;
 		cl->next_attempt = now;
@@ -706,7 +723,7 @@ static int peer_ok(struct client *cl, struct call *c)
 	}
 	if (c->peer < 0 && clock_mono() >= cl->next_peer_warn) {
 		log_error("the server at '%s' is not this job's syncer, its "
-			  "messages are ignored: %s", o->target, e.msg);
+			  "messages are ignored: %s", cl->lk->target, e.msg);
 		cl->next_peer_warn = clock_mono() + 30;
 	}
 	return c->peer > 0;
@@ -740,7 +757,8 @@ static void on_recv(struct client *cl, struct call *c, int ok)
 	}
 	SC_ADD(s, messages_received, 1);
 	SC_ADD(s, bytes_received, GRPC_SLICE_LENGTH(all));
-	rc = c == cl->live ? sidecar_handle(s, GRPC_SLICE_START_PTR(all),
+	rc = c == cl->live ? sidecar_handle(s, cl->shard,
+					    GRPC_SLICE_START_PTR(all),
 					    GRPC_SLICE_LENGTH(all), &e) : 0;
 	grpc_slice_unref(all);
 	if (rc)
@@ -751,9 +769,9 @@ static void on_recv(struct client *cl, struct call *c, int ok)
 		return;
 	}
 	pthread_mutex_lock(&s->mu);
-	if (s->welcomed && c == cl->live) {
+	if (cl->lk->welcomed && c == cl->live) {
 		if (!c->welcomed_here)
-			log_info("connected to the syncer");
+			log_info("connected to the syncer at '%s'", cl->lk->target);
 		c->welcomed_here = 1;
 		cl->backoff = s->o.backoff_min;
 		cl->next_warn = 0;
@@ -877,14 +895,16 @@ static void on_status(struct client *cl, struct call *c)
 		end_live(cl);
 }
 
-static void on_event(struct client *cl, grpc_event ev)
+static void on_event(struct clients *all, grpc_event ev)
 {
 	struct tag *t = ev.tag;
+	struct client *cl;
 	struct call *c;
 
-	if (ev.tag == &cl->kick)
+	if (ev.tag == &all->kick)
 		return;   /* only woke the loop */
 	c = t->c;
+	cl = c->cl;
 	c->pending--;
 	switch (t->kind) {
 	case T_START:
@@ -911,17 +931,19 @@ static void on_event(struct client *cl, grpc_event ev)
  * an answer, so the answer goes out as soon as the stream is free
  * (docs/sidecar.md, As fast as the wire).
  */
-static void kick(struct client *cl)
+static void kick(struct clients *all)
 {
+	grpc_channel *ch = all->cl[0].ch;
+
 	grpc_channel_watch_connectivity_state(
-		cl->ch, grpc_channel_check_connectivity_state(cl->ch, 0),
-		gpr_inf_past(GPR_CLOCK_MONOTONIC), cl->cq, &cl->kick);
+		ch, grpc_channel_check_connectivity_state(ch, 0),
+		gpr_inf_past(GPR_CLOCK_MONOTONIC), all->cq, &all->kick);
 }
 
 static void *bridge_main(void *arg)
 {
-	struct client *cl = arg;
-	struct sidecar *s = cl->s;
+	struct clients *all = arg;
+	struct sidecar *s = all->cl[0].s;
 	struct exchange_stats st;
 
 	while (!s->stop) {
@@ -931,86 +953,148 @@ static void *bridge_main(void *arg)
 		if (exchange_check(s->x))
 			log_warn("%s", exchange_last_error(s->x));
 		if (sidecar_collect(s) > 0)
-			kick(cl);
+			kick(all);
 		/* a restarted learner is noticed here within 50 ms */
 		sidecar_learner_stats(s, &st);
 	}
 	return NULL;
 }
 
+/* One client per shard, on the shared queue; -1 when out of memory. */
+static int clients_init(struct clients *all, struct sidecar *s)
+{
+	uint64_t seed = (uint64_t)getpid() ^ (uint64_t)(clock_wall() * 1e6);
+
+	all->cq = grpc_completion_queue_create_for_next(NULL);
+	if (!(all->cl = calloc((size_t)s->nshards, sizeof(*all->cl))))
+		return -1;
+	all->n = s->nshards;
+	for (int k = 0; k < all->n; k++) {
+		struct client *cl = &all->cl[k];
+
+		cl->s = s;
+		cl->shard = k;
+		cl->lk = &s->links[k];
+		cl->cq = all->cq;
+		cl->backoff = s->o.backoff_min;
+		cl->beat_backoff = s->o.backoff_min;
+		rng_seed(&cl->rng, seed + (uint64_t)k);
+		cl->ch = make_channel(cl->lk->target, s->o.tls, 0);
+		if (s->o.tls)
+			log_info("syncer at '%s', mutual TLS", cl->lk->target);
+		else
+			log_warn("syncer at '%s' in PLAINTEXT "
+				 "(spec.syncer.insecure): whoever answers there "
+				 "is taken for the syncer", cl->lk->target);
+	}
+	return 0;
+}
+
+/* Every stream open or retried, every due send, one event handled. The
+ * job is done when every shard said so; refused when any refused. */
+static int clients_turn(struct clients *all, int *done, int *refused)
+{
+	grpc_event ev;
+	int d = 1;
+
+	for (int k = 0; k < all->n; k++) {
+		struct client *cl = &all->cl[k];
+
+		if (cl->done)
+			continue;
+		d = 0;
+		if (cl->refused) {
+			*refused = k + 1;
+			return 0;
+		}
+		if (!cl->live && clock_mono() >= cl->next_attempt)
+			start_call(cl);
+		pump_send(cl);
+	}
+	if ((*done = d))
+		return 0;
+	ev = grpc_completion_queue_next(all->cq, after_ms(TICK_MS), NULL);
+	if (ev.type == GRPC_OP_COMPLETE)
+		on_event(all, ev);
+	return 1;
+}
+
+/* The end: cancel what is open, drain, tear down in order. */
+static void clients_end(struct clients *all)
+{
+	int draining = 0;
+
+	for (int k = 0; k < all->n; k++) {
+		struct client *cl = &all->cl[k];
+		struct call *c = cl->live;
+
+		if (c) {
+			end_live(cl);
+			reap(cl, c);
+		}
+	}
+	for (int k = 0; k < all->n; k++)
+		draining += all->cl[k].draining;
+	while (draining > 0) {
+		grpc_event ev = grpc_completion_queue_next(all->cq, after_ms(1000),
+							   NULL);
+
+		if (ev.type == GRPC_QUEUE_TIMEOUT)
+			break;
+		if (ev.type != GRPC_OP_COMPLETE)
+			continue;
+		on_event(all, ev);
+		draining = 0;
+		for (int k = 0; k < all->n; k++)
+			draining += all->cl[k].draining;
+	}
+	for (int k = 0; k < all->n; k++) {
+		if (all->cl[k].ch)
+			grpc_channel_destroy(all->cl[k].ch);
+		if (all->cl[k].beat_ch)
+			grpc_channel_destroy(all->cl[k].beat_ch);
+	}
+	grpc_completion_queue_shutdown(all->cq);
+	while (grpc_completion_queue_next(all->cq, gpr_inf_future(GPR_CLOCK_REALTIME),
+					  NULL).type != GRPC_QUEUE_SHUTDOWN)
+		;
+	grpc_completion_queue_destroy(all->cq);
+	free(all->cl);
+}
+
 int sidecar_run(struct sidecar *s, const volatile sig_atomic_t *stop,
 		struct err *e)
 {
-	struct client cl = { 0 };
+	struct clients all = { 0 };
 	pthread_t bridge;
-	int rc;
+	int done = 0, refused = 0, rc;
 
 	/* the system resolver (getaddrinfo: /etc/hosts, search domains, as
 	 * any program) unless the environment says otherwise; this gRPC's
 	 * c-ares path also leaks a few bytes per lookup */
 	setenv("GRPC_DNS_RESOLVER", "native", 0);
 	grpc_init();
-	cl.s = s;
-	cl.backoff = s->o.backoff_min;
-	cl.beat_backoff = s->o.backoff_min;
-	rng_seed(&cl.rng, (uint64_t)getpid() ^ (uint64_t)(clock_wall() * 1e6));
-	cl.cq = grpc_completion_queue_create_for_next(NULL);
-	cl.ch = make_channel(s->o.target, s->o.tls, 0);
 	s->stop = 0;
-	/* the channel and the queue outlive the bridge (joined first) */
-	if (pthread_create(&bridge, NULL, bridge_main, &cl)) {
-		grpc_channel_destroy(cl.ch);
-		grpc_completion_queue_destroy(cl.cq);
+	/* the channels and the queue outlive the bridge (joined first) */
+	if (clients_init(&all, s) ||
+	    pthread_create(&bridge, NULL, bridge_main, &all)) {
+		s->stop = 1;
+		clients_end(&all);
 		grpc_shutdown();
 		return err_set(e, "sidecar: cannot start the bridge thread");
 	}
-	if (s->o.tls)
-		log_info("syncer at '%s', mutual TLS", s->o.target);
-	else
-		log_warn("syncer at '%s' in PLAINTEXT (spec.syncer.insecure): "
-			 "whoever answers there is taken for the syncer", s->o.target);
-	while (!*stop && !cl.done && !cl.refused) {
-		grpc_event ev;
-
-		if (!cl.live && clock_mono() >= cl.next_attempt)
-			start_call(&cl);
-		pump_send(&cl);
-		ev = grpc_completion_queue_next(cl.cq, after_ms(TICK_MS), NULL);
-		if (ev.type == GRPC_OP_COMPLETE)
-			on_event(&cl, ev);
-	}
-	/* the end: cancel what is open, drain, tear down in order */
+	while (!*stop && clients_turn(&all, &done, &refused))
+		;
 	s->stop = 1;
 	pthread_join(bridge, NULL);
-	if (cl.live) {
-		struct call *c = cl.live;
-
-		end_live(&cl);
-		reap(&cl, c);
-	}
-	while (cl.draining > 0) {
-		grpc_event ev = grpc_completion_queue_next(cl.cq, after_ms(1000),
-							   NULL);
-
-		if (ev.type == GRPC_OP_COMPLETE)
-			on_event(&cl, ev);
-		else if (ev.type == GRPC_QUEUE_TIMEOUT)
-			break;
-	}
-	grpc_channel_destroy(cl.ch);
-	if (cl.beat_ch)
-		grpc_channel_destroy(cl.beat_ch);
-	grpc_completion_queue_shutdown(cl.cq);
-	while (grpc_completion_queue_next(cl.cq, gpr_inf_future(GPR_CLOCK_REALTIME),
-					  NULL).type != GRPC_QUEUE_SHUTDOWN)
-		;
-	grpc_completion_queue_destroy(cl.cq);
+	if (refused)
+		*e = all.cl[refused - 1].refusal;
+	clients_end(&all);
 	grpc_shutdown_blocking();
-	if (cl.done) {
+	if (done) {
 		exchange_set_done(s->x, 1);
 		rc = 0;
-	} else if (cl.refused) {
-		*e = cl.refusal;
+	} else if (refused) {
 		rc = -1;
 	} else {
 		rc = 1;

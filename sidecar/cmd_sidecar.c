@@ -275,6 +275,23 @@ out:
 	return rc;
 }
 
+/* As many syncer addresses as the job has shards: 0, else 1 with the
+ * message logged. */
+static int check_shards(const struct job_spec *js, const char *target)
+{
+	int n = 1;
+
+	for (const char *t = target; *t; t++)
+		n += *t == ',';
+	if (n == js->syncer.shards)
+		return 0;
+	log_error("--syncer has %d address%s, job '%s' has %d syncer "
+		  "shard%s (spec.syncer.shards): one address each", n,
+		  n == 1 ? "" : "es", js->name, js->syncer.shards,
+		  js->syncer.shards == 1 ? "" : "s");
+	return 1;
+}
+
 /* Long because the option table is declared here, beside the variables it
  * fills; after it, the setup runs in order and unwinds at one label. */
 int cmd_sidecar(int argc, char **argv)
@@ -297,7 +314,9 @@ int cmd_sidecar(int argc, char **argv)
 			"this learner's index in the job"),
 		CLI_STRING("exchange", 0, &dir, "DIR",
 			   "the exchange folder shared with the learner"),
-		CLI_STRING("syncer", 0, &target, "HOST:PORT", "the syncer's gRPC address"),
+		CLI_STRING("syncer", 0, &target, "HOST:PORT[,...]",
+			   "the syncer's gRPC address; a job of spec.syncer.shards\n"
+			   "S: each shard's, shard 0 first"),
 		CLI_STRING("http", 0, &http, "HOST:PORT",
 			   "serve /healthz, /readyz and /metrics"),
 		CLI_FLAG("evaluator", 0, &evaluator,
@@ -339,7 +358,8 @@ int cmd_sidecar(int argc, char **argv)
 		log_error("%s", e.msg);
 		return 1;
 	}
-	if (check_index(&js, learner, evaluator))
+	if (check_index(&js, learner, evaluator) ||
+	    check_shards(&js, target))
 		return 1;
 	snprintf(id.job, sizeof(id.job), "%s", js.name);
 	id.learner = (unsigned)learner;

@@ -13,7 +13,8 @@
  * in flight, whatever the learner or the syncer do.
  *
  * The syncer is found through the gRPC resolver: "host:port" is a DNS name
- * or an address. With TLS the stream is mutual TLS on the job's CA, and
+ * or an address. A sharded syncer (docs/syncer.md, Shards) is S of them,
+ * one stream each; fragment p goes by shard p mod S. With TLS the stream is mutual TLS on the job's CA, and
  * nothing the syncer sends (updates, pulls, "job done", a refusal) is
  * used before its certificate is seen to name this job's syncer. When the stream ends with anything but OK "job done" the
  * client reconnects with exponential backoff (100 ms doubling to 5 s, ±20%
@@ -39,7 +40,10 @@
 #define SIDECAR_MAX_EVALUATORS 4
 
 struct sidecar_opts {
-	const char *target;       /* "host:port" (DNS name or address) */
+	const char *target;       /* "host:port" (DNS name or address); a job
+	                           * of S syncer shards: S of them, comma
+	                           * separated, shard 0 first (docs/syncer.md,
+	                           * Shards) */
 	unsigned learner_id;
 	const char *job;          /* metadata.name, sent in Hello */
 	double heartbeat_every;   /* seconds; 0 = 1 */
@@ -89,7 +93,8 @@ struct sidecar_metrics {
 	double encoding_error_last, encoding_error_max;   /* relative L2 */
 	uint64_t residual_resets;    /* residuals dropped: new learner or encoding */
 	uint64_t queue_answers, queue_bytes;         /* now */
-	int connected, welcomed;
+	int connected, welcomed;     /* every shard's stream */
+	int shards, shards_welcomed; /* syncer shards; welcomed streams */
 	int encoding;                /* enum payload_enc of answers */
 	struct exchange_counters x;
 };
@@ -113,14 +118,16 @@ void sidecar_metrics_text(struct sidecar *s, struct buf *b);
 
 /* ---- the pieces below are shared by client.c and the tests ---- */
 
-/* One received SyncerMessage applied to the exchange. -1 with e filled
- * for a message that cannot be used (it is counted and dropped); -2 for a
- * Welcome this sidecar cannot work with (the stream should end). */
-int sidecar_handle(struct sidecar *s, const uint8_t *msg, size_t len,
-		   struct err *e);
+/* One SyncerMessage received from shard `shard` applied to the exchange.
+ * -1 with e filled for a message that cannot be used (it is counted and
+ * dropped); -2 for a Welcome this sidecar cannot work with (the stream
+ * should end). */
+int sidecar_handle(struct sidecar *s, int shard, const uint8_t *msg,
+		   size_t len, struct err *e);
 /* Takes and queues every answer the learner published; returns how many. */
 int sidecar_collect(struct sidecar *s);
-/* Marks a new stream; answers for older streams are dropped. */
-void sidecar_stream_begin(struct sidecar *s);
+/* Marks a new stream to shard `shard`; answers of its fragments for
+ * older streams are dropped. */
+void sidecar_stream_begin(struct sidecar *s, int shard);
 
 #endif

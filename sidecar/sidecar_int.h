@@ -31,32 +31,46 @@ struct pull_note {
 	double at;
 };
 
+/*
+ * One syncer shard's stream, as the exchange side sees it (under the
+ * sidecar's mu). A job of S shards (docs/syncer.md, Shards) has S of
+ * them, one Train stream each; fragment p's pulls, answers and updates
+ * go by the link of its owner (common/shard.h). An unsharded job has one.
+ */
+struct link {
+	const char *target;      /* "host:port" of the shard */
+	uint64_t epoch;          /* stream number; 0 = none yet */
+	int connected, welcomed;
+	enum payload_enc enc;    /* answers, from Welcome */
+	uint64_t seed_epoch;     /* the stream a seed request came on */
+	uint64_t hello_incarnation;   /* learner's, in our last Hello */
+	uint64_t resume_step;    /* from the last Welcome */
+	uint64_t welcome_round;  /* from the last Welcome: the round of the
+				  * updates a join sends (round 0 on the wire) */
+	int rehello;             /* the learner restarted: a new stream */
+};
+
 struct sidecar {
 	struct sidecar_opts o;
 	struct exchange *x;
 	const struct frag_table *ft;
 	int nfrags;
+	int nshards;
+	char *targets;           /* o.target split at commas: links' */
 
 	pthread_mutex_t mu;      /* guards everything below up to metrics */
-	uint64_t epoch;          /* stream number; 0 = none yet */
-	int connected, welcomed;
-	enum payload_enc enc;    /* answers, from Welcome */
+	struct link *links;      /* nshards entries */
 	struct qanswer *queue;   /* nfrags entries */
 	struct pull_note *pulls; /* nfrags entries: last Pull per fragment */
 	unsigned char *seed_wanted;   /* nfrags: a Pull of round 0 came on
-				       * stream seed_epoch (o.seed_dir) */
-	uint64_t seed_epoch;
+				       * its link's stream seed_epoch
+				       * (o.seed_dir) */
 
 	struct sidecar_metrics m;   /* counters: atomics or under mu */
 	uint64_t incarnation;    /* learner's, last seen */
 	uint64_t learner_step;   /* its step, last seen */
-	uint64_t hello_incarnation;   /* learner's, in our last Hello */
-	uint64_t resume_step;    /* from the last Welcome */
-	uint64_t welcome_round;  /* from the last Welcome: the round of the
-				  * updates a join sends (round 0 on the wire) */
 	uint64_t eval_sent;      /* client thread: the evaluator's report
 				  * count last sent */
-	int rehello;             /* the learner restarted: a new stream */
 	volatile int stop;       /* the bridge thread ends when set */
 	float *take_buf;         /* bridge thread: one fragment */
 	uint64_t answers_taken;  /* bridge thread: answers with steps */
@@ -70,6 +84,12 @@ struct sidecar {
 	uint64_t resid_incarnation;
 	uint64_t resid_gen;      /* counts the resets */
 };
+
+/* The link fragment p goes by: its owner shard's. */
+static inline struct link *sidecar_link(struct sidecar *s, int p)
+{
+	return &s->links[s->nshards > 1 ? p % s->nshards : 0];
+}
 
 #define SC_ADD(s, field, n) __atomic_add_fetch(&(s)->m.field, (n), __ATOMIC_RELAXED)
 

@@ -78,7 +78,8 @@ void audit_merged(struct audit *a, int m, int p, uint64_t incarnation,
 		log_warn("audit: learner %d fragment %d: answer of steps (%" PRIu64
 			 ", %" PRIu64 "] from base %" PRIu64 " (incarnation %" PRIu64
 			 ") merged below the mark %" PRIu64 ": %" PRIu64 " step(s) "
-			 "merged twice", m, p, lo, step, base_version, incarnation,
+			 "merged twice", m, a->gid ? a->gid[p] : p, lo, step,
+			 base_version, incarnation,
 			 a->mark[k], twice);
 	}
 	if (a->base[k] == base_version + 1)

@@ -38,6 +38,7 @@
 
 struct audit {
 	int M, P;
+	const int *gid;          /* fragment p's number in logs (NULL: p) */
 	uint64_t *mark;          /* M × P: highest learner step merged */
 	uint64_t *base;          /* M × P: base version + 1 of the last
 				  * merged answer (0: none) */

@@ -1,7 +1,7 @@
 /*
  * `ddiloco syncer --job JOB.yaml [--listen HOST:PORT] [--http HOST:PORT]
  *                 [--checkpoint-dir DIR] [--tls-dir DIR] [--tls-cert FILE]
- *                 [--tls-key FILE] [--tls-ca FILE]`
+ *                 [--tls-key FILE] [--tls-ca FILE] [--shard I|auto]`
  *
  * Reads the job, builds the model's fragment table and its seeded initial
  * parameters (the same as `ddiloco train` builds), an evaluator on the
@@ -136,13 +136,17 @@ static int reference_model(const struct job_spec *js, struct reference *r,
 		return 1;
 	}
 	model_init_params(&r->cfg, r->params, js->model.seed);
-	if (js->syncer.eval_every > 0 && js->syncer.eval_tokens > 0 &&
-	    !(r->ev = evaluator_new(js, &e))) {
+	/* a shard holds part of Θ: the job's evaluations are an
+	 * evaluator's, never a shard's (docs/syncer.md, Shards) */
+	if (js->syncer.shards == 1 && js->syncer.eval_every > 0 &&
+	    js->syncer.eval_tokens > 0 && !(r->ev = evaluator_new(js, &e))) {
 		log_error("cannot evaluate: %s", e.msg);
 		return 1;
 	}
 	prm->ft = &r->ft;
-	prm->init_params = r->params;
+	prm->init_params = r->params;   /* syncer_run frees them */
+	prm->init_owned = 1;
+	r->params = NULL;
 	prm->nparams = nparams;
 	prm->eval = r->ev ? eval_cb : NULL;
 	prm->eval_ctx = r->ev;
@@ -174,10 +178,44 @@ static int syncer_tls(const struct tls_paths *tp, const struct job_spec *js,
 	return use_tls;
 }
 
+/*
+ * --shard: a number, or "auto", the ordinal a StatefulSet's pod name
+ * ends with (<job>-syncer-<i>, in $HOSTNAME). 2 (the exit code) when it
+ * is neither or not a shard of the job, with the message printed.
+ */
+static int shard_arg(const char *arg, const struct job_spec *js, int *shard)
+{
+	const char *v = arg, *h = getenv("HOSTNAME"), *dash;
+	char *end;
+	long n;
+
+	*shard = 0;
+	if (!arg)
+		return 0;
+	if (!strcmp(arg, "auto")) {
+		if (!h || !(dash = strrchr(h, '-'))) {
+			fprintf(stderr, "ddiloco syncer: --shard auto: HOSTNAME "
+				"'%s' does not end with -<ordinal>\n",
+				h ? h : "");
+			return 2;
+		}
+		v = dash + 1;
+	}
+	n = strtol(v, &end, 10);
+	if (!*v || *end || n < 0 || n >= js->syncer.shards) {
+		fprintf(stderr, "ddiloco syncer: --shard '%s': job '%s' has "
+			"shards 0 to %d (spec.syncer.shards)\n", v, js->name,
+			js->syncer.shards - 1);
+		return 2;
+	}
+	*shard = (int)n;
+	return 0;
+}
+
 int cmd_syncer(int argc, char **argv)
 {
 	const char *job = NULL, *listen = NULL, *http = NULL;
-	const char *ckpt_dir = "checkpoints";
+	const char *ckpt_dir = "checkpoints", *shard_s = NULL;
 	struct tls_paths tp = { 0 };
 	const struct cli_option opts[] = {
 		CLI_TEXT("usage: ddiloco syncer --job JOB.yaml [--listen HOST:PORT] [--http HOST:PORT]\n"
@@ -192,6 +230,9 @@ int cmd_syncer(int argc, char **argv)
 		CLI_STRING("checkpoint-dir", 0, &ckpt_dir, "DIR",
 			   "where checkpoints are written and resumed from\n"
 			   "(default ./checkpoints)"),
+		CLI_STRING("shard", 0, &shard_s, "I|auto",
+			   "the shard of spec.syncer.shards this syncer is\n"
+			   "(auto: the ordinal $HOSTNAME ends with; default 0)"),
 		TLS_CLI_OPTIONS(tp, "syncer's"),
 		CLI_END(),
 	};
@@ -200,7 +241,7 @@ int cmd_syncer(int argc, char **argv)
 	struct tls_files tls = { 0 };
 	struct syncer_params prm;
 	struct job_spec js;
-	int http_port, n, use_tls, rc;
+	int http_port, n, use_tls, rc, shard;
 	struct err e;
 
 	log_init("syncer");
@@ -215,6 +256,8 @@ int cmd_syncer(int argc, char **argv)
 		fprintf(stderr, "ddiloco syncer: %s\n", e.msg);
 		return 2;
 	}
+	if (shard_arg(shard_s, &js, &shard))
+		return 2;
 	if ((use_tls = syncer_tls(&tp, &js, &tls)) < 0)
 		return 2;
 	if ((rc = addresses(&js, &listen, listen_buf, sizeof(listen_buf), http,
@@ -225,7 +268,11 @@ int cmd_syncer(int argc, char **argv)
 		.js = &js, .listen = listen, .http_addr = http_host,
 		.http_port = http_port, .ckpt_dir = ckpt_dir,
 		.drain_seconds = 2.0, .tls = use_tls ? &tls : NULL,
+		.shard = shard, .nshards = js.syncer.shards,
 	};
+	if (js.syncer.shards > 1)
+		log_info("shard %d of %d: fragments p with p mod %d = %d",
+			 shard, js.syncer.shards, js.syncer.shards, shard);
 	if (js.model.kind != MODEL_EXTERNAL &&
 	    (rc = reference_model(&js, &ref, &prm)))
 		goto out;

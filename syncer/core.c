@@ -34,6 +34,7 @@
 
 #include "common/encoding.h"
 #include "common/log.h"
+#include "common/shard.h"
 #include "common/util.h"
 #include "common/wire.h"
 
@@ -68,9 +69,9 @@ static int build_layout(struct syncer *s, struct err *e)
 		off += f->numel;
 	}
 	s->frag_off[s->P] = off;
-	if (off != s->nparams)
+	if (s->nshards == 1 && off != s->prm->nparams)
 		return err_set(e, "syncer: the fragment table covers %zu parameters, "
-			       "the model has %zu", off, s->nparams);
+			       "the model has %zu", off, s->prm->nparams);
 	return 0;
 }
 
@@ -149,14 +150,15 @@ static int alloc_state(struct syncer *s, struct err *e)
 	s->delta = malloc(s->max_numel * sizeof(float));
 	s->undo = malloc(2 * s->max_numel * sizeof(float));
 	s->accs = calloc((size_t)s->js->syncer.overlap, sizeof(*s->accs));
-	s->flat = malloc(s->nparams * sizeof(float));
+	/* Θ in model order, for the last evaluation only */
+	s->flat = s->prm->eval ? malloc(s->nparams * sizeof(float)) : NULL;
 	s->versions = calloc((size_t)s->P, sizeof(uint64_t));
 	s->resumed_at = calloc((size_t)s->P, sizeof(uint64_t));
 	s->answers = calloc((size_t)s->js->syncer.overlap, sizeof(*s->answers));
 	s->learners = calloc((size_t)s->M, sizeof(*s->learners));
 	s->acc.learners = calloc((size_t)s->M, sizeof(*s->acc.learners));
 	s->acc.evals = calloc(CKPT_MAX_EVALS, sizeof(*s->acc.evals));
-	if (!s->theta || !s->mom || !s->flat || !s->in ||
+	if (!s->theta || !s->mom || (s->prm->eval && !s->flat) || !s->in ||
 	    !s->in_sq || !s->delta || !s->undo || !s->accs ||
 	    !s->versions || !s->resumed_at || !s->answers || !s->learners ||
 	    !s->acc.learners || !s->acc.evals || screen_start(s))
@@ -168,13 +170,16 @@ static int alloc_state(struct syncer *s, struct err *e)
 				   outer_acc_k(s->js->syncer.max_share, s->M)))
 			return err_set(e, "syncer: out of memory for the merge "
 				       "of %zu parameters", s->max_numel);
-	s->acc.fingerprint = s->ft->fingerprint;
+	/* a shard's checkpoints are its own (common/shard.h) */
+	s->acc.fingerprint = shard_fingerprint(s->ft->fingerprint, s->shard,
+					       s->nshards);
 	s->acc.nfrags = (uint32_t)s->P;
 	s->acc.nparams = s->nparams;
 	s->acc.nlearners = (uint32_t)s->M;
 	s->acc.uptime_start = -1;
 	if (audit_init(&s->audit, s->M, s->P))
 		return err_set(e, "syncer: out of memory");
+	s->audit.gid = s->scr.gid = s->gid;
 	return 0;
 }
 
@@ -265,18 +270,17 @@ int core_init(struct syncer *s, const struct syncer_params *p, double now,
 	}
 	s->prm = p;
 	s->js = p->js;
-	s->ft = p->ft;
-	s->P = p->ft->nfrags;
 	s->M = p->js->learners.replicas;
-	s->nparams = p->nparams;
 	s->t0 = now;
 	s->last_loop = now;
-	if (build_layout(s, e) || alloc_state(s, e) || bounds_start(s, now, e))
+	if (core_owned_init(s, p, e) || build_layout(s, e) ||
+	    alloc_state(s, e) || bounds_start(s, now, e))
 		return -1;
 	for (int q = 0; q < s->P; q++)
 		frag_gather(s->ft, q, p->init_params, s->theta + s->frag_off[q]);
-	persist_init(&s->ps, p->ckpt_dir, p->ft->fingerprint, (uint32_t)s->P,
-		     s->nparams, (uint32_t)s->M);
+	persist_init(&s->ps, p->ckpt_dir,
+		     shard_fingerprint(p->ft->fingerprint, s->shard, s->nshards),
+		     (uint32_t)s->P, s->nparams, (uint32_t)s->M);
 	if ((loaded = load_checkpoint(s, e)) < 0)
 		return -1;
 	for (int q = 0; q < s->P; q++)
@@ -362,6 +366,7 @@ void core_release(struct syncer *s)
 	free(s->acc.evals);
 	audit_release(&s->audit);
 	bounds_release(&s->bounds);
+	core_owned_release(s);
 	pthread_mutex_destroy(&s->mu);
 }
 
@@ -492,7 +497,7 @@ void core_merge(struct syncer *s, int slot, double now, struct core_merged *out)
 	close_round(s, slot, now, t);
 	eval_remote_merged(&s->evr, round, s->acc.tokens_trained);
 	log_debug("round %" PRIu64 " fragment %d: %d merged, version %" PRIu64,
-		  round, p, kept, s->versions[p]);
+		  round, s->gid[p], kept, s->versions[p]);
 	done = core_check_budget(s, now);
 	*out = (struct core_merged){ .frag = p, .round = round,
 				     .version = s->versions[p], .merged = kept,
@@ -535,7 +540,7 @@ int core_poll(struct syncer *s, double now, struct core_step *out)
 		*out = (struct core_step){ .kind = CORE_STEP_PULL,
 					   .round = a.round, .frag = a.frag };
 		log_debug("round %" PRIu64 " fragment %d: pulled", a.round,
-			  a.frag);
+			  s->gid[a.frag]);
 		return 1;
 	default:
 		return 0;
@@ -585,22 +590,23 @@ void core_stop(struct syncer *s, double now)
 static int model_mismatch(const struct syncer *s, const struct wire_hello *h,
 			  struct err *e)
 {
-	if (h->fingerprint != s->ft->fingerprint)
+	const struct frag_table *g = s->gft;
+
+	if (h->fingerprint != g->fingerprint)
 		return err_set(e, "model fingerprint mismatch: learner %016" PRIx64
 			       ", syncer %016" PRIx64, h->fingerprint,
-			       s->ft->fingerprint);
-	if (h->fragments != (uint32_t)s->P)
+			       g->fingerprint);
+	if (h->fragments != (uint32_t)s->gP)
 		return err_set(e, "fragment count mismatch: learner %u fragments, "
-			       "syncer %d", h->fragments, s->P);
-	if (h->nsizes != (size_t)s->P)
+			       "syncer %d", h->fragments, s->gP);
+	if (h->nsizes != (size_t)s->gP)
 		return err_set(e, "fragment sizes missing: learner sent %zu sizes "
-			       "for %d fragments", h->nsizes, s->P);
-	for (int p = 0; p < s->P; p++)
-		if (h->fragment_sizes[p] != s->ft->frags[p].numel)
+			       "for %d fragments", h->nsizes, s->gP);
+	for (int p = 0; p < s->gP; p++)
+		if (h->fragment_sizes[p] != g->frags[p].numel)
 			return err_set(e, "fragment %d size mismatch: learner %"
 				       PRIu64 " parameters, syncer %zu", p,
-				       h->fragment_sizes[p],
-				       s->ft->frags[p].numel);
+				       h->fragment_sizes[p], g->frags[p].numel);
 	return 0;
 }
 

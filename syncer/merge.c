@@ -44,7 +44,7 @@ uint8_t *core_update_payload(const struct syncer *s, int p, int *enc_out,
 	uint8_t *buf = malloc(enc_size(ENC_F32, n) + 1);
 
 	if (buf && enc_encode(enc, x, n, buf, NULL)) {
-		log_warn("fragment %d cannot be sent as %s; sending f32", p,
+		log_warn("fragment %d cannot be sent as %s; sending f32", s->gid[p],
 			 enc_name(enc));
 		enc = ENC_F32;
 		enc_encode(enc, x, n, buf, NULL);
@@ -120,7 +120,7 @@ static int apply_merge(struct syncer *s, int slot, int p, uint64_t round,
 		s->steps_undone++;
 		log_warn("round %" PRIu64 " fragment %d: the step of its %d "
 			 "answers makes the global model non-finite; not applied",
-			 round, p, kept);
+			 round, s->gid[p], kept);
 		return -1;
 	}
 	s->versions[p]++;
@@ -194,13 +194,13 @@ static enum core_verdict not_queued(struct syncer *s, int id,
 		return CORE_LATE;
 	case ROUND_ACCEPTED:
 		s->acc.rejected++;
-		log_warn("learner %d: answer for round %" PRIu64 " fragment %u "
-			 "rejected: %s", id, a->round, a->fragment, why);
+		log_warn("learner %d: answer for round %" PRIu64 " fragment %d "
+			 "rejected: %s", id, a->round, s->gid[a->fragment], why);
 		return CORE_INVALID;
 	default:
 		s->acc.rejected++;
-		log_warn("learner %d: answer for round %" PRIu64 " fragment %u "
-			 "refused: %s", id, a->round, a->fragment,
+		log_warn("learner %d: answer for round %" PRIu64 " fragment %d "
+			 "refused: %s", id, a->round, s->gid[a->fragment],
 			 v == ROUND_DUPLICATE ? "already answered"
 					      : "no such round in flight");
 		return CORE_REFUSED;
@@ -249,7 +249,7 @@ static double bounded_weight(struct syncer *s, int id, int p,
 		log_debug("learner %d: answer for round %" PRIu64 " fragment "
 			  "%d of %" PRIu64 " steps and %" PRIu64 " tokens clipped "
 			  "to %" PRIu64 " steps of at most %" PRIu64 " tokens", id,
-			  a->round, p, a->steps, a->tokens, max_steps, tps);
+			  a->round, s->gid[p], a->steps, a->tokens, max_steps, tps);
 	}
 	return w;
 }
@@ -273,8 +273,8 @@ static enum core_verdict refused_bounds(struct syncer *s, int id,
 		bounds_answered(&s->bounds, id, (int)a->fragment,
 				s->rs.slots[slot].t_start);
 	s->acc.rejected++;
-	snprintf(what, sizeof(what), "answer for round %" PRIu64 " fragment %u",
-		 a->round, a->fragment);
+	snprintf(what, sizeof(what), "answer for round %" PRIu64 " fragment %d",
+		 a->round, s->gid[a->fragment]);
 	core_log_refusal(id, what, s->bounds.l[id].refused_answers, why);
 	return CORE_INVALID;
 }
@@ -303,14 +303,14 @@ static void log_empty(const struct syncer *s, int id, int p,
 	if (stale)
 		log_info("learner %d: answer for round %" PRIu64 " fragment %d "
 			 "trained from version %" PRIu64 ", %" PRIu64 " behind "
-			 "(staleVersions %d): taken as empty", id, a->round, p,
+			 "(staleVersions %d): taken as empty", id, a->round, s->gid[p],
 			 a->base_version, s->versions[p] - a->base_version,
 			 s->js->syncer.stale_versions);
 	else
 		log_info("learner %d: answer for round %" PRIu64 " fragment %d "
 			 "trained from version %" PRIu64 ", before this syncer "
 			 "resumed at %" PRIu64 ": taken as empty", id, a->round,
-			 p, a->base_version, s->resumed_at[p]);
+			 s->gid[p], a->base_version, s->resumed_at[p]);
 }
 
 /* ans joins slot's answers; the round's first sets the fragment's
@@ -348,17 +348,20 @@ static void fold_answer(struct syncer *s, int slot, int p,
 		s->acc.rejected++;
 		log_warn("learner %d: answer for round %" PRIu64 " fragment %d "
 			 "rejected: weight %g or norms not finite", ans->learner,
-			 a->round, p, ans->weight);
+			 a->round, s->gid[p], ans->weight);
 		return;
 	}
 	ans->fate = ANSWER_FOLDED;
 }
 
 enum core_verdict core_answer(struct syncer *s, int id,
-			      const struct wire_answer *a, double now)
+			      const struct wire_answer *wa, double now)
 {
 	struct learner *l = &s->learners[id];
-	int p = (int)a->fragment, before_resume, stale, slot, values;
+	/* from here on the fragment is this syncer's number (owned.c) */
+	struct wire_answer la = *wa;
+	const struct wire_answer *a = &la;
+	int p = core_local(s, wa->fragment), before_resume, stale, slot, values;
 	const char *why = NULL;
 	struct answer *ans = NULL;
 	enum round_verdict v;
@@ -367,12 +370,14 @@ enum core_verdict core_answer(struct syncer *s, int id,
 
 	l->last_seen = now;
 	s->acc.bytes_in += a->payload_len;
-	if (a->fragment >= (uint32_t)s->P) {
+	if (p < 0) {
 		s->acc.rejected++;
-		log_warn("learner %d: answer for fragment %u of %d refused", id,
-			 a->fragment, s->P);
+		log_warn("learner %d: answer for fragment %u refused: %s", id,
+			 wa->fragment, wa->fragment < (uint32_t)s->gP
+			 ? "another shard's" : "no such fragment");
 		return CORE_REFUSED;
 	}
+	la.fragment = (uint32_t)p;
 	/*
 	 * Trained from a base older than the version this syncer resumed at:
 	 * its Δ spans the time the syncer was away (hundreds of steps where a

@@ -100,7 +100,8 @@ enum screen_verdict screen_answer(struct screen *sc, int learner, int p,
 		sc->size_refused++;
 		log_warn("round %" PRIu64 ": answer of learner %d for fragment "
 			 "%d rejected: norm per step %.4g is more than %g times "
-			 "the fragment's own size %.4g", round, learner, p,
+			 "the fragment's own size %.4g", round, learner,
+			 sc->gid ? sc->gid[p] : p,
 			 per_step, SCREEN_SIZE_RATIO, ref);
 		return SCREEN_SIZE;
 	}
@@ -109,7 +110,8 @@ enum screen_verdict screen_answer(struct screen *sc, int learner, int p,
 	sc->history_refused++;
 	log_warn("round %" PRIu64 ": answer of learner %d for fragment %d "
 		 "rejected: norm per step %.4g is more than %g times the "
-		 "median %.4g of its recent merged ones", round, learner, p,
+		 "median %.4g of its recent merged ones", round, learner,
+		 sc->gid ? sc->gid[p] : p,
 		 per_step, outlier, med);
 	return SCREEN_HISTORY_OUTLIER;
 }

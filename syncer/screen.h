@@ -28,6 +28,7 @@ struct buf;
 
 struct screen {
 	int P;
+	const int *gid;              /* fragment p's number in logs (NULL: p) */
 	size_t nparams;
 	size_t *numel;               /* P: each fragment's size */
 	double *hist;                /* P × SCREEN_HISTORY, a ring each */

@@ -11,6 +11,7 @@
 
 #include "common/encoding.h"
 #include "common/log.h"
+#include "common/shard.h"
 #include "common/wire.h"
 
 void seed_init(struct seed *sd)
@@ -62,17 +63,37 @@ int seed_begin(struct seed *sd, double now, struct err *e)
 	drop_values(sd);
 	sd->off = calloc((size_t)sd->ft.nfrags, sizeof(size_t));
 	sd->got = calloc((size_t)sd->ft.nfrags, 1);
-	for (int p = 0; sd->off && p < sd->ft.nfrags; p++) {
+	sd->left = 0;
+	/* a shard waits for its own fragments only (seed_owns) */
+	for (int p = 0; sd->off && sd->got && p < sd->ft.nfrags; p++) {
 		sd->off[p] = off;
+		if (!seed_owns(sd, p)) {
+			sd->got[p] = 1;
+			continue;
+		}
 		off += sd->ft.frags[p].numel;
+		sd->left++;
 	}
-	sd->values = malloc(off * sizeof(float));
+	sd->values = malloc(off * sizeof(float) + 1);
 	if (!sd->off || !sd->got || !sd->values)
 		return err_set(e, "syncer: out of memory for a %zu-value seed",
 			       off);
 	sd->moved = now;
-	sd->left = sd->ft.nfrags;
 	return 0;
+}
+
+int seed_owns(const struct seed *sd, int p)
+{
+	return shard_owner(p, sd->prm.nshards) == sd->prm.shard ||
+	       sd->prm.nshards <= 1;
+}
+
+void seed_started(struct seed *sd)
+{
+	drop_values(sd);
+	free(sd->flat);
+	sd->flat = NULL;
+	sd->prm.init_params = NULL;
 }
 
 int seed_wants(const struct seed *sd, const struct wire_answer *a)
@@ -110,13 +131,18 @@ const struct syncer_params *seed_params(struct seed *sd, int use_seed)
 	free(sd->flat);
 	if (use_seed) {
 		sd->flat = malloc(n * sizeof(float));
-		if (sd->flat)   /* the seed is in fragment order: scatter it */
-			for (int p = 0; p < sd->ft.nfrags; p++)
+		/* the seed is in fragment order: scatter it; a shard's
+		 * others stay zero pages, never touched (core_init gathers
+		 * its own) */
+		sd->flat = calloc(n, sizeof(float));
+		for (int p = 0; sd->flat && p < sd->ft.nfrags; p++)
+			if (seed_owns(sd, p))
 				frag_scatter(&sd->ft, p, sd->values + sd->off[p],
 					     sd->flat);
 	} else {
 		sd->flat = calloc(n, sizeof(float));
 	}
+	drop_values(sd);
 	sd->prm.init_params = sd->flat;
 	sd->prm.nparams = n;
 	return sd->flat ? &sd->prm : NULL;

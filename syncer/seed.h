@@ -44,6 +44,11 @@ int seed_adopt(struct seed *sd, const struct wire_hello *h,
 	       const struct syncer_params *base, struct err *e);
 /* A new seeder is asked at now: what an earlier one sent is dropped. */
 int seed_begin(struct seed *sd, double now, struct err *e);
+/* Whether fragment p (the job's number) is this syncer's: a shard asks
+ * for and keeps only its own (docs/syncer.md, Shards). */
+int seed_owns(const struct seed *sd, int p);
+/* The core holds Θ: the seed's values and layout copy are freed. */
+void seed_started(struct seed *sd);
 /* Whether a is an answer the seed still waits for (round 0, a fragment
  * not received yet). */
 int seed_wants(const struct seed *sd, const struct wire_answer *a);

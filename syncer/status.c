@@ -131,6 +131,14 @@ static json_t *status_json(struct syncer *s, double now)
 	for (int p = 0; p < s->P; p++)
 		json_array_append_new(a, json_integer((json_int_t)s->versions[p]));
 	json_object_set_new(o, "versions", a);
+	/* which fragments those are: all, or this shard's (docs/syncer.md,
+	 * Shards) */
+	a = json_array();
+	for (int p = 0; p < s->P; p++)
+		json_array_append_new(a, json_integer(s->gid[p]));
+	json_object_set_new(o, "owned", a);
+	json_object_set_new(o, "shard", json_integer(s->shard));
+	json_object_set_new(o, "shards", json_integer(s->nshards));
 	json_object_set_new(o, "done", json_boolean(s->done));
 	json_object_set_new(o, "tokens", json_integer((json_int_t)c->tokens_trained));
 	json_object_set_new(o, "tokens_merged",
@@ -264,7 +272,7 @@ static void metrics_text(struct syncer *s, double now, struct buf *b)
 	prom_family(b, M("fragment_version"), PROM_GAUGE,
 		    "Version of each global fragment.");
 	for (int p = 0; p < s->P; p++) {
-		snprintf(id, sizeof(id), "%d", p);
+		snprintf(id, sizeof(id), "%d", s->gid[p]);
 		prom_u64(b, M("fragment_version"), PROM_LABELS("fragment", id),
 			 s->versions[p]);
 	}

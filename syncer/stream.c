@@ -352,7 +352,7 @@ static grpc_slice pack_update(const struct syncer *s, int p, uint64_t round,
 	grpc_slice sl;
 
 	m.update = (struct wire_update){
-		.fragment = (uint32_t)p, .version = s->versions[p],
+		.fragment = (uint32_t)s->gid[p], .version = s->versions[p],
 		.encoding = enc, .payload = buf, .payload_len = len,
 		.round = round, .tokens = core_job_tokens(s, clock_mono()),
 	};
@@ -405,11 +405,20 @@ void conn_send_welcome(struct conn *c, uint64_t resume,
 {
 	struct syncer *s = c->sv->s;
 	struct wire_syncer_msg m = { .kind = WIRE_WELCOME };
+	/* the job's fragments: a shard's own versions, 0 for the others' */
+	uint64_t *v = s->nshards > 1 ? calloc((size_t)s->gP, sizeof(*v))
+				     : s->versions;
 	grpc_slice sl;
 
+	if (!v) {
+		conn_close(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
+		return;
+	}
+	for (int p = 0; v != s->versions && p < s->P; p++)
+		v[s->gid[p]] = s->versions[p];
 	m.welcome = (struct wire_welcome){
-		.fragments = (uint32_t)s->P, .nversions = (size_t)s->P,
-		.versions = s->versions,
+		.fragments = (uint32_t)s->gP, .nversions = (size_t)s->gP,
+		.versions = v,
 		/* an evaluator's: the newest round merged, the round of the
 		 * Θ that follows (rounds handed out before a restart and
 		 * never merged put round numbers ahead of the count) */
@@ -420,6 +429,8 @@ void conn_send_welcome(struct conn *c, uint64_t resume,
 		.resume_step = resume,
 	};
 	sl = pack(&m);
+	if (v != s->versions)
+		free(v);
 	push(c, OUT_WELCOME, -1, sl, 0);
 	grpc_slice_unref(sl);
 	for (int p = 0; p < s->P; p++) {
@@ -428,7 +439,7 @@ void conn_send_welcome(struct conn *c, uint64_t resume,
 		grpc_slice_unref(sl);
 	}
 	for (int i = 0; i < npull; i++)
-		conn_send_pull(c, pulls[i].round, pulls[i].frag);
+		conn_send_pull(c, pulls[i].round, s->gid[pulls[i].frag]);
 }
 
 /* ---- events ------------------------------------------------------------ */
@@ -555,7 +566,8 @@ static void run_rounds(struct stream_server *sv, double now)
 		}
 		for (int i = 0; i < s->M; i++)
 			if (s->learners[i].conn && s->learners[i].joined)
-				conn_send_pull(s->learners[i].conn, st.round, st.frag);
+				conn_send_pull(s->learners[i].conn, st.round,
+					       s->gid[st.frag]);
 	}
 }
 
@@ -846,11 +858,17 @@ int syncer_run(const struct syncer_params *p,
 	grpc_init();
 	sv.s = s;
 	seed_init(&sv.seed);
-	if (p->js->model.kind == MODEL_EXTERNAL && !p->ft)
+	if (p->js->model.kind == MODEL_EXTERNAL && !p->ft) {
 		adopt_start(s, p);
-	else if (core_init(s, p, clock_mono(), e) ||
-		 stream_cache_init(&sv, s->P, e))
-		goto out;
+	} else {
+		int failed = core_init(s, p, clock_mono(), e) ||
+			     stream_cache_init(&sv, s->P, e);
+
+		if (p->init_owned)   /* Θ holds them now */
+			free((void *)p->init_params);
+		if (failed)
+			goto out;
+	}
 	s->http = httpd_start(p->http_addr, p->http_port, status_http, s, e);
 	if (!s->http)
 		goto out;

@@ -22,6 +22,7 @@
 #include <grpc/support/alloc.h>
 
 #include "common/log.h"
+#include "common/shard.h"
 #include "common/pki.h"
 #include "common/util.h"
 #include "common/wire.h"
@@ -191,7 +192,8 @@ static int ask_seed(struct stream_server *sv, struct conn *c, struct err *e)
 		return -1;
 	sv->seeder = c;
 	for (int p = 0; p < sv->seed.ft.nfrags; p++)
-		conn_send_pull(c, 0, p);
+		if (seed_owns(&sv->seed, p))
+			conn_send_pull(c, 0, p);
 	log_info("learner %u: asking for its weights (the job's initial "
 		 "model)", c->hello.learner_id);
 	return 0;
@@ -214,6 +216,7 @@ static void adopt_done(struct stream_server *sv, int use_seed, double now)
 		s->stopping = 1;
 		return;
 	}
+	seed_started(&sv->seed);
 	s->adopting = 0;
 	s->ready = 1;
 	for (c = sv->conns; c; c = next) {
@@ -234,8 +237,12 @@ static int have_checkpoint(struct stream_server *sv)
 {
 	uint64_t round;
 
-	return syncer_ckpt_newest_name(sv->s->prm->ckpt_dir,
-				       sv->seed.ft.fingerprint, &round) == 1;
+	const struct syncer_params *p = sv->s->prm;
+
+	return syncer_ckpt_newest_name(p->ckpt_dir,
+				       shard_fingerprint(sv->seed.ft.fingerprint,
+							 p->shard, p->nshards),
+				       &round) == 1;
 }
 
 /* Keeps c's hello (job name left out) until Θ is known; 0 when out of

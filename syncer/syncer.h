@@ -29,9 +29,15 @@ typedef int (*syncer_eval_fn)(void *ctx, const float *params, size_t max_tokens,
 
 struct syncer_params {
 	const struct job_spec *js;
-	const struct frag_table *ft;     /* model_frag_table(config, P) */
+	const struct frag_table *ft;     /* the job's: model_frag_table(config, P) */
 	const float *init_params;        /* flat, model order, ft's size */
 	size_t nparams;
+	int init_owned;                  /* 1: syncer_run frees init_params once
+					  * Θ holds them (a model of size is
+					  * not kept twice) */
+	/* shard of nshards (spec.syncer.shards; common/shard.h): the
+	 * fragments this syncer owns. 0 and 0 or 1: all of them. */
+	int shard, nshards;
 	const char *listen;              /* "host:port" for gRPC */
 	const char *http_addr;           /* host for HTTP */
 	int http_port;

@@ -99,9 +99,16 @@ struct learner {
 struct syncer {
 	const struct syncer_params *prm;
 	const struct job_spec *js;
-	const struct frag_table *ft;
+	/* the fragments this syncer owns (all, or its shard's: common/shard.h),
+	 * numbered 0 .. P-1; gid[p] is fragment p's number in the job's
+	 * table gft (of gP fragments), the number on the wire, and
+	 * lid[g] the other way (-1: another shard's) */
+	const struct frag_table *ft, *gft;
+	struct frag_table part;      /* ft of a shard (nshards > 1) */
+	int *gid, *lid;
+	int gP, shard, nshards;
 	int P, M;
-	size_t nparams;
+	size_t nparams;              /* Σ of the owned fragments' sizes */
 	size_t *frag_off;            /* fragment p starts at theta + frag_off[p] */
 	double *frag_share;          /* fragment p's share of the parameters */
 	struct outer_seg **segs;     /* per fragment, its tensors */
@@ -164,6 +171,14 @@ struct syncer {
 /* The per-tick work (core_tick) runs at most once in this many seconds,
  * however many events the run loop handles meanwhile. */
 #define CORE_TICK_S 0.05
+
+/* owned.c: the fragments this syncer owns (s->ft, gid, lid, nparams
+ * from p's table and shard); core_local is a wire fragment's number
+ * here, -1 for another shard's or none. */
+int core_owned_init(struct syncer *s, const struct syncer_params *p,
+		    struct err *e);
+void core_owned_release(struct syncer *s);
+int core_local(const struct syncer *s, uint32_t gfrag);
 
 /* core.c; `now` is the monotonic clock (a fake one in tests) */
 int core_init(struct syncer *s, const struct syncer_params *p, double now,

@@ -106,7 +106,7 @@ static int send_welcome(struct fx *f, uint32_t frags, int enc, double alpha,
 	m.kind_case = DDILOCO__V1__SYNCER_MESSAGE__KIND_WELCOME;
 	m.welcome = &w;
 	b = pack(&m, &len);
-	rc = sidecar_handle(f->s, b, len, e);
+	rc = sidecar_handle(f->s, 0, b, len, e);
 	free(b);
 	return rc;
 }
@@ -131,7 +131,7 @@ static int send_update(struct fx *f, uint32_t p, uint64_t version,
 	m.kind_case = DDILOCO__V1__SYNCER_MESSAGE__KIND_UPDATE;
 	m.update = &u;
 	b = pack(&m, &len);
-	rc = sidecar_handle(f->s, b, len, e);
+	rc = sidecar_handle(f->s, 0, b, len, e);
 	free(b);
 	free(payload);
 	return rc;
@@ -150,7 +150,7 @@ static int send_pull(struct fx *f, uint32_t p, uint64_t round)
 	m.kind_case = DDILOCO__V1__SYNCER_MESSAGE__KIND_PULL;
 	m.pull = &pl;
 	b = pack(&m, &len);
-	rc = sidecar_handle(f->s, b, len, NULL);
+	rc = sidecar_handle(f->s, 0, b, len, NULL);
 	free(b);
 	return rc;
 }
@@ -167,8 +167,8 @@ static void welcome_checks_the_model(void **state)
 	assert_int_equal(send_welcome(f, 2, 0, 1.5, 0, &e), -2);
 	assert_non_null(strstr(e.msg, "alpha"));
 	assert_int_equal(send_welcome(f, 2, ENC_BF16, 0.0, 0, &e), 0);
-	assert_int_equal(f->s->enc, ENC_BF16);
-	assert_int_equal(f->s->welcomed, 1);
+	assert_int_equal(f->s->links[0].enc, ENC_BF16);
+	assert_int_equal(f->s->links[0].welcomed, 1);
 }
 
 static void updates_reach_the_learner_or_are_refused(void **state)
@@ -190,7 +190,7 @@ static void updates_reach_the_learner_or_are_refused(void **state)
 	assert_int_equal(send_update(f, 0, 1, ENC_INT8, v0, 600, -1, &e), -1);
 	assert_int_equal(send_update(f, 5, 1, ENC_F32, v0, 600, 0, &e), -1);
 	assert_non_null(strstr(e.msg, "fragment 5"));
-	assert_int_equal(sidecar_handle(f->s, junk, sizeof(junk), &e), -1);
+	assert_int_equal(sidecar_handle(f->s, 0, junk, sizeof(junk), &e), -1);
 	assert_non_null(strstr(e.msg, "cannot parse"));
 	assert_int_equal(exchange_inbox_version(f->sx, 0), 0);
 	assert_int_equal(exchange_learner_start(f->lx, f->params), 0);
@@ -244,8 +244,8 @@ static void answers_queue_bounded(void **state)
 	assert_int_equal(m.answers_dropped, 1);
 
 	/* a welcomed stream: int8 answers, queued one per fragment */
-	sidecar_stream_begin(f->s);
-	f->s->connected = 1;
+	sidecar_stream_begin(f->s, 0);
+	f->s->links[0].connected = 1;
 	assert_int_equal(send_welcome(f, 2, ENC_INT8, 0.0, 0, NULL), 0);
 	assert_int_equal(send_pull(f, 0, 11), 0);
 	st.step = 2;
@@ -287,7 +287,7 @@ static void answers_queue_bounded(void **state)
 	free(msg);
 
 	/* a new stream drops what was queued for the old one */
-	sidecar_stream_begin(f->s);
+	sidecar_stream_begin(f->s, 0);
 	sidecar_get_metrics(f->s, &m);
 	assert_int_equal(m.queue_answers, 0);
 	assert_int_equal(m.answers_dropped, 2);
@@ -320,7 +320,7 @@ static void resume_step_reaches_the_learner(void **state)
 	sidecar_learner_stats(f->s, &st);
 	assert_int_equal(exchange_resume(f->lx, &rs), 1);
 	assert_int_equal(rs, 250);
-	assert_int_equal(f->s->rehello, 0);
+	assert_int_equal(f->s->links[0].rehello, 0);
 	assert_int_equal(f->s->m.learner_restarts, 0);
 
 	/* it trains to 300 and is killed; the new process is not told 250 */
@@ -332,11 +332,11 @@ static void resume_step_reaches_the_learner(void **state)
 	assert_int_equal(exchange_resume(lx2, &rs), 0);
 	sidecar_learner_stats(f->s, &st);
 	assert_int_equal(f->s->m.learner_restarts, 1);
-	assert_int_equal(f->s->rehello, 1);           /* a new stream, please */
+	assert_int_equal(f->s->links[0].rehello, 1);           /* a new stream, please */
 	assert_int_equal(exchange_resume(lx2, &rs), 0);   /* the syncer says */
 	/* the new stream's Hello spoke for lx2 (client.c send_hello) */
-	f->s->hello_incarnation = st.incarnation;
-	f->s->rehello = 0;
+	f->s->links[0].hello_incarnation = st.incarnation;
+	f->s->links[0].rehello = 0;
 	assert_int_equal(send_welcome(f, 2, 0, 0.0, 320, NULL), 0);
 	assert_int_equal(exchange_resume(lx2, &rs), 1);
 	assert_int_equal(rs, 320);
@@ -344,13 +344,13 @@ static void resume_step_reaches_the_learner(void **state)
 	/* the syncer is away when lx2, at 400, is killed: 400 at once */
 	learner_at(lx2, 400);
 	sidecar_learner_stats(f->s, &st);
-	sidecar_stream_begin(f->s);                   /* the stream ended */
+	sidecar_stream_begin(f->s, 0);                   /* the stream ended */
 	assert_int_equal(exchange_open(f->dir, EXCHANGE_LEARNER, &f->ft, &lx3,
 				       NULL), 0);
 	learner_at(lx3, 0);
 	sidecar_learner_stats(f->s, &st);
 	assert_int_equal(f->s->m.learner_restarts, 2);
-	assert_int_equal(f->s->rehello, 0);
+	assert_int_equal(f->s->links[0].rehello, 0);
 	assert_int_equal(exchange_resume(lx3, &rs), 1);
 	assert_int_equal(rs, 400);
 	assert_int_equal(exchange_resume(lx2, &rs), 0);
@@ -423,8 +423,8 @@ static double feedback_drift(struct fx *f, int feedback)
 	assert_int_equal(send_update(f, 0, 1, ENC_F32, v0, 600, 0, NULL), 0);
 	assert_int_equal(send_update(f, 1, 1, ENC_F32, v1, 700, 0, NULL), 0);
 	assert_int_equal(exchange_learner_start(f->lx, f->params), 1);
-	sidecar_stream_begin(f->s);
-	f->s->connected = 1;
+	sidecar_stream_begin(f->s, 0);
+	f->s->links[0].connected = 1;
 	assert_int_equal(send_welcome(f, 2, ENC_INT4, 0.0, 0, NULL), 0);
 	for (int i = 0; i < 600; i++) {
 		f->params[500 + i] = 1.0f - 0.003f * (float)(i % 29 + 1) / 29.0f;

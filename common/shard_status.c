@@ -1,0 +1,120 @@
+/* The job's status from its shards': common/syncer_status.h,
+ * syncer_status_shards. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/syncer_status.h"
+
+/* Σ w·x over the shards that have x (NAN when none has). */
+static double weighted(const double *x, const double *w, int n)
+{
+	double sum = 0, wsum = 0;
+
+	for (int i = 0; i < n; i++)
+		if (!isnan(x[i])) {
+			sum += w[i] * x[i];
+			wsum += w[i];
+		}
+	return wsum > 0 ? sum / wsum : NAN;
+}
+
+#define WEIGHTED(field) do {                                    \
+		double x_[64];                                  \
+		for (int i_ = 0; i_ < n; i_++)                  \
+			x_[i_] = st[i_].field;                  \
+		out->field = weighted(x_, w, n);                \
+	} while (0)
+
+static void add_counts(struct syncer_status *o, const struct syncer_status *s)
+{
+	o->round += s->round;
+	o->tokens_merged += s->tokens_merged;
+	o->merged += s->merged;
+	o->late += s->late;
+	o->rejected += s->rejected;
+	o->empty += s->empty;
+	o->stale += s->stale;
+	o->clipped += s->clipped;
+	o->refused_bounds += s->refused_bounds;
+	o->capped += s->capped;
+	o->refused_history += s->refused_history;
+	o->refused_size += s->refused_size;
+	o->steps_undone += s->steps_undone;
+	o->heartbeats += s->heartbeats;
+	o->heartbeats_refused += s->heartbeats_refused;
+	o->merged_steps += s->merged_steps;
+	o->double_merged_steps += s->double_merged_steps;
+	o->repeat_base += s->repeat_base;
+	o->bytes_in += s->bytes_in;
+	o->bytes_out += s->bytes_out;
+	o->ckpt.failures += s->ckpt.failures;
+	if (s->tokens > o->tokens)
+		o->tokens = s->tokens;
+	if (!isnan(s->elapsed) && (isnan(o->elapsed) || s->elapsed > o->elapsed))
+		o->elapsed = s->elapsed;
+}
+
+static void shard_flags(struct syncer_status *o, const struct syncer_status *s,
+			int i, int up)
+{
+	o->done &= s->done;
+	o->have_invariants &= s->have_invariants;
+	if (i == 0 || s->learners_connected < o->learners_connected)
+		o->learners_connected = s->learners_connected;
+	if (s->learners_total > o->learners_total)
+		o->learners_total = s->learners_total;
+	o->shards_up += up;
+	if (!up && o->shard_down < 0)
+		o->shard_down = i;
+	o->ckpt.have |= s->ckpt.have;
+	o->ckpt.failing |= s->ckpt.failing;
+	if (!o->ckpt.error[0] && s->ckpt.error[0])
+		memcpy(o->ckpt.error, s->ckpt.error, sizeof(o->ckpt.error));
+	if (s->ckpt.have_last_ok && (!o->ckpt.have_last_ok ||
+				     s->ckpt.last_ok_round < o->ckpt.last_ok_round)) {
+		o->ckpt.have_last_ok = 1;
+		o->ckpt.last_ok_round = s->ckpt.last_ok_round;
+	}
+}
+
+void syncer_status_shards(struct syncer_status *out,
+			  const struct syncer_status *st, const int *up, int n)
+{
+	double w[64];
+
+	syncer_status_release(out);
+	syncer_status_init(out);
+	if (n < 1 || n > 64)
+		return;
+	out->done = out->have_invariants = 1;
+	out->shards = n;
+	out->shard_down = -1;
+	for (int i = 0; i < n; i++) {
+		/* a shard's fragments are its weight (they are balanced) */
+		w[i] = st[i].owned > 0 ? st[i].owned : 1;
+		out->owned += st[i].owned;
+		add_counts(out, &st[i]);
+		shard_flags(out, &st[i], i, up[i]);
+	}
+	WEIGHTED(uptime);
+	WEIGHTED(goodput);
+	WEIGHTED(gpb.learner_seconds);
+	WEIGHTED(gpb.merged);
+	WEIGHTED(gpb.late);
+	WEIGHTED(gpb.refused);
+	WEIGHTED(gpb.overwritten);
+	WEIGHTED(gpb.restarts);
+	WEIGHTED(gpb.in_flight);
+	WEIGHTED(gpb.not_training);
+	WEIGHTED(gpb.merged_again);
+	out->eval_loss = st[0].eval_loss;
+	out->pace = st[0].pace;
+	memcpy(out->ckpt.resumed_from, st[0].ckpt.resumed_from,
+	       sizeof(out->ckpt.resumed_from));
+	if (st[0].nevals &&
+	    (out->evals = malloc(st[0].nevals * sizeof(*out->evals)))) {
+		memcpy(out->evals, st[0].evals, st[0].nevals * sizeof(*out->evals));
+		out->nevals = st[0].nevals;
+	}
+}
