@@ -1,0 +1,163 @@
+/* Syncer shards: which fragments a shard owns, its checkpoints' identity,
+ * and the job's status from its shards' (common/shard.h,
+ * common/syncer_status.h syncer_status_shards). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <string.h>
+
+#include "common/shard.h"
+#include "common/syncer_status.h"
+#include "tests/unit/testlib.h"
+
+/* 7 tensors into 5 fragments, the way every table is cut. */
+static void job_table(struct frag_table *ft)
+{
+	struct frag_tensor t[7] = {
+		{ 0, 40, 1 }, { 40, 30, 0 }, { 70, 25, 0 }, { 95, 20, 0 },
+		{ 115, 15, 0 }, { 130, 10, 0 }, { 140, 5, 0 },
+	};
+
+	assert_int_equal(frag_table_init(ft, t, 7, 5, NULL), 0);
+}
+
+static void every_fragment_has_one_owner(void **state)
+{
+	struct frag_table g, part[3];
+	int gid[3][5], seen[5] = { 0 };
+	size_t total = 0;
+
+	(void)state;
+	job_table(&g);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(shard_table(&part[i], gid[i], &g, i, 3, NULL), 0);
+		assert_int_equal(part[i].nfrags, shard_count(5, i, 3));
+		/* the job's fingerprint: what learners compare */
+		assert_true(part[i].fingerprint == g.fingerprint);
+		for (int q = 0; q < part[i].nfrags; q++) {
+			int p = gid[i][q];
+
+			assert_int_equal(shard_owner(p, 3), i);
+			assert_true(q == 0 || gid[i][q - 1] < p);   /* job's order */
+			assert_int_equal(part[i].frags[q].numel, g.frags[p].numel);
+			assert_int_equal(part[i].frags[q].ntensors, g.frags[p].ntensors);
+			for (int k = 0; k < g.frags[p].ntensors; k++)
+				assert_int_equal(part[i].frags[q].tensors[k],
+						 g.frags[p].tensors[k]);
+			seen[p]++;
+			total += part[i].frags[q].numel;
+		}
+	}
+	for (int p = 0; p < 5; p++)
+		assert_int_equal(seen[p], 1);
+	assert_int_equal(total, 145);
+	/* shard 0 of 3 owns fragments 0 and 3 */
+	assert_int_equal(gid[0][0], 0);
+	assert_int_equal(gid[0][1], 3);
+	assert_int_equal(gid[2][0], 2);
+	for (int i = 0; i < 3; i++)
+		frag_table_release(&part[i]);
+	frag_table_release(&g);
+}
+
+static void bad_shards_are_refused(void **state)
+{
+	struct frag_table g, part;
+	int gid[5];
+	struct err e;
+
+	(void)state;
+	job_table(&g);
+	assert_int_equal(shard_table(&part, gid, &g, 0, 6, &e), -1);
+	assert_string_equal(e.msg, "shard 0 of 6: a job of 5 fragments has shards "
+			    "0 .. S-1 with 1 <= S <= 5");
+	assert_int_equal(shard_table(&part, gid, &g, 2, 2, &e), -1);
+	assert_int_equal(shard_table(&part, gid, &g, -1, 2, &e), -1);
+	/* one shard: the whole table */
+	assert_int_equal(shard_table(&part, gid, &g, 0, 1, NULL), 0);
+	assert_int_equal(part.nfrags, 5);
+	frag_table_release(&part);
+	frag_table_release(&g);
+}
+
+static void checkpoints_are_each_shards_own(void **state)
+{
+	uint64_t fp = 0x1234abcdULL, seen[4];
+
+	(void)state;
+	/* unsharded: the fingerprint itself, so older checkpoints load */
+	assert_true(shard_fingerprint(fp, 0, 1) == fp);
+	for (int i = 0; i < 4; i++) {
+		seen[i] = shard_fingerprint(fp, i, 4);
+		assert_true(seen[i] != fp);
+		assert_true(seen[i] != shard_fingerprint(fp, i, 3));
+		for (int j = 0; j < i; j++)
+			assert_true(seen[i] != seen[j]);
+	}
+}
+
+static void shard_status(struct syncer_status *s, uint64_t round, int owned,
+			 double uptime, int done)
+{
+	syncer_status_init(s);
+	s->round = round;
+	s->owned = owned;
+	s->uptime = uptime;
+	s->goodput = uptime / 2;
+	s->done = done;
+	s->tokens = 1000 + round;
+	s->merged = round;
+	s->double_merged_steps = round == 30 ? 2 : 0;
+	s->have_invariants = 1;
+	s->learners_connected = owned == 1 ? 3 : 4;
+	s->learners_total = 4;
+}
+
+static void job_status_from_shards(void **state)
+{
+	struct syncer_status st[3], all;
+	int up[3] = { 1, 0, 1 };
+
+	(void)state;
+	shard_status(&st[0], 10, 2, 1.0, 1);
+	shard_status(&st[1], 30, 2, 0.5, 1);
+	shard_status(&st[2], 20, 1, NAN, 0);
+	syncer_status_init(&all);
+	syncer_status_shards(&all, st, up, 3);
+	assert_int_equal(all.round, 60);             /* rounds add up */
+	assert_int_equal(all.merged, 60);
+	assert_int_equal(all.double_merged_steps, 2);
+	assert_int_equal(all.tokens, 1030);          /* the largest */
+	assert_int_equal(all.owned, 5);
+	/* weighted by owned fragments, over the shards that say */
+	assert_near(all.uptime, (2 * 1.0 + 2 * 0.5) / 4, 1e-12);
+	assert_near(all.goodput, (2 * 0.5 + 2 * 0.25) / 4, 1e-12);
+	assert_int_equal(all.done, 0);               /* shard 2 is not */
+	assert_int_equal(all.learners_connected, 3); /* the fewest */
+	assert_int_equal(all.shards, 3);
+	assert_int_equal(all.shards_up, 2);
+	assert_int_equal(all.shard_down, 1);
+	assert_int_equal(all.have_invariants, 1);
+	st[2].done = 1;
+	up[1] = 1;
+	syncer_status_shards(&all, st, up, 3);
+	assert_int_equal(all.done, 1);
+	assert_int_equal(all.shard_down, -1);
+	syncer_status_release(&all);
+	for (int i = 0; i < 3; i++)
+		syncer_status_release(&st[i]);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(every_fragment_has_one_owner),
+		cmocka_unit_test(bad_shards_are_refused),
+		cmocka_unit_test(checkpoints_are_each_shards_own),
+		cmocka_unit_test(job_status_from_shards),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
