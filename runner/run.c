@@ -713,6 +713,11 @@ static void shard_down_rounds(struct runner *R, const struct syncer_status *st,
 		R->r->rounds_while_shard_down += others - R->down_others;
 		R->r->shard_down_seconds += t - R->down_t;
 	}
+	if (st->shard_down != R->down_shard && st->shard_down >= 0)
+		event(R, "%s not answering /status: its fragments wait, the "
+		      "other shards' merge on", R->sy[st->shard_down].p.name);
+	else if (st->shard_down != R->down_shard)
+		event(R, "every syncer shard answering");
 	R->down_shard = st->shard_down;
 	R->down_others = others;
 	R->down_t = t;

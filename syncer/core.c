@@ -315,6 +315,9 @@ int core_init(struct syncer *s, const struct syncer_params *p, double now,
 		.quorum = sy->min_quorum, .grace = sy->grace,
 		.overlap = sy->overlap, .nfrags = s->P,
 		.steps_per_round = (double)jobspec_sync_every(p->js) / s->P,
+		/* shard i's first round i·H/P steps in: the shards' pulls
+		 * interleave every H/P steps (docs/syncer.md, Shards) */
+		.phase = (double)s->shard * jobspec_sync_every(p->js) / s->gP,
 		.max_learners = s->M, .ema = 0.2,
 	};
 	if (syncer_round_init(&s->rs, &rc, started, s->acc.rounds_completed, e))

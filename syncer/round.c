@@ -380,7 +380,9 @@ static int pull_due(struct syncer_round *rs, double kth)
 	 * (docs/syncer.md).
 	 */
 	if (!rs->have_mark) {
-		rs->mark = kth - spr;
+		/* a shard other than the first waits its phase, so the
+		 * shards' rounds take turns as one syncer's would */
+		rs->mark = kth - spr + rs->cfg.phase;
 		rs->have_mark = 1;
 	}
 	/*

@@ -60,6 +60,8 @@ struct round_config {
 	int overlap;             /* τ: rounds in flight at most */
 	int nfrags;              /* P */
 	double steps_per_round;  /* H / P */
+	double phase;            /* steps the first round waits for (a shard's
+				  * stagger, docs/syncer.md, Shards; 0) */
 	int max_learners;
 	double ema;              /* weight of a new sample in each EMA, (0, 1] */
 };

@@ -364,6 +364,40 @@ static void first_round_starts_at_once(void **state)
 	syncer_round_release(&rs);
 }
 
+/*
+ * A shard's phase (docs/syncer.md, Shards): shard 1 of 2 in a job of
+ * H = P = 4 drives 2 fragments, a round every 2 steps, its first one
+ * step after shard 0's, so the shards' pulls take turns every step.
+ */
+static void a_shards_first_round_waits_its_phase(void **state)
+{
+	struct syncer_round rs;
+	struct round_action a, pulls[8];
+	struct round_config c = {
+		.quorum = 1, .grace = 0.0, .overlap = 2, .nfrags = 2,
+		.steps_per_round = 2.0, .phase = 1.0, .max_learners = 1,
+		.ema = 0.5,
+	};
+
+	(void)state;
+	assert_int_equal(syncer_round_init(&rs, &c, 0, 0, NULL), 0);
+	syncer_round_join(&rs, 0, 0, pulls);
+	syncer_round_poll(&rs, 0.0, &a);
+	assert_int_equal(a.kind, ROUND_NONE);     /* shard 0's turn */
+	syncer_round_progress(&rs, 0, 1, 1.0);
+	syncer_round_poll(&rs, 1.0, &a);
+	assert_int_equal(a.kind, ROUND_PULL);
+	assert_int_equal(a.round, 1);
+	syncer_round_progress(&rs, 0, 2, 1.0);
+	syncer_round_poll(&rs, 2.0, &a);
+	assert_int_equal(a.kind, ROUND_NONE);     /* every 2 steps */
+	syncer_round_progress(&rs, 0, 3, 1.0);
+	syncer_round_poll(&rs, 3.0, &a);
+	assert_int_equal(a.kind, ROUND_PULL);
+	assert_int_equal(a.round, 2);
+	syncer_round_release(&rs);
+}
+
 /* Refused answers make no quorum, but the round does not wait forever for
  * one when everyone has answered; too few answers at all still wait. */
 static void refused_answers_do_not_stall(void **state)
@@ -723,6 +757,7 @@ int main(void)
 		cmocka_unit_test(refused_answers_do_not_stall),
 		cmocka_unit_test(resume_step_is_the_jobs),
 		cmocka_unit_test(first_round_starts_at_once),
+		cmocka_unit_test(a_shards_first_round_waits_its_phase),
 		cmocka_unit_test(pace_follows_h),
 		cmocka_unit_test(next_pull_is_when_the_pace_says),
 		cmocka_unit_test(behind_the_pace_no_grace),
