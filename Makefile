@@ -37,6 +37,11 @@
 
 BUILD   ?= build
 SAN     ?=
+# every core, unless the command line gives -j. Targets that install packages first (deps) run
+# what needs them from a recipe, after deps, never beside it.
+ifeq ($(MAKELEVEL)$(filter -j%,$(MAKEFLAGS)),0)
+MAKEFLAGS += -j$(shell nproc)
+endif
 VERSION := 0.1.0
 CC      ?= cc
 
@@ -60,8 +65,10 @@ SANFLAGS := -fsanitize=address,undefined
 OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link \
            $(SANFLAGS) -fno-sanitize-recover=undefined
 endif
-PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+# pkg-config takes about a second (grpc's closure): asked once, at the
+# first use, which is after `deps` installed the packages
+PKG_CFLAGS = $(eval PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null))$(PKG_CFLAGS)
+PKG_LIBS   = $(eval PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null))$(PKG_LIBS)
 CFLAGS  += -std=c11 -D_GNU_SOURCE -DDDILOCO_VERSION=\"$(VERSION)\" $(OPT) \
            -I. -I$(BUILD)/gen -MMD -MP $(PKG_CFLAGS)
 LDLIBS  += $(PKG_LIBS) -lgpr -lm -lpthread
@@ -171,7 +178,8 @@ $(BUILD)/bench/%: bench/%.c $(LIB)
 
 # Unit binaries (JOBS at a time, default nproc), then
 # tests/integration/test_*.sh one at a time; the last line counts them.
-test: deps lint
+test: deps
+	@$(MAKE) --no-print-directory lint
 	@$(MAKE) --no-print-directory all $(UNIT_BINS) $(REPLAY_BINS)
 	@BUILD=$(BUILD) sh scripts/run-tests.sh $(UNIT_BINS) $(REPLAY_BINS)
 
@@ -235,7 +243,8 @@ fuzz-seeds: $(BUILD)/obj/tests/fuzz/make_seeds.o $(LIB)
 	@$(CC) $(LDFLAGS) -o $(BUILD)/make_seeds $^ $(LDLIBS)
 	@$(BUILD)/make_seeds
 
-bench: deps all $(BENCH_BINS)
+bench: deps
+	@$(MAKE) --no-print-directory all $(BENCH_BINS)
 	@BUILD=$(BUILD) sh scripts/run-bench.sh $(BENCH_BINS)
 
 # The PyTorch package (python/ddiloco) with Debian's torch and
@@ -245,14 +254,17 @@ test-pytorch: deps
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) sh tests/pytorch/run.sh
 
-run: deps all
+run: deps
+	@$(MAKE) --no-print-directory all
 	$(BIN) run examples/quickstart.yaml --baseline
 
 # Network namespaces, veth and tc: root only (docs/wan.md).
-demo-wan: deps all
+demo-wan: deps
+	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) sh scripts/demo-wan.sh
 
-test-wan: deps all
+test-wan: deps
+	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) sh tests/integration/wan_cut.sh
 
 clean:
