@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "common/shard.h"
+#include "common/util.h"
 
 int shard_table(struct frag_table *out, int *gid, const struct frag_table *g,
 		int shard, int nshards, struct err *e)
@@ -49,14 +50,8 @@ oom:
 
 uint64_t shard_fingerprint(uint64_t fingerprint, int shard, int nshards)
 {
-	uint64_t h = fingerprint;
 	uint32_t w[2] = { (uint32_t)shard, (uint32_t)nshards };
 
-	if (nshards <= 1)
-		return fingerprint;
-	for (size_t k = 0; k < sizeof(w); k++) {   /* FNV-1a over (i, S) */
-		h ^= ((const unsigned char *)w)[k];
-		h *= 1099511628211ULL;
-	}
-	return h;
+	return nshards <= 1 ? fingerprint
+			    : fnv64_update(fingerprint, w, sizeof(w));
 }

@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 
+#include "common/shard.h"
 #include "common/wire.h"
 #include "sidecar/sidecar.h"
 
@@ -88,7 +89,7 @@ struct sidecar {
 /* The link fragment p goes by: its owner shard's. */
 static inline struct link *sidecar_link(struct sidecar *s, int p)
 {
-	return &s->links[s->nshards > 1 ? p % s->nshards : 0];
+	return &s->links[shard_owner(p, s->nshards)];
 }
 
 #define SC_ADD(s, field, n) __atomic_add_fetch(&(s)->m.field, (n), __ATOMIC_RELAXED)

@@ -278,9 +278,8 @@ int core_init(struct syncer *s, const struct syncer_params *p, double now,
 		return -1;
 	for (int q = 0; q < s->P; q++)
 		frag_gather(s->ft, q, p->init_params, s->theta + s->frag_off[q]);
-	persist_init(&s->ps, p->ckpt_dir,
-		     shard_fingerprint(p->ft->fingerprint, s->shard, s->nshards),
-		     (uint32_t)s->P, s->nparams, (uint32_t)s->M);
+	persist_init(&s->ps, p->ckpt_dir, s->acc.fingerprint, (uint32_t)s->P,
+		     s->nparams, (uint32_t)s->M);
 	if ((loaded = load_checkpoint(s, e)) < 0)
 		return -1;
 	for (int q = 0; q < s->P; q++)

@@ -84,8 +84,7 @@ int seed_begin(struct seed *sd, double now, struct err *e)
 
 int seed_owns(const struct seed *sd, int p)
 {
-	return shard_owner(p, sd->prm.nshards) == sd->prm.shard ||
-	       sd->prm.nshards <= 1;
+	return shard_owner(p, sd->prm.nshards) == sd->prm.shard;
 }
 
 void seed_started(struct seed *sd)
@@ -129,19 +128,14 @@ const struct syncer_params *seed_params(struct seed *sd, int use_seed)
 	for (int p = 0; p < sd->ft.nfrags; p++)
 		n += sd->ft.frags[p].numel;
 	free(sd->flat);
-	if (use_seed) {
-		sd->flat = malloc(n * sizeof(float));
-		/* the seed is in fragment order: scatter it; a shard's
-		 * others stay zero pages, never touched (core_init gathers
-		 * its own) */
-		sd->flat = calloc(n, sizeof(float));
-		for (int p = 0; sd->flat && p < sd->ft.nfrags; p++)
-			if (seed_owns(sd, p))
-				frag_scatter(&sd->ft, p, sd->values + sd->off[p],
-					     sd->flat);
-	} else {
-		sd->flat = calloc(n, sizeof(float));
-	}
+	/* zeros that a checkpoint replaces, or the seed, which is in
+	 * fragment order: scattered; a shard's others stay zero pages,
+	 * never touched (core_init gathers its own) */
+	sd->flat = calloc(n, sizeof(float));
+	for (int p = 0; use_seed && sd->flat && p < sd->ft.nfrags; p++)
+		if (seed_owns(sd, p))
+			frag_scatter(&sd->ft, p, sd->values + sd->off[p],
+				     sd->flat);
 	drop_values(sd);
 	sd->prm.init_params = sd->flat;
 	sd->prm.nparams = n;
