@@ -37,9 +37,12 @@
 
 BUILD   ?= build
 SAN     ?=
-# every core, unless the command line gives -j. Targets that install packages first (deps) run
-# what needs them from a recipe, after deps, never beside it.
-ifeq ($(MAKELEVEL)$(filter -j%,$(MAKEFLAGS)),0)
+# A build (make, make all, files under build/, as the test targets ask
+# for them) takes every core unless the command line gives -j; other
+# targets run their steps in order (two package installs at once would
+# fight over dpkg's lock), and those that install packages first (deps)
+# build from their recipe, after deps.
+ifeq ($(filter -j%,$(MAKEFLAGS))$(filter-out all $(BUILD)/%,$(MAKECMDGOALS)),)
 MAKEFLAGS += -j$(shell nproc)
 endif
 VERSION := 0.1.0
