@@ -109,6 +109,7 @@ static int apply_merge(struct syncer *s, int slot, int p, uint64_t round,
 	double share = (double)numel / (double)s->nparams;
 	float *theta = s->theta + s->frag_off[p], *mom = s->mom + s->frag_off[p];
 
+	persist_touch(&s->ps, (uint32_t)p);   /* a write may not have it yet */
 	memcpy(s->undo, theta, numel * sizeof(float));
 	memcpy(s->undo + numel, mom, numel * sizeof(float));
 	outer_step(theta, mom, s->delta, numel, sy->outer_lr,

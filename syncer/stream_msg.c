@@ -88,6 +88,7 @@ static const grpc_status_code refusal_code[] = {
 	[CORE_JOIN_MISMATCH] = GRPC_STATUS_FAILED_PRECONDITION,
 	[CORE_JOIN_DONE] = GRPC_STATUS_OK,
 	[CORE_JOIN_FULL] = GRPC_STATUS_RESOURCE_EXHAUSTED,
+	[CORE_JOIN_NOROOM] = GRPC_STATUS_RESOURCE_EXHAUSTED,  /* retried */
 };
 
 /* Whether a hello's learner id is one of the job's; the call is closed
