@@ -212,7 +212,9 @@ static void shard_seeds(void)
 static void exchange_seeds(void)
 {
 	static const struct frag_tensor tens[3] = {
-		{ 0, 5, 1 }, { 5, 6, 0 }, { 11, 2, 0 },
+		{ .offset = 0, .numel = 5, .is_embedding = 1 },
+		{ .offset = 5, .numel = 6, .is_embedding = 0 },
+		{ .offset = 11, .numel = 2, .is_embedding = 0 },
 	};
 	char dir[] = "/tmp/ddseeds-XXXXXX", path[64];
 	struct frag_table ft;

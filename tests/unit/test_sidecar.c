@@ -35,7 +35,9 @@
 
 /* fragment 0: tensor 1 (600 values); fragment 1: tensors 0 and 2 (500 + 200) */
 static const struct frag_tensor tens[3] = {
-	{ 0, 500, 1 }, { 500, 600, 0 }, { 1100, 200, 0 },
+	{ .offset = 0, .numel = 500, .is_embedding = 1 },
+	{ .offset = 500, .numel = 600, .is_embedding = 0 },
+	{ .offset = 1100, .numel = 200, .is_embedding = 0 },
 };
 #define NPARAM 1300
 
