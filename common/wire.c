@@ -486,10 +486,11 @@ size_t wire_message_limit(size_t payload, size_t cap)
 
 	if (!cap || cap > WIRE_MAX_MESSAGE)
 		cap = WIRE_MAX_MESSAGE;
-	if (__builtin_add_overflow(payload, (size_t)WIRE_PART_SLACK, &n) ||
-	    n > cap)
+	if (__builtin_add_overflow(payload, (size_t)WIRE_PART_SLACK, &n))
 		n = cap;
-	return n < WIRE_MIN_MESSAGE ? WIRE_MIN_MESSAGE : n;
+	if (n < WIRE_LIMIT_FLOOR)
+		n = WIRE_LIMIT_FLOOR;
+	return n > cap ? cap : n;
 }
 
 size_t wire_peer_limit(uint64_t max_message)
@@ -498,6 +499,23 @@ size_t wire_peer_limit(uint64_t max_message)
 		return WIRE_MAX_MESSAGE;
 	return max_message < WIRE_MIN_MESSAGE ? WIRE_MIN_MESSAGE
 					      : (size_t)max_message;
+}
+
+int wire_test_cap(const char *v, size_t *cap, struct err *e)
+{
+	char *end;
+	unsigned long long n;
+
+	*cap = 0;
+	if (!v || !*v)
+		return 0;
+	n = strtoull(v, &end, 10);
+	if (*end || n < WIRE_MIN_MESSAGE || n > WIRE_MAX_MESSAGE)
+		return err_set(e, "DDILOCO_TEST_MAX_MESSAGE: '%s' is not a number "
+			       "of bytes from %u to %u", v, WIRE_MIN_MESSAGE,
+			       WIRE_MAX_MESSAGE);
+	*cap = (size_t)n;
+	return 0;
 }
 
 size_t wire_payload_max(size_t n)

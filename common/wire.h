@@ -55,6 +55,7 @@
  * wire_message_limit, too); and what a peer that does not say takes */
 #define WIRE_MAX_MESSAGE (64u << 20)
 #define WIRE_MIN_MESSAGE (64u << 10)   /* a limit is never below this */
+#define WIRE_LIMIT_FLOOR (8u << 20)    /* nor one from a table (a cap is) */
 #define WIRE_ANSWER_HDR_MAX 128        /* wire_answer_header's longest */
 #define WIRE_UPDATE_HDR_MAX 112        /* wire_update_header's longest */
 /* room a part leaves for its fields: a part's payload is at most the
@@ -190,12 +191,18 @@ size_t wire_update_header(uint8_t *out, const struct wire_update *u);
 
 /*
  * The message limit of a side whose largest payload is `payload` bytes:
- * that and WIRE_PART_SLACK, within [WIRE_MIN_MESSAGE, cap]; cap 0 is
- * WIRE_MAX_MESSAGE. A peer's limit of 0 (an older peer) is
+ * that and WIRE_PART_SLACK, at least WIRE_LIMIT_FLOOR, at most cap
+ * (0: WIRE_MAX_MESSAGE). A peer's limit of 0 (an older peer) is
  * WIRE_MAX_MESSAGE.
  */
 size_t wire_message_limit(size_t payload, size_t cap);
 size_t wire_peer_limit(uint64_t max_message);
+/*
+ * The test knob DDILOCO_TEST_MAX_MESSAGE (docs/protocol.md, Messages in
+ * parts): v (NULL or "": none) as the cap of this side's messages, in
+ * bytes, WIRE_MIN_MESSAGE to WIRE_MAX_MESSAGE; 0 in *cap for none.
+ */
+int wire_test_cap(const char *v, size_t *cap, struct err *e);
 /* The most bytes n values take in any encoding (what a part's total may
  * be for a fragment of n values); 0 when that overflows. */
 size_t wire_payload_max(size_t n);

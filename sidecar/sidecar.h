@@ -72,6 +72,10 @@ struct sidecar_opts {
 		uint64_t from, count;
 		float value;
 	} poison[SIDECAR_MAX_POISON];
+	/* a test knob (DDILOCO_TEST_MAX_MESSAGE): the most bytes a message
+	 * may have either way, so payloads go in parts (docs/protocol.md,
+	 * Messages in parts); 0: WIRE_MAX_MESSAGE */
+	size_t max_message;
 };
 
 struct sidecar_metrics {

@@ -26,6 +26,7 @@
 #include "common/log.h"
 #include "common/pki.h"
 #include "common/tls.h"
+#include "common/wire.h"
 #include "syncer/syncer.h"
 #include "trainer/model.h"
 #include "trainer/trainer.h"
@@ -270,6 +271,15 @@ int cmd_syncer(int argc, char **argv)
 		.drain_seconds = 2.0, .tls = use_tls ? &tls : NULL,
 		.shard = shard, .nshards = js.syncer.shards,
 	};
+	if (wire_test_cap(getenv("DDILOCO_TEST_MAX_MESSAGE"), &prm.max_message,
+			  &e)) {
+		fprintf(stderr, "ddiloco syncer: %s\n", e.msg);
+		rc = 2;
+		goto out;
+	}
+	if (prm.max_message)
+		log_warn("test knob DDILOCO_TEST_MAX_MESSAGE: messages of at most "
+			 "%zu bytes", prm.max_message);
 	if (js.syncer.shards > 1)
 		log_info("shard %d of %d: fragments p with p mod %d = %d",
 			 shard, js.syncer.shards, js.syncer.shards, shard);

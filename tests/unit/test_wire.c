@@ -442,8 +442,9 @@ static void update_parts_and_limits(void **state)
 	assert_int_equal(wire_parts_update(&pt, &u, 100, &e), -1);
 	assert_string_equal(e.msg, "update part of another payload while 50 "
 			    "of 100 bytes of one are missing");
-	assert_int_equal(wire_message_limit(1000, 0), WIRE_MIN_MESSAGE);
-	assert_int_equal(wire_message_limit(1 << 20, 0), (1 << 20) + WIRE_PART_SLACK);
+	assert_int_equal(wire_message_limit(1000, 0), WIRE_LIMIT_FLOOR);
+	assert_int_equal(wire_message_limit(1000, 1 << 20), 1 << 20);
+	assert_int_equal(wire_message_limit(16 << 20, 0), (16 << 20) + WIRE_PART_SLACK);
 	assert_int_equal(wire_message_limit((size_t)1 << 40, 0), WIRE_MAX_MESSAGE);
 	assert_int_equal(wire_message_limit(SIZE_MAX, 0), WIRE_MAX_MESSAGE);
 	assert_int_equal(wire_message_limit(1 << 24, 1 << 20), 1 << 20);
