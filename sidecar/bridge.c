@@ -154,6 +154,7 @@ void sidecar_stream_begin(struct sidecar *s, int shard)
 	struct link *lk = &s->links[shard];
 
 	wire_parts_release(&lk->parts);   /* a part cut off is no update */
+	lk->said_parts = 0;
 	pthread_mutex_lock(&s->mu);
 	lk->epoch++;
 	lk->welcomed = 0;
@@ -282,11 +283,18 @@ static int update_parts(struct sidecar *s, struct link *lk,
 		     ? wire_payload_max(exchange_frag_numel(s->x, (int)u->fragment))
 		     : 0;
 
+	int part = u->payload_total != 0;
 	int rc = wire_parts_update(&lk->parts, u, max, e);
 
 	if (rc < 0)
-		err_wrap(e, "sidecar: update of fragment %u version %llu",
-			 u->fragment, (unsigned long long)u->version);
+		return err_wrap(e, "sidecar: update of fragment %u version %llu",
+				u->fragment, (unsigned long long)u->version);
+	SC_ADD(s, parts_received, (uint64_t)part);
+	if (rc == 1 && part && !lk->said_parts) {
+		lk->said_parts = 1;
+		log_info("updates in parts: %zu bytes for fragment %u",
+			 u->payload_len, u->fragment);
+	}
 	return rc;
 }
 
@@ -686,6 +694,11 @@ void sidecar_metrics_text(struct sidecar *s, struct buf *b)
 	prom_counter(b, S("updates_superseded_total"),
 		     "updates replaced before the learner applied them",
 		     m.x.updates_superseded);
+	prom_counter(b, S("parts_sent_total"), "parts of answers and seeds "
+		     "sent: payloads larger than a message (docs/protocol.md)",
+		     m.parts_sent);
+	prom_counter(b, S("parts_received_total"), "parts of updates received",
+		     m.parts_received);
 	prom_counter(b, S("pulls_received_total"), "pulls received",
 		     m.pulls_received);
 	prom_counter(b, S("pulls_superseded_total"),

@@ -579,6 +579,7 @@ static int send_part(struct client *cl, struct call *c)
 	if (c->out.sent || len < total) {
 		a.part_offset = c->out.sent;
 		a.payload_total = total;
+		SC_ADD(cl->s, parts_sent, 1);
 	}
 	hlen = wire_answer_header(hdr, &a);
 	sl[0] = grpc_slice_from_copied_buffer((const char *)hdr, hlen);

@@ -84,6 +84,8 @@ struct sidecar_metrics {
 	uint64_t connects, disconnects, reconnect_attempts;
 	uint64_t welcomes;
 	uint64_t updates_received, updates_rejected;
+	uint64_t parts_sent, parts_received;   /* docs/protocol.md, Messages
+						* in parts */
 	uint64_t pulls_received, pulls_rejected;
 	uint64_t answers_queued, answers_sent;
 	uint64_t answers_replaced;   /* a newer answer for the same fragment */

@@ -52,6 +52,7 @@ struct link {
 	int rehello;             /* the learner restarted: a new stream */
 	uint64_t peer_max;       /* the Welcome's max_message (0: unsaid) */
 	struct wire_parts parts; /* client thread: an update in parts */
+	int said_parts;          /* client thread: logged the first one */
 };
 
 struct sidecar {

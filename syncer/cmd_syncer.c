@@ -25,6 +25,7 @@
 #include "common/jobspec.h"
 #include "common/log.h"
 #include "common/pki.h"
+#include "common/shard.h"
 #include "common/tls.h"
 #include "common/wire.h"
 #include "syncer/syncer.h"
@@ -114,6 +115,25 @@ static void reference_release(struct reference *r)
 	frag_table_release(&r->ft);
 }
 
+/* 1 (said) when this shard's fragments of ft hold more parameters than
+ * spec.syncer.maxParameters (docs/syncer.md, Memory budget). */
+static int over_budget(const struct job_spec *js, const struct frag_table *ft,
+		       int shard)
+{
+	uint64_t mine = 0;
+
+	for (int p = 0; p < ft->nfrags; p++)
+		if (shard_owner(p, js->syncer.shards) == shard)
+			mine += ft->frags[p].numel;
+	if (mine <= js->syncer.max_parameters)
+		return 0;
+	fprintf(stderr, "ddiloco syncer: the model has %llu parameters for this "
+		"syncer%s: more than spec.syncer.maxParameters %llu\n",
+		(unsigned long long)mine, js->syncer.shards > 1 ? " shard" : "",
+		(unsigned long long)js->syncer.max_parameters);
+	return 1;
+}
+
 /*
  * The reference GPT's table, seeded parameters and evaluator into prm
  * (an external model has none of them: the learners' are adopted,
@@ -132,6 +152,8 @@ static int reference_model(const struct job_spec *js, struct reference *r,
 		return 2;
 	}
 	nparams = model_num_params(&r->cfg);
+	if (over_budget(js, &r->ft, prm->shard))
+		return 2;
 	if (!(r->params = malloc(nparams * sizeof(float)))) {
 		log_error("out of memory for %zu parameters", nparams);
 		return 1;
@@ -151,9 +173,10 @@ static int reference_model(const struct job_spec *js, struct reference *r,
 	prm->nparams = nparams;
 	prm->eval = r->ev ? eval_cb : NULL;
 	prm->eval_ctx = r->ev;
-	log_info("job '%s': %zu parameters in %d fragments (imbalance %.3f), "
-		 "%d learners, quorum %d, overlap %d", js->name, nparams,
-		 r->ft.nfrags, frag_table_imbalance(&r->ft),
+	log_info("job '%s': %zu parameters in %d fragments (imbalance %.3f, "
+		 "%d tensors cut at rows), %d learners, quorum %d, overlap %d",
+		 js->name, nparams, r->ft.nfrags, frag_table_imbalance(&r->ft),
+		 r->ft.ncut,
 		 js->learners.replicas, js->syncer.min_quorum,
 		 js->syncer.overlap);
 	return 0;

@@ -248,6 +248,7 @@ static size_t next_slices(struct conn *c, struct out_msg *m, grpc_slice *sl,
 	if (m->sent || len < total) {   /* in parts */
 		u.part_offset = m->sent;
 		u.payload_total = total;
+		c->sv->s->tr.update_parts++;
 	}
 	sl[0] = grpc_slice_from_copied_buffer((const char *)hdr,
 					      wire_update_header(hdr, &u));

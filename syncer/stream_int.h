@@ -64,6 +64,7 @@ struct conn {
 	size_t send_payload;
 	uint64_t peer_max;       /* its Hello's max_message (0: unsaid) */
 	struct wire_parts parts; /* an answer coming in parts */
+	int said_parts;          /* logged the first that came in parts */
 };
 
 struct stream_server {

@@ -313,6 +313,13 @@ static void adopt_hello(struct conn *c, const struct wire_hello *h,
 	}
 	if (!learner_in_range(c, h) || !cert_fits(c, h))
 		return;
+	/* a model this syncer cannot hold: refused for good, not retried */
+	if (!sv->seed.have_ft && h->nsizes == h->fragments &&
+	    seed_check_budget(h, sv->s->prm, &e)) {
+		log_error("learner %u refused: %s", h->learner_id, e.msg);
+		conn_close(c, GRPC_STATUS_FAILED_PRECONDITION, "%s", e.msg);
+		return;
+	}
 	if (!sv->seed.have_ft && seed_adopt(&sv->seed, h, sv->s->prm, &e)) {
 		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "%s", e.msg);
 		return;
@@ -537,12 +544,23 @@ static size_t answer_max(struct stream_server *sv)
  * when more parts are to come, -1 when the stream was closed. */
 static int answer_parts(struct conn *c, struct wire_learner_msg *m)
 {
+	struct syncer *s = c->sv->s;
 	struct err e;
+	int part = m->answer.payload_total != 0;
 	int rc = wire_parts_answer(&c->parts, &m->answer, answer_max(c->sv), &e);
 
 	if (rc < 0) {
+		s->tr.parts_refused++;
 		log_warn("stream of learner %d: %s", c->learner, e.msg);
 		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "%s", e.msg);
+		return rc;
+	}
+	s->tr.answer_parts += part;
+	if (rc == 1 && part && !c->said_parts) {
+		c->said_parts = 1;
+		log_info("learner %d: answers in parts (%zu bytes for fragment "
+			 "%u)", c->learner, m->answer.payload_len,
+			 m->answer.fragment);
 	}
 	return rc;
 }
