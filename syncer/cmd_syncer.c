@@ -174,7 +174,7 @@ static int reference_model(const struct job_spec *js, struct reference *r,
 	prm->eval = r->ev ? eval_cb : NULL;
 	prm->eval_ctx = r->ev;
 	log_info("job '%s': %zu parameters in %d fragments (imbalance %.3f, "
-		 "%d tensors cut at rows), %d learners, quorum %d, overlap %d",
+		 "tensors cut at rows: %d), %d learners, quorum %d, overlap %d",
 		 js->name, nparams, r->ft.nfrags, frag_table_imbalance(&r->ft),
 		 r->ft.ncut,
 		 js->learners.replicas, js->syncer.min_quorum,
