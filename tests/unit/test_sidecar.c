@@ -139,6 +139,33 @@ static int send_update(struct fx *f, uint32_t p, uint64_t version,
 	return rc;
 }
 
+/* Bytes [off, off + len) of fragment p's f32 Update of n values v, as a
+ * part (docs/protocol.md, Messages in parts). */
+static int send_update_part(struct fx *f, uint32_t p, uint64_t version,
+			    const float *v, size_t n, size_t off, size_t len,
+			    struct err *e)
+{
+	Ddiloco__V1__SyncerMessage m = DDILOCO__V1__SYNCER_MESSAGE__INIT;
+	Ddiloco__V1__Update u = DDILOCO__V1__UPDATE__INIT;
+	size_t blen;
+	uint8_t *b;
+	int rc;
+
+	u.fragment = p;
+	u.version = version;
+	u.encoding = DDILOCO__V1__ENCODING__ENCODING_F32;
+	u.payload.data = (uint8_t *)v + off;
+	u.payload.len = len;
+	u.part_offset = off;
+	u.payload_total = 4 * n;
+	m.kind_case = DDILOCO__V1__SYNCER_MESSAGE__KIND_UPDATE;
+	m.update = &u;
+	b = pack(&m, &blen);
+	rc = sidecar_handle(f->s, 0, b, blen, e);
+	free(b);
+	return rc;
+}
+
 static int send_pull(struct fx *f, uint32_t p, uint64_t round)
 {
 	Ddiloco__V1__SyncerMessage m = DDILOCO__V1__SYNCER_MESSAGE__INIT;
@@ -216,6 +243,52 @@ static void updates_reach_the_learner_or_are_refused(void **state)
 	sidecar_get_metrics(f->s, &m);
 	assert_int_equal(m.updates_received, 7);
 	assert_int_equal(m.updates_rejected, 5);
+}
+
+/*
+ * An update in parts is put together and applied whole; a duplicated
+ * part, or a stream that ends between parts, leaves the learner on the
+ * version it had (never a torn fragment).
+ */
+static void updates_in_parts(void **state)
+{
+	struct fx *f = *state;
+	float v[600], w[700];
+	struct sidecar_metrics m;
+	struct err e;
+
+	for (int i = 0; i < 700; i++)
+		w[i] = -1.0f;
+	for (int i = 0; i < 600; i++)
+		v[i] = (float)i * 0.25f;
+	assert_int_equal(send_update(f, 1, 1, ENC_F32, w, 700, 0, NULL), 0);
+	assert_int_equal(send_update(f, 0, 1, ENC_F32, w, 600, 0, NULL), 0);
+	assert_int_equal(send_update_part(f, 0, 2, v, 600, 0, 1000, &e), 0);
+	assert_int_equal(exchange_inbox_version(f->sx, 0), 1);   /* not yet */
+	assert_int_equal(send_pull(f, 1, 3), 0);   /* other kinds may come */
+	assert_int_equal(send_update_part(f, 0, 2, v, 600, 1000, 1400, &e), 0);
+	assert_int_equal(exchange_inbox_version(f->sx, 0), 2);
+	assert_int_equal(exchange_learner_start(f->lx, f->params), 1);
+	for (int i = 0; i < 600; i++)
+		assert_true(f->params[500 + i] == v[i]);
+	/* a part sent twice: refused, version 2 stays */
+	assert_int_equal(send_update_part(f, 0, 3, w, 600, 0, 1000, &e), 0);
+	assert_int_equal(send_update_part(f, 0, 3, w, 600, 0, 1000, &e), -1);
+	assert_non_null(strstr(e.msg, "update part at offset 0, expected 1000: "
+			       "duplicated or out of order"));
+	assert_int_equal(send_update_part(f, 0, 3, w, 600, 1000, 1400, &e), -1);
+	assert_non_null(strstr(e.msg, "its first part is missing"));
+	/* the stream ends between two parts: the first is dropped */
+	assert_int_equal(send_update_part(f, 0, 4, w, 600, 0, 1000, &e), 0);
+	sidecar_stream_begin(f->s, 0);
+	assert_int_equal(send_update_part(f, 0, 4, w, 600, 1000, 1400, &e), -1);
+	assert_int_equal(exchange_inbox_version(f->sx, 0), 2);
+	/* more than the fragment's largest payload, before any allocation */
+	assert_int_equal(send_update_part(f, 0, 5, w, 100000, 0, 8, &e), -1);
+	assert_non_null(strstr(e.msg, "more than the 2400 its fragment can have"));
+	sidecar_get_metrics(f->s, &m);
+	assert_int_equal(m.parts_received, 4);
+	assert_int_equal(m.updates_rejected, 4);
 }
 
 static void answers_queue_bounded(void **state)
@@ -979,6 +1052,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(welcome_checks_the_model, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(updates_in_parts, setup, teardown),
 		cmocka_unit_test_setup_teardown(updates_reach_the_learner_or_are_refused,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(answers_queue_bounded, setup,
