@@ -247,8 +247,9 @@ int frag_table_init(struct frag_table *ft, const struct frag_tensor *t,
 	ft->nmodel = ntensors;
 	ft->frags = calloc((size_t)nfrags, sizeof(*ft->frags));
 	/* a cut adds at most one piece per fragment boundary */
-	ft->tensors = malloc((size_t)(ntensors + nfrags) * sizeof(*ft->tensors));
-	ft->owner = malloc((size_t)(ntensors + nfrags) * sizeof(int));
+	ft->tensors = malloc(((size_t)ntensors + (size_t)nfrags) *
+			     sizeof(*ft->tensors));
+	ft->owner = malloc(((size_t)ntensors + (size_t)nfrags) * sizeof(int));
 	own = malloc((size_t)ntensors * sizeof(int));
 	fill = calloc((size_t)nfrags, sizeof(size_t));
 	if (!ft->frags || !ft->tensors || !ft->owner || !own || !fill ||

@@ -77,7 +77,6 @@ struct frag_table {
  * whole number of rows, sizes that overflow, and more fragments than
  * the rows allow pieces.
  */
-
 int frag_table_init(struct frag_table *ft, const struct frag_tensor *t,
 		    int ntensors, int nfrags, struct err *e);
 /*
