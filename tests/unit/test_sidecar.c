@@ -4,10 +4,11 @@
  * exchange, bad payloads (truncated, oversize, wrong fragment, wrong
  * model) refused and counted, queued answers read back by protobuf-c,
  * bounded answer queue, the resume step handed to the right learner,
- * error feedback over many sent answers and when its residual is dropped.
- * And over loopback gRPC, against a fake syncer: the heartbeats on a Beat
- * call once it is taken, on Train while the Beat is refused (tried
- * again) or unknown to the syncer (not tried again).
+ * error feedback over many sent answers and when its residual is dropped,
+ * updates in parts put together or refused. And over loopback gRPC,
+ * against a fake syncer: the heartbeats on a Beat call once it is taken,
+ * on Train while the Beat is refused (tried again) or unknown to the
+ * syncer (not tried again); a seed larger than a message sent in parts.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -664,6 +665,14 @@ struct fake {
 	/* counted on the fake's thread (atomics: the stopper reads them
 	 * while it runs), read plainly by the test after the join */
 	int beat_calls, train_heartbeats, beat_heartbeats;
+	/* seed: a Train stream is asked for fragment 0's seed (a Pull of
+	 * round 0, no Welcome: an adopting syncer) and the parts of the
+	 * answer are kept: their offsets and lengths, the bytes put
+	 * together in got (total bytes), got_bytes of them so far */
+	int seed, nparts;
+	uint64_t part_off[8], part_len[8], total;
+	uint8_t *got;
+	int got_bytes;
 	struct fake_call c[FAKE_CALLS];
 	pthread_t th;
 };
@@ -760,6 +769,12 @@ static void fake_accept(struct fake *f, int i)
 	w.fragments = 2;
 	m.kind_case = DDILOCO__V1__SYNCER_MESSAGE__KIND_WELCOME;
 	m.welcome = &w;
+	if (f->seed) {
+		static Ddiloco__V1__Pull pl = DDILOCO__V1__PULL__INIT;
+
+		m.kind_case = DDILOCO__V1__SYNCER_MESSAGE__KIND_PULL;
+		m.pull = &pl;
+	}
 	sl = grpc_slice_malloc(ddiloco__v1__syncer_message__get_packed_size(&m));
 	ddiloco__v1__syncer_message__pack(&m, GRPC_SLICE_START_PTR(sl));
 	c->wb = grpc_raw_byte_buffer_create(&sl, 1);
@@ -792,6 +807,24 @@ static void fake_message(struct fake *f, int i)
 			count(&f->beat_heartbeats);
 		else
 			count(&f->train_heartbeats);
+	}
+	if (m->kind_case == DDILOCO__V1__LEARNER_MESSAGE__KIND_ANSWER &&
+	    f->nparts < 8) {
+		const Ddiloco__V1__Answer *a = m->answer;
+
+		f->part_off[f->nparts] = a->part_offset;
+		f->part_len[f->nparts++] = a->payload.len;
+		if (!f->got && a->payload_total <= (1u << 20)) {
+			f->total = a->payload_total;
+			f->got = calloc(f->total + 1, 1);
+		}
+		if (f->got && a->payload_total == f->total &&
+		    a->part_offset + a->payload.len <= f->total) {
+			memcpy(f->got + a->part_offset, a->payload.data,
+			       a->payload.len);
+			__atomic_fetch_add(&f->got_bytes, (int)a->payload.len,
+					   __ATOMIC_RELAXED);
+		}
 	}
 	ddiloco__v1__learner_message__free_unpacked(m, NULL);
 	fake_recv(f, i);
@@ -979,6 +1012,78 @@ static int a_second_beat(struct fake *f)
 	return seen(&f->beat_calls) >= 2;
 }
 
+static int seed_whole(struct fake *f)
+{
+	return f->total && seen(&f->got_bytes) >= (int)f->total;
+}
+
+/*
+ * A payload larger than a message goes in parts (docs/protocol.md,
+ * Messages in parts), here an adopting syncer's seed request: with the
+ * sidecar's messages held to 64 KiB (the test knob), fragment 0's seed
+ * of 80000 bytes goes as a part of 65280 bytes and one of 14720, which
+ * put together are the seed.
+ */
+static void a_seed_goes_in_parts(void **state)
+{
+	static const struct frag_tensor big[2] = {
+		{ .offset = 0, .numel = 20000 }, { .offset = 20000, .numel = 20000 },
+	};
+	struct fake *f = calloc(1, sizeof(*f));
+	struct stopper st = { 0, f, seed_whole, 20, 0, NULL };
+	struct sidecar_opts o = { .learner_id = 2, .job = "t",
+				  .backoff_min = 0.05, .backoff_max = 0.1,
+				  .max_message = 65536 };
+	char dir[] = "/tmp/ddsc-seed-XXXXXX", target[64];
+	struct sidecar_metrics m;
+	struct frag_table ft;
+	struct exchange *sx;
+	struct sidecar *s;
+	float *params = malloc(40000 * sizeof(float));
+	pthread_t th;
+	struct err e;
+
+	(void)state;
+	assert_non_null(f);
+	assert_non_null(params);
+	assert_non_null(mkdtemp(dir));
+	for (int i = 0; i < 40000; i++)
+		params[i] = (float)i * 0.001f;
+	assert_int_equal(frag_table_init(&ft, big, 2, 2, NULL), 0);
+	assert_int_equal(exchange_open(dir, EXCHANGE_SIDECAR, &ft, &sx, NULL), 0);
+	assert_int_equal(exchange_write_seed(dir, &ft, params, NULL), 0);
+	grpc_init();
+	fake_start(f, BEAT_TAKEN);
+	f->seed = 1;   /* read once the sidecar's call arrives */
+	snprintf(target, sizeof(target), "127.0.0.1:%d", f->port);
+	o.target = target;
+	o.seed_dir = dir;
+	s = sidecar_new(&o, sx, &ft, &e);
+	assert_non_null(s);
+	assert_int_equal(s->send_cap, 65536);
+	assert_int_equal(pthread_create(&th, NULL, stopper_main, &st), 0);
+	assert_int_equal(sidecar_run(s, &st.stop, &e), 1);
+	pthread_join(th, NULL);
+	sidecar_get_metrics(s, &m);
+	fake_stop(f);
+	grpc_shutdown();
+	assert_int_equal(f->total, 80000);
+	assert_int_equal(f->nparts, 2);
+	assert_int_equal(f->part_off[0], 0);
+	assert_int_equal(f->part_len[0], 65536 - WIRE_PART_SLACK);
+	assert_int_equal(f->part_off[1], 65536 - WIRE_PART_SLACK);
+	assert_int_equal(f->part_len[1], 80000 - (65536 - WIRE_PART_SLACK));
+	assert_memory_equal(f->got, params, 80000);   /* fragment 0: tensor 0 */
+	assert_int_equal(m.parts_sent, 2);
+	sidecar_free(s);
+	exchange_close(sx);
+	frag_table_release(&ft);
+	assert_int_equal(testlib_rmtree(dir), 0);
+	free(f->got);
+	free(f);
+	free(params);
+}
+
 /*
  * docs/sidecar.md, Heartbeats on their own connection: taken, the Beat
  * carries the heartbeats; refused, they go on Train and the Beat is tried
@@ -1053,6 +1158,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(welcome_checks_the_model, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(updates_in_parts, setup, teardown),
+		cmocka_unit_test(a_seed_goes_in_parts),
 		cmocka_unit_test_setup_teardown(updates_reach_the_learner_or_are_refused,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(answers_queue_bounded, setup,
