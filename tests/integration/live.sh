@@ -71,7 +71,8 @@ live_cleanup() {
 }
 fail() {
 	echo "FAIL: $*"
-	[ -f "$run/syncer.log" ] && { echo "--- syncer.log"; tail -n 30 "$run/syncer.log"; }
+	[ -f "$run/syncer.log" ] && { echo "--- syncer.log"; tail -n 30 "$run/syncer.log";
+		grep "audit:" "$run/syncer.log" | head -n 5 || :; }
 	[ -f "$run/events.log" ] && { echo "--- events.log"; tail -n 15 "$run/events.log"; }
 	exit 1
 }
