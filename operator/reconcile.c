@@ -27,7 +27,8 @@ static const char *phase_names[] = {
  * reads a job's end the same way; the phase stays Succeeded. */
 static const char *cond_names[COND_N] = {
 	"Created", "Running", "Complete", "Failed", "Suspended", "PodsReady",
-	"CheckpointFailing", "ModelStartedOver",
+	"CheckpointFailing", "ModelStartedOver", "SyncerShards",
+	"CheckpointStorage",
 };
 
 const char *job_phase_name(enum job_phase p)
@@ -582,6 +583,58 @@ static void ckpt_failing(const struct rc_input *in, struct rc_output *o,
 	}
 }
 
+/* CheckpointStorage from the shards' last /status (reconcile.h). */
+static void ckpt_storage(const struct rc_input *in, struct rc_output *o,
+			 const char *now)
+{
+	const struct obs_progress *p = &in->progress;
+	struct condition *c = &o->conds[COND_CHECKPOINT_STORAGE];
+	char msg[256], pod[96];
+
+	if (!p->have || p->ckpt_fits < 0)
+		return;
+	if (p->ckpt_fits) {
+		cond_set(c, 1, "CheckpointStorageFits", "a checkpoint of the "
+			 "model fits on every syncer shard's volume", now);
+		return;
+	}
+	snprintf(pod, sizeof(pod), "%s-syncer-%d", in->spec->name,
+		 p->ckpt_fits_shard);
+	snprintf(msg, sizeof(msg), "syncer shard %d (%s): a checkpoint needs "
+		 "%llu bytes, its volume has %llu free: set spec.syncer.storage "
+		 "(each shard's claim) larger", p->ckpt_fits_shard, pod,
+		 p->ckpt_needed, p->ckpt_free);
+	if (!c->set || c->status || strcmp(c->message, msg))
+		event(o, 1, "CheckpointStorageTooSmall", "%s", msg);
+	cond_set(c, 0, "CheckpointStorageTooSmall", msg, now);
+}
+
+/* SyncerShards from the shards' last /status reads (reconcile.h). */
+static void syncer_shards(const struct rc_input *in, struct rc_output *o,
+			  const char *now)
+{
+	const struct obs_progress *p = &in->progress;
+	struct condition *c = &o->conds[COND_SYNCER_SHARDS];
+	char msg[256];
+
+	if (in->spec->syncer.shards < 2 || p->shards < 2)
+		return;
+	if (p->shard_down < 0) {
+		snprintf(msg, sizeof(msg), "all %d syncer shards answer", p->shards);
+		if (c->set && !c->status)
+			event(o, 0, "ShardsUp", "%s", msg);
+		cond_set(c, 1, "AllShardsUp", msg, now);
+		return;
+	}
+	snprintf(msg, sizeof(msg), "%d/%d syncer shards answer; shard %d "
+		 "(%s-syncer-%d) does not: %.60s; the other shards' fragments keep "
+		 "merging", p->shards_up, p->shards, p->shard_down, in->spec->name,
+		 p->shard_down, p->shard_down_error);
+	if (!c->set || c->status)
+		event(o, 1, "ShardDown", "%s", msg);
+	cond_set(c, 0, "ShardDown", msg, now);
+}
+
 /*
  * ModelStartedOver from the syncer's last /status: True while the
  * running syncer process started from the seed although the high-water
@@ -879,6 +932,8 @@ int reconcile(const struct rc_input *in, struct learner_mem *mem,
 	if (in->deleting)
 		return 0;
 	ckpt_failing(in, o, now);
+	ckpt_storage(in, o, now);
+	syncer_shards(in, o, now);
 	started_over(in, o, now);
 	keep_claim(in, o);
 	if (M < 1 || M > RC_MAX_LEARNERS)

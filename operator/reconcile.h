@@ -56,6 +56,16 @@
  * /status says its checkpoint writes fail; False once one succeeds
  * again; absent while none has failed.
  *
+ * Condition CheckpointStorage: False (reason CheckpointStorageTooSmall,
+ * a Warning Event) while a shard's /status says a checkpoint of the
+ * adopted model cannot fit on its volume, naming the shard and the
+ * bytes; True once every shard that says so fits; absent while no
+ * syncer says (an older one).
+ *
+ * Condition SyncerShards (spec.syncer.shards > 1 only): True while every
+ * shard answers its /status, False (reason ShardDown) naming the first
+ * that does not; the others' fragments keep merging meanwhile.
+ *
  * Phase: Succeeded when the syncer says done or every learner exited 0;
  * Failed (docs/operator.md, "Failure policy") when learner failures pass
  * spec.backoffLimit, when the job was active longer than
@@ -124,11 +134,22 @@ struct obs_progress {
 	 * been handed out before: the model trained so far was lost; -1:
 	 * the syncer does not say */
 	int started_over;
+	/* the shards (docs/operator.md, Shards): of how many the last read
+	 * was (0: no read by this operator process yet), how many answered,
+	 * the first that did not (-1: none) and why */
+	int shards, shards_up, shard_down;
+	char shard_down_error[128];
+	/* whether a checkpoint fits on each shard's volume: 1 every shard
+	 * that says fits, 0 shard ckpt_fits_shard's does not (needed and
+	 * free bytes), -1 no shard says (older syncers) */
+	int ckpt_fits, ckpt_fits_shard;
+	unsigned long long ckpt_needed, ckpt_free;
 };
 
 enum cond_type { COND_CREATED, COND_RUNNING, COND_COMPLETE, COND_FAILED,
 		 COND_SUSPENDED, COND_PODS_READY, COND_CHECKPOINT_FAILING,
-		 COND_MODEL_STARTED_OVER, COND_N };
+		 COND_MODEL_STARTED_OVER, COND_SYNCER_SHARDS,
+		 COND_CHECKPOINT_STORAGE, COND_N };
 
 const char *cond_type_name(enum cond_type t);
 
