@@ -379,24 +379,24 @@ static void observe_children(const struct pass_env *env, struct pass *p)
 
 /*
  * Whether a checkpoint fits on each shard's volume, into the progress
- * (reconcile.h, CheckpointStorage): the first shard that says it does
- * not, else 1 when any says it does, else -1.
+ * (reconcile.h, CheckpointStorage): -1 for the first shard that says it
+ * does not, else 1 when any says it does, else 0.
  */
 static void shard_fits(const struct syncer_status *st, const int *up, int S,
 		       struct obs_progress *pr)
 {
-	pr->ckpt_fits = -1;
+	pr->ckpt_room = 0;
 	for (int i = 0; i < S; i++) {
 		if (!up[i] || st[i].ckpt.fits < 0)
 			continue;
 		if (!st[i].ckpt.fits) {
-			pr->ckpt_fits = 0;
-			pr->ckpt_fits_shard = i;
+			pr->ckpt_room = -1;
+			pr->ckpt_room_shard = i;
 			pr->ckpt_needed = st[i].ckpt.needed_bytes;
 			pr->ckpt_free = st[i].ckpt.volume_free_bytes;
 			return;
 		}
-		pr->ckpt_fits = 1;
+		pr->ckpt_room = 1;
 	}
 }
 

@@ -591,20 +591,20 @@ static void ckpt_storage(const struct rc_input *in, struct rc_output *o,
 	struct condition *c = &o->conds[COND_CHECKPOINT_STORAGE];
 	char msg[256], pod[96];
 
-	if (!p->have || p->ckpt_fits < 0)
+	if (!p->have || !p->ckpt_room)
 		return;
-	if (p->ckpt_fits) {
+	if (p->ckpt_room > 0) {
 		cond_set(c, 1, "CheckpointStorageFits", "a checkpoint of the "
 			 "model fits on every syncer shard's volume", now);
 		return;
 	}
 	snprintf(pod, sizeof(pod), "%s-syncer-%d", in->spec->name,
-		 p->ckpt_fits_shard);
+		 p->ckpt_room_shard);
 	snprintf(msg, sizeof(msg), "syncer shard %d (%s): a checkpoint needs "
 		 "%llu bytes, its volume has %llu free: set spec.syncer.storage "
-		 "(each shard's claim) larger", p->ckpt_fits_shard, pod,
+		 "(each shard's claim) larger", p->ckpt_room_shard, pod,
 		 p->ckpt_needed, p->ckpt_free);
-	if (!c->set || c->status || strcmp(c->message, msg))
+	if (!c->set || c->status)
 		event(o, 1, "CheckpointStorageTooSmall", "%s", msg);
 	cond_set(c, 0, "CheckpointStorageTooSmall", msg, now);
 }

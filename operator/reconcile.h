@@ -140,9 +140,9 @@ struct obs_progress {
 	int shards, shards_up, shard_down;
 	char shard_down_error[128];
 	/* whether a checkpoint fits on each shard's volume: 1 every shard
-	 * that says fits, 0 shard ckpt_fits_shard's does not (needed and
-	 * free bytes), -1 no shard says (older syncers) */
-	int ckpt_fits, ckpt_fits_shard;
+	 * that says fits, -1 shard ckpt_room_shard's does not (needed and
+	 * free bytes), 0 no shard says (older syncers) */
+	int ckpt_room, ckpt_room_shard;
 	unsigned long long ckpt_needed, ckpt_free;
 };
 
