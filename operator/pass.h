@@ -41,7 +41,7 @@ struct pass_env {
 	struct jobmem_table *mems;
 	struct op_metrics *metrics;
 	const char *status_url;       /* the syncer's /status: {job}
-					 {namespace} {port} replaced */
+					 {namespace} {port} {shard} replaced */
 	const char *operator_ns;      /* for the syncers' NetworkPolicies */
 	struct chaos_ctl *chaos;      /* or NULL: status.chaos is kept */
 	struct kube *k;               /* the worker's own connection */
