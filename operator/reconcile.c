@@ -615,7 +615,7 @@ static void syncer_shards(const struct rc_input *in, struct rc_output *o,
 {
 	const struct obs_progress *p = &in->progress;
 	struct condition *c = &o->conds[COND_SYNCER_SHARDS];
-	char msg[256];
+	char msg[512];   /* cut to a condition's 255 by cond_set */
 
 	if (in->spec->syncer.shards < 2 || p->shards < 2)
 		return;
@@ -626,8 +626,10 @@ static void syncer_shards(const struct rc_input *in, struct rc_output *o,
 		cond_set(c, 1, "AllShardsUp", msg, now);
 		return;
 	}
+	/* the pod's name is at most 63 bytes (docs/operator.md, Names), so
+	 * the error keeps 90 of the message's 255 */
 	snprintf(msg, sizeof(msg), "%d/%d syncer shards answer; shard %d "
-		 "(%s-syncer-%d) does not: %.60s; the other shards' fragments keep "
+		 "(%.53s-syncer-%d) does not: %.90s; the others' fragments keep "
 		 "merging", p->shards_up, p->shards, p->shard_down, in->spec->name,
 		 p->shard_down, p->shard_down_error);
 	if (!c->set || c->status)

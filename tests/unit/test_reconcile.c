@@ -132,7 +132,7 @@ static void test_shard_conditions(void **state)
 	assert_string_equal(c->reason, "ShardDown");
 	assert_string_equal(c->message, "1/2 syncer shards answer; shard 1 "
 			    "(demo-syncer-1) does not: cannot reach 'http://x/status'; "
-			    "the other shards' fragments keep merging");
+			    "the others' fragments keep merging");
 	assert_string_equal(cond_type_name(COND_SYNCER_SHARDS), "SyncerShards");
 	assert_int_equal(find_event(&f.out, "ShardDown")->warning, 1);
 	/* no syncer said whether its checkpoint fits: no condition */
