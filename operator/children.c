@@ -969,20 +969,32 @@ json_t *child_evaluator(const struct child_ctx *c)
 	return object("v1", "Pod", m, podspec);
 }
 
-int learner_index(const char *job, const char *pod)
+/* "<job><infix><i>" → i (no leading zero, at most max); -1 else. */
+static int name_index(const char *job, const char *infix, const char *pod,
+		      long max)
 {
-	size_t n = strlen(job);
+	size_t n = strlen(job), k = strlen(infix);
 	const char *p;
 	char *end;
 	long v;
 
-	if (strncmp(pod, job, n) || strncmp(pod + n, "-learner-", 9))
+	if (!pod || strncmp(pod, job, n) || strncmp(pod + n, infix, k))
 		return -1;
-	p = pod + n + 9;
+	p = pod + n + k;
 	if (*p < '0' || *p > '9' || (*p == '0' && p[1]))
 		return -1;
 	v = strtol(p, &end, 10);
-	if (*end || v > 1000000)
+	if (*end || v > max)
 		return -1;
 	return (int)v;
+}
+
+int learner_index(const char *job, const char *pod)
+{
+	return name_index(job, "-learner-", pod, 1000000);
+}
+
+int syncer_shard_index(const char *job, const char *pod)
+{
+	return name_index(job, "-syncer-", pod, JOB_MAX_SHARDS - 1);
 }

@@ -208,6 +208,8 @@ json_t *child_evaluator(const struct child_ctx *c);
 
 /* "<job>-learner-<i>" → i; -1 when the name is not one of the job's. */
 int learner_index(const char *job, const char *pod);
+/* "<job>-syncer-<i>" → the shard i; -1 when not one of the job's. */
+int syncer_shard_index(const char *job, const char *pod);
 /* Shard i's gRPC address as learners see it (its pod's name through the
  * headless Service); -1 when it does not fit. */
 int syncer_address(const char *job, const char *ns, int port, int shard,

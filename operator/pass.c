@@ -106,8 +106,10 @@ static void observe_pod(const char *job, json_t *pod, const char *ctr,
  * failed liveness probe) on the pod it runs in, into the job's memory
  * (jobmem_syncer_seen), with why it last ended.
  */
-static void observe_syncer_pod(struct jobmem *m, json_t *pod, double now)
+static void observe_syncer_pod(struct jobmem *m, const char *job, json_t *pod,
+			       double now)
 {
+	int shard = syncer_shard_index(job, jget(pod, "metadata", "name"));
 	const char *uid = jget(pod, "metadata", "uid");
 	json_t *cs;
 	size_t i;
@@ -130,7 +132,7 @@ static void observe_syncer_pod(struct jobmem *m, json_t *pod, double now)
 	}
 	if (!uid || n < 0)
 		return;
-	jobmem_syncer_seen(m, uid, n, why, now);
+	jobmem_syncer_seen(m, shard, uid, n, why, now);
 }
 
 /* The template with {job}, {namespace}, {port} and {shard} replaced,
@@ -241,7 +243,7 @@ static void observe_syncer(struct pass *p, json_t *pod)
 		p->in.syncer_created = fmax(0, kube_time_parse(jget(pod,
 				"metadata", "creationTimestamp")));
 	/* owned by the StatefulSet: the job's name picks it */
-	observe_syncer_pod(p->m, pod, clock_wall());
+	observe_syncer_pod(p->m, p->name, pod, clock_wall());
 }
 
 /* The job's learner pods (its own uid's, not an older job's) -> in.pods,

@@ -1064,6 +1064,12 @@ static void test_child_names(void **state)
 	assert_int_equal(child_name("demo", CHILD_EVALUATOR, 0, name, sizeof(name)), 0);
 	assert_string_equal(name, "demo-evaluator-0");
 	assert_int_equal(learner_index("demo", name), -1);
+	assert_int_equal(child_name("demo", CHILD_SYNCER_POD, 7, name, sizeof(name)), 0);
+	assert_string_equal(name, "demo-syncer-7");
+	assert_int_equal(syncer_shard_index("demo", name), 7);
+	assert_int_equal(syncer_shard_index("demo", "demo-syncer-64"), -1);
+	assert_int_equal(syncer_shard_index("demo", "demo-syncer-07"), -1);
+	assert_int_equal(syncer_shard_index("demo", "demo-learner-0"), -1);
 	/* the longest job name the CRD allows (docs/operator.md, Names): its
 	 * evaluator's pod name is a label value and a hostname (<= 63) */
 	memset(long_job, 'a', 45);
