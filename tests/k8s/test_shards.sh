@@ -6,6 +6,9 @@
 #    claim template; the operator made the two claims
 #    checkpoints-sh2-syncer-0/1 (owned by the job, each sized for half the
 #    model) and each shard's pod mounts its own;
+#    with checkpoints.retain true both claims have no owner;
+#  - the CRD refuses checkpoints.claimName with 2 shards and a
+#    chaos.syncerShard that is not a shard;
 #  - the learner's sidecar dials both shards' pods in shard order, and the
 #    syncer's certificate names both pods;
 #  - with two real syncer shards, a sidecar and a learner running here
@@ -15,7 +18,8 @@
 #    the status says 1/2 and the condition SyncerShards names shard 1
 #    (ShardDown), while shard 0's rounds go on (its own /status); the
 #    StatefulSet makes shard 1's pod again on the same claim; shard 1
-#    restarted from its own checkpoints, 2/2 and SyncerShards True again.
+#    restarted from its own checkpoints, 2/2 and SyncerShards True again;
+#    the job deleted (retain false), both claims go with it.
 # Needs the variables of /tmp/ddiloco-k8s/env (tests/k8s/run.sh sets them).
 set -euo pipefail
 
@@ -76,6 +80,16 @@ spec:
   budget: {tokens: 50000000}
 EOF
 }
+# the CRD refuses one claim for two shards, and a chaos shard it lacks
+out=$(job bad ", checkpoints: {claimName: some-claim}" | KN apply -f - 2>&1) &&
+	fail "a claimName with 2 shards was accepted"
+case $out in *"a job of more than one syncer shard has a claim per shard"*) ;;
+	*) fail "claimName with 2 shards refused with: $out" ;; esac
+out=$( (job bad ""; echo "  chaos: {enabled: true, targets: [syncer], syncerShard: 2}") |
+	KN apply -f - 2>&1) && fail "chaos.syncerShard 2 of 2 shards was accepted"
+case $out in *"spec.chaos.syncerShard is not one of the job's shards"*) ;;
+	*) fail "syncerShard 2 refused with: $out" ;; esac
+echo "ok: the CRD refuses checkpoints.claimName with 2 shards and chaos.syncerShard 2"
 # certs: with TLS, for its Secret (the processes here dial 127.0.0.1,
 # which no certificate names); sh2: plaintext, run for real below
 job certs "" | KN apply -f - >/dev/null || fail "apply certs"
@@ -102,7 +116,15 @@ for i in 0 1; do
 done
 gone() { ! KN get "$1" >/dev/null 2>&1; }
 gone pvc/sh2-checkpoints || fail "an unsharded claim sh2-checkpoints was made too"
-echo "ok: StatefulSet of 2 replicas with --shard auto; claims checkpoints-sh2-syncer-0/1 (1Gi, owned by sh2), each shard's pod on its own"
+# retain true: both shards' claims without an owner from the start
+job keep "" | sed 's/retain: false/retain: true/' | KN apply -f - >/dev/null || fail "apply keep"
+for i in 0 1; do
+	until_ok 60 "claim checkpoints-keep-syncer-$i" "KN get pvc checkpoints-keep-syncer-$i"
+	[ -z "$(jp "pvc/checkpoints-keep-syncer-$i" '{.metadata.ownerReferences}')" ] ||
+		fail "checkpoints-keep-syncer-$i has an owner with retain true"
+done
+KN delete ddjob keep --wait=false >/dev/null
+echo "ok: StatefulSet of 2 replicas with --shard auto; claims checkpoints-sh2-syncer-0/1 (1Gi, owned by sh2), each shard's pod on its own; job keep's claims unowned (retain true)"
 
 until_ok 60 "pod certs-learner-0" "KN get pod certs-learner-0"
 want="certs-syncer-0.certs-syncer.$NS.svc:7070,certs-syncer-1.certs-syncer.$NS.svc:7070"
