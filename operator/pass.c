@@ -365,6 +365,7 @@ static void observe_children(const struct pass_env *env, struct pass *p)
 	p->syncer_ready_replicas = sts ? (int)json_integer_value(json_object_get(
 		json_object_get(sts, "status"), "readyReplicas")) : 0;
 	p->in.syncer_ready = p->syncer_ready_replicas >= 1;
+	p->in.syncer_pods_ready = p->syncer_ready_replicas;
 	json_decref(sts);
 	p->in.configmap = cached(c->cms, p->ns, p->name, CHILD_SPEC);
 	p->in.service = cached(c->svcs, p->ns, p->name, CHILD_SYNCER);

@@ -508,7 +508,7 @@ static void pods_ready(const struct rc_input *in, int M, struct rc_output *o,
 	const struct obs_pod *b = NULL;
 	const char *reason = NULL;
 	char msg[256], who[32];
-	int nb = 0;
+	int nb = 0, S = in->spec->syncer.shards;
 
 	for (int i = 0; i < in->npods; i++) {
 		const struct obs_pod *p = &in->pods[i];
@@ -520,7 +520,7 @@ static void pods_ready(const struct rc_input *in, int M, struct rc_output *o,
 			b = p;
 		nb++;
 	}
-	if (!in->syncer_ready &&
+	if ((!in->syncer_ready || (S > 1 && in->syncer_pods_ready < S)) &&
 	    reportable(in, in->syncer_reason, in->syncer_starting,
 		       in->syncer_created, o)) {
 		reason = in->syncer_reason;
@@ -538,7 +538,16 @@ static void pods_ready(const struct rc_input *in, int M, struct rc_output *o,
 		cond_set(c, 0, reason, msg, now);
 		return;
 	}
-	if (o->ready == M && in->syncer_ready) {
+	/* a sharded syncer: every shard's pod (docs/operator.md, Shards) */
+	if (S > 1 && o->ready == M && in->syncer_pods_ready >= S) {
+		snprintf(msg, sizeof(msg), "%d/%d learners ready, %d/%d syncer "
+			 "shards ready", o->ready, M, in->syncer_pods_ready, S);
+		cond_set(c, 1, "AllPodsReady", msg, now);
+	} else if (S > 1) {
+		snprintf(msg, sizeof(msg), "%d/%d learners ready, %d/%d syncer "
+			 "shards ready", o->ready, M, in->syncer_pods_ready, S);
+		cond_set(c, 0, "PodsStarting", msg, now);
+	} else if (o->ready == M && in->syncer_ready) {
 		snprintf(msg, sizeof(msg), "%d/%d learners ready, syncer ready",
 			 o->ready, M);
 		cond_set(c, 1, "AllPodsReady", msg, now);

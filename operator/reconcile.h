@@ -37,7 +37,8 @@
  * that apply answered with deleted first (create_gone): then it came and
  * went unseen, and counts as gone at once.
  *
- * Condition PodsReady: True when every learner and the syncer are ready;
+ * Condition PodsReady: True when every learner and the syncer (every
+ * shard's pod) are ready;
  * False with the pod's own reason (Unschedulable, ImagePullBackOff, ...)
  * and message when one cannot start, else PodsStarting. A pod still
  * starting (ContainerCreating, PodInitializing, Pending without a
@@ -233,7 +234,10 @@ struct rc_input {
 	int retain;                   /* spec.syncer.checkpoints.retain:
 				       * 1 true, 0 false, -1 unset */
 	int want_tls;                 /* spec.syncer.insecure is false */
-	int syncer_ready;
+	int syncer_ready;             /* a syncer pod (any shard's) is ready */
+	int syncer_pods_ready;        /* how many are (the StatefulSet's
+				       * readyReplicas): PodsReady of a sharded
+				       * job wants every shard's */
 	/* why the syncer's pod cannot start, as obs_pod.reason/message,
 	 * starting and created */
 	const char *syncer_reason, *syncer_message;

@@ -178,6 +178,28 @@ static void test_shard_conditions(void **state)
 	assert_string_equal(c->reason, "CheckpointStorageFits");
 	rc_output_release(&f.out);
 
+	/* PodsReady wants every shard's pod; one that cannot start is named */
+	f.in.syncer_pods_ready = 1;
+	reconcile(&f.in, f.mem, &f.out);
+	c = &f.out.conds[COND_PODS_READY];
+	assert_int_equal(c->status, 0);
+	assert_string_equal(c->reason, "PodsStarting");
+	assert_string_equal(c->message, "2/2 learners ready, 1/2 syncer shards ready");
+	assert_int_equal(f.out.phase, PHASE_RUNNING);   /* shard 0 merges on */
+	rc_output_release(&f.out);
+	f.in.syncer_reason = "Unschedulable";
+	f.in.syncer_message = "0/3 nodes are available";
+	reconcile(&f.in, f.mem, &f.out);
+	assert_string_equal(f.out.conds[COND_PODS_READY].reason, "Unschedulable");
+	rc_output_release(&f.out);
+	f.in.syncer_reason = f.in.syncer_message = NULL;
+	f.in.syncer_pods_ready = 2;
+	reconcile(&f.in, f.mem, &f.out);
+	c = &f.out.conds[COND_PODS_READY];
+	assert_int_equal(c->status, 1);
+	assert_string_equal(c->message, "2/2 learners ready, 2/2 syncer shards ready");
+	rc_output_release(&f.out);
+
 	/* an unsharded job has no SyncerShards condition */
 	setup_fx(&f, 2);
 	running(&f);
