@@ -630,7 +630,7 @@ static void syncer_shards(const struct rc_input *in, struct rc_output *o,
 		return;
 	if (p->shard_down < 0) {
 		snprintf(msg, sizeof(msg), "all %d syncer shards answer", p->shards);
-		if (c->set && !c->status)
+		if (c->set && !c->status && !strcmp(c->reason, "ShardDown"))
 			event(o, 0, "ShardsUp", "%s", msg);
 		cond_set(c, 1, "AllShardsUp", msg, now);
 		return;
@@ -641,7 +641,12 @@ static void syncer_shards(const struct rc_input *in, struct rc_output *o,
 		 "(%.53s-syncer-%d) does not: %.90s; the others' fragments keep "
 		 "merging", p->shards_up, p->shards, p->shard_down, in->spec->name,
 		 p->shard_down, p->shard_down_error);
-	if (!c->set || c->status)
+	/* before every shard first answered, the job is starting: no alarm */
+	if (!c->set || !strcmp(c->reason, "ShardsStarting")) {
+		cond_set(c, 0, "ShardsStarting", msg, now);
+		return;
+	}
+	if (c->status)
 		event(o, 1, "ShardDown", "%s", msg);
 	cond_set(c, 0, "ShardDown", msg, now);
 }

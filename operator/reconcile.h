@@ -64,8 +64,9 @@
  * syncer says (an older one).
  *
  * Condition SyncerShards (spec.syncer.shards > 1 only): True while every
- * shard answers its /status, False (reason ShardDown) naming the first
- * that does not; the others' fragments keep merging meanwhile.
+ * shard answers its /status, False naming the first that does not:
+ * ShardsStarting until every shard first answered, ShardDown (a Warning
+ * Event) after; the others' fragments keep merging meanwhile.
  *
  * Phase: Succeeded when the syncer says done or every learner exited 0;
  * Failed (docs/operator.md, "Failure policy") when learner failures pass

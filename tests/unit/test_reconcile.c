@@ -125,6 +125,24 @@ static void test_shard_conditions(void **state)
 	p->shard_down = 1;
 	snprintf(p->shard_down_error, sizeof(p->shard_down_error),
 		 "cannot reach 'http://x/status'");
+	/* before every shard first answered: starting, no alarm */
+	reconcile(&f.in, f.mem, &f.out);
+	c = &f.out.conds[COND_SYNCER_SHARDS];
+	assert_int_equal(c->status, 0);
+	assert_string_equal(c->reason, "ShardsStarting");
+	assert_null(find_event(&f.out, "ShardDown"));
+	memcpy(f.in.conds, f.out.conds, sizeof(f.in.conds));
+	rc_output_release(&f.out);
+	p->shard_down = -1;
+	p->shards_up = 2;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_string_equal(f.out.conds[COND_SYNCER_SHARDS].reason, "AllShardsUp");
+	assert_null(find_event(&f.out, "ShardsUp"));
+	memcpy(f.in.conds, f.out.conds, sizeof(f.in.conds));
+	rc_output_release(&f.out);
+	/* then a shard goes down */
+	p->shard_down = 1;
+	p->shards_up = 1;
 	reconcile(&f.in, f.mem, &f.out);
 	c = &f.out.conds[COND_SYNCER_SHARDS];
 	assert_int_equal(c->set, 1);
