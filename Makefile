@@ -223,7 +223,9 @@ crds:
 # ends: test_syncer_grpc), test_checkpoint_faults (failing and damaged
 # checkpoint files, the high-water mark: test_syncer_ckpt, test_persist,
 # test_core;
-# kill -9 and the state restored: test_syncer_grpc). `make test` runs
+# kill -9 and the state restored: test_syncer_grpc), test_parts (payloads
+# in parts: test_wire, test_sidecar, test_syncer_grpc; a 17.6M-parameter
+# model). `make test` runs
 # them all, and so does make check CHECK_INTEGRATION=all
 # (docs/design.md, 10. The tests).
 CHECK_INTEGRATION ?= test_run test_learners test_baseline test_train \

@@ -311,7 +311,7 @@ static struct rate sidecar_rate(const struct bench_pki *pki)
 	struct err e;
 
 	for (int p = 0; p < P; p++)
-		t[p] = (struct frag_tensor){ (size_t)p * N, N, 0 };
+		t[p] = (struct frag_tensor){ .offset = (size_t)p * N, .numel = N };
 	if (frag_table_init(&ft, t, P, P, &e) || !mkdtemp(dir) ||
 	    exchange_open(dir, EXCHANGE_SIDECAR, &ft, &sx, &e) ||
 	    exchange_open(dir, EXCHANGE_LEARNER, &ft, &lx, &e)) {

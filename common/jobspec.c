@@ -68,6 +68,7 @@ void jobspec_defaults(struct job_spec *js)
 	js->syncer.max_step_time = 600;
 	js->syncer.stall_seconds = 300;    /* docs/syncer.md, Stale learners */
 	js->syncer.hello_timeout = 10;     /* docs/syncer.md, gRPC details */
+	js->syncer.max_parameters = 4000000000ULL;   /* Memory budget */
 	js->syncer.port = 7070;
 	js->syncer.http_port = 7071;
 
@@ -242,6 +243,8 @@ static int check_syncer(const struct job_spec *js, struct err *e)
 	CHECK(s->stall_seconds >= 1 && s->stall_seconds <= 86400,
 	      "spec.syncer.stallSeconds: %g is not in [1, 86400]",
 	      s->stall_seconds);
+	CHECK(s->max_parameters >= 1,
+	      "spec.syncer.maxParameters: 0 is less than 1");
 	CHECK(s->hello_timeout >= 0.1 && s->hello_timeout <= 3600,
 	      "spec.syncer.helloTimeout: %g is not in [0.1, 3600]",
 	      s->hello_timeout);

@@ -25,7 +25,8 @@
  *                encoding, updateEncoding, errorFeedback, checkpointEvery,
  *                evalEvery, evalTokens, normOutlier, staleVersions,
  *                clipSteps, maxShare, minStepTime, maxStepTime,
- *                stallSeconds, helloTimeout, port, httpPort, insecure}
+ *                stallSeconds, helloTimeout, port, httpPort, insecure,
+ *                maxParameters}
  *   spec.budget.{tokens, outerSteps}
  *   spec.chaos.{enabled, schedule (poisson|interval), mtbfSeconds,
  *               intervalSeconds, targets [learners|syncer|sidecars],
@@ -154,6 +155,9 @@ struct job_syncer {
 	int port, http_port;          /* default 7070, 7071 */
 	int insecure;                 /* 1: plaintext gRPC, no identities;
 				       * default 0 (docs/security.md) */
+	uint64_t max_parameters;      /* a shard holds at most this many
+				       * (docs/syncer.md, Memory budget);
+				       * default 4e9 */
 };
 
 struct job_budget {

@@ -356,7 +356,8 @@ SECTION(s_syncer,
 	FLD("helloTimeout", F_DOUBLE, syncer.hello_timeout),
 	FLD("port", F_INT, syncer.port),
 	FLD("httpPort", F_INT, syncer.http_port),
-	FLD("insecure", F_BOOL, syncer.insecure));
+	FLD("insecure", F_BOOL, syncer.insecure),
+	FLD("maxParameters", F_U64, syncer.max_parameters));
 
 SECTION(s_budget,
 	FLD("tokens", F_U64, budget.tokens),

@@ -167,39 +167,59 @@ int fd_write_all(int fd, const void *buf, size_t n)
 	return 0;
 }
 
+int afile_open(struct afile *f, const char *path, struct err *e)
+{
+	snprintf(f->path, sizeof(f->path), "%s", path);
+	snprintf(f->tmp, sizeof(f->tmp), "%s.tmp.%d", path, (int)getpid());
+	f->fd = open(f->tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (f->fd < 0)
+		return err_set(e, "cannot create '%s': %s", f->tmp,
+			       strerror(errno));
+	return 0;
+}
+
+void afile_abort(struct afile *f)
+{
+	if (f->fd >= 0)
+		close(f->fd);
+	f->fd = -1;
+	unlink(f->tmp);
+}
+
+int afile_commit(struct afile *f, struct err *e)
+{
+	if (fsync(f->fd)) {
+		err_set(e, "cannot fsync '%s': %s", f->tmp, strerror(errno));
+		afile_abort(f);
+		return -1;
+	}
+	close(f->fd);
+	f->fd = -1;
+	if (rename(f->tmp, f->path)) {
+		err_set(e, "cannot rename '%s' to '%s': %s", f->tmp, f->path,
+			strerror(errno));
+		unlink(f->tmp);
+		return -1;
+	}
+	if (fsync_dir_of(f->path))
+		return err_set(e, "cannot fsync the folder of '%s': %s",
+			       f->path, strerror(errno));
+	return 0;
+}
+
 int file_write_atomic(const char *path, const void *buf, size_t n,
 		      struct err *e)
 {
-	char tmp[PATH_MAX];
-	int fd;
+	struct afile f;
 
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	if (fd < 0)
-		return err_set(e, "cannot create '%s': %s", tmp, strerror(errno));
-	if (fd_write_all(fd, buf, n)) {
-		err_set(e, "cannot write '%s': %s", tmp, strerror(errno));
-		goto fail;
-	}
-	if (fsync(fd)) {
-		err_set(e, "cannot fsync '%s': %s", tmp, strerror(errno));
-		goto fail;
-	}
-	close(fd);
-	if (rename(tmp, path)) {
-		err_set(e, "cannot rename '%s' to '%s': %s", tmp, path,
-			strerror(errno));
-		unlink(tmp);
+	if (afile_open(&f, path, e))
+		return -1;
+	if (fd_write_all(f.fd, buf, n)) {
+		err_set(e, "cannot write '%s': %s", f.tmp, strerror(errno));
+		afile_abort(&f);
 		return -1;
 	}
-	if (fsync_dir_of(path))
-		return err_set(e, "cannot fsync the folder of '%s': %s", path,
-			       strerror(errno));
-	return 0;
-fail:
-	close(fd);
-	unlink(tmp);
-	return -1;
+	return afile_commit(&f, e);
 }
 
 int file_read_all(const char *path, size_t max, void **out, size_t *outlen,

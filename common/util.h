@@ -37,6 +37,19 @@ double rng_exponential(struct rng *r, double mean);
  */
 int file_write_atomic(const char *path, const void *buf, size_t n,
 		      struct err *e);
+/*
+ * The same, written in parts: afile_open creates the temporary file
+ * (fd open for writing), afile_commit fsyncs it, renames it over the
+ * path and fsyncs the folder; afile_abort removes it. Every afile_open
+ * is ended by exactly one of the two.
+ */
+struct afile {
+	int fd;
+	char path[4096], tmp[4096 + 32];
+};
+int afile_open(struct afile *f, const char *path, struct err *e);
+int afile_commit(struct afile *f, struct err *e);
+void afile_abort(struct afile *f);
 /* Writes all n bytes of buf to fd, again after EINTR; 0, or -1 with
  * errno set. */
 int fd_write_all(int fd, const void *buf, size_t n);

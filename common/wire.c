@@ -59,6 +59,7 @@ static void learner_to_pb(const struct wire_learner_msg *w, struct learner_pb *p
 		pb->h.step = w->hello.step;
 		pb->h.job = (char *)(w->hello.job ? w->hello.job : "");
 		pb->h.evaluator = w->hello.evaluator != 0;
+		pb->h.max_message = w->hello.max_message;
 		pb->m.kind_case = DDILOCO__V1__LEARNER_MESSAGE__KIND_HELLO;
 		pb->m.hello = &pb->h;
 		break;
@@ -72,6 +73,8 @@ static void learner_to_pb(const struct wire_learner_msg *w, struct learner_pb *p
 		pb->a.payload.data = (uint8_t *)w->answer.payload;
 		pb->a.payload.len = w->answer.payload_len;
 		pb->a.step = w->answer.step;
+		pb->a.part_offset = w->answer.part_offset;
+		pb->a.payload_total = w->answer.payload_total;
 		pb->m.kind_case = DDILOCO__V1__LEARNER_MESSAGE__KIND_ANSWER;
 		pb->m.answer = &pb->a;
 		break;
@@ -134,6 +137,7 @@ static void syncer_to_pb(const struct wire_syncer_msg *w, struct syncer_pb *pb)
 		pb->w.alpha = w->welcome.alpha;
 		pb->w.answer_encoding = (Ddiloco__V1__Encoding)w->welcome.answer_encoding;
 		pb->w.resume_step = w->welcome.resume_step;
+		pb->w.max_message = w->welcome.max_message;
 		pb->m.kind_case = DDILOCO__V1__SYNCER_MESSAGE__KIND_WELCOME;
 		pb->m.welcome = &pb->w;
 		break;
@@ -151,6 +155,8 @@ static void syncer_to_pb(const struct wire_syncer_msg *w, struct syncer_pb *pb)
 		pb->u.payload.len = w->update.payload_len;
 		pb->u.round = w->update.round;
 		pb->u.tokens = w->update.tokens;
+		pb->u.part_offset = w->update.part_offset;
+		pb->u.payload_total = w->update.payload_total;
 		pb->m.kind_case = DDILOCO__V1__SYNCER_MESSAGE__KIND_UPDATE;
 		pb->m.update = &pb->u;
 		break;
@@ -303,6 +309,7 @@ int wire_learner_decode(const uint8_t *data, size_t len,
 			.incarnation = h->incarnation, .step = h->step,
 			.job = h->job ? h->job : "",
 			.evaluator = h->evaluator ? 1 : 0,
+			.max_message = h->max_message,
 		};
 		break;
 	}
@@ -315,7 +322,8 @@ int wire_learner_decode(const uint8_t *data, size_t len,
 			.base_version = a->base_version, .steps = a->steps,
 			.tokens = a->tokens, .encoding = (int)a->encoding,
 			.payload = a->payload.data, .payload_len = a->payload.len,
-			.step = a->step,
+			.step = a->step, .part_offset = a->part_offset,
+			.payload_total = a->payload_total,
 		};
 		break;
 	}
@@ -374,6 +382,7 @@ int wire_syncer_decode(const uint8_t *data, size_t len,
 			.versions = w->versions, .round = w->round,
 			.alpha = w->alpha, .answer_encoding = (int)w->answer_encoding,
 			.resume_step = w->resume_step,
+			.max_message = w->max_message,
 		};
 		break;
 	}
@@ -389,7 +398,8 @@ int wire_syncer_decode(const uint8_t *data, size_t len,
 			.fragment = u->fragment, .version = u->version,
 			.encoding = (int)u->encoding, .payload = u->payload.data,
 			.payload_len = u->payload.len, .round = u->round,
-			.tokens = u->tokens,
+			.tokens = u->tokens, .part_offset = u->part_offset,
+			.payload_total = u->payload_total,
 		};
 		break;
 	}
@@ -433,10 +443,217 @@ size_t wire_answer_header(uint8_t *out, const struct wire_answer *a)
 	body[n++] = 0x28, n += put_varint(body + n, a->tokens);
 	body[n++] = 0x30, n += put_varint(body + n, (uint64_t)(int64_t)a->encoding);
 	body[n++] = 0x40, n += put_varint(body + n, a->step);
+	if (a->payload_total) {   /* a part: fields 9 and 10 */
+		body[n++] = 0x48, n += put_varint(body + n, a->part_offset);
+		body[n++] = 0x50, n += put_varint(body + n, a->payload_total);
+	}
 	body[n++] = 0x3a, n += put_varint(body + n, a->payload_len);
 	/* LearnerMessage field 2 (answer), length-delimited */
 	out[h++] = 0x12;
 	h += put_varint(out + h, n + a->payload_len);
 	memcpy(out + h, body, n);
 	return h + n;
+}
+
+size_t wire_update_header(uint8_t *out, const struct wire_update *u)
+{
+	uint8_t body[WIRE_UPDATE_HDR_MAX];
+	size_t n = 0, h = 0;
+
+	/* Update fields 1-3 and 5-8, then field 4 (payload) */
+	body[n++] = 0x08, n += put_varint(body + n, u->fragment);
+	body[n++] = 0x10, n += put_varint(body + n, u->version);
+	body[n++] = 0x18, n += put_varint(body + n, (uint64_t)(int64_t)u->encoding);
+	body[n++] = 0x28, n += put_varint(body + n, u->round);
+	body[n++] = 0x30, n += put_varint(body + n, u->tokens);
+	if (u->payload_total) {
+		body[n++] = 0x38, n += put_varint(body + n, u->part_offset);
+		body[n++] = 0x40, n += put_varint(body + n, u->payload_total);
+	}
+	body[n++] = 0x22, n += put_varint(body + n, u->payload_len);
+	/* SyncerMessage field 3 (update), length-delimited */
+	out[h++] = 0x1a;
+	h += put_varint(out + h, n + u->payload_len);
+	memcpy(out + h, body, n);
+	return h + n;
+}
+
+/* ---- limits and parts ------------------------------------------------------ */
+
+size_t wire_message_limit(size_t payload, size_t cap)
+{
+	size_t n;
+
+	if (!cap || cap > WIRE_MAX_MESSAGE)
+		cap = WIRE_MAX_MESSAGE;
+	if (__builtin_add_overflow(payload, (size_t)WIRE_PART_SLACK, &n))
+		n = cap;
+	if (n < WIRE_LIMIT_FLOOR)
+		n = WIRE_LIMIT_FLOOR;
+	return n > cap ? cap : n;
+}
+
+size_t wire_peer_limit(uint64_t max_message)
+{
+	if (!max_message || max_message > WIRE_MAX_MESSAGE)
+		return WIRE_MAX_MESSAGE;
+	return max_message < WIRE_MIN_MESSAGE ? WIRE_MIN_MESSAGE
+					      : (size_t)max_message;
+}
+
+int wire_test_cap(const char *v, size_t *cap, struct err *e)
+{
+	char *end;
+	unsigned long long n;
+
+	*cap = 0;
+	if (!v || !*v)
+		return 0;
+	n = strtoull(v, &end, 10);
+	if (*end || n < WIRE_MIN_MESSAGE || n > WIRE_MAX_MESSAGE)
+		return err_set(e, "DDILOCO_TEST_MAX_MESSAGE: '%s' is not a number "
+			       "of bytes from %u to %u", v, WIRE_MIN_MESSAGE,
+			       WIRE_MAX_MESSAGE);
+	*cap = (size_t)n;
+	return 0;
+}
+
+size_t wire_payload_max(size_t n)
+{
+	size_t most = 0;
+
+	if (n > SIZE_MAX / 8)
+		return 0;   /* enc_size's arithmetic would overflow */
+	for (int k = ENC_F32; k <= ENC_INT4; k++) {
+		size_t b = enc_size((enum payload_enc)k, n);
+
+		most = b > most ? b : most;
+	}
+	return most;
+}
+
+void wire_parts_release(struct wire_parts *pt)
+{
+	free(pt->buf);
+	memset(pt, 0, sizeof(*pt));
+}
+
+void wire_parts_done(struct wire_parts *pt)
+{
+	wire_parts_release(pt);
+}
+
+/*
+ * One part of `what` (fields in key): bytes [off, off + len) of total.
+ * Returns as wire_parts_answer does; on 1 the payload is pt->buf.
+ */
+static int parts_add(struct wire_parts *pt, const char *what,
+		     const uint64_t key[7], uint64_t off, uint64_t total,
+		     const uint8_t *data, size_t len, size_t max, struct err *e)
+{
+	uint64_t end;
+
+	if (__builtin_add_overflow(off, (uint64_t)len, &end) || end > total) {
+		err_set(e, "%s part at offset %llu of %zu bytes runs past its "
+			"payload of %llu bytes", what, (unsigned long long)off,
+			len, (unsigned long long)total);
+		goto bad;
+	}
+	if (!pt->open) {
+		if (off != 0) {
+			err_set(e, "%s part at offset %llu of a payload not "
+				"begun: its first part is missing", what,
+				(unsigned long long)off);
+			goto bad;
+		}
+		if (total > max) {
+			err_set(e, "%s in parts of %llu bytes: more than the %zu "
+				"its fragment can have", what,
+				(unsigned long long)total, max);
+			goto bad;
+		}
+		if (!(pt->buf = malloc((size_t)total))) {
+			err_set(e, "%s in parts of %llu bytes: out of memory",
+				what, (unsigned long long)total);
+			goto bad;
+		}
+		pt->open = 1;
+		pt->total = (size_t)total;
+		pt->got = 0;
+		memcpy(pt->key, key, sizeof(pt->key));
+	} else if (memcmp(pt->key, key, sizeof(pt->key)) || total != pt->total) {
+		err_set(e, "%s part of another payload while %zu of %zu bytes "
+			"of one are missing", what, pt->total - pt->got,
+			pt->total);
+		goto bad;
+	} else if (off != pt->got) {
+		err_set(e, "%s part at offset %llu, expected %zu: %s", what,
+			(unsigned long long)off, pt->got,
+			off < pt->got ? "duplicated or out of order"
+				      : "a part is missing");
+		goto bad;
+	}
+	if (!len && end < total) {
+		err_set(e, "%s part of no bytes", what);
+		goto bad;
+	}
+	memcpy(pt->buf + pt->got, data, len);
+	pt->got += len;
+	return pt->got == pt->total;
+bad:
+	wire_parts_release(pt);
+	return -1;
+}
+
+int wire_parts_answer(struct wire_parts *pt, struct wire_answer *a,
+		      size_t max, struct err *e)
+{
+	uint64_t key[7] = { a->fragment, a->round, a->base_version, a->steps,
+			    a->tokens, (uint64_t)(int64_t)a->encoding, a->step };
+	int rc;
+
+	if (!a->payload_total) {
+		if (!pt->open)
+			return 1;
+		err_set(e, "a whole answer (fragment %u) while %zu of %zu bytes "
+			"of an answer in parts are missing", a->fragment,
+			pt->total - pt->got, pt->total);
+		wire_parts_release(pt);
+		return -1;
+	}
+	rc = parts_add(pt, "answer", key, a->part_offset, a->payload_total,
+		       a->payload, a->payload_len, max, e);
+	if (rc == 1) {
+		a->payload = pt->buf;
+		a->payload_len = pt->total;
+		a->part_offset = a->payload_total = 0;
+	}
+	return rc;
+}
+
+int wire_parts_update(struct wire_parts *pt, struct wire_update *u,
+		      size_t max, struct err *e)
+{
+	uint64_t key[7] = { u->fragment, u->version,
+			    (uint64_t)(int64_t)u->encoding, u->round, u->tokens,
+			    0, 0 };
+	int rc;
+
+	if (!u->payload_total) {
+		if (!pt->open)
+			return 1;
+		err_set(e, "a whole update (fragment %u) while %zu of %zu bytes "
+			"of an update in parts are missing", u->fragment,
+			pt->total - pt->got, pt->total);
+		wire_parts_release(pt);
+		return -1;
+	}
+	rc = parts_add(pt, "update", key, u->part_offset, u->payload_total,
+		       u->payload, u->payload_len, max, e);
+	if (rc == 1) {
+		u->payload = pt->buf;
+		u->payload_len = pt->total;
+		u->part_offset = u->payload_total = 0;
+	}
+	return rc;
 }

@@ -86,12 +86,15 @@ struct sidecar *sidecar_new(const struct sidecar_opts *o, struct exchange *x,
 		sidecar_free(s);
 		return err_set(e, "sidecar: out of memory"), NULL;
 	}
-	if (enc_size(ENC_F32, maxn) + WIRE_ANSWER_HDR_MAX > WIRE_MAX_MESSAGE) {
+	/* a payload larger than a message goes in parts: no fragment is too
+	 * large for the wire, only for the memory */
+	if (!(s->payload_max = wire_payload_max(maxn))) {
 		sidecar_free(s);
-		return err_set(e, "sidecar: largest fragment has %zu values: more "
-			       "than a %u-byte message holds", maxn,
-			       WIRE_MAX_MESSAGE), NULL;
+		return err_set(e, "sidecar: largest fragment has %zu values: its "
+			       "bytes overflow", maxn), NULL;
 	}
+	s->recv_limit = wire_message_limit(s->payload_max, o->max_message);
+	s->send_cap = wire_message_limit(SIZE_MAX, o->max_message);
 	pthread_mutex_init(&s->mu, NULL);
 	return s;
 }
@@ -124,6 +127,8 @@ void sidecar_free(struct sidecar *s)
 	free(s->queue);
 	free(s->pulls);
 	free(s->seed_wanted);
+	for (int k = 0; s->links && k < s->nshards; k++)
+		wire_parts_release(&s->links[k].parts);
 	free(s->links);
 	free(s->targets);
 	free(s->take_buf);
@@ -148,6 +153,8 @@ void sidecar_stream_begin(struct sidecar *s, int shard)
 {
 	struct link *lk = &s->links[shard];
 
+	wire_parts_release(&lk->parts);   /* a part cut off is no update */
+	lk->said_parts = 0;
 	pthread_mutex_lock(&s->mu);
 	lk->epoch++;
 	lk->welcomed = 0;
@@ -210,6 +217,7 @@ static int handle_welcome(struct sidecar *s, struct link *lk,
 	exchange_set_alpha(s->x, s->o.evaluator ? 0.0 : w->alpha);
 	pthread_mutex_lock(&s->mu);
 	lk->welcome_round = w->round;
+	lk->peer_max = w->max_message;
 	lk->enc = (enum payload_enc)w->answer_encoding;
 	lk->welcomed = 1;
 	s->m.welcomes++;
@@ -262,6 +270,34 @@ static int handle_pull(struct sidecar *s, struct link *lk,
 	return 0;
 }
 
+/*
+ * An update's part into the link's parts (docs/protocol.md, Messages in
+ * parts): 1 when u is a whole update now, 0 when more parts are to
+ * come, -1 when the part is wrong (the update is refused; the learner
+ * keeps the version it had).
+ */
+static int update_parts(struct sidecar *s, struct link *lk,
+			struct wire_update *u, struct err *e)
+{
+	size_t max = u->fragment < (uint32_t)s->nfrags
+		     ? wire_payload_max(exchange_frag_numel(s->x, (int)u->fragment))
+		     : 0;
+
+	int part = u->payload_total != 0;
+	int rc = wire_parts_update(&lk->parts, u, max, e);
+
+	if (rc < 0)
+		return err_wrap(e, "sidecar: update of fragment %u version %llu",
+				u->fragment, (unsigned long long)u->version);
+	SC_ADD(s, parts_received, (uint64_t)part);
+	if (rc == 1 && part && !lk->said_parts) {
+		lk->said_parts = 1;
+		log_info("updates in parts: %zu bytes for fragment %u",
+			 u->payload_len, u->fragment);
+	}
+	return rc;
+}
+
 int sidecar_handle(struct sidecar *s, int shard, const uint8_t *msg,
 		   size_t len, struct err *e)
 {
@@ -279,10 +315,14 @@ int sidecar_handle(struct sidecar *s, int shard, const uint8_t *msg,
 		rc = handle_pull(s, lk, &m.pull, e);
 		break;
 	case WIRE_UPDATE:
+		rc = update_parts(s, lk, &m.update, e);
+		if (rc == 0)
+			break;   /* more parts to come */
 		SC_ADD(s, updates_received, 1);
-		rc = handle_update(s, lk, &m.update, e);
+		rc = rc < 0 ? -1 : handle_update(s, lk, &m.update, e);
 		if (rc)
 			SC_ADD(s, updates_rejected, 1);
+		wire_parts_done(&lk->parts);
 		break;
 	default:
 		rc = err_set(e, "sidecar: message from the syncer of no kind "
@@ -460,14 +500,15 @@ static void queue_answer(struct sidecar *s, int p,
 	q.used = 1;
 	q.epoch = epoch;
 	q.round = a->round;
-	q.hlen = wire_answer_header(q.hdr, &(struct wire_answer){
+	q.a = (struct wire_answer){
 		.fragment = (uint32_t)p, .round = a->round,
 		.base_version = a->base_version, .steps = a->steps,
 		.tokens = a->tokens * (s->o.inflate_tokens > 1
 				       ? s->o.inflate_tokens : 1),
 		.encoding = (int)enc, .payload_len = plen,
 		.step = a->step,
-	});
+	};
+	q.hlen = wire_answer_header(q.hdr, &q.a);
 	q.payload = payload;
 	q.hold = hold;
 	q.plen = plen;
@@ -653,6 +694,11 @@ void sidecar_metrics_text(struct sidecar *s, struct buf *b)
 	prom_counter(b, S("updates_superseded_total"),
 		     "updates replaced before the learner applied them",
 		     m.x.updates_superseded);
+	prom_counter(b, S("parts_sent_total"), "parts of answers and seeds "
+		     "sent: payloads larger than a message (docs/protocol.md)",
+		     m.parts_sent);
+	prom_counter(b, S("parts_received_total"), "parts of updates received",
+		     m.parts_received);
 	prom_counter(b, S("pulls_received_total"), "pulls received",
 		     m.pulls_received);
 	prom_counter(b, S("pulls_superseded_total"),

@@ -13,8 +13,13 @@
  * Send order: Hello first, then a due heartbeat, then the queued answer of
  * the oldest round. Hello and heartbeats are packed by common/wire.h when
  * sent; an answer goes out as two slices — the framing bridge.c made and
- * the encoded payload — so its bytes are not copied again. What arrives
- * goes to sidecar_handle (bridge.c).
+ * the encoded payload — so its bytes are not copied again. A payload
+ * larger than the syncer takes in one message (its Welcome's
+ * max_message) goes in parts (docs/protocol.md, Messages in parts): the
+ * call's `out` keeps it, and each send takes the next part, a framing
+ * and a slice of the payload, until it is all out; heartbeats may go
+ * between parts, nothing else does. What arrives goes to sidecar_handle
+ * (bridge.c).
  *
  * Heartbeats (docs/sidecar.md, Heartbeats on their own connection): after
  * the Train stream's Welcome a Beat call is opened on a second channel,
@@ -111,6 +116,14 @@ struct call {
 	size_t send_len;
 	int send_frag;           /* -1: not an answer */
 	double send_pulled_at;
+	struct {                 /* an answer (or seed) going out in parts */
+		int active;
+		struct wire_answer a;   /* its fields, no payload */
+		grpc_slice payload;
+		size_t sent;
+		int frag;               /* -1: a seed */
+		double pulled_at;
+	} out;
 	struct tag t_start, t_recv, t_send, t_status;
 };
 
@@ -162,7 +175,7 @@ static grpc_arg int_arg(const char *key, int v)
 
 /* beat: the Beat's channel, on a connection of its own (not shared with
  * the Train channel to the same target) and a shorter keepalive */
-static grpc_channel *make_channel(const char *target,
+static grpc_channel *make_channel(const struct sidecar *s, const char *target,
 				  const struct tls_files *tls, int beat)
 {
 	grpc_arg args[] = {
@@ -171,8 +184,10 @@ static grpc_channel *make_channel(const char *target,
 							  : KEEPALIVE_TIMEOUT_MS),
 		int_arg(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1),
 		int_arg(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0),
-		int_arg(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, (int)WIRE_MAX_MESSAGE),
-		int_arg(GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, (int)WIRE_MAX_MESSAGE),
+		/* what the table's largest update needs, and what we send:
+		 * larger payloads go in parts (docs/protocol.md) */
+		int_arg(GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, (int)s->recv_limit),
+		int_arg(GRPC_ARG_MAX_SEND_MESSAGE_LENGTH, (int)s->send_cap),
 		int_arg(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100),
 		int_arg(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 500),
 		/*
@@ -218,6 +233,8 @@ static void call_free(struct call *c)
 		grpc_byte_buffer_destroy(c->recv_buf);
 	if (c->send_buf)
 		grpc_byte_buffer_destroy(c->send_buf);
+	if (c->out.active)
+		grpc_slice_unref(c->out.payload);
 	if (c->call)
 		grpc_call_unref(c->call);
 	free(c);
@@ -387,7 +404,7 @@ static void start_beat(struct client *cl)
 	struct call *c = NULL;
 
 	if (!cl->beat_ch)
-		cl->beat_ch = make_channel(cl->lk->target, s->o.tls, 1);
+		cl->beat_ch = make_channel(s, cl->lk->target, s->o.tls, 1);
 	if (cl->beat_ch)
 		c = call_new(cl, cl->beat_ch, "/ddiloco.v1.Syncer/Beat");
 	if (!c) {
@@ -450,7 +467,7 @@ static int send_hello(struct client *cl, struct call *c)
 		.fragments = (uint32_t)s->nfrags, .nsizes = (size_t)s->nfrags,
 		.fragment_sizes = sizes, .incarnation = st.incarnation,
 		.step = st.step, .job = s->o.job ? s->o.job : "",
-		.evaluator = s->o.evaluator,
+		.evaluator = s->o.evaluator, .max_message = s->recv_limit,
 	};
 	pthread_mutex_lock(&s->mu);
 	cl->lk->hello_incarnation = st.incarnation;
@@ -526,14 +543,65 @@ static int send_evaluation(struct client *cl, struct call *c)
 	return 1;
 }
 
+/* An answer (or seed) with fields a and payload (ours now) to go out
+ * in parts, as many as the syncer's limit needs (one when it fits). */
+static void out_begin(struct call *c, const struct wire_answer *a,
+		      grpc_slice payload, int frag, double pulled_at)
+{
+	c->out.active = 1;
+	c->out.a = *a;
+	c->out.payload = payload;
+	c->out.sent = 0;
+	c->out.frag = frag;
+	c->out.pulled_at = pulled_at;
+}
+
+/* The next part of c->out: whole when the payload fits in one message,
+ * else bytes [sent, sent + room) with part_offset and payload_total. */
+static int send_part(struct client *cl, struct call *c)
+{
+	size_t total = GRPC_SLICE_LENGTH(c->out.payload), room, len, hlen;
+	struct wire_answer a = c->out.a;
+	uint8_t hdr[WIRE_ANSWER_HDR_MAX];
+	grpc_slice sl[2];
+	uint64_t peer;
+	int last;
+
+	pthread_mutex_lock(&cl->s->mu);
+	peer = cl->lk->peer_max;
+	pthread_mutex_unlock(&cl->s->mu);
+	room = wire_peer_limit(peer);
+	if (room > cl->s->send_cap)
+		room = cl->s->send_cap;
+	room -= WIRE_PART_SLACK;
+	len = total - c->out.sent < room ? total - c->out.sent : room;
+	a.payload_len = len;
+	if (c->out.sent || len < total) {
+		a.part_offset = c->out.sent;
+		a.payload_total = total;
+		SC_ADD(cl->s, parts_sent, 1);
+	}
+	hlen = wire_answer_header(hdr, &a);
+	sl[0] = grpc_slice_from_copied_buffer((const char *)hdr, hlen);
+	sl[1] = grpc_slice_sub(c->out.payload, c->out.sent, c->out.sent + len);
+	c->out.sent += len;
+	last = c->out.sent == total;
+	/* an answer counts as sent with its last part (on_send) */
+	c->send_frag = last ? c->out.frag : -1;
+	c->send_pulled_at = c->out.pulled_at;
+	if (last) {
+		grpc_slice_unref(c->out.payload);
+		c->out.active = 0;
+	}
+	return send_bytes(c, sl, 2, hlen + len);
+}
+
 /* Sends the seed of one fragment an adopting syncer asked for, if any
  * (docs/syncer.md, Model-agnostic jobs). 1 = sent one. */
 static int send_seed(struct client *cl, struct call *c)
 {
 	struct sidecar *s = cl->s;
-	grpc_slice sl[2];
-	uint8_t hdr[WIRE_ANSWER_HDR_MAX];
-	size_t n, hlen, plen;
+	size_t n, plen;
 	uint8_t *payload;
 	float *vals;
 	struct err e;
@@ -563,17 +631,11 @@ static int send_seed(struct client *cl, struct call *c)
 		return 0;
 	}
 	free(vals);
-	hlen = wire_answer_header(hdr, &(struct wire_answer){
-		.fragment = (uint32_t)p, .round = 0, .encoding = ENC_F32,
-		.payload_len = plen,
-	});
-	sl[0] = grpc_slice_from_copied_buffer((const char *)hdr, hlen);
-	sl[1] = grpc_slice_new(payload, plen, free);
-	c->send_frag = -1;
-	if (send_bytes(c, sl, 2, hlen + plen))
-		return -1;
-	log_info("sent the seed of fragment %d (%zu values)", p, n);
-	return 1;
+	out_begin(c, &(struct wire_answer){ .fragment = (uint32_t)p,
+		  .round = 0, .encoding = ENC_F32, .payload_len = plen },
+		  grpc_slice_new(payload, plen, free), -1, 0);
+	log_info("sending the seed of fragment %d (%zu values)", p, n);
+	return send_part(cl, c) ? -1 : 1;
 }
 
 static void release_hold(void *hold)
@@ -586,7 +648,7 @@ static int send_answer(struct client *cl, struct call *c)
 {
 	struct sidecar *s = cl->s;
 	struct qanswer q;
-	grpc_slice sl[2];
+	grpc_slice sl;
 	int best = -1;
 
 	pthread_mutex_lock(&s->mu);
@@ -602,21 +664,17 @@ static int send_answer(struct client *cl, struct call *c)
 	if (best < 0)
 		return 0;
 	free(q.r_before);   /* it leaves: its residual step stands */
-	sl[0] = grpc_slice_from_copied_buffer((const char *)q.hdr, q.hlen);
 	if (q.hold) {   /* gRPC lets go of the outbox slot when it is sent */
-		sl[1] = grpc_slice_new_with_user_data(q.payload, q.plen,
-						      release_hold, q.hold);
+		sl = grpc_slice_new_with_user_data(q.payload, q.plen,
+						   release_hold, q.hold);
 	} else if (q.plen) {
-		sl[1] = grpc_slice_new(q.payload, q.plen, free);
+		sl = grpc_slice_new(q.payload, q.plen, free);
 	} else {
-		sl[1] = grpc_empty_slice();
+		sl = grpc_empty_slice();
 		free(q.payload);
 	}
-	c->send_frag = best;
-	c->send_pulled_at = q.pulled_at;
-	if (send_bytes(c, sl, 2, q.hlen + q.plen))
-		return -1;
-	return 1;
+	out_begin(c, &q.a, sl, best, q.pulled_at);
+	return send_part(cl, c) ? -1 : 1;
 }
 
 /* 1 when heartbeats go on the Beat call. */
@@ -680,11 +738,18 @@ static void pump_send(struct client *cl)
 		return;
 	}
 	if (!welcomed) {
-		send_seed(cl, c);
+		if (c->out.active)
+			send_part(cl, c);
+		else
+			send_seed(cl, c);
 		return;
 	}
 	if (now >= cl->next_heartbeat && !beat_ready(cl)) {
 		send_heartbeat(cl, c, now);
+		return;
+	}
+	if (c->out.active) {   /* the parts of one payload, in a row */
+		send_part(cl, c);
 		return;
 	}
 	if (cl->s->o.evaluator && send_evaluation(cl, c))
@@ -979,7 +1044,7 @@ static int clients_init(struct clients *all, struct sidecar *s)
 		cl->backoff = s->o.backoff_min;
 		cl->beat_backoff = s->o.backoff_min;
 		rng_seed(&cl->rng, seed + (uint64_t)k);
-		cl->ch = make_channel(cl->lk->target, s->o.tls, 0);
+		cl->ch = make_channel(s, cl->lk->target, s->o.tls, 0);
 		if (s->o.tls)
 			log_info("syncer at '%s', mutual TLS", cl->lk->target);
 		else

@@ -26,6 +26,7 @@
 #include "common/pki.h"
 #include "common/tls.h"
 #include "common/util.h"
+#include "common/wire.h"
 #include "sidecar/sidecar.h"
 #include "trainer/model.h"
 
@@ -168,6 +169,8 @@ static int external_table(const char *dir, struct frag_table *ft,
  */
 static int test_knobs(int learner, struct sidecar_opts *o)
 {
+	struct err e;
+
 	if (inflate_knob(learner, &o->inflate_tokens)) {
 		log_error("DDILOCO_TEST_INFLATE_TOKENS: '%s' is not LEARNER:FACTOR "
 			  "(FACTOR a whole number >= 1)",
@@ -181,6 +184,14 @@ static int test_knobs(int learner, struct sidecar_opts *o)
 			  getenv("DDILOCO_TEST_POISON_ANSWERS"), SIDECAR_MAX_POISON);
 		return 2;
 	}
+	if (wire_test_cap(getenv("DDILOCO_TEST_MAX_MESSAGE"), &o->max_message,
+			  &e)) {
+		log_error("%s", e.msg);
+		return 2;
+	}
+	if (o->max_message)
+		log_warn("test knob DDILOCO_TEST_MAX_MESSAGE: messages of at most "
+			 "%zu bytes", o->max_message);
 	if (o->poison[0].count)
 		log_warn("test knob DDILOCO_TEST_POISON_ANSWERS: this sidecar "
 			 "sends poisoned answers");

@@ -72,6 +72,10 @@ struct sidecar_opts {
 		uint64_t from, count;
 		float value;
 	} poison[SIDECAR_MAX_POISON];
+	/* a test knob (DDILOCO_TEST_MAX_MESSAGE): the most bytes a message
+	 * may have either way, so payloads go in parts (docs/protocol.md,
+	 * Messages in parts); 0: WIRE_MAX_MESSAGE */
+	size_t max_message;
 };
 
 struct sidecar_metrics {
@@ -80,6 +84,8 @@ struct sidecar_metrics {
 	uint64_t connects, disconnects, reconnect_attempts;
 	uint64_t welcomes;
 	uint64_t updates_received, updates_rejected;
+	uint64_t parts_sent, parts_received;   /* docs/protocol.md, Messages
+						* in parts */
 	uint64_t pulls_received, pulls_rejected;
 	uint64_t answers_queued, answers_sent;
 	uint64_t answers_replaced;   /* a newer answer for the same fragment */

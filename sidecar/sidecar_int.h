@@ -21,6 +21,7 @@ struct qanswer {
 				  * hold; handed to gRPC when sent */
 	struct exchange_hold *hold;   /* NULL: payload is malloc'd */
 	size_t plen;
+	struct wire_answer a;    /* hdr's fields: the framing of its parts */
 	double pulled_at;        /* clock_mono when the Pull arrived */
 	float *r_before;         /* the residual before this answer (NULL:
 				  * none kept), to undo it if never sent */
@@ -49,6 +50,9 @@ struct link {
 	uint64_t welcome_round;  /* from the last Welcome: the round of the
 				  * updates a join sends (round 0 on the wire) */
 	int rehello;             /* the learner restarted: a new stream */
+	uint64_t peer_max;       /* the Welcome's max_message (0: unsaid) */
+	struct wire_parts parts; /* client thread: an update in parts */
+	int said_parts;          /* client thread: logged the first one */
 };
 
 struct sidecar {
@@ -58,6 +62,10 @@ struct sidecar {
 	int nfrags;
 	int nshards;
 	char *targets;           /* o.target split at commas: links' */
+	/* messages (docs/protocol.md, Messages in parts): the largest
+	 * payload of the table, the largest message taken (Hello) and the
+	 * largest sent */
+	size_t payload_max, recv_limit, send_cap;
 
 	pthread_mutex_t mu;      /* guards everything below up to metrics */
 	struct link *links;      /* nshards entries */

@@ -6,11 +6,13 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -57,6 +59,36 @@ static size_t file_size(uint32_t P, uint64_t N, uint32_t L, uint32_t E)
 	       8 * (size_t)N + 4;
 }
 
+size_t syncer_ckpt_file_size(uint32_t P, uint64_t N, uint32_t L)
+{
+	return file_size(P, N, L, CKPT_MAX_EVALS);
+}
+
+uint64_t syncer_ckpt_model_bytes(const char *dir, uint64_t fingerprint)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	char prefix[32], path[4096];
+	uint64_t sum = 0;
+	struct stat st;
+
+	if (!d)
+		return 0;
+	snprintf(prefix, sizeof(prefix), "syncer-%016" PRIx64 "-", fingerprint);
+	while ((de = readdir(d))) {
+		size_t n = strlen(de->d_name);
+
+		if (strncmp(de->d_name, prefix, strlen(prefix)) || n < 5 ||
+		    strcmp(de->d_name + n - 5, ".ckpt"))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		if (!stat(path, &st))
+			sum += (uint64_t)st.st_size;
+	}
+	closedir(d);
+	return sum;
+}
+
 static uint8_t *put(uint8_t *p, const void *v, size_t n)
 {
 	memcpy(p, v, n);
@@ -69,12 +101,16 @@ static const uint8_t *get(const uint8_t *p, void *v, size_t n)
 	return p + n;
 }
 
-int syncer_ckpt_encode(const struct syncer_ckpt *c, void **out, size_t *len,
-		       struct err *e)
+size_t syncer_ckpt_head_size(const struct syncer_ckpt *c)
 {
-	size_t n = file_size(c->nfrags, c->nparams, c->nlearners, c->nevals);
-	uint8_t *buf = malloc(n), *p = buf;
-	uint32_t u32, zero = 0, crc;
+	return file_size(c->nfrags, 0, c->nlearners, c->nevals) - 4;
+}
+
+/* The bytes before Θ (syncer_ckpt_head_size of them) into buf. */
+static void encode_head(const struct syncer_ckpt *c, uint8_t *buf)
+{
+	uint8_t *p = buf;
+	uint32_t u32 = FORMAT, zero = 0;
 	uint64_t u64[9] = {
 		c->rounds_started, c->rounds_completed, c->tokens_trained,
 		c->merged, c->late, c->rejected, c->empty, c->bytes_in,
@@ -85,10 +121,7 @@ int syncer_ckpt_encode(const struct syncer_ckpt *c, void **out, size_t *len,
 		c->wall_time, c->last_round_elapsed, c->uptime_start,
 	};
 
-	if (!buf)
-		return err_set(e, "checkpoint: out of memory (%zu bytes)", n);
 	p = put(p, MAGIC, 8);
-	u32 = FORMAT;
 	p = put(p, &u32, 4);
 	p = put(p, &c->nfrags, 4);
 	p = put(p, &c->nparams, 8);
@@ -110,6 +143,19 @@ int syncer_ckpt_encode(const struct syncer_ckpt *c, void **out, size_t *len,
 		p = put(p, &c->evals[i].loss, 8);
 		p = put(p, &c->evals[i].time, 8);
 	}
+}
+
+int syncer_ckpt_encode(const struct syncer_ckpt *c, void **out, size_t *len,
+		       struct err *e)
+{
+	size_t n = file_size(c->nfrags, c->nparams, c->nlearners, c->nevals);
+	uint8_t *buf = malloc(n), *p;
+	uint32_t crc;
+
+	if (!buf)
+		return err_set(e, "checkpoint: out of memory (%zu bytes)", n);
+	encode_head(c, buf);
+	p = buf + syncer_ckpt_head_size(c);
 	p = put(p, c->theta, 4 * (size_t)c->nparams);
 	p = put(p, c->momentum, 4 * (size_t)c->nparams);
 	crc = crc32_update(0, buf, (size_t)(p - buf));
@@ -159,16 +205,17 @@ static void read_body(const uint8_t *p, struct syncer_ckpt *c)
 }
 
 /*
- * Checks the header, size and CRC of buf against the expected model and
- * learner count; *E and *done from the header. Reads nothing else.
+ * Checks the header of a file of len bytes (the first HEAD of them in
+ * buf) against the expected model and learner count, and that len is the
+ * size the header says; *E and *done from the header.
  */
-static int check(const uint8_t *buf, size_t len, const char *name,
-		 uint64_t fingerprint, uint32_t nfrags, uint64_t nparams,
-		 uint32_t nlearners, uint32_t *E_out, uint32_t *done_out,
-		 struct err *e)
+static int check_head(const uint8_t *buf, size_t len, const char *name,
+		      uint64_t fingerprint, uint32_t nfrags, uint64_t nparams,
+		      uint32_t nlearners, uint32_t *E_out, uint32_t *done_out,
+		      struct err *e)
 {
 	const uint8_t *p = buf;
-	uint32_t format, P, L, E, done, pad, crc;
+	uint32_t format, P, L, E, done, pad;
 	uint64_t N, fp;
 
 	if (len < FIXED + 4)
@@ -196,10 +243,6 @@ static int check(const uint8_t *buf, size_t len, const char *name,
 			       E > CKPT_MAX_EVALS || P > (1u << 20) ||
 			       N > (1ull << 40) || L > (1u << 20)
 			       ? (size_t)0 : file_size(P, N, L, E));
-	memcpy(&crc, buf + len - 4, 4);
-	if (crc32_update(0, buf, len - 4) != crc)
-		return err_set(e, "cannot load checkpoint '%s': checksum mismatch",
-			       name);
 	if (fp != fingerprint || P != nfrags || N != nparams)
 		return err_set(e, "cannot load checkpoint '%s': it is for another model "
 			       "(fingerprint %016" PRIx64 ", %u fragments, %" PRIu64
@@ -210,6 +253,24 @@ static int check(const uint8_t *buf, size_t len, const char *name,
 			       name, L, nlearners);
 	*E_out = E;
 	*done_out = done;
+	return 0;
+}
+
+/* check_head, and the CRC of the whole file in buf. */
+static int check(const uint8_t *buf, size_t len, const char *name,
+		 uint64_t fingerprint, uint32_t nfrags, uint64_t nparams,
+		 uint32_t nlearners, uint32_t *E_out, uint32_t *done_out,
+		 struct err *e)
+{
+	uint32_t crc;
+
+	if (check_head(buf, len, name, fingerprint, nfrags, nparams,
+		       nlearners, E_out, done_out, e))
+		return -1;
+	memcpy(&crc, buf + len - 4, 4);
+	if (crc32_update(0, buf, len - 4) != crc)
+		return err_set(e, "cannot load checkpoint '%s': checksum mismatch",
+			       name);
 	return 0;
 }
 
@@ -334,20 +395,93 @@ static void ckpt_path(char *buf, size_t len, const char *dir,
 			 dir, fingerprint, x->num);
 }
 
-/* Whether path is a checkpoint that c's model and learners would load. */
-static int loadable(const char *path, const struct syncer_ckpt *c)
+/* Whether the file's last 4 bytes are the CRC of the others, read in
+ * pieces (a checkpoint may be larger than the memory to spare). */
+static int crc_ok(int fd, size_t len)
 {
-	size_t max = file_size(c->nfrags, c->nparams, c->nlearners,
-			       CKPT_MAX_EVALS), len;
-	uint32_t E, done;
-	void *buf;
-	int ok;
+	static const size_t piece = 1 << 20;
+	uint8_t *buf = malloc(piece);
+	uint32_t crc = 0, want;
+	size_t at = 0;
+	int ok = buf && len >= 4;
 
-	if (file_read_all(path, max, &buf, &len, NULL))
-		return 0;
-	ok = !check(buf, len, path, c->fingerprint, c->nfrags, c->nparams,
-		    c->nlearners, &E, &done, NULL);
+	while (ok && at < len - 4) {
+		size_t n = len - 4 - at < piece ? len - 4 - at : piece;
+
+		ok = pread(fd, buf, n, (off_t)at) == (ssize_t)n;
+		if (ok)
+			crc = crc32_update(crc, buf, n);
+		at += n;
+	}
+	ok = ok && pread(fd, &want, 4, (off_t)(len - 4)) == 4 && want == crc;
 	free(buf);
+	return ok;
+}
+
+/* What a writer learnt of a file: the file of `num` loads or not. */
+static int known_find(const struct ckpt_known *k, const struct entry *x)
+{
+	for (size_t i = 0; k && i < k->n; i++)
+		if (k->v[i].num == x->num && k->v[i].old == x->old)
+			return (int)i;
+	return -1;
+}
+
+static void known_add(struct ckpt_known *k, const struct entry *x, int ok)
+{
+	int i = known_find(k, x);
+
+	if (!k)
+		return;
+	if (i < 0 && k->n == k->cap) {
+		size_t cap = k->cap ? 2 * k->cap : 8;
+		void *nv = realloc(k->v, cap * sizeof(*k->v));
+
+		if (!nv)
+			return;   /* read again next time */
+		k->v = nv;
+		k->cap = cap;
+	}
+	if (i < 0)
+		i = (int)k->n++;
+	k->v[i].num = x->num;
+	k->v[i].old = x->old;
+	k->v[i].ok = ok;
+}
+
+void ckpt_known_release(struct ckpt_known *k)
+{
+	free(k->v);
+	memset(k, 0, sizeof(*k));
+}
+
+/*
+ * Whether path (the file x) is a checkpoint that c's model and learners
+ * would load: its header and size, and its CRC read once in a writer's
+ * life (known remembers it, and the files it wrote itself; docs/syncer.md,
+ * Checkpoints) — a save does not read every other checkpoint whole.
+ */
+static int loadable(const char *path, const struct entry *x,
+		    const struct syncer_ckpt *c, struct ckpt_known *known)
+{
+	uint8_t head[HEAD];
+	struct stat st;
+	uint32_t E, done;
+	int fd = open(path, O_RDONLY), ok, i;
+
+	if (fd < 0)
+		return 0;
+	ok = !fstat(fd, &st) && pread(fd, head, sizeof(head), 0) ==
+			(ssize_t)sizeof(head) &&
+	     !check_head(head, (size_t)st.st_size, path, c->fingerprint,
+			 c->nfrags, c->nparams, c->nlearners, &E, &done, NULL);
+	if (ok && (i = known_find(known, x)) >= 0)
+		ok = known->v[i].ok;
+	else if (ok) {
+		ok = crc_ok(fd, (size_t)st.st_size);
+		known_add(known, x, ok);
+	}
+	close(fd);
 	return ok;
 }
 
@@ -360,7 +494,7 @@ static int loadable(const char *path, const struct syncer_ckpt *c)
  * older one.
  */
 static void prune(const char *dir, const struct syncer_ckpt *c, int keep,
-		  const char *just)
+		  const char *just, struct ckpt_known *known)
 {
 	struct entry *v;
 	size_t n;
@@ -372,7 +506,7 @@ static void prune(const char *dir, const struct syncer_ckpt *c, int keep,
 		char path[4096];
 
 		ckpt_path(path, sizeof(path), dir, c->fingerprint, &v[i]);
-		if (!strcmp(path, just) || !loadable(path, c))
+		if (!strcmp(path, just) || !loadable(path, &v[i], c, known))
 			continue;
 		if (kept < keep)
 			kept++;
@@ -383,27 +517,87 @@ static void prune(const char *dir, const struct syncer_ckpt *c, int keep,
 	free(v);
 }
 
-int syncer_ckpt_save(const char *dir, const struct syncer_ckpt *c, int keep,
-		     char *path_out, size_t path_len, struct err *e)
+static int write_fd(void *ctx, int fd, const void *buf, size_t n)
+{
+	(void)ctx;
+	return fd_write_all(fd, buf, n);
+}
+
+int ckpt_out_open(struct ckpt_out *o, const char *dir,
+		  const struct syncer_ckpt *c, struct err *e)
 {
 	struct entry self = { c->rounds_completed, 0 };
+	size_t n = syncer_ckpt_head_size(c);
 	char path[4096];
-	size_t len;
-	void *buf;
-	int rc;
+	uint8_t *head;
 
+	if (!o->write)
+		o->write = write_fd;
+	o->crc = 0;
+	o->f.fd = -1;
 	if (mkdir_p(dir, e))
 		return err_wrap(e, "cannot save checkpoint");
 	ckpt_path(path, sizeof(path), dir, c->fingerprint, &self);
-	if (syncer_ckpt_encode(c, &buf, &len, e))
-		return -1;
-	rc = file_write_atomic(path, buf, len, e);
-	free(buf);
-	if (rc)
+	if (!(head = malloc(n)))
+		return err_set(e, "cannot save checkpoint: out of memory");
+	encode_head(c, head);
+	if (afile_open(&o->f, path, e)) {
+		free(head);
 		return err_wrap(e, "cannot save checkpoint");
+	}
+	if (ckpt_out_write(o, head, n, e)) {
+		free(head);
+		return -1;
+	}
+	free(head);
+	return 0;
+}
+
+int ckpt_out_write(struct ckpt_out *o, const void *buf, size_t n,
+		   struct err *e)
+{
+	o->crc = crc32_update(o->crc, buf, n);
+	if (o->write(o->write_ctx, o->f.fd, buf, n)) {
+		err_set(e, "cannot save checkpoint: cannot write '%s': %s",
+			o->f.tmp, strerror(errno));
+		afile_abort(&o->f);
+		return -1;
+	}
+	return 0;
+}
+
+int ckpt_out_commit(struct ckpt_out *o, const char *dir,
+		    const struct syncer_ckpt *c, int keep, struct err *e)
+{
+	uint32_t crc = o->crc;
+
+	if (ckpt_out_write(o, &crc, 4, e))
+		return -1;
+	if (afile_commit(&o->f, e))
+		return err_wrap(e, "cannot save checkpoint");
+	known_add(o->known, &(struct entry){ c->rounds_completed, 0 }, 1);
+	prune(dir, c, keep > 0 ? keep : 1, o->f.path, o->known);
+	return 0;
+}
+
+void ckpt_out_abort(struct ckpt_out *o)
+{
+	if (o->f.fd >= 0)
+		afile_abort(&o->f);
+}
+
+int syncer_ckpt_save(const char *dir, const struct syncer_ckpt *c, int keep,
+		     char *path_out, size_t path_len, struct err *e)
+{
+	struct ckpt_out o = { 0 };
+
+	if (ckpt_out_open(&o, dir, c, e) ||
+	    ckpt_out_write(&o, c->theta, 4 * (size_t)c->nparams, e) ||
+	    ckpt_out_write(&o, c->momentum, 4 * (size_t)c->nparams, e) ||
+	    ckpt_out_commit(&o, dir, c, keep, e))
+		return -1;
 	if (path_out)
-		snprintf(path_out, path_len, "%s", path);
-	prune(dir, c, keep > 0 ? keep : 1, path);
+		snprintf(path_out, path_len, "%s", o.f.path);
 	return 0;
 }
 

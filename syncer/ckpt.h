@@ -47,6 +47,7 @@
 #include <stdint.h>
 
 #include "common/err.h"
+#include "common/util.h"
 
 #define CKPT_MAX_EVALS 4096
 
@@ -97,10 +98,57 @@ int syncer_ckpt_decode(const void *buf, size_t len, const char *name,
  * the file just written and the newest keep − 1 other checkpoints that
  * this model and learner count would load are kept, the other loadable
  * ones removed. Files that do not load (damaged, another model or
- * learner count) are left alone and never push out the new one.
+ * learner count) are left alone and never push out the new one. Whether
+ * another file would load is its header, its size and its CRC; a writer
+ * with a struct ckpt_known (ckpt_out) reads each file's CRC once in its
+ * life, and never the ones it wrote.
  */
 int syncer_ckpt_save(const char *dir, const struct syncer_ckpt *c, int keep,
 		     char *path_out, size_t path_len, struct err *e);
+
+/* The size of a checkpoint file with the most evaluations it holds. */
+size_t syncer_ckpt_file_size(uint32_t P, uint64_t N, uint32_t L);
+/* What the checkpoint files of this model in dir hold, in bytes (the
+ * rolling ones and the last good one). */
+uint64_t syncer_ckpt_model_bytes(const char *dir, uint64_t fingerprint);
+
+/* The bytes of c's file before Θ: header, versions, learners, evals. */
+size_t syncer_ckpt_head_size(const struct syncer_ckpt *c);
+
+/*
+ * The same write in parts, for a writer that gathers Θ and the momentum
+ * piece by piece (ckptw.h): ckpt_out_open writes the header of c (its
+ * theta and momentum are not read) to the temporary file; then Θ, then
+ * the momentum, N floats each in the payload layout, through
+ * ckpt_out_write in pieces of any size; ckpt_out_commit adds the CRC,
+ * renames the file into place and prunes. A failed call has removed the
+ * temporary file; ckpt_out_abort removes it before the end. `write`
+ * (fd_write_all when NULL) is the one place bytes go to disk, so a test
+ * can make the disk slow or fail.
+ */
+struct ckpt_known {
+	size_t n, cap;
+	struct { uint64_t num; int old, ok; } *v;
+};
+void ckpt_known_release(struct ckpt_known *k);
+
+struct ckpt_out {
+	int (*write)(void *ctx, int fd, const void *buf, size_t n);
+	void *write_ctx;
+	/* what the writer learnt of the files in the folder: each read
+	 * whole once (NULL: on every save) */
+	struct ckpt_known *known;
+	struct afile f;
+	uint32_t crc;
+};
+int ckpt_out_open(struct ckpt_out *o, const char *dir,
+		  const struct syncer_ckpt *c, struct err *e);
+int ckpt_out_write(struct ckpt_out *o, const void *buf, size_t n,
+		   struct err *e);
+int ckpt_out_commit(struct ckpt_out *o, const char *dir,
+		    const struct syncer_ckpt *c, int keep, struct err *e);
+void ckpt_out_abort(struct ckpt_out *o);
+
 /*
  * Loads the newest valid checkpoint in dir into c. Each unreadable or
  * corrupt file is skipped with an error line on the log. Returns 1 when

@@ -25,7 +25,9 @@
 #include "common/jobspec.h"
 #include "common/log.h"
 #include "common/pki.h"
+#include "common/shard.h"
 #include "common/tls.h"
+#include "common/wire.h"
 #include "syncer/syncer.h"
 #include "trainer/model.h"
 #include "trainer/trainer.h"
@@ -113,6 +115,25 @@ static void reference_release(struct reference *r)
 	frag_table_release(&r->ft);
 }
 
+/* 1 (said) when this shard's fragments of ft hold more parameters than
+ * spec.syncer.maxParameters (docs/syncer.md, Memory budget). */
+static int over_budget(const struct job_spec *js, const struct frag_table *ft,
+		       int shard)
+{
+	uint64_t mine = 0;
+
+	for (int p = 0; p < ft->nfrags; p++)
+		if (shard_owner(p, js->syncer.shards) == shard)
+			mine += ft->frags[p].numel;
+	if (mine <= js->syncer.max_parameters)
+		return 0;
+	fprintf(stderr, "ddiloco syncer: the model has %llu parameters for this "
+		"syncer%s: more than spec.syncer.maxParameters %llu\n",
+		(unsigned long long)mine, js->syncer.shards > 1 ? " shard" : "",
+		(unsigned long long)js->syncer.max_parameters);
+	return 1;
+}
+
 /*
  * The reference GPT's table, seeded parameters and evaluator into prm
  * (an external model has none of them: the learners' are adopted,
@@ -131,6 +152,8 @@ static int reference_model(const struct job_spec *js, struct reference *r,
 		return 2;
 	}
 	nparams = model_num_params(&r->cfg);
+	if (over_budget(js, &r->ft, prm->shard))
+		return 2;
 	if (!(r->params = malloc(nparams * sizeof(float)))) {
 		log_error("out of memory for %zu parameters", nparams);
 		return 1;
@@ -150,9 +173,10 @@ static int reference_model(const struct job_spec *js, struct reference *r,
 	prm->nparams = nparams;
 	prm->eval = r->ev ? eval_cb : NULL;
 	prm->eval_ctx = r->ev;
-	log_info("job '%s': %zu parameters in %d fragments (imbalance %.3f), "
-		 "%d learners, quorum %d, overlap %d", js->name, nparams,
-		 r->ft.nfrags, frag_table_imbalance(&r->ft),
+	log_info("job '%s': %zu parameters in %d fragments (imbalance %.3f, "
+		 "tensors cut at rows: %d), %d learners, quorum %d, overlap %d",
+		 js->name, nparams, r->ft.nfrags, frag_table_imbalance(&r->ft),
+		 r->ft.ncut,
 		 js->learners.replicas, js->syncer.min_quorum,
 		 js->syncer.overlap);
 	return 0;
@@ -270,6 +294,15 @@ int cmd_syncer(int argc, char **argv)
 		.drain_seconds = 2.0, .tls = use_tls ? &tls : NULL,
 		.shard = shard, .nshards = js.syncer.shards,
 	};
+	if (wire_test_cap(getenv("DDILOCO_TEST_MAX_MESSAGE"), &prm.max_message,
+			  &e)) {
+		fprintf(stderr, "ddiloco syncer: %s\n", e.msg);
+		rc = 2;
+		goto out;
+	}
+	if (prm.max_message)
+		log_warn("test knob DDILOCO_TEST_MAX_MESSAGE: messages of at most "
+			 "%zu bytes", prm.max_message);
 	if (js.syncer.shards > 1)
 		log_info("shard %d of %d: fragments p with p mod %d = %d",
 			 shard, js.syncer.shards, js.syncer.shards, shard);

@@ -278,9 +278,10 @@ int core_init(struct syncer *s, const struct syncer_params *p, double now,
 		return -1;
 	for (int q = 0; q < s->P; q++)
 		frag_gather(s->ft, q, p->init_params, s->theta + s->frag_off[q]);
-	persist_init(&s->ps, p->ckpt_dir, s->acc.fingerprint, (uint32_t)s->P,
-		     s->nparams, (uint32_t)s->M);
-	if ((loaded = load_checkpoint(s, e)) < 0)
+	if (persist_init(&s->ps, p->ckpt_dir, s->acc.fingerprint,
+			 (uint32_t)s->P, (uint32_t)s->M, s->frag_off, s->theta,
+			 s->mom, e) ||
+	    (loaded = load_checkpoint(s, e)) < 0)
 		return -1;
 	for (int q = 0; q < s->P; q++)
 		screen_theta(&s->scr, q, s->theta + s->frag_off[q]);
@@ -338,6 +339,7 @@ int core_init(struct syncer *s, const struct syncer_params *p, double now,
 void core_release(struct syncer *s)
 {
 	eval_thread_stop(&s->ev);
+	persist_release(&s->ps);   /* the write under way reads Θ */
 	for (int slot = 0; s->answers && slot < s->rs.cfg.overlap; slot++)
 		merge_free_answers(s, slot);
 	syncer_round_release(&s->rs);
@@ -445,9 +447,10 @@ double core_goodput(const struct syncer *s, double now)
 	return goodput_ratio(&s->gp, E, syncer_round_step_time(&s->rs));
 }
 
-int core_checkpoint(struct syncer *s, double now, struct err *e)
+int core_checkpoint(struct syncer *s, double now, int wait, struct err *e)
 {
 	struct syncer_ckpt c = s->acc;
+	int rc;
 
 	c.versions = s->versions;
 	c.theta = s->theta;
@@ -460,7 +463,21 @@ int core_checkpoint(struct syncer *s, double now, struct err *e)
 						  syncer_round_step_time(&s->rs));
 	c.wall_time = clock_wall();
 	c.done = (uint32_t)s->done;
-	return persist_save(&s->ps, &c, e);
+	rc = persist_save(&s->ps, &c, wait, e);
+	/* not taken (a write under way): due, taken when the writer is idle */
+	s->ckpt_due = !wait && rc == 0;
+	return rc < 0 ? -1 : 0;
+}
+
+void core_checkpoint_due(struct syncer *s, double now, int wait)
+{
+	struct err e;
+
+	if (wait)
+		ckptw_wait(&s->ps.w);
+	if (s->ckpt_due && !s->done && !ckptw_busy(&s->ps.w) &&
+	    core_checkpoint(s, now, wait, &e))
+		log_error("%s", e.msg);
 }
 
 /* The round of slot is over: its timings, the gap since the last one. */
@@ -504,13 +521,15 @@ void core_merge(struct syncer *s, int slot, double now, struct core_merged *out)
 	*out = (struct core_merged){ .frag = p, .round = round,
 				     .version = s->versions[p], .merged = kept,
 				     .updated = kept > 0, .done = done };
-	/* checkpoint before the caller sends the update: whatever a learner
-	 * receives is in a checkpoint when checkpointEvery is 1 */
+	/* handed to the writer thread, which writes it while the rounds go
+	 * on (ckptw.h); an update may reach a learner before its checkpoint
+	 * is on disk, and the high-water mark keeps a restarted syncer from
+	 * handing out its version again (docs/syncer.md, Checkpoints) */
 	if (!s->done && sy->checkpoint_every > 0 &&
 	    s->rs.completed % (uint64_t)sy->checkpoint_every == 0) {
 		struct err e;
 
-		if (core_checkpoint(s, now, &e))
+		if (core_checkpoint(s, now, 0, &e))
 			log_error("%s", e.msg);
 	}
 	if (!s->done && sy->eval_every > 0 &&
@@ -531,6 +550,8 @@ int core_poll(struct syncer *s, double now, struct core_step *out)
 
 	if (s->done)
 		return 0;
+	if (s->ckpt_due)
+		core_checkpoint_due(s, now, 0);
 	syncer_round_poll(&s->rs, now, &a);
 	switch (a.kind) {
 	case ROUND_MERGE:
@@ -558,9 +579,9 @@ void core_finish(struct syncer *s, double now)
 		merge_free_answers(s, slot);
 	/* done is on disk before the last evaluation, which takes a while:
 	 * a syncer killed meanwhile comes back knowing the job is over */
-	if (core_checkpoint(s, now, &e))
+	if (core_checkpoint(s, now, 1, &e))
 		log_error("%s", e.msg);
-	if (core_eval_sync(s, now) == 0 && core_checkpoint(s, now, &e))
+	if (core_eval_sync(s, now) == 0 && core_checkpoint(s, now, 1, &e))
 		log_error("%s", e.msg);
 }
 
@@ -577,7 +598,7 @@ void core_stop(struct syncer *s, double now)
 	for (int slot = 0; slot < s->rs.cfg.overlap; slot++)
 		merge_free_answers(s, slot);
 	log_versions(s, "stopped: the last round given out", s->rs.started);
-	if (!s->done && core_checkpoint(s, now, &e))
+	if (!s->done && core_checkpoint(s, now, 1, &e))
 		log_error("%s", e.msg);
 }
 
@@ -629,6 +650,15 @@ enum core_refusal core_model_check(const struct syncer *s,
 	}
 	if (s->done)
 		return err_set(e, "job done"), CORE_JOIN_DONE;
+	/* nothing trains towards checkpoints that cannot be written
+	 * (docs/syncer.md, Checkpoints) */
+	if (!s->ps.fits)
+		return err_set(e, "the syncer's checkpoint volume is too small "
+			       "for this model: %d checkpoints need %" PRIu64
+			       " bytes, %" PRId64 " are free (set "
+			       "spec.syncer.storage)", PERSIST_FILES,
+			       s->ps.needed_bytes, s->ps.free_bytes),
+		       CORE_JOIN_NOROOM;
 	return CORE_JOIN_OK;
 }
 

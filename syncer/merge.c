@@ -109,6 +109,7 @@ static int apply_merge(struct syncer *s, int slot, int p, uint64_t round,
 	double share = (double)numel / (double)s->nparams;
 	float *theta = s->theta + s->frag_off[p], *mom = s->mom + s->frag_off[p];
 
+	persist_touch(&s->ps, (uint32_t)p);   /* a write may not have it yet */
 	memcpy(s->undo, theta, numel * sizeof(float));
 	memcpy(s->undo + numel, mom, numel * sizeof(float));
 	outer_step(theta, mom, s->delta, numel, sy->outer_lr,
@@ -226,12 +227,17 @@ static int is_stale(const struct syncer *s, int p, const struct wire_answer *a)
  * norms are scaled down to that many steps; tokens count at most B·T a
  * step. A cut weight is counted in `clipped`.
  */
+static uint64_t clip_max_steps(const struct syncer *s)
+{
+	return (uint64_t)ceil(s->js->syncer.clip_steps *
+			      jobspec_sync_every(s->js));
+}
+
 static double bounded_weight(struct syncer *s, int id, int p,
 			     const struct wire_answer *a, float *x)
 {
 	const struct job_spec *js = s->js;
-	uint64_t max_steps = (uint64_t)ceil(js->syncer.clip_steps *
-					    jobspec_sync_every(js));
+	uint64_t max_steps = clip_max_steps(s);
 	uint64_t tps = (uint64_t)js->optimizer.batch_size *
 		       (uint64_t)jobspec_seq_len(js);
 	size_t n = s->ft->frags[p].numel;
@@ -331,14 +337,18 @@ static void fold_answer(struct syncer *s, int slot, int p,
 			const struct wire_answer *a, struct answer *ans,
 			const float *x)
 {
+	/* a clipped answer's norm is its scaled-down one: per step of the
+	 * steps it was scaled to (bounded_weight) */
+	uint64_t steps = a->steps < clip_max_steps(s) ? a->steps
+						       : clip_max_steps(s);
 	double norm = 0;
 
 	for (int k = 0; k < s->ft->frags[p].ntensors; k++)
 		norm += s->in_sq[k];
 	norm = sqrt(norm);
-	ans->norm_step = norm / (double)a->steps;
+	ans->norm_step = norm / (double)steps;
 	ans->fate = ANSWER_SCREENED;
-	if (screen_answer(&s->scr, ans->learner, p, a->round, norm, a->steps,
+	if (screen_answer(&s->scr, ans->learner, p, a->round, norm, steps,
 			  s->js->syncer.norm_outlier) != SCREEN_PASS) {
 		s->acc.rejected++;
 		return;

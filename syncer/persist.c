@@ -9,17 +9,51 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 
 #include "common/log.h"
 #include "common/prom.h"
 #include "common/util.h"
 
-void persist_init(struct persist *ps, const char *dir, uint64_t fingerprint,
-		  uint32_t P, uint64_t nparams, uint32_t M)
+int persist_room(const char *dir, uint64_t fingerprint, uint32_t P,
+		 uint64_t N, uint32_t M, uint64_t *needed, int64_t *free_bytes)
+{
+	struct statvfs v;
+	uint64_t size = syncer_ckpt_file_size(P, N, M), avail;
+
+	*needed = size > UINT64_MAX / PERSIST_FILES
+		  ? UINT64_MAX : size * PERSIST_FILES;
+	*free_bytes = -1;
+	if (mkdir_p(dir, NULL) || statvfs(dir, &v))
+		return 1;
+	avail = (uint64_t)v.f_bavail * (uint64_t)v.f_frsize;
+	avail += syncer_ckpt_model_bytes(dir, fingerprint);
+	*free_bytes = avail > INT64_MAX ? INT64_MAX : (int64_t)avail;
+	return avail >= *needed;
+}
+
+int persist_init(struct persist *ps, const char *dir, uint64_t fingerprint,
+		 uint32_t P, uint32_t M, const size_t *off, const float *theta,
+		 const float *mom, struct err *e)
 {
 	*ps = (struct persist){ .dir = dir, .fingerprint = fingerprint,
-				.P = P, .nparams = nparams, .M = M };
+				.P = P, .nparams = off[P], .M = M };
 	syncer_ckpt_remove_tmp(dir, fingerprint);
+	ps->fits = persist_room(dir, fingerprint, P, ps->nparams, M,
+				&ps->needed_bytes, &ps->free_bytes);
+	if (!ps->fits)
+		log_error("the checkpoint volume '%s' is too small: %d "
+			  "checkpoints of this model need %" PRIu64 " bytes, "
+			  "%" PRId64 " are free; no learner is let in until it "
+			  "is larger (spec.syncer.storage)", dir, PERSIST_FILES,
+			  ps->needed_bytes, ps->free_bytes);
+	return ckptw_start(&ps->w, dir, PERSIST_KEEP, P, off, theta, mom, M,
+			   e);
+}
+
+void persist_release(struct persist *ps)
+{
+	ckptw_stop(&ps->w);
 }
 
 int persist_load(struct persist *ps, struct syncer_ckpt *c, struct err *e)
@@ -51,8 +85,8 @@ int persist_load(struct persist *ps, struct syncer_ckpt *c, struct err *e)
 	}
 	if (rc <= 0)
 		return rc;
-	ps->have_ok = 1;
-	ps->last_ok_round = c->rounds_completed;
+	ps->loaded = 1;
+	ps->loaded_round = c->rounds_completed;
 	log_info("resumed from '%s': round %" PRIu64 ", %" PRIu64
 		 " tokens trained, %.1f s elapsed", path, c->rounds_completed,
 		 c->tokens_trained, c->elapsed);
@@ -112,28 +146,15 @@ void persist_round_started(struct persist *ps, uint64_t round,
 	free(h.versions);
 }
 
-int persist_save(struct persist *ps, const struct syncer_ckpt *c,
+int persist_save(struct persist *ps, const struct syncer_ckpt *c, int wait,
 		 struct err *e)
 {
-	char path[4096];
-	double t = clock_mono();
-	struct err le;
+	return ckptw_submit(&ps->w, c, wait, e);
+}
 
-	if (syncer_ckpt_save(ps->dir, c, 3, path, sizeof(path), &le)) {
-		/* the run goes on; the next checkpoint is the retry */
-		ps->failing = 1;
-		ps->failures++;
-		snprintf(ps->error, sizeof(ps->error), "%s", le.msg);
-		return err_set(e, "%s", le.msg);
-	}
-	if (ps->failing)
-		log_info("checkpoint '%s' written again after %" PRIu64
-			 " failure(s)", path, ps->failures);
-	ps->failing = 0;
-	ps->have_ok = 1;
-	ps->last_ok_round = c->rounds_completed;
-	log_debug("checkpoint '%s' written in %.3f s", path, clock_mono() - t);
-	return 0;
+void persist_touch(struct persist *ps, uint32_t p)
+{
+	ckptw_touch(&ps->w, p);
 }
 
 void persist_eval(struct persist *ps, uint64_t round, double loss,
@@ -166,33 +187,66 @@ void persist_eval(struct persist *ps, uint64_t round, double loss,
 	}
 }
 
-json_t *persist_json(const struct persist *ps)
+json_t *persist_json(struct persist *ps)
 {
+	struct ckptw_outcome o;
 	json_t *err = json_null();
+	int have_ok;
+	uint64_t ok_round;
 
+	ckptw_outcome(&ps->w, &o);
+	have_ok = o.have_ok || ps->loaded;
+	ok_round = o.have_ok ? o.last_ok_round : ps->loaded_round;
 	/* a path that is not UTF-8 must not cost the whole /status */
-	if (ps->failing && !(err = json_string(ps->error)))
+	if (o.failing && !(err = json_string(o.error)))
 		err = json_string("cannot save checkpoint (message not UTF-8)");
-	return json_pack("{sb so sI so so ss}",
-		"failing", ps->failing,
+	return json_pack("{sb so sI so so ss sb so sI sI sf sI so sb}",
+		"failing", o.failing,
 		"error", err,
-		"failures", (json_int_t)ps->failures,
-		"last_ok_round", ps->have_ok
-			? json_integer((json_int_t)ps->last_ok_round)
-			: json_null(),
+		"failures", (json_int_t)o.failures,
+		"last_ok_round", have_ok ? json_integer((json_int_t)ok_round)
+					 : json_null(),
 		"last_good_round", ps->good_have
 			? json_integer((json_int_t)ps->good_round)
 			: json_null(),
-		"resumed_from", ps->resumed_from ? ps->resumed_from : "new");
+		"resumed_from", ps->resumed_from ? ps->resumed_from : "new",
+		"writing", o.writing,
+		"writing_round", o.writing
+			? json_integer((json_int_t)o.writing_round) : json_null(),
+		"written", (json_int_t)o.written,
+		"skipped", (json_int_t)o.skipped,
+		"last_write_seconds", o.last_seconds,
+		"needed_bytes", (json_int_t)ps->needed_bytes,
+		"volume_free_bytes", ps->free_bytes >= 0
+			? json_integer((json_int_t)ps->free_bytes) : json_null(),
+		"fits", ps->fits);
 }
 
-void persist_metrics(const struct persist *ps, struct buf *b)
+void persist_metrics(struct persist *ps, struct buf *b)
 {
+	struct ckptw_outcome o;
+
+	ckptw_outcome(&ps->w, &o);
 	prom_counter(b, "ddiloco_syncer_checkpoint_failures_total",
 		     "Checkpoints that could not be written, since this process "
-		     "started.", ps->failures);
+		     "started.", o.failures);
 	prom_gauge(b, "ddiloco_syncer_checkpoint_failing",
-		   "1 while the last checkpoint write failed.", ps->failing);
+		   "1 while the last checkpoint write failed.", o.failing);
+	prom_counter(b, "ddiloco_syncer_checkpoints_written_total",
+		     "Checkpoints written, since this process started.",
+		     o.written);
+	prom_counter(b, "ddiloco_syncer_checkpoints_skipped_total",
+		     "Checkpoints not taken because the one before was still "
+		     "being written, since this process started.", o.skipped);
+	prom_gauge(b, "ddiloco_syncer_checkpoint_writing",
+		   "1 while a checkpoint is being written (off the run loop).",
+		   o.writing);
+	prom_gauge(b, "ddiloco_syncer_checkpoint_write_seconds",
+		   "How long the last checkpoint written took.",
+		   o.last_seconds);
+	prom_gauge(b, "ddiloco_syncer_checkpoint_fits",
+		   "0 when the checkpoint volume cannot hold this model's "
+		   "checkpoints (no learner is let in).", ps->fits);
 	prom_gauge(b, "ddiloco_syncer_checkpoint_started_over",
 		   "1 when no checkpoint loaded at start although the "
 		   "high-water mark says rounds were handed out before.",

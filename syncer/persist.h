@@ -15,6 +15,7 @@
 
 #include "common/err.h"
 #include "syncer/ckpt.h"
+#include "syncer/ckptw.h"
 
 struct buf;
 
@@ -30,13 +31,17 @@ struct persist {
 	uint64_t fingerprint;
 	uint32_t P, M;
 	uint64_t nparams;
-	/* checkpoint writes of this process: failing until one succeeds
-	 * again; error is the last failure's */
-	int failing;
-	uint64_t failures;
-	int have_ok;                 /* a checkpoint was written or loaded */
-	uint64_t last_ok_round;
-	char error[sizeof(((struct err *)0)->msg)];
+	/* the writes of this process, by a thread of their own (ckptw.h) */
+	struct ckpt_writer w;
+	int loaded;                  /* a checkpoint was loaded at start */
+	uint64_t loaded_round;
+	/* the volume: a checkpoint's size × PERSIST_FILES against what is
+	 * free plus what this model's files hold; fits = 0 when it cannot
+	 * hold them (then no learner is let in: docs/syncer.md,
+	 * Checkpoints). free_bytes −1: the volume could not be asked. */
+	uint64_t needed_bytes;
+	int64_t free_bytes;
+	int fits;
 	/* what this process started from: "new", "checkpoint",
 	 * "last_good", or "seed" when none loaded although the
 	 * high-water mark says rounds were handed out before */
@@ -52,10 +57,30 @@ struct persist {
 	uint64_t hwm_rounds;
 };
 
-/* The checkpoints of this model in dir; temporary files left by a
- * process killed mid-write are removed. */
-void persist_init(struct persist *ps, const char *dir, uint64_t fingerprint,
-		  uint32_t P, uint64_t nparams, uint32_t M);
+/* Checkpoints kept (the rolling ones), and the files a volume must hold
+ * for them: those, the last good one, the one being written. */
+#define PERSIST_KEEP 3
+#define PERSIST_FILES (PERSIST_KEEP + 2)
+
+/*
+ * The checkpoints of this model in dir, of the live state: P fragments,
+ * fragment p's floats at off[p] .. off[p + 1] of theta and mom.
+ * Temporary files left by a process killed mid-write are removed, the
+ * volume's room is measured, and the writer thread started.
+ */
+int persist_init(struct persist *ps, const char *dir, uint64_t fingerprint,
+		 uint32_t P, uint32_t M, const size_t *off, const float *theta,
+		 const float *mom, struct err *e);
+/* Stops the writer, after the write under way. */
+void persist_release(struct persist *ps);
+/*
+ * Bytes needed and free on the volume of dir for PERSIST_FILES
+ * checkpoints of a model of N parameters in P fragments, M learners (the
+ * files of this model already there count as free); 1 when they fit or
+ * the volume cannot be asked (*free_bytes −1).
+ */
+int persist_room(const char *dir, uint64_t fingerprint, uint32_t P,
+		 uint64_t N, uint32_t M, uint64_t *needed, int64_t *free_bytes);
 /*
  * The newest rolling checkpoint that loads, else the last good one:
  * 1 with *c filled (the caller releases it), 0 when none loads, -1 on
@@ -73,9 +98,16 @@ int persist_read_hwm(struct persist *ps, uint64_t *started,
  * the round is past it (versions: now; overlap: τ). */
 void persist_round_started(struct persist *ps, uint64_t round,
 			   const uint64_t *versions, int overlap);
-/* Writes c; its outcome is kept for /status. */
-int persist_save(struct persist *ps, const struct syncer_ckpt *c,
+/*
+ * Hands c (counters, versions, learners; Θ and the momentum are the live
+ * state's) to the writer; its outcome is kept for /status. Without wait
+ * it returns at once: 1 taken, 0 not (a write is under way). With wait:
+ * 0 once written, −1 with e.
+ */
+int persist_save(struct persist *ps, const struct syncer_ckpt *c, int wait,
 		 struct err *e);
+/* Fragment p of the live state is about to change. */
+void persist_touch(struct persist *ps, uint32_t p);
 /*
  * An evaluation of round came back with loss: when it is finite and not
  * worse than the best of evals[0..n) by more than PERSIST_GOOD_MARGIN,
@@ -84,7 +116,7 @@ int persist_save(struct persist *ps, const struct syncer_ckpt *c,
 void persist_eval(struct persist *ps, uint64_t round, double loss,
 		  const struct ckpt_eval *evals, uint32_t n);
 /* "checkpoint" of /status, and its Prometheus lines. */
-json_t *persist_json(const struct persist *ps);
-void persist_metrics(const struct persist *ps, struct buf *b);
+json_t *persist_json(struct persist *ps);
+void persist_metrics(struct persist *ps, struct buf *b);
 
 #endif

@@ -234,14 +234,20 @@ double syncer_round_step_at(const struct syncer_round *rs, int id,
 
 static double kth_step(const struct syncer_round *rs, int skip, double now);
 
+/*
+ * γ of the slack that τ rounds in flight leave, capped at one round: a
+ * round lasts H/P learner steps (docs/syncer.md, Quorum and grace). A
+ * cap of one step lost a slow learner's whole answer at H/P = 16.
+ */
 static double grace_window(const struct syncer_round *rs)
 {
-	double g = rs->cfg.grace * (rs->cfg.overlap * rs->ema_step -
+	double round_s = rs->cfg.steps_per_round * rs->ema_step;
+	double g = rs->cfg.grace * (rs->cfg.overlap * round_s -
 				    rs->ema_quorum - rs->ema_sync);
 
 	if (!(g > 0))
 		return 0;
-	return g < rs->ema_step ? g : rs->ema_step;
+	return g < round_s ? g : round_s;
 }
 
 enum round_verdict syncer_round_answer(struct syncer_round *rs, int id,

@@ -39,6 +39,36 @@ void seed_release(struct seed *sd)
 	seed_init(sd);
 }
 
+int seed_check_budget(const struct wire_hello *h,
+		      const struct syncer_params *base, struct err *e)
+{
+	uint64_t mine = 0, all = 0, max = base->js->syncer.max_parameters;
+	int nshards = base->nshards > 1 ? base->nshards : 1;
+	int shard = nshards > 1 ? base->shard : 0;
+
+	for (size_t p = 0; p < h->nsizes; p++) {
+		uint64_t n = h->fragment_sizes[p];
+
+		if (__builtin_add_overflow(all, n, &all))
+			return err_set(e, "the learner's table has more "
+				       "parameters than 64 bits count (fragment "
+				       "%zu of %llu)", p, (unsigned long long)n);
+		if (shard_owner((int)p, nshards) == shard)
+			mine += n;   /* ≤ all: cannot overflow */
+	}
+	if (mine > max)
+		return err_set(e, "the learner's table has %llu parameters for "
+			       "this syncer%s (%llu in the job): more than "
+			       "spec.syncer.maxParameters %llu", (unsigned long long)
+			       mine, nshards > 1 ? " shard" : "",
+			       (unsigned long long)all, (unsigned long long)max);
+	if (all > SIZE_MAX / (4 * sizeof(float)))
+		return err_set(e, "the learner's table has %llu parameters: "
+			       "more than this machine can address",
+			       (unsigned long long)all);
+	return 0;
+}
+
 int seed_adopt(struct seed *sd, const struct wire_hello *h,
 	       const struct syncer_params *base, struct err *e)
 {

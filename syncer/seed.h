@@ -39,6 +39,14 @@ struct seed {
 
 void seed_init(struct seed *sd);
 void seed_release(struct seed *sd);
+/*
+ * Whether h's table fits this shard's memory budget (docs/syncer.md,
+ * Memory budget): the parameters of the fragments it owns at most
+ * spec.syncer.maxParameters, every sum overflow-checked. -1 with e
+ * saying how far over when not.
+ */
+int seed_check_budget(const struct wire_hello *h,
+		      const struct syncer_params *base, struct err *e);
 /* h's table becomes the job's: prm is base with it. */
 int seed_adopt(struct seed *sd, const struct wire_hello *h,
 	       const struct syncer_params *base, struct err *e);

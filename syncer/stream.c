@@ -14,7 +14,11 @@
  * fragment (a newer one replaces it), one Pull per round, one Welcome.
  * Outgoing messages are packed once (common/wire.h) into a slice and
  * shared by reference; the Update of each fragment's current version is
- * kept for the learners that join.
+ * kept for the learners that join. An Update is kept as its payload and
+ * fields, and framed when sent: whole, or in parts of what that
+ * learner's Hello said it takes (docs/protocol.md, Messages in parts),
+ * each a framing and a slice of the shared payload. An Update begun in
+ * parts is never replaced: its parts go out one after the other.
  *
  * What a message does is stream_msg.c's (hellos, identities, Beats,
  * evaluators, an external model's adoption), and what it does to the
@@ -165,6 +169,7 @@ void conn_maybe_free(struct conn *c)
 		sv->seeder = NULL;
 	free(c->sizes);
 	drop_queue(c);
+	wire_parts_release(&c->parts);
 	grpc_metadata_array_destroy(&c->md);
 	grpc_call_unref(c->call);
 	free(c);
@@ -210,11 +215,56 @@ static void send_status(struct conn *c)
 	}
 }
 
+/* The payload bytes an Update's part to c may carry. */
+static size_t part_bytes(const struct conn *c)
+{
+	size_t lim = wire_peer_limit(c->peer_max);
+
+	if (lim > c->sv->send_cap)
+		lim = c->sv->send_cap;
+	return lim - WIRE_PART_SLACK;
+}
+
+/*
+ * The next message of m into sl[0..*n): all of it, or for an Update its
+ * next part (framing, then a slice of the payload). Returns the payload
+ * bytes it carries; *last when m is all out after it.
+ */
+static size_t next_slices(struct conn *c, struct out_msg *m, grpc_slice *sl,
+			  int *n, int *last)
+{
+	size_t total = GRPC_SLICE_LENGTH(m->msg), room = part_bytes(c), len;
+	struct wire_update u = m->u;
+	uint8_t hdr[WIRE_UPDATE_HDR_MAX];
+
+	*last = 1;
+	if (m->kind != OUT_UPDATE) {
+		sl[0] = grpc_slice_ref(m->msg);
+		*n = 1;
+		return m->payload;
+	}
+	len = total - m->sent < room ? total - m->sent : room;
+	u.payload_len = len;
+	if (m->sent || len < total) {   /* in parts */
+		u.part_offset = m->sent;
+		u.payload_total = total;
+		c->sv->s->tr.update_parts++;
+	}
+	sl[0] = grpc_slice_from_copied_buffer((const char *)hdr,
+					      wire_update_header(hdr, &u));
+	sl[1] = grpc_slice_sub(m->msg, m->sent, m->sent + len);
+	*n = 2;
+	m->sent += len;
+	*last = m->sent == total;
+	return len;
+}
+
 static void pump(struct conn *c)
 {
 	struct out_msg *m;
 	grpc_op ops[2];
-	int n = 0;
+	grpc_slice sl[2];
+	int n = 0, ns, last;
 
 	if (c->send_pending)
 		return;
@@ -225,20 +275,24 @@ static void pump(struct conn *c)
 	}
 	if (!(m = c->qhead))
 		return;
-	c->qhead = m->next;
 	memset(ops, 0, sizeof(ops));
 	if (!c->md_sent) {
 		ops[n].op = GRPC_OP_SEND_INITIAL_METADATA;
 		n++;
 		c->md_sent = 1;
 	}
-	c->sbuf = grpc_raw_byte_buffer_create(&m->msg, 1);
+	c->send_payload = next_slices(c, m, sl, &ns, &last);
+	c->sbuf = grpc_raw_byte_buffer_create(sl, (size_t)ns);
+	for (int i = 0; i < ns; i++)
+		grpc_slice_unref(sl[i]);
 	ops[n].op = GRPC_OP_SEND_MESSAGE;
 	ops[n].data.send_message.send_message = c->sbuf;
 	n++;
-	c->send_payload = m->payload;
-	grpc_slice_unref(m->msg);
-	free(m);
+	if (last) {
+		c->qhead = m->next;
+		grpc_slice_unref(m->msg);
+		free(m);
+	}
 	if (grpc_call_start_batch(c->call, ops, (size_t)n, &c->t_send, NULL) ==
 	    GRPC_CALL_OK) {
 		c->send_pending = 1;
@@ -249,19 +303,22 @@ static void pump(struct conn *c)
 	}
 }
 
-/* Queues msg (a reference is taken); an unsent Update of frag is replaced. */
+/* Queues msg (a reference is taken); an unsent Update of frag is
+ * replaced (one begun in parts is not). u: an Update's fields. */
 static void push(struct conn *c, enum out_kind kind, int frag, grpc_slice msg,
-		 size_t payload)
+		 size_t payload, const struct wire_update *u)
 {
 	struct out_msg *m, **tail = &c->qhead;
 
 	if (c->closing)
 		return;
 	for (m = c->qhead; m; m = m->next) {
-		if (kind == OUT_UPDATE && m->kind == OUT_UPDATE && m->frag == frag) {
+		if (kind == OUT_UPDATE && m->kind == OUT_UPDATE && m->frag == frag &&
+		    !m->sent) {
 			grpc_slice_unref(m->msg);
 			m->msg = grpc_slice_ref(msg);
 			m->payload = payload;
+			m->u = *u;
 			return;
 		}
 		tail = &m->next;
@@ -274,6 +331,8 @@ static void push(struct conn *c, enum out_kind kind, int frag, grpc_slice msg,
 	m->frag = frag;
 	m->msg = grpc_slice_ref(msg);
 	m->payload = payload;
+	if (u)
+		m->u = *u;
 	*tail = m;
 	pump(c);
 }
@@ -337,46 +396,44 @@ void conn_send_pull(struct conn *c, uint64_t round, int frag)
 
 	m.pull = (struct wire_pull){ .fragment = (uint32_t)frag, .round = round };
 	sl = pack(&m);
-	push(c, OUT_PULL, frag, sl, 0);
+	push(c, OUT_PULL, frag, sl, 0, NULL);
 	grpc_slice_unref(sl);
 }
 
-/* Fragment p's Update at its current version; *payload: its bytes. */
+/* Fragment p's Update at its current version: its payload as a slice,
+ * its fields in *u (no payload; framed when sent). */
 static grpc_slice pack_update(const struct syncer *s, int p, uint64_t round,
-			      size_t *payload)
+			      struct wire_update *u)
 {
-	struct wire_syncer_msg m = { .kind = WIRE_UPDATE };
 	int enc;
 	size_t len;
 	uint8_t *buf = core_update_payload(s, p, &enc, &len);
-	grpc_slice sl;
 
-	m.update = (struct wire_update){
+	*u = (struct wire_update){
 		.fragment = (uint32_t)s->gid[p], .version = s->versions[p],
-		.encoding = enc, .payload = buf, .payload_len = len,
-		.round = round, .tokens = core_job_tokens(s, clock_mono()),
+		.encoding = enc, .round = round,
+		.tokens = core_job_tokens(s, clock_mono()),
 	};
-	sl = pack(&m);
-	free(buf);
-	*payload = len;
-	return sl;
+	return buf ? grpc_slice_new(buf, len, free) : grpc_empty_slice();
 }
 
-/* The Update a joining learner gets for fragment p (a new reference). */
-static grpc_slice join_update(struct stream_server *sv, int p)
+/* The Update a joining learner gets for fragment p (a new reference;
+ * its fields in *u). */
+static grpc_slice join_update(struct stream_server *sv, int p,
+			      struct wire_update *u)
 {
 	const struct syncer *s = sv->s;
-	size_t bytes;
 
 	if (sv->upd_valid[p] && sv->upd_version[p] != s->versions[p]) {
 		grpc_slice_unref(sv->upd[p]);
 		sv->upd_valid[p] = 0;
 	}
 	if (!sv->upd_valid[p]) {
-		sv->upd[p] = pack_update(s, p, 0, &bytes);
+		sv->upd[p] = pack_update(s, p, 0, &sv->upd_hdr[p]);
 		sv->upd_version[p] = s->versions[p];
 		sv->upd_valid[p] = 1;
 	}
+	*u = sv->upd_hdr[p];
 	return grpc_slice_ref(sv->upd[p]);
 }
 
@@ -384,19 +441,22 @@ static grpc_slice join_update(struct stream_server *sv, int p)
 static void send_merged(struct stream_server *sv, const struct core_merged *mg)
 {
 	struct syncer *s = sv->s;
-	size_t bytes;
+	struct wire_update u;
 	grpc_slice msg;
+	size_t bytes;
 
 	if (!mg->updated)
 		return;
-	msg = pack_update(s, mg->frag, mg->round, &bytes);
+	msg = pack_update(s, mg->frag, mg->round, &u);
+	bytes = GRPC_SLICE_LENGTH(msg);
 	for (int i = 0; i < s->M; i++)
 		if (s->learners[i].conn && s->learners[i].joined)
-			push(s->learners[i].conn, OUT_UPDATE, mg->frag, msg, bytes);
+			push(s->learners[i].conn, OUT_UPDATE, mg->frag, msg, bytes,
+			     &u);
 	if (s->evr.connected)   /* evaluators get Θ too (eval_remote.h) */
 		for (struct conn *c = sv->conns; c; c = c->next)
 			if (c->evaluator >= 0 && !c->closing)
-				push(c, OUT_UPDATE, mg->frag, msg, bytes);
+				push(c, OUT_UPDATE, mg->frag, msg, bytes, &u);
 	grpc_slice_unref(msg);
 }
 
@@ -427,15 +487,18 @@ void conn_send_welcome(struct conn *c, uint64_t resume,
 		.alpha = s->js->syncer.alpha,
 		.answer_encoding = (int)s->js->syncer.encoding,
 		.resume_step = resume,
+		.max_message = c->sv->recv_limit,
 	};
 	sl = pack(&m);
 	if (v != s->versions)
 		free(v);
-	push(c, OUT_WELCOME, -1, sl, 0);
+	push(c, OUT_WELCOME, -1, sl, 0, NULL);
 	grpc_slice_unref(sl);
 	for (int p = 0; p < s->P; p++) {
-		sl = join_update(c->sv, p);
-		push(c, OUT_UPDATE, p, sl, GRPC_SLICE_LENGTH(sl));
+		struct wire_update u;
+
+		sl = join_update(c->sv, p, &u);
+		push(c, OUT_UPDATE, p, sl, GRPC_SLICE_LENGTH(sl), &u);
 		grpc_slice_unref(sl);
 	}
 	for (int i = 0; i < npull; i++)
@@ -601,6 +664,27 @@ static size_t quota_bytes(const struct syncer *s)
 	return n > QUOTA_MIN_BYTES ? n : QUOTA_MIN_BYTES;
 }
 
+/*
+ * The message limits (docs/protocol.md, Messages in parts): the largest
+ * answer payload of the table and its framing, at most the cap
+ * (WIRE_MAX_MESSAGE, or the test knob). An external job's table is not
+ * known yet: the cap.
+ */
+static void set_limits(struct stream_server *sv, size_t cap)
+{
+	struct syncer *s = sv->s;
+	size_t big = 0;
+
+	for (int p = 0; !s->adopting && p < s->P; p++) {
+		size_t n = wire_payload_max(s->ft->frags[p].numel);
+
+		big = n > big ? n : big;
+	}
+	sv->payload_max = big;
+	sv->send_cap = wire_message_limit(SIZE_MAX, cap);
+	sv->recv_limit = s->adopting ? sv->send_cap : wire_message_limit(big, cap);
+}
+
 static int start_server(struct stream_server *sv, const char *listen,
 			const struct tls_files *tls, struct err *e)
 {
@@ -608,9 +692,9 @@ static int start_server(struct stream_server *sv, const char *listen,
 	grpc_arg args[] = {
 		{ GRPC_ARG_INTEGER, (char *)GRPC_ARG_ALLOW_REUSEPORT, { .integer = 0 } },
 		{ GRPC_ARG_INTEGER, (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
-		  { .integer = (int)WIRE_MAX_MESSAGE } },
+		  { .integer = (int)sv->recv_limit } },
 		{ GRPC_ARG_INTEGER, (char *)GRPC_ARG_MAX_SEND_MESSAGE_LENGTH,
-		  { .integer = (int)WIRE_MAX_MESSAGE } },
+		  { .integer = (int)sv->send_cap } },
 		{ GRPC_ARG_INTEGER,
 		  (char *)GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
 		  { .integer = 500 } },
@@ -635,8 +719,9 @@ static int start_server(struct stream_server *sv, const char *listen,
 	sv->cq = grpc_completion_queue_create_for_next(NULL);
 	sv->srv = grpc_server_create(&ca, NULL);
 	grpc_resource_quota_unref(quota);   /* the server holds its own */
-	log_debug("gRPC limits: %d streams a connection, %zu MiB of buffers",
-		  MAX_STREAMS_PER_CONN, qb >> 20);
+	log_debug("gRPC limits: %d streams a connection, %zu MiB of buffers, "
+		  "messages of %zu bytes in, %zu out (larger payloads in parts)",
+		  MAX_STREAMS_PER_CONN, qb >> 20, sv->recv_limit, sv->send_cap);
 	grpc_server_register_completion_queue(sv->srv, sv->cq, NULL);
 	sv->method = grpc_server_register_method(sv->srv,
 						 "/ddiloco.v1.Syncer/Train", NULL,
@@ -737,9 +822,10 @@ static void stop_job(struct stream_server *sv, double now)
 int stream_cache_init(struct stream_server *sv, int P, struct err *e)
 {
 	sv->upd = calloc((size_t)P, sizeof(*sv->upd));
+	sv->upd_hdr = calloc((size_t)P, sizeof(*sv->upd_hdr));
 	sv->upd_version = calloc((size_t)P, sizeof(*sv->upd_version));
 	sv->upd_valid = calloc((size_t)P, sizeof(*sv->upd_valid));
-	if (!sv->upd || !sv->upd_version || !sv->upd_valid)
+	if (!sv->upd || !sv->upd_hdr || !sv->upd_version || !sv->upd_valid)
 		return err_set(e, "syncer: out of memory");
 	return 0;
 }
@@ -750,6 +836,7 @@ static void cache_release(struct stream_server *sv, int P)
 		if (sv->upd_valid[p])
 			grpc_slice_unref(sv->upd[p]);
 	free(sv->upd);
+	free(sv->upd_hdr);
 	free(sv->upd_version);
 	free(sv->upd_valid);
 }
@@ -874,6 +961,7 @@ int syncer_run(const struct syncer_params *p,
 		goto out;
 	log_info("HTTP on %s:%d", p->http_addr ? p->http_addr : "0.0.0.0",
 		 httpd_port(s->http));
+	set_limits(&sv, p->max_message);
 	if (start_server(&sv, p->listen, p->tls, e))
 		goto out;
 	pthread_mutex_lock(&s->mu);

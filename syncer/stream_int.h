@@ -9,6 +9,7 @@
 
 #include <grpc/grpc.h>
 
+#include "common/wire.h"
 #include "syncer/seed.h"
 #include "syncer/syncer_int.h"
 
@@ -21,12 +22,17 @@ struct tag {
 
 enum out_kind { OUT_WELCOME, OUT_PULL, OUT_UPDATE };
 
+/* An Update's msg is its payload alone, sent in parts of what the
+ * learner takes (docs/protocol.md, Messages in parts) after a framing
+ * made from u; `sent` of its bytes are out. */
 struct out_msg {
 	struct out_msg *next;
 	enum out_kind kind;
 	int frag;
 	grpc_slice msg;
 	size_t payload;
+	struct wire_update u;    /* OUT_UPDATE: the fields (no payload) */
+	size_t sent;
 };
 
 struct conn {
@@ -56,6 +62,9 @@ struct conn {
 	double t_accept;         /* mono time the call arrived */
 	struct out_msg *qhead;
 	size_t send_payload;
+	uint64_t peer_max;       /* its Hello's max_message (0: unsaid) */
+	struct wire_parts parts; /* an answer coming in parts */
+	int said_parts;          /* logged the first that came in parts */
 };
 
 struct stream_server {
@@ -70,9 +79,13 @@ struct stream_server {
 	int shut;
 	/* per fragment, its Update at version upd_version (round 0), packed
 	 * once for every learner that joins until the next merge */
-	grpc_slice *upd;
+	grpc_slice *upd;         /* the payload; its fields in upd_hdr */
+	struct wire_update *upd_hdr;
 	uint64_t *upd_version;
 	int *upd_valid;
+	size_t recv_limit;       /* the largest message taken (Welcome) */
+	size_t send_cap;         /* the largest sent */
+	size_t payload_max;      /* the largest answer payload; 0 unknown */
 	/* spec.model.kind external (docs/syncer.md, Model-agnostic jobs):
 	 * the table and weights the core is made with (seed.h), and the
 	 * stream asked for the weights */

@@ -8,7 +8,9 @@
  * call's Hello names a learner whose Train stream is live, and only
  * heartbeats follow. While an external job's model is not known yet
  * (s->adopting) Hellos wait, and one learner is asked for the seed
- * (seed.h).
+ * (seed.h). An Answer in parts (docs/protocol.md, Messages in parts) is
+ * put together first (conn.parts, at most the table's largest answer),
+ * and goes on as one whole answer; a wrong part ends the stream.
  */
 #include "syncer/stream_int.h"
 
@@ -88,6 +90,7 @@ static const grpc_status_code refusal_code[] = {
 	[CORE_JOIN_MISMATCH] = GRPC_STATUS_FAILED_PRECONDITION,
 	[CORE_JOIN_DONE] = GRPC_STATUS_OK,
 	[CORE_JOIN_FULL] = GRPC_STATUS_RESOURCE_EXHAUSTED,
+	[CORE_JOIN_NOROOM] = GRPC_STATUS_RESOURCE_EXHAUSTED,  /* retried */
 };
 
 /* Whether a hello's learner id is one of the job's; the call is closed
@@ -311,6 +314,13 @@ static void adopt_hello(struct conn *c, const struct wire_hello *h,
 	}
 	if (!learner_in_range(c, h) || !cert_fits(c, h))
 		return;
+	/* a model this syncer cannot hold: refused for good, not retried */
+	if (!sv->seed.have_ft && h->nsizes == h->fragments &&
+	    seed_check_budget(h, sv->s->prm, &e)) {
+		log_error("learner %u refused: %s", h->learner_id, e.msg);
+		conn_close(c, GRPC_STATUS_FAILED_PRECONDITION, "%s", e.msg);
+		return;
+	}
 	if (!sv->seed.have_ft && seed_adopt(&sv->seed, h, sv->s->prm, &e)) {
 		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "%s", e.msg);
 		return;
@@ -518,6 +528,44 @@ static void beat_message(struct conn *c, const struct wire_learner_msg *m,
 	}
 }
 
+/* The most bytes an answer's payload may have: the table's largest
+ * fragment in its largest encoding (an adopted table once known). */
+static size_t answer_max(struct stream_server *sv)
+{
+	if (!sv->payload_max && sv->s->adopting && sv->seed.have_ft)
+		for (int p = 0; p < sv->seed.ft.nfrags; p++) {
+			size_t n = wire_payload_max(sv->seed.ft.frags[p].numel);
+
+			sv->payload_max = n > sv->payload_max ? n : sv->payload_max;
+		}
+	return sv->payload_max;
+}
+
+/* An answer's part into c->parts: 1 when m holds a whole answer now, 0
+ * when more parts are to come, -1 when the stream was closed. */
+static int answer_parts(struct conn *c, struct wire_learner_msg *m)
+{
+	struct syncer *s = c->sv->s;
+	struct err e;
+	int part = m->answer.payload_total != 0;
+	int rc = wire_parts_answer(&c->parts, &m->answer, answer_max(c->sv), &e);
+
+	if (rc < 0) {
+		s->tr.parts_refused++;
+		log_warn("stream of learner %d: %s", c->learner, e.msg);
+		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "%s", e.msg);
+		return rc;
+	}
+	s->tr.answer_parts += part;
+	if (rc == 1 && part && !c->said_parts) {
+		c->said_parts = 1;
+		log_info("learner %d: answers in parts (%zu bytes for fragment "
+			 "%u)", c->learner, m->answer.payload_len,
+			 m->answer.fragment);
+	}
+	return rc;
+}
+
 void stream_on_message(struct conn *c, const uint8_t *data, size_t len,
 		       double now)
 {
@@ -528,6 +576,12 @@ void stream_on_message(struct conn *c, const uint8_t *data, size_t len,
 	if (wire_learner_decode(data, len, &m, &e)) {
 		log_warn("stream of learner %d: %s", c->learner, e.msg);
 		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "%s", e.msg);
+		return;
+	}
+	if (m.kind == WIRE_HELLO && !c->beat)
+		c->peer_max = m.hello.max_message;   /* what it takes */
+	if (m.kind == WIRE_ANSWER && !c->beat && answer_parts(c, &m) != 1) {
+		wire_learner_release(&m);
 		return;
 	}
 	if (c->beat) {
@@ -558,6 +612,8 @@ void stream_on_message(struct conn *c, const uint8_t *data, size_t len,
 				   "empty message");
 		}
 	}
+	if (m.kind == WIRE_ANSWER)
+		wire_parts_done(&c->parts);
 	wire_learner_release(&m);
 }
 

@@ -49,6 +49,10 @@ struct syncer_params {
 	 * each stream's learner id from its client certificate; NULL:
 	 * plaintext, no identities (spec.syncer.insecure, docs/security.md) */
 	const struct tls_files *tls;
+	/* the most bytes a message may have either way: the test knob
+	 * DDILOCO_TEST_MAX_MESSAGE, so that payloads go in parts
+	 * (docs/protocol.md, Messages in parts); 0: WIRE_MAX_MESSAGE */
+	size_t max_message;
 };
 
 /* Runs until the budget is reached or *stop is set (a signal handler). */

@@ -151,6 +151,7 @@ struct syncer {
 	double next_tick;            /* mono time core_tick works again */
 	uint64_t stale_scans;        /* core_check_stale calls (tests) */
 	uint64_t steps_undone;       /* outer steps undone: Θ non-finite */
+	int ckpt_due;                /* a checkpoint was not taken: busy */
 	struct transport_stats tr;   /* the streams' counters (transport.h) */
 	struct goodput gp;           /* where learner time goes (goodput.h) */
 	struct gap_log gaps;         /* down gaps between rounds (gaplog.h) */
@@ -195,8 +196,12 @@ double core_goodput(const struct syncer *s, double now);
  * learners answering a round, scanning on every turn was O(M²) a round.
  */
 int core_tick(struct syncer *s, double now);
-/* Writes a checkpoint; its outcome is kept in s->ckpt for /status. */
-int core_checkpoint(struct syncer *s, double now, struct err *e);
+/* Hands a checkpoint to the writer thread (wait: and waits until it is
+ * written); its outcome is kept for /status (persist.h). */
+int core_checkpoint(struct syncer *s, double now, int wait, struct err *e);
+/* The checkpoint due when the writer was busy, taken now if it is idle
+ * (run loop, each turn); with wait, after the write under way. */
+void core_checkpoint_due(struct syncer *s, double now, int wait);
 
 /* Why a Hello cannot join; the stream ends with the matching status. */
 enum core_refusal {
@@ -205,6 +210,7 @@ enum core_refusal {
 	CORE_JOIN_MISMATCH,      /* another job, another model */
 	CORE_JOIN_DONE,          /* the job is over: not an error */
 	CORE_JOIN_FULL,          /* evaluators: as many as allowed already */
+	CORE_JOIN_NOROOM,        /* the checkpoint volume cannot hold them */
 };
 /* The job name and model of a Hello against the syncer's (learners and
  * evaluators alike); CORE_JOIN_DONE once the job is over. */

@@ -16,6 +16,12 @@ void transport_json(const struct transport_stats *t, json_t *o)
 			    json_integer((json_int_t)t->beat_streams));
 	json_object_set_new(o, "beat_heartbeats",
 			    json_integer((json_int_t)t->beat_heartbeats));
+	json_object_set_new(o, "answer_parts",
+			    json_integer((json_int_t)t->answer_parts));
+	json_object_set_new(o, "update_parts",
+			    json_integer((json_int_t)t->update_parts));
+	json_object_set_new(o, "parts_refused",
+			    json_integer((json_int_t)t->parts_refused));
 }
 
 void transport_metrics(const struct transport_stats *t, struct buf *b)
@@ -31,4 +37,12 @@ void transport_metrics(const struct transport_stats *t, struct buf *b)
 		     "of their own (docs/sidecar.md).", t->beat_streams);
 	prom_counter(b, "ddiloco_syncer_beat_heartbeats_total",
 		     "Heartbeats that came on a Beat call.", t->beat_heartbeats);
+	prom_counter(b, "ddiloco_syncer_answer_parts_total",
+		     "Parts of answers taken: payloads larger than a message "
+		     "(docs/protocol.md).", t->answer_parts);
+	prom_counter(b, "ddiloco_syncer_update_parts_total",
+		     "Parts of updates sent.", t->update_parts);
+	prom_counter(b, "ddiloco_syncer_parts_refused_total",
+		     "Parts out of order, duplicated, missing or oversize: "
+		     "their streams closed.", t->parts_refused);
 }

@@ -1,7 +1,8 @@
 /*
  * transport: the counters of the syncer's streams (stream.c) that are
  * not the core's — identities refused, streams silent past helloTimeout,
- * Beat calls and their heartbeats — and their /status and /metrics
+ * Beat calls and their heartbeats, payloads in parts — and their /status
+ * and /metrics
  * lines. Counted on the run loop under `mu`, read by status.c under it.
  */
 #ifndef DDILOCO_SYNCER_TRANSPORT_H
@@ -17,9 +18,13 @@ struct transport_stats {
 	uint64_t streams_no_hello;   /* closed: no Hello within helloTimeout */
 	uint64_t beat_streams;       /* Beat calls taken */
 	uint64_t beat_heartbeats;    /* heartbeats that came on a Beat */
+	/* docs/protocol.md, Messages in parts */
+	uint64_t answer_parts;       /* parts of answers taken */
+	uint64_t update_parts;       /* parts of updates sent */
+	uint64_t parts_refused;      /* wrong parts: their streams closed */
 };
 
-/* Its four /status fields, set in o. */
+/* Its /status fields, set in o. */
 void transport_json(const struct transport_stats *t, json_t *o);
 void transport_metrics(const struct transport_stats *t, struct buf *b);
 

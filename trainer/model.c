@@ -207,6 +207,7 @@ int model_frag_table(const struct model_config *c, int nfrags,
 		ft[i].offset = t[i].offset;
 		ft[i].numel = t[i].numel;
 		ft[i].is_embedding = t[i].is_embedding;
+		ft[i].row = t[i].cols ? t[i].cols : 1;   /* cut between rows */
 	}
 	rc = frag_table_init(out, ft, n, nfrags, e);
 	free(t);

@@ -33,7 +33,9 @@ const char fuzz_name[] = "exchange";
 
 /* three tensors in two fragments (tests/unit/test_exchange.c) */
 static const struct frag_tensor tens[3] = {
-	{ 0, 5, 1 }, { 5, 6, 0 }, { 11, 2, 0 },
+	{ .offset = 0, .numel = 5, .is_embedding = 1 },
+	{ .offset = 5, .numel = 6, .is_embedding = 0 },
+	{ .offset = 11, .numel = 2, .is_embedding = 0 },
 };
 #define NPARAM 13
 

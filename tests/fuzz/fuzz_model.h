@@ -43,7 +43,9 @@ static inline const char *fuzz_tmpdir(void)
 static inline int fuzz_model_init(struct fuzz_model *fm, const char *name)
 {
 	static const struct frag_tensor tens[3] = {
-		{ 0, 8, 0 }, { 8, 12, 0 }, { 20, 4, 0 },
+		{ .offset = 0, .numel = 8, .is_embedding = 0 },
+		{ .offset = 8, .numel = 12, .is_embedding = 0 },
+		{ .offset = 20, .numel = 4, .is_embedding = 0 },
 	};
 	const char *tmp = fuzz_tmpdir();
 

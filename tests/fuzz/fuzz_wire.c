@@ -6,8 +6,11 @@
  * stream for a learner replaces the older one, a closed stream leaves its
  * rounds) and the round state machine run after every message (pulls
  * noted, merges done, the Update payload of a merged fragment encoded).
- * Whatever the messages, Θ stays finite and no fragment's version goes
- * back.
+ * Answers in parts (docs/protocol.md, Messages in parts) are put
+ * together per stream as stream_msg.c does (a wrong part ends the
+ * stream), and Updates in parts as the sidecar does.
+ * Whatever the messages, Θ stays finite, no fragment's version goes
+ * back, and no payload put together is larger than its bound.
  * No network: four streams of the small job in tests/fuzz/fuzz_model.h.
  *
  * The input is a sequence of records:
@@ -22,6 +25,7 @@
  */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/wire.h"
 #include "syncer/syncer_int.h"
@@ -36,12 +40,16 @@ const char fuzz_name[] = "wire";
 struct streams {
 	int learner[NCONN];     /* the learner a stream speaks for, or -1 */
 	int owner[FM_M];        /* the stream a learner is on, or -1 */
+	struct wire_parts parts[NCONN];   /* an answer in parts */
+	struct wire_parts upd;  /* an update in parts (the sidecar side) */
+	size_t max;             /* the largest payload of the table */
 };
 
 static void detach(struct syncer *s, struct streams *st, int c)
 {
 	int id = st->learner[c];
 
+	wire_parts_release(&st->parts[c]);
 	if (id < 0)
 		return;
 	if (st->owner[id] == c) {
@@ -95,7 +103,19 @@ static void on_message(struct syncer *s, struct streams *st, int c,
 			on_hello(s, st, c, &m.hello, now);
 			break;
 		case WIRE_ANSWER:
-			core_answer(s, st->learner[c], &m.answer, now);
+			switch (wire_parts_answer(&st->parts[c], &m.answer,
+						  st->max, &e)) {
+			case -1:
+				detach(s, st, c);
+				break;
+			case 1:
+				if (m.answer.payload_len > st->max &&
+				    st->parts[c].open)
+					abort();   /* put together past its bound */
+				core_answer(s, st->learner[c], &m.answer, now);
+				wire_parts_done(&st->parts[c]);
+				break;
+			}
 			break;
 		case WIRE_HEARTBEAT:
 			core_heartbeat(s, st->learner[c], &m.heartbeat, now);
@@ -149,6 +169,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	if (core_init(s, &fm.prm, now, &e))
 		abort();
+	memset(&st, 0, sizeof(st));
+	for (int p = 0; p < FM_P; p++)
+		if (wire_payload_max(fm.ft.frags[p].numel) > st.max)
+			st.max = wire_payload_max(fm.ft.frags[p].numel);
 	for (int i = 0; i < NCONN; i++)
 		st.learner[i] = -1;
 	for (int i = 0; i < FM_M; i++)
@@ -165,8 +189,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (b & 0x80) {
 			struct wire_syncer_msg m;
 
-			if (!wire_syncer_decode(data, n, &m, &e))
+			if (!wire_syncer_decode(data, n, &m, &e)) {
+				if (m.kind == WIRE_UPDATE &&
+				    wire_parts_update(&st.upd, &m.update, st.max,
+						      &e) == 1) {
+					if (m.update.payload_len > st.max &&
+					    st.upd.open)
+						abort();
+					wire_parts_done(&st.upd);
+				}
 				wire_syncer_release(&m);
+			}
 		} else {
 			on_message(s, &st, b & 3, data, n, now);
 		}
@@ -176,6 +209,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		data += n;
 		size -= n;
 	}
+	for (int i = 0; i < NCONN; i++)
+		wire_parts_release(&st.parts[i]);
+	wire_parts_release(&st.upd);
 	core_release(s);
 	free(s);
 	fuzz_model_clean(&fm);

@@ -61,7 +61,11 @@ static void wire_seeds(struct fuzz_model *fm)
 
 	for (int p = 0; p < FM_P; p++)
 		sizes[p] = fm->ft.frags[p].numel;
-	for (size_t k = 0; k < sizeof(encs) / sizeof(encs[0]); k++) {
+	/* k = 4, 5: f32 and int8 again, each answer in two parts
+	 * (docs/protocol.md, Messages in parts) */
+	for (size_t k = 0; k < sizeof(encs) / sizeof(encs[0]) + 2; k++) {
+		int split = k >= sizeof(encs) / sizeof(encs[0]);
+		enum payload_enc enc = split ? encs[2 * (k - 4)] : encs[k];
 		struct rec r = { .n = 0 };
 		char file[64];
 
@@ -98,30 +102,43 @@ static void wire_seeds(struct fuzz_model *fm)
 
 				for (size_t i = 0; i < n; i++)
 					x[i] = 0.01f * (float)(id + 1) * (float)(i % 5);
-				if (enc_encode(encs[k], x, n, pl, NULL))
+				if (enc_encode(enc, x, n, pl, NULL))
 					abort();
 				m.answer = (struct wire_answer){
 					.fragment = (uint32_t)p, .round = round,
 					.base_version = round > 2 ? 1 : 0,
 					.steps = 1, .tokens = 64,
-					.encoding = (int)encs[k], .payload = pl,
-					.payload_len = enc_size(encs[k], n),
+					.encoding = (int)enc, .payload = pl,
+					.payload_len = enc_size(enc, n),
 					.step = round,
 				};
+				if (split) {   /* the first half, then the rest */
+					size_t all = m.answer.payload_len;
+
+					m.answer.payload_total = all;
+					m.answer.payload_len = all / 2;
+					rec_msg(&r, id, 2, 0, &m);
+					m.answer.part_offset = all / 2;
+					m.answer.payload = pl + all / 2;
+					m.answer.payload_len = all - all / 2;
+				}
 				rec_msg(&r, id, 2, id == 2 && round == 4 ? 0x40 : 0,
 					&m);
 			}
 		}
-		snprintf(file, sizeof(file), "rounds-%s", enc_name(encs[k]));
+		snprintf(file, sizeof(file), "rounds-%s%s", enc_name(enc),
+			 split ? "-parts" : "");
 		put("wire", file, r.b, r.n);
 	}
 	/* the syncer's side: a Welcome, a Pull and an Update, decoded only */
 	{
 		uint64_t versions[FM_P] = { 3, 4 };
 		uint8_t pl[FM_N * 4] = { 0 };
-		struct wire_syncer_msg ms[3] = {
+		struct wire_syncer_msg ms[5] = {
 			{ .kind = WIRE_WELCOME },
 			{ .kind = WIRE_PULL },
+			{ .kind = WIRE_UPDATE },
+			{ .kind = WIRE_UPDATE },
 			{ .kind = WIRE_UPDATE },
 		};
 		struct rec r = { .n = 0 };
@@ -136,7 +153,13 @@ static void wire_seeds(struct fuzz_model *fm)
 			.fragment = 0, .version = 5, .encoding = ENC_F32,
 			.payload = pl, .payload_len = 32, .round = 8,
 		};
-		for (int i = 0; i < 3; i++) {
+		/* the same in two parts */
+		ms[3].update = ms[2].update;
+		ms[3].update.payload_len = 16;
+		ms[3].update.payload_total = 32;
+		ms[4].update = ms[3].update;
+		ms[4].update.part_offset = 16;
+		for (int i = 0; i < 5; i++) {
 			size_t n = wire_syncer_size(&ms[i]);
 
 			r.b[r.n++] = 0x80;
@@ -212,7 +235,9 @@ static void shard_seeds(void)
 static void exchange_seeds(void)
 {
 	static const struct frag_tensor tens[3] = {
-		{ 0, 5, 1 }, { 5, 6, 0 }, { 11, 2, 0 },
+		{ .offset = 0, .numel = 5, .is_embedding = 1 },
+		{ .offset = 5, .numel = 6, .is_embedding = 0 },
+		{ .offset = 11, .numel = 2, .is_embedding = 0 },
 	};
 	char dir[] = "/tmp/ddseeds-XXXXXX", path[64];
 	struct frag_table ft;

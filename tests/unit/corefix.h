@@ -22,7 +22,9 @@
 
 /* fragment sizes come from frag_table_init's balancing */
 static const struct frag_tensor corefix_tensors[3] = {
-	{ 0, 8, 0 }, { 8, 12, 0 }, { 20, 4, 0 },
+	{ .offset = 0, .numel = 8, .is_embedding = 0 },
+	{ .offset = 8, .numel = 12, .is_embedding = 0 },
+	{ .offset = 20, .numel = 4, .is_embedding = 0 },
 };
 
 struct fx {

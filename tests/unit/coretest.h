@@ -167,8 +167,11 @@ static inline struct core_step core_next(struct fx *f, uint64_t *step)
 	struct core_step st;
 
 	for (int i = 0; i < 100; i++) {
-		if (core_poll(f->s, f->now, &st))
+		if (core_poll(f->s, f->now, &st)) {
+			if (st.kind == CORE_STEP_MERGED)
+				core_checkpoint_due(f->s, f->now, 1);
 			return st;
+		}
 		assert_non_null(step);
 		++*step;
 		for (int id = 0; id < M; id++)
@@ -183,6 +186,9 @@ static inline void merge(struct fx *f, struct round_action a, struct core_merged
 {
 	assert_int_equal(a.kind, ROUND_MERGE);
 	core_merge(f->s, a.slot, f->now, mg);
+	/* the checkpoint of the merge on disk, as a run loop has it soon
+	 * after (core_checkpoint_due) */
+	core_checkpoint_due(f->s, f->now, 1);
 }
 
 /* One round of fragment 1 or 0 answered by learners 0 and 1 and merged. */

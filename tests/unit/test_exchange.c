@@ -23,7 +23,9 @@
 
 /* three tensors in two fragments: {1: 6 values}, {0: 5 values + 2: 2} */
 static const struct frag_tensor small_t[3] = {
-	{ 0, 5, 1 }, { 5, 6, 0 }, { 11, 2, 0 },
+	{ .offset = 0, .numel = 5, .is_embedding = 1 },
+	{ .offset = 5, .numel = 6, .is_embedding = 0 },
+	{ .offset = 11, .numel = 2, .is_embedding = 0 },
 };
 #define SMALL_N 13
 
@@ -46,7 +48,8 @@ static int setup_big(void **state)
 {
 	/* two fragments of 128K values: copies take long enough to race */
 	static const struct frag_tensor t[2] = {
-		{ 0, 131072, 0 }, { 131072, 131072, 0 },
+		{ .offset = 0, .numel = 131072, .is_embedding = 0 },
+		{ .offset = 131072, .numel = 131072, .is_embedding = 0 },
 	};
 	struct fx *f = calloc(1, sizeof(*f));
 
@@ -451,7 +454,9 @@ static void wrong_model_is_refused(void **state)
 {
 	struct fx *f = *state;
 	static const struct frag_tensor other_t[3] = {
-		{ 0, 6, 1 }, { 6, 4, 0 }, { 10, 2, 0 },
+		{ .offset = 0, .numel = 6, .is_embedding = 1 },
+		{ .offset = 6, .numel = 4, .is_embedding = 0 },
+		{ .offset = 10, .numel = 2, .is_embedding = 0 },
 	};
 	struct frag_table other;
 	struct exchange *a, *b;

@@ -100,6 +100,7 @@ static void full_yaml_file(void **state)
 	assert_exactly(js.syncer.max_step_time, 30);
 	assert_exactly(js.syncer.stall_seconds, 90);
 	assert_exactly(js.syncer.hello_timeout, 2.5);
+	assert_int_equal(js.syncer.max_parameters, 300000000);
 	assert_int_equal(js.syncer.port, 9000);
 	assert_int_equal(js.syncer.http_port, 9001);
 	assert_int_equal(js.budget.tokens, 10000000);
@@ -152,6 +153,7 @@ static void minimal_gets_defaults(void **state)
 	assert_memory_equal(&js, &def, sizeof(js));
 	assert_int_equal(js.syncer.error_feedback, 1);
 	assert_int_equal(js.syncer.insecure, 0);
+	assert_int_equal(js.syncer.max_parameters, 4000000000ULL);
 	assert_int_equal(jobspec_seq_len(&js), 64);
 	assert_int_equal(jobspec_sync_every(&js), 4);
 	assert_int_equal(js.model.kind, MODEL_GPT);
@@ -251,6 +253,8 @@ static void type_errors(void **state)
 		"job: spec.syncer.maxStepTime: 0.5 is not in (minStepTime, 86400]");
 	refused(HEAD "spec:\n" DATA "  syncer: {stallSeconds: 0.5}\n",
 		"job: spec.syncer.stallSeconds: 0.5 is not in [1, 86400]");
+	refused(HEAD "spec:\n" DATA "  syncer: {maxParameters: 0}\n",
+		"job: spec.syncer.maxParameters: 0 is less than 1");
 	refused(HEAD "spec:\n" DATA "  syncer: {helloTimeout: 0}\n",
 		"job: spec.syncer.helloTimeout: 0 is not in [0.1, 3600]");
 	refused(HEAD "spec:\n" DATA "  learners: 4\n",

@@ -390,6 +390,15 @@ static void long_answers_are_clipped(void **state)
 	answer_at(f, 0, a.round, a.frag, 0, 1.0f, 80, 80, 800);
 	answer_at(f, 1, a.round, a.frag, 0, 0.5f, 8, 8, 80);
 	assert_int_equal(f->s->audit.clipped, 1);
+	/* screened per step of the 8 it was scaled to, not of its 80: a
+	 * norm per step ten times too small would pass any screen */
+	for (int slot = 0, seen = 0; slot < f->s->rs.cfg.overlap; slot++)
+		for (const struct answer *x = f->s->answers[slot]; x; x = x->next)
+			if (x->learner == 0) {
+				assert_float_equal(x->norm_step,
+						   0.1 * sqrt((double)n) / 8, 1e-6);
+				assert_int_equal(++seen, 1);
+			}
 	merge(f, poll(f), &mg);
 	assert_int_equal(mg.merged, 2);
 	for (size_t i = 0; i < n; i++)

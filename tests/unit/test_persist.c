@@ -17,12 +17,26 @@
 #include "common/buf.h"
 #include "common/util.h"
 #include "syncer/persist.h"
+#include "tests/unit/slowdisk.h"
 #include "tests/unit/testlib.h"
 
 #define FP 0x1234abcd5678ef00ull
 #define NP 6
 
-/* A checkpoint of 2 fragments, NP parameters, 1 learner at `rounds`. */
+/* The live state a checkpoint is written from: 2 fragments of 3. */
+static const size_t off[3] = { 0, 3, NP };
+static float theta[NP], mom[NP];
+
+static void start(struct persist *ps, const char *dir)
+{
+	struct err e;
+
+	assert_int_equal(persist_init(ps, dir, FP, 2, 1, off, theta, mom, &e),
+			 0);
+}
+
+/* A checkpoint of 2 fragments, NP parameters, 1 learner at `rounds`;
+ * the live Θ is v + i. */
 static void make(struct syncer_ckpt *c, uint64_t rounds, float v)
 {
 	struct err e;
@@ -34,7 +48,7 @@ static void make(struct syncer_ckpt *c, uint64_t rounds, float v)
 	c->versions[0] = rounds;
 	c->versions[1] = rounds + 7;
 	for (int i = 0; i < NP; i++)
-		c->theta[i] = v + (float)i;
+		theta[i] = c->theta[i] = v + (float)i;
 }
 
 static void a_save_loads_and_a_failure_is_kept(void **state)
@@ -47,39 +61,41 @@ static void a_save_loads_and_a_failure_is_kept(void **state)
 
 	(void)state;
 	assert_int_equal(testlib_tmpdir(dir, sizeof(dir), "persist"), 0);
-	persist_init(&ps, dir, FP, 2, NP, 1);
+	start(&ps, dir);
 	assert_int_equal(persist_load(&ps, &got, &e), 0);   /* none */
 	make(&c, 5, 1.5f);
-	assert_int_equal(persist_save(&ps, &c, &e), 0);
-	assert_int_equal(ps.have_ok, 1);
-	assert_int_equal(ps.last_ok_round, 5);
+	assert_int_equal(persist_save(&ps, &c, 1, &e), 0);
+	assert_int_equal(ps.w.out.have_ok, 1);
+	assert_int_equal(ps.w.out.last_ok_round, 5);
 
 	/* a folder under a file: the write fails, the state says so */
 	snprintf(bad, sizeof(bad), "%s/file", dir);
 	assert_int_equal(file_write_atomic(bad, "x", 1, &e), 0);
 	snprintf(bad, sizeof(bad), "%s/file/deeper", dir);
-	ps.dir = bad;
+	ps.w.dir = bad;   /* the writer is idle: it reads dir when busy */
 	c.rounds_completed = 6;
-	assert_int_not_equal(persist_save(&ps, &c, &e), 0);
-	assert_int_equal(ps.failing, 1);
-	assert_int_equal(ps.failures, 1);
-	assert_int_equal(ps.last_ok_round, 5);
+	assert_int_not_equal(persist_save(&ps, &c, 1, &e), 0);
+	assert_int_equal(ps.w.out.failing, 1);
+	assert_int_equal(ps.w.out.failures, 1);
+	assert_int_equal(ps.w.out.last_ok_round, 5);
 	o = persist_json(&ps);
 	assert_true(json_is_true(json_object_get(o, "failing")));
 	assert_int_equal(json_integer_value(json_object_get(o, "last_ok_round")), 5);
 	json_decref(o);
-	ps.dir = dir;
-	assert_int_equal(persist_save(&ps, &c, &e), 0);
-	assert_int_equal(ps.failing, 0);
-	assert_int_equal(ps.failures, 1);
+	ps.w.dir = dir;
+	assert_int_equal(persist_save(&ps, &c, 1, &e), 0);
+	assert_int_equal(ps.w.out.failing, 0);
+	assert_int_equal(ps.w.out.failures, 1);
+	persist_release(&ps);
 
 	/* a new process loads the newest */
-	persist_init(&ps, dir, FP, 2, NP, 1);
+	start(&ps, dir);
 	assert_int_equal(persist_load(&ps, &got, &e), 1);
 	assert_string_equal(ps.resumed_from, "checkpoint");
 	assert_int_equal(got.rounds_completed, 6);
 	assert_int_equal(got.versions[1], 12);
 	assert_near(got.theta[5], 6.5, 1e-6);
+	persist_release(&ps);
 	syncer_ckpt_release(&got);
 	syncer_ckpt_release(&c);
 	assert_int_equal(testlib_rmtree(dir), 0);
@@ -93,15 +109,16 @@ static void the_mark_is_written_ahead_and_read_back(void **state)
 
 	(void)state;
 	assert_int_equal(testlib_tmpdir(dir, sizeof(dir), "persist"), 0);
-	persist_init(&ps, dir, FP, 2, NP, 1);
+	start(&ps, dir);
 	assert_int_equal(persist_read_hwm(&ps, &started, got), 0);
 	persist_round_started(&ps, 1, v, 2);
 	assert_int_equal(ps.hwm_rounds, PERSIST_HWM_ROUNDS);
 	v[0] = 100;   /* not written again until a round passes the mark */
 	persist_round_started(&ps, PERSIST_HWM_ROUNDS, v, 2);
 	assert_int_equal(ps.hwm_rounds, PERSIST_HWM_ROUNDS);
+	persist_release(&ps);
 
-	persist_init(&ps, dir, FP, 2, NP, 1);
+	start(&ps, dir);
 	assert_int_equal(persist_read_hwm(&ps, &started, got), 1);
 	assert_int_equal(started, PERSIST_HWM_ROUNDS);
 	/* the versions then, plus the rounds the mark covers and τ + 1 */
@@ -110,6 +127,7 @@ static void the_mark_is_written_ahead_and_read_back(void **state)
 	/* the next round past it writes the next mark */
 	persist_round_started(&ps, PERSIST_HWM_ROUNDS + 1, v, 2);
 	assert_int_equal(ps.hwm_rounds, 2 * PERSIST_HWM_ROUNDS);
+	persist_release(&ps);
 	assert_int_equal(testlib_rmtree(dir), 0);
 }
 
@@ -125,10 +143,10 @@ static void only_a_good_loss_marks_the_last_good_one(void **state)
 
 	(void)state;
 	assert_int_equal(testlib_tmpdir(dir, sizeof(dir), "persist"), 0);
-	persist_init(&ps, dir, FP, 2, NP, 1);
+	start(&ps, dir);
 	for (uint64_t r = 3; r <= 4; r++) {
 		make(&c, r, 0);
-		assert_int_equal(persist_save(&ps, &c, &e), 0);
+		assert_int_equal(persist_save(&ps, &c, 1, &e), 0);
 		syncer_ckpt_release(&c);
 	}
 	/* best 2.0: 2.2 is within 10 %, 2.21 is not, NaN never is */
@@ -143,6 +161,66 @@ static void only_a_good_loss_marks_the_last_good_one(void **state)
 	persist_metrics(&ps, &b);
 	assert_non_null(strstr(b.data, "\nddiloco_syncer_checkpoint_failing 0\n"));
 	buf_release(&b);
+	persist_release(&ps);
+	assert_int_equal(testlib_rmtree(dir), 0);
+}
+
+/*
+ * A write blocked on a slow disk: the save returns at once, the next one
+ * is not taken (counted), /status says a write is under way, and a
+ * fragment changed meanwhile is written as it was when the checkpoint
+ * was handed over (the copy set aside), the one not changed as well.
+ */
+static void a_slow_write_stalls_nothing_and_keeps_the_moment(void **state)
+{
+	struct slowdisk g = SLOWDISK_INIT;
+	struct syncer_ckpt c, got;
+	struct ckptw_outcome o;
+	struct persist ps;
+	char dir[256];
+	struct err e;
+	json_t *j;
+
+	(void)state;
+	assert_int_equal(testlib_tmpdir(dir, sizeof(dir), "persist"), 0);
+	start(&ps, dir);
+	ps.w.write = slowdisk_write;
+	ps.w.write_ctx = &g;
+	make(&c, 9, 1.0f);
+	memset(mom, 0, sizeof(mom));
+	assert_int_equal(persist_save(&ps, &c, 0, &e), 1);
+	assert_true(slowdisk_wait(&g, 1, NULL));   /* the header: nothing taken */
+	ckptw_outcome(&ps.w, &o);
+	assert_int_equal(o.writing, 1);
+	assert_int_equal(o.writing_round, 9);
+	j = persist_json(&ps);
+	assert_true(json_is_true(json_object_get(j, "writing")));
+	json_decref(j);
+	/* the run loop goes on: fragment 1 changes, a save is not taken */
+	persist_touch(&ps, 1);
+	for (int i = 3; i < NP; i++)
+		theta[i] = mom[i] = -100.0f;
+	c.rounds_completed = 10;
+	assert_int_equal(persist_save(&ps, &c, 0, &e), 0);
+	ckptw_outcome(&ps.w, &o);
+	assert_int_equal(o.skipped, 1);
+	assert_int_equal(o.written, 0);
+
+	slowdisk_open(&g);
+	persist_release(&ps);        /* waits for the write under way */
+	assert_int_equal(ps.w.out.written, 1);
+	assert_int_equal(ps.w.out.last_ok_round, 9);
+
+	start(&ps, dir);
+	assert_int_equal(persist_load(&ps, &got, &e), 1);
+	assert_int_equal(got.rounds_completed, 9);
+	for (int i = 0; i < NP; i++) {
+		assert_near(got.theta[i], 1.0 + i, 1e-6);
+		assert_near(got.momentum[i], 0.0, 1e-6);
+	}
+	persist_release(&ps);
+	syncer_ckpt_release(&got);
+	syncer_ckpt_release(&c);
 	assert_int_equal(testlib_rmtree(dir), 0);
 }
 
@@ -152,6 +230,7 @@ int main(void)
 		cmocka_unit_test(a_save_loads_and_a_failure_is_kept),
 		cmocka_unit_test(the_mark_is_written_ahead_and_read_back),
 		cmocka_unit_test(only_a_good_loss_marks_the_last_good_one),
+		cmocka_unit_test(a_slow_write_stalls_nothing_and_keeps_the_moment),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

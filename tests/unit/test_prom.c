@@ -343,7 +343,9 @@ static int remove_one(const char *path, const struct stat *st, int flag,
 
 static void sidecar_metrics_pass(void **state)
 {
-	static const struct frag_tensor tens[1] = { { 0, 100, 0 } };
+	static const struct frag_tensor tens[1] = {
+		{ .offset = 0, .numel = 100 },
+	};
 	struct sidecar_opts o = { .target = "localhost:1", .job = "t" };
 	char dir[] = "/tmp/ddprom-test-XXXXXX";
 	struct frag_table ft;

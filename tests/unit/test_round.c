@@ -119,6 +119,24 @@ static void grace_is_bounded(void **state)
 	syncer_round_answer(&rs, 0, 1, 1, 1, 10.1);
 	near(rs.last_grace, 1.0);
 	syncer_round_release(&rs);
+	/* H/P = 16, steps of 10 ms: the slack of τ = 4 rounds of 0.16 s,
+	 * 1·(4·0.16 − 0.1) = 0.54, is cut to one round, 0.16 — not to one
+	 * step, which would leave a learner a step behind the quorum out */
+	setup(&rs, 1, 1.0, 4, 16.0, 2);
+	all_step(&rs, 2, 16, 0.01);
+	syncer_round_poll(&rs, 10.0, &a);
+	assert_int_equal(a.kind, ROUND_PULL);
+	syncer_round_answer(&rs, 0, 1, 1, 1, 10.1);
+	near(rs.last_grace, 0.16);
+	syncer_round_release(&rs);
+	/* γ = 0.5, τ = 2: 0.5·(2·0.16 − 0.1) = 0.11, under the cap */
+	setup(&rs, 1, 0.5, 2, 16.0, 2);
+	all_step(&rs, 2, 16, 0.01);
+	syncer_round_poll(&rs, 10.0, &a);
+	assert_int_equal(a.kind, ROUND_PULL);
+	syncer_round_answer(&rs, 0, 1, 1, 1, 10.1);
+	near(rs.last_grace, 0.11);
+	syncer_round_release(&rs);
 	/* no step time known yet: γ·(0 − 0.1) < 0 is cut to 0 */
 	setup(&rs, 1, 1.0, 4, 1.0, 2);
 	all_step(&rs, 2, 1, 0.0);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/encoding.h"
+#include "common/jobspec.h"
 #include "common/wire.h"
 #include "syncer/seed.h"
 #include "tests/unit/testlib.h"
@@ -107,10 +108,53 @@ static void a_seed_is_taken_whole_and_once(void **state)
 	seed_release(&sd);
 }
 
+/*
+ * A first Hello whose table is over spec.syncer.maxParameters (for this
+ * shard's fragments) is refused, and so is one whose sizes overflow.
+ */
+static void a_table_over_the_budget_is_refused(void **state)
+{
+	const uint64_t big[4] = { 600, 500, 400, 300 };
+	const uint64_t huge[2] = { UINT64_MAX, 2 };
+	struct job_spec js = { .syncer = { .max_parameters = 1000 } };
+	struct syncer_params base = { .js = &js };
+	struct wire_hello h;
+	struct err e;
+
+	(void)state;
+	hello(&h);
+	h.fragments = 4;
+	h.nsizes = 4;
+	h.fragment_sizes = big;
+	assert_int_equal(seed_check_budget(&h, &base, &e), -1);
+	assert_string_equal(e.msg, "the learner's table has 1800 parameters "
+			    "for this syncer (1800 in the job): more than "
+			    "spec.syncer.maxParameters 1000");
+	/* shard 1 of 2 holds fragments 1 and 3: 800 */
+	base.shard = 1;
+	base.nshards = 2;
+	assert_int_equal(seed_check_budget(&h, &base, &e), 0);
+	base.shard = 0;   /* 0 and 2: 1000, the most it may */
+	assert_int_equal(seed_check_budget(&h, &base, &e), 0);
+	js.syncer.max_parameters = 999;
+	assert_int_equal(seed_check_budget(&h, &base, &e), -1);
+	assert_string_equal(e.msg, "the learner's table has 1000 parameters "
+			    "for this syncer shard (1800 in the job): more than "
+			    "spec.syncer.maxParameters 999");
+	js.syncer.max_parameters = UINT64_MAX;
+	h.fragments = 2;
+	h.nsizes = 2;
+	h.fragment_sizes = huge;
+	assert_int_equal(seed_check_budget(&h, &base, &e), -1);
+	assert_string_equal(e.msg, "the learner's table has more parameters "
+			    "than 64 bits count (fragment 1 of 2)");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(a_seed_is_taken_whole_and_once),
+		cmocka_unit_test(a_table_over_the_budget_is_refused),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

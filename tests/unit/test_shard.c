@@ -17,8 +17,13 @@
 static void job_table(struct frag_table *ft)
 {
 	struct frag_tensor t[7] = {
-		{ 0, 40, 1 }, { 40, 30, 0 }, { 70, 25, 0 }, { 95, 20, 0 },
-		{ 115, 15, 0 }, { 130, 10, 0 }, { 140, 5, 0 },
+		{ .offset = 0, .numel = 40, .is_embedding = 1 },
+		{ .offset = 40, .numel = 30, .is_embedding = 0 },
+		{ .offset = 70, .numel = 25, .is_embedding = 0 },
+		{ .offset = 95, .numel = 20, .is_embedding = 0 },
+		{ .offset = 115, .numel = 15, .is_embedding = 0 },
+		{ .offset = 130, .numel = 10, .is_embedding = 0 },
+		{ .offset = 140, .numel = 5, .is_embedding = 0 },
 	};
 
 	assert_int_equal(frag_table_init(ft, t, 7, 5, NULL), 0);

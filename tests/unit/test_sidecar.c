@@ -4,10 +4,11 @@
  * exchange, bad payloads (truncated, oversize, wrong fragment, wrong
  * model) refused and counted, queued answers read back by protobuf-c,
  * bounded answer queue, the resume step handed to the right learner,
- * error feedback over many sent answers and when its residual is dropped.
- * And over loopback gRPC, against a fake syncer: the heartbeats on a Beat
- * call once it is taken, on Train while the Beat is refused (tried
- * again) or unknown to the syncer (not tried again).
+ * error feedback over many sent answers and when its residual is dropped,
+ * updates in parts put together or refused. And over loopback gRPC,
+ * against a fake syncer: the heartbeats on a Beat call once it is taken,
+ * on Train while the Beat is refused (tried again) or unknown to the
+ * syncer (not tried again); a seed larger than a message sent in parts.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -35,7 +36,9 @@
 
 /* fragment 0: tensor 1 (600 values); fragment 1: tensors 0 and 2 (500 + 200) */
 static const struct frag_tensor tens[3] = {
-	{ 0, 500, 1 }, { 500, 600, 0 }, { 1100, 200, 0 },
+	{ .offset = 0, .numel = 500, .is_embedding = 1 },
+	{ .offset = 500, .numel = 600, .is_embedding = 0 },
+	{ .offset = 1100, .numel = 200, .is_embedding = 0 },
 };
 #define NPARAM 1300
 
@@ -137,6 +140,33 @@ static int send_update(struct fx *f, uint32_t p, uint64_t version,
 	return rc;
 }
 
+/* Bytes [off, off + len) of fragment p's f32 Update of n values v, as a
+ * part (docs/protocol.md, Messages in parts). */
+static int send_update_part(struct fx *f, uint32_t p, uint64_t version,
+			    const float *v, size_t n, size_t off, size_t len,
+			    struct err *e)
+{
+	Ddiloco__V1__SyncerMessage m = DDILOCO__V1__SYNCER_MESSAGE__INIT;
+	Ddiloco__V1__Update u = DDILOCO__V1__UPDATE__INIT;
+	size_t blen;
+	uint8_t *b;
+	int rc;
+
+	u.fragment = p;
+	u.version = version;
+	u.encoding = DDILOCO__V1__ENCODING__ENCODING_F32;
+	u.payload.data = (uint8_t *)v + off;
+	u.payload.len = len;
+	u.part_offset = off;
+	u.payload_total = 4 * n;
+	m.kind_case = DDILOCO__V1__SYNCER_MESSAGE__KIND_UPDATE;
+	m.update = &u;
+	b = pack(&m, &blen);
+	rc = sidecar_handle(f->s, 0, b, blen, e);
+	free(b);
+	return rc;
+}
+
 static int send_pull(struct fx *f, uint32_t p, uint64_t round)
 {
 	Ddiloco__V1__SyncerMessage m = DDILOCO__V1__SYNCER_MESSAGE__INIT;
@@ -214,6 +244,52 @@ static void updates_reach_the_learner_or_are_refused(void **state)
 	sidecar_get_metrics(f->s, &m);
 	assert_int_equal(m.updates_received, 7);
 	assert_int_equal(m.updates_rejected, 5);
+}
+
+/*
+ * An update in parts is put together and applied whole; a duplicated
+ * part, or a stream that ends between parts, leaves the learner on the
+ * version it had (never a torn fragment).
+ */
+static void updates_in_parts(void **state)
+{
+	struct fx *f = *state;
+	float v[600], w[700];
+	struct sidecar_metrics m;
+	struct err e;
+
+	for (int i = 0; i < 700; i++)
+		w[i] = -1.0f;
+	for (int i = 0; i < 600; i++)
+		v[i] = (float)i * 0.25f;
+	assert_int_equal(send_update(f, 1, 1, ENC_F32, w, 700, 0, NULL), 0);
+	assert_int_equal(send_update(f, 0, 1, ENC_F32, w, 600, 0, NULL), 0);
+	assert_int_equal(send_update_part(f, 0, 2, v, 600, 0, 1000, &e), 0);
+	assert_int_equal(exchange_inbox_version(f->sx, 0), 1);   /* not yet */
+	assert_int_equal(send_pull(f, 1, 3), 0);   /* other kinds may come */
+	assert_int_equal(send_update_part(f, 0, 2, v, 600, 1000, 1400, &e), 0);
+	assert_int_equal(exchange_inbox_version(f->sx, 0), 2);
+	assert_int_equal(exchange_learner_start(f->lx, f->params), 1);
+	for (int i = 0; i < 600; i++)
+		assert_true(f->params[500 + i] == v[i]);
+	/* a part sent twice: refused, version 2 stays */
+	assert_int_equal(send_update_part(f, 0, 3, w, 600, 0, 1000, &e), 0);
+	assert_int_equal(send_update_part(f, 0, 3, w, 600, 0, 1000, &e), -1);
+	assert_non_null(strstr(e.msg, "update part at offset 0, expected 1000: "
+			       "duplicated or out of order"));
+	assert_int_equal(send_update_part(f, 0, 3, w, 600, 1000, 1400, &e), -1);
+	assert_non_null(strstr(e.msg, "its first part is missing"));
+	/* the stream ends between two parts: the first is dropped */
+	assert_int_equal(send_update_part(f, 0, 4, w, 600, 0, 1000, &e), 0);
+	sidecar_stream_begin(f->s, 0);
+	assert_int_equal(send_update_part(f, 0, 4, w, 600, 1000, 1400, &e), -1);
+	assert_int_equal(exchange_inbox_version(f->sx, 0), 2);
+	/* more than the fragment's largest payload, before any allocation */
+	assert_int_equal(send_update_part(f, 0, 5, w, 100000, 0, 8, &e), -1);
+	assert_non_null(strstr(e.msg, "more than the 2400 its fragment can have"));
+	sidecar_get_metrics(f->s, &m);
+	assert_int_equal(m.parts_received, 4);
+	assert_int_equal(m.updates_rejected, 4);
 }
 
 static void answers_queue_bounded(void **state)
@@ -589,6 +665,14 @@ struct fake {
 	/* counted on the fake's thread (atomics: the stopper reads them
 	 * while it runs), read plainly by the test after the join */
 	int beat_calls, train_heartbeats, beat_heartbeats;
+	/* seed: a Train stream is asked for fragment 0's seed (a Pull of
+	 * round 0, no Welcome: an adopting syncer) and the parts of the
+	 * answer are kept: their offsets and lengths, the bytes put
+	 * together in got (total bytes), got_bytes of them so far */
+	int seed, nparts;
+	uint64_t part_off[8], part_len[8], total;
+	uint8_t *got;
+	int got_bytes;
 	struct fake_call c[FAKE_CALLS];
 	pthread_t th;
 };
@@ -685,6 +769,12 @@ static void fake_accept(struct fake *f, int i)
 	w.fragments = 2;
 	m.kind_case = DDILOCO__V1__SYNCER_MESSAGE__KIND_WELCOME;
 	m.welcome = &w;
+	if (f->seed) {
+		static Ddiloco__V1__Pull pl = DDILOCO__V1__PULL__INIT;
+
+		m.kind_case = DDILOCO__V1__SYNCER_MESSAGE__KIND_PULL;
+		m.pull = &pl;
+	}
 	sl = grpc_slice_malloc(ddiloco__v1__syncer_message__get_packed_size(&m));
 	ddiloco__v1__syncer_message__pack(&m, GRPC_SLICE_START_PTR(sl));
 	c->wb = grpc_raw_byte_buffer_create(&sl, 1);
@@ -717,6 +807,24 @@ static void fake_message(struct fake *f, int i)
 			count(&f->beat_heartbeats);
 		else
 			count(&f->train_heartbeats);
+	}
+	if (m->kind_case == DDILOCO__V1__LEARNER_MESSAGE__KIND_ANSWER &&
+	    f->nparts < 8) {
+		const Ddiloco__V1__Answer *a = m->answer;
+
+		f->part_off[f->nparts] = a->part_offset;
+		f->part_len[f->nparts++] = a->payload.len;
+		if (!f->got && a->payload_total <= (1u << 20)) {
+			f->total = a->payload_total;
+			f->got = calloc(f->total + 1, 1);
+		}
+		if (f->got && a->payload_total == f->total &&
+		    a->part_offset + a->payload.len <= f->total) {
+			memcpy(f->got + a->part_offset, a->payload.data,
+			       a->payload.len);
+			__atomic_fetch_add(&f->got_bytes, (int)a->payload.len,
+					   __ATOMIC_RELAXED);
+		}
 	}
 	ddiloco__v1__learner_message__free_unpacked(m, NULL);
 	fake_recv(f, i);
@@ -904,6 +1012,78 @@ static int a_second_beat(struct fake *f)
 	return seen(&f->beat_calls) >= 2;
 }
 
+static int seed_whole(struct fake *f)
+{
+	return f->total && seen(&f->got_bytes) >= (int)f->total;
+}
+
+/*
+ * A payload larger than a message goes in parts (docs/protocol.md,
+ * Messages in parts), here an adopting syncer's seed request: with the
+ * sidecar's messages held to 64 KiB (the test knob), fragment 0's seed
+ * of 80000 bytes goes as a part of 65280 bytes and one of 14720, which
+ * put together are the seed.
+ */
+static void a_seed_goes_in_parts(void **state)
+{
+	static const struct frag_tensor big[2] = {
+		{ .offset = 0, .numel = 20000 }, { .offset = 20000, .numel = 20000 },
+	};
+	struct fake *f = calloc(1, sizeof(*f));
+	struct stopper st = { 0, f, seed_whole, 20, 0, NULL };
+	struct sidecar_opts o = { .learner_id = 2, .job = "t",
+				  .backoff_min = 0.05, .backoff_max = 0.1,
+				  .max_message = 65536 };
+	char dir[] = "/tmp/ddsc-seed-XXXXXX", target[64];
+	struct sidecar_metrics m;
+	struct frag_table ft;
+	struct exchange *sx;
+	struct sidecar *s;
+	float *params = malloc(40000 * sizeof(float));
+	pthread_t th;
+	struct err e;
+
+	(void)state;
+	assert_non_null(f);
+	assert_non_null(params);
+	assert_non_null(mkdtemp(dir));
+	for (int i = 0; i < 40000; i++)
+		params[i] = (float)i * 0.001f;
+	assert_int_equal(frag_table_init(&ft, big, 2, 2, NULL), 0);
+	assert_int_equal(exchange_open(dir, EXCHANGE_SIDECAR, &ft, &sx, NULL), 0);
+	assert_int_equal(exchange_write_seed(dir, &ft, params, NULL), 0);
+	grpc_init();
+	fake_start(f, BEAT_TAKEN);
+	f->seed = 1;   /* read once the sidecar's call arrives */
+	snprintf(target, sizeof(target), "127.0.0.1:%d", f->port);
+	o.target = target;
+	o.seed_dir = dir;
+	s = sidecar_new(&o, sx, &ft, &e);
+	assert_non_null(s);
+	assert_int_equal(s->send_cap, 65536);
+	assert_int_equal(pthread_create(&th, NULL, stopper_main, &st), 0);
+	assert_int_equal(sidecar_run(s, &st.stop, &e), 1);
+	pthread_join(th, NULL);
+	sidecar_get_metrics(s, &m);
+	fake_stop(f);
+	grpc_shutdown();
+	assert_int_equal(f->total, 80000);
+	assert_int_equal(f->nparts, 2);
+	assert_int_equal(f->part_off[0], 0);
+	assert_int_equal(f->part_len[0], 65536 - WIRE_PART_SLACK);
+	assert_int_equal(f->part_off[1], 65536 - WIRE_PART_SLACK);
+	assert_int_equal(f->part_len[1], 80000 - (65536 - WIRE_PART_SLACK));
+	assert_memory_equal(f->got, params, 80000);   /* fragment 0: tensor 0 */
+	assert_int_equal(m.parts_sent, 2);
+	sidecar_free(s);
+	exchange_close(sx);
+	frag_table_release(&ft);
+	assert_int_equal(testlib_rmtree(dir), 0);
+	free(f->got);
+	free(f);
+	free(params);
+}
+
 /*
  * docs/sidecar.md, Heartbeats on their own connection: taken, the Beat
  * carries the heartbeats; refused, they go on Train and the Beat is tried
@@ -977,6 +1157,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(welcome_checks_the_model, setup,
 						teardown),
+		cmocka_unit_test_setup_teardown(updates_in_parts, setup, teardown),
+		cmocka_unit_test(a_seed_goes_in_parts),
 		cmocka_unit_test_setup_teardown(updates_reach_the_learner_or_are_refused,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(answers_queue_bounded, setup,

@@ -296,6 +296,29 @@ static void answer(struct learner *l, uint64_t round, int frag, const float *del
 	answer_from(l, round, frag, delta, n, steps, 0);
 }
 
+/* Bytes [off, off + len) of an f32 answer of n values in a part
+ * (docs/protocol.md, Messages in parts). */
+static void answer_part(struct learner *l, uint64_t round, int frag,
+			const float *delta, size_t n, size_t off, size_t len)
+{
+	Ddiloco__V1__LearnerMessage m = DDILOCO__V1__LEARNER_MESSAGE__INIT;
+	Ddiloco__V1__Answer a = DDILOCO__V1__ANSWER__INIT;
+
+	a.fragment = (uint32_t)frag;
+	a.round = round;
+	a.steps = 2;
+	a.tokens = 64;
+	a.step = 1;
+	a.encoding = DDILOCO__V1__ENCODING__ENCODING_F32;
+	a.payload.data = (uint8_t *)delta + off;
+	a.payload.len = len;
+	a.part_offset = off;
+	a.payload_total = 4 * n;
+	m.kind_case = DDILOCO__V1__LEARNER_MESSAGE__KIND_ANSWER;
+	m.answer = &a;
+	assert_int_equal(tl_send(&l->tl, &m), 0);
+}
+
 /* Next Update; Pulls before it are kept for expect_pull (the next round
  * may be pulled before this one's update: the first starts at once). */
 static Ddiloco__V1__SyncerMessage *expect_update(struct learner *l)
@@ -1093,6 +1116,69 @@ static void answer_start(struct learner *l, size_t bytes,
 }
 
 /*
+ * Answers in parts (docs/protocol.md, Messages in parts): one in three
+ * parts, a heartbeat between two of them, is merged as the whole one;
+ * one whose first part is missing ends its stream with
+ * INVALID_ARGUMENT and is never merged; Welcome says the limit.
+ */
+static void answers_in_parts(void **state)
+{
+	struct proc *p = *state;
+	struct learner t[3];
+	float **th;
+	uint64_t r[3];
+	int f[3];
+	char msg[256];
+	json_t *st;
+
+	proc_setup(p, 0, 0);
+	proc_start(p);
+	th = alloc_theta(p);
+	for (int i = 0; i < 3; i++)
+		join(&t[i], p, (uint32_t)i, i == 0 ? th : NULL, NULL);
+	for (int i = 0; i < 3; i++)
+		heartbeat(&t[i], 1, 32);
+	for (int i = 0; i < 3; i++)
+		expect_pull(&t[i], &r[i], &f[i]);
+	size_t n = p->ft.frags[f[0]].numel, b = 4 * n;
+	float *d = make_delta(n, 0.02f);
+
+	/* learner 2: its first part missing */
+	answer_part(&t[2], r[2], f[2], d, n, 8, b - 8);
+	assert_int_equal(tl_status(&t[2].tl, msg, sizeof(msg), NULL),
+			 GRPC_STATUS_INVALID_ARGUMENT);
+	assert_string_equal(msg, "answer part at offset 8 of a payload not "
+			    "begun: its first part is missing");
+	/* learner 0: three parts, a heartbeat between; learner 1 whole */
+	answer_part(&t[0], r[0], f[0], d, n, 0, 8);
+	heartbeat(&t[0], 1, 32);
+	answer_part(&t[0], r[0], f[0], d, n, 8, b / 2 - 8);
+	answer_part(&t[0], r[0], f[0], d, n, b / 2, b - b / 2);
+	answer(&t[1], r[1], f[1], d, n, 2);
+	for (int i = 0; i < 2; i++) {
+		Ddiloco__V1__SyncerMessage *u = expect_update(&t[i]);
+
+		assert_int_equal(u->update->fragment, (uint32_t)f[0]);
+		assert_int_equal(u->update->version, 1);
+		assert_int_equal(u->update->payload_total, 0);   /* fits */
+		if (i == 0)
+			assert_stepped(th[f[0]], d, u->update->payload.data, n);
+		ddiloco__v1__syncer_message__free_unpacked(u, NULL);
+	}
+	st = status(p);
+	assert_int_equal(jint(st, "answers.merged"), 2);
+	assert_int_equal(jint(st, "answer_parts"), 3);
+	assert_int_equal(jint(st, "parts_refused"), 1);
+	json_decref(st);
+	free(d);
+	for (int q = 0; q < 4; q++)
+		free(th[q]);
+	free(th);
+	for (int i = 0; i < 3; i++)
+		tl_close(&t[i].tl);
+}
+
+/*
  * issue #20: on a thin link a heartbeat on the Train stream comes after
  * the answer queued before it; on a Beat (a connection of its own) it
  * comes while the answer is still on its way. Both streams go through
@@ -1159,6 +1245,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(an_evaluator_gets_theta_and_reports, setup, teardown),
 		cmocka_unit_test_setup_teardown(beat_refusals_and_counts, setup, teardown),
 		cmocka_unit_test_setup_teardown(beat_heartbeat_passes_a_large_answer, setup, teardown),
+		cmocka_unit_test_setup_teardown(answers_in_parts, setup, teardown),
 	};
 	if (getenv("FILTER"))
 		cmocka_set_test_filter(getenv("FILTER"));

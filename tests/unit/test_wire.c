@@ -257,6 +257,205 @@ static void answer_header_reads_back(void **state)
 	wire_learner_release(&d);
 }
 
+/* An Update framed by hand, in parts, decodes as packed ones do. */
+static void update_header_reads_back(void **state)
+{
+	struct wire_update u = {
+		.fragment = 2, .version = 77, .encoding = 1, .payload_len = 500,
+		.round = 41, .tokens = 1ULL << 33, .part_offset = 1000,
+		.payload_total = 4000,
+	};
+	uint8_t msg[WIRE_UPDATE_HDR_MAX + 500];
+	struct wire_syncer_msg d;
+	size_t h;
+
+	(void)state;
+	h = wire_update_header(msg, &u);
+	assert_in_range(h, 10, WIRE_UPDATE_HDR_MAX);
+	for (int i = 0; i < 500; i++)
+		msg[h + i] = (uint8_t)(i * 3);
+	assert_int_equal(wire_syncer_decode(msg, h + 500, &d, NULL), 0);
+	assert_int_equal(d.kind, WIRE_UPDATE);
+	assert_int_equal(d.update.fragment, 2);
+	assert_int_equal(d.update.version, 77);
+	assert_int_equal(d.update.encoding, 1);
+	assert_int_equal(d.update.round, 41);
+	assert_int_equal(d.update.tokens, 1ULL << 33);
+	assert_int_equal(d.update.part_offset, 1000);
+	assert_int_equal(d.update.payload_total, 4000);
+	assert_int_equal(d.update.payload_len, 500);
+	assert_int_equal(d.update.payload[499], (uint8_t)(499 * 3));
+	wire_syncer_release(&d);
+	/* whole: no part fields on the wire, the bytes protobuf-c packs */
+	u.part_offset = u.payload_total = 0;
+	h = wire_update_header(msg, &u);
+	assert_int_equal(wire_syncer_decode(msg, h + 500, &d, NULL), 0);
+	assert_int_equal(d.update.payload_total, 0);
+	assert_int_equal(wire_syncer_size(&d), h + 500);
+	wire_syncer_release(&d);
+	u = (struct wire_update){
+		.fragment = UINT32_MAX, .version = UINT64_MAX, .encoding = -1,
+		.payload_len = SIZE_MAX >> 8, .round = UINT64_MAX,
+		.tokens = UINT64_MAX, .part_offset = UINT64_MAX,
+		.payload_total = UINT64_MAX,
+	};
+	assert_in_range(wire_update_header(msg, &u), 1, WIRE_UPDATE_HDR_MAX);
+	/* the largest answer part's header fits too */
+	assert_in_range(wire_answer_header(msg, &(struct wire_answer){
+		.fragment = UINT32_MAX, .round = UINT64_MAX,
+		.base_version = UINT64_MAX, .steps = UINT64_MAX,
+		.tokens = UINT64_MAX, .encoding = -1, .step = UINT64_MAX,
+		.payload_len = SIZE_MAX >> 8, .part_offset = UINT64_MAX,
+		.payload_total = UINT64_MAX }), 1, WIRE_ANSWER_HDR_MAX);
+}
+
+/* An answer of `len` payload bytes cut into parts of at most `part`. */
+static int feed_answer(struct wire_parts *pt, const uint8_t *payload,
+		       size_t len, size_t part, const size_t *order, int n,
+		       struct wire_answer *out, struct err *e)
+{
+	int rc = 0;
+
+	for (int k = 0; k < n; k++) {
+		size_t off = order[k] * part;
+
+		*out = (struct wire_answer){
+			.fragment = 1, .round = 9, .base_version = 3, .steps = 4,
+			.tokens = 64, .encoding = 0, .step = 12,
+			.payload = payload + off,
+			.payload_len = len - off < part ? len - off : part,
+			.part_offset = off, .payload_total = len,
+		};
+		rc = wire_parts_answer(pt, out, 1 << 20, e);
+		if (rc != 0)
+			return rc == 1 && k != n - 1 ? 2 : rc;
+	}
+	return rc;
+}
+
+/*
+ * Parts put together (docs/protocol.md, Messages in parts): in order
+ * they make the payload; out of order, duplicated, missing, another
+ * payload's, oversize or truncated, never a torn payload.
+ */
+static void parts_reassemble(void **state)
+{
+	uint8_t payload[1000];
+	const size_t in_order[4] = { 0, 1, 2, 3 }, swapped[4] = { 0, 2, 1, 3 };
+	const size_t twice[4] = { 0, 1, 1, 2 }, skip[3] = { 0, 2, 3 };
+	const size_t late[1] = { 1 };
+	struct wire_parts pt = { 0 };
+	struct wire_answer a;
+	struct err e;
+
+	(void)state;
+	for (int i = 0; i < 1000; i++)
+		payload[i] = (uint8_t)(i * 13 + 1);
+	assert_int_equal(feed_answer(&pt, payload, 1000, 300, in_order, 4, &a,
+				     &e), 1);
+	assert_int_equal(a.payload_len, 1000);
+	assert_int_equal(a.payload_total, 0);
+	assert_int_equal(a.fragment, 1);
+	assert_int_equal(a.steps, 4);
+	assert_memory_equal(a.payload, payload, 1000);
+	wire_parts_done(&pt);
+	assert_int_equal(pt.open, 0);
+
+	assert_int_equal(feed_answer(&pt, payload, 1000, 300, swapped, 4, &a,
+				     &e), -1);
+	assert_string_equal(e.msg, "answer part at offset 600, expected 300: a "
+			    "part is missing");
+	assert_int_equal(pt.open, 0);
+	assert_null(pt.buf);
+	assert_int_equal(feed_answer(&pt, payload, 1000, 300, twice, 4, &a,
+				     &e), -1);
+	assert_string_equal(e.msg, "answer part at offset 300, expected 600: "
+			    "duplicated or out of order");
+	assert_int_equal(feed_answer(&pt, payload, 1000, 300, skip, 3, &a,
+				     &e), -1);
+	assert_int_equal(feed_answer(&pt, payload, 1000, 300, late, 1, &a,
+				     &e), -1);
+	assert_string_equal(e.msg, "answer part at offset 300 of a payload "
+			    "not begun: its first part is missing");
+
+	/* truncated: the stream ends after two parts; nothing is given */
+	assert_int_equal(feed_answer(&pt, payload, 1000, 300, in_order, 2, &a,
+				     &e), 0);
+	assert_int_equal(pt.got, 600);
+	/* then a whole answer: the rest of the first is missing */
+	a = (struct wire_answer){ .fragment = 2, .round = 10 };
+	assert_int_equal(wire_parts_answer(&pt, &a, 1 << 20, &e), -1);
+	assert_string_equal(e.msg, "a whole answer (fragment 2) while 400 of "
+			    "1000 bytes of an answer in parts are missing");
+	/* a part of another answer in the middle of one */
+	assert_int_equal(feed_answer(&pt, payload, 1000, 300, in_order, 1, &a,
+				     &e), 0);
+	a.round = 11;
+	a.part_offset = 300;
+	assert_int_equal(wire_parts_answer(&pt, &a, 1 << 20, &e), -1);
+	assert_string_equal(e.msg, "answer part of another payload while 700 "
+			    "of 1000 bytes of one are missing");
+	/* more than the fragment can have, before any allocation */
+	a = (struct wire_answer){ .fragment = 1, .payload = payload,
+				  .payload_len = 10, .payload_total = 1ULL << 62 };
+	assert_int_equal(wire_parts_answer(&pt, &a, 1 << 20, &e), -1);
+	assert_string_equal(e.msg, "answer in parts of 4611686018427387904 "
+			    "bytes: more than the 1048576 its fragment can have");
+	/* offsets that overflow */
+	a.part_offset = UINT64_MAX - 4;
+	a.payload_total = UINT64_MAX;
+	assert_int_equal(wire_parts_answer(&pt, &a, 1 << 20, &e), -1);
+	assert_non_null(strstr(e.msg, "runs past its payload"));
+	/* a whole answer with nothing open passes as it is */
+	a = (struct wire_answer){ .fragment = 1, .payload = payload,
+				  .payload_len = 10 };
+	assert_int_equal(wire_parts_answer(&pt, &a, 1 << 20, &e), 1);
+	assert_ptr_equal(a.payload, payload);
+	wire_parts_release(&pt);
+}
+
+/* Updates in parts, and the limits derived from a payload size. */
+static void update_parts_and_limits(void **state)
+{
+	uint8_t payload[100];
+	struct wire_parts pt = { 0 };
+	struct wire_update u;
+	struct err e;
+
+	(void)state;
+	memset(payload, 5, sizeof(payload));
+	for (int k = 0; k < 2; k++) {
+		u = (struct wire_update){ .fragment = 0, .version = 8,
+			.payload = payload + 50 * k, .payload_len = 50,
+			.part_offset = 50 * (uint64_t)k, .payload_total = 100 };
+		assert_int_equal(wire_parts_update(&pt, &u, 100, &e), k);
+	}
+	assert_int_equal(u.payload_len, 100);
+	assert_memory_equal(u.payload, payload, 100);
+	wire_parts_done(&pt);
+	/* a new version's part while the old one is open */
+	u = (struct wire_update){ .version = 8, .payload = payload,
+		.payload_len = 50, .payload_total = 100 };
+	assert_int_equal(wire_parts_update(&pt, &u, 100, &e), 0);
+	u.version = 9;
+	u.part_offset = 50;
+	assert_int_equal(wire_parts_update(&pt, &u, 100, &e), -1);
+	assert_string_equal(e.msg, "update part of another payload while 50 "
+			    "of 100 bytes of one are missing");
+	assert_int_equal(wire_message_limit(1000, 0), WIRE_LIMIT_FLOOR);
+	assert_int_equal(wire_message_limit(1000, 1 << 20), 1 << 20);
+	assert_int_equal(wire_message_limit(16 << 20, 0), (16 << 20) + WIRE_PART_SLACK);
+	assert_int_equal(wire_message_limit((size_t)1 << 40, 0), WIRE_MAX_MESSAGE);
+	assert_int_equal(wire_message_limit(SIZE_MAX, 0), WIRE_MAX_MESSAGE);
+	assert_int_equal(wire_message_limit(1 << 24, 1 << 20), 1 << 20);
+	assert_int_equal(wire_peer_limit(0), WIRE_MAX_MESSAGE);
+	assert_int_equal(wire_peer_limit(5), WIRE_MIN_MESSAGE);
+	assert_int_equal(wire_peer_limit(UINT64_MAX), WIRE_MAX_MESSAGE);
+	assert_int_equal(wire_payload_max(1), 5);          /* int8, int4 */
+	assert_int_equal(wire_payload_max(1000), 4000);    /* f32 */
+	assert_int_equal(wire_payload_max(SIZE_MAX / 4), 0);
+}
+
 static void every_truncation_is_refused(void **state)
 {
 	uint8_t payload[64];
@@ -332,6 +531,9 @@ int main(void)
 		cmocka_unit_test(syncer_messages_round_trip),
 		cmocka_unit_test(bytes_are_the_protobuf_encoding),
 		cmocka_unit_test(answer_header_reads_back),
+		cmocka_unit_test(update_header_reads_back),
+		cmocka_unit_test(parts_reassemble),
+		cmocka_unit_test(update_parts_and_limits),
 		cmocka_unit_test(every_truncation_is_refused),
 		cmocka_unit_test(garbage_is_refused),
 	};
