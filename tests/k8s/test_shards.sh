@@ -14,7 +14,8 @@
 #  - with two real syncer shards, a sidecar and a learner running here
 #    from the job's ConfigMap (the operator reads each shard's /status:
 #    --status-url with {shard}), status.shardsReady is 2/2 and kubectl's
-#    SHARDS column says so; shard 1's process killed and its pod deleted,
+#    SHARDS column says so, CheckpointStorage is True from the shards'
+#    checkpoint.fits; shard 1's process killed and its pod deleted,
 #    the status says 1/2 and the condition SyncerShards names shard 1
 #    (ShardDown), while shard 0's rounds go on (its own /status); the
 #    StatefulSet makes shard 1's pod again on the same claim; shard 1
@@ -161,6 +162,9 @@ round_of() { curl -s --max-time 2 "http://127.0.$1.1:$HTTP/status" | jq -r '.rou
 until_ok 120 "status.shardsReady 2/2 and a round merged" \
 	'[ "$(jp ddjob/sh2 "{.status.shardsReady}")" = 2/2 ] && [ "$(jp ddjob/sh2 "{.status.progress.round}")" -gt 0 ]'
 until_ok 30 "both shards merged a round" '[ "$(round_of 0)" -gt 0 ] && [ "$(round_of 1)" -gt 0 ]'
+# each shard says its checkpoints fit on its volume (checkpoint.fits)
+until_ok 30 "CheckpointStorage True" \
+	'[ "$(jp ddjob/sh2 "{.status.conditions[?(@.type==\"CheckpointStorage\")].reason}")" = CheckpointStorageFits ]'
 KN get ddjobs >"$WORK/get.txt"
 head -1 "$WORK/get.txt" | grep -q SHARDS || fail "kubectl get ddjobs has no SHARDS column: $(cat "$WORK/get.txt")"
 grep -Eq '^sh2 +[A-Za-z]+ +1/1 +2/2 ' "$WORK/get.txt" || fail "kubectl get ddjobs: $(cat "$WORK/get.txt")"
