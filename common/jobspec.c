@@ -82,6 +82,7 @@ void jobspec_defaults(struct job_spec *js)
 	js->chaos.stop_after_seconds = 0;
 	js->chaos.recovery_seconds = 3;
 	js->chaos.seed = 1;
+	js->chaos.syncer_shard = -1;
 }
 
 #define CHECK(cond, ...) do { if (!(cond)) return err_set(e, __VA_ARGS__); } while (0)
@@ -280,6 +281,9 @@ static int check_chaos(const struct job_spec *js, struct err *e)
 		      "spec.chaos.stopAfterSeconds: %g is negative", c->stop_after_seconds);
 		CHECK(c->recovery_seconds >= 0,
 		      "spec.chaos.recoverySeconds: %g is negative", c->recovery_seconds);
+		CHECK(c->syncer_shard >= -1 && c->syncer_shard < js->syncer.shards,
+		      "spec.chaos.syncerShard: %d is not a shard of spec.syncer.shards (%d)",
+		      c->syncer_shard, js->syncer.shards);
 	}
 	return 0;
 }

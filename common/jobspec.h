@@ -31,7 +31,7 @@
  *   spec.chaos.{enabled, schedule (poisson|interval), mtbfSeconds,
  *               intervalSeconds, targets [learners|syncer|sidecars],
  *               maxDown, startAfterSeconds, stopAfterSeconds,
- *               recoverySeconds, seed}
+ *               recoverySeconds, seed, syncerShard}
  */
 #ifndef DDILOCO_JOBSPEC_H
 #define DDILOCO_JOBSPEC_H
@@ -176,6 +176,8 @@ struct job_chaos {
 	double stop_after_seconds;    /* 0 = until the job ends */
 	double recovery_seconds;      /* local restart delay, default 3 */
 	uint64_t seed;                /* default 1 */
+	int syncer_shard;             /* the one shard syncer kills hit; -1
+				       * (default): the shards in turn */
 };
 
 /* spec.evaluator: an evaluator of the user's own for an external model

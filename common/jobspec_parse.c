@@ -373,7 +373,8 @@ SECTION(s_chaos,
 	FLD("startAfterSeconds", F_DOUBLE, chaos.start_after_seconds),
 	FLD("stopAfterSeconds", F_DOUBLE, chaos.stop_after_seconds),
 	FLD("recoverySeconds", F_DOUBLE, chaos.recovery_seconds),
-	FLD("seed", F_U64, chaos.seed));
+	FLD("seed", F_U64, chaos.seed),
+	FLD("syncerShard", F_INT, chaos.syncer_shard));
 
 SECTION(s_spec,
 	FLD("suspend", F_BOOL, suspend),

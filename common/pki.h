@@ -30,7 +30,10 @@
 #include "common/err.h"
 
 #define PKI_MAX_PEM   (64 << 10)   /* a certificate or key we accept */
-#define PKI_MAX_NAMES 64           /* SANs of one kind in a request */
+/* SANs of one kind in a request: the syncer's certificate names four
+ * names of each of up to 64 shards' pods and the Service (docs/operator.md,
+ * Shards) */
+#define PKI_MAX_NAMES 272
 #define PKI_JOB_MAX   64           /* a job name's bytes, its NUL included */
 
 /*

@@ -69,6 +69,12 @@ static void shard_flags(struct syncer_status *o, const struct syncer_status *s,
 		o->shard_down = i;
 	o->ckpt.have |= s->ckpt.have;
 	o->ckpt.failing |= s->ckpt.failing;
+	/* fits when every shard's does; a shard that does not say leaves it */
+	if (s->ckpt.fits == 0 || (s->ckpt.fits == 1 && o->ckpt.fits < 0)) {
+		o->ckpt.fits = s->ckpt.fits;
+		o->ckpt.needed_bytes = s->ckpt.needed_bytes;
+		o->ckpt.volume_free_bytes = s->ckpt.volume_free_bytes;
+	}
 	if (!o->ckpt.error[0] && s->ckpt.error[0])
 		memcpy(o->ckpt.error, s->ckpt.error, sizeof(o->ckpt.error));
 	if (s->ckpt.have_last_ok && (!o->ckpt.have_last_ok ||

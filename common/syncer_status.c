@@ -24,6 +24,7 @@ void syncer_status_init(struct syncer_status *s)
 	s->gpb.learner_seconds = s->gpb.merged = s->gpb.late = NAN;
 	s->gpb.refused = s->gpb.overwritten = s->gpb.restarts = NAN;
 	s->gpb.in_flight = s->gpb.not_training = s->gpb.merged_again = NAN;
+	s->ckpt.fits = -1;
 }
 
 void syncer_status_release(struct syncer_status *s)
@@ -169,12 +170,12 @@ static int get_pace(const json_t *root, struct syncer_status *s, struct err *e)
 	       get_figure(g, G, "merged_again", &s->gpb.merged_again, e) ? -1 : 0;
 }
 
-/* "checkpoint": {failing, error, failures, last_ok_round, resumed_from}
- * (docs/status.md). */
+/* "checkpoint": {failing, error, failures, last_ok_round, resumed_from,
+ * needed_bytes, volume_free_bytes, fits} (docs/status.md). */
 static int get_ckpt(const json_t *root, struct syncer_status *s, struct err *e)
 {
 	const json_t *o = json_object_get(root, "checkpoint");
-	const json_t *f, *m, *r, *from;
+	const json_t *f, *m, *r, *from, *fits;
 	const char *C = "checkpoint";
 
 	if (!o || json_is_null(o))
@@ -185,6 +186,9 @@ static int get_ckpt(const json_t *root, struct syncer_status *s, struct err *e)
 	m = json_object_get(o, "error");
 	r = json_object_get(o, "last_ok_round");
 	from = json_object_get(o, "resumed_from");
+	fits = json_object_get(o, "fits");
+	if (fits && !json_is_boolean(fits) && !json_is_null(fits))
+		return err_set(e, "status: field 'checkpoint.fits': not a boolean");
 	if (f && !json_is_boolean(f) && !json_is_null(f))
 		return err_set(e, "status: field 'checkpoint.failing': not a boolean");
 	if (m && !json_is_string(m) && !json_is_null(m))
@@ -193,9 +197,12 @@ static int get_ckpt(const json_t *root, struct syncer_status *s, struct err *e)
 		return err_set(e, "status: field 'checkpoint.resumed_from': not a "
 			       "string");
 	if (get_count(o, C, "failures", &s->ckpt.failures, e) ||
-	    get_count(o, C, "last_ok_round", &s->ckpt.last_ok_round, e))
+	    get_count(o, C, "last_ok_round", &s->ckpt.last_ok_round, e) ||
+	    get_count(o, C, "needed_bytes", &s->ckpt.needed_bytes, e) ||
+	    get_count(o, C, "volume_free_bytes", &s->ckpt.volume_free_bytes, e))
 		return -1;
 	s->ckpt.have = 1;
+	s->ckpt.fits = json_is_boolean(fits) ? json_is_true(fits) : -1;
 	s->ckpt.failing = json_is_true(f);
 	s->ckpt.have_last_ok = r && !json_is_null(r);
 	snprintf(s->ckpt.error, sizeof(s->ckpt.error), "%s",

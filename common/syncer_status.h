@@ -9,7 +9,8 @@
  *     or a real with a whole value (an older syncer wrote some as reals);
  *   figures (eval_loss, uptime, goodput, elapsed, eval times and losses):
  *     any JSON number; null means "none";
- *   done, checkpoint.failing: a boolean; checkpoint.error: a string or null.
+ *   done, checkpoint.failing, checkpoint.fits: a boolean; checkpoint.error:
+ *   a string or null.
  * A field that is missing reads 0, or NAN for a figure, so an older or
  * newer syncer still shows what it has; a field of the wrong type (a
  * string, a negative or fractional count) is an error naming the field.
@@ -69,6 +70,12 @@ struct syncer_status {
 		 * "checkpoint", "last_good", "seed" (docs/status.md);
 		 * "" from a syncer that does not say */
 		char resumed_from[16];
+		/* whether a checkpoint of the adopted model fits on the
+		 * volume (docs/status.md): 1, 0, or -1 when the syncer does
+		 * not say (an older one); the bytes one needs and the
+		 * volume's free bytes, 0 when not given */
+		int fits;
+		uint64_t needed_bytes, volume_free_bytes;
 	} ckpt;
 	struct syncer_eval *evals;      /* eval_history, owned */
 	size_t nevals;

@@ -165,7 +165,7 @@ static json_t *build_child(const struct child_ctx *c, const struct rc_action *a)
 	case ACT_APPLY_NETPOL:
 		return child_networkpolicy(c);
 	case ACT_APPLY_PVC:
-		return child_pvc(c);
+		return child_pvc(c, a->index);
 	case ACT_APPLY_SYNCER:
 		return child_syncer(c);
 	case ACT_APPLY_LEARNER:
@@ -215,6 +215,21 @@ static int act(const struct pass_env *env, struct pass *p,
 		return apply_pod(k, p, &p->m->evaluator, name, build_child(&c, a), e);
 	if (a->kind == ACT_CREATE_TLS)
 		return create_tls(k, p, &c, e);
+	/* a sharded job's claims: each shard's, in turn (children.h) */
+	if (a->kind == ACT_APPLY_PVC && p->js.syncer.shards > 1) {
+		for (int i = 0; i < p->js.syncer.shards; i++) {
+			struct rc_action one = *a;
+
+			one.index = i;
+			if (shard_claim_name(p->name, i, name, sizeof(name)))
+				return err_set(e, "the name of a child of '%s' is too long",
+					       p->name);
+			if (apply_resp(k, targets[a->kind].api, targets[a->kind].res,
+				       p->ns, name, build_child(&c, &one), NULL, e))
+				return -1;
+		}
+		return 0;
+	}
 	return apply_resp(k, targets[a->kind].api, targets[a->kind].res, p->ns, name,
 			  build_child(&c, a), NULL, e);
 }
@@ -302,6 +317,7 @@ int apply_status(const struct pass_env *env, struct pass *p)
 	struct status_input si = {
 		&p->out, p->in.generation, p->m->learners, p->m->n, &p->m->progress,
 		p->in.syncer_ready, NULL, p->status,
+		p->js.syncer.shards > 1 ? p->js.syncer.shards : 1, 0, -1,
 	};
 	json_t *st;
 	struct err e;
@@ -311,6 +327,16 @@ int apply_status(const struct pass_env *env, struct pass *p)
 		return 0;   /* the job goes; its status with it */
 	if (env->chaos)
 		si.chaos = chaos_ctl_status(env->chaos, p->m->key, p->m->uid);
+	/* the shards that answered the last reads while a syncer pod is
+	 * ready; else the StatefulSet's ready replicas (docs/operator.md,
+	 * Shards) */
+	if (p->in.syncer_ready && p->m->progress.shards == si.shards) {
+		si.shards_up = p->m->progress.shards_up;
+		si.shard_down = p->m->progress.shard_down;
+	} else {
+		si.shards_up = p->syncer_ready_replicas < si.shards ?
+			       p->syncer_ready_replicas : si.shards;
+	}
 	st = status_build(&si);
 	if (status_should_write(p->status, st, APPLY_STATUS_PROGRESS_EVERY)) {
 		r = put_status(env->k, p->job, st, &e);

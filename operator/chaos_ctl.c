@@ -24,6 +24,8 @@ struct cjob {
 	long long generation;
 	struct job_chaos cfg;
 	int learners;
+	int shards;                   /* spec.syncer.shards */
+	long syncer_kills;            /* shards killed in turn: the next's */
 	int parsed, active;
 	double start;                 /* wall time of status.startTime */
 	struct chaos sched;
@@ -88,7 +90,7 @@ static struct cjob *find(struct chaos_ctl *c, const char *key)
 }
 
 /* Parses the job's chaos settings; 0 when it has none enabled. */
-static int parse(json_t *job, struct job_chaos *out, int *learners)
+static int parse(json_t *job, struct job_chaos *out, int *learners, int *shards)
 {
 	json_t *core = job_core(job);
 	char *txt = json_dumps(core, JSON_COMPACT);
@@ -100,6 +102,7 @@ static int parse(json_t *job, struct job_chaos *out, int *learners)
 	    !jobspec_parse(txt, strlen(txt), "chaos", &js, &e)) {
 		*out = js.chaos;
 		*learners = js.learners.replicas;
+		*shards = js.syncer.shards > 1 ? js.syncer.shards : 1;
 		rc = js.chaos.enabled;
 	}
 	free(txt);
@@ -114,6 +117,7 @@ struct kill_ctx {
 	struct cjob *cj;
 	char pod[CHILD_NAME_MAX];
 	const char *uids;
+	int shard;                    /* the syncer's pod a syncer kill hits */
 };
 
 static int kill_pod(void *arg, const struct chaos_kill *kill, struct err *e)
@@ -127,7 +131,8 @@ static int kill_pod(void *arg, const struct chaos_kill *kill, struct err *e)
 					  x->cj->learners : kill->index);
 
 	if (child_name(name, kill->kind == CHAOS_SYNCER ? CHILD_SYNCER_POD : CHILD_LEARNER,
-		       kill->index, x->pod, sizeof(x->pod)))
+		       kill->kind == CHAOS_SYNCER ? x->shard : kill->index,
+		       x->pod, sizeof(x->pod)))
 		return err_set(e, "pod name of job '%s' too long", name);
 	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", ns, x->pod);
 	/*
@@ -145,7 +150,18 @@ static int kill_pod(void *arg, const struct chaos_kill *kill, struct err *e)
 	    st.code != 404)
 		return -1;
 	snprintf(x->cj->gone[x->cj->ngone++ % 8], 64, "%s", uid);
+	if (kill->kind == CHAOS_SYNCER)
+		x->cj->syncer_kills++;
 	return 0;
+}
+
+/* The shard the next syncer kill hits (docs/operator.md, Chaos):
+ * spec.chaos.syncerShard, else the shards in turn. */
+static int victim_shard(const struct cjob *cj)
+{
+	if (cj->cfg.syncer_shard >= 0 && cj->cfg.syncer_shard < cj->shards)
+		return cj->cfg.syncer_shard;
+	return (int)(cj->syncer_kills % (cj->shards > 0 ? cj->shards : 1));
 }
 
 /* The view of what is down: learner slots and the syncer, from the cache. */
@@ -161,22 +177,25 @@ static int recently_killed(const struct cjob *cj, const char *uid)
  * uids (learners + 1 entries of 64 bytes, the syncer last) receives the
  * uid of each pod that is up. A victim's pod counts as down while the
  * cache still shows it, so two kills never overlap because of a late
- * watch event.
+ * watch event. The syncer is shard's pod (the next syncer kill's), and
+ * counts as down while any shard's pod is: one syncer kill at a time.
  */
 static void view(struct chaos_ctl *c, const struct cjob *cj, json_t *job,
-		 int learners, unsigned char *down, int *syncer_down, char *uids)
+		 int learners, int shard, unsigned char *down, int *syncer_down,
+		 char *uids)
 {
 	const char *ns = jget(job, "metadata", "namespace");
 	const char *name = jget(job, "metadata", "name");
 	const char *uid;
 	json_t *pods = informer_select(c->pods, ns, LABEL_JOB, name), *p;
-	char syncer[CHILD_NAME_MAX];
+	char syncer[CHILD_NAME_MAX], other[CHILD_NAME_MAX];
 	size_t i;
+	int shards_up = 0;
 
 	memset(down, 1, (size_t)learners);
 	*syncer_down = 1;
 	/* a name too long is "": no pod matches, the syncer counts as down */
-	child_name(name, CHILD_SYNCER_POD, 0, syncer, sizeof(syncer));
+	child_name(name, CHILD_SYNCER_POD, shard, syncer, sizeof(syncer));
 	json_array_foreach(pods, i, p) {
 		const char *pn = jget(p, "metadata", "name");
 		const char *phase = jget(p, "status", "phase");
@@ -196,9 +215,15 @@ static void view(struct chaos_ctl *c, const struct cjob *cj, json_t *job,
 			continue;
 		if (pn && !strcmp(pn, syncer)) {
 			*syncer_down = 0;
+			shards_up++;
 			snprintf(uids + 64 * learners, 64, "%s", uid);
 			continue;
 		}
+		for (int s = 0; s < cj->shards; s++)
+			if (s != shard && pn &&
+			    !child_name(name, CHILD_SYNCER_POD, s, other, sizeof(other)) &&
+			    !strcmp(pn, other))
+				shards_up++;
 		idx = pn ? learner_index(name, pn) : -1;
 		if (idx >= 0 && idx < learners) {
 			down[idx] = 0;
@@ -206,6 +231,8 @@ static void view(struct chaos_ctl *c, const struct cjob *cj, json_t *job,
 		}
 	}
 	json_decref(pods);
+	if (shards_up < cj->shards)
+		*syncer_down = 1;
 }
 
 /*
@@ -241,14 +268,15 @@ static struct cjob *entry(struct chaos_ctl *c, const char *key, json_t *job,
 	}
 	if (!cj->parsed || cj->generation != gen) {
 		struct job_chaos cfg;
-		int learners = 0, on;
+		int learners = 0, shards = 1, on;
 
 		memset(&cfg, 0, sizeof(cfg));
-		on = parse(job, &cfg, &learners);
+		on = parse(job, &cfg, &learners, &shards);
 		if (!cj->parsed || memcmp(&cfg, &cj->cfg, sizeof(cfg)) ||
-		    learners != cj->learners) {
+		    learners != cj->learners || shards != cj->shards) {
 			cj->cfg = cfg;
 			cj->learners = learners;
+			cj->shards = shards;
 			if (cj->active)
 				*touched = 1;
 			cj->active = 0;   /* re-armed with the new settings */
@@ -310,7 +338,7 @@ static int kill_due(struct chaos_ctl *c, struct kube *k, struct cjob *cj,
 	unsigned char *down = malloc((size_t)cj->learners);
 	char *uids = calloc((size_t)cj->learners + 1, 64);
 	struct chaos_view v = { cj->learners, down, 0 };
-	struct kill_ctx x = { c, k, job, cj, "", uids };
+	struct kill_ctx x = { c, k, job, cj, "", uids, victim_shard(cj) };
 	struct chaos_executor ex = { kill_pod, &x };
 	double due = chaos_next_time(&cj->sched);
 	struct err e;
@@ -318,7 +346,7 @@ static int kill_due(struct chaos_ctl *c, struct kube *k, struct cjob *cj,
 
 	if (!down || !uids)
 		goto out;
-	view(c, cj, job, cj->learners, down, &v.syncer_down, uids);
+	view(c, cj, job, cj->learners, x.shard, down, &v.syncer_down, uids);
 	r = chaos_run_due(&cj->sched, clock_wall() - cj->start, &v, &ex, &e);
 	if (r < 0)
 		log_warn("%s: chaos: %s", key, e.msg);

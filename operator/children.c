@@ -40,12 +40,13 @@ int child_name(const char *job, enum child_kind kind, int index, char *out,
 	static const char *const suffix[] = {
 		[CHILD_SPEC] = "spec", [CHILD_SYNCER] = "syncer",
 		[CHILD_CHECKPOINTS] = "checkpoints", [CHILD_LEARNER] = "learner",
-		[CHILD_SYNCER_POD] = "syncer-0", [CHILD_TLS] = "tls",
+		[CHILD_SYNCER_POD] = "syncer", [CHILD_TLS] = "tls",
 		[CHILD_EVALUATOR] = "evaluator",
 	};
 	int k;
 
-	if (kind == CHILD_LEARNER || kind == CHILD_EVALUATOR)
+	if (kind == CHILD_LEARNER || kind == CHILD_EVALUATOR ||
+	    kind == CHILD_SYNCER_POD)
 		k = snprintf(out, n, "%s-%s-%d", job, suffix[kind], index);
 	else
 		k = snprintf(out, n, "%s-%s", job, suffix[kind]);
@@ -207,22 +208,47 @@ json_t *child_service(const struct child_ctx *c)
 				"targetPort", c->js->syncer.http_port));
 }
 
+double checkpoint_shard_bytes(const struct job_spec *js)
+{
+	struct model_config cfg;
+	int S = js->syncer.shards > 1 ? js->syncer.shards : 1;
+
+	/* an external model's GPT settings are defaults it does not use */
+	if (js->model.kind == MODEL_EXTERNAL ||
+	    model_config_from_job(&js->model, &cfg, NULL))
+		return 0;
+	/* Θ and momentum in f32 of the shard's part, per file */
+	return (double)CKPT_FILES * CKPT_HEADROOM *
+	       (8.0 * (double)model_num_params(&cfg) / S + CKPT_FILE_EXTRA);
+}
+
 void checkpoint_claim_size(const struct child_ctx *c, char *out, size_t n)
 {
 	const char *s = sget(c->spec, "syncer", "storage");
-	struct model_config cfg;
-	double bytes, gib;
+	double gib;
 
 	if (s) {
 		snprintf(out, n, "%s", s);
 		return;
 	}
-	bytes = 0;
-	if (!model_config_from_job(&c->js->model, &cfg, NULL))
-		bytes = (double)CKPT_FILES * CKPT_HEADROOM *
-			(8.0 * (double)model_num_params(&cfg) + CKPT_FILE_EXTRA);
-	gib = ceil(bytes / (double)(1ULL << 30));
+	if (c->js->model.kind == MODEL_EXTERNAL) {
+		snprintf(out, n, "%s", CKPT_EXTERNAL_DEFAULT);
+		return;
+	}
+	gib = ceil(checkpoint_shard_bytes(c->js) / (double)(1ULL << 30));
 	snprintf(out, n, "%.0fGi", gib < 1 ? 1 : gib);
+}
+
+int shard_claim_name(const char *job, int shard, char *out, size_t n)
+{
+	int k = snprintf(out, n, "%s-%s-syncer-%d", CKPT_CLAIM_TEMPLATE, job, shard);
+
+	if (k < 0 || (size_t)k >= n) {
+		if (n)
+			out[0] = '\0';
+		return -1;
+	}
+	return 0;
 }
 
 int checkpoint_claim_name(const struct child_ctx *c, char *out, size_t n)
@@ -237,13 +263,16 @@ int checkpoint_claim_name(const struct child_ctx *c, char *out, size_t n)
 	return k < 0 || (size_t)k >= n ? -1 : 0;
 }
 
-json_t *child_pvc(const struct child_ctx *c)
+json_t *child_pvc(const struct child_ctx *c, int shard)
 {
 	char name[CHILD_NAME_MAX], size[32];
 	json_t *spec, *m;
 	const char *cls = sget(c->spec, "syncer", "storageClassName");
 
-	if (child_name(c->name, CHILD_CHECKPOINTS, 0, name, sizeof(name)))
+	if (c->js->syncer.shards > 1 ?
+	    shard < 0 || shard >= c->js->syncer.shards ||
+	    shard_claim_name(c->name, shard, name, sizeof(name)) :
+	    child_name(c->name, CHILD_CHECKPOINTS, 0, name, sizeof(name)))
 		return NULL;
 	checkpoint_claim_size(c, size, sizeof(size));
 	spec = json_pack("{s:[s], s:{s:{s:s}}}", "accessModes", "ReadWriteOnce",
@@ -374,9 +403,12 @@ static json_t *syncer_resources(const struct child_ctx *c)
 	if (!mem) {
 		unsigned long long b = (unsigned long long)SYNCER_MEMORY_BASE_MIB << 20;
 
+		/* a shard holds its 1/S of the state (docs/syncer.md, Shards) */
 		if (!model_config_from_job(&c->js->model, &cfg, NULL))
 			b += (unsigned long long)SYNCER_BYTES_PER_PARAM *
-			     model_num_params(&cfg);
+			     model_num_params(&cfg) /
+			     (unsigned long long)(c->js->syncer.shards > 1 ?
+						  c->js->syncer.shards : 1);
 		mem = json_sprintf("%lluMi", (b + (1ULL << 20) - 1) >> 20);
 	}
 	return json_pack("{s:{s:o, s:o}}", "requests", "cpu", cpu, "memory", mem);
@@ -390,12 +422,16 @@ static json_t *syncer_resources(const struct child_ctx *c)
 static int syncer_volumes(const struct child_ctx *c, const char *claim,
 			  const char *size, json_t *volumes, json_t *mounts)
 {
-	if (size[0] || sget(json_object_get(c->spec, "syncer"), "checkpoints",
-			    "claimName"))
+	int sharded = c->js->syncer.shards > 1;
+
+	/* a sharded job's claims come from the StatefulSet's template
+	 * (claim_template), mounted by its name: no volume here */
+	if (!sharded && (size[0] || sget(json_object_get(c->spec, "syncer"),
+					 "checkpoints", "claimName")))
 		json_array_append_new(volumes, json_pack(
 			"{s:s, s:{s:s}}", "name", "checkpoints",
 			"persistentVolumeClaim", "claimName", claim));
-	else
+	else if (!sharded || !size[0])
 		json_array_append_new(volumes, json_pack(
 			"{s:s, s:{}}", "name", "checkpoints", "emptyDir"));
 	json_array_append_new(mounts, json_pack("{s:s, s:s}", "name", "checkpoints",
@@ -460,16 +496,50 @@ static json_t *syncer_podspec(const struct child_ctx *c, json_t *volumes,
 	pod_hardening(podspec);
 	placement(c, "syncer", podspec);
 	ctr = json_array_get(json_object_get(podspec, "containers"), 0);
+	/* each replica is the shard its ordinal says ($HOSTNAME is the pod's
+	 * name, <job>-syncer-<i>: docs/syncer.md, Shards) */
+	if (c->js->syncer.shards > 1) {
+		json_array_append_new(json_object_get(ctr, "command"), json_string("--shard"));
+		json_array_append_new(json_object_get(ctr, "command"), json_string("auto"));
+	}
 	json_object_set_new(ctr, "resources", syncer_resources(c));
 	syncer_probes(c, ctr);
 	return podspec;
+}
+
+/*
+ * A sharded job's claims (docs/operator.md, Shards): one template, so each
+ * replica mounts checkpoints-<job>-syncer-<i>. The operator makes those
+ * claims itself first (child_pvc, owned by the job or retained as the
+ * one claim of an unsharded job is), and the StatefulSet controller uses
+ * a claim that exists; the retention policy Retain keeps that controller
+ * from ever owning or deleting them (a suspend deletes the StatefulSet,
+ * never the checkpoints).
+ */
+static void claim_template(const struct child_ctx *c, const char *size,
+			   json_t *sts_spec)
+{
+	const char *cls = sget(c->spec, "syncer", "storageClassName");
+	json_t *spec, *m;
+
+	spec = json_pack("{s:[s], s:{s:{s:s}}}", "accessModes", "ReadWriteOnce",
+			 "resources", "requests", "storage", size);
+	if (cls)
+		json_object_set_new(spec, "storageClassName", json_string(cls));
+	m = json_pack("{s:s, s:o}", "name", CKPT_CLAIM_TEMPLATE,
+		      "labels", labels(c, "checkpoints"));
+	json_object_set_new(sts_spec, "volumeClaimTemplates",
+			    json_pack("[{s:o, s:o}]", "metadata", m, "spec", spec));
+	json_object_set_new(sts_spec, "persistentVolumeClaimRetentionPolicy",
+			    json_pack("{s:s, s:s}", "whenDeleted", "Retain",
+				      "whenScaled", "Retain"));
 }
 
 json_t *child_syncer(const struct child_ctx *c)
 {
 	char name[CHILD_NAME_MAX], claim[CHILD_NAME_MAX], st[32];
 	json_t *volumes = json_array(), *mounts = json_array(), *podspec, *sel;
-	json_t *tmeta;
+	json_t *tmeta, *spec;
 
 	checkpoint_claim_size(c, st, sizeof(st));
 	if (child_name(c->name, CHILD_SYNCER, 0, name, sizeof(name)) ||
@@ -486,12 +556,15 @@ json_t *child_syncer(const struct child_ctx *c)
 			   "syncer"), "template"), "syncer");
 	job_labels(c, tmeta);
 	sel = json_pack("{s:s, s:s}", LABEL_JOB, c->name, LABEL_ROLE, "syncer");
-	return object("apps/v1", "StatefulSet", meta(c, name, "syncer"),
-		      json_pack("{s:i, s:s, s:s, s:{s:o}, s:{s:o, s:o}}",
-				"replicas", 1, "serviceName", name,
-				"podManagementPolicy", "Parallel",
-				"selector", "matchLabels", sel,
-				"template", "metadata", tmeta, "spec", podspec));
+	spec = json_pack("{s:i, s:s, s:s, s:{s:o}, s:{s:o, s:o}}",
+			 "replicas", c->js->syncer.shards > 1 ? c->js->syncer.shards : 1,
+			 "serviceName", name,
+			 "podManagementPolicy", "Parallel",
+			 "selector", "matchLabels", sel,
+			 "template", "metadata", tmeta, "spec", podspec);
+	if (c->js->syncer.shards > 1 && st[0])
+		claim_template(c, st, spec);
+	return object("apps/v1", "StatefulSet", meta(c, name, "syncer"), spec);
 }
 
 /*
@@ -570,20 +643,31 @@ out:
 	return rc;
 }
 
+/* One name of shard i's pod, or the Service's (i < 0): dns[k] of
+ * SYNCER_DNS_MAX bytes. */
+#define SYNCER_DNS_MAX (3 * CHILD_NAME_MAX + 32)
+
 json_t *child_tls_secret(const struct child_ctx *c, struct err *e)
 {
 	char name[CHILD_NAME_MAX], pod[CHILD_NAME_MAX], svc[CHILD_NAME_MAX];
-	char dns[5][3 * CHILD_NAME_MAX + 32], key[32];
-	const char *dnsp[] = { dns[0], dns[1], dns[2], dns[3], dns[4], NULL };
+	char (*dns)[SYNCER_DNS_MAX] = NULL, key[32];
+	const char **dnsp = NULL;
 	struct pki_pem ca = { NULL, NULL };
 	struct pki_id id;
 	json_t *data = json_object(), *out = NULL;
 	size_t total = 0;
+	int S = c->js->syncer.shards > 1 ? c->js->syncer.shards : 1, nd = 0;
 
 	if (child_name(c->name, CHILD_TLS, 0, name, sizeof(name)) ||
-	    child_name(c->name, CHILD_SYNCER_POD, 0, pod, sizeof(pod)) ||
 	    child_name(c->name, CHILD_SYNCER, 0, svc, sizeof(svc))) {
 		err_set(e, "the name of a child of '%s' is too long", c->name);
+		goto out;
+	}
+	/* four names of each shard's pod, then the Service's */
+	dns = calloc((size_t)(4 * S + 1), sizeof(*dns));
+	dnsp = calloc((size_t)(4 * S + 2), sizeof(*dnsp));
+	if (!dns || !dnsp) {
+		err_set(e, "out of memory for the certificates of '%s'", c->name);
 		goto out;
 	}
 	memset(&id, 0, sizeof(id));
@@ -592,12 +676,23 @@ json_t *child_tls_secret(const struct child_ctx *c, struct err *e)
 		goto out;
 	}
 	snprintf(id.job, sizeof(id.job), "%s", c->name);
-	/* the names the sidecars may dial the syncer's pod by */
-	snprintf(dns[0], sizeof(dns[0]), "%s.%s.%s.svc", pod, svc, c->ns);
-	snprintf(dns[1], sizeof(dns[1]), "%s.%s.%s.svc.cluster.local", pod, svc, c->ns);
-	snprintf(dns[2], sizeof(dns[2]), "%s.%s.%s", pod, svc, c->ns);
-	snprintf(dns[3], sizeof(dns[3]), "%s.%s", pod, svc);
-	snprintf(dns[4], sizeof(dns[4]), "%s.%s.svc", svc, c->ns);
+	/* the names the sidecars may dial each shard's pod by: one
+	 * certificate that every shard serves */
+	for (int i = 0; i < S; i++) {
+		if (child_name(c->name, CHILD_SYNCER_POD, i, pod, sizeof(pod))) {
+			err_set(e, "the name of a child of '%s' is too long", c->name);
+			goto out;
+		}
+		snprintf(dns[nd++], SYNCER_DNS_MAX, "%s.%s.%s.svc", pod, svc, c->ns);
+		snprintf(dns[nd++], SYNCER_DNS_MAX, "%s.%s.%s.svc.cluster.local",
+			 pod, svc, c->ns);
+		snprintf(dns[nd++], SYNCER_DNS_MAX, "%s.%s.%s", pod, svc, c->ns);
+		snprintf(dns[nd++], SYNCER_DNS_MAX, "%s.%s", pod, svc);
+	}
+	snprintf(dns[nd++], SYNCER_DNS_MAX, "%s.%s.svc", svc, c->ns);
+	for (int k = 0; k < nd; k++)
+		dnsp[k] = dns[k];
+	dnsp[nd] = NULL;
 	if (!data || pki_ca_new(c->name, 0, &ca, e))
 		goto out;
 	if (tls_put(data, "ca.crt", ca.cert, &total)) {
@@ -629,6 +724,8 @@ out:
 	/* the CA's key ends here: nothing can sign for this job again */
 	pki_pem_release(&ca);
 	json_decref(data);
+	free(dns);
+	free(dnsp);
 	return out;
 }
 
@@ -650,17 +747,38 @@ static json_t *resources(const struct child_ctx *c)
 	return json_pack("{s:o, s:o}", "requests", req, "limits", lim);
 }
 
-int syncer_address(const char *job, const char *ns, int port, char *out,
-		   size_t n)
+int syncer_address(const char *job, const char *ns, int port, int shard,
+		   char *out, size_t n)
 {
 	char pod[CHILD_NAME_MAX], svc[CHILD_NAME_MAX];
 	int k;
 
-	if (child_name(job, CHILD_SYNCER_POD, 0, pod, sizeof(pod)) ||
+	if (child_name(job, CHILD_SYNCER_POD, shard, pod, sizeof(pod)) ||
 	    child_name(job, CHILD_SYNCER, 0, svc, sizeof(svc)))
 		return -1;
 	k = snprintf(out, n, "%s.%s.%s.svc:%d", pod, svc, ns, port);
 	return k < 0 || (size_t)k >= n ? -1 : 0;
+}
+
+char *syncer_targets(const char *job, const char *ns, int port, int shards)
+{
+	size_t one = 3 * CHILD_NAME_MAX + 32, len = 0;
+	char *out;
+
+	if (shards < 1)
+		shards = 1;
+	if (!(out = malloc((size_t)shards * one)))
+		return NULL;
+	for (int i = 0; i < shards; i++) {
+		if (i)
+			out[len++] = ',';
+		if (syncer_address(job, ns, port, i, out + len, one - 1)) {
+			free(out);
+			return NULL;
+		}
+		len += strlen(out + len);
+	}
+	return out;
 }
 
 /*
@@ -710,15 +828,18 @@ fail:
 
 json_t *child_learner(const struct child_ctx *c, int index)
 {
-	char name[CHILD_NAME_MAX], idx[16], addr[2 * CHILD_NAME_MAX + 80], who[32];
+	char name[CHILD_NAME_MAX], idx[16], who[32], *addr = NULL;
 	json_t *volumes, *mounts, *side_mounts, *m, *podspec;
 
 	snprintf(idx, sizeof(idx), "%d", index);
 	snprintf(who, sizeof(who), "learner-%d", index);
 	if (child_name(c->name, CHILD_LEARNER, index, name, sizeof(name)) ||
-	    syncer_address(c->name, c->ns, c->js->syncer.port, addr, sizeof(addr)) ||
-	    sidecar_pod_volumes(c, who, &volumes, &mounts, &side_mounts))
+	    !(addr = syncer_targets(c->name, c->ns, c->js->syncer.port,
+				    c->js->syncer.shards)) ||
+	    sidecar_pod_volumes(c, who, &volumes, &mounts, &side_mounts)) {
+		free(addr);
 		return NULL;
+	}
 	podspec = json_pack(
 		"{s:s, s:i, s:[{s:s, s:s, s:s, s:s,"
 		"  s:[s,s,s,s,s,s,s,s,s,s,s,s], s:o, s:o}],"
@@ -748,6 +869,7 @@ json_t *child_learner(const struct child_ctx *c, int index)
 		"securityContext", container_security(),
 		"volumes", volumes,
 		"securityContext", pod_security());
+	free(addr);
 	/* the certificates' group (tls_volume) */
 	json_object_set_new(json_object_get(podspec, "securityContext"), "fsGroup",
 			    json_integer(IMAGE_UID));
@@ -774,7 +896,7 @@ json_t *child_learner(const struct child_ctx *c, int index)
  */
 json_t *child_evaluator(const struct child_ctx *c)
 {
-	char name[CHILD_NAME_MAX], addr[2 * CHILD_NAME_MAX + 80];
+	char name[CHILD_NAME_MAX], *addr = NULL;
 	json_t *ev = json_object_get(c->spec, "evaluator");
 	json_t *cmd = json_object_get(ev, "command"), *args = json_object_get(ev, "args");
 	json_t *volumes, *mounts, *side_mounts, *m, *podspec, *tmpl, *ctr;
@@ -782,9 +904,12 @@ json_t *child_evaluator(const struct child_ctx *c)
 
 	if (!json_is_array(cmd) || !json_array_size(cmd) ||
 	    child_name(c->name, CHILD_EVALUATOR, 0, name, sizeof(name)) ||
-	    syncer_address(c->name, c->ns, c->js->syncer.port, addr, sizeof(addr)) ||
-	    sidecar_pod_volumes(c, "evaluator-0", &volumes, &mounts, &side_mounts))
+	    !(addr = syncer_targets(c->name, c->ns, c->js->syncer.port,
+				    c->js->syncer.shards)) ||
+	    sidecar_pod_volumes(c, "evaluator-0", &volumes, &mounts, &side_mounts)) {
+		free(addr);
 		return NULL;
+	}
 	podspec = json_pack(
 		"{s:s, s:i, s:[{s:s, s:s, s:s, s:s,"
 		"  s:[s,s,s,s,s,s,s,s,s,s,s,s,s], s:o, s:o}],"
@@ -813,6 +938,7 @@ json_t *child_evaluator(const struct child_ctx *c)
 		"securityContext", container_security(),
 		"volumes", volumes,
 		"securityContext", pod_security());
+	free(addr);
 	if (!podspec)
 		return NULL;
 	json_object_set_new(json_object_get(podspec, "securityContext"), "fsGroup",
@@ -843,20 +969,32 @@ json_t *child_evaluator(const struct child_ctx *c)
 	return object("v1", "Pod", m, podspec);
 }
 
-int learner_index(const char *job, const char *pod)
+/* "<job><infix><i>" → i (no leading zero, at most max); -1 else. */
+static int name_index(const char *job, const char *infix, const char *pod,
+		      long max)
 {
-	size_t n = strlen(job);
+	size_t n = strlen(job), k = strlen(infix);
 	const char *p;
 	char *end;
 	long v;
 
-	if (strncmp(pod, job, n) || strncmp(pod + n, "-learner-", 9))
+	if (!pod || strncmp(pod, job, n) || strncmp(pod + n, infix, k))
 		return -1;
-	p = pod + n + 9;
+	p = pod + n + k;
 	if (*p < '0' || *p > '9' || (*p == '0' && p[1]))
 		return -1;
 	v = strtol(p, &end, 10);
-	if (*end || v > 1000000)
+	if (*end || v > max)
 		return -1;
 	return (int)v;
+}
+
+int learner_index(const char *job, const char *pod)
+{
+	return name_index(job, "-learner-", pod, 1000000);
+}
+
+int syncer_shard_index(const char *job, const char *pod)
+{
+	return name_index(job, "-syncer-", pod, JOB_MAX_SHARDS - 1);
 }

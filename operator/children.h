@@ -3,17 +3,22 @@
  * server-side apply. Pure functions of the job; no I/O.
  *
  *   <job>-spec         ConfigMap  job.json: the job as jobspec reads it
- *   <job>-syncer       Service    headless; learners dial
- *                                 <job>-syncer-0.<job>-syncer.<ns>.svc
+ *   <job>-syncer       Service    headless; learners dial each shard's
+ *                                 <job>-syncer-<i>.<job>-syncer.<ns>.svc
  *   <job>-syncer       NetworkPolicy  the syncer pod's ingress: gRPC from
  *                                 the job's learners, HTTP from the
  *                                 operator's pods
  *   <job>-checkpoints  PVC        the syncer's checkpoints (unless
- *                                 spec.syncer.storage is "")
+ *                                 spec.syncer.storage is ""); with
+ *                                 spec.syncer.shards S > 1 none: the
+ *                                 StatefulSet's volumeClaimTemplates make
+ *                                 checkpoints-<job>-syncer-<i>, one a shard
  *   <job>-tls          Secret     the job's CA certificate, the syncer's and
  *                                 each learner's certificate and key
  *                                 (created once, immutable; never read back)
- *   <job>-syncer       StatefulSet one replica: `ddiloco syncer`
+ *   <job>-syncer       StatefulSet S replicas (spec.syncer.shards):
+ *                                 `ddiloco syncer`, with `--shard auto`
+ *                                 when S > 1
  *   <job>-learner-<i>  Pod        container learner + native sidecar,
  *                                 shared emptyDir (medium Memory)
  *   <job>-evaluator-0  Pod        spec.evaluator (external models): the
@@ -66,7 +71,7 @@ enum child_kind {
 	CHILD_SYNCER,                 /* <job>-syncer: Service and StatefulSet */
 	CHILD_CHECKPOINTS,            /* <job>-checkpoints */
 	CHILD_LEARNER,                /* <job>-learner-<index> */
-	CHILD_SYNCER_POD,             /* <job>-syncer-0 */
+	CHILD_SYNCER_POD,             /* <job>-syncer-<shard> */
 	CHILD_TLS,                    /* <job>-tls */
 	CHILD_EVALUATOR,              /* <job>-evaluator-<index>: only 0 */
 };
@@ -97,13 +102,25 @@ enum child_kind {
 #define CKPT_FILES 5
 #define CKPT_FILE_EXTRA (1u << 20)
 #define CKPT_HEADROOM 1.5
+/*
+ * A shard of S holds 1/S of the parameters (common/shard.h), so its claim
+ * is sized from 8·N/S bytes a file. An external model's size is not known
+ * before its first learner's Hello: without spec.syncer.storage each
+ * shard's claim asks for CKPT_EXTERNAL_DEFAULT, which holds the
+ * checkpoints of about 180M parameters a shard (5 × 1.5 × 8 B a
+ * parameter ≈ 60 B); docs/operator.md says to set spec.syncer.storage.
+ */
+#define CKPT_EXTERNAL_DEFAULT "10Gi"
+/* the name of the StatefulSet's claim template: its claims are
+ * checkpoints-<job>-syncer-<i> */
+#define CKPT_CLAIM_TEMPLATE "checkpoints"
 
 /* Room for any child's name: a DNS subdomain is at most 253 bytes. */
 #define CHILD_NAME_MAX 254
 
 /*
- * Writes the name of job's child of that kind (index: learners and the
- * evaluator only) into
+ * Writes the name of job's child of that kind (index: learners, the
+ * evaluator and the syncer's pods (the shard) only) into
  * out (size n); 0, or -1 when it does not fit (out is then "").
  */
 int child_name(const char *job, enum child_kind kind, int index, char *out,
@@ -141,11 +158,18 @@ int job_managed_elsewhere(json_t *job);
 json_t *job_core(json_t *obj);
 
 /*
- * The checkpoint claim's size: spec.syncer.storage when set, else the
- * default above for the job's model; into out (size n). "" (storage "")
- * means no claim.
+ * The size of a shard's checkpoint claim (the one claim when S is 1):
+ * spec.syncer.storage when set, else the default above for the job's
+ * model and S (CKPT_EXTERNAL_DEFAULT for an external model); into out
+ * (size n). "" (storage "") means no claim.
  */
 void checkpoint_claim_size(const struct child_ctx *c, char *out, size_t n);
+/* The bytes a shard's checkpoints take at most (the default above before
+ * its rounding to GiB); 0 when the model's size is not known (external). */
+double checkpoint_shard_bytes(const struct job_spec *js);
+/* The claim of shard i of a sharded job (S > 1):
+ * checkpoints-<job>-syncer-<i>; -1 when it does not fit. */
+int shard_claim_name(const char *job, int shard, char *out, size_t n);
 /* The claim the syncer mounts: spec.syncer.checkpoints.claimName (the
  * user's, never created or deleted by the operator), else
  * <job>-checkpoints. -1 when it does not fit. */
@@ -154,7 +178,9 @@ int checkpoint_claim_name(const struct child_ctx *c, char *out, size_t n);
 /* Each child as JSON (a new reference), or NULL when its name is too long. */
 json_t *child_configmap(const struct child_ctx *c);
 json_t *child_service(const struct child_ctx *c);
-json_t *child_pvc(const struct child_ctx *c);
+/* the checkpoint claim; of a sharded job, shard's
+ * (checkpoints-<job>-syncer-<shard>), NULL for a shard out of range */
+json_t *child_pvc(const struct child_ctx *c, int shard);
 json_t *child_syncer(const struct child_ctx *c);
 /* NULL also when c->operator_ns is unset */
 json_t *child_networkpolicy(const struct child_ctx *c);
@@ -182,8 +208,14 @@ json_t *child_evaluator(const struct child_ctx *c);
 
 /* "<job>-learner-<i>" → i; -1 when the name is not one of the job's. */
 int learner_index(const char *job, const char *pod);
-/* The syncer's gRPC address as learners see it; -1 when it does not fit. */
-int syncer_address(const char *job, const char *ns, int port, char *out,
-		   size_t n);
+/* "<job>-syncer-<i>" → the shard i; -1 when not one of the job's. */
+int syncer_shard_index(const char *job, const char *pod);
+/* Shard i's gRPC address as learners see it (its pod's name through the
+ * headless Service); -1 when it does not fit. */
+int syncer_address(const char *job, const char *ns, int port, int shard,
+		   char *out, size_t n);
+/* Every shard's address, shard 0 first, joined by commas: the sidecar's
+ * --syncer (docs/syncer.md, Shards). A new string, or NULL. */
+char *syncer_targets(const char *job, const char *ns, int port, int shards);
 
 #endif

@@ -70,7 +70,7 @@ static void defaults(struct operator_opts *o)
 	o->resync = 30;
 	snprintf(o->lease_name, sizeof(o->lease_name), "ddiloco-operator");
 	snprintf(o->status_url, sizeof(o->status_url),
-		 "http://{job}-syncer-0.{job}-syncer.{namespace}.svc:{port}/status");
+		 "http://{job}-syncer-{shard}.{job}-syncer.{namespace}.svc:{port}/status");
 }
 
 /* The strings given into o's fixed buffers. */
@@ -183,9 +183,9 @@ int cmd_operator(int argc, char **argv)
 		CLI_INT("workers", 0, &o.workers, "N", 1, 64,
 			"reconcile workers (default 2)"),
 		CLI_STRING("status-url", 0, &a.status_url, "T",
-			   "the syncer's /status URL; {job} {namespace} {port}\n"
+			   "the syncer's /status URL; {job} {namespace} {port} {shard}\n"
 			   "are replaced (default\n"
-			   "http://{job}-syncer-0.{job}-syncer.{namespace}.svc:{port}/status)"),
+			   "http://{job}-syncer-{shard}.{job}-syncer.{namespace}.svc:{port}/status)"),
 		CLI_DOUBLE("resync", 0, &o.resync, "SECONDS", 1, INFINITY,
 			   "full resync period (default 30)"),
 		CLI_STRING("operator-namespace", 0, &a.operator_ns, "NS",

@@ -73,15 +73,20 @@ void jobmem_drop(struct jobmem_table *t, const char *key)
 	pthread_mutex_unlock(&t->mu);
 }
 
-void jobmem_syncer_seen(struct jobmem *m, const char *uid, long restarts,
-			const char *why, double now)
+void jobmem_syncer_seen(struct jobmem *m, int shard, const char *uid,
+			long restarts, const char *why, double now)
 {
-	if (strcmp(m->syncer_uid, uid)) {
-		snprintf(m->syncer_uid, sizeof(m->syncer_uid), "%s", uid);
-		m->syncer_restart_count = restarts;
+	long *count;
+
+	if (shard < 0 || shard >= JOB_MAX_SHARDS)
+		return;
+	count = &m->syncer_restart_count[shard];
+	if (strcmp(m->syncer_uid[shard], uid)) {
+		snprintf(m->syncer_uid[shard], sizeof(m->syncer_uid[shard]), "%s", uid);
+		*count = restarts;
 		return;
 	}
-	for (; m->syncer_restart_count < restarts; m->syncer_restart_count++) {
+	for (; *count < restarts; (*count)++) {
 		if (m->restart_n == JOBMEM_RESTARTS_KEPT) {
 			memmove(m->restart_at, m->restart_at + 1,
 				(JOBMEM_RESTARTS_KEPT - 1) * sizeof(double));

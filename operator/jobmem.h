@@ -40,10 +40,11 @@ struct jobmem {
 	double progress_at;           /* monotonic */
 	int tls;                      /* <job>-tls created, or found existing */
 	/* the syncer container's restarts (docs/operator.md, Failure
-	 * policy): the pod they were counted on, its last restartCount, and
-	 * when each new one was seen (a ring, newest at restart_n - 1) */
-	char syncer_uid[64];
-	long syncer_restart_count;
+	 * policy): for each shard's pod, the pod they were counted on and
+	 * its last restartCount; when each new one was seen, any shard's
+	 * (a ring, newest at restart_n - 1) */
+	char syncer_uid[JOB_MAX_SHARDS][64];
+	long syncer_restart_count[JOB_MAX_SHARDS];
 	double restart_at[JOBMEM_RESTARTS_KEPT];
 	int restart_n;
 	char syncer_last_exit[128];
@@ -75,14 +76,16 @@ struct jobmem *jobmem_get(struct jobmem_table *t, const char *key,
 void jobmem_drop(struct jobmem_table *t, const char *key);
 
 /*
- * The syncer container's restartCount on pod uid, seen at now (wall
- * seconds), with why it last ended ("" when it did not). On a pod of
- * another uid (deleted, evicted, a chaos kill: a disruption) the count
- * is taken as the base, not counted; on the same pod each restart past
- * the last count is remembered with now.
+ * The syncer container's restartCount on pod uid of shard (0 when
+ * unsharded; one out of [0, JOB_MAX_SHARDS) is ignored), seen at now
+ * (wall seconds), with why it last ended ("" when it did not). On a pod
+ * of another uid (deleted, evicted, a chaos kill: a disruption) the
+ * count is taken as the base, not counted; on the same pod each restart
+ * past the last count is remembered with now. The shards' restarts
+ * count together.
  */
-void jobmem_syncer_seen(struct jobmem *m, const char *uid, long restarts,
-			const char *why, double now);
+void jobmem_syncer_seen(struct jobmem *m, int shard, const char *uid,
+			long restarts, const char *why, double now);
 /* The syncer restarts seen in the last window seconds. */
 int jobmem_syncer_restarts(const struct jobmem *m, double now, int window);
 

@@ -19,7 +19,7 @@ struct operator_opts {
 	int chaos;                    /* run the chaos controller */
 	int leader_elect;
 	char lease_ns[64], lease_name[64], identity[128];
-	char status_url[256];         /* {job} {namespace} {port} replaced */
+	char status_url[256];         /* {job} {namespace} {port} {shard} replaced */
 	char operator_ns[64];         /* the operator's pods' namespace, for
 					 the syncers' NetworkPolicies */
 	int workers;

@@ -106,8 +106,10 @@ static void observe_pod(const char *job, json_t *pod, const char *ctr,
  * failed liveness probe) on the pod it runs in, into the job's memory
  * (jobmem_syncer_seen), with why it last ended.
  */
-static void observe_syncer_pod(struct jobmem *m, json_t *pod, double now)
+static void observe_syncer_pod(struct jobmem *m, const char *job, json_t *pod,
+			       double now)
 {
+	int shard = syncer_shard_index(job, jget(pod, "metadata", "name"));
 	const char *uid = jget(pod, "metadata", "uid");
 	json_t *cs;
 	size_t i;
@@ -130,12 +132,13 @@ static void observe_syncer_pod(struct jobmem *m, json_t *pod, double now)
 	}
 	if (!uid || n < 0)
 		return;
-	jobmem_syncer_seen(m, uid, n, why, now);
+	jobmem_syncer_seen(m, shard, uid, n, why, now);
 }
 
-/* The template with {job}, {namespace} and {port} replaced, cut to n. */
+/* The template with {job}, {namespace}, {port} and {shard} replaced,
+ * cut to n. */
 static void status_url(const char *t, const char *job, const char *ns,
-		       int port, char *out, size_t n)
+		       int port, int shard, char *out, size_t n)
 {
 	size_t k = 0;
 
@@ -150,6 +153,9 @@ static void status_url(const char *t, const char *job, const char *ns,
 		else if (!strncmp(t, "{port}", 6)) {
 			snprintf(num, sizeof(num), "%d", port);
 			v = num, t += 6;
+		} else if (!strncmp(t, "{shard}", 7)) {
+			snprintf(num, sizeof(num), "%d", shard);
+			v = num, t += 7;
 		}
 		if (v) {
 			k += (size_t)snprintf(out + k, n - k, "%s", v);
@@ -237,7 +243,7 @@ static void observe_syncer(struct pass *p, json_t *pod)
 		p->in.syncer_created = fmax(0, kube_time_parse(jget(pod,
 				"metadata", "creationTimestamp")));
 	/* owned by the StatefulSet: the job's name picks it */
-	observe_syncer_pod(p->m, pod, clock_wall());
+	observe_syncer_pod(p->m, p->name, pod, clock_wall());
 }
 
 /* The job's learner pods (its own uid's, not an older job's) -> in.pods,
@@ -315,30 +321,55 @@ static int cached(struct informer *inf, const char *ns, const char *job,
 	return x != NULL;
 }
 
+/*
+ * The checkpoint claims: <job>-checkpoints, or each shard's of a sharded
+ * job (children.h). in.pvc when every one exists; in.pvc_owned 1 when
+ * every one has the job as owner, 0 when none has, -1 when some have
+ * (reconcile then applies them all again, each as it must be).
+ */
+static void observe_claims(const struct caches *c, struct pass *p)
+{
+	int S = p->js.syncer.shards > 1 ? p->js.syncer.shards : 1;
+	int have = 0, owned = 0;
+	char name[CHILD_NAME_MAX];
+	json_t *pvc;
+
+	for (int i = 0; i < S; i++) {
+		const char *ou;
+
+		if (S > 1 ? shard_claim_name(p->name, i, name, sizeof(name)) :
+		    child_name(p->name, CHILD_CHECKPOINTS, 0, name, sizeof(name)))
+			return;
+		if (!(pvc = informer_get(c->pvcs, p->ns, name)))
+			continue;
+		ou = caches_owner_uid(pvc);
+		have++;
+		owned += ou && p->uid && !strcmp(ou, p->uid);
+		json_decref(pvc);
+	}
+	p->in.pvc = have == S;
+	p->in.pvc_owned = owned == have ? 1 : owned == 0 ? 0 : -1;
+}
+
 /* Which of the other children exist, and whether the syncer is ready. */
 static void observe_children(const struct pass_env *env, struct pass *p)
 {
 	const struct caches *c = env->caches;
 	char name[CHILD_NAME_MAX];
 	const char *stg = jget(json_object_get(p->job, "spec"), "syncer", "storage");
-	json_t *sts = NULL, *pvc, *retain;
+	json_t *sts = NULL, *retain;
 
 	if (!child_name(p->name, CHILD_SYNCER, 0, name, sizeof(name)))
 		sts = informer_get(c->sts, p->ns, name);
 	p->in.statefulset = sts != NULL;
-	p->in.syncer_ready = sts && json_integer_value(json_object_get(
-		json_object_get(sts, "status"), "readyReplicas")) >= 1;
+	p->syncer_ready_replicas = sts ? (int)json_integer_value(json_object_get(
+		json_object_get(sts, "status"), "readyReplicas")) : 0;
+	p->in.syncer_ready = p->syncer_ready_replicas >= 1;
+	p->in.syncer_pods_ready = p->syncer_ready_replicas;
 	json_decref(sts);
 	p->in.configmap = cached(c->cms, p->ns, p->name, CHILD_SPEC);
 	p->in.service = cached(c->svcs, p->ns, p->name, CHILD_SYNCER);
-	if (!child_name(p->name, CHILD_CHECKPOINTS, 0, name, sizeof(name)) &&
-	    (pvc = informer_get(c->pvcs, p->ns, name))) {
-		const char *ou = caches_owner_uid(pvc);
-
-		p->in.pvc = 1;
-		p->in.pvc_owned = ou && p->uid && !strcmp(ou, p->uid);
-		json_decref(pvc);
-	}
+	observe_claims(c, p);
 	retain = json_object_get(json_object_get(json_object_get(json_object_get(
 		p->job, "spec"), "syncer"), "checkpoints"), "retain");
 	p->in.retain = json_is_boolean(retain) ? json_is_true(retain) : -1;
@@ -349,31 +380,86 @@ static void observe_children(const struct pass_env *env, struct pass *p)
 		p->job, "spec"), "syncer"), "checkpoints", "claimName");
 }
 
-/* The syncer's /status every PASS_PROGRESS_EVERY s, else what status
- * last said. */
+/*
+ * Whether a checkpoint fits on each shard's volume, into the progress
+ * (reconcile.h, CheckpointStorage): -1 for the first shard that says it
+ * does not, else 1 when any says it does, else 0.
+ */
+static void shard_fits(const struct syncer_status *st, const int *up, int S,
+		       struct obs_progress *pr)
+{
+	pr->ckpt_room = 0;
+	for (int i = 0; i < S; i++) {
+		if (!up[i] || st[i].ckpt.fits < 0)
+			continue;
+		if (!st[i].ckpt.fits) {
+			pr->ckpt_room = -1;
+			pr->ckpt_room_shard = i;
+			pr->ckpt_needed = st[i].ckpt.needed_bytes;
+			pr->ckpt_free = st[i].ckpt.volume_free_bytes;
+			return;
+		}
+		pr->ckpt_room = 1;
+	}
+}
+
+/*
+ * Each shard's /status (one for an unsharded job) every
+ * PASS_PROGRESS_EVERY s while a syncer pod is ready, else what status last
+ * said. The job's progress is the shards' aggregate (syncer_status_shards,
+ * docs/syncer.md, Shards), kept from the shards that answered; which
+ * did not is kept beside it. Nothing answering keeps the last progress.
+ */
 static void observe_progress(const struct pass_env *env, struct pass *p)
 {
 	struct jobmem *m = p->m;
-	char url[512];
-	struct syncer_status got;
+	int S = p->js.syncer.shards > 1 ? p->js.syncer.shards : 1, nup = 0;
+	struct syncer_status st[JOB_MAX_SHARDS], agg;
+	int up[JOB_MAX_SHARDS], down = -1;
+	char url[512], why[128] = "";
 	struct err e;
 
 	if (!m->progress.have && json_object_get(p->status, "progress"))
 		status_read_progress(json_object_get(p->status, "progress"), &m->progress);
 	if (!p->in.syncer_ready || clock_mono() - m->progress_at < PASS_PROGRESS_EVERY)
 		return;
-	status_url(env->status_url, p->name, p->ns, p->js.syncer.http_port, url,
-		   sizeof(url));
 	m->progress_at = clock_mono();
-	if (!syncer_status_fetch(env->http, url, PASS_PROGRESS_TIMEOUT, &got, &e)) {
-		status_progress_from_syncer(&got, &m->progress);
-		m->progress.update_time = clock_wall();
-		syncer_status_release(&got);
-		op_metrics_count(env->metrics, &env->metrics->progress_reads);
-	} else {
+	for (int i = 0; i < S; i++) {
+		status_url(env->status_url, p->name, p->ns, p->js.syncer.http_port,
+			   i, url, sizeof(url));
+		syncer_status_init(&st[i]);
+		up[i] = !syncer_status_fetch(env->http, url, PASS_PROGRESS_TIMEOUT,
+					     &st[i], &e);
+		if (up[i]) {
+			nup++;
+			op_metrics_count(env->metrics, &env->metrics->progress_reads);
+			continue;
+		}
 		op_metrics_count(env->metrics, &env->metrics->progress_errors);
 		log_debug("%s: %s", p->key, e.msg);
+		if (down < 0) {
+			down = i;
+			snprintf(why, sizeof(why), "%.*s", (int)sizeof(why) - 1, e.msg);
+		}
 	}
+	if (nup) {
+		if (S > 1) {
+			syncer_status_shards(&agg, st, up, S);
+			status_progress_from_syncer(&agg, &m->progress);
+			syncer_status_release(&agg);
+		} else {
+			status_progress_from_syncer(&st[0], &m->progress);
+		}
+		m->progress.update_time = clock_wall();
+		shard_fits(st, up, S, &m->progress);
+	}
+	m->progress.shards = S;
+	m->progress.shards_up = nup;
+	m->progress.shard_down = down;
+	snprintf(m->progress.shard_down_error, sizeof(m->progress.shard_down_error),
+		 "%s", why);
+	for (int i = 0; i < S; i++)
+		syncer_status_release(&st[i]);
 }
 
 /* spec.failurePolicy.rules into out (RC_MAX_EXIT_RULES): how many. The

@@ -41,7 +41,7 @@ struct pass_env {
 	struct jobmem_table *mems;
 	struct op_metrics *metrics;
 	const char *status_url;       /* the syncer's /status: {job}
-					 {namespace} {port} replaced */
+					 {namespace} {port} {shard} replaced */
 	const char *operator_ns;      /* for the syncers' NetworkPolicies */
 	struct chaos_ctl *chaos;      /* or NULL: status.chaos is kept */
 	struct kube *k;               /* the worker's own connection */
@@ -67,6 +67,7 @@ struct pass {
 	struct obs_pod *pods;
 	struct obs_pod evaluator;     /* its pod, when in.evaluator is set */
 	char syncer_reason[64], syncer_message[256];   /* why it cannot start */
+	int syncer_ready_replicas;    /* the StatefulSet's readyReplicas */
 	struct exit_rule exit_rules[RC_MAX_EXIT_RULES];
 	struct rc_input in;
 	struct rc_output out;

@@ -27,7 +27,8 @@ static const char *phase_names[] = {
  * reads a job's end the same way; the phase stays Succeeded. */
 static const char *cond_names[COND_N] = {
 	"Created", "Running", "Complete", "Failed", "Suspended", "PodsReady",
-	"CheckpointFailing", "ModelStartedOver",
+	"CheckpointFailing", "ModelStartedOver", "SyncerShards",
+	"CheckpointStorage",
 };
 
 const char *job_phase_name(enum job_phase p)
@@ -507,7 +508,7 @@ static void pods_ready(const struct rc_input *in, int M, struct rc_output *o,
 	const struct obs_pod *b = NULL;
 	const char *reason = NULL;
 	char msg[256], who[32];
-	int nb = 0;
+	int nb = 0, S = in->spec->syncer.shards;
 
 	for (int i = 0; i < in->npods; i++) {
 		const struct obs_pod *p = &in->pods[i];
@@ -519,7 +520,7 @@ static void pods_ready(const struct rc_input *in, int M, struct rc_output *o,
 			b = p;
 		nb++;
 	}
-	if (!in->syncer_ready &&
+	if ((!in->syncer_ready || (S > 1 && in->syncer_pods_ready < S)) &&
 	    reportable(in, in->syncer_reason, in->syncer_starting,
 		       in->syncer_created, o)) {
 		reason = in->syncer_reason;
@@ -537,7 +538,16 @@ static void pods_ready(const struct rc_input *in, int M, struct rc_output *o,
 		cond_set(c, 0, reason, msg, now);
 		return;
 	}
-	if (o->ready == M && in->syncer_ready) {
+	/* a sharded syncer: every shard's pod (docs/operator.md, Shards) */
+	if (S > 1 && o->ready == M && in->syncer_pods_ready >= S) {
+		snprintf(msg, sizeof(msg), "%d/%d learners ready, %d/%d syncer "
+			 "shards ready", o->ready, M, in->syncer_pods_ready, S);
+		cond_set(c, 1, "AllPodsReady", msg, now);
+	} else if (S > 1) {
+		snprintf(msg, sizeof(msg), "%d/%d learners ready, %d/%d syncer "
+			 "shards ready", o->ready, M, in->syncer_pods_ready, S);
+		cond_set(c, 0, "PodsStarting", msg, now);
+	} else if (o->ready == M && in->syncer_ready) {
 		snprintf(msg, sizeof(msg), "%d/%d learners ready, syncer ready",
 			 o->ready, M);
 		cond_set(c, 1, "AllPodsReady", msg, now);
@@ -580,6 +590,65 @@ static void ckpt_failing(const struct rc_input *in, struct rc_output *o,
 		event(o, 0, "CheckpointWritten", "%s", msg);
 		cond_set(c, 0, "CheckpointWritten", msg, now);
 	}
+}
+
+/* CheckpointStorage from the shards' last /status (reconcile.h). */
+static void ckpt_storage(const struct rc_input *in, struct rc_output *o,
+			 const char *now)
+{
+	const struct obs_progress *p = &in->progress;
+	struct condition *c = &o->conds[COND_CHECKPOINT_STORAGE];
+	char msg[256], pod[96];
+
+	if (!p->have || !p->ckpt_room)
+		return;
+	if (p->ckpt_room > 0) {
+		cond_set(c, 1, "CheckpointStorageFits", "a checkpoint of the "
+			 "model fits on every syncer shard's volume", now);
+		return;
+	}
+	snprintf(pod, sizeof(pod), "%s-syncer-%d", in->spec->name,
+		 p->ckpt_room_shard);
+	snprintf(msg, sizeof(msg), "syncer shard %d (%s): a checkpoint needs "
+		 "%llu bytes, its volume has %llu free: set spec.syncer.storage "
+		 "(each shard's claim) larger", p->ckpt_room_shard, pod,
+		 p->ckpt_needed, p->ckpt_free);
+	if (!c->set || c->status)
+		event(o, 1, "CheckpointStorageTooSmall", "%s", msg);
+	cond_set(c, 0, "CheckpointStorageTooSmall", msg, now);
+}
+
+/* SyncerShards from the shards' last /status reads (reconcile.h). */
+static void syncer_shards(const struct rc_input *in, struct rc_output *o,
+			  const char *now)
+{
+	const struct obs_progress *p = &in->progress;
+	struct condition *c = &o->conds[COND_SYNCER_SHARDS];
+	char msg[512];   /* cut to a condition's 255 by cond_set */
+
+	if (in->spec->syncer.shards < 2 || p->shards < 2)
+		return;
+	if (p->shard_down < 0) {
+		snprintf(msg, sizeof(msg), "all %d syncer shards answer", p->shards);
+		if (c->set && !c->status && !strcmp(c->reason, "ShardDown"))
+			event(o, 0, "ShardsUp", "%s", msg);
+		cond_set(c, 1, "AllShardsUp", msg, now);
+		return;
+	}
+	/* the pod's name is at most 63 bytes (docs/operator.md, Names), so
+	 * the error keeps 90 of the message's 255 */
+	snprintf(msg, sizeof(msg), "%d/%d syncer shards answer; shard %d "
+		 "(%.53s-syncer-%d) does not: %.90s; the others' fragments keep "
+		 "merging", p->shards_up, p->shards, p->shard_down, in->spec->name,
+		 p->shard_down, p->shard_down_error);
+	/* before every shard first answered, the job is starting: no alarm */
+	if (!c->set || !strcmp(c->reason, "ShardsStarting")) {
+		cond_set(c, 0, "ShardsStarting", msg, now);
+		return;
+	}
+	if (c->status)
+		event(o, 1, "ShardDown", "%s", msg);
+	cond_set(c, 0, "ShardDown", msg, now);
 }
 
 /*
@@ -879,6 +948,8 @@ int reconcile(const struct rc_input *in, struct learner_mem *mem,
 	if (in->deleting)
 		return 0;
 	ckpt_failing(in, o, now);
+	ckpt_storage(in, o, now);
+	syncer_shards(in, o, now);
 	started_over(in, o, now);
 	keep_claim(in, o);
 	if (M < 1 || M > RC_MAX_LEARNERS)

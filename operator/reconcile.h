@@ -37,7 +37,8 @@
  * that apply answered with deleted first (create_gone): then it came and
  * went unseen, and counts as gone at once.
  *
- * Condition PodsReady: True when every learner and the syncer are ready;
+ * Condition PodsReady: True when every learner and the syncer (every
+ * shard's pod) are ready;
  * False with the pod's own reason (Unschedulable, ImagePullBackOff, ...)
  * and message when one cannot start, else PodsStarting. A pod still
  * starting (ContainerCreating, PodInitializing, Pending without a
@@ -55,6 +56,17 @@
  * Condition CheckpointFailing: True with the syncer's error while its
  * /status says its checkpoint writes fail; False once one succeeds
  * again; absent while none has failed.
+ *
+ * Condition CheckpointStorage: False (reason CheckpointStorageTooSmall,
+ * a Warning Event) while a shard's /status says a checkpoint of the
+ * adopted model cannot fit on its volume, naming the shard and the
+ * bytes; True once every shard that says so fits; absent while no
+ * syncer says (an older one).
+ *
+ * Condition SyncerShards (spec.syncer.shards > 1 only): True while every
+ * shard answers its /status, False naming the first that does not:
+ * ShardsStarting until every shard first answered, ShardDown (a Warning
+ * Event) after; the others' fragments keep merging meanwhile.
  *
  * Phase: Succeeded when the syncer says done or every learner exited 0;
  * Failed (docs/operator.md, "Failure policy") when learner failures pass
@@ -124,11 +136,22 @@ struct obs_progress {
 	 * been handed out before: the model trained so far was lost; -1:
 	 * the syncer does not say */
 	int started_over;
+	/* the shards (docs/operator.md, Shards): of how many the last read
+	 * was (0: no read by this operator process yet), how many answered,
+	 * the first that did not (-1: none) and why */
+	int shards, shards_up, shard_down;
+	char shard_down_error[128];
+	/* whether a checkpoint fits on each shard's volume: 1 every shard
+	 * that says fits, -1 shard ckpt_room_shard's does not (needed and
+	 * free bytes), 0 no shard says (older syncers) */
+	int ckpt_room, ckpt_room_shard;
+	unsigned long long ckpt_needed, ckpt_free;
 };
 
 enum cond_type { COND_CREATED, COND_RUNNING, COND_COMPLETE, COND_FAILED,
 		 COND_SUSPENDED, COND_PODS_READY, COND_CHECKPOINT_FAILING,
-		 COND_MODEL_STARTED_OVER, COND_N };
+		 COND_MODEL_STARTED_OVER, COND_SYNCER_SHARDS,
+		 COND_CHECKPOINT_STORAGE, COND_N };
 
 const char *cond_type_name(enum cond_type t);
 
@@ -212,7 +235,10 @@ struct rc_input {
 	int retain;                   /* spec.syncer.checkpoints.retain:
 				       * 1 true, 0 false, -1 unset */
 	int want_tls;                 /* spec.syncer.insecure is false */
-	int syncer_ready;
+	int syncer_ready;             /* a syncer pod (any shard's) is ready */
+	int syncer_pods_ready;        /* how many are (the StatefulSet's
+				       * readyReplicas): PodsReady of a sharded
+				       * job wants every shard's */
 	/* why the syncer's pod cannot start, as obs_pod.reason/message,
 	 * starting and created */
 	const char *syncer_reason, *syncer_message;

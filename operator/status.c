@@ -161,6 +161,16 @@ json_t *status_build(const struct status_input *in)
 		"total", out->total, "ready", out->ready, "restarts", restarts,
 		"failures", failures));
 	json_object_set_new(st, "syncerReady", json_boolean(in->syncer_ready));
+	if (in->shards >= 1) {
+		json_t *sh = json_pack("{s:i, s:i}", "total", in->shards,
+				       "up", in->shards_up);
+
+		if (in->shard_down >= 0)
+			json_object_set_new(sh, "down", json_integer(in->shard_down));
+		json_object_set_new(st, "shards", sh);
+		snprintf(buf, sizeof(buf), "%d/%d", in->shards_up, in->shards);
+		json_object_set_new(st, "shardsReady", json_string(buf));
+	}
 	if (in->progress->have)
 		json_object_set_new(st, "progress", progress_json(in->progress));
 	if (in->chaos)

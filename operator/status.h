@@ -7,6 +7,8 @@
  *   status.progress    <--  struct obs_progress (also from the syncer's
  *                           /status, read by common/syncer_status)
  *   status.learners    <--  reconcile's counts, each learner's restarts
+ *   status.shards,     <--  the syncer's shards, up and total, the first
+ *   status.shardsReady      down (docs/operator.md, Shards)
  *   status.chaos       <--  chaos_ctl_status, else kept as it was
  */
 #ifndef DDILOCO_STATUS_H
@@ -41,6 +43,9 @@ struct status_input {
 	json_t *chaos;                /* status.chaos to write (taken), or NULL */
 	json_t *old;                  /* the status read: its chaos is kept
 				       * when chaos is NULL */
+	/* the syncer's shards: how many, how many are up, the first down
+	 * (-1: none); status.shards and status.shardsReady "up/total" */
+	int shards, shards_up, shard_down;
 };
 
 /* The status to write (a new reference). */

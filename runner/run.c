@@ -631,8 +631,13 @@ static int chaos_kill(void *ctx, const struct chaos_kill *k, struct err *e)
 
 	(void)e;
 	if (k->kind == CHAOS_SYNCER) {
-		/* a shard at a time, in turn (docs/syncer.md, Shards) */
-		struct shard_proc *y = &R->sy[R->syncer_kills++ % (uint64_t)R->S];
+		/* a shard at a time, in turn, or spec.chaos.syncerShard's
+		 * (docs/syncer.md, Shards) */
+		int sh = R->js->chaos.syncer_shard;
+		struct shard_proc *y = &R->sy[sh >= 0 && sh < R->S ? (uint64_t)sh :
+					      R->syncer_kills % (uint64_t)R->S];
+
+		R->syncer_kills++;
 
 		y->killed = 1;
 		proc_signal(&y->p, SIGKILL);

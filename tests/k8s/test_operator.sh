@@ -225,9 +225,11 @@ cond_is demo Running True || fail "Running is not True"
 	|| fail "observedGeneration is not the generation"
 until_ok 30 "4/4 learners ready" "test \"\$(jp ddjob/demo '{.status.learnersReady}')\" = 4/4"
 KN get ddjobs >"$WORK/get.txt"
-head -1 "$WORK/get.txt" | grep -Eq '^NAME +PHASE +LEARNERS +ROUND +TOKENS +LOSS +GOODPUT +AGE' \
+head -1 "$WORK/get.txt" | grep -Eq '^NAME +PHASE +LEARNERS +SHARDS +ROUND +TOKENS +LOSS +GOODPUT +AGE' \
 	|| { cat "$WORK/get.txt" >&2; fail "kubectl get ddjobs columns"; }
-grep -Eq '^demo +Running +4/4 ' "$WORK/get.txt" || { cat "$WORK/get.txt" >&2; fail "kubectl get ddjobs row"; }
+# SHARDS 0/1: the syncer's pod is ready (kwok) but no syncer answers its
+# /status here (docs/operator.md, Shards)
+grep -Eq '^demo +Running +4/4 +0/1 ' "$WORK/get.txt" || { cat "$WORK/get.txt" >&2; fail "kubectl get ddjobs row"; }
 KN get events --field-selector involvedObject.name=demo -o jsonpath='{.items[*].reason}' \
 	| grep -q Created || fail "no Created event"
 

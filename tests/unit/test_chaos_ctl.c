@@ -29,6 +29,9 @@ struct server {
 	int deletes;                  /* DELETEs answered */
 	int delete_codes[4];          /* their codes, in order (0: 200) */
 	int event_code;               /* POST events (0: 201) */
+	int sharded;                  /* a job of 2 syncer shards, syncer
+				       * kills only: of syncerShard when >= 0 */
+	int syncer_shard;
 };
 
 struct touches {
@@ -47,12 +50,13 @@ static void on_touched(void *ctx, const char *key)
 	pthread_mutex_unlock(&t->mu);
 }
 
-static json_t *job(void)
+static json_t *job(const struct server *s)
 {
 	char start[48];
+	json_t *j;
 
 	kube_time_format(clock_wall() - 100, start, sizeof(start));
-	return json_pack(
+	j = json_pack(
 		"{s:s, s:s, s:{s:s, s:s, s:s, s:s, s:i},"
 		" s:{s:{s:i}, s:{s:s}, s:{s:b, s:s, s:f, s:f, s:[s], s:i, s:i}},"
 		" s:{s:s, s:s}}",
@@ -63,6 +67,18 @@ static json_t *job(void)
 		"chaos", "enabled", 1, "schedule", "interval", "intervalSeconds", 0.4,
 		"startAfterSeconds", 0.0, "targets", "learners", "maxDown", 2, "seed", 7,
 		"status", "phase", "Running", "startTime", start);
+	if (s->sharded) {
+		json_t *spec = json_object_get(j, "spec");
+		json_t *chaos = json_object_get(spec, "chaos");
+
+		json_object_set_new(spec, "syncer", json_pack("{s:i, s:i}",
+				    "shards", 2, "fragments", 2));
+		json_object_set_new(chaos, "targets", json_pack("[s]", "syncer"));
+		if (s->syncer_shard >= 0)
+			json_object_set_new(chaos, "syncerShard",
+					    json_integer(s->syncer_shard));
+	}
+	return j;
 }
 
 static json_t *pod(const char *name, const char *uid, const char *phase, int ready)
@@ -81,14 +97,23 @@ static void serve(void *ctx, const struct fake_req *rq, struct fake_reply *rp)
 	if (!strcmp(rq->method, "GET") && strstr(rq->url, "watch=1")) {
 		fake_watch(rp, "", 30);   /* nothing changes */
 	} else if (!strcmp(rq->method, "GET") && !strncmp(rq->url, JOBS, strlen(JOBS))) {
-		fake_list(rp, json_pack("[o]", job()), "5", NULL);
-	} else if (!strcmp(rq->method, "GET") && !strncmp(rq->url, PODS, strlen(PODS))) {
+		fake_list(rp, json_pack("[o]", job(s)), "5", NULL);
+	} else if (!strcmp(rq->method, "GET") && !strncmp(rq->url, PODS, strlen(PODS)) &&
+		   !s->sharded) {
 		/* learner-1 is not ready: down already, never a victim */
 		fake_list(rp, json_pack("[o, o, o, o]",
 					pod("j1-learner-0", "uid-l0", "Running", 1),
 					pod("j1-learner-1", "uid-l1", "Running", 0),
 					pod("j1-learner-2", "uid-l2", "Running", 1),
 					pod("j1-syncer-0", "uid-s0", "Running", 1)), "5", NULL);
+	} else if (!strcmp(rq->method, "GET") && !strncmp(rq->url, PODS, strlen(PODS)) &&
+		   s->sharded) {
+		fake_list(rp, json_pack("[o, o, o, o, o]",
+					pod("j1-learner-0", "uid-l0", "Running", 1),
+					pod("j1-learner-1", "uid-l1", "Running", 1),
+					pod("j1-learner-2", "uid-l2", "Running", 1),
+					pod("j1-syncer-0", "uid-s0", "Running", 1),
+					pod("j1-syncer-1", "uid-s1", "Running", 1)), "5", NULL);
 	} else if (!strcmp(rq->method, "DELETE")) {
 		int code = s->deletes < 4 ? s->delete_codes[s->deletes] : 0;
 
@@ -238,6 +263,38 @@ static void test_kill_deletes_the_pod_and_posts_an_event(void **state)
 	stop(&x);
 }
 
+/*
+ * A job of 2 syncer shards (docs/operator.md, Chaos): a syncer kill
+ * deletes one shard's pod, spec.chaos.syncerShard's when set, else the
+ * shards in turn from shard 0; the victim's pod still in the cache
+ * counts as down, so no second syncer kill overlaps it.
+ */
+static void test_kill_targets_one_shard(void **state)
+{
+	struct fixture x;
+	json_t *del;
+
+	(void)state;
+	for (int want = 1; want >= -1; want -= 2) {
+		memset(&x, 0, sizeof(x));
+		x.srv.sharded = 1;
+		x.srv.syncer_shard = want;
+		start(&x);
+		tick_for(&x, 5, 1);
+		assert_int_equal(fakeapi_count(&x.f, "DELETE", PODS), 1);
+		assert_int_equal(fakeapi_count(&x.f, "DELETE", "j1-learner"), 0);
+		assert_int_equal(fakeapi_count(&x.f, "DELETE", want == 1 ? "j1-syncer-1" :
+					       "j1-syncer-0"), 1);
+		del = fakeapi_body(&x.f, "DELETE", PODS, 0);
+		assert_string_equal(str(del, "preconditions", "uid"),
+				    want == 1 ? "uid-s1" : "uid-s0");
+		json_decref(del);
+		tick_for(&x, 1.0, 0);
+		assert_int_equal(fakeapi_count(&x.f, "DELETE", PODS), 1);
+		stop(&x);
+	}
+}
+
 static void test_refused_deletes_are_not_kills(void **state)
 {
 	struct fixture x;
@@ -272,6 +329,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_kill_deletes_the_pod_and_posts_an_event),
+		cmocka_unit_test(test_kill_targets_one_shard),
 		cmocka_unit_test(test_refused_deletes_are_not_kills),
 	};
 

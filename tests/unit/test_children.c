@@ -161,7 +161,7 @@ static void test_learner_pod_manifest(void **state)
 	assert_string_equal(path_str(pod, "spec.template.spec.securityContext.fsGroupChangePolicy"),
 			    "OnRootMismatch");
 	json_decref(pod);
-	pod = child_pvc(&s.c);
+	pod = child_pvc(&s.c, -1);
 	assert_string_equal(path_str(pod, "spec.resources.requests.storage"), "2Gi");
 	json_decref(pod);
 	pod = child_service(&s.c);
@@ -400,12 +400,12 @@ static void test_checkpoint_claim(void **state)
 	s.js.model.layers = 8;
 	checkpoint_claim_size(&s.c, size, sizeof(size));
 	assert_string_equal(size, "6Gi");
-	o = child_pvc(&s.c);
+	o = child_pvc(&s.c, -1);
 	assert_string_equal(path_str(o, "spec.resources.requests.storage"), "6Gi");
 	assert_non_null(json_object_get(json_object_get(o, "metadata"), "ownerReferences"));
 	json_decref(o);
 	s.c.retain_claim = 1;
-	o = child_pvc(&s.c);
+	o = child_pvc(&s.c, -1);
 	assert_null(json_object_get(json_object_get(o, "metadata"), "ownerReferences"));
 	assert_string_equal(path_str(o, "metadata.name"), "demo-checkpoints");
 	json_decref(o);
@@ -631,6 +631,130 @@ static void items_text(json_t *vol, char *out, size_t n)
 		k += (size_t)snprintf(out + k, n - k, "%s%s>%s", i ? " " : "",
 				      json_string_value(json_object_get(it, "key")),
 				      json_string_value(json_object_get(it, "path")));
+}
+
+/*
+ * A job of 2 syncer shards (docs/operator.md, Shards): the StatefulSet
+ * runs 2 replicas with --shard auto, each mounting its own claim through
+ * the template; the operator's claims are checkpoints-demo-syncer-<i>,
+ * sized from the model's half; the sidecars dial both pods in shard
+ * order; the syncer's certificate names both pods. An external model's
+ * claim is the stated default unless spec.syncer.storage says.
+ */
+static void test_sharded_syncer(void **state)
+{
+	struct sample s;
+	json_t *o, *spec, *ctr, *cmd, *vol, *sec, *v;
+	struct pki_names names;
+	struct err e;
+	char size[32], *t;
+	const char *want[] = { "demo-syncer-0.demo-syncer.team.svc",
+			       "demo-syncer-1.demo-syncer.team.svc",
+			       "demo-syncer-1.demo-syncer.team.svc.cluster.local",
+			       "demo-syncer.team.svc" };
+	int found = 0, shard_flag = 0;
+	size_t i;
+
+	(void)state;
+	sample_open(&s, "ops");
+	s.js.syncer.shards = 2;
+
+	/* the claims: 101,099,520 parameters, half a shard: 5 x 1.5 x
+	 * (404.4 MB + 1 MiB) = 2.83 GiB a shard, against 6Gi unsharded */
+	json_object_del(json_object_get(json_object_get(s.job, "spec"), "syncer"), "storage");
+	s.js.model.channels = 1024;
+	s.js.model.layers = 8;
+	checkpoint_claim_size(&s.c, size, sizeof(size));
+	assert_string_equal(size, "3Gi");
+	assert_true(fabs(checkpoint_shard_bytes(&s.js) -
+			 7.5 * (8.0 * 101099520 / 2 + (1 << 20))) < 1);
+	o = child_pvc(&s.c, 1);
+	assert_string_equal(path_str(o, "metadata.name"), "checkpoints-demo-syncer-1");
+	assert_string_equal(path_str(o, "spec.resources.requests.storage"), "3Gi");
+	assert_string_equal(path_str(o, "metadata.ownerReferences.0.uid"), "u-1");
+	json_decref(o);
+	assert_null(child_pvc(&s.c, 2));
+	assert_null(child_pvc(&s.c, -1));
+
+	/* the StatefulSet */
+	o = child_syncer(&s.c);
+	spec = json_object_get(o, "spec");
+	assert_int_equal(json_integer_value(json_object_get(spec, "replicas")), 2);
+	assert_string_equal(path_str(spec, "volumeClaimTemplates.0.metadata.name"), "checkpoints");
+	assert_string_equal(path_str(spec, "volumeClaimTemplates.0.spec.resources.requests.storage"),
+			    "3Gi");
+	assert_string_equal(path_str(spec, "persistentVolumeClaimRetentionPolicy.whenDeleted"),
+			    "Retain");
+	ctr = json_array_get(json_object_get(json_object_get(json_object_get(spec,
+		"template"), "spec"), "containers"), 0);
+	cmd = json_object_get(ctr, "command");
+	json_array_foreach(cmd, i, v)
+		if (!strcmp(json_string_value(v), "--shard"))
+			shard_flag = !strcmp(json_string_value(json_array_get(cmd, i + 1)), "auto");
+	assert_true(shard_flag);
+	/* no claim volume of its own: the template's is mounted by name */
+	json_array_foreach(json_object_get(json_object_get(json_object_get(spec,
+		"template"), "spec"), "volumes"), i, vol)
+		assert_string_not_equal(json_string_value(json_object_get(vol, "name")),
+					"checkpoints");
+	json_array_foreach(json_object_get(ctr, "volumeMounts"), i, vol)
+		found += !strcmp(json_string_value(json_object_get(vol, "name")), "checkpoints");
+	assert_int_equal(found, 1);
+	/* the memory request: half the parameters' 72 B, over the base */
+	assert_string_equal(path_str(ctr, "resources.requests.memory"),
+			    "3535Mi");
+	json_decref(o);
+
+	/* the sidecars dial every shard, shard 0 first */
+	t = syncer_targets("demo", "team", 7070, 2);
+	assert_string_equal(t, "demo-syncer-0.demo-syncer.team.svc:7070,"
+			       "demo-syncer-1.demo-syncer.team.svc:7070");
+	free(t);
+	o = child_learner(&s.c, 0);
+	cmd = json_object_get(json_array_get(json_object_get(json_object_get(o, "spec"),
+		"initContainers"), 0), "command");
+	found = 0;
+	json_array_foreach(cmd, i, v)
+		if (!strcmp(json_string_value(v), "--syncer")) {
+			assert_string_equal(json_string_value(json_array_get(cmd, i + 1)),
+					    "demo-syncer-0.demo-syncer.team.svc:7070,"
+					    "demo-syncer-1.demo-syncer.team.svc:7070");
+			found = 1;
+		}
+	assert_true(found);
+	json_decref(o);
+
+	/* one certificate every shard serves, naming each pod */
+	sec = child_tls_secret(&s.c, &e);
+	assert_non_null(sec);
+	assert_int_equal(pki_cert_names(json_string_value(json_object_get(json_object_get(
+		sec, "stringData"), "syncer.crt")), &names, &e), 0);
+	assert_int_equal(names.ndns, 9);
+	found = 0;
+	for (size_t k = 0; k < names.ndns; k++)
+		for (size_t w = 0; w < 4; w++)
+			found += !strcmp(names.dns[k], want[w]);
+	assert_int_equal(found, 4);
+	pki_names_release(&names);
+	json_decref(sec);
+
+	/* 64 shards: 257 names, still one certificate */
+	s.js.syncer.shards = 64;
+	sec = child_tls_secret(&s.c, &e);
+	assert_non_null(sec);
+	json_decref(sec);
+
+	/* an external model: the stated default, or spec.syncer.storage */
+	s.js.syncer.shards = 2;
+	s.js.model.kind = MODEL_EXTERNAL;
+	checkpoint_claim_size(&s.c, size, sizeof(size));
+	assert_string_equal(size, CKPT_EXTERNAL_DEFAULT);
+	assert_true(checkpoint_shard_bytes(&s.js) == 0);
+	json_object_set_new(json_object_get(json_object_get(s.job, "spec"), "syncer"),
+			    "storage", json_string("40Gi"));
+	checkpoint_claim_size(&s.c, size, sizeof(size));
+	assert_string_equal(size, "40Gi");
+	sample_close(&s);
 }
 
 static void test_tls_secret_and_mounts(void **state)
@@ -940,6 +1064,12 @@ static void test_child_names(void **state)
 	assert_int_equal(child_name("demo", CHILD_EVALUATOR, 0, name, sizeof(name)), 0);
 	assert_string_equal(name, "demo-evaluator-0");
 	assert_int_equal(learner_index("demo", name), -1);
+	assert_int_equal(child_name("demo", CHILD_SYNCER_POD, 7, name, sizeof(name)), 0);
+	assert_string_equal(name, "demo-syncer-7");
+	assert_int_equal(syncer_shard_index("demo", name), 7);
+	assert_int_equal(syncer_shard_index("demo", "demo-syncer-64"), -1);
+	assert_int_equal(syncer_shard_index("demo", "demo-syncer-07"), -1);
+	assert_int_equal(syncer_shard_index("demo", "demo-learner-0"), -1);
 	/* the longest job name the CRD allows (docs/operator.md, Names): its
 	 * evaluator's pod name is a label value and a hostname (<= 63) */
 	memset(long_job, 'a', 45);
@@ -953,9 +1083,9 @@ static void test_child_names(void **state)
 	assert_int_equal(child_name("demo", CHILD_SPEC, 0, small, sizeof(small)), 0);
 	assert_string_equal(small, "demo-spec");
 
-	assert_int_equal(syncer_address("demo", "ns", 7070, addr, sizeof(addr)), 0);
+	assert_int_equal(syncer_address("demo", "ns", 7070, 0, addr, sizeof(addr)), 0);
 	assert_string_equal(addr, "demo-syncer-0.demo-syncer.ns.svc:7070");
-	assert_int_equal(syncer_address("demo", "ns", 7070, addr, 20), -1);
+	assert_int_equal(syncer_address("demo", "ns", 7070, 0, addr, 20), -1);
 
 	/* a job name that leaves no room for a suffix: no child is built */
 	memset(long_job, 'a', sizeof(long_job) - 8);
@@ -967,7 +1097,7 @@ static void test_child_names(void **state)
 		struct child_ctx c = { long_job, "ns", "uid", &js, NULL, "{}", "ops", 0, NULL };
 
 		jobspec_defaults(&js);
-		assert_null(child_pvc(&c));
+		assert_null(child_pvc(&c, -1));
 		assert_null(child_learner(&c, 0));
 		assert_null(child_evaluator(&c));
 		assert_null(child_syncer(&c));
@@ -986,6 +1116,7 @@ int main(void)
 		cmocka_unit_test(test_pods_pass_restricted),
 		cmocka_unit_test(test_networkpolicy_manifest),
 		cmocka_unit_test(test_tls_secret_and_mounts),
+		cmocka_unit_test(test_sharded_syncer),
 		cmocka_unit_test(test_evaluator_pod_manifest),
 		cmocka_unit_test(test_tls_secret_too_big),
 		cmocka_unit_test(test_learner_index),

@@ -64,22 +64,32 @@ static void test_syncer_restarts(void **state)
 	jobmem_table_init(&t);
 	m = jobmem_get(&t, "ns/a", "uid", 1);
 	/* the first pod seen: its restartCount is the base */
-	jobmem_syncer_seen(m, "pod-1", 7, "Error, exit code 1", 100);
+	jobmem_syncer_seen(m, 0, "pod-1", 7, "Error, exit code 1", 100);
 	assert_int_equal(jobmem_syncer_restarts(m, 100, 600), 0);
 	assert_string_equal(m->syncer_last_exit, "");
-	jobmem_syncer_seen(m, "pod-1", 9, "OOMKilled, exit code 137", 200);
+	jobmem_syncer_seen(m, 0, "pod-1", 9, "OOMKilled, exit code 137", 200);
 	assert_int_equal(jobmem_syncer_restarts(m, 200, 600), 2);
 	assert_string_equal(m->syncer_last_exit, "OOMKilled, exit code 137");
 	/* the same count again is no restart */
-	jobmem_syncer_seen(m, "pod-1", 9, "", 250);
+	jobmem_syncer_seen(m, 0, "pod-1", 9, "", 250);
 	assert_int_equal(jobmem_syncer_restarts(m, 250, 600), 2);
 	assert_string_equal(m->syncer_last_exit, "OOMKilled, exit code 137");
 	/* a new pod (a disruption) is a new base, not restarts */
-	jobmem_syncer_seen(m, "pod-2", 3, "Error, exit code 2", 300);
+	jobmem_syncer_seen(m, 0, "pod-2", 3, "Error, exit code 2", 300);
 	assert_int_equal(jobmem_syncer_restarts(m, 300, 600), 2);
 	/* out of the window, they no longer count */
 	assert_int_equal(jobmem_syncer_restarts(m, 801, 600), 0);
 	assert_int_equal(jobmem_syncer_restarts(m, 800, 600), 2);
+	/* shards (docs/operator.md, Shards): each pod its own base, seen in
+	 * turn; the restarts of either count together */
+	jobmem_syncer_seen(m, 1, "shard-1", 4, "", 810);
+	jobmem_syncer_seen(m, 0, "pod-2", 3, "", 810);
+	assert_int_equal(jobmem_syncer_restarts(m, 810, 600), 0);
+	jobmem_syncer_seen(m, 1, "shard-1", 5, "Error, exit code 1", 820);
+	jobmem_syncer_seen(m, 0, "pod-2", 4, "", 820);
+	assert_int_equal(jobmem_syncer_restarts(m, 820, 600), 2);
+	jobmem_syncer_seen(m, JOB_MAX_SHARDS, "far", 9, "", 830);   /* ignored */
+	assert_int_equal(jobmem_syncer_restarts(m, 830, 600), 2);
 	jobmem_table_release(&t);
 }
 
@@ -91,10 +101,10 @@ static void test_syncer_restarts_ring(void **state)
 	(void)state;
 	jobmem_table_init(&t);
 	m = jobmem_get(&t, "ns/a", "uid", 1);
-	jobmem_syncer_seen(m, "pod", 0, "", 0);
+	jobmem_syncer_seen(m, 0, "pod", 0, "", 0);
 	/* more than are kept: the oldest go, the newest stay */
-	jobmem_syncer_seen(m, "pod", JOBMEM_RESTARTS_KEPT, "", 10);
-	jobmem_syncer_seen(m, "pod", JOBMEM_RESTARTS_KEPT + 5, "", 20);
+	jobmem_syncer_seen(m, 0, "pod", JOBMEM_RESTARTS_KEPT, "", 10);
+	jobmem_syncer_seen(m, 0, "pod", JOBMEM_RESTARTS_KEPT + 5, "", 20);
 	assert_int_equal(m->restart_n, JOBMEM_RESTARTS_KEPT);
 	assert_int_equal(jobmem_syncer_restarts(m, 20, 5), 5);
 	assert_int_equal(jobmem_syncer_restarts(m, 20, 1000), JOBMEM_RESTARTS_KEPT);

@@ -364,6 +364,20 @@ static void validation_errors(void **state)
 		"job: spec.chaos.maxDown: 9 is more than spec.learners.replicas (4)");
 	refused(HEAD "spec:\n" DATA "  chaos: {enabled: true, targets: []}\n",
 		"job: spec.chaos.targets: empty; expected learners, syncer or sidecars");
+	refused(HEAD "spec:\n" DATA "  syncer: {shards: 2, fragments: 4}\n"
+		"  chaos: {enabled: true, targets: [syncer], syncerShard: 2}\n",
+		"job: spec.chaos.syncerShard: 2 is not a shard of spec.syncer.shards (2)");
+	{
+		struct job_spec js;
+		struct err e;
+		const char *ok = HEAD "spec:\n" DATA "  syncer: {shards: 2, fragments: 4}\n"
+				 "  chaos: {enabled: true, targets: [syncer], syncerShard: 1}\n";
+
+		assert_int_equal(jobspec_parse(ok, strlen(ok), "job", &js, &e), 0);
+		assert_int_equal(js.chaos.syncer_shard, 1);
+		jobspec_defaults(&js);
+		assert_int_equal(js.chaos.syncer_shard, -1);   /* in turn */
+	}
 }
 
 /* spec.evaluator: an external model's own evaluator (docs/syncer.md,

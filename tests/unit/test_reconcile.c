@@ -101,6 +101,135 @@ static void test_steady_state_does_nothing(void **state)
 	rc_output_release(&f.out);
 }
 
+/*
+ * A sharded job (docs/operator.md, Shards): SyncerShards names the shard
+ * whose /status did not answer, and turns True when all answer again;
+ * CheckpointStorage names the shard whose volume is too small, with the
+ * sizes, and stays absent while no syncer says (an older one).
+ */
+static void test_shard_conditions(void **state)
+{
+	struct fx f;
+	struct obs_progress *p = &f.in.progress;
+	const struct condition *c;
+
+	(void)state;
+	setup_fx(&f, 2);
+	running(&f);
+	f.in.retain = 0;
+	snprintf(f.js.name, sizeof(f.js.name), "demo");
+	f.js.syncer.shards = 2;
+	p->have = 1;
+	p->shards = 2;
+	p->shards_up = 1;
+	p->shard_down = 1;
+	snprintf(p->shard_down_error, sizeof(p->shard_down_error),
+		 "cannot reach 'http://x/status'");
+	/* before every shard first answered: starting, no alarm */
+	reconcile(&f.in, f.mem, &f.out);
+	c = &f.out.conds[COND_SYNCER_SHARDS];
+	assert_int_equal(c->status, 0);
+	assert_string_equal(c->reason, "ShardsStarting");
+	assert_null(find_event(&f.out, "ShardDown"));
+	memcpy(f.in.conds, f.out.conds, sizeof(f.in.conds));
+	rc_output_release(&f.out);
+	p->shard_down = -1;
+	p->shards_up = 2;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_string_equal(f.out.conds[COND_SYNCER_SHARDS].reason, "AllShardsUp");
+	assert_null(find_event(&f.out, "ShardsUp"));
+	memcpy(f.in.conds, f.out.conds, sizeof(f.in.conds));
+	rc_output_release(&f.out);
+	/* then a shard goes down */
+	p->shard_down = 1;
+	p->shards_up = 1;
+	reconcile(&f.in, f.mem, &f.out);
+	c = &f.out.conds[COND_SYNCER_SHARDS];
+	assert_int_equal(c->set, 1);
+	assert_int_equal(c->status, 0);
+	assert_string_equal(c->reason, "ShardDown");
+	assert_string_equal(c->message, "1/2 syncer shards answer; shard 1 "
+			    "(demo-syncer-1) does not: cannot reach 'http://x/status'; "
+			    "the others' fragments keep merging");
+	assert_string_equal(cond_type_name(COND_SYNCER_SHARDS), "SyncerShards");
+	assert_int_equal(find_event(&f.out, "ShardDown")->warning, 1);
+	/* no syncer said whether its checkpoint fits: no condition */
+	assert_int_equal(f.out.conds[COND_CHECKPOINT_STORAGE].set, 0);
+	assert_int_equal(f.out.phase, PHASE_RUNNING);   /* the job runs on */
+	memcpy(f.in.conds, f.out.conds, sizeof(f.in.conds));
+	rc_output_release(&f.out);
+
+	/* back; and shard 0's volume is too small */
+	p->shards_up = 2;
+	p->shard_down = -1;
+	p->ckpt_room = -1;
+	p->ckpt_room_shard = 0;
+	p->ckpt_needed = 3000000000ULL;
+	p->ckpt_free = 1000000000ULL;
+	reconcile(&f.in, f.mem, &f.out);
+	c = &f.out.conds[COND_SYNCER_SHARDS];
+	assert_int_equal(c->status, 1);
+	assert_string_equal(c->reason, "AllShardsUp");
+	assert_non_null(find_event(&f.out, "ShardsUp"));
+	c = &f.out.conds[COND_CHECKPOINT_STORAGE];
+	assert_int_equal(c->set, 1);
+	assert_int_equal(c->status, 0);
+	assert_string_equal(c->reason, "CheckpointStorageTooSmall");
+	assert_string_equal(c->message, "syncer shard 0 (demo-syncer-0): a "
+			    "checkpoint needs 3000000000 bytes, its volume has "
+			    "1000000000 free: set spec.syncer.storage (each shard's "
+			    "claim) larger");
+	assert_int_equal(find_event(&f.out, "CheckpointStorageTooSmall")->warning, 1);
+	memcpy(f.in.conds, f.out.conds, sizeof(f.in.conds));
+	rc_output_release(&f.out);
+	/* still too small, the free bytes moved: no second event */
+	p->ckpt_free = 999000000ULL;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_null(find_event(&f.out, "CheckpointStorageTooSmall"));
+	memcpy(f.in.conds, f.out.conds, sizeof(f.in.conds));
+	rc_output_release(&f.out);
+	/* fits (a larger claim) */
+	p->ckpt_room = 1;
+	reconcile(&f.in, f.mem, &f.out);
+	c = &f.out.conds[COND_CHECKPOINT_STORAGE];
+	assert_int_equal(c->status, 1);
+	assert_string_equal(c->reason, "CheckpointStorageFits");
+	rc_output_release(&f.out);
+
+	/* PodsReady wants every shard's pod; one that cannot start is named */
+	f.in.syncer_pods_ready = 1;
+	reconcile(&f.in, f.mem, &f.out);
+	c = &f.out.conds[COND_PODS_READY];
+	assert_int_equal(c->status, 0);
+	assert_string_equal(c->reason, "PodsStarting");
+	assert_string_equal(c->message, "2/2 learners ready, 1/2 syncer shards ready");
+	assert_int_equal(f.out.phase, PHASE_RUNNING);   /* shard 0 merges on */
+	rc_output_release(&f.out);
+	f.in.syncer_reason = "Unschedulable";
+	f.in.syncer_message = "0/3 nodes are available";
+	reconcile(&f.in, f.mem, &f.out);
+	assert_string_equal(f.out.conds[COND_PODS_READY].reason, "Unschedulable");
+	rc_output_release(&f.out);
+	f.in.syncer_reason = f.in.syncer_message = NULL;
+	f.in.syncer_pods_ready = 2;
+	reconcile(&f.in, f.mem, &f.out);
+	c = &f.out.conds[COND_PODS_READY];
+	assert_int_equal(c->status, 1);
+	assert_string_equal(c->message, "2/2 learners ready, 2/2 syncer shards ready");
+	rc_output_release(&f.out);
+
+	/* an unsharded job has no SyncerShards condition */
+	setup_fx(&f, 2);
+	running(&f);
+	f.in.retain = 0;
+	f.in.progress.have = 1;
+	f.in.progress.shards = 1;
+	f.in.progress.shard_down = 0;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.conds[COND_SYNCER_SHARDS].set, 0);
+	rc_output_release(&f.out);
+}
+
 /* The syncer's /status says its checkpoint writes fail, then not. */
 static void test_checkpoint_failing_condition(void **state)
 {
@@ -1171,6 +1300,7 @@ int main(void)
 		cmocka_unit_test(test_all_seen_sets_created_and_running),
 		cmocka_unit_test(test_steady_state_does_nothing),
 		cmocka_unit_test(test_checkpoint_failing_condition),
+		cmocka_unit_test(test_shard_conditions),
 		cmocka_unit_test(test_model_started_over_condition),
 		cmocka_unit_test(test_deleted_learner_only_it_recreated),
 		cmocka_unit_test(test_terminating_pod_blocks_replacement),

@@ -146,11 +146,23 @@ static void job_status_from_shards(void **state)
 	assert_int_equal(all.shards_up, 2);
 	assert_int_equal(all.shard_down, 1);
 	assert_int_equal(all.have_invariants, 1);
+	assert_int_equal(all.ckpt.fits, -1);        /* no shard says */
 	st[2].done = 1;
 	up[1] = 1;
+	/* a checkpoint fits when every shard's that says does */
+	st[0].ckpt.fits = 1;
+	st[2].ckpt.fits = 0;
+	st[2].ckpt.needed_bytes = 300;
+	st[2].ckpt.volume_free_bytes = 100;
 	syncer_status_shards(&all, st, up, 3);
 	assert_int_equal(all.done, 1);
 	assert_int_equal(all.shard_down, -1);
+	assert_int_equal(all.ckpt.fits, 0);
+	assert_int_equal(all.ckpt.needed_bytes, 300);
+	assert_int_equal(all.ckpt.volume_free_bytes, 100);
+	st[2].ckpt.fits = 1;
+	syncer_status_shards(&all, st, up, 3);
+	assert_int_equal(all.ckpt.fits, 1);
 	syncer_status_release(&all);
 	for (int i = 0; i < 3; i++)
 		syncer_status_release(&st[i]);

@@ -29,7 +29,7 @@ static void test_build_and_read_back(void **state)
 		.goodput = 0.75, .uptime = 0.9, .elapsed = 60.5,
 	}, back;
 	struct condition conds[COND_N];
-	struct status_input in = { &out, 7, mem, 3, &p, 1, NULL, NULL };
+	struct status_input in = { &out, 7, mem, 3, &p, 1, NULL, NULL, 1, 1, -1 };
 	json_t *st, *learners;
 
 	(void)state;
@@ -53,6 +53,22 @@ static void test_build_and_read_back(void **state)
 	assert_string_equal(str(st, "startTime"), "2027-01-15T08:00:00Z");
 	assert_null(json_object_get(st, "completionTime"));
 	assert_string_equal(str(st, "learnersReady"), "2/3");
+	/* the shards: up/total for kubectl's column, the first down */
+	assert_string_equal(str(st, "shardsReady"), "1/1");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(st, "shards"),
+							    "total")), 1);
+	assert_null(json_object_get(json_object_get(st, "shards"), "down"));
+	json_decref(st);
+	in.shards = 2;
+	in.shards_up = 1;
+	in.shard_down = 1;
+	st = status_build(&in);
+	assert_string_equal(str(st, "shardsReady"), "1/2");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(st, "shards"),
+							    "down")), 1);
+	in.shards = 1;
+	in.shards_up = 1;
+	in.shard_down = -1;
 	learners = json_object_get(st, "learners");
 	assert_int_equal(json_integer_value(json_object_get(learners, "total")), 3);
 	assert_int_equal(json_integer_value(json_object_get(learners, "ready")), 2);
@@ -234,7 +250,7 @@ static void test_complete_condition(void **state)
 {
 	struct rc_output out;
 	struct obs_progress p = { .have = 0 };
-	struct status_input in = { &out, 3, NULL, 0, &p, 0, NULL, NULL };
+	struct status_input in = { &out, 3, NULL, 0, &p, 0, NULL, NULL, 1, 0, -1 };
 	struct condition conds[COND_N];
 	json_t *st, *c, *old;
 
@@ -270,7 +286,7 @@ static void test_progress_update_time(void **state)
 	struct rc_output out;
 	struct obs_progress p = { .have = 1, .round = 4, .loss = NAN,
 				  .update_time = 1800000000.0 }, back;
-	struct status_input in = { &out, 1, NULL, 0, &p, 1, NULL, NULL };
+	struct status_input in = { &out, 1, NULL, 0, &p, 1, NULL, NULL, 1, 1, -1 };
 	json_t *st;
 
 	(void)state;

@@ -170,6 +170,10 @@ static void fields_by_the_contract(void **state)
 		  "status: field 'eval_history[1]': not an object" },
 		{ "{\"eval_history\": [{\"loss\": true}]}",
 		  "status: field 'eval_history[0].loss': not a number" },
+		{ "{\"checkpoint\": {\"fits\": 1}}",
+		  "status: field 'checkpoint.fits': not a boolean" },
+		{ "{\"checkpoint\": {\"needed_bytes\": -5}}",
+		  "status: field 'checkpoint.needed_bytes': not a count" },
 	};
 	struct syncer_status s;
 	struct err e;
@@ -187,6 +191,18 @@ static void fields_by_the_contract(void **state)
 		    isnan(s.elapsed));
 	assert_int_equal(s.nevals, 0);
 	assert_int_equal(s.have_invariants, 0);
+	assert_int_equal(s.ckpt.fits, -1);   /* an older syncer: not said */
+	/* whether a checkpoint fits on the volume (docs/status.md) */
+	assert_int_equal(parse("{\"checkpoint\": {\"failing\": false, \"fits\": false,"
+			       " \"needed_bytes\": 3000000000, \"volume_free_bytes\": 1000}}",
+			       &s, &e), 0);
+	assert_int_equal(s.ckpt.fits, 0);
+	assert_int_equal(s.ckpt.needed_bytes, 3000000000ULL);
+	assert_int_equal(s.ckpt.volume_free_bytes, 1000);
+	assert_int_equal(parse("{\"checkpoint\": {\"fits\": true}}", &s, &e), 0);
+	assert_int_equal(s.ckpt.fits, 1);
+	assert_int_equal(parse("{\"checkpoint\": {\"failing\": false}}", &s, &e), 0);
+	assert_int_equal(s.ckpt.fits, -1);
 	/* the answer bounds and the invariants (docs/status.md) */
 	assert_int_equal(parse("{\"answers\": {\"stale\": 3, \"clipped\": 4},"
 			       " \"invariants\": {\"merged_steps\": 900,"
