@@ -973,12 +973,12 @@ int core_eval_sync(struct syncer *s, double now)
 	/* the HTTP side keeps answering meanwhile: /healthz and /status
 	 * take `mu`; nothing else changes the state while the run loop is
 	 * here (syncer_int.h, Threads) */
-	s->final_eval = 1;
+	__atomic_store_n(&s->final_eval, 1, __ATOMIC_RELAXED);   /* /healthz */
 	pthread_mutex_unlock(&s->mu);
 	rc = s->prm->eval(s->prm->eval_ctx, s->flat,
 			  (size_t)s->js->syncer.eval_tokens, &loss, &e);
 	pthread_mutex_lock(&s->mu);
-	s->final_eval = 0;
+	__atomic_store_n(&s->final_eval, 0, __ATOMIC_RELAXED);
 	if (rc) {
 		log_error("eval: %s", e.msg);
 		return -1;

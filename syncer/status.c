@@ -1,7 +1,9 @@
 /*
  * status: the syncer's HTTP answers, read under the state lock.
  *   /healthz  200 while the run loop keeps turning or is in the last
- *             evaluation (503 after 10 s stuck)
+ *             evaluation (503 after 10 s stuck); read without the lock,
+ *             so a merge or a checkpoint that holds it never delays the
+ *             liveness probe
  *   /readyz   200 once the model is loaded and gRPC listens, until a stop
  *   /metrics  Prometheus text, names ddiloco_syncer_*
  *   /status   the JSON object of docs/status.md
@@ -302,9 +304,19 @@ int status_http(void *ctx, const char *path, struct buf *body,
 		const char **content_type)
 {
 	struct syncer *s = ctx;
-	double now = clock_mono();
-	int code = 200;
+	double now = clock_mono(), last;
+	int code = 200, final;
 
+	if (!strcmp(path, "/healthz")) {
+		/* the last evaluation is the run loop at work, not stuck */
+		__atomic_load(&s->last_loop, &last, __ATOMIC_RELAXED);
+		final = __atomic_load_n(&s->final_eval, __ATOMIC_RELAXED);
+		if (!final && now - last > 10.0)
+			code = 503;
+		buf_printf(body, final ? "ok (final evaluation)\n" : code == 200
+			   ? "ok\n" : "run loop stuck\n");
+		return code;
+	}
 	pthread_mutex_lock(&s->mu);
 	if (s->adopting && !strcmp(path, "/metrics")) {
 		*content_type = PROM_CONTENT_TYPE;   /* nothing to count yet */
@@ -314,14 +326,6 @@ int status_http(void *ctx, const char *path, struct buf *body,
 		buf_printf(body, "{\"job\":\"%s\",\"adopting\":true,"
 			   "\"round\":0,\"done\":false,\"learners_total\":%d}\n",
 			   s->js->name, s->M);
-	} else if (!strcmp(path, "/healthz")) {
-		/* the last evaluation is the run loop at work, not stuck */
-		if (s->final_eval)
-			buf_printf(body, "ok (final evaluation)\n");
-		else if (now - s->last_loop > 10.0)
-			code = 503;
-		if (!s->final_eval)
-			buf_printf(body, code == 200 ? "ok\n" : "run loop stuck\n");
 	} else if (!strcmp(path, "/readyz")) {
 		code = s->ready && !s->stopping ? 200 : 503;
 		buf_printf(body, code == 200 ? "ready\n" : "not ready\n");

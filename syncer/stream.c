@@ -885,7 +885,7 @@ static int loop_turn(struct stream_server *sv, const struct syncer_params *p,
 	struct syncer *s = sv->s;
 	double now = clock_mono();
 
-	s->last_loop = now;
+	__atomic_store(&s->last_loop, &now, __ATOMIC_RELAXED);   /* /healthz */
 	if (!s->adopting)
 		core_eval_collect(s);
 	/* the scans of every stream and learner: once per tick, not once

@@ -906,6 +906,27 @@ static void *merge_main(void *arg)
 	return NULL;
 }
 
+/* GET /healthz on a thread of its own: what it answered, and when. */
+struct probe {
+	struct fx *f;
+	struct slowdisk *d;
+	char *body;
+	int done;
+};
+
+static void *probe_main(void *arg)
+{
+	struct probe *pr = arg;
+	char *txt = http_get(pr->f, "/healthz");
+
+	pthread_mutex_lock(&pr->d->mu);
+	pr->body = txt;
+	pr->done = 1;
+	pthread_cond_broadcast(&pr->d->cv);
+	pthread_mutex_unlock(&pr->d->mu);
+	return NULL;
+}
+
 /* A round answered by learners 0 and 1, up to its merge (not done). */
 static struct round_action answered(struct fx *f, uint64_t *hb)
 {
@@ -921,7 +942,8 @@ static struct round_action answered(struct fx *f, uint64_t *hb)
 /*
  * A checkpoint write stuck on a slow disk (an injected write that waits
  * for the test) stalls nothing: the merge that handed it over returns,
- * /healthz and /status answer while the write waits, and the next round
+ * /healthz and /status answer while the write waits (/healthz even while
+ * the state lock is held), and the next round
  * merges; its checkpoint, not taken meanwhile, is taken once the write
  * is through (docs/syncer.md, Checkpoints).
  */
@@ -964,6 +986,20 @@ static void healthz_answers_while_a_checkpoint_is_stuck_on_the_disk(void **state
 	txt = http_get(f, "/healthz");
 	assert_string_equal(txt, "ok\n");
 	free(txt);
+	/* nor does the state lock, held by a long merge: the probe
+	 * answers without it */
+	{
+		struct probe pr = { .f = f, .d = &d };
+
+		pthread_mutex_lock(&f->s->mu);
+		assert_int_equal(pthread_create(&t, NULL, probe_main, &pr), 0);
+		ok = slowdisk_wait(&d, 0, &pr.done);
+		pthread_mutex_unlock(&f->s->mu);
+		pthread_join(t, NULL);
+		assert_true(ok);
+		assert_string_equal(pr.body, "ok\n");
+		free(pr.body);
+	}
 	c = status_ckpt(f);
 	assert_true(json_is_true(json_object_get(c, "writing")));
 	assert_int_equal(json_integer_value(json_object_get(c, "writing_round")), 1);
