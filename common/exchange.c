@@ -79,7 +79,10 @@ struct xfrag {
 	uint64_t out_gen;       /* learner: newest outbox generation */
 	uint64_t out_hold[2];   /* sidecar: per outbox slot, the generation
 				 * it is sending from there (0: none) */
-	uint64_t pad[8];
+	uint64_t out_taken;     /* sidecar: newest outbox generation it is
+				 * done with (copied, or sent and released;
+				 * docs/exchange.md, Pages given back) */
+	uint64_t pad[7];
 };
 
 struct xslot {
@@ -121,6 +124,7 @@ struct exchange {
 	uint64_t *in_gen;       /* inbox generation we published, per fragment */
 	uint64_t *in_version;   /* its version, per fragment */
 	uint64_t *posted;       /* pull round we asked for, per fragment */
+	uint64_t *taken_pub;    /* out_taken as we wrote it, per fragment */
 	struct exchange_hold *holds;   /* 2 per fragment: the region's
 					* out_hold words, as we wrote them */
 	pthread_mutex_t mu;     /* our own words and their copies: the
@@ -132,6 +136,9 @@ struct exchange {
 	uint64_t bad_alpha;     /* the out-of-range α last counted */
 	uint64_t *served;       /* pull round answered, per fragment */
 	uint64_t *out_gen;      /* outbox generation published, per fragment */
+	uint64_t *released;     /* per outbox slot (2 per fragment): the
+				 * generation whose pages we gave back */
+	int no_punch;           /* the file system cannot give pages back */
 	int started;
 	float *base, *scratch;
 	size_t *base_off;       /* per fragment: offset into base, in floats */
@@ -208,6 +215,34 @@ static void slot_begin(struct xslot *s)
 static void slot_end(struct xslot *s)
 {
 	STORE(&s->seq, LOADR(&s->seq) + 1);
+}
+
+/*
+ * Gives back the pages of slot k (0, 1: inbox; 2, 3: outbox) of fragment
+ * p, by its box's writer only (docs/exchange.md, Pages given back): under
+ * the slot's sequence counter, with its generation word cleared, so a
+ * reader that raced the release sees the counter move or a generation
+ * that is not the one it looked for, and retries. Only whole pages of
+ * the values go (the slot header and pages shared with a neighbour
+ * stay); the region reads 0 there until the slot is written again.
+ */
+static void slot_release(struct exchange *x, int p, int k)
+{
+	size_t off = x->slot_off[p] + (size_t)k * x->slot_size[p];
+	size_t lo = (off + XSLOT_HDR + 4095) & ~(size_t)4095;
+	size_t hi = (off + x->slot_size[p]) & ~(size_t)4095;
+	struct xslot *s = (struct xslot *)(x->map + off);
+
+	if (x->no_punch || hi <= lo)
+		return;
+	slot_begin(s);
+	STORER(&s->gen, 0);
+	if (fallocate(x->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+		      (off_t)lo, (off_t)(hi - lo)))
+		x->no_punch = 1;   /* the slot is whole: nothing was given */
+	else
+		COUNT(x, slots_released);
+	slot_end(s);
 }
 
 /* A slot's header words into m (inside the reader's sequence check). */
@@ -417,6 +452,10 @@ static int check_words(struct exchange *x)
 			if ((v = LOAD(&x->f[p].pull_round)) != x->posted[p])
 				n += fix_word(x, &x->f[p].pull_round, v,
 					      x->posted[p], "pull round", p);
+			if ((v = LOAD(&x->f[p].out_taken)) != x->taken_pub[p])
+				n += fix_word(x, &x->f[p].out_taken, v,
+					      x->taken_pub[p],
+					      "taken outbox generation", p);
 			for (int k = 0; k < 2; k++)
 				if ((v = LOAD(&x->f[p].out_hold[k])) !=
 				    x->holds[2 * p + k].gen)
@@ -709,6 +748,8 @@ int exchange_open(const char *dir, enum exchange_role role,
 	x->in_gen = calloc((size_t)ft->nfrags, sizeof(uint64_t));
 	x->in_version = calloc((size_t)ft->nfrags, sizeof(uint64_t));
 	x->posted = calloc((size_t)ft->nfrags, sizeof(uint64_t));
+	x->taken_pub = calloc((size_t)ft->nfrags, sizeof(uint64_t));
+	x->released = calloc((size_t)ft->nfrags * 2, sizeof(uint64_t));
 	x->applied = calloc((size_t)ft->nfrags, sizeof(uint64_t));
 	x->served = calloc((size_t)ft->nfrags, sizeof(uint64_t));
 	x->out_gen = calloc((size_t)ft->nfrags, sizeof(uint64_t));
@@ -716,7 +757,7 @@ int exchange_open(const char *dir, enum exchange_role role,
 	snprintf(x->path, sizeof(x->path), "%s", path);
 	if (!x->slot_off || !x->slot_size || !x->taken || !x->in_gen ||
 	    !x->in_version || !x->posted || !x->applied || !x->served ||
-	    !x->out_gen || !x->holds ||
+	    !x->out_gen || !x->holds || !x->taken_pub || !x->released ||
 	    (role == EXCHANGE_LEARNER && learner_alloc(x))) {
 		err_set(e, "exchange: out of memory");
 		goto fail;
@@ -738,10 +779,12 @@ int exchange_open(const char *dir, enum exchange_role role,
 			x->size);
 		goto fail;
 	}
-	/* populated up front: no page faults later, in the middle of a step */
-	x->map = mmap(NULL, x->size, PROT_READ | PROT_WRITE,
-		      MAP_SHARED | MAP_POPULATE, x->fd,
-		      0);
+	/* not populated: a slot's pages are taken when it is written and
+	 * given back when it is no longer needed (docs/exchange.md, Pages
+	 * given back), so a region of a large model costs about one slot
+	 * per fragment, not four */
+	x->map = mmap(NULL, x->size, PROT_READ | PROT_WRITE, MAP_SHARED,
+		      x->fd, 0);
 	if (x->map == MAP_FAILED) {
 		x->map = NULL;
 		err_set(e, "exchange: cannot map '%s': %s", path, strerror(errno));
@@ -774,6 +817,9 @@ int exchange_open(const char *dir, enum exchange_role role,
 			/* answers left from an earlier sidecar belong to
 			 * its stream, and so do the slots it held */
 			x->taken[p] = x->out_gen[p];
+			x->taken_pub[p] = x->out_gen[p];
+			__atomic_store_n(&x->f[p].out_taken, x->out_gen[p],
+					 __ATOMIC_SEQ_CST);
 			for (int k = 0; k < 2; k++) {
 				x->holds[2 * p + k] = (struct exchange_hold){
 					.x = x, .p = p, .k = k };
@@ -811,6 +857,8 @@ static void exchange_free(struct exchange *x)
 	free(x->in_gen);
 	free(x->in_version);
 	free(x->posted);
+	free(x->taken_pub);
+	free(x->released);
 	free(x->applied);
 	free(x->served);
 	free(x->out_gen);
@@ -1041,6 +1089,30 @@ static int serve_pull(struct exchange *x, int p, uint64_t round,
 	return 1;
 }
 
+/*
+ * Gives back the pages of outbox slots whose answers the sidecar is done
+ * with (out_taken) and does not hold. The word is the sidecar's and not
+ * trusted further than this: a value past what we published is taken as
+ * what we published (a corrupted word loses at most the answers it
+ * names, never a copy out of bounds).
+ */
+static void release_answers(struct exchange *x, int p)
+{
+	uint64_t g = x->out_gen[p], t = LOAD(&x->f[p].out_taken);
+
+	if (t > g)
+		t = g;
+	for (uint64_t sg = g > 1 ? g - 1 : 1; sg && sg <= t; sg++) {
+		int k = (int)(sg & 1);
+
+		if (x->released[2 * p + k] == sg ||
+		    __atomic_load_n(&x->f[p].out_hold[k], __ATOMIC_SEQ_CST) == sg)
+			continue;
+		slot_release(x, p, 2 + k);
+		x->released[2 * p + k] = sg;
+	}
+}
+
 void exchange_poll(struct exchange *x, float *params,
 		   const struct exchange_step *st,
 		   struct exchange_poll_result *res)
@@ -1099,6 +1171,8 @@ void exchange_poll(struct exchange *x, float *params,
 		x->applied[p] = gen;
 		STORE(&x->f[p].in_applied, gen);
 	}
+	for (int p = 0; p < x->nfrags; p++)
+		release_answers(x, p);
 	if (served)
 		notify(x);
 	if (res) {
@@ -1154,6 +1228,10 @@ void exchange_inbox_commit_round(struct exchange *x, int p, uint64_t version,
 	pthread_mutex_unlock(&x->mu);
 	COUNT(x, updates_published);
 	notify(x);
+	/* gen − 1 is superseded: a learner reads gen, and a restarted one
+	 * starts from gen too */
+	if (gen > 1)
+		slot_release(x, p, (int)((gen - 1) & 1));
 }
 
 uint64_t exchange_inbox_version(struct exchange *x, int p)
@@ -1208,15 +1286,30 @@ static int take(struct exchange *x, int p, uint64_t gen,
 	return 1;
 }
 
+/* Tells the learner that outbox generations up to gen are done with:
+ * their slots' pages may go (docs/exchange.md, Pages given back). */
+static void done_with(struct exchange *x, int p, uint64_t gen)
+{
+	pthread_mutex_lock(&x->mu);
+	if (gen > x->taken_pub[p]) {
+		x->taken_pub[p] = gen;
+		__atomic_store_n(&x->f[p].out_taken, gen, __ATOMIC_SEQ_CST);
+	}
+	pthread_mutex_unlock(&x->mu);
+}
+
 int exchange_take_answer(struct exchange *x, int p, struct exchange_answer *a,
 			 float *buf)
 {
 	struct xslot m;
 	uint64_t gen;
+	int rc;
 
 	if (box_read(x, p, 1, x->taken[p], &gen, &m, buf, 1) != 1)
 		return 0;
-	return take(x, p, gen, &m, a);
+	rc = take(x, p, gen, &m, a);
+	done_with(x, p, x->taken[p]);
+	return rc;
 }
 
 static void hold_set(struct exchange_hold *h, uint64_t gen)
@@ -1233,6 +1326,7 @@ void exchange_release(struct exchange_hold *h)
 {
 	struct exchange *x = h->x;
 
+	done_with(x, h->p, __atomic_load_n(&h->gen, __ATOMIC_RELAXED));
 	hold_set(h, 0);
 	exchange_unref(x);
 }
@@ -1278,10 +1372,12 @@ int exchange_hold_answer(struct exchange *x, int p, struct exchange_answer *a,
 		}
 		if (!take(x, p, g, &m, a)) {
 			hold_set(h, 0);
+			done_with(x, p, g);
 			return 0;
 		}
 		if (!m.steps) {
 			hold_set(h, 0);   /* nothing to send from it */
+			done_with(x, p, g);
 			return 1;
 		}
 		__atomic_add_fetch(&x->refs, 1, __ATOMIC_ACQ_REL);

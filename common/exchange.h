@@ -31,7 +31,8 @@
  *   fragment: numel; inbox generation (sidecar) and applied generation
  *             (learner); pull round (sidecar) and served round (learner);
  *             outbox generation (learner); per outbox slot, the
- *             generation the sidecar sends from it (sidecar).
+ *             generation the sidecar sends from it (sidecar); the newest
+ *             outbox generation the sidecar is done with (sidecar).
  *   slot:     sequence counter (odd while being written), generation,
  *             version or round, base_version, steps, tokens (inbox: the
  *             job's tokens trained when the update was sent), step
@@ -45,6 +46,12 @@
  * generation pointing at the other, complete slot; a reader that races a
  * writer reusing its slot sees the sequence counter move and retries (a
  * few times, then gives up until the next poll: the learner never waits).
+ *
+ * A slot no longer needed gives its pages back (docs/exchange.md, Pages
+ * given back): the sidecar the older inbox slot once it published a
+ * newer one, the learner an outbox slot the sidecar is done with. The
+ * writer does it under the slot's sequence counter and clears the slot's
+ * generation word, so a racing reader retries as it would for a write.
  *
  * Learner side: exchange_learner_start once (takes every fragment from the
  * inbox), then exchange_poll once per step. Sidecar side: inbox
@@ -272,6 +279,9 @@ struct exchange_counters {
 					* poll, its slot still being sent */
 	uint64_t answers_held;         /* sidecar: answers sent straight
 					* from the region */
+	uint64_t slots_released;       /* both: slots whose pages this side
+					* gave back (docs/exchange.md,
+					* Pages given back) */
 	uint64_t corrupt_headers;      /* both: a header or table word that
 					* was not what it must be: rewritten */
 	uint64_t corrupt_boxes;        /* both: a box whose generation or

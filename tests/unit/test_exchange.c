@@ -868,7 +868,111 @@ static void concurrent_updates(void **state)
 	exchange_counters(sc, &c);
 	assert_greater(c.updates_published, 10);
 	assert_greater(c.updates_superseded, 0);
+	/* every publication gave back the superseded slot under the reader */
+	assert_int_equal(c.slots_released, c.updates_published - 2);
 	exchange_close(sc);
+}
+
+/* Bytes of the region file's pages in use (tmpfs or disk). */
+static long long region_bytes(struct fx *f)
+{
+	char path[128];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/exchange", f->dir);
+	assert_int_equal(stat(path, &st), 0);
+	return (long long)st.st_blocks * 512;
+}
+
+/*
+ * Pages given back (docs/exchange.md): the region takes a slot's pages
+ * when it is written and gives them back when no one needs them, so a
+ * learner's region holds about one inbox slot per fragment. Each side
+ * gives back only its own box's slots: the sidecar the superseded inbox
+ * slot, the learner an answer the sidecar took (copied, or sent from
+ * the region and released; a held one stays).
+ */
+static void pages_are_given_back(void **state)
+{
+	struct fx *f = *state;
+	struct exchange *ln, *sc;
+	struct exchange_poll_result res;
+	struct exchange_answer a;
+	struct exchange_counters c;
+	struct exchange_hold *h;
+	const float *v;
+	long long slot = (long long)f->ft.frags[0].numel * 4, b0, b;
+	size_t n = f->ft.frags[0].numel;
+	float *params = calloc(2 * n, sizeof(float));
+	float *buf = malloc(n * sizeof(float));
+
+	assert_int_equal(exchange_open(f->dir, EXCHANGE_LEARNER, &f->ft, &ln,
+				       NULL), 0);
+	assert_int_equal(exchange_open(f->dir, EXCHANGE_SIDECAR, &f->ft, &sc,
+				       NULL), 0);
+	b0 = region_bytes(f);
+	assert_greater(slot, b0);   /* nothing populated up front */
+	publish_const(sc, 0, 1, 1.0f);
+	publish_const(sc, 1, 1, 1.0f);
+	b = region_bytes(f);
+	assert_at_least(b - b0, 2 * slot - 2 * 4096);
+	/* version 2 into the other slots: version 1's pages go */
+	publish_const(sc, 0, 2, 2.0f);
+	publish_const(sc, 1, 2, 2.0f);
+	assert_true(region_bytes(f) <= b + 2 * 4096);
+	exchange_counters(sc, &c);
+	assert_int_equal(c.slots_released, 2);
+	assert_int_equal(exchange_learner_start(ln, params), 1);
+	assert_int_equal(all_equal(params, 2 * n), 1);
+	assert_exactly(params[0], 2.0f);
+	/* version 3 published and 1's slot written again: the learner
+	 * reads 3, and version 2's pages are gone (a learner that had
+	 * looked at generation 2 retries: its generation word is cleared) */
+	publish_const(sc, 0, 3, 3.0f);
+	poll_at(ln, params, 1, &res);
+	assert_int_equal(res.applied, 1);
+	assert_exactly(params[0], 3.0f);
+	assert_exactly(params[n - 1], 3.0f);
+	assert_true(region_bytes(f) <= b + 2 * 4096);
+
+	/* an answer copied out: the learner's next poll gives it back */
+	b = region_bytes(f);
+	for (size_t i = 0; i < n; i++)
+		params[i] += 0.5f;
+	pull_at(ln, sc, params, 0, 10, 2, &res);
+	assert_int_equal(res.served, 1);
+	assert_at_least(region_bytes(f) - b, slot - 4096);
+	assert_int_equal(exchange_take_answer(sc, 0, &a, buf), 1);
+	assert_exactly(buf[0], -0.5f);
+	assert_exactly(buf[n - 1], -0.5f);
+	poll_at(ln, params, 3, &res);
+	assert_true(region_bytes(f) <= b + 4096);
+	exchange_counters(ln, &c);
+	assert_int_equal(c.slots_released, 1);
+
+	/* an answer sent from the region: kept while held */
+	for (size_t i = 0; i < n; i++)
+		params[i] += 0.25f;
+	pull_at(ln, sc, params, 0, 11, 4, &res);
+	assert_int_equal(res.served, 1);
+	assert_int_equal(exchange_hold_answer(sc, 0, &a, &v, &h), 1);
+	assert_non_null(h);
+	poll_at(ln, params, 5, &res);
+	poll_at(ln, params, 6, &res);
+	assert_at_least(region_bytes(f) - b, slot - 4096);
+	assert_exactly(v[0], -0.25f);
+	assert_exactly(v[n - 1], -0.25f);
+	exchange_counters(ln, &c);
+	assert_int_equal(c.slots_released, 1);
+	exchange_release(h);
+	poll_at(ln, params, 7, &res);
+	assert_true(region_bytes(f) <= b + 4096);
+	exchange_counters(ln, &c);
+	assert_int_equal(c.slots_released, 2);
+	exchange_close(sc);
+	exchange_close(ln);
+	free(params);
+	free(buf);
 }
 
 /* ---- a corrupted region (docs/exchange.md, Trust) ---- */
@@ -1231,6 +1335,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(concurrent_and_killed, setup_big,
 						teardown),
 		cmocka_unit_test_setup_teardown(held_answers_stay_whole, setup_big,
+						teardown),
+		cmocka_unit_test_setup_teardown(pages_are_given_back, setup_big,
 						teardown),
 		cmocka_unit_test_setup_teardown(concurrent_updates, setup_big,
 						teardown),
