@@ -11,7 +11,9 @@ shared memory counted once), and the run's rounds and seconds from
 report.json.
 
 A guard for a shared machine: when MemAvailable falls under --floor-mb
-the run is stopped (SIGTERM to ddiloco run) and guard_stopped=1 printed.
+every process of the run is killed (SIGKILL: a syncer stopped gently
+would write a checkpoint first, which takes more memory) and
+guard_stopped=1 printed.
 
 Usage: python3 bench/size_rss.py JOB.yaml [--seconds S] [--floor-mb MB]
                                  [--run-dir DIR] [--prefix NAME]
@@ -129,7 +131,12 @@ def main():
         total_peak = max(total_peak, total + shm)
         if not guard and mem_available_kb() < a.floor_mb * 1024:
             guard = 1
-            proc.send_signal(signal.SIGTERM)
+            for pid in descendants(proc.pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            proc.kill()
         time.sleep(0.5)
     p = a.prefix
     for (k, f), v in sorted(peak.items()):

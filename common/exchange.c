@@ -48,6 +48,7 @@
 #define READ_TRIES 8
 #define MAX_GEN_JUMP ((uint64_t)1 << 40)   /* more answers lost: corrupt */
 #define PATH_MAX_EXCH 4096
+#define XSLOT_RELEASED 1u       /* slot flags: its pages were given back */
 
 struct xhdr {
 	uint64_t magic;
@@ -125,6 +126,9 @@ struct exchange {
 	uint64_t *in_version;   /* its version, per fragment */
 	uint64_t *posted;       /* pull round we asked for, per fragment */
 	uint64_t *taken_pub;    /* out_taken as we wrote it, per fragment */
+	uint64_t *in_released;  /* inbox generation given back once applied */
+	unsigned char *writing; /* an inbox slot begun, not committed (mu) */
+	int release_applied;    /* exchange_set_release_applied */
 	struct exchange_hold *holds;   /* 2 per fragment: the region's
 					* out_hold words, as we wrote them */
 	pthread_mutex_t mu;     /* our own words and their copies: the
@@ -237,6 +241,7 @@ static void slot_release(struct exchange *x, int p, int k)
 		return;
 	slot_begin(s);
 	STORER(&s->gen, 0);
+	STORER(&s->flags, XSLOT_RELEASED);
 	if (fallocate(x->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 		      (off_t)lo, (off_t)(hi - lo)))
 		x->no_punch = 1;   /* the slot is whole: nothing was given */
@@ -294,6 +299,10 @@ static int box_read(struct exchange *x, int p, int box, uint64_t seen,
 			mismatch = 0;
 			continue;
 		}
+		if (m->gen == 0 && (m->flags & XSLOT_RELEASED) &&
+		    LOAD(genp) == g)
+			return 0;   /* given back once applied: nothing to
+				     * read until the next generation */
 		if (m->gen != g) {
 			/* a writer lapping us, or a generation that no slot
 			 * holds (a corrupted word): look again */
@@ -750,6 +759,8 @@ int exchange_open(const char *dir, enum exchange_role role,
 	x->posted = calloc((size_t)ft->nfrags, sizeof(uint64_t));
 	x->taken_pub = calloc((size_t)ft->nfrags, sizeof(uint64_t));
 	x->released = calloc((size_t)ft->nfrags * 2, sizeof(uint64_t));
+	x->in_released = calloc((size_t)ft->nfrags, sizeof(uint64_t));
+	x->writing = calloc((size_t)ft->nfrags, 1);
 	x->applied = calloc((size_t)ft->nfrags, sizeof(uint64_t));
 	x->served = calloc((size_t)ft->nfrags, sizeof(uint64_t));
 	x->out_gen = calloc((size_t)ft->nfrags, sizeof(uint64_t));
@@ -758,6 +769,7 @@ int exchange_open(const char *dir, enum exchange_role role,
 	if (!x->slot_off || !x->slot_size || !x->taken || !x->in_gen ||
 	    !x->in_version || !x->posted || !x->applied || !x->served ||
 	    !x->out_gen || !x->holds || !x->taken_pub || !x->released ||
+	    !x->in_released || !x->writing ||
 	    (role == EXCHANGE_LEARNER && learner_alloc(x))) {
 		err_set(e, "exchange: out of memory");
 		goto fail;
@@ -859,6 +871,8 @@ static void exchange_free(struct exchange *x)
 	free(x->posted);
 	free(x->taken_pub);
 	free(x->released);
+	free(x->in_released);
+	free(x->writing);
 	free(x->applied);
 	free(x->served);
 	free(x->out_gen);
@@ -1199,6 +1213,9 @@ float *exchange_inbox_begin(struct exchange *x, int p)
 {
 	struct xslot *s = slot_at(x, p, 0, x->in_gen[p] + 1);
 
+	pthread_mutex_lock(&x->mu);
+	x->writing[p] = 1;   /* exchange_release_applied keeps off */
+	pthread_mutex_unlock(&x->mu);
 	slot_begin(s);
 	return slot_data(s);
 }
@@ -1218,12 +1235,14 @@ void exchange_inbox_commit_round(struct exchange *x, int p, uint64_t version,
 	STORER(&s->version, version);
 	STORER(&s->tokens, tokens);
 	STORER(&s->step, round);
+	STORER(&s->flags, 0);
 	slot_end(s);
 	if (LOAD(&x->f[p].in_applied) != gen - 1)
 		COUNT(x, updates_superseded);
 	pthread_mutex_lock(&x->mu);
 	x->in_gen[p] = gen;
 	x->in_version[p] = version;
+	x->writing[p] = 0;
 	STORE(&x->f[p].in_gen, gen);
 	pthread_mutex_unlock(&x->mu);
 	COUNT(x, updates_published);
@@ -1232,6 +1251,36 @@ void exchange_inbox_commit_round(struct exchange *x, int p, uint64_t version,
 	 * starts from gen too */
 	if (gen > 1)
 		slot_release(x, p, (int)((gen - 1) & 1));
+}
+
+void exchange_set_release_applied(struct exchange *x, int on)
+{
+	x->release_applied = on;
+}
+
+int exchange_release_applied(struct exchange *x)
+{
+	int n = 0;
+
+	if (!x->release_applied)
+		return 0;
+	for (int p = 0; p < x->nfrags; p++) {
+		uint64_t g;
+
+		/* under mu: no update of p is being written meanwhile (the
+		 * slot of g + 1 is the other one, but a commit would move
+		 * g, and g + 2 goes where g is) */
+		pthread_mutex_lock(&x->mu);
+		g = x->in_gen[p];
+		if (g && !x->writing[p] && x->in_released[p] != g &&
+		    LOAD(&x->f[p].in_applied) == g) {
+			slot_release(x, p, (int)(g & 1));
+			x->in_released[p] = g;
+			n++;
+		}
+		pthread_mutex_unlock(&x->mu);
+	}
+	return n;
 }
 
 uint64_t exchange_inbox_version(struct exchange *x, int p)

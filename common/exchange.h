@@ -201,6 +201,15 @@ void exchange_inbox_commit(struct exchange *x, int p, uint64_t version);
  * (exchange_job_tokens); exchange_inbox_commit says 0 for both. */
 void exchange_inbox_commit_round(struct exchange *x, int p, uint64_t version,
 				 uint64_t round, uint64_t tokens);
+/*
+ * With on (the sidecar of a large model; docs/exchange.md, Pages given
+ * back), exchange_release_applied gives back the pages of every inbox
+ * slot the learner has applied, so the region holds only updates not yet
+ * applied. A learner that restarts then starts from the Θ its sidecar's
+ * next Welcome brings, not from the region. Returns the slots released.
+ */
+void exchange_set_release_applied(struct exchange *x, int on);
+int exchange_release_applied(struct exchange *x);
 /* Newest version in the inbox of p (0: none). */
 uint64_t exchange_inbox_version(struct exchange *x, int p);
 

@@ -975,6 +975,81 @@ static void pages_are_given_back(void **state)
 	free(buf);
 }
 
+/*
+ * A large model's sidecar gives back applied inbox slots too: the region
+ * then holds only updates not yet applied. A learner that restarts finds
+ * nothing to start from (and no corruption) until the next updates, as
+ * its sidecar's Welcome brings them; a slot being written is kept.
+ */
+static void applied_updates_leave_the_region(void **state)
+{
+	struct fx *f = *state;
+	struct exchange *ln, *sc;
+	struct exchange_counters c;
+	struct exchange_poll_result res;
+	/* b0 + 8 pages: a slot's first and last page, shared with its
+	 * header or a neighbour, stay (four slots written) */
+	long long slot = (long long)f->ft.frags[0].numel * 4, b0;
+	size_t n = f->ft.frags[0].numel;
+	float *params = calloc(2 * n, sizeof(float)), *d;
+
+	assert_int_equal(exchange_open(f->dir, EXCHANGE_LEARNER, &f->ft, &ln,
+				       NULL), 0);
+	assert_int_equal(exchange_open(f->dir, EXCHANGE_SIDECAR, &f->ft, &sc,
+				       NULL), 0);
+	b0 = region_bytes(f);
+	publish_const(sc, 0, 1, 1.0f);
+	publish_const(sc, 1, 1, 1.0f);
+	/* off by default; on, nothing goes before the learner applied it */
+	assert_int_equal(exchange_release_applied(sc), 0);
+	exchange_set_release_applied(sc, 1);
+	assert_int_equal(exchange_release_applied(sc), 0);
+	assert_at_least(region_bytes(f) - b0, 2 * slot - 2 * 4096);
+	assert_int_equal(exchange_learner_start(ln, params), 1);
+	assert_int_equal(exchange_release_applied(sc), 2);
+	assert_int_equal(exchange_release_applied(sc), 0);   /* once */
+	assert_true(region_bytes(f) <= b0 + 8 * 4096);
+	assert_exactly(params[0], 1.0f);
+	assert_exactly(params[2 * n - 1], 1.0f);
+	/* the learner restarts: nothing in the region to start from */
+	exchange_close(ln);
+	assert_int_equal(exchange_open(f->dir, EXCHANGE_LEARNER, &f->ft, &ln,
+				       NULL), 0);
+	memset(params, 0, 2 * n * sizeof(float));
+	assert_int_equal(exchange_learner_start(ln, params), 0);
+	exchange_counters(ln, &c);
+	assert_int_equal(c.corrupt_boxes, 0);
+	assert_int_equal(c.torn_reads, 0);
+	/* the Welcome's updates: it starts from them */
+	publish_const(sc, 0, 2, 2.0f);
+	assert_int_equal(exchange_learner_start(ln, params), 0);
+	publish_const(sc, 1, 2, 2.0f);
+	assert_int_equal(exchange_learner_start(ln, params), 1);
+	assert_exactly(params[0], 2.0f);
+	assert_exactly(params[2 * n - 1], 2.0f);
+	/* fragment 0's next update half written: its slots stay */
+	assert_int_equal(exchange_release_applied(sc), 2);
+	d = exchange_inbox_begin(sc, 0);
+	for (size_t i = 0; i < n; i++)
+		d[i] = 3.0f;
+	publish_const(sc, 1, 3, 3.0f);
+	poll_at(ln, params, 1, &res);
+	assert_int_equal(res.applied, 1);
+	assert_int_equal(exchange_release_applied(sc), 1);   /* fragment 1 */
+	exchange_inbox_commit(sc, 0, 3);
+	poll_at(ln, params, 2, &res);
+	assert_int_equal(res.applied, 1);
+	assert_exactly(params[0], 3.0f);
+	assert_exactly(params[n - 1], 3.0f);
+	assert_int_equal(exchange_release_applied(sc), 1);   /* fragment 0 */
+	assert_true(region_bytes(f) <= b0 + 8 * 4096);
+	exchange_counters(ln, &c);
+	assert_int_equal(c.corrupt_boxes, 0);
+	exchange_close(sc);
+	exchange_close(ln);
+	free(params);
+}
+
 /* ---- a corrupted region (docs/exchange.md, Trust) ---- */
 
 /* Byte offsets of the region's words (common/exchange.h draws them). */
@@ -1338,6 +1413,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(pages_are_given_back, setup_big,
 						teardown),
+		cmocka_unit_test_setup_teardown(applied_updates_leave_the_region,
+						setup_big, teardown),
 		cmocka_unit_test_setup_teardown(concurrent_updates, setup_big,
 						teardown),
 		cmocka_unit_test_setup_teardown(box_lengths_come_from_the_table,
