@@ -7,8 +7,11 @@ run's exchange folders in /dev/shm (their pages in use: st_blocks), then
 prints key=value lines: the peak of each process kind (the largest of its
 processes), the peak of the whole run (the sum of every process's RssAnon
 and RssFile at one sample plus the exchange folders' pages, each page of
-shared memory counted once), and the run's rounds and seconds from
-report.json.
+shared memory counted once), the run's rounds and seconds from
+report.json, and the time between rounds: each syncer's (shard's) /status
+`round` sampled with the rest, its completions spread evenly over the
+sample they fell in, and the median over all of them (round_s_p50; 0.5 s
+samples, so a round time under that is the mean of a sample's rounds).
 
 A guard for a shared machine: when MemAvailable falls under --floor-mb
 every process of the run is killed (SIGKILL: a syncer stopped gently
@@ -27,6 +30,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 
 FIELDS = ("VmRSS", "RssAnon", "RssFile", "RssShmem")
 
@@ -90,6 +94,22 @@ def shm_kb(run_pid):
     return total
 
 
+def syncer_http(run_dir):
+    try:
+        with open(os.path.join(run_dir, "events.log")) as f:
+            return re.findall(r"started on \S+ \(http (\S+)\)", f.read())
+    except OSError:
+        return []
+
+
+def status_round(addr):
+    try:
+        with urllib.request.urlopen(f"http://{addr}/status", timeout=0.3) as r:
+            return json.load(r).get("round")
+    except (OSError, ValueError):
+        return None
+
+
 def mem_available_kb():
     with open("/proc/meminfo") as f:
         for line in f:
@@ -115,7 +135,18 @@ def main():
     peak = {}            # (kind, field) -> kB
     total_peak = shm_peak = 0
     guard = 0
+    last_round = {}      # syncer address -> (time, round)
+    round_times = []
     while proc.poll() is None:
+        for addr in syncer_http(run_dir):
+            r, now = status_round(addr), time.monotonic()
+            if r is None:
+                continue
+            t0, r0 = last_round.get(addr, (now, r))
+            if r > r0:
+                round_times += [(now - t0) / (r - r0)] * (r - r0)
+            if r != r0 or addr not in last_round:
+                last_round[addr] = (now, r)
         total = 0
         for pid in descendants(proc.pid):
             k = kind(cmdline(pid))
@@ -144,6 +175,9 @@ def main():
     print(f"{p}_shm_mb_peak={shm_peak / 1024:.0f}")
     print(f"{p}_total_mb_peak={total_peak / 1024:.0f}")
     print(f"{p}_guard_stopped={guard}")
+    if round_times:
+        round_times.sort()
+        print(f"{p}_round_s_p50={round_times[len(round_times) // 2]:.2f}")
     print(f"{p}_run_rc={proc.returncode}")
     try:
         with open(os.path.join(run_dir, "report.json")) as f:
