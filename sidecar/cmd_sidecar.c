@@ -297,8 +297,6 @@ static int check_shards(const struct job_spec *js, const char *target)
 	return 1;
 }
 
-/* Long because the option table is declared here, beside the variables it
- * fills; after it, the setup runs in order and unwinds at one label. */
 /* The model's float32 bytes. */
 static size_t table_bytes(const struct frag_table *ft)
 {
@@ -309,6 +307,8 @@ static size_t table_bytes(const struct frag_table *ft)
 	return n * sizeof(float);
 }
 
+/* Long because the option table is declared here, beside the variables it
+ * fills; after it, the setup runs in order and unwinds at one label. */
 int cmd_sidecar(int argc, char **argv)
 {
 	const char *job = NULL, *dir = NULL, *target = NULL, *http = NULL;

@@ -246,6 +246,8 @@ out:
 	return rc;
 }
 
+/* Long because the option table is declared here, beside the variables
+ * it fills; after it, the setup runs in order and unwinds at one label. */
 int cmd_learner(int argc, char **argv)
 {
 	const char *job = NULL, *dir = NULL;
