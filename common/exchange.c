@@ -73,7 +73,8 @@ struct exchange {
 	uint64_t *taken_pub;    /* out_taken as we wrote it, per fragment */
 	uint64_t *in_released;  /* inbox generation given back once applied */
 	unsigned char *writing; /* an inbox slot begun, not committed (mu) */
-	int release_applied;    /* exchange_set_release_applied */
+	int give_back;          /* slots give their pages back (large model,
+				 * or exchange_set_give_back) */
 	struct exchange_hold *holds;   /* 2 per fragment: the region's
 					* out_hold words, as we wrote them */
 	pthread_mutex_t mu;     /* our own words and their copies: the
@@ -182,7 +183,7 @@ static void slot_release(struct exchange *x, int p, int k)
 	size_t hi = (off + x->slot_size[p]) & ~(size_t)4095;
 	struct xslot *s = (struct xslot *)(x->map + off);
 
-	if (x->no_punch || hi <= lo)
+	if (!x->give_back || x->no_punch || hi <= lo)
 		return;
 	slot_begin(s);
 	STORER(&s->gen, 0);
@@ -552,6 +553,7 @@ int exchange_open(const char *dir, enum exchange_role role,
 	char path[PATH_MAX_EXCH];
 	struct exchange *x;
 	struct stat st;
+	size_t model = 0;   /* float32 bytes */
 	int n;
 
 	if (ft->nfrags < 1 || ft->nfrags > EXCHANGE_MAX_FRAGS)
@@ -610,12 +612,15 @@ int exchange_open(const char *dir, enum exchange_role role,
 			x->size);
 		goto fail;
 	}
-	/* not populated: a slot's pages are taken when it is written and
-	 * given back when it is no longer needed (docs/exchange.md, Pages
-	 * given back), so a region of a large model costs about one slot
-	 * per fragment, not four */
-	x->map = mmap(NULL, x->size, PROT_READ | PROT_WRITE, MAP_SHARED,
-		      x->fd, 0);
+	/* a small model's region is populated up front (no page faults in
+	 * the middle of a step); a large model's is not: a slot's pages are
+	 * taken when it is written and given back when no one needs them
+	 * (docs/exchange.md, Pages given back) */
+	for (int p = 0; p < ft->nfrags; p++)
+		model += ft->frags[p].numel * sizeof(float);
+	x->give_back = model >= EXCHANGE_GIVE_BACK_BYTES;
+	x->map = mmap(NULL, x->size, PROT_READ | PROT_WRITE,
+		      MAP_SHARED | (x->give_back ? 0 : MAP_POPULATE), x->fd, 0);
 	if (x->map == MAP_FAILED) {
 		x->map = NULL;
 		err_set(e, "exchange: cannot map '%s': %s", path, strerror(errno));
@@ -1072,16 +1077,21 @@ void exchange_inbox_commit_round(struct exchange *x, int p, uint64_t version,
 		slot_release(x, p, (int)((gen - 1) & 1));
 }
 
-void exchange_set_release_applied(struct exchange *x, int on)
+void exchange_set_give_back(struct exchange *x, int on)
 {
-	x->release_applied = on;
+	x->give_back = on;
+}
+
+int exchange_gives_back(const struct exchange *x)
+{
+	return x->give_back;
 }
 
 int exchange_release_applied(struct exchange *x)
 {
 	int n = 0;
 
-	if (!x->release_applied)
+	if (!x->give_back)
 		return 0;
 	for (int p = 0; p < x->nfrags; p++) {
 		uint64_t g;

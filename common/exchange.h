@@ -202,13 +202,19 @@ void exchange_inbox_commit(struct exchange *x, int p, uint64_t version);
 void exchange_inbox_commit_round(struct exchange *x, int p, uint64_t version,
 				 uint64_t round, uint64_t tokens);
 /*
- * With on (the sidecar of a large model; docs/exchange.md, Pages given
- * back), exchange_release_applied gives back the pages of every inbox
- * slot the learner has applied, so the region holds only updates not yet
- * applied. A learner that restarts then starts from the Θ its sidecar's
- * next Welcome brings, not from the region. Returns the slots released.
+ * Pages given back (docs/exchange.md): the region of a model of at least
+ * EXCHANGE_GIVE_BACK_BYTES in float32 (both sides decide alike from the
+ * table) is not populated, and its slots give their pages back when no one needs
+ * them: the superseded inbox slot (sidecar, at commit), an answer taken
+ * (learner, at its poll), and an applied update (sidecar,
+ * exchange_release_applied, once per loop), so a restarted learner
+ * starts from the updates of its sidecar's next Welcome, not from the
+ * region. exchange_set_give_back turns it on or off for this side
+ * (tests). exchange_release_applied returns the slots it released.
  */
-void exchange_set_release_applied(struct exchange *x, int on);
+#define EXCHANGE_GIVE_BACK_BYTES ((size_t)256 << 20)
+void exchange_set_give_back(struct exchange *x, int on);
+int exchange_gives_back(const struct exchange *x);
 int exchange_release_applied(struct exchange *x);
 /* Newest version in the inbox of p (0: none). */
 uint64_t exchange_inbox_version(struct exchange *x, int p);

@@ -29,11 +29,6 @@
 #include "sidecar/sidecar.h"
 #include "trainer/model.h"
 
-/* a model this large gives back its applied inbox slots (docs/exchange.md,
- * Pages given back): a copy of it per learner saved, for a restarted
- * learner that waits for its Welcome instead of reading the region */
-#define RELEASE_APPLIED_BYTES ((size_t)256 << 20)
-
 static volatile sig_atomic_t stop_flag;
 
 static void on_signal(int sig)
@@ -297,16 +292,6 @@ static int check_shards(const struct job_spec *js, const char *target)
 	return 1;
 }
 
-/* The model's float32 bytes. */
-static size_t table_bytes(const struct frag_table *ft)
-{
-	size_t n = 0;
-
-	for (int p = 0; p < ft->nfrags; p++)
-		n += ft->frags[p].numel;
-	return n * sizeof(float);
-}
-
 /* Long because the option table is declared here, beside the variables it
  * fills; after it, the setup runs in order and unwinds at one label. */
 int cmd_sidecar(int argc, char **argv)
@@ -399,14 +384,12 @@ int cmd_sidecar(int argc, char **argv)
 	tune_malloc();
 	if (exchange_open(dir, EXCHANGE_SIDECAR, &ft, &x, &e))
 		goto out;
-	/* a large model's applied updates are not kept in the region: the
-	 * learner holds them, and a restarted one gets Θ from the Welcome
+	/* a large model's region gives its pages back, applied updates'
+	 * too: a restarted learner gets Θ from the Welcome
 	 * (docs/exchange.md, Pages given back) */
-	if (table_bytes(&ft) >= RELEASE_APPLIED_BYTES) {
-		exchange_set_release_applied(x, 1);
-		log_info("model of %zu MiB: applied updates leave the exchange",
-			 table_bytes(&ft) >> 20);
-	}
+	if (exchange_gives_back(x))
+		log_info("a large model: the exchange gives back the pages of "
+			 "slots no one needs, applied updates' too");
 	o.target = target;
 	o.learner_id = (unsigned)learner;
 	o.job = js.name;
