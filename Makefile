@@ -90,7 +90,8 @@ BIN      := $(BUILD)/ddiloco
 # position-independent copies of the objects it needs; it exports only
 # the ddiloco_* functions
 SO       := $(BUILD)/libddiloco.so
-SO_SRCS  := abi/ddiloco.c common/exchange.c common/fragment.c common/err.c \
+SO_SRCS  := abi/ddiloco.c common/exchange.c common/exchange_file.c \
+            common/fragment.c common/err.c \
             common/util.c common/jobspec.c common/jobspec_parse.c \
             common/encoding.c trainer/model.c trainer/layers.c \
             trainer/pool.c trainer/optim.c

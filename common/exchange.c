@@ -39,62 +39,11 @@
 #include <emmintrin.h>
 #endif
 
+#include "common/exchange_layout.h"
 #include "common/util.h"
 
-#define XMAGIC   0x3130474843584444ULL   /* "DDXCHG01" little-endian */
-#define XLAYOUT  1
-#define XHDR_SIZE 4096
-#define XSLOT_HDR 64
 #define READ_TRIES 8
 #define MAX_GEN_JUMP ((uint64_t)1 << 40)   /* more answers lost: corrupt */
-#define PATH_MAX_EXCH 4096
-
-struct xhdr {
-	uint64_t magic;
-	uint32_t layout, nfrags;
-	uint64_t size, fingerprint, data_off;
-	uint64_t done;                  /* sidecar */
-	uint64_t alpha_bits;            /* sidecar, a double */
-	uint64_t sidecar_pid;           /* sidecar */
-	uint64_t st_seq;                /* learner stats, seqlock */
-	uint64_t st_incarnation, st_pid, st_step, st_tokens;
-	uint64_t st_loss, st_step_time, st_wall;   /* doubles */
-	uint64_t rs_seq;                /* resume step, seqlock (sidecar) */
-	uint64_t rs_step, rs_incarnation;
-	uint64_t ev_seq;                /* an evaluator's report, seqlock
-					 * (learner side; docs/syncer.md,
-					 * Evaluators) */
-	uint64_t ev_count, ev_round, ev_loss, ev_tokens;   /* ev_loss: a double */
-	uint64_t hold_incarnation;      /* learner: the incarnation that keeps
-					 * off a held outbox slot (0: an older
-					 * build, which does not) */
-};
-
-struct xfrag {
-	uint64_t numel;
-	uint64_t in_gen;        /* sidecar: newest inbox generation */
-	uint64_t in_applied;    /* learner: generation applied */
-	uint64_t pull_round;    /* sidecar: round asked for (0 = none) */
-	uint64_t pull_served;   /* learner: round answered */
-	uint64_t out_gen;       /* learner: newest outbox generation */
-	uint64_t out_hold[2];   /* sidecar: per outbox slot, the generation
-				 * it is sending from there (0: none) */
-	uint64_t pad[8];
-};
-
-struct xslot {
-	uint64_t seq;           /* odd while being written */
-	uint64_t gen;
-	uint64_t version;       /* inbox: fragment version; outbox: round */
-	uint64_t base_version, steps, tokens;
-	uint64_t step;          /* outbox: the learner's step; inbox: the
-				 * round the update came from */
-	uint64_t flags;
-};
-
-_Static_assert(sizeof(struct xhdr) <= XHDR_SIZE, "header too large");
-_Static_assert(sizeof(struct xfrag) == 128, "fragment entry is 128 bytes");
-_Static_assert(sizeof(struct xslot) == XSLOT_HDR, "slot header is 64 bytes");
 
 /* An outbox slot the sidecar sends from (exchange_hold_answer). */
 struct exchange_hold {
@@ -121,6 +70,11 @@ struct exchange {
 	uint64_t *in_gen;       /* inbox generation we published, per fragment */
 	uint64_t *in_version;   /* its version, per fragment */
 	uint64_t *posted;       /* pull round we asked for, per fragment */
+	uint64_t *taken_pub;    /* out_taken as we wrote it, per fragment */
+	uint64_t *in_released;  /* inbox generation given back once applied */
+	unsigned char *writing; /* an inbox slot begun, not committed (mu) */
+	int give_back;          /* slots give their pages back (large model,
+				 * or exchange_set_give_back) */
 	struct exchange_hold *holds;   /* 2 per fragment: the region's
 					* out_hold words, as we wrote them */
 	pthread_mutex_t mu;     /* our own words and their copies: the
@@ -132,6 +86,9 @@ struct exchange {
 	uint64_t bad_alpha;     /* the out-of-range α last counted */
 	uint64_t *served;       /* pull round answered, per fragment */
 	uint64_t *out_gen;      /* outbox generation published, per fragment */
+	uint64_t *released;     /* per outbox slot (2 per fragment): the
+				 * generation whose pages we gave back */
+	int no_punch;           /* the file system cannot give pages back */
 	int started;
 	float *base, *scratch;
 	size_t *base_off;       /* per fragment: offset into base, in floats */
@@ -210,6 +167,35 @@ static void slot_end(struct xslot *s)
 	STORE(&s->seq, LOADR(&s->seq) + 1);
 }
 
+/*
+ * Gives back the pages of slot k (0, 1: inbox; 2, 3: outbox) of fragment
+ * p, by its box's writer only (docs/exchange.md, Pages given back): under
+ * the slot's sequence counter, with its generation word cleared, so a
+ * reader that raced the release sees the counter move or a generation
+ * that is not the one it looked for, and retries. Only whole pages of
+ * the values go (the slot header and pages shared with a neighbour
+ * stay); the region reads 0 there until the slot is written again.
+ */
+static void slot_release(struct exchange *x, int p, int k)
+{
+	size_t off = x->slot_off[p] + (size_t)k * x->slot_size[p];
+	size_t lo = (off + XSLOT_HDR + 4095) & ~(size_t)4095;
+	size_t hi = (off + x->slot_size[p]) & ~(size_t)4095;
+	struct xslot *s = (struct xslot *)(x->map + off);
+
+	if (!x->give_back || x->no_punch || hi <= lo)
+		return;
+	slot_begin(s);
+	STORER(&s->gen, 0);
+	STORER(&s->flags, XSLOT_RELEASED);
+	if (fallocate(x->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+		      (off_t)lo, (off_t)(hi - lo)))
+		x->no_punch = 1;   /* the slot is whole: nothing was given */
+	else
+		COUNT(x, slots_released);
+	slot_end(s);
+}
+
 /* A slot's header words into m (inside the reader's sequence check). */
 static void slot_meta(const struct xslot *s, struct xslot *m)
 {
@@ -259,6 +245,10 @@ static int box_read(struct exchange *x, int p, int box, uint64_t seen,
 			mismatch = 0;
 			continue;
 		}
+		if (m->gen == 0 && (m->flags & XSLOT_RELEASED) &&
+		    LOAD(genp) == g)
+			return 0;   /* given back once applied: nothing to
+				     * read until the next generation */
 		if (m->gen != g) {
 			/* a writer lapping us, or a generation that no slot
 			 * holds (a corrupted word): look again */
@@ -417,6 +407,10 @@ static int check_words(struct exchange *x)
 			if ((v = LOAD(&x->f[p].pull_round)) != x->posted[p])
 				n += fix_word(x, &x->f[p].pull_round, v,
 					      x->posted[p], "pull round", p);
+			if ((v = LOAD(&x->f[p].out_taken)) != x->taken_pub[p])
+				n += fix_word(x, &x->f[p].out_taken, v,
+					      x->taken_pub[p],
+					      "taken outbox generation", p);
 			for (int k = 0; k < 2; k++)
 				if ((v = LOAD(&x->f[p].out_hold[k])) !=
 				    x->holds[2 * p + k].gen)
@@ -450,132 +444,6 @@ static int check_words(struct exchange *x)
 const char *exchange_last_error(const struct exchange *x)
 {
 	return x->last_error;
-}
-
-int exchange_peek(const char *dir, int *nfrags, uint64_t *fingerprint,
-		  uint64_t **sizes, struct err *e)
-{
-	char path[PATH_MAX_EXCH];
-	struct xhdr h;
-	struct xfrag f;
-	uint64_t *out;
-	int fd;
-
-	if (snprintf(path, sizeof(path), "%s/%s", dir, EXCHANGE_FILE) >=
-	    (int)sizeof(path))
-		return err_set(e, "exchange: folder name too long: '%s'", dir);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 && errno == ENOENT)
-		return 1;
-	if (fd < 0)
-		return err_set(e, "exchange: cannot open '%s': %s", path,
-			       strerror(errno));
-	if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
-	    h.magic != XMAGIC || h.layout != XLAYOUT || h.nfrags < 1 ||
-	    h.nfrags > EXCHANGE_MAX_FRAGS) {
-		close(fd);
-		return err_set(e, "exchange: '%s' is not an exchange region of "
-			       "layout %u", path, XLAYOUT);
-	}
-	out = malloc(h.nfrags * sizeof(*out));
-	if (!out) {
-		close(fd);
-		return err_set(e, "exchange: out of memory");
-	}
-	for (uint32_t p = 0; p < h.nfrags; p++) {
-		if (pread(fd, &f, sizeof(f), XHDR_SIZE + p * sizeof(f)) !=
-		    (ssize_t)sizeof(f) || f.numel < 1) {
-			free(out);
-			close(fd);
-			return err_set(e, "exchange: '%s': fragment %u has no "
-				       "size", path, p);
-		}
-		out[p] = f.numel;
-	}
-	close(fd);
-	*nfrags = (int)h.nfrags;
-	*fingerprint = h.fingerprint;
-	*sizes = out;
-	return 0;
-}
-
-#define SEED_MAGIC 0x3130444545534444ULL   /* "DDSEED01" little-endian */
-#define SEED_HDR 24
-
-int exchange_write_seed(const char *dir, const struct frag_table *ft,
-			const float *params, struct err *e)
-{
-	char path[PATH_MAX_EXCH], tmp[PATH_MAX_EXCH + 32];
-	uint64_t hdr[3] = { SEED_MAGIC, ft->fingerprint, (uint64_t)ft->nfrags };
-	size_t maxn = 0;
-	float *buf;
-	FILE *f;
-	int ok;
-
-	if (snprintf(path, sizeof(path), "%s/%s", dir, EXCHANGE_SEED_FILE) >=
-	    (int)sizeof(path))
-		return err_set(e, "exchange: folder name too long: '%s'", dir);
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
-	for (int p = 0; p < ft->nfrags; p++)
-		if (ft->frags[p].numel > maxn)
-			maxn = ft->frags[p].numel;
-	buf = malloc(maxn * sizeof(float));
-	if (!buf)
-		return err_set(e, "exchange: out of memory");
-	f = fopen(tmp, "wb");
-	if (!f) {
-		free(buf);
-		return err_set(e, "exchange: cannot create '%s': %s", tmp,
-			       strerror(errno));
-	}
-	ok = fwrite(hdr, sizeof(hdr), 1, f) == 1;
-	for (int p = 0; ok && p < ft->nfrags; p++) {
-		frag_gather(ft, p, params, buf);
-		ok = fwrite(buf, sizeof(float), ft->frags[p].numel, f) ==
-		     ft->frags[p].numel;
-	}
-	free(buf);
-	if (fclose(f) || !ok || rename(tmp, path)) {
-		err_set(e, "exchange: cannot write '%s': %s", path,
-			strerror(errno));
-		unlink(tmp);
-		return -1;
-	}
-	return 0;
-}
-
-int exchange_read_seed(const char *dir, const struct frag_table *ft, int p,
-		       float *out, struct err *e)
-{
-	char path[PATH_MAX_EXCH];
-	uint64_t hdr[3];
-	size_t off = SEED_HDR, n = ft->frags[p].numel;
-	int fd, rc = -1;
-
-	if (snprintf(path, sizeof(path), "%s/%s", dir, EXCHANGE_SEED_FILE) >=
-	    (int)sizeof(path))
-		return err_set(e, "exchange: folder name too long: '%s'", dir);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return err_set(e, "exchange: no seed '%s': %s", path,
-			       strerror(errno));
-	for (int q = 0; q < p; q++)
-		off += ft->frags[q].numel * sizeof(float);
-	if (pread(fd, hdr, sizeof(hdr), 0) != (ssize_t)sizeof(hdr) ||
-	    hdr[0] != SEED_MAGIC)
-		err_set(e, "exchange: '%s' is not a seed file", path);
-	else if (hdr[1] != ft->fingerprint || hdr[2] != (uint64_t)ft->nfrags)
-		err_set(e, "exchange: seed '%s' is for model fingerprint "
-			"%016llx with %llu fragments, not %016llx with %d", path,
-			(unsigned long long)hdr[1], (unsigned long long)hdr[2],
-			(unsigned long long)ft->fingerprint, ft->nfrags);
-	else if (pread(fd, out, n * sizeof(float), (off_t)off) !=
-		 (ssize_t)(n * sizeof(float)))
-		err_set(e, "exchange: seed '%s' is short", path);
-	else
-		rc = 0;
-	close(fd);
-	return rc;
 }
 
 /*
@@ -685,6 +553,7 @@ int exchange_open(const char *dir, enum exchange_role role,
 	char path[PATH_MAX_EXCH];
 	struct exchange *x;
 	struct stat st;
+	size_t model = 0;   /* float32 bytes */
 	int n;
 
 	if (ft->nfrags < 1 || ft->nfrags > EXCHANGE_MAX_FRAGS)
@@ -709,6 +578,10 @@ int exchange_open(const char *dir, enum exchange_role role,
 	x->in_gen = calloc((size_t)ft->nfrags, sizeof(uint64_t));
 	x->in_version = calloc((size_t)ft->nfrags, sizeof(uint64_t));
 	x->posted = calloc((size_t)ft->nfrags, sizeof(uint64_t));
+	x->taken_pub = calloc((size_t)ft->nfrags, sizeof(uint64_t));
+	x->released = calloc((size_t)ft->nfrags * 2, sizeof(uint64_t));
+	x->in_released = calloc((size_t)ft->nfrags, sizeof(uint64_t));
+	x->writing = calloc((size_t)ft->nfrags, 1);
 	x->applied = calloc((size_t)ft->nfrags, sizeof(uint64_t));
 	x->served = calloc((size_t)ft->nfrags, sizeof(uint64_t));
 	x->out_gen = calloc((size_t)ft->nfrags, sizeof(uint64_t));
@@ -716,7 +589,8 @@ int exchange_open(const char *dir, enum exchange_role role,
 	snprintf(x->path, sizeof(x->path), "%s", path);
 	if (!x->slot_off || !x->slot_size || !x->taken || !x->in_gen ||
 	    !x->in_version || !x->posted || !x->applied || !x->served ||
-	    !x->out_gen || !x->holds ||
+	    !x->out_gen || !x->holds || !x->taken_pub || !x->released ||
+	    !x->in_released || !x->writing ||
 	    (role == EXCHANGE_LEARNER && learner_alloc(x))) {
 		err_set(e, "exchange: out of memory");
 		goto fail;
@@ -738,10 +612,15 @@ int exchange_open(const char *dir, enum exchange_role role,
 			x->size);
 		goto fail;
 	}
-	/* populated up front: no page faults later, in the middle of a step */
+	/* a small model's region is populated up front (no page faults in
+	 * the middle of a step); a large model's is not: a slot's pages are
+	 * taken when it is written and given back when no one needs them
+	 * (docs/exchange.md, Pages given back) */
+	for (int p = 0; p < ft->nfrags; p++)
+		model += ft->frags[p].numel * sizeof(float);
+	x->give_back = model >= EXCHANGE_GIVE_BACK_BYTES;
 	x->map = mmap(NULL, x->size, PROT_READ | PROT_WRITE,
-		      MAP_SHARED | MAP_POPULATE, x->fd,
-		      0);
+		      MAP_SHARED | (x->give_back ? 0 : MAP_POPULATE), x->fd, 0);
 	if (x->map == MAP_FAILED) {
 		x->map = NULL;
 		err_set(e, "exchange: cannot map '%s': %s", path, strerror(errno));
@@ -774,6 +653,9 @@ int exchange_open(const char *dir, enum exchange_role role,
 			/* answers left from an earlier sidecar belong to
 			 * its stream, and so do the slots it held */
 			x->taken[p] = x->out_gen[p];
+			x->taken_pub[p] = x->out_gen[p];
+			__atomic_store_n(&x->f[p].out_taken, x->out_gen[p],
+					 __ATOMIC_SEQ_CST);
 			for (int k = 0; k < 2; k++) {
 				x->holds[2 * p + k] = (struct exchange_hold){
 					.x = x, .p = p, .k = k };
@@ -811,6 +693,10 @@ static void exchange_free(struct exchange *x)
 	free(x->in_gen);
 	free(x->in_version);
 	free(x->posted);
+	free(x->taken_pub);
+	free(x->released);
+	free(x->in_released);
+	free(x->writing);
 	free(x->applied);
 	free(x->served);
 	free(x->out_gen);
@@ -1041,6 +927,30 @@ static int serve_pull(struct exchange *x, int p, uint64_t round,
 	return 1;
 }
 
+/*
+ * Gives back the pages of outbox slots whose answers the sidecar is done
+ * with (out_taken) and does not hold. The word is the sidecar's and not
+ * trusted further than this: a value past what we published is taken as
+ * what we published (a corrupted word loses at most the answers it
+ * names, never a copy out of bounds).
+ */
+static void release_answers(struct exchange *x, int p)
+{
+	uint64_t g = x->out_gen[p], t = LOAD(&x->f[p].out_taken);
+
+	if (t > g)
+		t = g;
+	for (uint64_t sg = g > 1 ? g - 1 : 1; sg && sg <= t; sg++) {
+		int k = (int)(sg & 1);
+
+		if (x->released[2 * p + k] == sg ||
+		    __atomic_load_n(&x->f[p].out_hold[k], __ATOMIC_SEQ_CST) == sg)
+			continue;
+		slot_release(x, p, 2 + k);
+		x->released[2 * p + k] = sg;
+	}
+}
+
 void exchange_poll(struct exchange *x, float *params,
 		   const struct exchange_step *st,
 		   struct exchange_poll_result *res)
@@ -1099,6 +1009,8 @@ void exchange_poll(struct exchange *x, float *params,
 		x->applied[p] = gen;
 		STORE(&x->f[p].in_applied, gen);
 	}
+	for (int p = 0; p < x->nfrags; p++)
+		release_answers(x, p);
 	if (served)
 		notify(x);
 	if (res) {
@@ -1125,6 +1037,9 @@ float *exchange_inbox_begin(struct exchange *x, int p)
 {
 	struct xslot *s = slot_at(x, p, 0, x->in_gen[p] + 1);
 
+	pthread_mutex_lock(&x->mu);
+	x->writing[p] = 1;   /* exchange_release_applied keeps off */
+	pthread_mutex_unlock(&x->mu);
 	slot_begin(s);
 	return slot_data(s);
 }
@@ -1144,16 +1059,57 @@ void exchange_inbox_commit_round(struct exchange *x, int p, uint64_t version,
 	STORER(&s->version, version);
 	STORER(&s->tokens, tokens);
 	STORER(&s->step, round);
+	STORER(&s->flags, 0);
 	slot_end(s);
 	if (LOAD(&x->f[p].in_applied) != gen - 1)
 		COUNT(x, updates_superseded);
 	pthread_mutex_lock(&x->mu);
 	x->in_gen[p] = gen;
 	x->in_version[p] = version;
+	x->writing[p] = 0;
 	STORE(&x->f[p].in_gen, gen);
 	pthread_mutex_unlock(&x->mu);
 	COUNT(x, updates_published);
 	notify(x);
+	/* gen − 1 is superseded: a learner reads gen, and a restarted one
+	 * starts from gen too */
+	if (gen > 1)
+		slot_release(x, p, (int)((gen - 1) & 1));
+}
+
+void exchange_set_give_back(struct exchange *x, int on)
+{
+	x->give_back = on;
+}
+
+int exchange_gives_back(const struct exchange *x)
+{
+	return x->give_back;
+}
+
+int exchange_release_applied(struct exchange *x)
+{
+	int n = 0;
+
+	if (!x->give_back)
+		return 0;
+	for (int p = 0; p < x->nfrags; p++) {
+		uint64_t g;
+
+		/* under mu: no update of p is being written meanwhile (the
+		 * slot of g + 1 is the other one, but a commit would move
+		 * g, and g + 2 goes where g is) */
+		pthread_mutex_lock(&x->mu);
+		g = x->in_gen[p];
+		if (g && !x->writing[p] && x->in_released[p] != g &&
+		    LOAD(&x->f[p].in_applied) == g) {
+			slot_release(x, p, (int)(g & 1));
+			x->in_released[p] = g;
+			n++;
+		}
+		pthread_mutex_unlock(&x->mu);
+	}
+	return n;
 }
 
 uint64_t exchange_inbox_version(struct exchange *x, int p)
@@ -1208,15 +1164,30 @@ static int take(struct exchange *x, int p, uint64_t gen,
 	return 1;
 }
 
+/* Tells the learner that outbox generations up to gen are done with:
+ * their slots' pages may go (docs/exchange.md, Pages given back). */
+static void done_with(struct exchange *x, int p, uint64_t gen)
+{
+	pthread_mutex_lock(&x->mu);
+	if (gen > x->taken_pub[p]) {
+		x->taken_pub[p] = gen;
+		__atomic_store_n(&x->f[p].out_taken, gen, __ATOMIC_SEQ_CST);
+	}
+	pthread_mutex_unlock(&x->mu);
+}
+
 int exchange_take_answer(struct exchange *x, int p, struct exchange_answer *a,
 			 float *buf)
 {
 	struct xslot m;
 	uint64_t gen;
+	int rc;
 
 	if (box_read(x, p, 1, x->taken[p], &gen, &m, buf, 1) != 1)
 		return 0;
-	return take(x, p, gen, &m, a);
+	rc = take(x, p, gen, &m, a);
+	done_with(x, p, x->taken[p]);
+	return rc;
 }
 
 static void hold_set(struct exchange_hold *h, uint64_t gen)
@@ -1233,6 +1204,7 @@ void exchange_release(struct exchange_hold *h)
 {
 	struct exchange *x = h->x;
 
+	done_with(x, h->p, __atomic_load_n(&h->gen, __ATOMIC_RELAXED));
 	hold_set(h, 0);
 	exchange_unref(x);
 }
@@ -1278,10 +1250,12 @@ int exchange_hold_answer(struct exchange *x, int p, struct exchange_answer *a,
 		}
 		if (!take(x, p, g, &m, a)) {
 			hold_set(h, 0);
+			done_with(x, p, g);
 			return 0;
 		}
 		if (!m.steps) {
 			hold_set(h, 0);   /* nothing to send from it */
+			done_with(x, p, g);
 			return 1;
 		}
 		__atomic_add_fetch(&x->refs, 1, __ATOMIC_ACQ_REL);

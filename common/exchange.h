@@ -31,7 +31,8 @@
  *   fragment: numel; inbox generation (sidecar) and applied generation
  *             (learner); pull round (sidecar) and served round (learner);
  *             outbox generation (learner); per outbox slot, the
- *             generation the sidecar sends from it (sidecar).
+ *             generation the sidecar sends from it (sidecar); the newest
+ *             outbox generation the sidecar is done with (sidecar).
  *   slot:     sequence counter (odd while being written), generation,
  *             version or round, base_version, steps, tokens (inbox: the
  *             job's tokens trained when the update was sent), step
@@ -45,6 +46,12 @@
  * generation pointing at the other, complete slot; a reader that races a
  * writer reusing its slot sees the sequence counter move and retries (a
  * few times, then gives up until the next poll: the learner never waits).
+ *
+ * A slot no longer needed gives its pages back (docs/exchange.md, Pages
+ * given back): the sidecar the older inbox slot once it published a
+ * newer one, the learner an outbox slot the sidecar is done with. The
+ * writer does it under the slot's sequence counter and clears the slot's
+ * generation word, so a racing reader retries as it would for a write.
  *
  * Learner side: exchange_learner_start once (takes every fragment from the
  * inbox), then exchange_poll once per step. Sidecar side: inbox
@@ -194,6 +201,21 @@ void exchange_inbox_commit(struct exchange *x, int p, uint64_t version);
  * (exchange_job_tokens); exchange_inbox_commit says 0 for both. */
 void exchange_inbox_commit_round(struct exchange *x, int p, uint64_t version,
 				 uint64_t round, uint64_t tokens);
+/*
+ * Pages given back (docs/exchange.md): the region of a model of at least
+ * EXCHANGE_GIVE_BACK_BYTES in float32 (both sides decide alike from the
+ * table) is not populated, and its slots give their pages back when no one needs
+ * them: the superseded inbox slot (sidecar, at commit), an answer taken
+ * (learner, at its poll), and an applied update (sidecar,
+ * exchange_release_applied, once per loop), so a restarted learner
+ * starts from the updates of its sidecar's next Welcome, not from the
+ * region. exchange_set_give_back turns it on or off for this side
+ * (tests). exchange_release_applied returns the slots it released.
+ */
+#define EXCHANGE_GIVE_BACK_BYTES ((size_t)256 << 20)
+void exchange_set_give_back(struct exchange *x, int on);
+int exchange_gives_back(const struct exchange *x);
+int exchange_release_applied(struct exchange *x);
 /* Newest version in the inbox of p (0: none). */
 uint64_t exchange_inbox_version(struct exchange *x, int p);
 
@@ -272,6 +294,9 @@ struct exchange_counters {
 					* poll, its slot still being sent */
 	uint64_t answers_held;         /* sidecar: answers sent straight
 					* from the region */
+	uint64_t slots_released;       /* both: slots whose pages this side
+					* gave back (docs/exchange.md,
+					* Pages given back) */
 	uint64_t corrupt_headers;      /* both: a header or table word that
 					* was not what it must be: rewritten */
 	uint64_t corrupt_boxes;        /* both: a box whose generation or

@@ -19,6 +19,9 @@ void jobspec_defaults(struct job_spec *js)
 	js->learners.replicas = 4;
 	js->learners.threads = 1;
 	snprintf(js->learners.image, sizeof(js->learners.image), "ddiloco:latest");
+	js->learners.synthetic.step_time = 0.05;
+	js->learners.synthetic.scale = 1e-3;
+	js->learners.synthetic.seed = 1;
 
 	js->model.vocab_size = 256;
 	js->model.context = 64;
@@ -105,6 +108,32 @@ static int valid_name(const char *s)
 	return 1;
 }
 
+/* spec.learners.synthetic (docs/run.md, Synthetic learners) */
+static int check_synthetic(const struct job_spec *js, struct err *e)
+{
+	const struct job_synthetic *y = &js->learners.synthetic;
+	int external = js->model.kind == MODEL_EXTERNAL;
+
+	if (!y->enabled)
+		return 0;
+	CHECK(y->step_time >= 1e-3 && y->step_time <= 3600,
+	      "spec.learners.synthetic.stepTime: %g is not in [0.001, 3600]",
+	      y->step_time);
+	CHECK(y->scale > 0 && y->scale <= 1,
+	      "spec.learners.synthetic.scale: %g is not in (0, 1]", y->scale);
+	CHECK(!y->ntensors || external,
+	      "spec.learners.synthetic.tensors: only for spec.model.kind "
+	      "external (the reference GPT's table comes from spec.model)");
+	CHECK(y->ntensors || !external,
+	      "spec.learners.synthetic.tensors: missing; a synthetic learner of "
+	      "spec.model.kind external needs the model's table");
+	CHECK(!external || js->syncer.fragments <= y->ntensors,
+	      "spec.syncer.fragments: %d is more than the %d tensors of "
+	      "spec.learners.synthetic.tensors", js->syncer.fragments,
+	      y->ntensors);
+	return 0;
+}
+
 /*
  * One function a part of the spec, each a flat list of checks, one per
  * field in the spec's order; jobspec_validate calls them in that order.
@@ -137,7 +166,7 @@ static int check_learners(const struct job_spec *js, struct err *e)
 		      "spec.learners.groups: the groups have %d learners, spec.learners.replicas is %d",
 		      sum, M);
 	}
-	return 0;
+	return check_synthetic(js, e);
 }
 
 static int check_model(const struct job_spec *js, struct err *e)
@@ -211,7 +240,8 @@ static int check_syncer(const struct job_spec *js, struct err *e)
 	      s->min_quorum, M);
 	CHECK(s->grace >= 0 && s->grace <= 1, "spec.syncer.grace: %g is not in [0, 1]", s->grace);
 	CHECK(s->fragments >= 1, "spec.syncer.fragments: %d is less than 1", s->fragments);
-	CHECK(s->fragments <= 2 + 12 * m->layers + 2,
+	/* an external model's table is its learners' (docs/syncer.md) */
+	CHECK(m->kind == MODEL_EXTERNAL || s->fragments <= 2 + 12 * m->layers + 2,
 	      "spec.syncer.fragments: %d is more than the model's %d tensors",
 	      s->fragments, 2 + 12 * m->layers + 2);
 	CHECK(s->sync_every >= 0, "spec.syncer.syncEvery: %d is negative", s->sync_every);

@@ -12,7 +12,8 @@
  *   spec.suspend, spec.ttlSecondsAfterFinished
  *   spec.learners.{replicas, image, resources.{cpu, memory, gpu},
  *                  threads, command [..], args [..],
- *                  groups [{replicas, command [..], args [..]}]}
+ *                  groups [{replicas, command [..], args [..]}],
+ *                  synthetic {stepTime, scale, seed, tensors [..]}}
  *   spec.model.{kind (gpt|external), vocabSize, context, layers, heads,
  *               channels, tied, seed}
  *   spec.evaluator.{command [..], args [..]}
@@ -63,6 +64,7 @@ enum chaos_schedule { CHAOS_POISSON = 0, CHAOS_INTERVAL = 1 };
 #define JOB_ARGV_BYTES 2048          /* their characters, NULs included */
 #define JOB_GROUPS_MAX 8
 #define JOB_MAX_SHARDS 64            /* spec.syncer.shards at most */
+#define JOB_SYNTH_TENSORS_MAX 1024   /* spec.learners.synthetic.tensors */
 
 /* A list of strings: n words, each NUL-terminated, one after another. */
 struct job_argv {
@@ -76,6 +78,22 @@ struct job_group {
 	struct job_argv command, args;   /* command empty: spec.learners' */
 };
 
+/*
+ * spec.learners.synthetic: learners that train nothing (docs/run.md,
+ * Synthetic learners): each step moves θ by a small deterministic
+ * pseudo-random Δ at a fixed step time, through the real exchange,
+ * sidecar and syncer. Present in the file: enabled.
+ */
+struct job_synthetic {
+	int enabled;
+	double step_time;             /* s per step, default 0.05 */
+	double scale;                 /* |Δ| of a moved value at most,
+				       * default 1e-3 */
+	uint64_t seed;                /* Δ's seed, default 1 */
+	int ntensors;                 /* external model: its table, */
+	uint64_t tensors[JOB_SYNTH_TENSORS_MAX];   /* values per tensor */
+};
+
 struct job_learners {
 	int replicas;                 /* M, default 4 */
 	int threads;                  /* trainer threads per learner, default 1 */
@@ -86,6 +104,7 @@ struct job_learners {
 	int ngroups;                  /* 0: all learners alike */
 	struct job_group groups[JOB_GROUPS_MAX];   /* in learner order; their
 						    * replicas add up to M */
+	struct job_synthetic synthetic;
 };
 
 /* spec.model.kind: the reference GPT (trainer/), or a model of the

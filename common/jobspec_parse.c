@@ -252,6 +252,7 @@ out:
 enum ftype {
 	F_INT, F_U64, F_DOUBLE, F_BOOL, F_STR, F_QTY,
 	F_MERGE, F_FORMAT, F_SCHED, F_MKIND, F_ENC, F_TARGETS, F_ARGV, F_GROUPS,
+	F_SYNTH,
 	F_SECTION, F_IGNORE,
 };
 
@@ -293,7 +294,8 @@ SECTION(s_learners,
 	FLD("threads", F_INT, learners.threads),
 	FLD("command", F_ARGV, learners.command),
 	FLD("args", F_ARGV, learners.args),
-	FLD("groups", F_GROUPS, learners));
+	FLD("groups", F_GROUPS, learners),
+	FLD("synthetic", F_SYNTH, learners.synthetic));
 
 SECTION(s_model,
 	FLD("vocabSize", F_INT, model.vocab_size),
@@ -557,6 +559,79 @@ static int set_groups(const json_t *v, const char *path,
 	return 0;
 }
 
+/* spec.learners.synthetic.tensors: a list of positive integers. */
+static int set_tensors(const json_t *v, const char *path,
+		       struct job_synthetic *y, struct err *e)
+{
+	char got[64];
+	size_t n;
+
+	if (!json_is_array(v))
+		return EXPECTED("a list of tensor sizes");
+	n = json_array_size(v);
+	if (n < 1 || n > JOB_SYNTH_TENSORS_MAX)
+		return err_set(e, "%s: %zu tensors, expected 1 to %d", path, n,
+			       JOB_SYNTH_TENSORS_MAX);
+	for (size_t i = 0; i < n; i++) {
+		const json_t *t = json_array_get(v, i);
+		double d;
+
+		/* 2^34 values: what one exchange fragment holds at most */
+		if (get_integer(t, &d) || d < 1 || d > 17179869184.0)
+			return err_set(e, "%s[%zu]: expected a tensor size in "
+				       "[1, 2^34], got %s", path, i,
+				       describe(t, got, sizeof(got)));
+		y->tensors[i] = (uint64_t)d;
+	}
+	y->ntensors = (int)n;
+	return 0;
+}
+
+/* spec.learners.synthetic: {stepTime, scale, seed, tensors}; present
+ * (even empty) means enabled. */
+static int set_synthetic(const json_t *v, const char *path,
+			 struct job_synthetic *y, struct err *e)
+{
+	char got[64], sub[300];
+	const char *key;
+	json_t *f;
+
+	if (!json_is_object(v))
+		return EXPECTED("a mapping of stepTime, scale, seed, tensors");
+	json_object_foreach((json_t *)v, key, f) {
+		double d;
+
+		snprintf(sub, sizeof(sub), "%s.%s", path, key);
+		if (json_is_null(f))
+			continue;
+		if (!strcmp(key, "tensors")) {
+			if (set_tensors(f, sub, y, e))
+				return -1;
+		} else if (!strcmp(key, "seed")) {
+			if (get_integer(f, &d) || d < 0 ||
+			    d >= 18446744073709551616.0)
+				return err_set(e, "%s: expected a non-negative "
+					       "integer, got %s", sub,
+					       describe(f, got, sizeof(got)));
+			y->seed = json_is_integer(f) ?
+				(uint64_t)json_integer_value(f) : (uint64_t)d;
+		} else if (!strcmp(key, "stepTime") || !strcmp(key, "scale")) {
+			if (!json_is_number(f) || !isfinite(json_number_value(f)))
+				return err_set(e, "%s: expected a number, got %s",
+					       sub, describe(f, got, sizeof(got)));
+			if (!strcmp(key, "stepTime"))
+				y->step_time = json_number_value(f);
+			else
+				y->scale = json_number_value(f);
+		} else {
+			return err_set(e, "%s: unknown field (expected one of "
+				       "stepTime, scale, seed, tensors)", sub);
+		}
+	}
+	y->enabled = 1;
+	return 0;
+}
+
 /* Long because it is one switch over the field kinds of the table, each
  * case a conversion with its own range check. */
 static int set_field(const struct field *f, const json_t *v, const char *path,
@@ -669,6 +744,8 @@ static int set_field(const struct field *f, const json_t *v, const char *path,
 		return set_argv(v, path, (struct job_argv *)p, e);
 	case F_GROUPS:
 		return set_groups(v, path, (struct job_learners *)p, e);
+	case F_SYNTH:
+		return set_synthetic(v, path, (struct job_synthetic *)p, e);
 	case F_SECTION:
 	case F_IGNORE:
 		break;

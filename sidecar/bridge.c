@@ -710,6 +710,10 @@ void sidecar_metrics_text(struct sidecar *s, struct buf *b)
 	prom_counter(b, S("answers_held_total"),
 		     "f32 answers sent straight from the shared region, "
 		     "without a copy", m.x.answers_held);
+	prom_counter(b, S("exchange_slots_released_total"),
+		     "superseded inbox slots whose pages the sidecar gave back "
+		     "(docs/exchange.md, Pages given back)",
+		     m.x.slots_released);
 	prom_counter(b, S("answers_dropped_total"),
 		     "answers for a stream that is gone", m.answers_dropped);
 	prom_counter(b, S("heartbeats_sent_total"), "heartbeats sent",

@@ -1017,6 +1017,7 @@ static void *bridge_main(void *arg)
 		 * and counted (docs/exchange.md, Trust) */
 		if (exchange_check(s->x))
 			log_warn("%s", exchange_last_error(s->x));
+		exchange_release_applied(s->x);
 		if (sidecar_collect(s) > 0)
 			kick(all);
 		/* a restarted learner is noticed here within 50 ms */

@@ -395,6 +395,12 @@ int cmd_sidecar(int argc, char **argv)
 	tune_malloc();
 	if (exchange_open(dir, EXCHANGE_SIDECAR, &ft, &x, &e))
 		goto out;
+	/* a large model's region gives its pages back, applied updates'
+	 * too: a restarted learner gets Θ from the Welcome
+	 * (docs/exchange.md, Pages given back) */
+	if (exchange_gives_back(x))
+		log_info("a large model: the exchange gives back the pages of "
+			 "slots no one needs, applied updates' too");
 	o.target = target;
 	o.learner_id = (unsigned)learner;
 	o.job = js.name;

@@ -14,6 +14,10 @@
  * when it is up), and whenever a larger one arrives later it moves its
  * schedule step there. AdamW's t is the trainer's own count: the moments
  * of a new process are zero and are corrected from t = 1.
+ *
+ * With --synthetic or spec.learners.synthetic it trains nothing: the
+ * same waits, then trainer/synthetic.c's steps (docs/run.md, Synthetic
+ * learners).
  */
 #include <limits.h>
 #include <math.h>
@@ -29,6 +33,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "trainer/model.h"
+#include "trainer/synthetic.h"
 #include "trainer/trainer.h"
 
 #define RESUME_WAIT 5.0   /* seconds, at start, for the resume step */
@@ -180,17 +185,83 @@ static int train(struct trainer *t, struct exchange *x,
 	return 0;
 }
 
+/*
+ * The synthetic learner (docs/run.md, Synthetic learners): the job's
+ * table without a trainer, the seed of an external model left for the
+ * syncer as ddiloco_start leaves it (docs/syncer.md, Model-agnostic
+ * jobs), then the waits of a real learner and synthetic_train.
+ */
+static int run_synthetic(const struct job_spec *js, int learner,
+			 const char *dir, double timeout, struct err *e)
+{
+	struct synthetic_run r = { .js = js, .learner = learner,
+				   .stop = &stop_requested };
+	struct exchange_step st = { .loss = NAN };
+	struct frag_table ft;
+	int rc = -1, n;
+
+	if (synthetic_table(js, &ft, &r.n, e))
+		return -1;
+	r.params = malloc((r.n ? r.n : 1) * sizeof(float));
+	if (!r.params) {
+		err_set(e, "learner %d: out of memory for %zu parameters",
+			learner, r.n);
+		goto out;
+	}
+	if (js->model.kind == MODEL_EXTERNAL) {
+		synthetic_init(r.params, r.n, js->model.seed);
+		if (exchange_write_seed(dir, &ft, r.params, e))
+			goto out;
+	}
+	if (exchange_open(dir, EXCHANGE_LEARNER, &ft, &r.x, e))
+		goto out;
+	signal(SIGTERM, on_signal);
+	signal(SIGINT, on_signal);
+	switch (wait_for_model(r.x, r.params, timeout, &st)) {
+	case 1:
+		log_info("the job is already done");
+		rc = 0;
+		goto out;
+	case -1:
+		if (stop_requested) {
+			rc = 0;
+			goto out;
+		}
+		err_set(e, "learner %d: no global model from the sidecar within "
+			"%.0f s (exchange '%s'): is `ddiloco sidecar` running "
+			"and connected to the syncer?", learner, timeout, dir);
+		goto out;
+	}
+	log_info("got the global model (%d fragments, %zu values); synthetic "
+		 "steps", ft.nfrags, r.n);
+	if (wait_for_resume(r.x, &r.step))
+		log_info("resuming at step %llu (job step)",
+			 (unsigned long long)r.step);
+	n = synthetic_train(&r);
+	rc = n;
+out:
+	exchange_close(r.x);
+	free(r.params);
+	frag_table_release(&ft);
+	return rc;
+}
+
+/* Long because the option table is declared here, beside the variables
+ * it fills; after it, the setup runs in order and unwinds at one label. */
 int cmd_learner(int argc, char **argv)
 {
 	const char *job = NULL, *dir = NULL;
-	int learner = -1, rc = 1, ft_ok = 0, n;
-	double init_timeout = 300;
+	int learner = -1, rc = 1, ft_ok = 0, n, synthetic = 0;
+	double init_timeout = 300, step_time = 0;
 	const struct cli_option opts[] = {
 		CLI_TEXT("usage: ddiloco learner --job JOB.yaml --learner I --exchange DIR\n"
-			 "                       [--init-timeout SECONDS]\n\n"
+			 "                       [--init-timeout SECONDS]\n"
+			 "                       [--synthetic [--step-time SECONDS]]\n\n"
 			 "Trains learner I of the job. Its sidecar (`ddiloco sidecar` with the\n"
 			 "same --exchange DIR) brings the global model and carries fragments\n"
-			 "to and from the syncer; the learner never waits for it.\n"),
+			 "to and from the syncer; the learner never waits for it.\n"
+			 "--synthetic (or spec.learners.synthetic) trains nothing: each step\n"
+			 "moves the weights by a small deterministic pseudo-random delta.\n"),
 		CLI_STRING("job", 0, &job, "JOB.yaml", "the DecoupledTrainingJob"),
 		CLI_INT("learner", 0, &learner, "I", 0, INT_MAX,
 			"this learner's index in the job"),
@@ -198,6 +269,12 @@ int cmd_learner(int argc, char **argv)
 			   "the exchange folder shared with the sidecar"),
 		CLI_DOUBLE("init-timeout", 0, &init_timeout, "S", 0, INFINITY,
 			   "how long to wait for the global model (default 300)",
+			   .flags = CLI_ABOVE_MIN),
+		CLI_FLAG("synthetic", 0, &synthetic,
+			 "train nothing: synthetic steps (docs/run.md)"),
+		CLI_DOUBLE("step-time", 0, &step_time, "S", 0, 3600,
+			   "with --synthetic: seconds per step (default "
+			   "spec.learners.synthetic.stepTime, else 0.05)",
 			   .flags = CLI_ABOVE_MIN),
 		CLI_END(),
 	};
@@ -226,6 +303,16 @@ int cmd_learner(int argc, char **argv)
 	if (learner >= js.learners.replicas) {
 		err_set(&e, "learner %d: the job has %d learners (0 to %d)",
 			learner, js.learners.replicas, js.learners.replicas - 1);
+		goto out;
+	}
+	if (synthetic || step_time > 0 || js.learners.synthetic.enabled) {
+		js.learners.synthetic.enabled = 1;
+		if (step_time > 0)
+			js.learners.synthetic.step_time = step_time;
+		if (jobspec_validate(&js, &e) ||
+		    run_synthetic(&js, learner, dir, init_timeout, &e))
+			goto out;
+		rc = 0;
 		goto out;
 	}
 	t = trainer_new(&js, learner, js.learners.replicas, &e);

@@ -846,6 +846,7 @@ static void concurrent_updates(void **state)
 	rng_seed(&rng, 7);
 	assert_int_equal(exchange_open(f->dir, EXCHANGE_SIDECAR, &f->ft, &sc,
 				       NULL), 0);
+	exchange_set_give_back(sc, 1);   /* as a large model's */
 	publish_const(sc, 0, v, (float)v);
 	publish_const(sc, 1, v, (float)v);
 	pid = fork();
@@ -873,7 +874,198 @@ static void concurrent_updates(void **state)
 	exchange_counters(sc, &c);
 	assert_greater(c.updates_published, 10);
 	assert_greater(c.updates_superseded, 0);
+	/* every publication gave back the superseded slot under the reader */
+	assert_int_equal(c.slots_released, c.updates_published - 2);
 	exchange_close(sc);
+}
+
+/* Bytes of the region file's pages in use (tmpfs or disk). */
+static long long region_bytes(struct fx *f)
+{
+	char path[128];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/exchange", f->dir);
+	assert_int_equal(stat(path, &st), 0);
+	return (long long)st.st_blocks * 512;
+}
+
+/*
+ * Pages given back (docs/exchange.md): the region takes a slot's pages
+ * when it is written and gives them back when no one needs them, so a
+ * learner's region holds about one inbox slot per fragment. Each side
+ * gives back only its own box's slots: the sidecar the superseded inbox
+ * slot, the learner an answer the sidecar took (copied, or sent from
+ * the region and released; a held one stays).
+ */
+static void pages_are_given_back(void **state)
+{
+	struct fx *f = *state;
+	struct exchange *ln, *sc;
+	struct exchange_poll_result res;
+	struct exchange_answer a;
+	struct exchange_counters c;
+	struct exchange_hold *h;
+	const float *v;
+	long long slot = (long long)f->ft.frags[0].numel * 4, b;
+	size_t n = f->ft.frags[0].numel;
+	float *params = calloc(2 * n, sizeof(float));
+	float *buf = malloc(n * sizeof(float));
+
+	assert_int_equal(exchange_open(f->dir, EXCHANGE_LEARNER, &f->ft, &ln,
+				       NULL), 0);
+	assert_int_equal(exchange_open(f->dir, EXCHANGE_SIDECAR, &f->ft, &sc,
+				       NULL), 0);
+	/* a small model's region keeps its pages */
+	assert_int_equal(exchange_gives_back(sc), 0);
+	publish_const(sc, 0, 1, 1.0f);
+	publish_const(sc, 0, 2, 2.0f);
+	b = region_bytes(f);
+	publish_const(sc, 0, 3, 3.0f);
+	assert_at_least(region_bytes(f), b - 2 * 4096);
+	/* as a large model's: version 4 into the other slot, 3's pages go */
+	exchange_set_give_back(sc, 1);
+	exchange_set_give_back(ln, 1);
+	assert_int_equal(exchange_gives_back(sc), 1);
+	b = region_bytes(f);
+	publish_const(sc, 0, 4, 4.0f);
+	assert_true(region_bytes(f) <= b - slot + 2 * 4096);
+	publish_const(sc, 1, 4, 4.0f);
+	exchange_counters(sc, &c);
+	assert_int_equal(c.slots_released, 1);
+	assert_int_equal(exchange_learner_start(ln, params), 1);
+	assert_int_equal(all_equal(params, 2 * n), 1);
+	assert_exactly(params[0], 4.0f);
+	/* version 5 written where 3 was and 4's pages gone: the learner
+	 * reads 5 (one that had looked at generation 4 retries: its
+	 * generation word is cleared) */
+	b = region_bytes(f);
+	publish_const(sc, 0, 5, 5.0f);
+	assert_true(region_bytes(f) <= b + 2 * 4096);
+	poll_at(ln, params, 1, &res);
+	assert_int_equal(res.applied, 1);
+	assert_exactly(params[0], 5.0f);
+	assert_exactly(params[n - 1], 5.0f);
+
+	/* an answer copied out: the learner's next poll gives it back */
+	for (size_t i = 0; i < n; i++)
+		params[i] += 0.5f;
+	pull_at(ln, sc, params, 0, 10, 2, &res);
+	assert_int_equal(res.served, 1);
+	b = region_bytes(f);
+	assert_int_equal(exchange_take_answer(sc, 0, &a, buf), 1);
+	assert_exactly(buf[0], -0.5f);
+	assert_exactly(buf[n - 1], -0.5f);
+	poll_at(ln, params, 3, &res);
+	assert_true(region_bytes(f) <= b - slot + 2 * 4096);
+	exchange_counters(ln, &c);
+	assert_int_equal(c.slots_released, 1);
+
+	/* an answer sent from the region: kept while held */
+	for (size_t i = 0; i < n; i++)
+		params[i] += 0.25f;
+	pull_at(ln, sc, params, 0, 11, 4, &res);
+	assert_int_equal(res.served, 1);
+	b = region_bytes(f);
+	assert_int_equal(exchange_hold_answer(sc, 0, &a, &v, &h), 1);
+	assert_non_null(h);
+	poll_at(ln, params, 5, &res);
+	poll_at(ln, params, 6, &res);
+	assert_at_least(region_bytes(f), b - 2 * 4096);
+	assert_exactly(v[0], -0.25f);
+	assert_exactly(v[n - 1], -0.25f);
+	exchange_counters(ln, &c);
+	assert_int_equal(c.slots_released, 1);
+	exchange_release(h);
+	poll_at(ln, params, 7, &res);
+	assert_true(region_bytes(f) <= b - slot + 2 * 4096);
+	exchange_counters(ln, &c);
+	assert_int_equal(c.slots_released, 2);
+	exchange_close(sc);
+	exchange_close(ln);
+	free(params);
+	free(buf);
+}
+
+/*
+ * A large model's sidecar gives back applied inbox slots too: the region
+ * then holds only updates not yet applied. A learner that restarts finds
+ * nothing to start from (and no corruption) until the next updates, as
+ * its sidecar's Welcome brings them; a slot being written is kept.
+ */
+static void applied_updates_leave_the_region(void **state)
+{
+	struct fx *f = *state;
+	struct exchange *ln, *sc;
+	struct exchange_counters c;
+	struct exchange_poll_result res;
+	/* a slot's first and last page, shared with its header or a
+	 * neighbour, stay */
+	long long slot = (long long)f->ft.frags[0].numel * 4, b;
+	size_t n = f->ft.frags[0].numel;
+	float *params = calloc(2 * n, sizeof(float)), *d;
+
+	assert_int_equal(exchange_open(f->dir, EXCHANGE_LEARNER, &f->ft, &ln,
+				       NULL), 0);
+	assert_int_equal(exchange_open(f->dir, EXCHANGE_SIDECAR, &f->ft, &sc,
+				       NULL), 0);
+	publish_const(sc, 0, 1, 1.0f);
+	publish_const(sc, 1, 1, 1.0f);
+	/* off for a small model; on, nothing goes before it is applied */
+	assert_int_equal(exchange_release_applied(sc), 0);
+	exchange_set_give_back(sc, 1);
+	exchange_set_give_back(ln, 1);
+	assert_int_equal(exchange_release_applied(sc), 0);
+	assert_int_equal(exchange_learner_start(ln, params), 1);
+	b = region_bytes(f);
+	assert_int_equal(exchange_release_applied(sc), 2);
+	assert_int_equal(exchange_release_applied(sc), 0);   /* once */
+	assert_true(region_bytes(f) <= b - 2 * slot + 4 * 4096);
+	assert_exactly(params[0], 1.0f);
+	assert_exactly(params[2 * n - 1], 1.0f);
+	/* the learner restarts: nothing in the region to start from */
+	exchange_close(ln);
+	assert_int_equal(exchange_open(f->dir, EXCHANGE_LEARNER, &f->ft, &ln,
+				       NULL), 0);
+	exchange_set_give_back(ln, 1);
+	memset(params, 0, 2 * n * sizeof(float));
+	assert_int_equal(exchange_learner_start(ln, params), 0);
+	exchange_counters(ln, &c);
+	assert_int_equal(c.corrupt_boxes, 0);
+	assert_int_equal(c.torn_reads, 0);
+	/* the Welcome's updates: it starts from them */
+	publish_const(sc, 0, 2, 2.0f);
+	assert_int_equal(exchange_learner_start(ln, params), 0);
+	publish_const(sc, 1, 2, 2.0f);
+	assert_int_equal(exchange_learner_start(ln, params), 1);
+	assert_exactly(params[0], 2.0f);
+	assert_exactly(params[2 * n - 1], 2.0f);
+	b = region_bytes(f);
+	assert_int_equal(exchange_release_applied(sc), 2);
+	assert_true(region_bytes(f) <= b - 2 * slot + 4 * 4096);
+	/* fragment 0's next update half written: its slots stay */
+	d = exchange_inbox_begin(sc, 0);
+	for (size_t i = 0; i < n; i++)
+		d[i] = 3.0f;
+	publish_const(sc, 1, 3, 3.0f);
+	poll_at(ln, params, 1, &res);
+	assert_int_equal(res.applied, 1);
+	b = region_bytes(f);
+	assert_int_equal(exchange_release_applied(sc), 1);   /* fragment 1 */
+	assert_true(region_bytes(f) <= b - slot + 2 * 4096);
+	exchange_inbox_commit(sc, 0, 3);
+	poll_at(ln, params, 2, &res);
+	assert_int_equal(res.applied, 1);
+	assert_exactly(params[0], 3.0f);
+	assert_exactly(params[n - 1], 3.0f);
+	b = region_bytes(f);
+	assert_int_equal(exchange_release_applied(sc), 1);   /* fragment 0 */
+	assert_true(region_bytes(f) <= b - slot + 2 * 4096);
+	exchange_counters(ln, &c);
+	assert_int_equal(c.corrupt_boxes, 0);
+	exchange_close(sc);
+	exchange_close(ln);
+	free(params);
 }
 
 /* ---- a corrupted region (docs/exchange.md, Trust) ---- */
@@ -1237,6 +1429,10 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(held_answers_stay_whole, setup_big,
 						teardown),
+		cmocka_unit_test_setup_teardown(pages_are_given_back, setup_big,
+						teardown),
+		cmocka_unit_test_setup_teardown(applied_updates_leave_the_region,
+						setup_big, teardown),
 		cmocka_unit_test_setup_teardown(concurrent_updates, setup_big,
 						teardown),
 		cmocka_unit_test_setup_teardown(box_lengths_come_from_the_table,

@@ -181,6 +181,11 @@ static void examples_load(void **state)
 	assert_string_equal(js.name, "quickstart-nochaos");
 	assert_int_equal(js.learners.replicas, 4);
 	assert_int_equal(js.chaos.enabled, 0);
+	assert_int_equal(jobspec_load("examples/big.yaml", &js, &e), 0);
+	assert_int_equal(js.learners.synthetic.enabled, 1);
+	assert_int_equal(js.syncer.fragments, 32);
+	assert_int_equal(js.syncer.encoding, ENC_INT8);
+	assert_int_equal(js.syncer.update_encoding, ENC_BF16);
 }
 
 static void file_errors(void **state)
@@ -409,6 +414,87 @@ static void evaluator_command(void **state)
 		"job: spec.evaluator.image: unknown field (expected one of command, args)");
 }
 
+/* spec.learners.synthetic (docs/run.md, Synthetic learners): present
+ * means on, its fields checked, an external model's table given. */
+static void synthetic_learners(void **state)
+{
+	struct job_spec js;
+	struct err e = { "" };
+
+	(void)state;
+	assert_int_equal(parse(HEAD "spec:\n" DATA, &js, &e), 0);
+	assert_int_equal(js.learners.synthetic.enabled, 0);
+	assert_int_equal(parse(HEAD "spec:\n" DATA "  learners:\n"
+			       "    synthetic: {}\n", &js, &e), 0);
+	assert_int_equal(js.learners.synthetic.enabled, 1);
+	assert_exactly(js.learners.synthetic.step_time, 0.05);
+	assert_exactly(js.learners.synthetic.scale, 1e-3);
+	assert_int_equal(js.learners.synthetic.seed, 1);
+	assert_int_equal(js.learners.synthetic.ntensors, 0);
+	assert_int_equal(parse(HEAD "spec:\n" DATA "  learners:\n"
+			       "    synthetic: ~\n", &js, &e), 0);
+	assert_int_equal(js.learners.synthetic.enabled, 0);
+	assert_int_equal(parse(HEAD "spec:\n" DATA "  model: {kind: external}\n"
+			       "  syncer: {fragments: 3}\n"
+			       "  learners:\n    synthetic:\n      stepTime: 0.5\n"
+			       "      scale: 0.25\n      seed: 9\n"
+			       "      tensors: [16777216, 4096, 1e6]\n", &js, &e), 0);
+	assert_exactly(js.learners.synthetic.step_time, 0.5);
+	assert_exactly(js.learners.synthetic.scale, 0.25);
+	assert_int_equal(js.learners.synthetic.seed, 9);
+	assert_int_equal(js.learners.synthetic.ntensors, 3);
+	assert_int_equal(js.learners.synthetic.tensors[0], 16777216);
+	assert_int_equal(js.learners.synthetic.tensors[2], 1000000);
+	/* the reference GPT's fragments are bounded by its tensors, an
+	 * external model's by its own table */
+	assert_int_equal(parse(HEAD "spec:\n" DATA "  model: {kind: external}\n"
+			       "  syncer: {fragments: 32}\n  learners:\n"
+			       "    synthetic: {tensors: [" "1, 1, 1, 1, 1, 1, 1, 1, "
+			       "1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, "
+			       "1, 1, 1, 1, 1, 1, 1, 1]}\n", &js, &e), 0);
+	refused(HEAD "spec:\n" DATA "  learners:\n    synthetic: {stepTime: 0}\n",
+		"job: spec.learners.synthetic.stepTime: 0 is not in [0.001, 3600]");
+	refused(HEAD "spec:\n" DATA "  learners:\n    synthetic: {scale: 2}\n",
+		"job: spec.learners.synthetic.scale: 2 is not in (0, 1]");
+	refused(HEAD "spec:\n" DATA "  learners:\n    synthetic: {speed: 2}\n",
+		"job: spec.learners.synthetic.speed: unknown field (expected "
+		"one of stepTime, scale, seed, tensors)");
+	refused(HEAD "spec:\n" DATA "  learners:\n    synthetic: true\n",
+		"job: spec.learners.synthetic: expected a mapping of stepTime, "
+		"scale, seed, tensors, got true");
+	refused(HEAD "spec:\n" DATA "  learners:\n    synthetic: {stepTime: fast}\n",
+		"job: spec.learners.synthetic.stepTime: expected a number, got 'fast'");
+	refused(HEAD "spec:\n" DATA "  learners:\n    synthetic: {seed: -1}\n",
+		"job: spec.learners.synthetic.seed: expected a non-negative "
+		"integer, got -1");
+	refused(HEAD "spec:\n" DATA "  model: {kind: external}\n"
+		"  learners:\n    synthetic: {tensors: [4, 0]}\n",
+		"job: spec.learners.synthetic.tensors[1]: expected a tensor size "
+		"in [1, 2^34], got 0");
+	refused(HEAD "spec:\n" DATA "  model: {kind: external}\n"
+		"  learners:\n    synthetic: {tensors: [4, 2.5]}\n",
+		"job: spec.learners.synthetic.tensors[1]: expected a tensor size "
+		"in [1, 2^34], got 2.5");
+	refused(HEAD "spec:\n" DATA "  model: {kind: external}\n"
+		"  learners:\n    synthetic: {tensors: []}\n",
+		"job: spec.learners.synthetic.tensors: 0 tensors, expected 1 to 1024");
+	refused(HEAD "spec:\n" DATA "  model: {kind: external}\n"
+		"  learners:\n    synthetic: {tensors: 4}\n",
+		"job: spec.learners.synthetic.tensors: expected a list of tensor "
+		"sizes, got 4");
+	refused(HEAD "spec:\n" DATA "  learners:\n    synthetic: {tensors: [4]}\n",
+		"job: spec.learners.synthetic.tensors: only for spec.model.kind "
+		"external (the reference GPT's table comes from spec.model)");
+	refused(HEAD "spec:\n" DATA "  model: {kind: external}\n"
+		"  learners:\n    synthetic: {}\n",
+		"job: spec.learners.synthetic.tensors: missing; a synthetic "
+		"learner of spec.model.kind external needs the model's table");
+	refused(HEAD "spec:\n" DATA "  model: {kind: external}\n"
+		"  learners:\n    synthetic: {tensors: [4, 4]}\n",
+		"job: spec.syncer.fragments: 4 is more than the 2 tensors of "
+		"spec.learners.synthetic.tensors");
+}
+
 /* spec.learners.command, args and groups, and what each learner runs. */
 static void learner_commands(void **state)
 {
@@ -554,6 +640,7 @@ int main(void)
 		cmocka_unit_test(json_errors),
 		cmocka_unit_test(validation_errors),
 		cmocka_unit_test(learner_commands),
+		cmocka_unit_test(synthetic_learners),
 		cmocka_unit_test(evaluator_command),
 		cmocka_unit_test(name_rules),
 	};

@@ -1,0 +1,98 @@
+#!/bin/sh
+# Synthetic learners (docs/run.md, Synthetic learners) through the real
+# exchange, sidecars, gRPC and syncer under `ddiloco run`: a job of the
+# reference GPT's table and one of an external model's table
+# (spec.learners.synthetic.tensors, adopted from the first Hello with the
+# learner's seed). Their steps and tokens reach the syncer's /status as a
+# real learner's do (tokens in steps of batchSize × seqLen, no train loss),
+# rounds merge, and each job ends at its budget with exit 0.
+set -eu
+BIN=$(cd "$(dirname "${BUILD:-build}/ddiloco")" && pwd)/ddiloco
+dir=$(mktemp -d /tmp/ddiloco-synthetic-XXXXXX)
+run=""
+fail() {
+	echo "FAIL: $*"
+	for f in "$dir"/*.out "$dir"/run-*/*.log; do
+		[ -f "$f" ] && { echo "--- $f"; tail -n 8 "$f"; }
+	done
+	exit 1
+}
+cleanup() {
+	[ -z "$run" ] || kill "$run" 2>/dev/null || true
+	wait 2>/dev/null || true
+	[ -n "${KEEP:-}" ] || rm -rf "$dir"
+}
+trap cleanup EXIT
+
+# wait_for SECONDS 'shell condition' what
+wait_for() {
+	t=0
+	while ! eval "$2" 2>/dev/null; do
+		t=$((t + 1))
+		[ "$t" -le $(($1 * 5)) ] || fail "timed out waiting for $3"
+		sleep 0.2
+	done
+}
+
+# job NAME MODEL SYNTHETIC: a 2-learner job, batch 4 × seqLen 16 = 64
+# tokens a step, 4 fragments merged every 8 steps, 300 rounds (about
+# 12 s at 0.02 s a step)
+job() {
+	cat > "$dir/$1.yaml" <<YAML
+apiVersion: ddiloco.io/v1alpha1
+kind: DecoupledTrainingJob
+metadata:
+  name: $1
+spec:
+  learners:
+    replicas: 2
+    synthetic: $3
+  model: $2
+  data: {path: /usr/share/games/fortunes}
+  optimizer: {batchSize: 4, seqLen: 16}
+  syncer: {fragments: 4, syncEvery: 8, encoding: int8,
+           updateEncoding: bf16, evalEvery: 0, checkpointEvery: 10}
+  budget: {outerSteps: 300}
+YAML
+}
+
+# check NAME: runs the job, follows /status, checks the end
+check() {
+	name=$1
+	"$BIN" run "$dir/$name.yaml" --run-dir "$dir/run-$name" --timeout 120 \
+		> "$dir/$name.out" 2>&1 &
+	run=$!
+	wait_for 30 'grep -q "(http " "$dir/run-$name/events.log"' "the syncer of $name"
+	http=$(sed -n 's/.*(http \([^)]*\)).*/\1/p' "$dir/run-$name/events.log" | head -n 1)
+	st() { curl -sf "http://$http/status" | jq -r "$1"; }
+	wait_for 60 '[ "$(st "[.learners[].step] | min")" -ge 20 ]' "20 steps of each learner of $name"
+	for i in 0 1; do
+		# tokens come in whole steps of 64 and never run ahead of the
+		# steps (the step is an answer's, the tokens a heartbeat's)
+		l=$(curl -sf "http://$http/status" |
+			jq -r ".learners[$i] | \"\(.step) \(.tokens) \(.train_loss)\"")
+		set -- $l
+		[ "$2" -gt 0 ] && [ $(($2 % 64)) -eq 0 ] && [ "$2" -le $(($1 * 64)) ] ||
+			fail "$name: learner $i has $2 tokens at step $1 (64 a step)"
+		[ "$3" = null ] || fail "$name: learner $i reports a train loss $3"
+	done
+	[ "$(st .tokens)" -ge 2560 ] || fail "$name: the job's tokens $(st .tokens)"
+	wait_for 60 '[ "$(st .answers.merged)" -ge 4 ]' "merged answers of $name"
+	rc=0
+	wait "$run" || rc=$?
+	run=""
+	[ "$rc" -eq 0 ] || fail "$name: ddiloco run exited $rc"
+	[ "$(jq -r .rounds "$dir/run-$name/report.json")" -eq 300 ] ||
+		fail "$name: $(jq -r .rounds "$dir/run-$name/report.json") rounds, not 300"
+	grep -q "synthetic: .* values, a step every 0.020 s" "$dir/run-$name/learner-0.log" ||
+		fail "$name: learner 0 did not run synthetic steps"
+}
+
+job gpt "{vocabSize: 256, context: 16, layers: 1, heads: 2, channels: 32}" \
+	"{stepTime: 0.02, seed: 3}"
+check gpt
+job ext "{kind: external}" "{stepTime: 0.02, tensors: [3000, 2000, 1500, 1000, 700]}"
+check ext
+grep -q "weights are the job.s initial model" "$dir/run-ext/syncer.log" ||
+	fail "ext: the syncer did not adopt the learner's seed"
+echo "ok: synthetic learners of a GPT and an external table, steps and tokens in /status"
