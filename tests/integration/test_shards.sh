@@ -21,7 +21,7 @@ fail() {
 }
 . "$(dirname "$0")/report.sh"   # field, sub: report.json
 
-job() {   # name, syncer fields, chaos
+job() {   # name, syncer fields, chaos, tokens
 	cat <<YAML
 apiVersion: ddiloco.io/v1alpha1
 kind: DecoupledTrainingJob
@@ -33,19 +33,19 @@ spec:
   data: {path: /usr/share/games/fortunes, valFraction: 0.05}
   optimizer: {lr: 0.003, warmupSteps: 10, batchSize: 4}
   syncer: {minQuorum: 1, evalEvery: 0, checkpointEvery: 10, $2}
-  budget: {tokens: 3000000}
+  budget: {tokens: $4}
   chaos: {$3}
 YAML
 }
 
 # 1. bad input: more shards than fragments; a sidecar short of addresses
-job bad-$$ "fragments: 2, shards: 3" "enabled: false" > "$dir/bad.yaml"
+job bad-$$ "fragments: 2, shards: 3" "enabled: false" 3000000 > "$dir/bad.yaml"
 rc=0
 "$BIN" run "$dir/bad.yaml" --run-dir "$dir/bad" > "$dir/bad.out" 2>&1 || rc=$?
 [ "$rc" -ne 0 ] || fail "a job of 3 shards over 2 fragments ran"
 grep -q "spec.syncer.shards: 3 is more than spec.syncer.fragments (2)" "$dir/bad.out" ||
 	fail "no clear refusal: $(cat "$dir/bad.out")"
-job two-$$ "fragments: 4, shards: 2" "enabled: false" > "$dir/two.yaml"
+job two-$$ "fragments: 4, shards: 2" "enabled: false" 3000000 > "$dir/two.yaml"
 rc=0
 "$BIN" sidecar --job "$dir/two.yaml" --learner 0 --exchange "$dir/x" \
 	--syncer 127.0.0.1:1 > "$dir/sc.out" 2>&1 || rc=$?
@@ -53,10 +53,11 @@ rc=0
 grep -q "syncer has 1 address, job 'two-$$' has 2 syncer shards" "$dir/sc.out" ||
 	fail "no clear sidecar refusal: $(cat "$dir/sc.out")"
 
-# 2. two shards, each killed in turn
+# 2. two shards, each killed in turn: kills 5, 8, 11 s in, a shard's
+# restart about 2 s, and a budget of about 19 s on a fast machine
 job shards-$$ "fragments: 4, shards: 2" "enabled: true, schedule: interval, \
-intervalSeconds: 4, targets: [syncer], startAfterSeconds: 2, recoverySeconds: 2" \
-	> "$dir/job.yaml"
+intervalSeconds: 3, targets: [syncer], startAfterSeconds: 2, recoverySeconds: 2" \
+	6000000 > "$dir/job.yaml"
 rc=0
 "$BIN" run "$dir/job.yaml" --run-dir "$dir/run" --timeout 400 > "$dir/out" 2>&1 || rc=$?
 [ "$rc" -eq 0 ] || { cat "$dir/out"; fail "run exited $rc"; }
