@@ -134,6 +134,44 @@ static int over_budget(const struct job_spec *js, const struct frag_table *ft,
 	return 1;
 }
 
+static int by_lo(const void *a, const void *b)
+{
+	size_t x = ((const size_t *)a)[0], y = ((const size_t *)b)[0];
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * The initial model into r->params (all of the model's size): the whole
+ * of it for one shard, only this shard's pieces for one of several, so
+ * the rest of the array is never made resident (docs/syncer.md, Shards).
+ */
+static int seed_params(const struct job_spec *js, struct reference *r,
+		       int shard)
+{
+	const struct frag_table *ft = &r->ft;
+	size_t (*rg)[2];
+	int n = 0;
+
+	if (js->syncer.shards == 1) {
+		model_init_params(&r->cfg, r->params, js->model.seed);
+		return 0;
+	}
+	if (!(rg = calloc((size_t)ft->ntensors, sizeof(*rg))))
+		return -1;
+	for (int k = 0; k < ft->ntensors; k++)
+		if (shard_owner(ft->owner[k], js->syncer.shards) == shard) {
+			rg[n][0] = ft->tensors[k].offset;
+			rg[n][1] = ft->tensors[k].offset + ft->tensors[k].numel;
+			n++;
+		}
+	qsort(rg, (size_t)n, sizeof(*rg), by_lo);
+	model_init_params_part(&r->cfg, r->params, js->model.seed,
+			       (const size_t (*)[2])rg, n);
+	free(rg);
+	return 0;
+}
+
 /*
  * The reference GPT's table, seeded parameters and evaluator into prm
  * (an external model has none of them: the learners' are adopted,
@@ -158,7 +196,10 @@ static int reference_model(const struct job_spec *js, struct reference *r,
 		log_error("out of memory for %zu parameters", nparams);
 		return 1;
 	}
-	model_init_params(&r->cfg, r->params, js->model.seed);
+	if (seed_params(js, r, prm->shard)) {
+		log_error("out of memory for the initial model");
+		return 1;
+	}
 	/* a shard holds part of Θ: the job's evaluations are an
 	 * evaluator's, never a shard's (docs/syncer.md, Shards) */
 	if (js->syncer.shards == 1 && js->syncer.eval_every > 0 &&

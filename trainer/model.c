@@ -159,35 +159,46 @@ size_t model_num_params(const struct model_config *c)
 	return c->tied ? n : n + (size_t)c->V * C;
 }
 
+void model_init_params_part(const struct model_config *c, float *params,
+			    uint64_t seed, const size_t (*rg)[2], int n)
+{
+	struct model_tensor *t = calloc(MODEL_MAX_TENSORS, sizeof(*t));
+	int nt = model_tensors(c, t, MODEL_MAX_TENSORS), r = 0;
+	float resid_sd = 0.02f / sqrtf(2.0f * (float)c->L);
+	struct rng g;
+
+	rng_seed(&g, seed);
+	for (int i = 0; i < nt; i++) {
+		const char *dot = strchr(t[i].name, '.');
+		const char *base = dot ? dot + 1 : t[i].name;
+		float sd = 0.02f, v = 0.0f;
+
+		/* layernorm weights 1, every bias and layernorm bias 0;
+		 * GPT-2's residual projections scaled */
+		if (!t[i].is_matrix)
+			v = base[strlen(base) - 1] == 'w' ? 1.0f : 0.0f;
+		else if (!strcmp(base, "attprojw") || !strcmp(base, "fcprojw"))
+			sd = resid_sd;
+		for (size_t j = 0; j < t[i].numel; j++) {
+			size_t o = t[i].offset + j;
+
+			if (t[i].is_matrix)
+				v = sd * (float)rng_normal(&g);
+			while (r < n && o >= rg[r][1])
+				r++;
+			if (r < n && o >= rg[r][0])
+				params[o] = v;
+		}
+	}
+	free(t);
+}
+
 void model_init_params(const struct model_config *c, float *params,
 		       uint64_t seed)
 {
-	struct model_tensor *t = calloc(MODEL_MAX_TENSORS, sizeof(*t));
-	int n = model_tensors(c, t, MODEL_MAX_TENSORS);
-	float resid_sd = 0.02f / sqrtf(2.0f * (float)c->L);
-	struct rng r;
+	const size_t all[1][2] = { { 0, model_num_params(c) } };
 
-	rng_seed(&r, seed);
-	for (int i = 0; i < n; i++) {
-		float *p = params + t[i].offset;
-		const char *dot = strchr(t[i].name, '.');
-		const char *base = dot ? dot + 1 : t[i].name;
-		float sd = 0.02f;
-
-		if (!t[i].is_matrix) {
-			/* layernorm weights 1, every bias and layernorm bias 0 */
-			float v = base[strlen(base) - 1] == 'w' ? 1.0f : 0.0f;
-
-			for (size_t j = 0; j < t[i].numel; j++)
-				p[j] = v;
-			continue;
-		}
-		if (!strcmp(base, "attprojw") || !strcmp(base, "fcprojw"))
-			sd = resid_sd;   /* GPT-2: residual projections scaled */
-		for (size_t j = 0; j < t[i].numel; j++)
-			p[j] = sd * (float)rng_normal(&r);
-	}
-	free(t);
+	model_init_params_part(c, params, seed, all, 1);
 }
 
 int model_frag_table(const struct model_config *c, int nfrags,

@@ -50,6 +50,15 @@ int model_tensors(const struct model_config *c, struct model_tensor *out,
 size_t model_num_params(const struct model_config *c);
 void model_init_params(const struct model_config *c, float *params,
 		       uint64_t seed);
+/*
+ * The same values, written only at the flat offsets in the n ranges
+ * [rg[i][0], rg[i][1]), sorted and disjoint; the rest of params is never
+ * touched, so a syncer shard that allocates the whole model but owns a
+ * quarter of it makes a quarter of its pages resident (docs/syncer.md,
+ * Shards). Every value is still drawn: the stream is the whole model's.
+ */
+void model_init_params_part(const struct model_config *c, float *params,
+			    uint64_t seed, const size_t (*rg)[2], int n);
 /* The fragment table both learner and syncer use for P fragments. */
 int model_frag_table(const struct model_config *c, int nfrags,
 		     struct frag_table *out, struct err *e);

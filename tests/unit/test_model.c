@@ -483,6 +483,31 @@ static void tensor_table_is_contiguous(void **state)
 	assert_int_equal(model_num_params(&c), model_num_params(&small) + 13 * 8);
 }
 
+/* A shard's part of the initial model is the whole model's values at
+ * its offsets, and nothing else in the array is written. */
+static void init_of_a_part_writes_only_the_part(void **state)
+{
+	size_t n = model_num_params(&small);
+	float *a = malloc(n * sizeof(float)), *b = malloc(n * sizeof(float));
+	const size_t rg[3][2] = { { 3, 40 }, { n / 3, n / 2 }, { n - 7, n } };
+
+	(void)state;
+	model_init_params(&small, a, 42);
+	for (size_t i = 0; i < n; i++)
+		b[i] = -7.0f;
+	model_init_params_part(&small, b, 42, rg, 3);
+	for (size_t i = 0, r = 0; i < n; i++) {
+		while (r < 3 && i >= rg[r][1])
+			r++;
+		if (r < 3 && i >= rg[r][0])
+			assert_exactly(b[i], a[i]);
+		else
+			assert_exactly(b[i], -7.0f);
+	}
+	free(a);
+	free(b);
+}
+
 static void init_is_pure_and_gpt2_like(void **state)
 {
 	size_t n = model_num_params(&small);
@@ -696,6 +721,7 @@ int main(void)
 		cmocka_unit_test(config_from_job),
 		cmocka_unit_test(model_gradient_matches_differences),
 		cmocka_unit_test(threads_are_deterministic),
+		cmocka_unit_test(init_of_a_part_writes_only_the_part),
 		cmocka_unit_test(forward_without_targets),
 	};
 
