@@ -139,6 +139,8 @@ VECFLAGS := -fvect-cost-model=dynamic -fno-math-errno -fno-trapping-math
 ifeq ($(FUZZ),)
 $(BUILD)/obj/trainer/%.o $(BUILD)/pic/trainer/%.o: CFLAGS += $(VECFLAGS)
 $(BUILD)/obj/common/exchange.o $(BUILD)/pic/common/exchange.o: CFLAGS += $(VECFLAGS)
+$(BUILD)/obj/common/encoding.o $(BUILD)/pic/common/encoding.o: CFLAGS += $(VECFLAGS)
+$(BUILD)/obj/syncer/outer.o: CFLAGS += $(VECFLAGS)
 endif
 
 $(BUILD)/pic/%.o: %.c $(PROTO_H)
