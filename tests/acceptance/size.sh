@@ -7,7 +7,7 @@
 #          apart (bench/healthz_during_ckpt.py), peak memory per process
 #          (bench/size_rss.py);
 #   S = 4  the same job in four shards, shard 1 killed by the chaos
-#          150 s into the run, a checkpoint every 4 of a shard's rounds.
+#          200 s into the run, a checkpoint every 8 of a shard's rounds.
 # Prints params=, shards=, shard_rss_ratio= (the largest shard's peak RSS
 # at S = 4 over the syncer's at S = 1), healthz_p99_ms_during_ckpt=,
 # other_fragments_rounds_while_shard_down=, restored_round= (the round
@@ -41,9 +41,9 @@ cat "$dir/s1.txt" "$dir/healthz.txt"
 
 # ---- S = 4, shard 1 killed
 sed -e 's/^    shards: .*/    shards: 4/' \
-    -e 's/^    checkpointEvery: .*/    checkpointEvery: 4/' \
+    -e 's/^    checkpointEvery: .*/    checkpointEvery: 8/' \
     -e 's/^    targets: .*/    targets: [syncer]\n    syncerShard: 1/' \
-    -e 's/^    schedule: .*/    schedule: interval\n    intervalSeconds: 150\n    stopAfterSeconds: 200/' \
+    -e 's/^    schedule: .*/    schedule: interval\n    intervalSeconds: 200\n    stopAfterSeconds: 250/' \
     -e 's/^    startAfterSeconds: .*/    startAfterSeconds: 0/' \
     -e 's/^    recoverySeconds: .*/    recoverySeconds: 10/' \
     examples/big.yaml > "$dir/s4.yaml"
