@@ -59,7 +59,7 @@ for r in "$r1" "$r4"; do
 done
 rss1=$(val s1_syncer_vmrss_mb_peak "$dir/s1.txt")
 rss4=$(val s4_syncer_vmrss_mb_peak "$dir/s4.txt")
-ratio=$(awk -v a="${rss4:-0}" -v b="${rss1:-0}" 'BEGIN { printf "%.3f", b > 0 ? a / b : 0 }')
+ratio=$(awk -v a="${rss4:-0}" -v b="${rss1:-0}" 'BEGIN { printf "%.3f", (b > 0 ? a / b : 0) }')
 down=$(jq -r '.syncer.rounds_while_shard_down // 0' "$r4" 2>/dev/null || echo 0)
 restored=$(sed -n "s/.*resumed from '[^']*': round \([0-9]*\),.*/\1/p" \
 	"$dir/s4/syncer-1.log" 2>/dev/null | tail -n 1)
