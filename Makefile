@@ -237,7 +237,8 @@ check: deps
 	@$(MAKE) --no-print-directory BUILD=build/san SAN=1 \
 		INTEGRATION="$(CHECK_INTEGRATION)" test
 
-# every harness for FUZZ_SECONDS each, one at a time (scripts/run-fuzz.sh)
+# every harness for FUZZ_SECONDS each, FUZZ_JOBS (the cores) at a time
+# (scripts/run-fuzz.sh)
 fuzz:
 	@sh scripts/deps.sh fuzz
 	@$(MAKE) --no-print-directory BUILD=build/fuzz FUZZ=1 fuzz-bins

@@ -1,17 +1,24 @@
 #!/bin/sh
-# Runs the fuzz harnesses given as names (build/fuzz/fuzz_NAME), one at a
-# time: first over tests/fuzz/regress/NAME (each input once: a crash there
-# is a regression), then libFuzzer for FUZZ_SECONDS seconds from
+# Runs the fuzz harnesses given as names (build/fuzz/fuzz_NAME),
+# FUZZ_JOBS at a time (default: the machine's cores): first over
+# tests/fuzz/regress/NAME (each input once: a crash there is a
+# regression), then libFuzzer for FUZZ_SECONDS seconds from
 # tests/fuzz/corpus/NAME (copied, so new inputs stay in the build folder).
-# Prints per harness the total runs and runs per second libFuzzer
-# reported, and ends with "N passed, N failed" (passed: no crash found).
-# A crashing input is left in $BUILD/crashes/NAME/ (docs/fuzzing.md).
+# Prints per harness, in the order given, the total runs and runs per
+# second libFuzzer reported, and ends with "N passed, N failed" (passed:
+# no crash found). A crashing input is left in $BUILD/crashes/NAME/
+# (docs/fuzzing.md).
 BUILD=${BUILD:-build/fuzz}
 SECONDS_EACH=${FUZZ_SECONDS:-30}
+JOBS=${FUZZ_JOBS:-$(nproc)}
 pass=0
 fail=0
 failed=""
-for name in "$@"; do
+
+# One harness; its lines into $BUILD/fuzz_NAME.out, "ok" or "fail" into
+# $BUILD/fuzz_NAME.result.
+one() {
+	name=$1
 	bin=$BUILD/fuzz_$name
 	work=$BUILD/corpus/$name
 	crashes=$BUILD/crashes/$name
@@ -45,7 +52,22 @@ for name in "$@"; do
 			ok=0
 		fi
 	fi
-	if [ $ok = 1 ]; then
+	[ $ok = 1 ] && echo ok > "$BUILD/fuzz_$name.result" ||
+		echo fail > "$BUILD/fuzz_$name.result"
+}
+
+mkdir -p "$BUILD"
+n=0
+for name in "$@"; do
+	rm -f "$BUILD/fuzz_$name.result"
+	one "$name" > "$BUILD/fuzz_$name.out" 2>&1 &
+	n=$((n + 1))
+	[ $((n % JOBS)) -eq 0 ] && wait
+done
+wait
+for name in "$@"; do
+	cat "$BUILD/fuzz_$name.out"
+	if [ "$(cat "$BUILD/fuzz_$name.result" 2>/dev/null)" = ok ]; then
 		pass=$((pass + 1))
 	else
 		fail=$((fail + 1))
