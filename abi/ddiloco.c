@@ -23,6 +23,7 @@
 #include "include/ddiloco.h"
 
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,7 @@
 #include "common/err.h"
 #include "common/exchange.h"
 #include "common/jobspec.h"
+#include "common/slowdown.h"
 #include "common/util.h"
 #include "trainer/model.h"
 #include "trainer/optim.h"
@@ -56,6 +58,8 @@ struct ddiloco_learner {
 	struct exchange_poll_result last;
 	double last_end;              /* clock_mono at the end of the last poll */
 	double poll_seconds, step_seconds;
+	double slow;                  /* spec.learners.slowdown's factor for
+				       * DDILOCO_LEARNER_ID, 1 for none */
 };
 
 static _Thread_local char last_error[512];
@@ -117,6 +121,20 @@ static char *job_json(const struct job_spec *js)
 	s = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(17));
 	json_decref(j);
 	return s;
+}
+
+/* spec.learners.slowdown's factor for this process: DDILOCO_LEARNER_ID's
+ * (docs/abi.md), 1 for an evaluator or a handle without a job. */
+static double own_slowdown(const ddiloco_learner *h)
+{
+	const char *id = getenv("DDILOCO_LEARNER_ID");
+	char *end;
+	long i;
+
+	if (!h->have_job || !id || !*id || getenv("DDILOCO_EVALUATOR_ID"))
+		return 1.0;
+	i = strtol(id, &end, 10);
+	return *end || i < 0 || i > INT_MAX ? 1.0 : jobspec_slowdown(&h->js, (int)i);
 }
 
 /* The tables and the exchange for h->cfg; frees h on failure. */
@@ -183,6 +201,7 @@ API ddiloco_learner *ddiloco_open_job(const char *job_path, const char *dir)
 		return NULL;
 	}
 	h->have_job = 1;
+	h->slow = own_slowdown(h);
 	return finish_open(h, dir, h->js.syncer.fragments);
 }
 
@@ -230,6 +249,7 @@ API ddiloco_learner *ddiloco_open_external(const char *job_path,
 		return NULL;
 	}
 	h->have_job = 1;
+	h->slow = own_slowdown(h);
 	h->ntensors = ntensors;
 	h->tensors = calloc((size_t)ntensors, sizeof(*h->tensors));
 	h->names = calloc((size_t)ntensors, sizeof(*h->names));
@@ -461,7 +481,8 @@ API int ddiloco_poll(ddiloco_learner *h, float *params, uint64_t step,
 
 	if (need_exchange(h, "poll"))
 		return -1;
-	dt = h->last_end > 0 ? t0 - h->last_end : 0;
+	dt = slowdown_step(h->slow, h->last_end > 0 ? t0 - h->last_end : 0);
+	t0 = clock_mono();
 	h->step_seconds += dt;
 	h->st.step_time = h->st.step_time > 0 ?
 		STEP_EMA * h->st.step_time + (1 - STEP_EMA) * dt : dt;
@@ -516,6 +537,7 @@ API int ddiloco_set_evaluator(ddiloco_learner *h)
 		return -1;
 	}
 	h->evaluator = 1;
+	h->slow = 1.0;   /* an evaluator is never slowed */
 	return 0;
 }
 

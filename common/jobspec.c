@@ -166,6 +166,16 @@ static int check_learners(const struct job_spec *js, struct err *e)
 		      "spec.learners.groups: the groups have %d learners, spec.learners.replicas is %d",
 		      sum, M);
 	}
+	for (int k = 0; k < js->learners.nslow; k++) {
+		const struct job_slow *w = &js->learners.slow[k];
+
+		CHECK(w->learner >= 0 && w->learner < M,
+		      "spec.learners.slowdown: learner %d is not one of the job's "
+		      "%d (0 to %d)", w->learner, M, M - 1);
+		CHECK(w->factor >= 1 && w->factor <= 100,
+		      "spec.learners.slowdown.%d: %g is not in [1, 100]",
+		      w->learner, w->factor);
+	}
 	return check_synthetic(js, e);
 }
 
@@ -361,6 +371,14 @@ void jobspec_learner_command(const struct job_spec *js, int i,
 int jobspec_seq_len(const struct job_spec *js)
 {
 	return js->optimizer.seq_len ? js->optimizer.seq_len : js->model.context;
+}
+
+double jobspec_slowdown(const struct job_spec *js, int learner)
+{
+	for (int k = 0; k < js->learners.nslow; k++)
+		if (js->learners.slow[k].learner == learner)
+			return js->learners.slow[k].factor;
+	return 1.0;
 }
 
 int jobspec_sync_every(const struct job_spec *js)

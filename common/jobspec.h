@@ -13,7 +13,8 @@
  *   spec.learners.{replicas, image, resources.{cpu, memory, gpu},
  *                  threads, command [..], args [..],
  *                  groups [{replicas, command [..], args [..]}],
- *                  synthetic {stepTime, scale, seed, tensors [..]}}
+ *                  synthetic {stepTime, scale, seed, tensors [..]},
+ *                  slowdown {learner: factor}}
  *   spec.model.{kind (gpt|external), vocabSize, context, layers, heads,
  *               channels, tied, seed}
  *   spec.evaluator.{command [..], args [..]}
@@ -65,11 +66,19 @@ enum chaos_schedule { CHAOS_POISSON = 0, CHAOS_INTERVAL = 1 };
 #define JOB_GROUPS_MAX 8
 #define JOB_MAX_SHARDS 64            /* spec.syncer.shards at most */
 #define JOB_SYNTH_TENSORS_MAX 1024   /* spec.learners.synthetic.tensors */
+#define JOB_SLOW_MAX   64            /* spec.learners.slowdown entries */
 
 /* A list of strings: n words, each NUL-terminated, one after another. */
 struct job_argv {
 	int n;
 	char buf[JOB_ARGV_BYTES];
+};
+
+/* spec.learners.slowdown: learner `learner` takes `factor` times its
+ * own step time (docs/run.md, Slow learners). */
+struct job_slow {
+	int learner;
+	double factor;                /* in [1, 100] */
 };
 
 /* Learners of one kind: `replicas` of them run command + args. */
@@ -105,6 +114,8 @@ struct job_learners {
 	struct job_group groups[JOB_GROUPS_MAX];   /* in learner order; their
 						    * replicas add up to M */
 	struct job_synthetic synthetic;
+	int nslow;
+	struct job_slow slow[JOB_SLOW_MAX];
 };
 
 /* spec.model.kind: the reference GPT (trainer/), or a model of the
@@ -243,5 +254,7 @@ int job_argv_words(const struct job_argv *a, const char **out);
 /* The values behind the "0 = derived" defaults. */
 int jobspec_seq_len(const struct job_spec *js);     /* T: seqLen or context */
 int jobspec_sync_every(const struct job_spec *js);  /* H: syncEvery or P */
+/* Learner i's spec.learners.slowdown factor, 1 when it has none. */
+double jobspec_slowdown(const struct job_spec *js, int learner);
 
 #endif

@@ -253,6 +253,7 @@ enum ftype {
 	F_INT, F_U64, F_DOUBLE, F_BOOL, F_STR, F_QTY,
 	F_MERGE, F_FORMAT, F_SCHED, F_MKIND, F_ENC, F_TARGETS, F_ARGV, F_GROUPS,
 	F_SYNTH,
+	F_SLOW,
 	F_SECTION, F_IGNORE,
 };
 
@@ -295,7 +296,8 @@ SECTION(s_learners,
 	FLD("command", F_ARGV, learners.command),
 	FLD("args", F_ARGV, learners.args),
 	FLD("groups", F_GROUPS, learners),
-	FLD("synthetic", F_SYNTH, learners.synthetic));
+	FLD("synthetic", F_SYNTH, learners.synthetic),
+	FLD("slowdown", F_SLOW, learners));
 
 SECTION(s_model,
 	FLD("vocabSize", F_INT, model.vocab_size),
@@ -587,6 +589,36 @@ static int set_tensors(const json_t *v, const char *path,
 	return 0;
 }
 
+/* spec.learners.slowdown: {"<learner>": factor}, learners by number. */
+static int set_slowdown(const json_t *v, const char *path,
+			struct job_learners *l, struct err *e)
+{
+	char got[64], *end;
+	const char *key;
+	json_t *f;
+
+	if (!json_is_object(v))
+		return EXPECTED("a mapping of learner numbers to factors");
+	if (json_object_size(v) > JOB_SLOW_MAX)
+		return err_set(e, "%s: %zu learners, at most %d", path,
+			       json_object_size(v), JOB_SLOW_MAX);
+	l->nslow = 0;
+	json_object_foreach((json_t *)v, key, f) {
+		long n = strtol(key, &end, 10);
+
+		if (!*key || *end || n < 0 || n > 1 << 20)
+			return err_set(e, "%s: '%s' is not a learner number",
+				       path, key);
+		if (!json_is_number(f) || !isfinite(json_number_value(f)))
+			return err_set(e, "%s.%s: expected a number, got %s",
+				       path, key, describe(f, got, sizeof(got)));
+		l->slow[l->nslow].learner = (int)n;
+		l->slow[l->nslow].factor = json_number_value(f);
+		l->nslow++;
+	}
+	return 0;
+}
+
 /* spec.learners.synthetic: {stepTime, scale, seed, tensors}; present
  * (even empty) means enabled. */
 static int set_synthetic(const json_t *v, const char *path,
@@ -746,6 +778,8 @@ static int set_field(const struct field *f, const json_t *v, const char *path,
 		return set_groups(v, path, (struct job_learners *)p, e);
 	case F_SYNTH:
 		return set_synthetic(v, path, (struct job_synthetic *)p, e);
+	case F_SLOW:
+		return set_slowdown(v, path, (struct job_learners *)p, e);
 	case F_SECTION:
 	case F_IGNORE:
 		break;

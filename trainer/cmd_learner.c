@@ -30,6 +30,7 @@
 #include "common/cli.h"
 #include "common/exchange.h"
 #include "common/jobspec.h"
+#include "common/slowdown.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "trainer/model.h"
@@ -129,8 +130,8 @@ static int wait_for_resume(struct exchange *x, uint64_t *step)
  * times. st is what the sidecar reads of this process.
  */
 static int train(struct trainer *t, struct exchange *x,
-		 const struct job_spec *js, struct exchange_step *st,
-		 struct err *e)
+		 const struct job_spec *js, double slow,
+		 struct exchange_step *st, struct err *e)
 {
 	double t0, next_log, poll_time = 0, step_time = 0, ema = 0;
 	uint64_t polls = 0, rstep, jt;
@@ -144,6 +145,7 @@ static int train(struct trainer *t, struct exchange *x,
 
 		if (trainer_step(t, &ts, e))
 			return -1;
+		ts.seconds = slowdown_step(slow, ts.seconds);
 		ema = ema > 0 ? 0.9 * ema + 0.1 * ts.seconds : ts.seconds;
 		st->step = ts.step;
 		st->tokens = ts.tokens;
@@ -334,7 +336,10 @@ int cmd_learner(int argc, char **argv)
 	log_info("got the global model (%d fragments); training", ft.nfrags);
 	if (wait_for_resume(x, &rstep))
 		resume(t, rstep);
-	if (train(t, x, &js, &st, &e))
+	if (jobspec_slowdown(&js, learner) > 1)
+		log_info("learner %d: %.2f times slower (spec.learners.slowdown)",
+			 learner, jobspec_slowdown(&js, learner));
+	if (train(t, x, &js, jobspec_slowdown(&js, learner), &st, &e))
 		goto out;
 	rc = 0;
 out:

@@ -82,11 +82,12 @@ int synthetic_train(struct synthetic_run *r)
 	uint64_t tokens = (uint64_t)r->js->optimizer.batch_size *
 			  (uint64_t)jobspec_seq_len(r->js), rstep;
 	struct exchange_step st = { .step = r->step, .loss = NAN };
-	double last = clock_mono(), next = last + y->step_time;
+	double step_time = y->step_time * jobspec_slowdown(r->js, r->learner);
+	double last = clock_mono(), next = last + step_time;
 	double next_log = last + 5, ema = 0;
 
 	log_info("synthetic: %zu values, a step every %.3f s moving at most "
-		 "%u of them by %g at most", r->n, y->step_time, SYNTH_TOUCH,
+		 "%u of them by %g at most", r->n, step_time, SYNTH_TOUCH,
 		 y->scale);
 	while (!*r->stop) {
 		struct exchange_poll_result res;
@@ -98,7 +99,7 @@ int synthetic_train(struct synthetic_run *r)
 		if (wait > 0)
 			sleep_seconds(wait);
 		now = clock_mono();
-		next = (wait > 0 ? next : now) + y->step_time;
+		next = (wait > 0 ? next : now) + step_time;
 		ema = ema > 0 ? 0.9 * ema + 0.1 * (now - last) : now - last;
 		last = now;
 		r->step++;

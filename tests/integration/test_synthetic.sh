@@ -34,10 +34,11 @@ wait_for() {
 	done
 }
 
-# job NAME MODEL SYNTHETIC: a 2-learner job, batch 4 × seqLen 16 = 64
+# job NAME MODEL SYNTHETIC [SLOWDOWN]: a 2-learner job, batch 4 × seqLen 16 = 64
 # tokens a step, 4 fragments merged every 8 steps, 300 rounds (about
 # 12 s at 0.02 s a step)
 job() {
+	slow=${4:-"{}"}
 	cat > "$dir/$1.yaml" <<YAML
 apiVersion: ddiloco.io/v1alpha1
 kind: DecoupledTrainingJob
@@ -47,6 +48,7 @@ spec:
   learners:
     replicas: 2
     synthetic: $3
+    slowdown: $slow
   model: $2
   data: {path: /usr/share/games/fortunes}
   optimizer: {batchSize: 4, seqLen: 16}
@@ -77,6 +79,14 @@ check() {
 		[ "$3" = null ] || fail "$name: learner $i reports a train loss $3"
 	done
 	[ "$(st .tokens)" -ge 2560 ] || fail "$name: the job's tokens $(st .tokens)"
+	if [ "$name" = gpt ]; then
+		# learner 1 at a third of learner 0's speed (spec.learners.
+		# slowdown): fewer than half its steps, more than a tenth
+		l=$(st '"\(.learners[0].step) \(.learners[1].step)"')
+		set -- $l
+		[ $(($2 * 2)) -lt "$1" ] && [ $(($2 * 10)) -gt "$1" ] ||
+			fail "gpt: learner 1 at step $2 when learner 0 is at $1 (slowdown 3)"
+	fi
 	wait_for 60 '[ "$(st .answers.merged)" -ge 4 ]' "merged answers of $name"
 	rc=0
 	wait "$run" || rc=$?
@@ -89,10 +99,13 @@ check() {
 }
 
 job gpt "{vocabSize: 256, context: 16, layers: 1, heads: 2, channels: 32}" \
-	"{stepTime: 0.02, seed: 3}"
+	"{stepTime: 0.02, seed: 3}" '{"1": 3}'
 check gpt
+grep -q "synthetic: .* values, a step every 0.060 s" "$dir/run-gpt/learner-1.log" ||
+	fail "gpt: learner 1 is not 3 times slower"
+
 job ext "{kind: external}" "{stepTime: 0.02, tensors: [3000, 2000, 1500, 1000, 700]}"
 check ext
 grep -q "weights are the job.s initial model" "$dir/run-ext/syncer.log" ||
 	fail "ext: the syncer did not adopt the learner's seed"
-echo "ok: synthetic learners of a GPT and an external table, steps and tokens in /status"
+echo "ok: synthetic learners of a GPT (one 3 times slower) and an external table, steps and tokens in /status"

@@ -414,6 +414,35 @@ static void evaluator_command(void **state)
 		"job: spec.evaluator.image: unknown field (expected one of command, args)");
 }
 
+/* spec.learners.slowdown (docs/run.md, Slow learners): a factor per
+ * learner number, 1 for the rest; bad numbers and factors refused. */
+static void slow_learners(void **state)
+{
+	struct job_spec js;
+	struct err e = { "" };
+
+	(void)state;
+	assert_int_equal(parse(HEAD "spec:\n" DATA, &js, &e), 0);
+	assert_exactly(jobspec_slowdown(&js, 0), 1.0);
+	assert_int_equal(parse(HEAD "spec:\n" DATA "  learners:\n"
+			       "    replicas: 4\n"
+			       "    slowdown: {\"3\": 2.5, 0: 1}\n", &js, &e), 0);
+	assert_int_equal(js.learners.nslow, 2);
+	assert_exactly(jobspec_slowdown(&js, 3), 2.5);
+	assert_exactly(jobspec_slowdown(&js, 0), 1.0);
+	assert_exactly(jobspec_slowdown(&js, 1), 1.0);
+	refused(HEAD "spec:\n" DATA "  learners: {replicas: 4, slowdown: {4: 2}}\n",
+		"job: spec.learners.slowdown: learner 4 is not one of the job's 4 (0 to 3)");
+	refused(HEAD "spec:\n" DATA "  learners: {slowdown: {1: 0.5}}\n",
+		"job: spec.learners.slowdown.1: 0.5 is not in [1, 100]");
+	refused(HEAD "spec:\n" DATA "  learners: {slowdown: {x: 2}}\n",
+		"job: spec.learners.slowdown: 'x' is not a learner number");
+	refused(HEAD "spec:\n" DATA "  learners: {slowdown: {1: fast}}\n",
+		"job: spec.learners.slowdown.1: expected a number, got 'fast'");
+	refused(HEAD "spec:\n" DATA "  learners: {slowdown: [2]}\n",
+		"job: spec.learners.slowdown: expected a mapping of learner numbers to factors, got a list");
+}
+
 /* spec.learners.synthetic (docs/run.md, Synthetic learners): present
  * means on, its fields checked, an external model's table given. */
 static void synthetic_learners(void **state)
@@ -641,6 +670,7 @@ int main(void)
 		cmocka_unit_test(validation_errors),
 		cmocka_unit_test(learner_commands),
 		cmocka_unit_test(synthetic_learners),
+		cmocka_unit_test(slow_learners),
 		cmocka_unit_test(evaluator_command),
 		cmocka_unit_test(name_rules),
 	};
