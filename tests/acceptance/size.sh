@@ -11,7 +11,10 @@
 # Prints params=, shards=, shard_rss_ratio= (the largest shard's peak RSS
 # at S = 4 over the syncer's at S = 1), healthz_p99_ms_during_ckpt=,
 # other_fragments_rounds_while_shard_down=, restored_round= (the round
-# shard 1 resumed from after its kill) and double_merged_steps=; passes
+# shard 1 resumed from after its kill) and double_merged_steps=, then
+# the same figures as size_256m_rss_mb_per_shard_s1= and _s4=,
+# size_shard_rss_ratio=, size_256m_round_s_p50= and
+# size_healthz_ms_p99_during_ckpt=; passes
 # when rounds merged while the shard was down (> 0), the shard resumed
 # from a checkpoint of its own, no learner step was merged twice in
 # either run, and both runs ended done. The folder (argument 1, default
@@ -77,6 +80,12 @@ echo "ckpt_writes_seen=$(val s1_ckpt_writes_seen "$dir/healthz.txt")"
 echo "other_fragments_rounds_while_shard_down=$down"
 echo "restored_round=${restored:-none}"
 echo "double_merged_steps=$twice"
+# the same figures under the benchmark keys of docs/figures.md, Size
+echo "size_256m_rss_mb_per_shard_s1=${rss1:-}"
+echo "size_256m_rss_mb_per_shard_s4=${rss4:-}"
+echo "size_shard_rss_ratio=$ratio"
+echo "size_256m_round_s_p50=$(val s1_round_s_p50 "$dir/s1.txt")"
+echo "size_healthz_ms_p99_during_ckpt=$(val s1_healthz_ms_p99_during_ckpt "$dir/healthz.txt")"
 [ "$down" -gt 0 ] || no "no round merged while shard 1 was down"
 [ -n "$restored" ] || no "shard 1 did not resume from a checkpoint of its own"
 [ "$twice" -eq 0 ] || no "$twice learner steps merged twice"
