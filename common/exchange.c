@@ -17,7 +17,8 @@
  *
  * The learner keeps its private per-fragment state here too: the base
  * (fragment right after the last applied update), steps and tokens since
- * then, and the base version. A restarted learner starts over from the
+ * then, the base version, and the version of the oldest progress not
+ * answered yet, which the next answer reports. A restarted learner starts over from the
  * inbox, so none of it needs to be shared.
  */
 #include "common/exchange.h"
@@ -93,6 +94,10 @@ struct exchange {
 	float *base, *scratch;
 	size_t *base_off;       /* per fragment: offset into base, in floats */
 	uint64_t *steps, *tokens, *base_version;
+	uint64_t *from_version; /* per fragment: the base version of the
+				 * oldest progress not answered yet, the
+				 * version its answer reports (α > 0 keeps
+				 * a share across updates) */
 	unsigned char *answered;   /* per fragment: answered since the update */
 	uint64_t incarnation;
 	uint64_t theta_round;   /* newest round of an update applied */
@@ -506,9 +511,10 @@ static int learner_alloc(struct exchange *x)
 	x->steps = calloc((size_t)P, sizeof(uint64_t));
 	x->tokens = calloc((size_t)P, sizeof(uint64_t));
 	x->base_version = calloc((size_t)P, sizeof(uint64_t));
+	x->from_version = calloc((size_t)P, sizeof(uint64_t));
 	x->answered = calloc((size_t)P, 1);
 	if (!x->base_off || !x->steps || !x->tokens || !x->base_version ||
-	    !x->answered)
+	    !x->from_version || !x->answered)
 		return -1;
 	for (int p = 0; p < P; p++) {
 		x->base_off[p] = total;
@@ -707,6 +713,7 @@ static void exchange_free(struct exchange *x)
 	free(x->steps);
 	free(x->tokens);
 	free(x->base_version);
+	free(x->from_version);
 	free(x->answered);
 	pthread_mutex_destroy(&x->mu);
 	free(x);
@@ -820,7 +827,7 @@ int exchange_learner_start(struct exchange *x, float *params)
 		if (box_read(x, p, 0, 0, &gen, &m, x->scratch, 1) != 1)
 			return 0;   /* being rewritten: try again */
 		apply_update(x, p, params, x->scratch, 0.0);
-		x->base_version[p] = m.version;
+		x->base_version[p] = x->from_version[p] = m.version;
 		if (p == 0 || m.step > x->theta_round)
 			x->theta_round = m.step;
 		if (p == 0 || m.tokens > x->job_tokens)
@@ -901,7 +908,7 @@ static int serve_pull(struct exchange *x, int p, uint64_t round,
 	slot_begin(s);
 	STORER(&s->gen, gen);
 	STORER(&s->version, round);
-	STORER(&s->base_version, x->base_version[p]);
+	STORER(&s->base_version, x->from_version[p]);
 	STORER(&s->steps, x->steps[p]);
 	STORER(&s->tokens, x->tokens[p]);
 	STORER(&s->step, step);
@@ -923,6 +930,7 @@ static int serve_pull(struct exchange *x, int p, uint64_t round,
 		COUNT(x, pulls_before_update);
 	x->answered[p] = 1;
 	x->steps[p] = x->tokens[p] = 0;
+	x->from_version[p] = x->base_version[p];
 	COUNT(x, pulls_served);
 	return 1;
 }
@@ -1000,9 +1008,15 @@ void exchange_poll(struct exchange *x, float *params,
 			if (m.step > x->theta_round)
 				x->theta_round = m.step;
 			x->answered[p] = 0;
-			/* α > 0 keeps α·(θ − base) of these steps to answer */
+			/* α > 0 keeps α·(θ − base) of these steps to answer,
+			 * and the next answer reports the version they were
+			 * trained from, the oldest it holds: after a lone
+			 * stretch the syncer's staleVersions rule must see
+			 * it (docs/exchange.md, The learner side) */
 			if (alpha == 0.0)
 				x->steps[p] = x->tokens[p] = 0;
+			if (alpha == 0.0 || x->steps[p] == 0)
+				x->from_version[p] = m.version;
 			COUNT(x, updates_applied);
 			applied++;
 		}

@@ -155,6 +155,8 @@ struct exchange_poll_result {
  * answers), then applies arrived updates (θ ← α·θ + (1−α)·Θ and
  * base ← α·base + (1−α)·Θ; with α = 0 the counters reset, with α > 0
  * they are kept, as α·(θ − base) of their progress is still to answer).
+ * An answer's base_version is the version its oldest progress was
+ * trained from (docs/exchange.md, The learner side).
  * An update whose version equals the fragment's base version is already
  * applied and is skipped. Never waits.
  */

@@ -46,6 +46,8 @@ static void add_counts(struct syncer_status *o, const struct syncer_status *s)
 	o->merged_steps += s->merged_steps;
 	o->double_merged_steps += s->double_merged_steps;
 	o->repeat_base += s->repeat_base;
+	o->stale_held += s->stale_held;
+	o->stale_merged += s->stale_merged;
 	o->bytes_in += s->bytes_in;
 	o->bytes_out += s->bytes_out;
 	o->ckpt.failures += s->ckpt.failures;

@@ -253,6 +253,8 @@ static int get_fields(const json_t *root, struct syncer_status *s,
 	    get_count(inv, "invariants", "double_merged_steps",
 		      &s->double_merged_steps, e) ||
 	    get_count(inv, "invariants", "repeat_base", &s->repeat_base, e) ||
+	    get_count(inv, "invariants", "stale_held", &s->stale_held, e) ||
+	    get_count(inv, "invariants", "stale_merged", &s->stale_merged, e) ||
 	    get_count(root, NULL, "bytes_in", &s->bytes_in, e) ||
 	    get_count(root, NULL, "bytes_out", &s->bytes_out, e) ||
 	    get_figure(root, NULL, "uptime", &s->uptime, e) ||

@@ -48,6 +48,7 @@ struct syncer_status {
 	 * gave none */
 	int have_invariants;
 	uint64_t merged_steps, double_merged_steps, repeat_base;
+	uint64_t stale_held, stale_merged;
 	uint64_t bytes_in, bytes_out;
 	double uptime, goodput, elapsed;            /* NAN when not given */
 	struct {                        /* "pace": rounds against steps */

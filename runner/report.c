@@ -215,10 +215,12 @@ int run_report_json(const struct run_record *r, struct buf *out, struct err *e)
 		"received", (json_int_t)f->heartbeats,
 		"refused", (json_int_t)f->heartbeats_refused));
 	json_object_set_new(root, "invariants", !f->have_invariants ? json_null() :
-		json_pack("{s:I,s:I,s:I}",
+		json_pack("{s:I,s:I,s:I,s:I,s:I}",
 			  "merged_steps", (json_int_t)f->merged_steps,
 			  "double_merged_steps", (json_int_t)f->double_merged_steps,
-			  "repeat_base", (json_int_t)f->repeat_base));
+			  "repeat_base", (json_int_t)f->repeat_base,
+			  "stale_held", (json_int_t)f->stale_held,
+			  "stale_merged", (json_int_t)f->stale_merged));
 	json_object_set_new(root, "bytes", json_pack("{s:I,s:I,s:f,s:I,s:f,s:o,s:s}",
 		"received", (json_int_t)f->bytes_in, "sent", (json_int_t)f->bytes_out,
 		"exchanged", exchanged, "params", (json_int_t)r->params,

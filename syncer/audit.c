@@ -22,8 +22,10 @@ int audit_init(struct audit *a, int M, int P)
 	a->incarnation = calloc(M > 0 ? (size_t)M : 1, sizeof(*a->incarnation));
 	a->max_steps = calloc(M > 0 ? (size_t)M : 1, sizeof(*a->max_steps));
 	a->steps = calloc(M > 0 ? (size_t)M : 1, sizeof(*a->steps));
-	return a->mark && a->base && a->incarnation && a->max_steps && a->steps
-	       ? 0 : -1;
+	a->left = calloc(n ? n : 1, sizeof(*a->left));
+	a->hello_step = calloc(M > 0 ? (size_t)M : 1, sizeof(*a->hello_step));
+	return a->mark && a->base && a->incarnation && a->max_steps &&
+	       a->steps && a->left && a->hello_step ? 0 : -1;
 }
 
 void audit_release(struct audit *a)
@@ -33,7 +35,10 @@ void audit_release(struct audit *a)
 	free(a->incarnation);
 	free(a->max_steps);
 	free(a->steps);
+	free(a->left);
+	free(a->hello_step);
 	a->mark = a->base = a->incarnation = a->max_steps = a->steps = NULL;
+	a->left = a->hello_step = NULL;
 }
 
 uint64_t audit_merged_steps(const struct audit *a)
@@ -53,6 +58,35 @@ void audit_incarnation(struct audit *a, int m, uint64_t incarnation)
 	a->incarnation[m] = incarnation;
 	memset(a->mark + (size_t)m * a->P, 0, (size_t)a->P * sizeof(*a->mark));
 	memset(a->base + (size_t)m * a->P, 0, (size_t)a->P * sizeof(*a->base));
+	memset(a->left + (size_t)m * a->P, 0, (size_t)a->P * sizeof(*a->left));
+}
+
+void audit_left(struct audit *a, int m, const uint64_t *versions)
+{
+	if (m < 0 || m >= a->M)
+		return;
+	for (int p = 0; p < a->P; p++)
+		a->left[(size_t)m * a->P + (size_t)p] = versions[p] + 1;
+}
+
+void audit_hello(struct audit *a, int m, uint64_t step)
+{
+	if (m >= 0 && m < a->M)
+		a->hello_step[m] = step;
+}
+
+int audit_predates(const struct audit *a, int m, int p, uint64_t step,
+		   uint64_t steps, uint64_t version, int stale_versions)
+{
+	uint64_t lo = step > steps ? step - steps : 0, left;
+
+	if (m < 0 || m >= a->M || p < 0 || p >= a->P || !steps)
+		return 0;
+	left = a->left[(size_t)m * a->P + (size_t)p];
+	/* its step lo + 1 was done by the Hello, from a base of at most
+	 * the version of when it left */
+	return left && lo < a->hello_step[m] && version + 1 > left &&
+	       version + 1 - left > (uint64_t)stale_versions;
 }
 
 void audit_merged(struct audit *a, int m, int p, uint64_t incarnation,
@@ -106,6 +140,12 @@ void audit_metrics(const struct audit *a, struct buf *b)
 	prom_counter(b, "ddiloco_syncer_double_merged_steps_total",
 		     "Learner steps merged a second time (an invariant: 0).",
 		     a->double_merged_steps);
+	prom_counter(b, "ddiloco_syncer_stale_held_total",
+		     "Answers in a merge with progress older than staleVersions.",
+		     a->stale_held);
+	prom_counter(b, "ddiloco_syncer_stale_merged_total",
+		     "Merged answers with progress older than staleVersions "
+		     "(an invariant: 0).", a->stale_merged);
 	prom_counter(b, "ddiloco_syncer_repeat_base_total",
 		     "Merged answers on the base of the learner's previous one.",
 		     a->repeat_base);

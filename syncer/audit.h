@@ -22,6 +22,23 @@
  * max_steps stays near the steps between two pulls of a fragment however
  * long the cut (tests/integration/test_partition.sh).
  *
+ * stale_merged counts merged answers that hold progress more than
+ * staleVersions versions old, which the staleVersions rule is there to
+ * empty: an invariant, 0. The syncer cannot see an answer's base, only
+ * the version it reports, so the audit bounds it from what it sent: a
+ * learner that left had at most the fragment's version of then until
+ * its next Hello, and an answer whose first step is at or below the
+ * step of that Hello holds progress trained from that base or older.
+ * When that version is more than staleVersions behind the fragment's
+ * version at the answer, the answer must be emptied as stale; merged,
+ * its learner reported a newer version than its oldest progress (the
+ * kept share of α > 0 labelled with the update it was kept across,
+ * docs/exchange.md, The learner side). A new learner process starts
+ * from what it is sent after its start, so its marks of what was sent
+ * start again. Only answers after a rejoin to this process are judged;
+ * stale_held counts those found that old, emptied or merged, so a run
+ * where it is 0 did not test the rule.
+ *
  * repeat_base counts merged answers trained from the same base version as
  * the learner's previous merged answer for that fragment: it answered
  * again before it applied the update of the one before, the case in which
@@ -45,8 +62,14 @@ struct audit {
 	uint64_t *incarnation;   /* per learner: the process the marks are of */
 	uint64_t *max_steps;     /* per learner: most steps in one merged answer */
 	uint64_t *steps;         /* per learner: Σ steps of its merged answers */
+	uint64_t *left;          /* M × P: version + 1 of fragment p when the
+				  * learner last left (0: not known) */
+	uint64_t *hello_step;    /* per learner: its step in its last Hello */
 	uint64_t double_merged_steps;   /* of those, merged before */
 	uint64_t repeat_base;           /* merged answers on a repeated base */
+	uint64_t stale_held;     /* answers in a merge with progress older
+				  * than staleVersions (audit_predates) */
+	uint64_t stale_merged;   /* of those, merged (an invariant: 0) */
 	uint64_t stale;          /* answers taken as empty: base too old */
 	uint64_t clipped;        /* answers whose weight the bounds cut */
 	uint64_t capped;         /* merged answers held to maxShare */
@@ -63,6 +86,19 @@ void audit_incarnation(struct audit *a, int m, uint64_t incarnation);
  * (0: unknown), was merged. */
 void audit_merged(struct audit *a, int m, int p, uint64_t incarnation,
 		  uint64_t step, uint64_t steps, uint64_t base_version);
+/* Learner m left with the fragments at versions[] (P of them). */
+void audit_left(struct audit *a, int m, const uint64_t *versions);
+/* Learner m said Hello at its step `step`. */
+void audit_hello(struct audit *a, int m, uint64_t step);
+/*
+ * 1 when an answer of learner m for fragment p covering its steps
+ * (step − steps, step] holds progress trained from a base more than
+ * stale_versions behind `version`, the fragment's version now, as far
+ * as the versions sent to m show (stale_merged, above); the merge
+ * counts it in stale_held, and in stale_merged if it is merged.
+ */
+int audit_predates(const struct audit *a, int m, int p, uint64_t step,
+		   uint64_t steps, uint64_t version, int stale_versions);
 
 struct buf;
 /* Its Prometheus lines: the merged steps and the invariants, the

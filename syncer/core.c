@@ -728,6 +728,7 @@ int core_join(struct syncer *s, const struct wire_hello *h, double now,
 		l->step_max = r;
 	l->incarnation = h->incarnation;
 	audit_incarnation(&s->audit, id, h->incarnation);
+	audit_hello(&s->audit, id, h->step);
 	l->joined = 1;
 	s->learners_connected++;
 	goodput_join(&s->gp, id, h->incarnation, r, now);
@@ -752,6 +753,7 @@ void core_leave(struct syncer *s, int learner, const char *why)
 	s->learners[learner].joined = 0;
 	s->learners[learner].stale = 0;
 	s->learners_connected--;
+	audit_left(&s->audit, learner, s->versions);
 	gaplog_learner(&s->gaps, -1, joined_count(s));
 	syncer_round_leave(&s->rs, learner);
 	log_info("learner %d left: %s", learner, why);

@@ -134,6 +134,19 @@ static int apply_merge(struct syncer *s, int slot, int p, uint64_t round,
 	return 0;
 }
 
+/* A merged answer held progress older than staleVersions (audit.h): an
+ * invariant broken, what the next look needs. */
+static void stale_merged(struct syncer *s, const struct answer *a, int p)
+{
+	s->audit.stale_merged++;
+	log_warn("audit: learner %d fragment %d: answer of steps (%" PRIu64
+		 ", %" PRIu64 "] from base %" PRIu64 " merged, but its steps "
+		 "from before its Hello were trained from a version more than "
+		 "staleVersions behind", a->learner, s->gid[p],
+		 a->step > a->steps ? a->step - a->steps : 0, a->step,
+		 a->base_version);
+}
+
 /* What became of slot's answers once merged (kept > 0: Θ moved): the
  * norm history, the audit, where the learner time went (goodput.h). */
 static void account_round(struct syncer *s, int slot, int p, int kept)
@@ -141,10 +154,13 @@ static void account_round(struct syncer *s, int slot, int p, int kept)
 	for (struct answer *a = s->answers[slot]; a; a = a->next) {
 		int merged = kept && a->fate == ANSWER_FOLDED;
 
+		s->audit.stale_held += (uint64_t)a->predates;
 		if (merged) {
 			screen_merged(&s->scr, p, a->norm_step);
 			audit_merged(&s->audit, a->learner, p, a->incarnation,
 				     a->step, a->steps, a->base_version);
+			if (a->predates)
+				stale_merged(s, a, p);
 		}
 		goodput_answer(&s->gp, a->learner, p, a->step, a->steps,
 			       merged ? GP_MERGED : GP_REFUSED);
@@ -426,6 +442,9 @@ enum core_verdict core_answer(struct syncer *s, int id,
 		.learner = id, .step = a->step, .steps = a->steps,
 		.tokens = a->tokens, .base_version = a->base_version,
 		.incarnation = l->incarnation,
+		.predates = audit_predates(&s->audit, id, p, a->step, a->steps,
+					   s->versions[p],
+					   s->js->syncer.stale_versions),
 		.weight = before_resume || stale || !values
 			  ? 0 : bounded_weight(s, id, p, a, x),
 	};

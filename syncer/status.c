@@ -166,10 +166,12 @@ static json_t *status_json(struct syncer *s, double now)
 	json_object_set_new(o, "heartbeats", json_pack("{sI sI}",
 		"received", (json_int_t)s->bounds.heartbeats,
 		"refused", (json_int_t)s->bounds.heartbeats_refused));
-	json_object_set_new(o, "invariants", json_pack("{sI sI sI}",
+	json_object_set_new(o, "invariants", json_pack("{sI sI sI sI sI}",
 		"merged_steps", (json_int_t)audit_merged_steps(&s->audit),
 		"double_merged_steps", (json_int_t)s->audit.double_merged_steps,
-		"repeat_base", (json_int_t)s->audit.repeat_base));
+		"repeat_base", (json_int_t)s->audit.repeat_base,
+		"stale_held", (json_int_t)s->audit.stale_held,
+		"stale_merged", (json_int_t)s->audit.stale_merged));
 	json_object_set_new(o, "bytes_in", json_integer((json_int_t)c->bytes_in));
 	json_object_set_new(o, "bytes_out", json_integer((json_int_t)c->bytes_out));
 	json_object_set_new(o, "uptime", json_real(core_uptime(s, now)));

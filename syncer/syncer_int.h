@@ -74,6 +74,8 @@ struct answer {
 	uint64_t steps, tokens;
 	uint64_t step, base_version;   /* the learner's step; its base */
 	uint64_t incarnation;          /* the learner process that sent it */
+	int predates;        /* progress older than staleVersions in it, as
+			      * the versions sent show (audit_predates) */
 	double weight;
 	double norm_step;    /* whole-fragment norm per step (folded ones) */
 };

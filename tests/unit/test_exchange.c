@@ -407,8 +407,9 @@ static void a_held_slot_is_kept(void **state)
  * Mixing with α > 0 (docs/design.md §3, Learner): progress g trained
  * before an update and not answered yet is still reported afterwards, at
  * its α share: Δ = α·(−g) against the mixed base, with its steps and
- * tokens. A base set to the mixed θ would report 0; a base set to Θ would
- * report α·(Θ − θ), the outer step's share sent back as progress.
+ * tokens, and the version g was trained from. A base set to the mixed θ
+ * would report 0; a base set to Θ would report α·(Θ − θ), the outer
+ * step's share sent back as progress.
  */
 static void mixing_reports_the_alpha_share(void **state)
 {
@@ -432,7 +433,7 @@ static void mixing_reports_the_alpha_share(void **state)
 		assert_float_equal(params[5 + i], 0.5f * (1.0f + g[i]) + 1.5f, 1e-6);
 	pull_at(ln, sc, params, 0, 20, 3, &res);
 	assert_int_equal(exchange_take_answer(sc, 0, &a, buf), 1);
-	assert_int_equal(a.base_version, 2);
+	assert_int_equal(a.base_version, 1);
 	assert_int_equal(a.steps, 3);
 	assert_int_equal(a.tokens, 3 * 64);
 	for (int i = 0; i < 6; i++)
@@ -446,6 +447,55 @@ static void mixing_reports_the_alpha_share(void **state)
 	assert_int_equal(exchange_take_answer(sc, 0, &a, buf), 1);
 	assert_int_equal(a.steps, 1);
 	assert_float_equal(buf[0], 0.0f, 0);
+	exchange_close(sc);
+	exchange_close(ln);
+}
+
+/*
+ * A lone stretch kept at α (docs/exchange.md, The learner side): 200
+ * steps trained from version 1, then an update of version 9 applied with
+ * no pull pending. The next answer holds α of those steps, so it reports
+ * version 1, the oldest progress in it, and the syncer's staleVersions
+ * rule empties it; labelled 9 it would be merged as fresh. The answer
+ * after it, and one served in the poll of an update, report the update.
+ */
+static void a_kept_share_keeps_its_version(void **state)
+{
+	struct fx *f = *state;
+	struct exchange *ln, *sc;
+	struct exchange_poll_result res;
+	struct exchange_answer a;
+	float params[SMALL_N], buf[8];
+
+	start_pair(f, &ln, &sc, params, 1.0f);
+	exchange_set_alpha(sc, 0.5);
+	for (uint64_t n = 1; n <= 200; n++) {
+		params[5] += 0.01f;
+		poll_at(ln, params, n, &res);
+	}
+	publish_const(sc, 0, 9, 3.0f);
+	poll_at(ln, params, 201, &res);
+	assert_int_equal(res.applied, 1);
+	pull_at(ln, sc, params, 0, 40, 202, &res);
+	assert_int_equal(exchange_take_answer(sc, 0, &a, buf), 1);
+	assert_int_equal(a.base_version, 1);
+	assert_int_equal(a.steps, 202);
+	assert_float_equal(buf[0], -0.5f * 2.0f, 1e-4);
+	/* answered: what is left was trained from version 9 */
+	pull_at(ln, sc, params, 0, 41, 203, &res);
+	assert_int_equal(exchange_take_answer(sc, 0, &a, buf), 1);
+	assert_int_equal(a.base_version, 9);
+	assert_int_equal(a.steps, 1);
+	/* a pull served before the update of the same poll leaves nothing
+	 * to carry: the next answer is the update's */
+	exchange_post_pull(sc, 0, 42);
+	publish_const(sc, 0, 10, 3.0f);
+	poll_at(ln, params, 204, &res);
+	assert_int_equal(exchange_take_answer(sc, 0, &a, buf), 1);
+	assert_int_equal(a.base_version, 9);
+	pull_at(ln, sc, params, 0, 43, 205, &res);
+	assert_int_equal(exchange_take_answer(sc, 0, &a, buf), 1);
+	assert_int_equal(a.base_version, 10);
 	exchange_close(sc);
 	exchange_close(ln);
 }
@@ -1416,6 +1466,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(an_answer_moves_the_base, setup_small,
 						teardown),
 		cmocka_unit_test_setup_teardown(mixing_reports_the_alpha_share,
+						setup_small, teardown),
+		cmocka_unit_test_setup_teardown(a_kept_share_keeps_its_version,
 						setup_small, teardown),
 		cmocka_unit_test_setup_teardown(wrong_model_is_refused, setup_small,
 						teardown),

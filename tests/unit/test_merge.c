@@ -365,6 +365,71 @@ static void stale_answers_are_empty_and_counted(void **state)
 }
 
 /*
+ * invariants.stale_merged (syncer/audit.h): learner 0 leaves with
+ * fragment 1 at version 0 and says Hello again at its step 50, six
+ * versions on. An answer holding its steps from 20, before that Hello,
+ * that reports the current version (a share kept at α labelled with
+ * the Welcome's, docs/exchange.md) is merged and counted; reporting its
+ * own version 0 it is emptied as stale, not counted; one of steps all
+ * after the Hello is not judged, nor is a new learner process.
+ */
+static void stale_progress_merged_is_counted(void **state)
+{
+	struct fx *f = *state;
+	struct round_action a, pulls[8];
+	struct core_merged mg;
+	uint64_t sizes[2], resume, hb = 50;
+	struct wire_hello h;
+	json_t *st;
+
+	fx_start(f);
+	join_all(f);
+	core_leave(f->s, 0, "test");
+	f->s->versions[1] = 6;            /* six merges without it */
+	h = hello_of(f, 0, sizes);
+	h.step = 50;
+	core_join(f->s, &h, f->now, &resume, pulls, 8);
+	a = pull_frag(f, &hb, 1);
+	answer_at(f, 0, a.round, 1, 6, 0.1f, 60, 40, 400);
+	answer_at(f, 1, a.round, 1, 6, 0.1f, 60, 1, 10);
+	merge(f, poll(f), &mg);
+	assert_int_equal(mg.merged, 2);
+	assert_int_equal(f->s->audit.stale_held, 1);
+	assert_int_equal(f->s->audit.stale_merged, 1);
+	a = pull_frag(f, &hb, 1);
+	answer_at(f, 0, a.round, 1, 0, 0.1f, 70, 50, 500);
+	answer_at(f, 1, a.round, 1, 7, 0.1f, 70, 1, 10);
+	merge(f, poll(f), &mg);
+	assert_int_equal(mg.merged, 1);
+	assert_int_equal(f->s->audit.stale, 1);
+	assert_int_equal(f->s->audit.stale_held, 2);
+	assert_int_equal(f->s->audit.stale_merged, 1);
+	a = pull_frag(f, &hb, 1);
+	answer_at(f, 0, a.round, 1, 8, 0.1f, 80, 10, 100);
+	answer_at(f, 1, a.round, 1, 8, 0.1f, 80, 1, 10);
+	merge(f, poll(f), &mg);
+	assert_int_equal(mg.merged, 2);
+	assert_int_equal(f->s->audit.stale_merged, 1);
+	/* a new process starts from what it is sent after its start */
+	core_leave(f->s, 0, "test");
+	f->s->versions[1] += 6;
+	h.incarnation = 99;
+	h.step = 90;
+	core_join(f->s, &h, f->now, &resume, pulls, 8);
+	a = pull_frag(f, &hb, 1);
+	answer_at(f, 0, a.round, 1, f->s->versions[1], 0.1f, 91, 5, 50);
+	answer_at(f, 1, a.round, 1, f->s->versions[1], 0.1f, 91, 1, 10);
+	merge(f, poll(f), &mg);
+	assert_int_equal(mg.merged, 2);
+	assert_int_equal(f->s->audit.stale_held, 2);
+	assert_int_equal(f->s->audit.stale_merged, 1);
+	st = status_of(f);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(
+		st, "invariants"), "stale_merged")), 1);
+	json_decref(st);
+}
+
+/*
  * The bounds on one answer (docs/syncer.md): over clipSteps·H steps its
  * Δ and weight are scaled to that many steps; tokens count at most B·T a
  * step, whatever the answer claims.
@@ -792,6 +857,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(a_merge_with_nothing_valid_changes_nothing,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(steps_merged_twice_are_counted,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(stale_progress_merged_is_counted,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(stale_answers_are_empty_and_counted,
 						setup, teardown),

@@ -206,7 +206,8 @@ static void fields_by_the_contract(void **state)
 	/* the answer bounds and the invariants (docs/status.md) */
 	assert_int_equal(parse("{\"answers\": {\"stale\": 3, \"clipped\": 4},"
 			       " \"invariants\": {\"merged_steps\": 900,"
-			       " \"double_merged_steps\": 0, \"repeat_base\": 12}}",
+			       " \"double_merged_steps\": 0, \"repeat_base\": 12,"
+			       " \"stale_held\": 5, \"stale_merged\": 3}}",
 			       &s, &e), 0);
 	assert_int_equal(s.stale, 3);
 	assert_int_equal(s.clipped, 4);
@@ -214,6 +215,8 @@ static void fields_by_the_contract(void **state)
 	assert_int_equal(s.merged_steps, 900);
 	assert_int_equal(s.double_merged_steps, 0);
 	assert_int_equal(s.repeat_base, 12);
+	assert_int_equal(s.stale_held, 5);
+	assert_int_equal(s.stale_merged, 3);
 	/* what learners claimed beyond the bounds (docs/syncer.md, Bounds) */
 	assert_int_equal(parse("{\"answers\": {\"refused_bounds\": 7, \"capped\": 2,"
 			       " \"refused_history\": 6, \"refused_size\": 1},"
