@@ -353,11 +353,12 @@ uint64_t syncer_round_resume_step(const struct syncer_round *rs, int id,
  * A fragment's rounds merge in round order (docs/syncer.md, Quorum and
  * grace): when slot is due and an older round of its fragment is still
  * in flight, that one is merged first, at once and with what it has.
- * The learners it waits for answered the younger round's pull instead
- * (it replaced theirs in the exchange), so waiting would not bring them;
- * merged after the younger, the older round's answers would reach Θ
- * after the later steps of the same learners, which the audit counts as
- * steps merged twice (audit.h). Returns the slot to merge.
+ * The learners it still waits for have as a rule answered the younger
+ * round's pull instead (it replaced theirs in the exchange), so waiting
+ * would not bring them; merged after the younger, the older round's
+ * answers would reach Θ after the later steps of the same learners,
+ * which the audit counts as steps merged twice (audit.h). Returns the
+ * slot to merge.
  */
 static int older_first(struct syncer_round *rs, int slot, double now)
 {
