@@ -8,7 +8,10 @@
  * highest step merged so far (the mark); the part of a merged answer at or
  * below the mark was merged before, and adds to double_merged_steps. The
  * learner's rule (an answer moves its base, docs/design.md §3) keeps that
- * at 0. A learner process that starts over (a new incarnation) numbers its
+ * at 0, as long as a learner's answers for a fragment are merged in the
+ * order it gave them: the syncer pulls it for a fragment's rounds and
+ * merges them in round order (round.h; docs/syncer.md, Quorum and
+ * grace). A learner process that starts over (a new incarnation) numbers its
  * steps again from its resume step: its marks go back to 0, and answers
  * of the earlier process merged after that (accepted before it) count in
  * merged_steps only: a new process cannot send their steps again.

@@ -123,6 +123,17 @@ int syncer_round_join(struct syncer_round *rs, int id, uint64_t step,
 		pulls[n].slot = s;
 		n++;
 	}
+	/* oldest first, not in slot order: the learner answers two rounds
+	 * of one fragment in flight in round order, as they are merged
+	 * (older_first), so its answers reach Θ in the order it trained
+	 * them (docs/syncer.md, Joining) */
+	for (int i = 1; i < n; i++)
+		for (int j = i; j > 0 && pulls[j].round < pulls[j - 1].round; j--) {
+			struct round_action t = pulls[j];
+
+			pulls[j] = pulls[j - 1];
+			pulls[j - 1] = t;
+		}
 	return n;
 }
 
@@ -339,9 +350,42 @@ uint64_t syncer_round_resume_step(const struct syncer_round *rs, int id,
 }
 
 /*
+ * A fragment's rounds merge in round order (docs/syncer.md, Quorum and
+ * grace): when slot is due and an older round of its fragment is still
+ * in flight, that one is merged first, at once and with what it has.
+ * The learners it still waits for have as a rule answered the younger
+ * round's pull instead (it replaced theirs in the exchange), so waiting
+ * would not bring them; merged after the younger, the older round's
+ * answers would reach Θ after the later steps of the same learners,
+ * which the audit counts as steps merged twice (audit.h). Returns the
+ * slot to merge.
+ */
+static int older_first(struct syncer_round *rs, int slot, double now)
+{
+	int best = slot;
+
+	for (int s = 0; s < rs->cfg.overlap; s++) {
+		const struct round_slot *sl = &rs->slots[s];
+
+		if (sl->active && sl->frag == rs->slots[slot].frag &&
+		    sl->round < rs->slots[best].round)
+			best = s;
+	}
+	if (best != slot) {
+		struct round_slot *sl = &rs->slots[best];
+
+		if (sl->t_quorum < 0)
+			sl->t_quorum = now;
+		sl->deadline = now;
+	}
+	return best;
+}
+
+/*
  * The slot whose merge is due, the oldest round first (-1: none), and
  * the first free slot in *free_slot (-1: none). A slot is due once its
- * quorum came and its grace window ended or nobody is left to wait for.
+ * quorum came and its grace window ended or nobody is left to wait for,
+ * and an older round of its fragment goes before it (older_first).
  */
 static int merge_due(struct syncer_round *rs, double now, int *free_slot)
 {
@@ -366,7 +410,7 @@ static int merge_due(struct syncer_round *rs, double now, int *free_slot)
 		if (best < 0 || sl->round < rs->slots[best].round)
 			best = s;
 	}
-	return best;
+	return best >= 0 ? older_first(rs, best, now) : -1;
 }
 
 /* The pacing (round.h): whether the K-th step kth makes a pull due; the

@@ -43,9 +43,15 @@
  * merge time as reported by syncer_round_done). It is ready to merge when
  * the window ends, or earlier when every pulled learner that is still
  * joined has answered. A learner joining while rounds are in flight is
- * pulled for them too (syncer_round_join lists them), so a round never
- * waits on a learner that left and came back. Answers for a round that is
- * no longer in flight are late.
+ * pulled for them too (syncer_round_join lists them, oldest first), so a
+ * round never waits on a learner that left and came back. Answers for a
+ * round that is no longer in flight are late.
+ *
+ * A fragment's rounds merge in round order: a round due while an older
+ * round of its fragment is in flight has that one merged first, at once
+ * and with what it has (docs/syncer.md, Quorum and grace). With the
+ * pulls in round order, a learner's answers for a fragment reach Θ in
+ * the order it gave them, which the audit's mark needs (audit.h).
  */
 #ifndef DDILOCO_SYNCER_ROUND_H
 #define DDILOCO_SYNCER_ROUND_H

@@ -327,6 +327,144 @@ static void steps_merged_twice_are_counted(void **state)
 	assert_int_equal(audit_merged_steps(&f->s->audit), 28);
 }
 
+/* Merges every round that is due now, oldest first as core_poll takes
+ * them; their round numbers into order[] (room for 8), how many back. */
+static int merge_due_rounds(struct fx *f, uint64_t *order)
+{
+	struct round_action a;
+	struct core_merged mg;
+	int n = 0;
+
+	while ((a = poll(f)).kind == ROUND_MERGE) {
+		assert_true(n < 8);
+		order[n++] = a.round;
+		merge(f, a, &mg);
+	}
+	return n;
+}
+
+/* Learner id leaves and joins again, the same process (its sidecar
+ * reconnected after a partition); its pulls into pulls (room for 8). */
+static int rejoin(struct fx *f, uint32_t id, struct round_action *pulls)
+{
+	struct wire_hello h;
+	uint64_t sizes[2], resume;
+
+	core_leave(f->s, (int)id, "test");
+	h = hello_of(f, id, sizes);
+	return core_join(f->s, &h, f->now, &resume, pulls, 8);
+}
+
+/*
+ * Two rounds of one fragment in flight (r + 1 merged before r): the
+ * younger is ready while the older still waits for learners whose pull
+ * the younger's replaced in their exchange. The older is merged first,
+ * with what it has: merged after the younger it would put learner 0's
+ * answer to it below the steps of its answer to the younger, and the
+ * audit would count them merged twice (docs/syncer.md, Quorum and
+ * grace). Before, the older round waited on, and a learner joining
+ * again after a partition brought it its quorum, long after.
+ */
+static void a_fragment_merges_its_rounds_in_order(void **state)
+{
+	struct fx *f = *state;
+	struct round_action r1, r2, r3, pulls[8];
+	uint64_t hb = 0, order[16];
+	int n, k;
+
+	fx_start(f);
+	join_all(f);
+	r1 = pull_next(f, &hb);
+	r2 = pull_next(f, &hb);
+	assert_int_equal(r1.frag, 1);
+	assert_int_equal(r2.frag, 0);
+	/* round 1: learner 0 only, steps (hb − 2, hb] */
+	answer_at(f, 0, r1.round, 1, 0, 0.1f, hb, 2, 20);
+	for (int id = 0; id < M; id++)
+		answer_at(f, id, r2.round, 0, 0, 0.1f, hb, 2, 20);
+	assert_int_equal(merge_due_rounds(f, order), 1);
+	assert_int_equal(order[0], r2.round);
+	/* round 3, fragment 1 again, while round 1 is in flight */
+	r3 = pull_next(f, &hb);
+	assert_int_equal(r3.frag, 1);
+	for (int id = 0; id < M; id++)
+		answer_at(f, id, r3.round, 1, 0, 0.1f, hb + 3, 3, 30);
+	n = merge_due_rounds(f, order);
+	/* learner 2 back after a partition, pulled for what is in flight;
+	 * it answers round 1 if it is (its quorum, before) */
+	k = rejoin(f, 2, pulls);
+	for (int i = 0; i < k; i++)
+		if (pulls[i].round == r1.round)
+			answer_at(f, 2, r1.round, 1, 0, 0.1f, hb + 5, 2, 20);
+	n += merge_due_rounds(f, order + n);
+	assert_int_equal(f->s->audit.double_merged_steps, 0);
+	assert_int_equal(n, 2);
+	assert_int_equal(order[0], r1.round);
+	assert_int_equal(order[1], r3.round);
+	assert_int_equal(f->s->versions[1], 2);
+	/* round 1 is over: an answer to it is late */
+	assert_int_equal(answer_at(f, 2, r1.round, 1, 0, 0.1f, hb + 5, 2, 20),
+			 CORE_LATE);
+	/* learner 0: 2 + 2 + 3 steps, each merged once */
+	assert_int_equal(f->s->audit.steps[0], 7);
+}
+
+/*
+ * A learner joining while two rounds of one fragment are in flight, the
+ * younger in the lower slot, is pulled for them oldest first: it answers
+ * them in that order, and as the fragment merges them in that order its
+ * steps reach Θ in the order it trained them. Pulled in slot order, its
+ * answer to the younger round held its earlier steps, merged after those
+ * of its answer to the older one: counted merged twice.
+ */
+static void a_joining_learner_is_pulled_oldest_first(void **state)
+{
+	struct fx *f = *state;
+	struct round_action r1, r2, r3, r4, pulls[8];
+	uint64_t hb = 0, order[8], s;
+	int n, k;
+
+	fx_start(f);
+	join_all(f);
+	r1 = pull_next(f, &hb);
+	r2 = pull_next(f, &hb);
+	for (int id = 0; id < M; id++)
+		answer_at(f, id, r1.round, 1, 0, 0.1f, hb, 1, 10);
+	assert_int_equal(merge_due_rounds(f, order), 1);
+	/* round 2 (fragment 0) waits: learner 0 only */
+	answer_at(f, 0, r2.round, 0, 0, 0.1f, hb, 2, 20);
+	r3 = pull_next(f, &hb);
+	assert_int_equal(r3.frag, 1);
+	assert_int_equal(r3.slot, r1.slot);
+	for (int id = 0; id < M; id++)
+		answer_at(f, id, r3.round, 1, 1, 0.1f, hb, 1, 10);
+	assert_int_equal(merge_due_rounds(f, order), 1);
+	assert_int_equal(order[0], r3.round);
+	/* round 4, fragment 0 again, in the lower slot */
+	r4 = pull_next(f, &hb);
+	assert_int_equal(r4.frag, 0);
+	assert_true(r4.slot < r2.slot);
+	/* learner 2 back: pulled for both, and answers them as they came,
+	 * two steps apart */
+	k = rejoin(f, 2, pulls);
+	assert_int_equal(k, 2);
+	s = hb;
+	for (int i = 0; i < k; i++)
+		answer_at(f, 2, pulls[i].round, 0, 0, 0.1f, s + 2 * (uint64_t)(i + 1),
+			  2, 20);
+	answer_at(f, 0, r4.round, 0, 0, 0.1f, hb + 1, 1, 10);
+	answer_at(f, 1, r4.round, 0, 0, 0.1f, hb + 1, 1, 10);
+	n = merge_due_rounds(f, order);
+	assert_int_equal(f->s->audit.double_merged_steps, 0);
+	/* oldest first, and merged in that order */
+	assert_int_equal(pulls[0].round, r2.round);
+	assert_int_equal(pulls[1].round, r4.round);
+	assert_int_equal(n, 2);
+	assert_int_equal(order[0], r2.round);
+	assert_int_equal(order[1], r4.round);
+	assert_int_equal(f->s->audit.steps[2], 1 + 1 + 2 + 2);
+}
+
 /*
  * An answer from a base more than staleVersions behind the fragment's
  * version is taken as empty and counted; one within the bound merges.
@@ -859,6 +997,10 @@ int main(void)
 		cmocka_unit_test_setup_teardown(steps_merged_twice_are_counted,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(stale_progress_merged_is_counted,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(a_fragment_merges_its_rounds_in_order,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(a_joining_learner_is_pulled_oldest_first,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(stale_answers_are_empty_and_counted,
 						setup, teardown),
