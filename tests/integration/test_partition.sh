@@ -34,8 +34,11 @@ live_run 300
 
 joins() { grep -c 'learner 1 joined' "$run/syncer.log" || :; }
 
-wait_for 60 'now && [ "$(s .learners_connected)" -eq 3 ] && [ "$(s .round)" -ge 20 ]' \
-	"three learners and 20 rounds"
+# and an answer of learner 1 merged: a slow start (the sanitizers) can
+# give 20 rounds to the other two alone
+wait_for 60 'now && [ "$(s .learners_connected)" -eq 3 ] && [ "$(s .round)" -ge 20 ] &&
+	[ "$(s .learners[1].max_answer_steps)" -gt 0 ]' \
+	"three learners, 20 rounds and an answer of learner 1 merged"
 before=$(s '.learners[1].max_answer_steps')
 learner=$(cat "$dir/learner-1.pid")
 sidecar=$(cat "$dir/sidecar-1.pid")
