@@ -124,14 +124,15 @@ static char *job_json(const struct job_spec *js)
 }
 
 /* spec.learners.slowdown's factor for this process: DDILOCO_LEARNER_ID's
- * (docs/abi.md), 1 for an evaluator or a handle without a job. */
+ * (docs/abi.md), 1 for a handle without a job (an evaluator's is reset
+ * by ddiloco_set_evaluator). */
 static double own_slowdown(const ddiloco_learner *h)
 {
 	const char *id = getenv("DDILOCO_LEARNER_ID");
 	char *end;
 	long i;
 
-	if (!h->have_job || !id || !*id || getenv("DDILOCO_EVALUATOR_ID"))
+	if (!h->have_job || !id || !*id)
 		return 1.0;
 	i = strtol(id, &end, 10);
 	return *end || i < 0 || i > INT_MAX ? 1.0 : jobspec_slowdown(&h->js, (int)i);

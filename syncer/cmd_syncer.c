@@ -142,9 +142,9 @@ static int by_lo(const void *a, const void *b)
 }
 
 /*
- * The initial model into r->params (all of the model's size): the whole
- * of it for one shard, only this shard's pieces for one of several, so
- * the rest of the array is never made resident (docs/syncer.md, Shards).
+ * The initial model into r->params (all of the model's size), at this
+ * shard's pieces only (every piece for a job of one shard), so the rest
+ * of the array is never made resident (docs/syncer.md, Shards).
  */
 static int seed_params(const struct job_spec *js, struct reference *r,
 		       int shard)
@@ -153,10 +153,6 @@ static int seed_params(const struct job_spec *js, struct reference *r,
 	size_t (*rg)[2];
 	int n = 0;
 
-	if (js->syncer.shards == 1) {
-		model_init_params(&r->cfg, r->params, js->model.seed);
-		return 0;
-	}
 	if (!(rg = calloc((size_t)ft->ntensors, sizeof(*rg))))
 		return -1;
 	for (int k = 0; k < ft->ntensors; k++)

@@ -254,7 +254,7 @@ int cmd_learner(int argc, char **argv)
 {
 	const char *job = NULL, *dir = NULL;
 	int learner = -1, rc = 1, ft_ok = 0, n, synthetic = 0;
-	double init_timeout = 300, step_time = 0;
+	double init_timeout = 300, step_time = 0, slow;
 	const struct cli_option opts[] = {
 		CLI_TEXT("usage: ddiloco learner --job JOB.yaml --learner I --exchange DIR\n"
 			 "                       [--init-timeout SECONDS]\n"
@@ -336,10 +336,11 @@ int cmd_learner(int argc, char **argv)
 	log_info("got the global model (%d fragments); training", ft.nfrags);
 	if (wait_for_resume(x, &rstep))
 		resume(t, rstep);
-	if (jobspec_slowdown(&js, learner) > 1)
+	slow = jobspec_slowdown(&js, learner);
+	if (slow > 1)
 		log_info("learner %d: %.2f times slower (spec.learners.slowdown)",
-			 learner, jobspec_slowdown(&js, learner));
-	if (train(t, x, &js, jobspec_slowdown(&js, learner), &st, &e))
+			 learner, slow);
+	if (train(t, x, &js, slow, &st, &e))
 		goto out;
 	rc = 0;
 out:

@@ -502,6 +502,21 @@ static void stale_answers_are_empty_and_counted(void **state)
 	assert_int_equal(audit_merged_steps(&f->s->audit), 3);
 }
 
+/* A round of fragment 1 at the learners' step `step`: learner 0 answers
+ * `steps` steps from base b0, learner 1 one step from b1; the merged
+ * answers' count. */
+static int stale_round(struct fx *f, uint64_t *hb, uint64_t step, uint64_t b0,
+		       uint64_t steps, uint64_t b1)
+{
+	struct round_action a = pull_frag(f, hb, 1);
+	struct core_merged mg;
+
+	answer_at(f, 0, a.round, 1, b0, 0.1f, step, steps, 10 * steps);
+	answer_at(f, 1, a.round, 1, b1, 0.1f, step, 1, 10);
+	merge(f, poll(f), &mg);
+	return mg.merged;
+}
+
 /*
  * invariants.stale_merged (syncer/audit.h): learner 0 leaves with
  * fragment 1 at version 0 and says Hello again at its step 50, six
@@ -514,8 +529,7 @@ static void stale_answers_are_empty_and_counted(void **state)
 static void stale_progress_merged_is_counted(void **state)
 {
 	struct fx *f = *state;
-	struct round_action a, pulls[8];
-	struct core_merged mg;
+	struct round_action pulls[8];
 	uint64_t sizes[2], resume, hb = 50;
 	struct wire_hello h;
 	json_t *st;
@@ -527,26 +541,14 @@ static void stale_progress_merged_is_counted(void **state)
 	h = hello_of(f, 0, sizes);
 	h.step = 50;
 	core_join(f->s, &h, f->now, &resume, pulls, 8);
-	a = pull_frag(f, &hb, 1);
-	answer_at(f, 0, a.round, 1, 6, 0.1f, 60, 40, 400);
-	answer_at(f, 1, a.round, 1, 6, 0.1f, 60, 1, 10);
-	merge(f, poll(f), &mg);
-	assert_int_equal(mg.merged, 2);
+	assert_int_equal(stale_round(f, &hb, 60, 6, 40, 6), 2);
 	assert_int_equal(f->s->audit.stale_held, 1);
 	assert_int_equal(f->s->audit.stale_merged, 1);
-	a = pull_frag(f, &hb, 1);
-	answer_at(f, 0, a.round, 1, 0, 0.1f, 70, 50, 500);
-	answer_at(f, 1, a.round, 1, 7, 0.1f, 70, 1, 10);
-	merge(f, poll(f), &mg);
-	assert_int_equal(mg.merged, 1);
+	assert_int_equal(stale_round(f, &hb, 70, 0, 50, 7), 1);
 	assert_int_equal(f->s->audit.stale, 1);
 	assert_int_equal(f->s->audit.stale_held, 2);
 	assert_int_equal(f->s->audit.stale_merged, 1);
-	a = pull_frag(f, &hb, 1);
-	answer_at(f, 0, a.round, 1, 8, 0.1f, 80, 10, 100);
-	answer_at(f, 1, a.round, 1, 8, 0.1f, 80, 1, 10);
-	merge(f, poll(f), &mg);
-	assert_int_equal(mg.merged, 2);
+	assert_int_equal(stale_round(f, &hb, 80, 8, 10, 8), 2);
 	assert_int_equal(f->s->audit.stale_merged, 1);
 	/* a new process starts from what it is sent after its start */
 	core_leave(f->s, 0, "test");
@@ -554,11 +556,8 @@ static void stale_progress_merged_is_counted(void **state)
 	h.incarnation = 99;
 	h.step = 90;
 	core_join(f->s, &h, f->now, &resume, pulls, 8);
-	a = pull_frag(f, &hb, 1);
-	answer_at(f, 0, a.round, 1, f->s->versions[1], 0.1f, 91, 5, 50);
-	answer_at(f, 1, a.round, 1, f->s->versions[1], 0.1f, 91, 1, 10);
-	merge(f, poll(f), &mg);
-	assert_int_equal(mg.merged, 2);
+	assert_int_equal(stale_round(f, &hb, 91, f->s->versions[1], 5,
+				  f->s->versions[1]), 2);
 	assert_int_equal(f->s->audit.stale_held, 2);
 	assert_int_equal(f->s->audit.stale_merged, 1);
 	st = status_of(f);
