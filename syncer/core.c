@@ -493,7 +493,11 @@ static void close_round(struct syncer *s, int slot, double now, double t)
 	s->merge_sum += clock_mono() - t;
 	s->merge_count++;
 	E = core_elapsed(s, now);
-	s->acc.down += fmax(0, E - s->acc.last_round_elapsed - expected_gap(s));
+	/* before the window opens (a round whose learners' heartbeats have
+	 * not come yet) the wait is the start, not down */
+	if (s->acc.uptime_start >= 0)
+		s->acc.down += fmax(0, E - s->acc.last_round_elapsed -
+					  expected_gap(s));
 	s->acc.last_round_elapsed = E;
 	if (s->acc.uptime_start >= 0) {
 		const struct round_slot *sl = &s->rs.slots[slot];

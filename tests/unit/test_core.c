@@ -479,13 +479,15 @@ static void a_down_gap_is_logged_with_the_learners(void **state)
 /*
  * The uptime window opens when K learners are joined with their learner
  * process attached: sidecars that join before their learners started
- * (incarnation 0) do not open it; the heartbeat that brings the K-th
- * incarnation does, at its time.
+ * (incarnation 0) do not open it, nor does a round merged before then
+ * count its wait as down; the heartbeat that brings the K-th
+ * incarnation opens it, at its time.
  */
 static void uptime_starts_with_the_learner_processes(void **state)
 {
 	struct fx *f = *state;
-	struct round_action pulls[8];
+	struct core_merged mg;
+	struct round_action pulls[8], a;
 	uint64_t sizes[2], resume;
 
 	fx_start(f);
@@ -497,7 +499,16 @@ static void uptime_starts_with_the_learner_processes(void **state)
 		core_join(f->s, &h, f->now, &resume, pulls, 8);
 	}
 	assert_true(f->s->acc.uptime_start < 0);
+	/* a round merged from answers whose learners' heartbeats have not
+	 * come yet: the time before it is the start, not down */
 	f->now += 2.0;
+	a = poll(f);
+	assert_int_equal(a.kind, ROUND_PULL);
+	answer(f, 0, a.round, a.frag, 0, 0.1f, 0, ENC_F32);
+	answer(f, 2, a.round, a.frag, 0, 0.1f, 0, ENC_F32);
+	merge(f, poll(f), &mg);
+	assert_float_equal(f->s->acc.down, 0, 0);
+	assert_true(f->s->acc.uptime_start < 0);
 	core_heartbeat(f->s, 0, &(struct wire_heartbeat){ .incarnation = 5 },
 		       f->now);
 	assert_true(f->s->acc.uptime_start < 0);   /* 1 of K = 2 */
