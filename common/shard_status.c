@@ -26,6 +26,21 @@ static double weighted(const double *x, const double *w, int n)
 		out->field = weighted(x_, w, n);                \
 	} while (0)
 
+/*
+ * Shard i's uptime at the job's elapsed E: as it said when it answered;
+ * a shard that no longer answers, from its last answer, with the time
+ * since (E less the elapsed it said then) counted down for its fragments
+ * (docs/syncer.md, Shards: uptime per fragment).
+ */
+static double shard_uptime(const struct syncer_status *s, int up, double E)
+{
+	double span = s->uptime_span, away = E - s->elapsed;
+
+	if (up || isnan(s->uptime) || isnan(span) || isnan(away) || !(away > 0))
+		return s->uptime;
+	return 1 - ((1 - s->uptime) * span + away) / (span + away);
+}
+
 static void add_counts(struct syncer_status *o, const struct syncer_status *s)
 {
 	o->round += s->round;
@@ -105,7 +120,13 @@ void syncer_status_shards(struct syncer_status *out,
 		add_counts(out, &st[i]);
 		shard_flags(out, &st[i], i, up[i]);
 	}
-	WEIGHTED(uptime);
+	{
+		double u[64];
+
+		for (int i = 0; i < n; i++)
+			u[i] = shard_uptime(&st[i], up[i], out->elapsed);
+		out->uptime = weighted(u, w, n);
+	}
 	WEIGHTED(goodput);
 	WEIGHTED(gpb.learner_seconds);
 	WEIGHTED(gpb.merged);

@@ -18,6 +18,7 @@ void syncer_status_init(struct syncer_status *s)
 {
 	memset(s, 0, sizeof(*s));
 	s->eval_loss = s->uptime = s->goodput = s->elapsed = NAN;
+	s->uptime_span = NAN;
 	s->pace.h = s->pace.h_effective = s->pace.steps_per_round = NAN;
 	s->pace.steps_per_round_effective = s->pace.kth_steps = NAN;
 	s->pace.steps_skipped = NAN;
@@ -258,6 +259,7 @@ static int get_fields(const json_t *root, struct syncer_status *s,
 	    get_count(root, NULL, "bytes_in", &s->bytes_in, e) ||
 	    get_count(root, NULL, "bytes_out", &s->bytes_out, e) ||
 	    get_figure(root, NULL, "uptime", &s->uptime, e) ||
+	    get_figure(root, NULL, "uptime_span", &s->uptime_span, e) ||
 	    get_figure(root, NULL, "goodput", &s->goodput, e) ||
 	    get_figure(root, NULL, "elapsed", &s->elapsed, e) ||
 	    get_pace(root, s, e) || get_ckpt(root, s, e) ||

@@ -51,6 +51,7 @@ struct syncer_status {
 	uint64_t stale_held, stale_merged;
 	uint64_t bytes_in, bytes_out;
 	double uptime, goodput, elapsed;            /* NAN when not given */
+	double uptime_span;       /* seconds uptime is over; NAN: not given */
 	struct {                        /* "pace": rounds against steps */
 		double h, h_effective, steps_per_round;
 		double steps_per_round_effective, kth_steps, steps_skipped;
@@ -100,7 +101,9 @@ void syncer_status_move(struct syncer_status *dst, struct syncer_status *src);
  * shard i's last /status, up[i] whether its last fetch answered. Counts
  * (rounds, answers, bytes, invariants) add up; the job's tokens and
  * elapsed are the largest; uptime, goodput and its shares are each
- * shard's weighted by the fragments it owns; done when every shard is;
+ * shard's weighted by the fragments it owns (a shard that is not up
+ * counts the elapsed time since its last /status as down, so uptime is
+ * per fragment); done when every shard is;
  * learners connected: the fewest any shard has; the checkpoint fails
  * when any shard's does; the evaluations, pace and resumed_from are
  * shard 0's. out gets its own copy of the evaluations.

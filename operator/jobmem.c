@@ -14,6 +14,28 @@
 #include <stdlib.h>
 #include <string.h>
 
+static void forget_shards(struct jobmem *m)
+{
+	for (int i = 0; i < m->shard_last_n; i++)
+		syncer_status_release(&m->shard_last[i]);
+	free(m->shard_last);
+	m->shard_last = NULL;
+	m->shard_last_n = 0;
+}
+
+struct syncer_status *jobmem_shards(struct jobmem *m, int S)
+{
+	if (m->shard_last_n == S)
+		return m->shard_last;
+	forget_shards(m);
+	if (!(m->shard_last = calloc((size_t)S, sizeof(*m->shard_last))))
+		return NULL;
+	for (int i = 0; i < S; i++)
+		syncer_status_init(&m->shard_last[i]);
+	m->shard_last_n = S;
+	return m->shard_last;
+}
+
 void jobmem_table_init(struct jobmem_table *t)
 {
 	pthread_mutex_init(&t->mu, NULL);
@@ -44,6 +66,7 @@ struct jobmem *jobmem_get(struct jobmem_table *t, const char *key,
 		snprintf(m->uid, sizeof(m->uid), "%s", uid);
 		memset(&m->progress, 0, sizeof(m->progress));
 		memset(&m->evaluator, 0, sizeof(m->evaluator));
+		forget_shards(m);
 		m->tls = 0;
 	}
 	if (!m && (m = calloc(1, sizeof(*m)))) {
@@ -66,6 +89,7 @@ void jobmem_drop(struct jobmem_table *t, const char *key)
 	for (pp = &t->head; (m = *pp); pp = &m->next)
 		if (!strcmp(m->key, key)) {
 			*pp = m->next;
+			forget_shards(m);
 			free(m->learners);
 			free(m);
 			break;

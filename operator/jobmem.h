@@ -2,7 +2,8 @@
  * jobmem: what the operator remembers of each job between passes, in a
  * table keyed by the job key "ns/name" and the job's uid: each learner's
  * and the evaluator's backoff, restarts and expectations (struct
- * learner_mem, reconcile's), the last progress read, whether <job>-tls
+ * learner_mem, reconcile's), the last progress read (and a sharded
+ * job's last /status of each shard), whether <job>-tls
  * exists, the syncer container's restarts and the Events sent lately.
  *
  * The table's lock guards its list only. An entry is used by the one
@@ -14,6 +15,7 @@
 
 #include <pthread.h>
 
+#include "common/syncer_status.h"
 #include "operator/reconcile.h"
 #include "operator/workqueue.h"
 
@@ -38,6 +40,11 @@ struct jobmem {
 	struct learner_mem evaluator; /* <job>-evaluator-0 (spec.evaluator) */
 	struct obs_progress progress;
 	double progress_at;           /* monotonic */
+	/* a sharded job's last /status of each shard that answered
+	 * (shard_last_n of them, or NULL): one that stops answering is
+	 * aggregated from it (docs/syncer.md, Shards) */
+	struct syncer_status *shard_last;
+	int shard_last_n;
 	int tls;                      /* <job>-tls created, or found existing */
 	/* the syncer container's restarts (docs/operator.md, Failure
 	 * policy): for each shard's pod, the pod they were counted on and
@@ -74,6 +81,9 @@ struct jobmem *jobmem_get(struct jobmem_table *t, const char *key,
 			  const char *uid, int n);
 /* The job is gone: its memory with it. */
 void jobmem_drop(struct jobmem_table *t, const char *key);
+/* The last /status of each of S shards (kept across passes, started
+ * over when S changes); NULL when out of memory. */
+struct syncer_status *jobmem_shards(struct jobmem *m, int S);
 
 /*
  * The syncer container's restartCount on pod uid of shard (0 when

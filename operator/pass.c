@@ -407,8 +407,9 @@ static void shard_fits(const struct syncer_status *st, const int *up, int S,
  * Each shard's /status (one for an unsharded job) every
  * PASS_PROGRESS_EVERY s while a syncer pod is ready, else what status last
  * said. The job's progress is the shards' aggregate (syncer_status_shards,
- * docs/syncer.md, Shards), kept from the shards that answered; which
- * did not is kept beside it. Nothing answering keeps the last progress.
+ * docs/syncer.md, Shards), of what each shard last said (jobmem_shards);
+ * which did not answer is kept beside it. Nothing answering keeps the
+ * last progress.
  */
 static void observe_progress(const struct pass_env *env, struct pass *p)
 {
@@ -443,15 +444,21 @@ static void observe_progress(const struct pass_env *env, struct pass *p)
 		}
 	}
 	if (nup) {
-		if (S > 1) {
-			syncer_status_shards(&agg, st, up, S);
+		struct syncer_status *last = S > 1 ? jobmem_shards(m, S) : NULL;
+
+		if (last) {
+			/* a shard that did not answer: its last status */
+			for (int i = 0; i < S; i++)
+				if (up[i])
+					syncer_status_move(&last[i], &st[i]);
+			syncer_status_shards(&agg, last, up, S);
 			status_progress_from_syncer(&agg, &m->progress);
 			syncer_status_release(&agg);
 		} else {
 			status_progress_from_syncer(&st[0], &m->progress);
 		}
 		m->progress.update_time = clock_wall();
-		shard_fits(st, up, S, &m->progress);
+		shard_fits(last ? last : st, up, S, &m->progress);
 	}
 	m->progress.shards = S;
 	m->progress.shards_up = nup;

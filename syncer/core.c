@@ -440,6 +440,13 @@ double core_uptime(const struct syncer *s, double now)
 	return fmin(1.0, fmax(0.0, 1.0 - down / span));
 }
 
+double core_uptime_span(const struct syncer *s, double now)
+{
+	if (s->acc.uptime_start < 0)
+		return 0;
+	return fmax(0, core_elapsed(s, now) - s->acc.uptime_start);
+}
+
 double core_goodput(const struct syncer *s, double now)
 {
 	double E = core_elapsed(s, now);

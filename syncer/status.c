@@ -119,6 +119,19 @@ static json_t *answers_json(const struct syncer *s)
 		"refused_size", (json_int_t)s->scr.size_refused);
 }
 
+static json_t *evals_json(const struct syncer_ckpt *c)
+{
+	json_t *a = json_array();
+
+	for (uint32_t i = 0; i < c->nevals; i++)
+		json_array_append_new(a, json_pack("{sI sI so sf}",
+			"round", (json_int_t)c->evals[i].round,
+			"tokens", (json_int_t)c->evals[i].tokens,
+			"loss", real_or_null(c->evals[i].loss),
+			"time", c->evals[i].time));
+	return a;
+}
+
 static json_t *status_json(struct syncer *s, double now)
 {
 	json_t *o = json_object(), *a;
@@ -147,14 +160,7 @@ static json_t *status_json(struct syncer *s, double now)
 			    json_integer((json_int_t)llround(c->tokens_merged)));
 	json_object_set_new(o, "eval_loss", c->nevals
 			    ? real_or_null(c->evals[c->nevals - 1].loss) : json_null());
-	a = json_array();
-	for (uint32_t i = 0; i < c->nevals; i++)
-		json_array_append_new(a, json_pack("{sI sI so sf}",
-			"round", (json_int_t)c->evals[i].round,
-			"tokens", (json_int_t)c->evals[i].tokens,
-			"loss", real_or_null(c->evals[i].loss),
-			"time", c->evals[i].time));
-	json_object_set_new(o, "eval_history", a);
+	json_object_set_new(o, "eval_history", evals_json(c));
 	json_object_set_new(o, "learners_connected",
 			    json_integer(s->learners_connected));
 	/* evaluators of an external model (docs/syncer.md, Evaluators) */
@@ -175,6 +181,7 @@ static json_t *status_json(struct syncer *s, double now)
 	json_object_set_new(o, "bytes_in", json_integer((json_int_t)c->bytes_in));
 	json_object_set_new(o, "bytes_out", json_integer((json_int_t)c->bytes_out));
 	json_object_set_new(o, "uptime", json_real(core_uptime(s, now)));
+	json_object_set_new(o, "uptime_span", json_real(core_uptime_span(s, now)));
 	json_object_set_new(o, "goodput", json_real(core_goodput(s, now)));
 	json_object_set_new(o, "elapsed", json_real(core_elapsed(s, now)));
 	json_object_set_new(o, "goodput_breakdown",

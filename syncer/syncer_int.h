@@ -189,6 +189,8 @@ int core_init(struct syncer *s, const struct syncer_params *p, double now,
 void core_release(struct syncer *s);
 double core_elapsed(const struct syncer *s, double now);
 double core_uptime(const struct syncer *s, double now);
+/* the seconds uptime is measured over (0 before its window opens) */
+double core_uptime_span(const struct syncer *s, double now);
 double core_goodput(const struct syncer *s, double now);
 /*
  * The run loop's scans of every learner (stale learners, until the job

@@ -168,11 +168,48 @@ static void job_status_from_shards(void **state)
 		syncer_status_release(&st[i]);
 }
 
+/*
+ * Uptime per fragment: a shard that stops answering counts the time since
+ * its last /status as down for its fragments, while the shards that
+ * answer say their own.
+ */
+static void a_shard_down_counts_its_fragments_down(void **state)
+{
+	struct syncer_status st[2], all;
+	int up[2] = { 1, 0 };
+
+	(void)state;
+	shard_status(&st[0], 10, 2, 1.0, 0);
+	shard_status(&st[1], 30, 2, 0.5, 0);
+	st[0].elapsed = 150;
+	st[0].uptime_span = 140;
+	st[1].elapsed = 100;     /* its last answer, 50 s ago */
+	st[1].uptime_span = 100; /* 50 s down in it */
+	syncer_status_init(&all);
+	syncer_status_shards(&all, st, up, 2);
+	/* shard 1: (50 + 50) s down of 150 */
+	assert_near(all.uptime, (2 * 1.0 + 2 * (1 - 100.0 / 150)) / 4, 1e-12);
+	assert_near(all.elapsed, 150, 1e-12);
+	/* answering again, its own figure */
+	up[1] = 1;
+	syncer_status_shards(&all, st, up, 2);
+	assert_near(all.uptime, (2 * 1.0 + 2 * 0.5) / 4, 1e-12);
+	/* a shard that never said its span keeps its figure */
+	up[1] = 0;
+	st[1].uptime_span = NAN;
+	syncer_status_shards(&all, st, up, 2);
+	assert_near(all.uptime, (2 * 1.0 + 2 * 0.5) / 4, 1e-12);
+	syncer_status_release(&all);
+	for (int i = 0; i < 2; i++)
+		syncer_status_release(&st[i]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(every_fragment_has_one_owner),
 		cmocka_unit_test(bad_shards_are_refused),
+		cmocka_unit_test(a_shard_down_counts_its_fragments_down),
 		cmocka_unit_test(checkpoints_are_each_shards_own),
 		cmocka_unit_test(job_status_from_shards),
 	};

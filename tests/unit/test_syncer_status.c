@@ -163,6 +163,7 @@ static void fields_by_the_contract(void **state)
 		  "status: field 'invariants.double_merged_steps': not a count" },
 		{ "{\"done\": 1}", "status: field 'done': not a boolean" },
 		{ "{\"uptime\": \"1.0\"}", "status: field 'uptime': not a number" },
+		{ "{\"uptime_span\": true}", "status: field 'uptime_span': not a number" },
 		{ "{\"learners_total\": 3000000000}",
 		  "status: field 'learners_total': 3000000000 is too large" },
 		{ "{\"eval_history\": {}}", "status: field 'eval_history': not an array" },
@@ -188,8 +189,10 @@ static void fields_by_the_contract(void **state)
 	assert_int_equal(s.round, 0);
 	assert_int_equal(s.done, 0);
 	assert_true(isnan(s.eval_loss) && isnan(s.uptime) && isnan(s.goodput) &&
-		    isnan(s.elapsed));
+		    isnan(s.elapsed) && isnan(s.uptime_span));
 	assert_int_equal(s.nevals, 0);
+	assert_int_equal(parse("{\"uptime\": 0.5, \"uptime_span\": 12.5}", &s, &e), 0);
+	assert_float_equal(s.uptime_span, 12.5, 0);
 	assert_int_equal(s.have_invariants, 0);
 	assert_int_equal(s.ckpt.fits, -1);   /* an older syncer: not said */
 	/* whether a checkpoint fits on the volume (docs/status.md) */
