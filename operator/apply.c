@@ -147,6 +147,7 @@ static const struct {
 			       CHILD_SYNCER },
 	[ACT_CREATE_TLS] = { "/api/v1", "secrets", CHILD_TLS },
 	[ACT_APPLY_PVC] = { "/api/v1", "persistentvolumeclaims", CHILD_CHECKPOINTS },
+	[ACT_RESIZE_PVC] = { "/api/v1", "persistentvolumeclaims", CHILD_CHECKPOINTS },
 	[ACT_APPLY_SYNCER] = { "/apis/apps/v1", "statefulsets", CHILD_SYNCER },
 	[ACT_DELETE_SYNCER] = { "/apis/apps/v1", "statefulsets", CHILD_SYNCER },
 	[ACT_APPLY_LEARNER] = { "/api/v1", "pods", CHILD_LEARNER },
@@ -177,6 +178,42 @@ static json_t *build_child(const struct child_ctx *c, const struct rc_action *a)
 	}
 }
 
+/*
+ * A claim asked to grow (reconcile.h, CheckpointStorage): a merge patch
+ * of its requested storage. A refusal (a StorageClass that does not
+ * allow expansion, a claim not bound) is remembered for the condition
+ * and sent as an Event, not a failed pass: the job runs on.
+ */
+static int resize_claim(struct kube *k, struct pass *p, const struct rc_action *a)
+{
+	char name[CHILD_NAME_MAX], path[512], body[160];
+	struct kube_status st;
+	struct jobmem *m = p->m;
+	struct err e;
+
+	if (p->js.syncer.shards > 1
+	    ? shard_claim_name(p->name, a->index, name, sizeof(name))
+	    : child_name(p->name, CHILD_CHECKPOINTS, 0, name, sizeof(name)))
+		return 0;
+	object_path("/api/v1", "persistentvolumeclaims", p->ns, name, path,
+		    sizeof(path));
+	snprintf(body, sizeof(body), "{\"spec\":{\"resources\":{\"requests\":"
+		 "{\"storage\":\"%.0fGi\"}}}}", a->bytes / 0x1p30);
+	if (!kube_request(k, "PATCH", path, "application/merge-patch+json", body,
+			  NULL, &st, &e)) {
+		log_info("%s: claim %s resized to %.0fGi", p->key, name, a->bytes / 0x1p30);
+		m->resize_refused[0] = '\0';
+		return 0;
+	}
+	log_warn("%s: claim %s: %s", p->key, name, e.msg);
+	snprintf(m->resize_refused, sizeof(m->resize_refused), "%.*s",
+		 (int)sizeof(m->resize_refused) - 1, e.msg);
+	m->resize_refused_shard = a->index;
+	m->resize_refused_bytes = a->bytes;
+	job_event(k, p->job, 1, "CheckpointClaimResizeRefused", e.msg);
+	return 0;
+}
+
 static int act(const struct pass_env *env, struct pass *p,
 	       const struct rc_action *a, struct err *e)
 {
@@ -197,6 +234,8 @@ static int act(const struct pass_env *env, struct pass *p,
 		if (!jobmem_event_repeated(p->m, a->reason, a->message, clock_mono()))
 			job_event(k, p->job, a->warning, a->reason, a->message);
 		return 0;
+	case ACT_RESIZE_PVC:
+		return resize_claim(k, p, a);
 	default:
 		break;
 	}

@@ -25,6 +25,7 @@
  */
 #include "operator/children.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -237,6 +238,33 @@ void checkpoint_claim_size(const struct child_ctx *c, char *out, size_t n)
 	}
 	gib = ceil(checkpoint_shard_bytes(c->js) / (double)(1ULL << 30));
 	snprintf(out, n, "%.0fGi", gib < 1 ? 1 : gib);
+}
+
+int quantity_bytes(const char *q, double *out)
+{
+	static const struct {
+		const char *sfx;
+		double mul;
+	} u[] = {
+		{ "", 1 }, { "Ki", 0x1p10 }, { "Mi", 0x1p20 }, { "Gi", 0x1p30 },
+		{ "Ti", 0x1p40 }, { "Pi", 0x1p50 }, { "Ei", 0x1p60 }, { "k", 1e3 },
+		{ "M", 1e6 }, { "G", 1e9 }, { "T", 1e12 }, { "P", 1e15 }, { "E", 1e18 },
+	};
+	char *end;
+	double v;
+
+	if (!q || !((q[0] >= '0' && q[0] <= '9') || q[0] == '.'))
+		return -1;
+	errno = 0;
+	v = strtod(q, &end);
+	if (errno || !(v >= 0) || !isfinite(v))
+		return -1;
+	for (size_t i = 0; i < sizeof(u) / sizeof(u[0]); i++)
+		if (!strcmp(end, u[i].sfx)) {
+			*out = v * u[i].mul;
+			return 0;
+		}
+	return -1;
 }
 
 int shard_claim_name(const char *job, int shard, char *out, size_t n)

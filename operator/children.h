@@ -164,6 +164,10 @@ json_t *job_core(json_t *obj);
  * (size n). "" (storage "") means no claim.
  */
 void checkpoint_claim_size(const struct child_ctx *c, char *out, size_t n);
+
+/* A Kubernetes quantity ("10Gi", "500M", "1.5e9", "2048") in bytes into
+ * *out; -1 when q is NULL or not one. */
+int quantity_bytes(const char *q, double *out);
 /* The bytes a shard's checkpoints take at most (the default above before
  * its rounding to GiB); 0 when the model's size is not known (external). */
 double checkpoint_shard_bytes(const struct job_spec *js);

@@ -67,6 +67,7 @@ struct jobmem *jobmem_get(struct jobmem_table *t, const char *key,
 		memset(&m->progress, 0, sizeof(m->progress));
 		memset(&m->evaluator, 0, sizeof(m->evaluator));
 		forget_shards(m);
+		m->resize_refused[0] = '\0';
 		m->tls = 0;
 	}
 	if (!m && (m = calloc(1, sizeof(*m)))) {

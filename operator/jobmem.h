@@ -45,6 +45,11 @@ struct jobmem {
 	 * aggregated from it (docs/syncer.md, Shards) */
 	struct syncer_status *shard_last;
 	int shard_last_n;
+	/* the last claim resize the API refused: why ("" none), which
+	 * shard's, the bytes asked (reconcile.h, CheckpointStorage) */
+	char resize_refused[256];
+	int resize_refused_shard;
+	double resize_refused_bytes;
 	int tls;                      /* <job>-tls created, or found existing */
 	/* the syncer container's restarts (docs/operator.md, Failure
 	 * policy): for each shard's pod, the pod they were counted on and

@@ -21,7 +21,7 @@ static const double latency_bounds[] = {
 
 static const char *kind_names[] = {
 	"apply_configmap", "apply_service", "apply_networkpolicy", "create_tls",
-	"apply_pvc", "apply_syncer",
+	"apply_pvc", "resize_pvc", "apply_syncer",
 	"delete_syncer", "apply_learner", "delete_learner", "apply_evaluator",
 	"delete_evaluator", "delete_job", "event",
 };

@@ -325,7 +325,8 @@ static int cached(struct informer *inf, const char *ns, const char *job,
  * The checkpoint claims: <job>-checkpoints, or each shard's of a sharded
  * job (children.h). in.pvc when every one exists; in.pvc_owned 1 when
  * every one has the job as owner, 0 when none has, -1 when some have
- * (reconcile then applies them all again, each as it must be).
+ * (reconcile then applies them all again, each as it must be); each
+ * one's requested storage in in.claim_bytes.
  */
 static void observe_claims(const struct caches *c, struct pass *p)
 {
@@ -343,6 +344,10 @@ static void observe_claims(const struct caches *c, struct pass *p)
 		if (!(pvc = informer_get(c->pvcs, p->ns, name)))
 			continue;
 		ou = caches_owner_uid(pvc);
+		if (quantity_bytes(jget(json_object_get(json_object_get(pvc, "spec"),
+					"resources"), "requests", "storage"),
+				   &p->in.claim_bytes[i]))
+			p->in.claim_bytes[i] = 0;
 		have++;
 		owned += ou && p->uid && !strcmp(ou, p->uid);
 		json_decref(pvc);
@@ -375,6 +380,10 @@ static void observe_children(const struct pass_env *env, struct pass *p)
 	p->in.retain = json_is_boolean(retain) ? json_is_true(retain) : -1;
 	p->in.netpol = cached(c->netpols, p->ns, p->name, CHILD_SYNCER);
 	p->in.tls = p->m->tls;
+	p->in.storage_given = stg != NULL;
+	p->in.resize_refused = p->m->resize_refused[0] ? p->m->resize_refused : NULL;
+	p->in.resize_refused_shard = p->m->resize_refused_shard;
+	p->in.resize_refused_bytes = p->m->resize_refused_bytes;
 	p->in.want_tls = !p->js.syncer.insecure;
 	p->in.want_pvc = (!stg || stg[0]) && !jget(json_object_get(json_object_get(
 		p->job, "spec"), "syncer"), "checkpoints", "claimName");

@@ -10,6 +10,7 @@
  * yet seen the pod just applied (create_sent: "expectations").
  */
 #include "operator/reconcile.h"
+#include "operator/children.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -592,13 +593,55 @@ static void ckpt_failing(const struct rc_input *in, struct rc_output *o,
 	}
 }
 
+/*
+ * A claim of the operator's own that is too small for the adopted model
+ * (an external model's size is known only from its first Hello) is
+ * resized, unless spec.syncer.storage says its size: to what a
+ * checkpoint needs times CKPT_HEADROOM in whole GiB. What is said of it
+ * goes after "...free: " in msg (n bytes).
+ */
+static void claim_grow(const struct rc_input *in, struct rc_output *o,
+		       char *msg, size_t n)
+{
+	const struct obs_progress *p = &in->progress;
+	int i = p->ckpt_room_shard;
+	double gib = ceil(CKPT_HEADROOM * (double)p->ckpt_needed / 0x1p30), want;
+	char claim[CHILD_NAME_MAX];
+	struct rc_action *a;
+
+	if (!in->want_pvc || in->pvc_owned != 1 || in->storage_given || i < 0 ||
+	    i >= JOB_MAX_SHARDS ||
+	    (in->spec->syncer.shards > 1
+	     ? shard_claim_name(in->spec->name, i, claim, sizeof(claim))
+	     : child_name(in->spec->name, CHILD_CHECKPOINTS, 0, claim, sizeof(claim)))) {
+		snprintf(msg, n, "set spec.syncer.storage (each shard's claim) larger");
+		return;
+	}
+	want = (gib < 1 ? 1 : gib) * 0x1p30;
+	if (in->resize_refused && in->resize_refused_shard == i &&
+	    in->resize_refused_bytes >= want) {
+		snprintf(msg, n, "resizing claim %s to %.0fGi was refused (%s): set "
+			 "spec.syncer.storage larger", claim, want / 0x1p30,
+			 in->resize_refused);
+	} else if (in->claim_bytes[i] < want && (a = act(o, ACT_RESIZE_PVC, i))) {
+		a->bytes = want;
+		snprintf(msg, n, "claim %s resized to %.0fGi (its StorageClass must "
+			 "allow volume expansion)", claim, want / 0x1p30);
+		event(o, 0, "CheckpointClaimResized", "claim %s: %.0fGi asked for a "
+		      "checkpoint of %llu bytes", claim, want / 0x1p30, p->ckpt_needed);
+	} else {
+		snprintf(msg, n, "claim %s asks for %.0fGi: waiting for its volume "
+			 "to grow", claim, in->claim_bytes[i] / 0x1p30);
+	}
+}
+
 /* CheckpointStorage from the shards' last /status (reconcile.h). */
 static void ckpt_storage(const struct rc_input *in, struct rc_output *o,
 			 const char *now)
 {
 	const struct obs_progress *p = &in->progress;
 	struct condition *c = &o->conds[COND_CHECKPOINT_STORAGE];
-	char msg[256], pod[96];
+	char msg[1024], pod[96], what[720];   /* cut to 255 by cond_set */
 
 	if (!p->have || !p->ckpt_room)
 		return;
@@ -609,10 +652,10 @@ static void ckpt_storage(const struct rc_input *in, struct rc_output *o,
 	}
 	snprintf(pod, sizeof(pod), "%s-syncer-%d", in->spec->name,
 		 p->ckpt_room_shard);
+	claim_grow(in, o, what, sizeof(what));
 	snprintf(msg, sizeof(msg), "syncer shard %d (%s): a checkpoint needs "
-		 "%llu bytes, its volume has %llu free: set spec.syncer.storage "
-		 "(each shard's claim) larger", p->ckpt_room_shard, pod,
-		 p->ckpt_needed, p->ckpt_free);
+		 "%llu bytes, its volume has %llu free: %s", p->ckpt_room_shard,
+		 pod, p->ckpt_needed, p->ckpt_free, what);
 	if (!c->set || c->status)
 		event(o, 1, "CheckpointStorageTooSmall", "%s", msg);
 	cond_set(c, 0, "CheckpointStorageTooSmall", msg, now);

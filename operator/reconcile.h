@@ -61,7 +61,10 @@
  * a Warning Event) while a shard's /status says a checkpoint of the
  * adopted model cannot fit on its volume, naming the shard and the
  * bytes; True once every shard that says so fits; absent while no
- * syncer says (an older one).
+ * syncer says (an older one). A claim of the operator's own without
+ * spec.syncer.storage is then resized (ACT_RESIZE_PVC) to the
+ * checkpoint's need × CKPT_HEADROOM in whole GiB, unless it asks for
+ * that already or the API refused that size (docs/operator.md).
  *
  * Condition SyncerShards (spec.syncer.shards > 1 only): True while every
  * shard answers its /status, False naming the first that does not:
@@ -232,6 +235,14 @@ struct rc_input {
 	int want_pvc;                 /* spec.syncer.storage is not "" and no
 				       * checkpoints.claimName of the user's */
 	int pvc_owned;                /* the claim has the job as its owner */
+	int storage_given;            /* spec.syncer.storage is set */
+	/* each shard's claim's spec.resources.requests.storage in bytes
+	 * (0: unknown), and the last resize of one the API refused: its
+	 * shard, the bytes asked and why (NULL: none) */
+	double claim_bytes[JOB_MAX_SHARDS];
+	int resize_refused_shard;
+	double resize_refused_bytes;
+	const char *resize_refused;
 	int retain;                   /* spec.syncer.checkpoints.retain:
 				       * 1 true, 0 false, -1 unset */
 	int want_tls;                 /* spec.syncer.insecure is false */
@@ -255,7 +266,7 @@ struct rc_input {
 
 enum rc_kind {
 	ACT_APPLY_CONFIGMAP, ACT_APPLY_SERVICE, ACT_APPLY_NETPOL, ACT_CREATE_TLS,
-	ACT_APPLY_PVC,
+	ACT_APPLY_PVC, ACT_RESIZE_PVC,
 	ACT_APPLY_SYNCER, ACT_DELETE_SYNCER,
 	ACT_APPLY_LEARNER, ACT_DELETE_LEARNER,
 	ACT_APPLY_EVALUATOR, ACT_DELETE_EVALUATOR,
@@ -270,6 +281,7 @@ struct rc_action {
 				       * that existed before */
 	int retain;                   /* apply of the claim without an owner */
 	int force;                    /* delete with grace period 0 */
+	double bytes;                 /* resize of a shard's claim (index) */
 	int warning;                  /* event type Warning, else Normal */
 	char reason[64];
 	char message[256];

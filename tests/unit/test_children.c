@@ -1104,6 +1104,31 @@ static void test_child_names(void **state)
 	}
 }
 
+/* Kubernetes quantities read as bytes (a claim's requested storage). */
+static void test_quantities(void **state)
+{
+	static const struct {
+		const char *q;
+		double bytes;
+	} ok[] = {
+		{ "10Gi", 10 * 0x1p30 }, { "1Gi", 0x1p30 }, { "500Mi", 500 * 0x1p20 },
+		{ "2048", 2048 }, { "1.5Gi", 1.5 * 0x1p30 }, { "3G", 3e9 },
+		{ "1e9", 1e9 }, { "4k", 4000 }, { "1Ti", 0x1p40 }, { "0", 0 },
+	};
+	static const char *bad[] = { "", "Gi", "-1Gi", "10GiB", "10 Gi", "x",
+				     "nan", "1e999" };
+	double v;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		assert_int_equal(quantity_bytes(ok[i].q, &v), 0);
+		assert_float_equal(v, ok[i].bytes, 0);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(quantity_bytes(bad[i], &v), -1);
+	assert_int_equal(quantity_bytes(NULL, &v), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1121,6 +1146,7 @@ int main(void)
 		cmocka_unit_test(test_tls_secret_too_big),
 		cmocka_unit_test(test_learner_index),
 		cmocka_unit_test(test_child_names),
+		cmocka_unit_test(test_quantities),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
