@@ -19,7 +19,7 @@
  *               channels, tied, seed}
  *   spec.evaluator.{command [..], args [..]}
  *   spec.data.{path, valPath, format (auto|text|tokens), valFraction,
- *              shardPattern}
+ *              shardPattern, split (tail|files)}
  *   spec.optimizer.{lr, beta1, beta2, eps, weightDecay, warmupSteps,
  *                   cosineSteps, minLrRatio, gradClip, batchSize, seqLen}
  *   spec.syncer.{minQuorum, grace, fragments, syncEvery, overlap, shards, alpha,
@@ -45,6 +45,8 @@
 
 enum merge_rule { MERGE_RDA = 0, MERGE_MEAN = 1 };
 enum data_format { DATA_AUTO = 0, DATA_TEXT = 1, DATA_TOKENS = 2 };
+/* how validation is held out (trainer/data.h, Split) */
+enum data_split { SPLIT_TAIL = 0, SPLIT_FILES = 1 };
 enum chaos_schedule { CHAOS_POISSON = 0, CHAOS_INTERVAL = 1 };
 
 #define CHAOS_TARGET_LEARNERS 1
@@ -138,6 +140,7 @@ struct job_data {
 	enum data_format format;
 	double val_fraction;          /* default 0.1 */
 	char shard_pattern[JOB_PATH_MAX];  /* optional, "{learner}" replaced */
+	enum data_split split;        /* tail (default) or files */
 };
 
 struct job_optimizer {

@@ -253,7 +253,7 @@ enum ftype {
 	F_INT, F_U64, F_DOUBLE, F_BOOL, F_STR, F_QTY,
 	F_MERGE, F_FORMAT, F_SCHED, F_MKIND, F_ENC, F_TARGETS, F_ARGV, F_GROUPS,
 	F_SYNTH,
-	F_SLOW,
+	F_SLOW, F_SPLIT,
 	F_SECTION, F_IGNORE,
 };
 
@@ -317,7 +317,8 @@ SECTION(s_data,
 	STR("path", data.path), STR("valPath", data.val_path),
 	FLD("format", F_FORMAT, data.format),
 	FLD("valFraction", F_DOUBLE, data.val_fraction),
-	STR("shardPattern", data.shard_pattern));
+	STR("shardPattern", data.shard_pattern),
+	FLD("split", F_SPLIT, data.split));
 
 SECTION(s_optimizer,
 	FLD("lr", F_DOUBLE, optimizer.lr),
@@ -740,6 +741,16 @@ static int set_field(const struct field *f, const json_t *v, const char *path,
 			*(enum data_format *)p = DATA_TOKENS;
 		else
 			return EXPECTED("auto, text or tokens");
+		return 0;
+	}
+	case F_SPLIT: {
+		const char *s = json_string_value(v);
+		if (s && !strcmp(s, "tail"))
+			*(enum data_split *)p = SPLIT_TAIL;
+		else if (s && !strcmp(s, "files"))
+			*(enum data_split *)p = SPLIT_FILES;
+		else
+			return EXPECTED("tail or files");
 		return 0;
 	}
 	case F_MKIND: {

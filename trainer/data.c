@@ -118,58 +118,124 @@ static int wanted(const char *name)
 	return !(n >= 4 && !strcmp(name + n - 4, ".dat"));
 }
 
-static int load_dir(struct dataset *d, const char *dir, enum data_format fmt,
-		    int vocab, size_t *budget, struct err *e)
+/* The files of a folder tree (data.h): full paths, unsorted. */
+struct listing {
+	char **names;
+	size_t n, cap;
+};
+
+static int list_tree(struct listing *l, const char *dir, int depth,
+		     struct err *e)
 {
 	DIR *dh = opendir(dir);
 	struct dirent *de;
-	char **names = NULL;
-	size_t n = 0, cap = 0;
 	int rc = 0;
 
 	if (!dh)
 		return err_set(e, "data: cannot open folder '%s'", dir);
-	while ((de = readdir(dh))) {
+	while (!rc && (de = readdir(dh))) {
 		char path[4096];
 		struct stat st;
+		int k;
 
 		if (!wanted(de->d_name))
 			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		if (lstat(path, &st) || !S_ISREG(st.st_mode))
+		k = snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		if (k < 0 || (size_t)k >= sizeof(path) || lstat(path, &st))
 			continue;
-		if (n == cap) {
-			char **g = realloc(names, (cap = cap ? 2 * cap : 64) * sizeof(*names));
+		if (S_ISDIR(st.st_mode)) {
+			rc = depth >= DATA_MAX_DEPTH
+			     ? err_set(e, "data: '%s' is more than %d folders deep",
+				       path, DATA_MAX_DEPTH)
+			     : list_tree(l, path, depth + 1, e);
+			continue;
+		}
+		if (!S_ISREG(st.st_mode))
+			continue;
+		if (l->n >= DATA_MAX_FILES)
+			rc = err_set(e, "data: more than %d files under '%s'",
+				     DATA_MAX_FILES, dir);
+		else if (l->n == l->cap) {
+			size_t cap = l->cap ? 2 * l->cap : 64;
+			char **g = realloc(l->names, cap * sizeof(*g));
 
-			if (!g) {
+			if (!g)
 				rc = err_set(e, "data: out of memory listing '%s'", dir);
-				goto out;
+			else {
+				l->names = g;
+				l->cap = cap;
 			}
-			names = g;
 		}
-		if (n >= 100000) {
-			rc = err_set(e, "data: folder '%s' has more than 100000 files", dir);
-			goto out;
-		}
-		names[n++] = strdup(path);
+		if (!rc && !(l->names[l->n++] = strdup(path)))
+			rc = err_set(e, "data: out of memory listing '%s'", dir);
 	}
-	if (n == 0) {
-		rc = err_set(e, "data: no data files in folder '%s'", dir);
-		goto out;
-	}
-	qsort(names, n, sizeof(*names), by_name);
-	for (size_t i = 0; i < n && !rc; i++)
-		rc = load_one(d, names[i], fmt, vocab, budget, e);
-out:
-	for (size_t i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
 	closedir(dh);
 	return rc;
 }
 
-int dataset_load(struct dataset *d, const char *path, enum data_format fmt,
-		 int vocab, struct err *e)
+int data_file_in_val(const char *rel, double val_fraction)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;   /* FNV-1a, 64 bits */
+
+	for (const unsigned char *c = (const unsigned char *)rel; *c; c++)
+		h = (h ^ *c) * 0x100000001b3ULL;
+	/* FNV's high bits hardly move over short paths: a finisher mixes
+	 * every bit into them */
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	h *= 0xc4ceb9fe1a85ec53ULL;
+	h ^= h >> 33;
+	return (double)(h >> 11) * 0x1p-53 < val_fraction;
+}
+
+/* Keeps every file, or those of one side of a split by files. */
+struct pick {
+	int split;               /* 0: all; 1: training; 2: validation */
+	double val_fraction;
+	size_t root_len;
+};
+
+static int picked(const struct pick *k, const char *path)
+{
+	if (!k->split)
+		return 1;
+	return data_file_in_val(path + k->root_len + 1, k->val_fraction) ==
+	       (k->split == 2);
+}
+
+static int load_dir(struct dataset *d, const char *dir, enum data_format fmt,
+		    int vocab, const struct pick *k, size_t *budget,
+		    struct err *e)
+{
+	struct listing l = { 0 };
+	size_t used = 0;
+	int rc = list_tree(&l, dir, 0, e);
+
+	if (!rc && l.n == 0)
+		rc = err_set(e, "data: no data files in folder '%s'", dir);
+	if (!rc)
+		qsort(l.names, l.n, sizeof(*l.names), by_name);
+	for (size_t i = 0; i < l.n && !rc; i++)
+		if (picked(k, l.names[i])) {
+			rc = load_one(d, l.names[i], fmt, vocab, budget, e);
+			used++;
+		}
+	if (!rc && !used)
+		rc = err_set(e, "data: none of the %zu files under '%s' is in the "
+			     "%s split (spec.data.split files, valFraction %g)",
+			     l.n, dir, k->split == 2 ? "validation" : "training",
+			     k->val_fraction);
+	for (size_t i = 0; i < l.n; i++)
+		free(l.names[i]);
+	free(l.names);
+	return rc;
+}
+
+/* dataset_load of the files k picks. */
+static int load_picked(struct dataset *d, const char *path,
+		       enum data_format fmt, int vocab, const struct pick *k,
+		       struct err *e)
 {
 	struct stat st;
 	size_t budget = DATA_MAX_BYTES;
@@ -181,12 +247,23 @@ int dataset_load(struct dataset *d, const char *path, enum data_format fmt,
 	if (stat(path, &st))
 		return err_set(e, "data: cannot open '%s': %s", path, strerror(errno));
 	if (S_ISDIR(st.st_mode))
-		rc = load_dir(d, path, fmt, vocab, &budget, e);
+		rc = load_dir(d, path, fmt, vocab, k, &budget, e);
+	else if (k->split)
+		rc = err_set(e, "data: spec.data.split files needs a folder, and "
+			     "'%s' is a file", path);
 	else
 		rc = load_one(d, path, fmt, vocab, &budget, e);
 	if (rc)
 		dataset_release(d);
 	return rc;
+}
+
+int dataset_load(struct dataset *d, const char *path, enum data_format fmt,
+		 int vocab, struct err *e)
+{
+	struct pick all = { 0, 0, 0 };
+
+	return load_picked(d, path, fmt, vocab, &all, e);
 }
 
 void dataset_release(struct dataset *d)
@@ -263,12 +340,36 @@ static void split(struct data *d, double val_fraction, int have_valsrc)
 	}
 }
 
+/* spec.data.split files: each side its own files of jd->path (data.h);
+ * with train 0 only the validation side. */
+static int open_by_files(struct data *d, const struct job_data *jd, int vocab,
+			 int train, struct err *e)
+{
+	struct pick k = { 1, jd->val_fraction, strlen(jd->path) };
+
+	snprintf(d->train_name, sizeof(d->train_name), "%s", jd->path);
+	if (train && load_picked(&d->src, jd->path, jd->format, vocab, &k, e))
+		return -1;
+	k.split = 2;
+	if (load_picked(&d->valsrc, jd->path, jd->format, vocab, &k, e)) {
+		data_close(d);
+		return -1;
+	}
+	split(d, 0, 1);
+	return 0;
+}
+
 int data_open(struct data *d, const struct job_data *jd, int vocab,
 	      int learner, int learners, struct err *e)
 {
 	char path[JOB_PATH_MAX + 64];
 
 	memset(d, 0, sizeof(*d));
+	if (jd->split == SPLIT_FILES) {
+		d->offset = learner;
+		d->stride = learners;
+		return open_by_files(d, jd, vocab, 1, e);
+	}
 	d->offset = learner;
 	d->stride = learners;
 	if (jd->shard_pattern[0]) {
@@ -298,6 +399,8 @@ int data_open_val(struct data *d, const struct job_data *jd, int vocab,
 
 	memset(d, 0, sizeof(*d));
 	d->stride = 1;
+	if (jd->split == SPLIT_FILES)
+		return open_by_files(d, jd, vocab, 0, e);
 	if (jd->val_path[0]) {
 		if (dataset_load(&d->valsrc, jd->val_path, jd->format, vocab, e))
 			return -1;
@@ -359,4 +462,12 @@ void data_val_row(const struct data *d, size_t r, int T, int *inputs,
 		inputs[i] = p[i];
 		targets[i] = p[i + 1];
 	}
+}
+
+size_t data_val_pick(size_t i, size_t n, size_t rows)
+{
+	if (n >= rows)
+		return i < rows ? i : rows - 1;
+	/* i < n < rows ≤ DATA_MAX_BYTES tokens (2^32): i · rows < 2^64 */
+	return (size_t)((uint64_t)i * rows / n);
 }

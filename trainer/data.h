@@ -14,14 +14,17 @@
  *     | 12     | 1012      | int32 × 253, unused (zero)          |
  *     | 1024   | 2·n       | uint16 tokens                       |
  *
- * A path may be a file or a folder; a folder means all its regular files
- * (symbolic links and names starting with '.' or ending in ".dat" are
- * skipped), concatenated in name order. A shard whose size disagrees with
- * its header, or holding a token outside the vocabulary, is an error that
- * names the file.
+ * A path may be a file or a folder; a folder means all regular files of
+ * its tree (at most DATA_MAX_FILES, DATA_MAX_DEPTH folders deep; symbolic
+ * links and names starting with '.' or ending in ".dat" are skipped),
+ * concatenated in the order of their paths. A shard whose size disagrees
+ * with its header, or holding a token outside the vocabulary, is an error
+ * that names the file.
  *
- * Split: validation is spec.data.valPath when given, else the last
- * valFraction of the data. Learner m of M trains on its own shard when
+ * Split: validation is spec.data.valPath when given; with spec.data.split
+ * files, the files of the folder whose path below it hashes under
+ * valFraction (data_file_in_val: the same files wherever the folder is,
+ * none on both sides); else the last valFraction of the data. Learner m of M trains on its own shard when
  * spec.data.shardPattern is set ("{learner}" replaced by m), else on every
  * M-th batch window of the common data starting at window m.
  * A batch window is B·T + 1 consecutive tokens; window w starts at w·B·T.
@@ -39,6 +42,8 @@
 #define DATA_SHARD_VERSION 1
 #define DATA_SHARD_HEADER  1024            /* bytes */
 #define DATA_MAX_BYTES     ((size_t)4 << 30)   /* per path, all files */
+#define DATA_MAX_FILES     100000
+#define DATA_MAX_DEPTH     16
 
 struct dataset {
 	uint16_t *tok;
@@ -60,12 +65,17 @@ int data_write_shard(const char *path, const uint16_t *tok, size_t n,
 		     struct err *e);
 
 struct data {
-	struct dataset src, valsrc;  /* valsrc used only with valPath */
+	struct dataset src, valsrc;  /* valsrc: valPath, or split files */
 	const uint16_t *train, *val;
 	size_t ntrain, nval;
 	int offset, stride;          /* window w of step s: s·stride + offset */
 	char train_name[JOB_PATH_MAX + 64];  /* for messages; holds any path */
 };
+
+/* Whether the file at path rel (below the data folder) is validation
+ * under spec.data.split files: FNV-1a of rel with a 64-bit finisher, as
+ * a fraction of 2^64, below val_fraction. */
+int data_file_in_val(const char *rel, double val_fraction);
 
 /* Training and validation streams of learner `learner` of `learners`. */
 int data_open(struct data *d, const struct job_data *jd, int vocab,
@@ -80,6 +90,9 @@ size_t data_windows(const struct data *d, int B, int T);
 /* inputs/targets (B·T) of the batch for this learner's step `step`. */
 void data_batch(const struct data *d, uint64_t step, int B, int T,
 		int *inputs, int *targets);
+/* The i-th of n validation rows an evaluation reads, of rows in all:
+ * spread evenly over the split (i · rows / n; every row when n = rows). */
+size_t data_val_pick(size_t i, size_t n, size_t rows);
 /* Row r (T + 1 tokens at r·T) of the validation stream. */
 size_t data_val_rows(const struct data *d, int T);
 void data_val_row(const struct data *d, size_t r, int T, int *inputs,

@@ -526,9 +526,12 @@ int evaluator_loss(struct evaluator *ev, const float *params,
 	for (size_t k = 0; k < batches; k++) {
 		float l;
 
+		/* the rows spread evenly over the split, not its first ones
+		 * (docs/trainer.md, Evaluation) */
 		for (int b = 0; b < ev->B; b++)
-			data_val_row(ev->d, k * (size_t)ev->B + (size_t)b, ev->T,
-				     ev->inputs + (size_t)b * ev->T,
+			data_val_row(ev->d, data_val_pick(k * (size_t)ev->B + (size_t)b,
+							  batches * (size_t)ev->B, rows),
+				     ev->T, ev->inputs + (size_t)b * ev->T,
 				     ev->targets + (size_t)b * ev->T);
 		l = model_forward(ev->m, ev->inputs, ev->targets);
 		if (!isfinite(l))

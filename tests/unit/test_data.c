@@ -98,6 +98,90 @@ static void folder_in_name_order(void **state)
 	assert_non_null(strstr(e.msg, "data: no data files in folder '"));
 }
 
+/*
+ * spec.data.split files: a tree of 60 files (nested folders read too),
+ * each marked by its first byte, split by the hash of its path below the
+ * folder: every file on exactly one side, validation the files
+ * data_file_in_val names, the same files for a copy elsewhere, and the
+ * syncer's validation stream the learners'.
+ */
+static void split_by_files(void **state)
+{
+	struct job_data jd = { .val_fraction = 0.25, .split = SPLIT_FILES };
+	size_t want_val = 0, want_train = 0;
+	int seen[60] = { 0 };
+	struct data d, v, c;
+	struct err e;
+	char name[64];
+
+	(void)state;
+	for (int root = 0; root < 2; root++)
+		for (int i = 0; i < 60; i++) {
+			char buf[40];
+			size_t n = 1 + (size_t)i % 7;
+
+			memset(buf, 'a' + i % 26, n);  /* past the markers */
+			buf[0] = (char)(' ' + i);    /* which file: its first byte */
+			snprintf(name, sizeof(name), "%s/%c/f%02d", root ? "copy" : "tree",
+				 'a' + i % 3, i);
+			path_of(jd.path, sizeof(jd.path), name);
+			*strrchr(jd.path, '/') = '\0';
+			assert_int_equal(mkdir_p(jd.path, NULL), 0);
+			write_file(name, buf, n);
+			if (root)
+				continue;
+			snprintf(name, sizeof(name), "%c/f%02d", 'a' + i % 3, i);
+			if (data_file_in_val(name, 0.25))
+				want_val += n;
+			else
+				want_train += n;
+		}
+	assert_true(want_val > 0 && want_train > 0);
+	path_of(jd.path, sizeof(jd.path), "tree");
+	assert_int_equal(data_open(&d, &jd, 256, 0, 1, &e), 0);
+	assert_int_equal(d.ntrain, want_train);
+	assert_int_equal(d.nval, want_val);
+	for (size_t k = 0; k < d.ntrain; k++)
+		if (d.train[k] >= ' ' && d.train[k] < ' ' + 60)
+			seen[d.train[k] - ' ']++;
+	for (size_t k = 0; k < d.nval; k++)
+		if (d.val[k] >= ' ' && d.val[k] < ' ' + 60)
+			seen[d.val[k] - ' ']++;
+	for (int i = 0; i < 60; i++)
+		assert_int_equal(seen[i], 1);   /* every file, on one side */
+	assert_int_equal(data_open_val(&v, &jd, 256, &e), 0);
+	assert_int_equal(v.nval, d.nval);
+	assert_memory_equal(v.val, d.val, d.nval * sizeof(*d.val));
+	path_of(jd.path, sizeof(jd.path), "copy/");   /* elsewhere, a '/' more */
+	assert_int_equal(data_open(&c, &jd, 256, 0, 1, &e), 0);
+	assert_int_equal(c.nval, d.nval);
+	assert_memory_equal(c.val, d.val, d.nval * sizeof(*d.val));
+	data_close(&c);
+	data_close(&v);
+	data_close(&d);
+	/* a file cannot be split by files; a split with no file on a side */
+	path_of(jd.path, sizeof(jd.path), "tree/a/f00");
+	assert_int_equal(data_open(&d, &jd, 256, 0, 1, &e), -1);
+	assert_non_null(strstr(e.msg, "spec.data.split files needs a folder"));
+	path_of(jd.path, sizeof(jd.path), "tree");
+	jd.val_fraction = 1e-9;
+	assert_int_equal(data_open(&d, &jd, 256, 0, 1, &e), -1);
+	assert_non_null(strstr(e.msg, "in the validation split (spec.data.split files"));
+}
+
+/* An evaluation's rows spread over the split, not its first ones. */
+static void validation_rows_are_spread(void **state)
+{
+	(void)state;
+	assert_int_equal(data_val_pick(0, 4, 100), 0);
+	assert_int_equal(data_val_pick(1, 4, 100), 25);
+	assert_int_equal(data_val_pick(3, 4, 100), 75);
+	assert_int_equal(data_val_pick(2, 3, 10), 6);
+	for (size_t i = 0; i < 10; i++)
+		assert_int_equal(data_val_pick(i, 10, 10), i);   /* all of them */
+	assert_int_equal(data_val_pick(5, 8, 4), 3);          /* past: the last */
+}
+
 static void shard_round_trip(void **state)
 {
 	struct dataset d;
@@ -269,6 +353,8 @@ int main(void)
 		cmocka_unit_test(bad_shards_are_refused),
 		cmocka_unit_test(split_and_learner_windows),
 		cmocka_unit_test(own_shards),
+		cmocka_unit_test(split_by_files),
+		cmocka_unit_test(validation_rows_are_spread),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

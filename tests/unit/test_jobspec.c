@@ -443,6 +443,31 @@ static void slow_learners(void **state)
 		"job: spec.learners.slowdown: expected a mapping of learner numbers to factors, got a list");
 }
 
+/* spec.data.split (docs/trainer.md, Split): tail by default; files takes
+ * a folder's valFraction of files, with no valPath or shardPattern. */
+static void data_split_by_files(void **state)
+{
+	struct job_spec js;
+	struct err e = { "" };
+
+	(void)state;
+	assert_int_equal(parse(HEAD "spec:\n" DATA, &js, &e), 0);
+	assert_int_equal(js.data.split, SPLIT_TAIL);
+	assert_int_equal(parse(HEAD "spec:\n  data: {path: /docs, split: files}\n",
+			       &js, &e), 0);
+	assert_int_equal(js.data.split, SPLIT_FILES);
+	refused(HEAD "spec:\n  data: {path: /docs, split: halves}\n",
+		"job: spec.data.split: expected tail or files, got 'halves'");
+	refused(HEAD "spec:\n  data: {path: /docs, split: files, valPath: /v}\n",
+		"job: spec.data.split files: holds valFraction of the files of "
+		"spec.data.path out (a folder), so it takes neither valPath nor "
+		"shardPattern, and a valFraction above 0");
+	refused(HEAD "spec:\n  data: {path: /docs, split: files, valFraction: 0}\n",
+		"job: spec.data.split files: holds valFraction of the files of "
+		"spec.data.path out (a folder), so it takes neither valPath nor "
+		"shardPattern, and a valFraction above 0");
+}
+
 /* spec.learners.synthetic (docs/run.md, Synthetic learners): present
  * means on, its fields checked, an external model's table given. */
 static void synthetic_learners(void **state)
@@ -671,6 +696,7 @@ int main(void)
 		cmocka_unit_test(learner_commands),
 		cmocka_unit_test(synthetic_learners),
 		cmocka_unit_test(slow_learners),
+		cmocka_unit_test(data_split_by_files),
 		cmocka_unit_test(evaluator_command),
 		cmocka_unit_test(name_rules),
 	};
