@@ -80,6 +80,12 @@ struct slot {
 	int fast_fails;
 };
 
+/* A /status's invariants (docs/status.md), counted per syncer process. */
+struct inv_counts {
+	uint64_t merged_steps, double_merged_steps, repeat_base;
+	uint64_t stale_held, stale_merged;
+};
+
 struct runner {
 	const struct job_spec *js;
 	const struct run_opts *o;
@@ -96,6 +102,10 @@ struct runner {
 		double restart_at;
 		struct syncer_status st;        /* its last /status */
 		int up;                         /* its last fetch answered */
+		/* the invariants' counts of its process's last /status, and
+		 * those of its processes before (a /status counts from its
+		 * process's start: docs/status.md) */
+		struct inv_counts last, past;
 	} sy[JOB_MAX_SHARDS];
 	int S;
 	uint64_t syncer_kills;          /* the chaos's, each the next shard's */
@@ -581,6 +591,41 @@ static void reap(struct runner *R)
 		reap_evaluator(R, t);
 }
 
+/* The invariants of a /status, and a sum of them. */
+static struct inv_counts inv_of(const struct syncer_status *s)
+{
+	return (struct inv_counts){ s->merged_steps, s->double_merged_steps,
+				    s->repeat_base, s->stale_held, s->stale_merged };
+}
+
+static void inv_add(struct inv_counts *a, const struct inv_counts *b)
+{
+	a->merged_steps += b->merged_steps;
+	a->double_merged_steps += b->double_merged_steps;
+	a->repeat_base += b->repeat_base;
+	a->stale_held += b->stale_held;
+	a->stale_merged += b->stale_merged;
+}
+
+static void inv_set(struct syncer_status *st, const struct inv_counts *c)
+{
+	st->merged_steps = c->merged_steps;
+	st->double_merged_steps = c->double_merged_steps;
+	st->repeat_base = c->repeat_base;
+	st->stale_held = c->stale_held;
+	st->stale_merged = c->stale_merged;
+}
+
+/* The job's invariants over every syncer process it ran, into st. */
+static void inv_over_processes(const struct runner *R, struct syncer_status *st)
+{
+	struct inv_counts c = inv_of(st);
+
+	for (int k = 0; k < R->S; k++)
+		inv_add(&c, &R->sy[k].past);
+	inv_set(st, &c);
+}
+
 static int restart_due(struct runner *R, struct err *e)
 {
 	double t = now_of(R);
@@ -594,6 +639,10 @@ static int restart_due(struct runner *R, struct err *e)
 			continue;
 		if (proc_start(&y->p, e))
 			return -1;
+		/* what the last process counted stays counted */
+		inv_add(&y->past, &y->last);
+		y->last = (struct inv_counts){ 0 };
+		inv_set(&y->st, &y->last);
 		y->down = 0;
 		R->r->syncer_restarts++;
 		event(R, "%s restarted (from its newest checkpoint)", y->p.name);
@@ -698,6 +747,7 @@ static int poll_shards(struct runner *R)
 		running++;
 		if (run_status_fetch(y->http, 2.0, &st, NULL))
 			continue;
+		y->last = inv_of(&st);
 		syncer_status_move(&y->st, &st);
 		y->up = 1;
 		n++;
@@ -741,6 +791,7 @@ static void poll_status(struct runner *R)
 	if (R->S == 1) {
 		syncer_status_move(&R->r->final, &R->sy[0].st);
 		syncer_status_init(&R->sy[0].st);
+		inv_over_processes(R, &R->r->final);
 	} else {
 		struct syncer_status all[JOB_MAX_SHARDS];
 		int up[JOB_MAX_SHARDS];
@@ -751,6 +802,7 @@ static void poll_status(struct runner *R)
 		}
 		syncer_status_init(&st);
 		syncer_status_shards(&st, all, up, R->S);
+		inv_over_processes(R, &st);
 		shard_down_rounds(R, &st, t);
 		syncer_status_move(&R->r->final, &st);
 	}
