@@ -8,12 +8,15 @@
 #                             (make test-pytorch only: make test needs no torch)
 #   sh scripts/deps.sh image-pytorch  also debootstrap (make image-pytorch:
 #                             the PyTorch learner's image)
+#   sh scripts/deps.sh study  also the kernel's documentation, the quality
+#                             study's corpus (examples/study.yaml)
 set -e
 PKGS="build-essential pkg-config libopenblas-dev libcmocka-dev libjansson-dev
 libcurl4-openssl-dev libmicrohttpd-dev libgrpc-dev libssl-dev protobuf-c-compiler
 libprotobuf-c-dev libyaml-dev fortunes openssl jq curl iproute2 procps python3"
 [ "${1:-}" = fuzz ] && PKGS="$PKGS clang libclang-rt-dev"
 [ "${1:-}" = image-pytorch ] && PKGS="$PKGS debootstrap"
+[ "${1:-}" = study ] && PKGS="$PKGS linux-doc-6.1"
 [ "${1:-}" = torch ] && PKGS="$PKGS python3-torch python3-numpy python3-pip python3-setuptools python3-yaml"
 missing=""
 for p in $PKGS; do

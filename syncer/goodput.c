@@ -170,6 +170,17 @@ void goodput_shares(const struct goodput *g, double elapsed, double xi_step,
 	out->not_training = fmax(0, 1 - trained);
 }
 
+json_t *goodput_learner_json(const struct goodput *g, int id)
+{
+	const struct gp_learner *l = &g->l[id];
+	double q = l->trained > 0 ? 1 / l->trained : 0;
+
+	return json_pack("{sf sf sf sf sf sf}", "trained_steps", l->trained,
+		"merged", l->merged * q, "late", l->late * q,
+		"refused", l->refused * q, "overwritten", l->overwritten * q,
+		"restarts", l->restarts * q);
+}
+
 json_t *goodput_json(const struct goodput *g, double elapsed, double xi_step)
 {
 	struct gp_shares sh;

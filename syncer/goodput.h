@@ -102,6 +102,9 @@ void goodput_shares(const struct goodput *g, double elapsed, double xi_step,
 		    struct gp_shares *out);
 /* Learner-seconds merged since this process started. */
 double goodput_merged_seconds(const struct goodput *g, double xi_step);
+/* Learner id's steps by where they went, as shares of the steps it
+ * trained (all 0 before it trained one): "fates" of /status's learners. */
+json_t *goodput_learner_json(const struct goodput *g, int id);
 /* "goodput_breakdown" of /status: goodput_shares as JSON. */
 json_t *goodput_json(const struct goodput *g, double elapsed, double xi_step);
 /* goodput = merged learner-seconds (with merged_base) over M × elapsed. */

@@ -87,7 +87,7 @@ static json_t *learners_json(const struct syncer *s, double now)
 		const struct learner *l = &s->learners[i];
 		const struct bounds_learner *bl = &s->bounds.l[i];
 
-		json_array_append_new(a, json_pack("{si sb sb sI sI sI sI so so so s{sI sI}}",
+		json_array_append_new(a, json_pack("{si sb sb sI sI sI sI so so so s{sI sI} so}",
 			"id", i, "connected", l->conn != NULL,
 			"stale", l->stale,
 			"step", (json_int_t)l->step,
@@ -98,7 +98,8 @@ static json_t *learners_json(const struct syncer *s, double now)
 			"step_time", l->seen ? real_or_null(l->step_time) : json_null(),
 			"last_seen", l->seen ? json_real(now - l->last_seen) : json_null(),
 			"refused", "answers", (json_int_t)bl->refused_answers,
-			"heartbeats", (json_int_t)bl->refused_heartbeats));
+			"heartbeats", (json_int_t)bl->refused_heartbeats,
+			"fates", goodput_learner_json(&s->gp, i)));
 	}
 	return a;
 }

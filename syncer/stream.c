@@ -807,10 +807,17 @@ static void finish_job(struct stream_server *sv, double now)
 	close_all(sv, GRPC_STATUS_OK, "job done");
 	log_info("job done: round %" PRIu64 ", uptime %.3f, goodput %.3f",
 		 s->rs.completed, core_uptime(s, now), core_goodput(s, now));
-	for (int i = 0; i < s->M; i++)
+	for (int i = 0; i < s->M; i++) {
+		const struct gp_learner *l = &s->gp.l[i];
+		double q = l->trained > 0 ? 1 / l->trained : 0;
+
 		log_info("learner %d: %" PRIu64 " steps merged, at most %" PRIu64
-			 " in one answer", i, s->audit.steps[i],
-			 s->audit.max_steps[i]);
+			 " in one answer; of its %.0f steps trained: merged %.3f, "
+			 "late %.3f, refused %.3f, overwritten %.3f", i,
+			 s->audit.steps[i], s->audit.max_steps[i], l->trained,
+			 l->merged * q, l->late * q, l->refused * q,
+			 l->overwritten * q);
+	}
 }
 
 static void stop_job(struct stream_server *sv, double now)

@@ -70,6 +70,17 @@ static void shares_add_up(void **state)
 	     g.in_flight + g.not_training, 1.0);
 	near(goodput_merged_seconds(&s, 0), 0.85);
 	near(goodput_ratio(&s, 2.0, 0), 0.85 / 2.0);
+	{
+		/* the learner's own shares, of its 10 steps ("fates") */
+		json_t *f = goodput_learner_json(&s, 0);
+
+		near(json_number_value(json_object_get(f, "trained_steps")), 10);
+		near(json_number_value(json_object_get(f, "merged")), 0.85);
+		near(json_number_value(json_object_get(f, "late")), 0);
+		near(json_number_value(json_object_get(f, "overwritten")), 0.1);
+		near(json_number_value(json_object_get(f, "restarts")), 0.05);
+		json_decref(f);
+	}
 	/* the job is done: nothing more is counted */
 	goodput_stop(&s);
 	goodput_progress(&s, 0, 20, 0, 3.0);

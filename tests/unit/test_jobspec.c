@@ -181,6 +181,10 @@ static void examples_load(void **state)
 	assert_string_equal(js.name, "quickstart-nochaos");
 	assert_int_equal(js.learners.replicas, 4);
 	assert_int_equal(js.chaos.enabled, 0);
+	assert_int_equal(jobspec_load("examples/study.yaml", &js, &e), 0);
+	assert_int_equal(js.data.split, SPLIT_FILES);
+	assert_int_equal(js.learners.replicas, 8);
+	assert_exactly(jobspec_slowdown(&js, 7), 2.0);
 	assert_int_equal(jobspec_load("examples/big.yaml", &js, &e), 0);
 	assert_int_equal(js.learners.synthetic.enabled, 1);
 	assert_int_equal(js.syncer.fragments, 32);
