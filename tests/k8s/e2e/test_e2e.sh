@@ -12,9 +12,9 @@
 #      learner the syncer saw connected again; uptime >= 0.99; while a
 #      learner was gone the rounds never stopped for longer than the
 #      uptime's own allowance B plus a grace window plus one cadence (the
-#      syncer's gap log, docs/syncer.md); final eval loss within 5% of
-#      `ddiloco train` on the host (data-parallel, same tokens, same
-#      evaluation tokens)
+#      syncer's gap log, docs/syncer.md); final eval loss at most 1.05 ×
+#      that of `ddiloco train` on the host (data-parallel, same tokens, same
+#      evaluation tokens), the best of the job's lr × 1/√2, 1 and √2
 #   4. job e2e-restart: the same file, chaos off, 4 M tokens; once a
 #      quarter of it is trained this script deletes the syncer pod. Asserted:
 #      Succeeded; the new syncer resumed from its checkpoint; the first
@@ -431,14 +431,25 @@ check "quorum back and a round merged within $RESTART_BOUND s of the syncer's de
 	"awk -v q='${quorum_s:-999}' -v b='$RESTART_BOUND' 'BEGIN { exit !(q <= b) }'"
 
 # --- 5. the loss of job e2e against data parallel ----------------------------
+# the baseline tuned over the job's lr × 1/√2, 1, √2 (the best is kept),
+# and the check one-sided: ending below it is no failure
 say "job $JOB's final eval loss $loss; the data-parallel baseline on the host:"
 t0=$(now)
-"$BIN_DD" train "$JOB_FILE" --batch-mult 4 --threads 2 >"$WORK/baseline.log" 2>&1
-base=$(sed -n 's/^final eval_loss=\([0-9.]*\).*/\1/p' "$WORK/baseline.log" | tail -1)
-say "baseline eval loss ${base:-?} ($(elapsed "$t0") s)"
+lr0=$(awk '/^    lr:/ { print $2; exit }' "$JOB_FILE")
+base=
+for lr in $(awk -v l="$lr0" 'BEGIN { s = sqrt(2); printf "%g %g %g", l / s, l, l * s }'); do
+	"$BIN_DD" train "$JOB_FILE" --batch-mult 4 --threads 2 --lr "$lr" \
+		>"$WORK/baseline-$lr.log" 2>&1
+	b=$(sed -n 's/^final eval_loss=\([0-9.]*\).*/\1/p' "$WORK/baseline-$lr.log" | tail -1)
+	say "baseline lr $lr: eval loss ${b:-?}"
+	if [ -n "$b" ] && { [ -z "$base" ] || awk -v b="$b" -v m="$base" 'BEGIN { exit !(b < m) }'; }; then
+		base=$b
+	fi
+done
+say "baseline eval loss ${base:-?}, the best of three ($(elapsed "$t0") s)"
 ratio=$(awk -v a="${loss:-0}" -v b="${base:-0}" 'BEGIN { if (b > 0) printf "%.4f", a / b; else print "nan" }')
-check "final eval loss within 5% of the baseline (ratio $ratio)" \
-	"awk -v r='$ratio' 'BEGIN { exit !(r != \"nan\" && r >= 0.95 && r <= 1.05) }'"
+check "final eval loss at most 1.05 times the tuned baseline's (ratio $ratio)" \
+	"awk -v r='$ratio' 'BEGIN { exit !(r != \"nan\" && r <= 1.05) }'"
 
 fi   # E2E_ONLY
 
