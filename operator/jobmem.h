@@ -39,7 +39,7 @@ struct jobmem {
 	struct learner_mem *learners;
 	struct learner_mem evaluator; /* <job>-evaluator-0 (spec.evaluator) */
 	struct obs_progress progress;
-	double progress_at;           /* monotonic */
+	uint64_t progress_seen;       /* the last read taken (progress.h) */
 	/* a sharded job's last /status of each shard that answered
 	 * (shard_last_n of them, or NULL): one that stops answering is
 	 * aggregated from it (docs/syncer.md, Shards) */

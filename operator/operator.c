@@ -59,13 +59,15 @@ struct op {
 	struct jobmem_table mems;
 	struct op_metrics metrics;
 	struct chaos_ctl *chaos;
+	struct progress progress;     /* the syncers' /status (progress.h) */
+	int progress_on;
 	const volatile sig_atomic_t *stop;
 	int leader;
 };
 
 struct worker {
 	struct op *op;
-	struct pass_env env;          /* env.k, env.http: the worker's own */
+	struct pass_env env;          /* env.k: the worker's own */
 	pthread_t thread;
 };
 
@@ -149,11 +151,10 @@ static int start_workers(struct op *op, struct worker *ws, int nw, int *started)
 		ws[i].op = op;
 		ws[i].env = (struct pass_env){
 			&op->caches, &op->mems, &op->metrics, op->o->status_url,
-			op->o->operator_ns, op->chaos, NULL, NULL,
+			op->o->operator_ns, op->chaos, NULL, &op->progress,
 		};
 		ws[i].env.k = kube_new(&op->o->cfg, &e);
-		ws[i].env.http = curl_easy_init();
-		if (!ws[i].env.k || !ws[i].env.http ||
+		if (!ws[i].env.k ||
 		    pthread_create(&ws[i].thread, NULL, work, &ws[i])) {
 			log_error("cannot start worker %d", i);
 			return -1;
@@ -243,8 +244,9 @@ static int main_loop(struct op *op, struct kube *main_k, struct leader *lead,
 	return 0;
 }
 
-/* The caches, the HTTP server and the chaos controller; 1 on failure
- * (logged), what was started left for the caller to stop. */
+/* The caches, the HTTP server, the chaos controller and the progress
+ * reader; 1 on failure (logged), what was started left for the caller
+ * to stop. */
 static int start_parts(struct op *op, struct kube **main_k, struct httpd **http)
 {
 	const struct operator_opts *o = op->o;
@@ -270,6 +272,12 @@ static int start_parts(struct op *op, struct kube **main_k, struct httpd **http)
 	}
 	if (o->chaos)
 		op->chaos = chaos_ctl_new(op->caches.jobs, op->caches.pods, on_touched, op);
+	if (progress_start(&op->progress, &op->metrics, PASS_PROGRESS_EVERY,
+			   PASS_PROGRESS_TIMEOUT)) {
+		log_error("operator: cannot start the progress reader");
+		return 1;
+	}
+	op->progress_on = 1;
 	return 0;
 }
 
@@ -303,12 +311,11 @@ int operator_run(const struct operator_opts *o,
 	if (o->leader_elect)
 		leader_release(&lead);
 out:
-	for (int i = 0; ws && i < nw; i++) {
+	for (int i = 0; ws && i < nw; i++)
 		kube_free(ws[i].env.k);
-		if (ws[i].env.http)
-			curl_easy_cleanup(ws[i].env.http);
-	}
 	free(ws);
+	if (op.progress_on)
+		progress_stop(&op.progress);
 	if (http)
 		httpd_stop(http);
 	chaos_ctl_free(op.chaos);

@@ -7,13 +7,13 @@
  *   observe_learners      the job's pods: learners, the evaluator, and the
  *                         syncer's pod (why it cannot start, its restarts)
  *   observe_children      which other children exist; the syncer's readiness
- *   observe_progress      the syncer's /status, at most every
- *                         PASS_PROGRESS_EVERY s
+ *   observe_progress      the syncer's /status as the progress reader
+ *                         last read it (never waited for)
  *   observe_job           the job's own fields into rc_input
  *   observe_replacements  created pods the informer saw deleted
  *
- * Everything comes from the caches and the job's memory but the one
- * /status read; no write to the API server happens here.
+ * Everything comes from the caches, the job's memory and the progress
+ * reader; no write to the API server happens here, and nothing waits.
  */
 #include "operator/pass.h"
 
@@ -413,8 +413,9 @@ static void shard_fits(const struct syncer_status *st, const int *up, int S,
 }
 
 /*
- * Each shard's /status (one for an unsharded job) every
- * PASS_PROGRESS_EVERY s while a syncer pod is ready, else what status last
+ * Each shard's /status (one for an unsharded job) while a syncer pod is
+ * ready, as the progress reader last read it (operator/progress.h: every
+ * PASS_PROGRESS_EVERY s, never waited for here), else what status last
  * said. The job's progress is the shards' aggregate (syncer_status_shards,
  * docs/syncer.md, Shards), of what each shard last said (jobmem_shards);
  * which did not answer is kept beside it. Nothing answering keeps the
@@ -426,31 +427,23 @@ static void observe_progress(const struct pass_env *env, struct pass *p)
 	int S = p->js.syncer.shards > 1 ? p->js.syncer.shards : 1, nup = 0;
 	struct syncer_status st[JOB_MAX_SHARDS], agg;
 	int up[JOB_MAX_SHARDS], down = -1;
-	char url[512], why[128] = "";
-	struct err e;
+	char url[JOB_MAX_SHARDS][PROGRESS_URL_MAX], why[128] = "";
 
 	if (!m->progress.have && json_object_get(p->status, "progress"))
 		status_read_progress(json_object_get(p->status, "progress"), &m->progress);
-	if (!p->in.syncer_ready || clock_mono() - m->progress_at < PASS_PROGRESS_EVERY)
+	if (!p->in.syncer_ready)
 		return;
-	m->progress_at = clock_mono();
-	for (int i = 0; i < S; i++) {
+	for (int i = 0; i < S; i++)
 		status_url(env->status_url, p->name, p->ns, p->js.syncer.http_port,
-			   i, url, sizeof(url));
-		syncer_status_init(&st[i]);
-		up[i] = !syncer_status_fetch(env->http, url, PASS_PROGRESS_TIMEOUT,
-					     &st[i], &e);
-		if (up[i]) {
-			nup++;
-			op_metrics_count(env->metrics, &env->metrics->progress_reads);
-			continue;
-		}
-		op_metrics_count(env->metrics, &env->metrics->progress_errors);
-		log_debug("%s: %s", p->key, e.msg);
-		if (down < 0) {
+			   i, url[i], sizeof(url[i]));
+	progress_want(env->progress, p->key, S, (const char (*)[PROGRESS_URL_MAX])url);
+	if (!progress_take(env->progress, p->key, S, st, up, &m->progress_seen,
+			   why, sizeof(why)))
+		return;
+	for (int i = 0; i < S; i++) {
+		nup += up[i];
+		if (!up[i] && down < 0)
 			down = i;
-			snprintf(why, sizeof(why), "%.*s", (int)sizeof(why) - 1, e.msg);
-		}
 	}
 	if (nup) {
 		struct syncer_status *last = S > 1 ? jobmem_shards(m, S) : NULL;

@@ -10,7 +10,8 @@
  *                     Service, ConfigMap, PVC, NetworkPolicy
  *   its memory        jobmem: restarts, backoff, expectations, whether
  *                     <job>-tls exists, the syncer's restarts
- *   its progress      the syncer's /status every PASS_PROGRESS_EVERY s
+ *   its progress      the syncer's /status, read every PASS_PROGRESS_EVERY s
+ *                     by the progress reader (progress.h)
  *                     while its pod is ready, else the last one read or
  *                     written in status.progress
  *
@@ -20,7 +21,6 @@
 #ifndef DDILOCO_PASS_H
 #define DDILOCO_PASS_H
 
-#include <curl/curl.h>
 #include <jansson.h>
 
 #include "common/err.h"
@@ -30,6 +30,7 @@
 #include "operator/jobmem.h"
 #include "operator/kube.h"
 #include "operator/metrics.h"
+#include "operator/progress.h"
 #include "operator/reconcile.h"
 
 #define PASS_PROGRESS_EVERY 5.0     /* seconds between /status reads */
@@ -45,7 +46,8 @@ struct pass_env {
 	const char *operator_ns;      /* for the syncers' NetworkPolicies */
 	struct chaos_ctl *chaos;      /* or NULL: status.chaos is kept */
 	struct kube *k;               /* the worker's own connection */
-	CURL *http;                   /* the worker's own, for /status */
+	struct progress *progress;    /* the syncers' /status, read off the
+				       * workers (operator/progress.h) */
 };
 
 /*
