@@ -9,7 +9,9 @@
 #   3. it trains to its token budget through real pods; asserted from the
 #      job's status and the syncer's /status: Succeeded; >= 3 chaos kills,
 #      each followed by a new pod (new uid) that got Ready and whose
-#      learner the syncer saw connected again; uptime >= 0.99; while a
+#      learner the syncer saw connected again (but for one the job's end
+#      overtook), and all four learners Ready together after the last
+#      kill; uptime >= 0.99; while a
 #      learner was gone the rounds never stopped for longer than the
 #      uptime's own allowance B plus a grace window plus one cadence (the
 #      syncer's gap log, docs/syncer.md); final eval loss at most 1.05 ×
@@ -213,6 +215,9 @@ joins_of() { grep -c "learner $1 joined" "$LOGF" 2>/dev/null; }
 # phase, docs/k8s-testing.md)
 ended() { grep -q "syncer: job done" "$LOGF" 2>/dev/null; }
 kills_seen=0 rejoined=0 rejoin_sum=0 rejoin_max=0 t_first="" t_printed=0 pods_printed=""
+# all_ready_at: the kills seen when all four learners were last seen Ready
+# together (none terminating, none waiting to rejoin)
+all_ready_at=-1
 end=$(($(date +%s) + DEADLINE))
 while :; do
 	phase=$(jp ddjob/$JOB '{.status.phase}')
@@ -236,6 +241,7 @@ while :; do
 		fi
 	fi
 	# learners: kills and returns
+	ready_now=0
 	while read -r name u del ready; do
 		[ -n "$name" ] || continue
 		i=${name##*-}
@@ -261,8 +267,11 @@ while :; do
 			uid[$i]=$u
 			joins_alive[$i]=$(joins_of $i)
 		fi
+		[ -z "${gone_at[$i]:-}" ] && [ "$del" = d= ] && [ "$ready" = True ] &&
+			ready_now=$((ready_now + 1))
 	done < <(K -n "$NS" get pods -l ddiloco.io/job=$JOB,ddiloco.io/role=learner -o \
 		jsonpath='{range .items[*]}{.metadata.name} {.metadata.uid} d={.metadata.deletionTimestamp} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' 2>/dev/null)
+	[ "$ready_now" -eq 4 ] && ! ended && all_ready_at=$kills_seen
 	# a learner pod missing altogether
 	for i in 0 1 2 3; do
 		if [ -n "${uid[$i]:-}" ] && [ -z "${gone_at[$i]:-}" ] && ! ended &&
@@ -281,7 +290,7 @@ while :; do
 	fi
 	sleep 1
 done
-t_job=$(elapsed "$t_apply")
+t_job=$(elapsed "$t_apply") t_end=$(now)
 [ -n "$EPID" ] && { kill "$EPID" 2>/dev/null; wait "$EPID" 2>/dev/null; }
 echo "--- load after job $JOB: $(uptime)"
 echo "--- the syncer's log of job $JOB: joins, leaves, down gaps, the end"
@@ -305,9 +314,17 @@ kills=$(jp ddjob/$JOB '{.status.chaos.kills}')
 nev=$(K -n "$NS" get events --field-selector involvedObject.name=$JOB,reason=ChaosKill -o name | wc -l)
 say "chaos kills: status $kills, events $nev, seen here $kills_seen, rejoined $rejoined"
 check "at least 3 chaos kills (status.chaos.kills $kills)" '[ "${kills:-0}" -ge 3 ]'
-# a kill in the job's last moments may have no time to come back
-check "every kill but the last one rejoined ($rejoined of $kills_seen)" \
-	'[ "$rejoined" -ge 3 ] && [ "$rejoined" -ge $((kills_seen - 1)) ]'
+# the kills stop half way (stopAfterSeconds): each has the time to come
+# back, but for one the job's end overtook (less than LATE_KILL_S before it)
+LATE_KILL_S=15 late=0
+for i in 0 1 2 3; do
+	[ -n "${gone_at[$i]:-}" ] && awk -v g="${gone_at[$i]}" -v t="$t_end" -v l="$LATE_KILL_S" \
+		'BEGIN { exit !(t - g < l) }' && late=$((late + 1))
+done
+check "every kill rejoined ($rejoined of $kills_seen; $late within ${LATE_KILL_S} s of the end)" \
+	'[ "$rejoined" -ge 3 ] && [ "$((rejoined + late))" -eq "$kills_seen" ] && [ "$late" -le 1 ]'
+check "all 4 learners Ready together after the last kill (seen after kill $all_ready_at of $kills_seen)" \
+	'[ "$late" -eq 1 ] || [ "$all_ready_at" -eq "$kills_seen" ]'
 uptime=$(jp ddjob/$JOB '{.status.progress.uptime}')
 check "uptime >= 0.99 ($uptime)" "awk -v u='${uptime:-0}' 'BEGIN { exit !(u >= 0.99) }'"
 # the gap log of the syncer's last /status (docs/syncer.md): every gap
