@@ -91,6 +91,7 @@ BIN      := $(BUILD)/ddiloco
 # the ddiloco_* functions
 SO       := $(BUILD)/libddiloco.so
 SO_SRCS  := abi/ddiloco.c common/exchange.c common/exchange_file.c \
+            common/exchange_version.c \
             common/fragment.c common/err.c \
             common/util.c common/jobspec.c common/jobspec_parse.c \
             common/encoding.c trainer/model.c trainer/layers.c \

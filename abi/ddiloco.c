@@ -37,6 +37,11 @@
 #include "trainer/optim.h"
 
 #define API __attribute__((visibility("default")))
+
+/* the sidecar learns the ABI from the exchange's word (docs/abi.md,
+ * Versions) */
+_Static_assert(DDILOCO_ABI_VERSION == EXCHANGE_ABI_VERSION,
+	       "the exchange speaks this ABI version");
 #define STEP_EMA 0.9
 
 struct ddiloco_learner {
@@ -456,6 +461,14 @@ API int ddiloco_start(ddiloco_learner *h, float *params, double timeout)
 	}
 	exchange_put_stats(h->x, &h->st);   /* the sidecar sees us at once */
 	for (;;) {
+		struct err e = { "" };
+
+		/* a sidecar of another release that came after us
+		 * (docs/abi.md, Versions) */
+		if (exchange_versions(h->x, &e)) {
+			set_error(e.msg);
+			return -1;
+		}
 		if (exchange_is_done(h->x))
 			return 1;
 		if (exchange_learner_start(h->x, params)) {
@@ -479,6 +492,7 @@ API int ddiloco_poll(ddiloco_learner *h, float *params, uint64_t step,
 		     uint64_t tokens, double loss)
 {
 	double t0 = clock_mono(), dt;
+	struct err e = { "" };
 
 	if (need_exchange(h, "poll"))
 		return -1;
@@ -491,6 +505,10 @@ API int ddiloco_poll(ddiloco_learner *h, float *params, uint64_t step,
 	h->st.tokens = tokens;
 	h->st.tokens_total += tokens;
 	h->st.loss = loss;
+	if (exchange_versions(h->x, &e)) {
+		set_error(e.msg);
+		return -1;
+	}
 	exchange_poll(h->x, params, &h->st, &h->last);
 	if (h->last.repaired)
 		set_error(exchange_last_error(h->x));

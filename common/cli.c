@@ -10,9 +10,11 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define USAGE_MAX_COLUMN 30   /* where help starts at the most */
 
@@ -316,5 +318,21 @@ int cli_split_hostport(const char *s, char *host, size_t hostlen, int *port)
 	memcpy(host, s, (size_t)(colon - s));
 	host[colon - s] = 0;
 	*port = (int)p;
+	return 0;
+}
+
+int cli_termination_message(const char *path, const char *msg)
+{
+	int dflt = !path || !strcmp(path, CLI_TERMINATION_LOG);
+	int fd = open(path ? path : CLI_TERMINATION_LOG,
+		      O_WRONLY | O_TRUNC | O_CLOEXEC | (dflt ? 0 : O_CREAT), 0644);
+	size_t n = strlen(msg);
+	ssize_t w;
+
+	if (fd < 0)
+		return -1;
+	w = write(fd, msg, n);
+	if (close(fd) || w != (ssize_t)n)
+		return -1;
 	return 0;
 }

@@ -126,4 +126,22 @@ int cli_exit_code(const struct cli_option *opts, const char *prog, int rc,
  */
 int cli_split_hostport(const char *s, char *host, size_t hostlen, int *port);
 
+/*
+ * A refusal a restart cannot fix: the learner side and the sidecar speak
+ * versions that do not match (docs/abi.md, Versions). `ddiloco sidecar`
+ * and `ddiloco learner` exit with this code (sysexits' EX_CONFIG) after
+ * cli_termination_message, and the operator stops recreating that pod
+ * (docs/operator.md, Failure policy).
+ */
+#define CLI_EXIT_MISMATCH 78
+#define CLI_TERMINATION_LOG "/dev/termination-log"
+
+/*
+ * Leaves msg as the container's termination message: written to path
+ * (truncated first), the default CLI_TERMINATION_LOG only when it exists
+ * (Kubernetes makes it), another path created. 0, or -1 when it could
+ * not be written (nothing else to do about it: the log has the message).
+ */
+int cli_termination_message(const char *path, const char *msg);
+
 #endif

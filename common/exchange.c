@@ -104,6 +104,7 @@ struct exchange {
 	uint64_t job_tokens;    /* newest job tokens of an update read */
 	uint64_t ev_count;      /* evaluations reported */
 	struct exchange_counters c;
+	struct exchange_version self;   /* what this side speaks */
 	char path[PATH_MAX_EXCH];
 	char last_error[PATH_MAX_EXCH + 256];
 };
@@ -549,18 +550,30 @@ static int lay_out(struct exchange *x, const struct frag_table *ft,
 	return 0;
 }
 
-/* Long because opening is one sequence that unwinds at one label: the
- * per-fragment words, the layout, the file made or opened, mapped and
- * checked, then this role's words taken up from the region. */
 int exchange_open(const char *dir, enum exchange_role role,
 		  const struct frag_table *ft, struct exchange **out,
 		  struct err *e)
+{
+	struct exchange_version v;
+
+	exchange_version_self(&v);
+	return exchange_open_version(dir, role, ft, &v, out, e);
+}
+
+/* Long because opening is one sequence that unwinds at one label: the
+ * per-fragment words, the layout, the file made or opened, the versions
+ * met, mapped and checked, then this role's words taken up from the
+ * region. */
+int exchange_open_version(const char *dir, enum exchange_role role,
+			  const struct frag_table *ft,
+			  const struct exchange_version *self,
+			  struct exchange **out, struct err *e)
 {
 	char path[PATH_MAX_EXCH];
 	struct exchange *x;
 	struct stat st;
 	size_t model = 0;   /* float32 bytes */
-	int n;
+	int n, rc = -1;
 
 	if (ft->nfrags < 1 || ft->nfrags > EXCHANGE_MAX_FRAGS)
 		return err_set(e, "exchange: %d fragments (1 to %d allowed)",
@@ -572,6 +585,7 @@ int exchange_open(const char *dir, enum exchange_role role,
 	if (!x)
 		return err_set(e, "exchange: out of memory");
 	x->role = role;
+	x->self = *self;
 	x->refs = 1;
 	pthread_mutex_init(&x->mu, NULL);
 	x->ft = ft;
@@ -612,6 +626,11 @@ int exchange_open(const char *dir, enum exchange_role role,
 		err_set(e, "exchange: cannot open '%s': %s", path, strerror(errno));
 		goto fail;
 	}
+	/* the versions first: a region of another release may have another
+	 * size and layout (docs/exchange.md, Versions) */
+	if ((rc = xver_meet_fd(x->fd, role, self, e)))
+		goto fail;
+	rc = -1;
 	if (fstat(x->fd, &st) || (size_t)st.st_size != x->size) {
 		err_set(e, "exchange: '%s' has %lld bytes, this model needs %zu "
 			"(made for another job?)", path, (long long)st.st_size,
@@ -684,7 +703,17 @@ int exchange_open(const char *dir, enum exchange_role role,
 	return 0;
 fail:
 	exchange_close(x);
-	return -1;
+	return rc;
+}
+
+int exchange_versions(struct exchange *x, struct err *e)
+{
+	return xver_meet(x->h, x->role, &x->self, e);
+}
+
+int exchange_peer_version(struct exchange *x, struct exchange_version *v)
+{
+	return xver_peer(x->h, x->role, v);
 }
 
 static void exchange_free(struct exchange *x)

@@ -27,7 +27,9 @@
  *             (step, and the learner incarnation it is meant for; sidecar);
  *             an evaluator's last report under its own sequence counter
  *             (count, round, loss, tokens; learner side); the
- *             incarnation of a learner that keeps off held outbox slots.
+ *             incarnation of a learner that keeps off held outbox slots;
+ *             at offset 3840, in every layout, each side's version block
+ *             (common/exchange_version.c).
  *   fragment: numel; inbox generation (sidecar) and applied generation
  *             (learner); pull round (sidecar) and served round (learner);
  *             outbox generation (learner); per outbox slot, the
@@ -81,7 +83,8 @@ struct exchange;
 /*
  * Creates or attaches DIR/exchange for this fragment table and binds this
  * side's socket. Fails with a clear message when the file exists but was
- * made for another table.
+ * made for another table, and with EXCHANGE_VERSION_MISMATCH when the
+ * other side's versions do not match this build's (below).
  */
 int exchange_open(const char *dir, enum exchange_role role,
 		  const struct frag_table *ft, struct exchange **out,
@@ -89,11 +92,58 @@ int exchange_open(const char *dir, enum exchange_role role,
 void exchange_close(struct exchange *x);
 
 /*
+ * Versions (docs/exchange.md, Versions; docs/abi.md, Versions): where the
+ * learner side (libddiloco.so, `ddiloco learner`) and the sidecar first
+ * meet. Each side writes what it speaks into its own block of the header,
+ * at a place no layout moves, and compares the other side's once there is
+ * one: at exchange_open (and exchange_peek), then with exchange_versions
+ * while it waits and runs. They match when the ABI and exchange versions
+ * are the same; the releases may differ. Otherwise both sides say
+ *
+ *   learner library 0.3.0 (ABI 2, exchange 3) and sidecar 0.4.0 (ABI 3,
+ *   exchange 4) do not match
+ *
+ * and the call returns EXCHANGE_VERSION_MISMATCH.
+ */
+#define EXCHANGE_VERSION 1       /* the region's layout and rules */
+#define EXCHANGE_ABI_VERSION 1   /* DDILOCO_ABI_VERSION of include/ddiloco.h
+				  * (asserted equal in abi/ddiloco.c) */
+#define EXCHANGE_VERSION_MISMATCH (-2)
+#define EXCHANGE_RELEASE_MAX 32
+
+struct exchange_version {
+	uint32_t abi, exchange;
+	char release[EXCHANGE_RELEASE_MAX];   /* DDILOCO_VERSION, e.g. "0.4.0" */
+};
+
+/* This build's versions. */
+void exchange_version_self(struct exchange_version *v);
+/* 1 when a learner side of versions l and a sidecar of s work together;
+ * else 0 with the message above in msg (n bytes). */
+int exchange_versions_match(const struct exchange_version *l,
+			    const struct exchange_version *s, char *msg,
+			    size_t n);
+/* exchange_open speaking the versions self instead of this build's (a
+ * test standing in for another release). */
+int exchange_open_version(const char *dir, enum exchange_role role,
+			  const struct frag_table *ft,
+			  const struct exchange_version *self,
+			  struct exchange **out, struct err *e);
+/* 0 while the other side has written no versions or they match;
+ * EXCHANGE_VERSION_MISMATCH with e filled. Rewrites this side's block
+ * when it is not what this side wrote (docs/exchange.md, Trust). */
+int exchange_versions(struct exchange *x, struct err *e);
+/* The other side's versions: 1 with *v written, 0 when it wrote none. */
+int exchange_peer_version(struct exchange *x, struct exchange_version *v);
+
+/*
  * The fragment table of DIR/exchange as the learner that made it wrote
  * it (docs/syncer.md, Model-agnostic jobs): 0 with *nfrags,
  * *fingerprint and *sizes (malloc'd, the caller frees) written; 1 when
  * there is no exchange file yet; -1 with e filled when the file is not
- * a whole exchange region.
+ * a whole exchange region; EXCHANGE_VERSION_MISMATCH when the learner's
+ * versions do not match this build's. It leaves the sidecar's versions
+ * in the region (its one write), so the learner can say it too.
  */
 int exchange_peek(const char *dir, int *nfrags, uint64_t *fingerprint,
 		  uint64_t **sizes, struct err *e);

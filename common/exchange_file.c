@@ -1,7 +1,8 @@
 /*
  * exchange_file: the exchange's files read or written without attaching
  * (formats in exchange.h): the region's table as its learner made it
- * (exchange_peek), and the seed file beside the region, a learner's
+ * (exchange_peek, which also leaves the sidecar's versions: docs/exchange.md,
+ * Versions), and the seed file beside the region, a learner's
  * initial weights for a syncer that adopts them (docs/syncer.md,
  * Model-agnostic jobs), written whole under a temporary name and
  * renamed, read one fragment at a time.
@@ -23,18 +24,26 @@ int exchange_peek(const char *dir, int *nfrags, uint64_t *fingerprint,
 	char path[PATH_MAX_EXCH];
 	struct xhdr h;
 	struct xfrag f;
+	struct exchange_version self;
 	uint64_t *out;
-	int fd;
+	int fd, rc;
 
 	if (snprintf(path, sizeof(path), "%s/%s", dir, EXCHANGE_FILE) >=
 	    (int)sizeof(path))
 		return err_set(e, "exchange: folder name too long: '%s'", dir);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = open(path, O_RDWR | O_CLOEXEC);
 	if (fd < 0 && errno == ENOENT)
 		return 1;
 	if (fd < 0)
 		return err_set(e, "exchange: cannot open '%s': %s", path,
 			       strerror(errno));
+	/* the versions before the layout: a learner of another release
+	 * is named as such (docs/exchange.md, Versions) */
+	exchange_version_self(&self);
+	if ((rc = xver_meet_fd(fd, EXCHANGE_SIDECAR, &self, e))) {
+		close(fd);
+		return rc;
+	}
 	if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
 	    h.magic != XMAGIC || h.layout != XLAYOUT || h.nfrags < 1 ||
 	    h.nfrags > EXCHANGE_MAX_FRAGS) {

@@ -8,12 +8,19 @@
 
 #include <stdint.h>
 
+#include "common/err.h"
+
 #define XMAGIC   0x3130474843584444ULL   /* "DDXCHG01" little-endian */
 #define XLAYOUT  1
 #define XHDR_SIZE 4096
 #define XSLOT_HDR 64
 #define PATH_MAX_EXCH 4096
 #define XSLOT_RELEASED 1u       /* slot flags: its pages were given back */
+/* The version blocks (docs/exchange.md, Versions): the learner's at
+ * XVER_OFF, the sidecar's after it. Their place is fixed for every
+ * layout, so two builds of different layouts still read each other's. */
+#define XVER_OFF   3840
+#define XVER_MAGIC 0x3130524556584444ULL   /* "DDXVER01" little-endian */
 
 struct xhdr {
 	uint64_t magic;
@@ -61,7 +68,34 @@ struct xslot {
 	uint64_t flags;
 };
 
-_Static_assert(sizeof(struct xhdr) <= XHDR_SIZE, "header too large");
+/* One side's versions, under its own sequence counter (odd while being
+ * written); magic 0: that side has not written them (not attached yet,
+ * or a build from before versions were exchanged). */
+struct xver {
+	uint64_t seq;
+	uint64_t magic;
+	uint32_t abi, exchange;
+	uint64_t release[4];    /* NUL-padded text, e.g. "0.4.0" */
+	uint64_t pad;
+};
+
+struct exchange_version;
+/* common/exchange_version.c: this side's block written when it is not
+ * what it must be, the other side's compared; 0 when that side has not
+ * written one or they match, EXCHANGE_VERSION_MISMATCH with e filled. */
+int xver_meet(void *hdr, int role, const struct exchange_version *self,
+	      struct err *e);
+/* The other side's block: 1 with *v written, 0 when not written. */
+int xver_peer(void *hdr, int role, struct exchange_version *v);
+/* The same on the header of an open region file of any layout (one
+ * too short to hold a header: 0, nothing to meet). */
+int xver_meet_fd(int fd, int role, const struct exchange_version *self,
+		 struct err *e);
+
+_Static_assert(sizeof(struct xhdr) <= XVER_OFF, "header too large");
+_Static_assert(sizeof(struct xver) == 64, "version block is 64 bytes");
+_Static_assert(XVER_OFF + 2 * sizeof(struct xver) <= XHDR_SIZE,
+	       "version blocks inside the header");
 _Static_assert(sizeof(struct xfrag) == 128, "fragment entry is 128 bytes");
 _Static_assert(sizeof(struct xslot) == XSLOT_HDR, "slot header is 64 bytes");
 

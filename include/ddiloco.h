@@ -23,6 +23,12 @@
  * Compatibility: DDILOCO_ABI_VERSION changes only when a function is
  * removed or changes meaning; functions are only ever added. A caller
  * checks ddiloco_abi_version() == the version it was written for.
+ *
+ * The library and its sidecar may come from different releases: they
+ * exchange their ABI and exchange versions where they first meet, and
+ * a mismatch fails ddiloco_open_*, ddiloco_start or ddiloco_poll with
+ * "learner library 0.3.0 (ABI 2, exchange 3) and sidecar 0.4.0 (ABI 3,
+ * exchange 4) do not match" (docs/abi.md, Versions).
  */
 #ifndef DDILOCO_H
 #define DDILOCO_H
@@ -118,7 +124,8 @@ void ddiloco_init_params(const ddiloco_learner *h, float *params,
  * Waits at most timeout seconds (0: one look) for the sidecar to put
  * every fragment of the global model in the exchange, and copies them
  * into params. 0 = started, 1 = the job is already done, -1 = not within
- * timeout, or no exchange (message).
+ * timeout, no exchange, or a sidecar whose versions do not match
+ * (message).
  */
 int ddiloco_start(ddiloco_learner *h, float *params, double timeout);
 
@@ -127,7 +134,8 @@ int ddiloco_start(ddiloco_learner *h, float *params, double timeout);
  * (steps done, tokens of this step, its train loss; the step time is
  * measured here between polls), answers the sidecar's pulls and applies
  * arrived updates to params in place. Never waits. 0 = train on,
- * 1 = the job is done, -1 = no exchange (message).
+ * 1 = the job is done, -1 = no exchange, or a sidecar whose versions do
+ * not match (message).
  */
 int ddiloco_poll(ddiloco_learner *h, float *params, uint64_t step,
 		 uint64_t tokens, double loss);

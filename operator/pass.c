@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/cli.h"
 #include "common/log.h"
 #include "common/syncer_status.h"
 #include "common/util.h"
@@ -93,6 +94,10 @@ static void observe_pod(const char *job, json_t *pod, const char *ctr,
 							  "deletionTimestamp"))) : 0;
 	p->disrupted = podcheck_disrupted(pod);
 	p->exit_code = podcheck_exit_code(pod, ctr);
+	/* a learner side of another release: the sidecar's exit says it
+	 * (docs/abi.md, Versions) */
+	p->version_mismatch = podcheck_ended_with(pod, "sidecar", CLI_EXIT_MISMATCH,
+						  p->mismatch, sizeof(p->mismatch));
 	if (!podcheck_blocked(pod, p->reason, sizeof(p->reason), p->message,
 			      sizeof(p->message)))
 		p->starting = podcheck_starting(pod, p->reason, sizeof(p->reason),

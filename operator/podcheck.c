@@ -3,6 +3,7 @@
  */
 #include "operator/podcheck.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -136,4 +137,49 @@ int podcheck_exit_code(json_t *pod, const char *name)
 			return (int)json_integer_value(json_object_get(t, "exitCode"));
 	}
 	return -1;
+}
+
+/* The termination message, trailing white space cut, or "" */
+static void term_message(json_t *t, char *msg, size_t n)
+{
+	const char *m = str(t, "message");
+	size_t k;
+
+	snprintf(msg, n, "%s", m ? m : "");
+	for (k = strlen(msg); k > 0 && isspace((unsigned char)msg[k - 1]); k--)
+		msg[k - 1] = '\0';
+}
+
+int podcheck_ended_with(json_t *pod, const char *name, int code, char *msg,
+			size_t n)
+{
+	static const char *const lists[] = { "initContainerStatuses",
+					     "containerStatuses" };
+	static const char *const when[] = { "state", "lastState" };
+	json_t *status = json_object_get(pod, "status"), *cs;
+	size_t i;
+
+	for (int l = 0; l < 2; l++)
+		json_array_foreach(json_object_get(status, lists[l]), i, cs) {
+			const char *nm = str(cs, "name");
+
+			if (!nm || strcmp(nm, name))
+				continue;
+			for (int w = 0; w < 2; w++) {
+				json_t *t = json_object_get(json_object_get(
+					cs, when[w]), "terminated");
+				json_t *c = json_object_get(t, "exitCode");
+
+				if (!json_is_integer(c) || json_integer_value(c) != code)
+					continue;
+				term_message(t, msg, n);
+				if (!msg[0])
+					snprintf(msg, n, "container %s exited with "
+						 "code %d", name, code);
+				return 1;
+			}
+		}
+	if (n)
+		msg[0] = '\0';
+	return 0;
 }

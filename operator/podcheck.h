@@ -51,4 +51,15 @@ int podcheck_disrupted(json_t *pod);
 /* The exit code of the container `name` once terminated, else -1. */
 int podcheck_exit_code(json_t *pod, const char *name);
 
+/*
+ * 1 when the container `name` (an init container, as the native sidecar
+ * is, or another) ended with exit code `code`, now (state) or before the
+ * kubelet restarted it (lastState), with its termination message in msg
+ * (n bytes; trailing white space cut; "container NAME exited with code
+ * CODE" when it left none); else 0 and msg "". The sidecar's version
+ * mismatch (docs/operator.md, Failure policy).
+ */
+int podcheck_ended_with(json_t *pod, const char *name, int code, char *msg,
+			size_t n);
+
 #endif

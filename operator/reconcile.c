@@ -29,7 +29,7 @@ static const char *phase_names[] = {
 static const char *cond_names[COND_N] = {
 	"Created", "Running", "Complete", "Failed", "Suspended", "PodsReady",
 	"CheckpointFailing", "ModelStartedOver", "SyncerShards",
-	"CheckpointStorage",
+	"CheckpointStorage", "VersionMismatch",
 };
 
 const char *job_phase_name(enum job_phase p)
@@ -267,6 +267,71 @@ static int backing_off(const struct rc_input *in, struct learner_mem *m,
 	return 0;
 }
 
+/*
+ * A pod whose sidecar refused the learner side's versions (reconcile.h,
+ * VersionMismatch): its learner (who: "learner" i, or "evaluator" 0) is
+ * held at this generation, once, with a Warning Event.
+ */
+static void hold(const struct rc_input *in, struct learner_mem *m,
+		 const struct obs_pod *p, const char *who, int i,
+		 struct rc_output *o)
+{
+	if (m->held && m->held_generation == in->generation)
+		return;
+	m->held = 1;
+	m->held_generation = in->generation;
+	m->not_before = 0;
+	snprintf(m->held_msg, sizeof(m->held_msg), "%s", p->mismatch);
+	event(o, 1, "VersionMismatch", "%s %d: %.180s: pod deleted, not "
+	      "recreated until the job's spec changes", who, i, m->held_msg);
+}
+
+/* A held learner is released by a new generation of the job: the spec
+ * changed (its image, say). */
+static void release_hold(const struct rc_input *in, struct learner_mem *m,
+			 const char *who, int i, struct rc_output *o)
+{
+	if (!m->held || m->held_generation == in->generation)
+		return;
+	m->held = 0;
+	event(o, 0, "VersionMismatchReleased", "%s %d: the job's spec changed "
+	      "(generation %lld): recreated", who, i, in->generation);
+}
+
+/*
+ * VersionMismatch from the holds (reconcile.h): True naming the first
+ * held learner; 1 when so many are held that minQuorum cannot be met
+ * (the job Fails, its message in msg).
+ */
+static int version_holds(const struct rc_input *in, const struct learner_mem *mem,
+			 int M, struct rc_output *o, const char *now, char *msg,
+			 size_t n)
+{
+	struct condition *c = &o->conds[COND_VERSION_MISMATCH];
+	const struct learner_mem *ev = in->evaluator_mem;
+	int held = 0, first = -1;
+	char more[32] = "";
+
+	for (int i = 0; i < M; i++)
+		if (mem[i].held && held++ == 0)
+			first = i;
+	if (held > 1)
+		snprintf(more, sizeof(more), " (and %d more)", held - 1);
+	if (first >= 0)
+		snprintf(msg, n, "learner %d%s: %.200s", first, more,
+			 mem[first].held_msg);
+	else if (ev && ev->held)
+		snprintf(msg, n, "evaluator 0: %.200s", ev->held_msg);
+	if (first >= 0 || (ev && ev->held)) {
+		cond_set(c, 1, "LearnerVersionMismatch", msg, now);
+		return M - held < in->spec->syncer.min_quorum;
+	}
+	if (c->set && c->status && o->ready == M)
+		cond_set(c, 0, "VersionsMatch", "no learner is held for a "
+			 "version mismatch", now);
+	return 0;
+}
+
 /* A learner's pod that failed: deleted, its end judged by the exit-code
  * rules (a disruption never counts) and counted once per pod. */
 static void learner_failed(const struct rc_input *in, struct learner_mem *m,
@@ -312,6 +377,8 @@ static void learner_present(const struct rc_input *in, struct learner_mem *m,
 	struct rc_action *ra;
 
 	pod_seen(m);
+	if (p->version_mismatch)
+		hold(in, m, p, "learner", i, o);
 	if (p->deleting && p->delete_at > 0 &&
 	    in->now - p->delete_at >= RC_FORCE_DELETE_SECONDS) {
 		if ((ra = act(o, ACT_DELETE_LEARNER, i))) {
@@ -327,6 +394,10 @@ static void learner_present(const struct rc_input *in, struct learner_mem *m,
 	if (p->deleting) {
 		if (p->delete_at > 0)
 			requeue(o, p->delete_at + RC_FORCE_DELETE_SECONDS - in->now);
+		return;
+	}
+	if (m->held) {   /* a restart cannot fix it: no failure counted */
+		delete_pod(o, p);
 		return;
 	}
 	if (p->state == POD_FAILED) {
@@ -354,6 +425,8 @@ static void learner_missing(const struct rc_input *in, struct learner_mem *m,
 {
 	struct rc_action *ra;
 
+	if (m->held)   /* until the spec changes (VersionMismatch) */
+		return;
 	if (create_pending(in, m, ACT_APPLY_LEARNER, i, o))
 		return;
 	if (!created && !m->seen) {   /* a first creation */
@@ -380,11 +453,13 @@ static void learners(const struct rc_input *in, struct learner_mem *mem,
 		     const struct obs_pod **seen, int created, int M,
 		     struct rc_output *o, int *fail_job, char *fail_msg)
 {
-	for (int i = 0; i < M; i++)
+	for (int i = 0; i < M; i++) {
+		release_hold(in, &mem[i], "learner", i, o);
 		if (seen[i])
 			learner_present(in, &mem[i], seen[i], i, o, fail_job, fail_msg);
 		else
 			learner_missing(in, &mem[i], i, created, o);
+	}
 }
 
 /*
@@ -404,8 +479,11 @@ static void evaluator(const struct rc_input *in, struct rc_output *o)
 			delete_evaluator(o, p);   /* spec.evaluator removed */
 		return;
 	}
+	release_hold(in, m, "evaluator", 0, o);
 	if (p) {
 		pod_seen(m);
+		if (p->version_mismatch)
+			hold(in, m, p, "evaluator", 0, o);
 		if (p->deleting) {
 			if (p->delete_at > 0 &&
 			    in->now - p->delete_at >= RC_FORCE_DELETE_SECONDS) {
@@ -416,6 +494,10 @@ static void evaluator(const struct rc_input *in, struct rc_output *o)
 			} else if (p->delete_at > 0) {
 				requeue(o, p->delete_at + RC_FORCE_DELETE_SECONDS - in->now);
 			}
+			return;
+		}
+		if (m->held) {
+			delete_evaluator(o, p);
 			return;
 		}
 		if (p->state == POD_FAILED || p->state == POD_SUCCEEDED) {
@@ -437,7 +519,7 @@ static void evaluator(const struct rc_input *in, struct rc_output *o)
 			m->fails = 0;
 		return;
 	}
-	if (create_pending(in, m, ACT_APPLY_EVALUATOR, 0, o))
+	if (m->held || create_pending(in, m, ACT_APPLY_EVALUATOR, 0, o))
 		return;
 	if (!m->seen) {   /* a first creation, or after a resume */
 		act(o, ACT_APPLY_EVALUATOR, 0);
@@ -960,6 +1042,10 @@ static void go_on(const struct rc_input *in, struct learner_mem *mem,
 		return;
 	}
 	evaluator(in, o);
+	if (version_holds(in, mem, M, o, now, msg, sizeof(msg))) {
+		finish(in, o, PHASE_FAILED, "VersionMismatch", msg, now);
+		return;
+	}
 	created_cond(in, seen, M, resumed, o, now);
 	running(in, M, o, now);
 	if (o->conds[COND_SUSPENDED].set && o->conds[COND_SUSPENDED].status)

@@ -80,6 +80,19 @@
  * least minQuorum learners are; Restarting when a job that ran has fallen
  * below that; Pending before.
  *
+ * Condition VersionMismatch (docs/operator.md, Failure policy): True,
+ * reason LearnerVersionMismatch, when the sidecar of a learner (or the
+ * evaluator) exited CLI_EXIT_MISMATCH (its state or last state): its
+ * termination message names both versions. That learner is held: its
+ * pod deleted (a Warning Event VersionMismatch, once) and not recreated
+ * while the job's generation stays the same, never counted toward
+ * backoffLimit; a new generation (the spec changed, e.g. the image)
+ * releases it. The job Fails, reason VersionMismatch, when fewer than
+ * minQuorum learners are left unheld. False, reason VersionsMatch, once
+ * none is held and every learner is ready. The holds live in the
+ * operator's memory: after its restart a held learner is recreated once
+ * and held again at its sidecar's exit.
+ *
  * Failures and disruptions: a learner pod that ends Failed counts toward
  * backoffLimit once (by uid) unless it was disrupted (a DisruptionTarget
  * condition, or evicted or preempted); a pod deleted (chaos, a drain, a
@@ -119,6 +132,11 @@ struct obs_pod {
 				       * (podcheck_starting: ContainerCreating,
 				       * Pending, ...), not a problem yet */
 	double created;               /* metadata.creationTimestamp (wall), 0 unknown */
+	/* its sidecar ended with CLI_EXIT_MISMATCH: the learner side's
+	 * versions do not match (docs/abi.md, Versions); the sidecar's
+	 * termination message */
+	int version_mismatch;
+	char mismatch[256];
 };
 
 /* The syncer's /status, as last read. */
@@ -154,7 +172,7 @@ struct obs_progress {
 enum cond_type { COND_CREATED, COND_RUNNING, COND_COMPLETE, COND_FAILED,
 		 COND_SUSPENDED, COND_PODS_READY, COND_CHECKPOINT_FAILING,
 		 COND_MODEL_STARTED_OVER, COND_SYNCER_SHARDS,
-		 COND_CHECKPOINT_STORAGE, COND_N };
+		 COND_CHECKPOINT_STORAGE, COND_VERSION_MISMATCH, COND_N };
 
 const char *cond_type_name(enum cond_type t);
 
@@ -178,6 +196,12 @@ struct learner_mem {
 	int failures;                 /* counted toward backoffLimit, also in
 				       * status; 0 again after a healthy period */
 	char failed_uid[64];          /* the pod last counted */
+	/* held for a version mismatch: not recreated while the job's
+	 * generation is held_generation (docs/operator.md, Failure
+	 * policy); why, the sidecar's message */
+	int held;
+	long long held_generation;
+	char held_msg[256];
 };
 
 #define RC_MAX_LEARNERS 4096

@@ -37,7 +37,8 @@
  *   syncer   restarted from its newest checkpoint in RUN/checkpoints;
  *   exit 0   the part finished its job: never restarted.
  * A part that fails within 10 s of its start 5 times in a row ends the run
- * (it will not get better by itself). When /status says done, the parts
+ * (it will not get better by itself), and so does one exit 78 (a version
+ * mismatch between a learner and its sidecar: docs/abi.md, Versions). When /status says done, the parts
  * get 10 s to finish on their own, then are stopped.
  */
 #include <dirent.h>
@@ -55,6 +56,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/cli.h"
 #include "common/util.h"
 #include "runner/proc.h"
 #include "runner/run.h"
@@ -477,20 +479,27 @@ static void log_tail(const char *path, char *out, size_t n)
 	snprintf(out, n, "%.*s", (int)n - 1, p ? p + 1 : buf);
 }
 
-static void fail(struct runner *R, struct proc *p)
+static void fail(struct runner *R, struct proc *p, const char *why)
 {
 	char st[64], tail[300];
 
 	log_tail(p->log, tail, sizeof(tail));
-	snprintf(R->fatal, sizeof(R->fatal), "%s keeps failing (%s): %s [%s]",
-		 p->name, proc_describe_status(p->status, st, sizeof(st)),
+	snprintf(R->fatal, sizeof(R->fatal), "%s %s (%s): %s [%s]",
+		 p->name, why, proc_describe_status(p->status, st, sizeof(st)),
 		 tail[0] ? tail : "no output", p->log);
 }
 
-/* An exit nobody asked for: counts fast failures; 1 = give up. */
+/* An exit nobody asked for: counts fast failures; 1 = give up, at once
+ * for a version mismatch, which a restart cannot fix (docs/abi.md,
+ * Versions). */
 static int crashed(struct runner *R, struct proc *p, int *fast)
 {
 	char st[64];
+
+	if (WIFEXITED(p->status) && WEXITSTATUS(p->status) == CLI_EXIT_MISMATCH) {
+		fail(R, p, "refused the other side's versions");
+		return 1;
+	}
 
 	if (clock_mono() - p->started < FAST_FAIL)
 		(*fast)++;
@@ -499,7 +508,7 @@ static int crashed(struct runner *R, struct proc *p, int *fast)
 	event(R, "%s exited (%s), restarting", p->name,
 	      proc_describe_status(p->status, st, sizeof(st)));
 	if (*fast >= FAST_FAILS_MAX) {
-		fail(R, p);
+		fail(R, p, "keeps failing");
 		return 1;
 	}
 	return 0;

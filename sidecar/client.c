@@ -1005,6 +1005,25 @@ static void kick(struct clients *all)
 		gpr_inf_past(GPR_CLOCK_MONOTONIC), all->cq, &all->kick);
 }
 
+/*
+ * The learner's versions (docs/abi.md, Versions), once a loop: said once
+ * when first seen; 1 when they do not match, and the loop ends.
+ */
+static int learner_versions(struct sidecar *s)
+{
+	struct exchange_version v;
+
+	if (!s->learner_versions && exchange_peer_version(s->x, &v) == 1) {
+		log_info("learner library %s (ABI %u, exchange %u)", v.release,
+			 v.abi, v.exchange);
+		s->learner_versions = 1;
+	}
+	if (!exchange_versions(s->x, &s->mismatch_err))
+		return 0;
+	__atomic_store_n(&s->mismatch, 1, __ATOMIC_RELEASE);
+	return 1;
+}
+
 static void *bridge_main(void *arg)
 {
 	struct clients *all = arg;
@@ -1013,6 +1032,10 @@ static void *bridge_main(void *arg)
 
 	while (!s->stop) {
 		exchange_wait(s->x, 0.05);
+		if (learner_versions(s)) {
+			kick(all);   /* the client loop sees it now */
+			break;
+		}
 		/* the region is not trusted: a corrupted word is rewritten
 		 * and counted (docs/exchange.md, Trust) */
 		if (exchange_check(s->x))
@@ -1141,6 +1164,7 @@ int sidecar_run(struct sidecar *s, const volatile sig_atomic_t *stop,
 	setenv("GRPC_DNS_RESOLVER", "native", 0);
 	grpc_init();
 	s->stop = 0;
+	s->mismatch = 0;
 	/* the channels and the queue outlive the bridge (joined first) */
 	if (clients_init(&all, s) ||
 	    pthread_create(&bridge, NULL, bridge_main, &all)) {
@@ -1149,15 +1173,23 @@ int sidecar_run(struct sidecar *s, const volatile sig_atomic_t *stop,
 		grpc_shutdown();
 		return err_set(e, "sidecar: cannot start the bridge thread");
 	}
-	while (!*stop && clients_turn(&all, &done, &refused))
+	while (!*stop && !__atomic_load_n(&s->mismatch, __ATOMIC_ACQUIRE) &&
+	       clients_turn(&all, &done, &refused))
 		;
 	s->stop = 1;
 	pthread_join(bridge, NULL);
+	/* stopped by a signal: a learner that just refused may be why its
+	 * pod ends, so the versions are looked at once more */
+	if (!s->mismatch && !done)
+		learner_versions(s);
 	if (refused)
 		*e = all.cl[refused - 1].refusal;
 	clients_end(&all);
 	grpc_shutdown_blocking();
-	if (done) {
+	if (s->mismatch) {
+		*e = s->mismatch_err;
+		rc = EXCHANGE_VERSION_MISMATCH;
+	} else if (done) {
 		exchange_set_done(s->x, 1);
 		rc = 0;
 	} else if (refused) {

@@ -8,6 +8,7 @@
  * (common/tls.h), whose identity must be this job's learner I; plaintext
  * only when the job says spec.syncer.insecure (docs/security.md).
  */
+#include <errno.h>
 #include <float.h>
 #include <limits.h>
 #include <malloc.h>
@@ -154,7 +155,7 @@ static int external_table(const char *dir, struct frag_table *ft,
 		usleep(100 * 1000);
 	}
 	if (rc)
-		return -1;
+		return rc < 0 ? rc : -1;   /* a mismatch says so */
 	rc = frag_table_from_sizes(ft, sizes, P, fp, e);
 	free(sizes);
 	if (!rc)
@@ -252,8 +253,24 @@ static void tune_malloc(void)
 }
 
 /*
+ * A learner of another release (docs/abi.md, Versions): said in the log
+ * and as the container's termination message, for the operator, which
+ * stops recreating the pod; CLI_EXIT_MISMATCH.
+ */
+static int versions_refused(const char *termlog, const struct err *e)
+{
+	log_error("%s", e->msg);
+	if (cli_termination_message(termlog, e->msg) && termlog &&
+	    strcmp(termlog, CLI_TERMINATION_LOG))
+		log_warn("cannot write the termination message to '%s': %s",
+			 termlog, strerror(errno));
+	return CLI_EXIT_MISMATCH;
+}
+
+/*
  * Runs the sidecar, serving HTTP on host:port when host is not NULL, until
- * the job is done (0) or a signal (1); -1 on an error.
+ * the job is done (0) or a signal (1); -1 on an error,
+ * EXCHANGE_VERSION_MISMATCH when the learner's versions do not match.
  */
 static int serve(const struct sidecar_opts *o, struct exchange *x,
 		 const struct frag_table *ft, const char *host, int port,
@@ -308,6 +325,7 @@ static int check_shards(const struct job_spec *js, const char *target)
 int cmd_sidecar(int argc, char **argv)
 {
 	const char *job = NULL, *dir = NULL, *target = NULL, *http = NULL;
+	const char *termlog = CLI_TERMINATION_LOG;
 	struct tls_paths tp = { 0 };
 	int learner = -1, rc = 1, ft_ok = 0, n, evaluator = 0;
 	const struct cli_option opts[] = {
@@ -332,6 +350,10 @@ int cmd_sidecar(int argc, char **argv)
 			   "serve /healthz, /readyz and /metrics"),
 		CLI_FLAG("evaluator", 0, &evaluator,
 			 "the other side is an evaluator (spec.model.kind external)"),
+		CLI_STRING("termination-log", 0, &termlog, "PATH",
+			   "where a version mismatch with the learner is left\n"
+			   "before exit code 78 (default /dev/termination-log,\n"
+			   "when it exists)"),
 		TLS_CLI_OPTIONS(tp, "learner's"),
 		CLI_END(),
 	};
@@ -382,19 +404,26 @@ int cmd_sidecar(int argc, char **argv)
 		tls_files_release(&tls);
 		return 2;
 	}
-	if (job_table(&js, dir, &ft, &e)) {
+	if ((n = job_table(&js, dir, &ft, &e))) {
+		tls_files_release(&tls);
+		if (n == EXCHANGE_VERSION_MISMATCH)
+			return versions_refused(termlog, &e);
 		/* only an external job's wait for its table sees a signal */
 		if (stop_flag)
 			log_info("stopped");
 		else
 			log_error("%s", e.msg);
-		tls_files_release(&tls);
 		return stop_flag ? 0 : 1;
 	}
 	ft_ok = 1;
 	tune_malloc();
-	if (exchange_open(dir, EXCHANGE_SIDECAR, &ft, &x, &e))
+	if ((n = exchange_open(dir, EXCHANGE_SIDECAR, &ft, &x, &e))) {
+		if (n == EXCHANGE_VERSION_MISMATCH) {
+			rc = versions_refused(termlog, &e);
+			e.msg[0] = '\0';
+		}
 		goto out;
+	}
 	/* a large model's region gives its pages back, applied updates'
 	 * too: a restarted learner gets Θ from the Welcome
 	 * (docs/exchange.md, Pages given back) */
@@ -409,9 +438,13 @@ int cmd_sidecar(int argc, char **argv)
 	o.seed_dir = js.model.kind == MODEL_EXTERNAL && !evaluator ? dir : NULL;
 	o.evaluator = evaluator;
 	o.tls = use_tls ? &tls : NULL;
-	rc = serve(&o, x, &ft, http ? host : NULL, port, &e) < 0 ? 1 : 0;
+	n = serve(&o, x, &ft, http ? host : NULL, port, &e);
+	rc = n == EXCHANGE_VERSION_MISMATCH ? versions_refused(termlog, &e) :
+	     n < 0 ? 1 : 0;
+	if (n == EXCHANGE_VERSION_MISMATCH)
+		e.msg[0] = '\0';
 out:
-	if (rc)
+	if (rc && e.msg[0])
 		log_error("%s", e.msg);
 	exchange_close(x);
 	if (ft_ok)

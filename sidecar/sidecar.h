@@ -114,7 +114,8 @@ void sidecar_free(struct sidecar *s);
  * Runs until the syncer ends the stream with OK "job done" (marks the
  * exchange done, returns 0), *stop is set (by a signal handler; returns
  * 1), or the syncer refused this learner for good (returns -1 with e
- * filled).
+ * filled), or the learner's versions do not match this build's
+ * (EXCHANGE_VERSION_MISMATCH with e filled; docs/abi.md, Versions).
  */
 int sidecar_run(struct sidecar *s, const volatile sig_atomic_t *stop,
 		struct err *e);

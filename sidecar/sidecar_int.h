@@ -81,6 +81,11 @@ struct sidecar {
 	uint64_t eval_sent;      /* client thread: the evaluator's report
 				  * count last sent */
 	volatile int stop;       /* the bridge thread ends when set */
+	int mismatch;            /* bridge thread, atomic: the learner's
+				  * versions do not match (docs/abi.md,
+				  * Versions); the message in mismatch_err */
+	struct err mismatch_err;
+	int learner_versions;    /* bridge thread: its versions were logged */
 	float *take_buf;         /* bridge thread: one fragment */
 	uint64_t answers_taken;  /* bridge thread: answers with steps */
 	uint8_t *check_buf;      /* bridge thread: decode for the error */

@@ -48,14 +48,17 @@ static void on_signal(int sig)
 }
 
 /* Waits until the sidecar delivered every fragment. 0 = started, 1 = the
- * job is already done, -1 = timed out. */
+ * job is already done, -1 = timed out, EXCHANGE_VERSION_MISMATCH (e
+ * filled) = a sidecar of another release (docs/abi.md, Versions). */
 static int wait_for_model(struct exchange *x, float *params, double timeout,
-			  const struct exchange_step *st)
+			  const struct exchange_step *st, struct err *e)
 {
 	double start = clock_mono(), next_note = start + 10;
 
 	exchange_put_stats(x, st);   /* the sidecar sees this process at once */
 	for (;;) {
+		if (exchange_versions(x, e))
+			return EXCHANGE_VERSION_MISMATCH;
 		if (exchange_learner_start(x, params))
 			return 0;
 		if (exchange_is_done(x))
@@ -78,7 +81,9 @@ static int await_model(struct exchange *x, struct trainer *t, int learner,
 		       double timeout, const char *dir,
 		       const struct exchange_step *st, struct err *e)
 {
-	switch (wait_for_model(x, trainer_params(t), timeout, st)) {
+	switch (wait_for_model(x, trainer_params(t), timeout, st, e)) {
+	case EXCHANGE_VERSION_MISMATCH:
+		return EXCHANGE_VERSION_MISMATCH;
 	case 1:
 		log_info("the job is already done");
 		return 1;
@@ -127,7 +132,9 @@ static int wait_for_resume(struct exchange *x, uint64_t *step)
 /*
  * Trains until the sidecar marks the exchange done or a signal: a step,
  * then a poll of the exchange; every 5 s a line of the step and poll
- * times. st is what the sidecar reads of this process.
+ * times. st is what the sidecar reads of this process. -1 on an error,
+ * EXCHANGE_VERSION_MISMATCH when a sidecar of another release replaced
+ * ours (docs/abi.md, Versions).
  */
 static int train(struct trainer *t, struct exchange *x,
 		 const struct job_spec *js, double slow,
@@ -153,6 +160,8 @@ static int train(struct trainer *t, struct exchange *x,
 		st->loss = ts.loss;
 		st->step_time = ema;
 		a = clock_mono();
+		if (exchange_versions(x, e))   /* a sidecar replaced */
+			return EXCHANGE_VERSION_MISMATCH;
 		exchange_poll(x, trainer_params(t), st, &res);
 		if (res.repaired)
 			log_warn("%s", exchange_last_error(x));
@@ -215,11 +224,16 @@ static int run_synthetic(const struct job_spec *js, int learner,
 		if (exchange_write_seed(dir, &ft, r.params, e))
 			goto out;
 	}
-	if (exchange_open(dir, EXCHANGE_LEARNER, &ft, &r.x, e))
+	if ((n = exchange_open(dir, EXCHANGE_LEARNER, &ft, &r.x, e))) {
+		rc = n;
 		goto out;
+	}
 	signal(SIGTERM, on_signal);
 	signal(SIGINT, on_signal);
-	switch (wait_for_model(r.x, r.params, timeout, &st)) {
+	switch (wait_for_model(r.x, r.params, timeout, &st, e)) {
+	case EXCHANGE_VERSION_MISMATCH:
+		rc = EXCHANGE_VERSION_MISMATCH;
+		goto out;
 	case 1:
 		log_info("the job is already done");
 		rc = 0;
@@ -311,10 +325,10 @@ int cmd_learner(int argc, char **argv)
 		js.learners.synthetic.enabled = 1;
 		if (step_time > 0)
 			js.learners.synthetic.step_time = step_time;
-		if (jobspec_validate(&js, &e) ||
-		    run_synthetic(&js, learner, dir, init_timeout, &e))
+		if (jobspec_validate(&js, &e))
 			goto out;
-		rc = 0;
+		n = run_synthetic(&js, learner, dir, init_timeout, &e);
+		rc = n == EXCHANGE_VERSION_MISMATCH ? CLI_EXIT_MISMATCH : n ? 1 : 0;
 		goto out;
 	}
 	t = trainer_new(&js, learner, js.learners.replicas, &e);
@@ -323,14 +337,17 @@ int cmd_learner(int argc, char **argv)
 	if (model_frag_table(trainer_config(t), js.syncer.fragments, &ft, &e))
 		goto out;
 	ft_ok = 1;
-	if (exchange_open(dir, EXCHANGE_LEARNER, &ft, &x, &e))
+	if ((n = exchange_open(dir, EXCHANGE_LEARNER, &ft, &x, &e))) {
+		rc = n == EXCHANGE_VERSION_MISMATCH ? CLI_EXIT_MISMATCH : 1;
 		goto out;
+	}
 	signal(SIGTERM, on_signal);
 	signal(SIGINT, on_signal);
 
 	n = await_model(x, t, learner, init_timeout, dir, &st, &e);
 	if (n) {
-		rc = n > 0 ? 0 : 1;
+		rc = n == EXCHANGE_VERSION_MISMATCH ? CLI_EXIT_MISMATCH :
+		     n > 0 ? 0 : 1;
 		goto out;
 	}
 	log_info("got the global model (%d fragments); training", ft.nfrags);
@@ -340,12 +357,14 @@ int cmd_learner(int argc, char **argv)
 	if (slow > 1)
 		log_info("learner %d: %.2f times slower (spec.learners.slowdown)",
 			 learner, slow);
-	if (train(t, x, &js, slow, &st, &e))
-		goto out;
-	rc = 0;
+	n = train(t, x, &js, slow, &st, &e);
+	rc = n == EXCHANGE_VERSION_MISMATCH ? CLI_EXIT_MISMATCH : n ? 1 : 0;
 out:
 	if (rc)
 		log_error("%s", e.msg);
+	/* for the operator, as the sidecar leaves it (docs/abi.md, Versions) */
+	if (rc == CLI_EXIT_MISMATCH)
+		cli_termination_message(CLI_TERMINATION_LOG, e.msg);
 	exchange_close(x);
 	if (ft_ok)
 		frag_table_release(&ft);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "common/exchange.h"
+#include "common/util.h"
 #include "include/ddiloco.h"
 #include "trainer/model.h"
 #include "tests/unit/testlib.h"
@@ -190,6 +191,58 @@ static void bad_input(void **state)
 		assert_int_equal(ddiloco_done(h), 0);
 		ddiloco_close(h);
 	}
+}
+
+/*
+ * A sidecar of another release (docs/abi.md, Versions): one there first
+ * fails the open, one that comes while the library waits fails start
+ * at once (not at its timeout) and then every poll, with the message
+ * naming both.
+ */
+static void versions_refused(void **state)
+{
+	struct fx *f = *state;
+	struct exchange_version abi3 = { .abi = 3, .exchange = EXCHANGE_VERSION,
+					 .release = "0.4.0" };
+	struct exchange_version ex4 = { .abi = DDILOCO_ABI_VERSION, .exchange = 4,
+					.release = "0.4.0" };
+	struct exchange *sc = NULL;
+	ddiloco_learner *h;
+	char want[256];
+	float *p;
+	double t0;
+
+	assert_int_equal(exchange_open_version(f->dir, EXCHANGE_SIDECAR, &f->ft,
+					       &abi3, &sc, NULL), 0);
+	assert_null(ddiloco_open_job(f->job, f->dir));
+	snprintf(want, sizeof(want), "learner library %s (ABI %d, exchange %d) "
+		 "and sidecar 0.4.0 (ABI 3, exchange %d) do not match",
+		 ddiloco_version(), ddiloco_abi_version(), EXCHANGE_VERSION,
+		 EXCHANGE_VERSION);
+	assert_string_equal(ddiloco_error(), want);
+	exchange_close(sc);
+	snprintf(want, sizeof(want), "%s/exchange", f->dir);
+	assert_int_equal(unlink(want), 0);   /* a new pod's exchange */
+
+	/* the library first, a sidecar of another exchange after it */
+	snprintf(want, sizeof(want), "learner library %s (ABI %d, exchange %d) "
+		 "and sidecar 0.4.0 (ABI %d, exchange 4) do not match",
+		 ddiloco_version(), ddiloco_abi_version(), EXCHANGE_VERSION,
+		 DDILOCO_ABI_VERSION);
+	h = ddiloco_open_job(f->job, f->dir);
+	assert_non_null(h);
+	p = calloc(ddiloco_num_params(h), sizeof(float));
+	assert_int_equal(exchange_open_version(f->dir, EXCHANGE_SIDECAR, &f->ft,
+					       &ex4, &sc, NULL),
+			 EXCHANGE_VERSION_MISMATCH);
+	t0 = clock_mono();
+	assert_int_equal(ddiloco_start(h, p, 30), -1);
+	assert_true(clock_mono() - t0 < 5);
+	assert_string_equal(ddiloco_error(), want);
+	assert_int_equal(ddiloco_poll(h, p, 1, 32, 1.0), -1);
+	assert_string_equal(ddiloco_error(), want);
+	ddiloco_close(h);
+	free(p);
 }
 
 /* A region made for another model is refused, naming both fingerprints. */
@@ -535,6 +588,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(wrong_model_is_refused, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(conversation, setup, teardown),
+		cmocka_unit_test_setup_teardown(versions_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(external_table, setup, teardown),
 		cmocka_unit_test(shared_library_exports),
 	};

@@ -131,12 +131,54 @@ static void test_podcheck_disruptions(void **state)
 	}
 }
 
+/* A container that ended with one exit code, now or before its restart,
+ * and its termination message (the sidecar's version mismatch). */
+static void test_podcheck_ended_with(void **state)
+{
+	static const struct { const char *json; int want; const char *msg; } t[] = {
+		/* the native sidecar restarted: its last state */
+		{ "{\"status\":{\"phase\":\"Running\",\"initContainerStatuses\":["
+		  "{\"name\":\"sidecar\",\"state\":{\"waiting\":{\"reason\":"
+		  "\"CrashLoopBackOff\"}},\"lastState\":{\"terminated\":"
+		  "{\"exitCode\":78,\"reason\":\"Error\",\"message\":\"learner "
+		  "library 0.3.0 (ABI 2, exchange 3) and sidecar 0.4.0 (ABI 3, "
+		  "exchange 4) do not match\\n\"}}}]}}", 1,
+		  "learner library 0.3.0 (ABI 2, exchange 3) and sidecar 0.4.0 "
+		  "(ABI 3, exchange 4) do not match" },
+		/* ended now, no message left */
+		{ "{\"status\":{\"initContainerStatuses\":[{\"name\":\"sidecar\","
+		  "\"state\":{\"terminated\":{\"exitCode\":78}}}]}}", 1,
+		  "container sidecar exited with code 78" },
+		/* another code, another container */
+		{ "{\"status\":{\"initContainerStatuses\":[{\"name\":\"sidecar\","
+		  "\"lastState\":{\"terminated\":{\"exitCode\":1}}}],"
+		  "\"containerStatuses\":[{\"name\":\"learner\",\"state\":"
+		  "{\"terminated\":{\"exitCode\":78,\"message\":\"x\"}}}]}}", 0, "" },
+		{ "{\"status\":{\"initContainerStatuses\":[{\"name\":\"sidecar\","
+		  "\"state\":{\"terminated\":{\"exitCode\":\"78\"}}}]}}", 0, "" },
+		{ "{}", 0, "" },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		json_t *pod = json_loads(t[i].json, 0, NULL);
+		char msg[256] = "junk";
+
+		assert_non_null(pod);
+		assert_int_equal(podcheck_ended_with(pod, "sidecar", 78, msg,
+						     sizeof(msg)), t[i].want);
+		assert_string_equal(msg, t[i].msg);
+		json_decref(pod);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_podcheck_reasons),
 		cmocka_unit_test(test_podcheck_starting),
 		cmocka_unit_test(test_podcheck_disruptions),
+		cmocka_unit_test(test_podcheck_ended_with),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,6 +9,8 @@
  *   learner, sidecar
  *            append "start" to their log, wait for DDILOCO_FAKE_DONE and
  *            exit 0; with DDILOCO_FAKE_CRASH=learner the learner exits 1
+ *            (the part named, with DDILOCO_FAKE_EXIT=N: says a version
+ *            mismatch and exits N)
  *
  * What is asserted: the job ends done; chaos kills are executed and every
  * killed pair or syncer is restarted; a crash loop ends the run with the
@@ -127,6 +129,13 @@ static int fake_part(const char *role, int argc, char **argv)
 		return 2;   /* the runner must have made the exchange folder */
 	printf("start\n");
 	fflush(stdout);
+	if (crash && !strcmp(crash, role) && getenv("DDILOCO_FAKE_EXIT")) {
+		/* as `ddiloco sidecar` says a mismatch (docs/abi.md, Versions) */
+		printf("learner library 0.3.0 (ABI 2, exchange 3) and sidecar "
+		       "0.4.0 (ABI 3, exchange 4) do not match\n");
+		fflush(stdout);
+		return atoi(getenv("DDILOCO_FAKE_EXIT"));
+	}
 	if (crash && !strcmp(crash, role))
 		return 1;
 	while (access(done, F_OK))
@@ -378,6 +387,32 @@ static void crash_loop_ends_the_run(void **state)
 	run_record_release(&res.r);
 }
 
+/* A sidecar that refused its learner's versions (exit 78) ends the run
+ * at its first exit, with its message: no restart. */
+static void a_version_mismatch_ends_the_run_at_once(void **state)
+{
+	struct result res;
+
+	(void)state;
+	setenv("DDILOCO_FAKE_CRASH", "sidecar", 1);
+	setenv("DDILOCO_FAKE_EXIT", "78", 1);
+	setenv("DDILOCO_FAKE_SECONDS", "30", 1);
+	run("mismatch", "", &res);
+	unsetenv("DDILOCO_FAKE_CRASH");
+	unsetenv("DDILOCO_FAKE_EXIT");
+	unsetenv("DDILOCO_FAKE_SECONDS");
+	assert_int_equal(res.rc, -1);
+	assert_int_equal(res.r.success, 0);
+	assert_non_null(strstr(res.e.msg, "refused the other side's versions "
+			       "(exit 78): learner library 0.3.0 (ABI 2, exchange "
+			       "3) and sidecar 0.4.0 (ABI 3, exchange 4) do not "
+			       "match ["));
+	if (!strstr(res.e.msg, "sidecar-0") && !strstr(res.e.msg, "sidecar-1"))
+		fail_msg("names neither sidecar: %s", res.e.msg);
+	assert_int_equal(sum(res.r.crashes, 2), 1);
+	run_record_release(&res.r);
+}
+
 static void *interrupt_later(void *arg)
 {
 	volatile sig_atomic_t *stop = arg;
@@ -446,6 +481,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(chaos_kills_and_restarts_learners),
 		cmocka_unit_test(syncer_killed_and_restarted),
 		cmocka_unit_test(crash_loop_ends_the_run),
+		cmocka_unit_test(a_version_mismatch_ends_the_run_at_once),
 		cmocka_unit_test(interrupt_stops_everything),
 	};
 

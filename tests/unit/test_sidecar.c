@@ -26,7 +26,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include "cmds.h"
+#include "common/cli.h"
 #include "common/exchange.h"
 #include "common/util.h"
 #include "ddiloco/v1/syncer.pb-c.h"
@@ -1152,6 +1156,114 @@ static void a_silent_beat_is_replaced(void **state)
 	free(f);
 }
 
+/* Sets *stop after `seconds` unless told to end first. */
+struct watchdog {
+	volatile sig_atomic_t stop;
+	volatile int end;
+	double seconds;
+};
+
+static void *watchdog_main(void *arg)
+{
+	struct watchdog *w = arg;
+	double until = clock_mono() + w->seconds;
+
+	while (!w->end && clock_mono() < until)
+		sleep_seconds(0.01);
+	w->stop = 1;
+	return NULL;
+}
+
+/* The job file of the command-line test: the sidecar's table is its
+ * reference GPT's. */
+static void write_job(const char *path)
+{
+	FILE *fp = fopen(path, "w");
+
+	assert_non_null(fp);
+	fprintf(fp, "apiVersion: ddiloco.io/v1alpha1\n"
+		"kind: DecoupledTrainingJob\n"
+		"metadata: {name: ver}\n"
+		"spec:\n"
+		"  learners: {replicas: 2}\n"
+		"  model: {vocabSize: 16, context: 8, layers: 1, heads: 2, "
+		"channels: 8, seed: 7}\n"
+		"  data: {path: /nonexistent}\n"
+		"  optimizer: {batchSize: 4}\n"
+		"  syncer: {fragments: 3, insecure: true}\n"
+		"  budget: {tokens: 6400}\n");
+	fclose(fp);
+}
+
+/*
+ * A learner of another release (docs/abi.md, Versions): one that comes
+ * while the sidecar runs ends sidecar_run within its loop, with the
+ * message; `ddiloco sidecar` that finds one at its start exits
+ * CLI_EXIT_MISMATCH with the message as its termination message.
+ */
+static void a_learner_of_another_release_ends_the_sidecar(void **state)
+{
+	struct fx *f = *state;
+	struct exchange_version old = { .abi = 2, .exchange = 3,
+					.release = "0.3.0" };
+	struct watchdog w = { .seconds = 20 };
+	char want[256], job[128], log[128], got[256] = "";
+	struct exchange *x = NULL;
+	pthread_t th;
+	struct err e = { "" };
+	double t0 = clock_mono();
+	pid_t pid;
+	int status = -1;
+	FILE *fp;
+
+	snprintf(want, sizeof(want), "learner library 0.3.0 (ABI 2, exchange 3) "
+		 "and sidecar %s (ABI %d, exchange %d) do not match",
+		 DDILOCO_VERSION, EXCHANGE_ABI_VERSION, EXCHANGE_VERSION);
+	exchange_close(f->lx);
+	f->lx = NULL;
+	assert_int_equal(exchange_open_version(f->dir, EXCHANGE_LEARNER, &f->ft,
+					       &old, &x, NULL),
+			 EXCHANGE_VERSION_MISMATCH);
+	assert_int_equal(pthread_create(&th, NULL, watchdog_main, &w), 0);
+	assert_int_equal(sidecar_run(f->s, &w.stop, &e), EXCHANGE_VERSION_MISMATCH);
+	w.end = 1;
+	pthread_join(th, NULL);
+	assert_true(clock_mono() - t0 < 20);
+	assert_string_equal(e.msg, want);
+
+	/* the command: refused at its open, exit 78, the message left */
+	snprintf(job, sizeof(job), "%s/job.yaml", f->dir);
+	snprintf(log, sizeof(log), "%s/termination-log", f->dir);
+	write_job(job);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char args[] = "sidecar\0--job\0\0--learner\0" "1\0--exchange\0\0"
+			      "--syncer\0" "127.0.0.1:1\0--termination-log\0";
+		char *argv[12], *a = args;
+
+		/* cmd_sidecar takes argv as main has it: writable strings */
+		for (int i = 0; i < 11; i++) {
+			argv[i] = a;
+			a += strlen(a) + 1;
+		}
+		argv[2] = job;
+		argv[6] = f->dir;
+		argv[10] = log;
+		argv[11] = NULL;
+		_exit(cmd_sidecar(11, argv));
+	}
+	assert_eventually(waitpid(pid, &status, WNOHANG) == pid, 20);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), CLI_EXIT_MISMATCH);
+	assert_int_equal(CLI_EXIT_MISMATCH, 78);
+	fp = fopen(log, "r");
+	assert_non_null(fp);
+	assert_non_null(fgets(got, sizeof(got), fp));
+	fclose(fp);
+	assert_string_equal(got, want);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1175,6 +1287,9 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(
 			heartbeats_go_on_the_beat_or_fall_back, setup, teardown),
+		cmocka_unit_test_setup_teardown(
+			a_learner_of_another_release_ends_the_sidecar, setup,
+			teardown),
 		cmocka_unit_test_setup_teardown(a_silent_beat_is_replaced, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(

@@ -1,7 +1,8 @@
 /*
  * The synthetic learner (trainer/synthetic.h): its Δ is a function of
  * (seed, learner, step) alone, small and spread over the model; its
- * table is the job's, for the reference GPT and for an external model.
+ * table is the job's, for the reference GPT and for an external model;
+ * `ddiloco learner --synthetic` refuses a sidecar of another release.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,7 +12,12 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include "cmds.h"
+#include "common/cli.h"
+#include "common/exchange.h"
 #include "common/jobspec.h"
 #include "trainer/model.h"
 #include "trainer/synthetic.h"
@@ -114,12 +120,100 @@ static void the_table_is_the_jobs(void **state)
 	frag_table_release(&ft);
 }
 
+/* `ddiloco learner --synthetic` on dir, in a child process. */
+static pid_t start_learner(char *job, char *dir)
+{
+	pid_t pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char args[] = "learner\0--job\0\0--learner\0" "0\0--exchange\0\0"
+			      "--synthetic\0--init-timeout\0" "60";
+		char *argv[11], *a = args;
+
+		/* cmd_learner takes argv as main has it: writable strings */
+		for (int i = 0; i < 10; i++) {
+			argv[i] = a;
+			a += strlen(a) + 1;
+		}
+		argv[2] = job;
+		argv[6] = dir;
+		argv[10] = NULL;
+		_exit(cmd_learner(10, argv));
+	}
+	return pid;
+}
+
+/* A sidecar of versions v attaches to dir: 1 when it is refused (the
+ * learner's versions are there), 0 when it got in (it leaves again). */
+static int sidecar_refused(const char *dir, const struct frag_table *ft,
+			   const struct exchange_version *v)
+{
+	struct exchange *sx = NULL;
+	int rc = exchange_open_version(dir, EXCHANGE_SIDECAR, ft, v, &sx, NULL);
+
+	if (rc == 0)
+		exchange_close(sx);
+	return rc == EXCHANGE_VERSION_MISMATCH;
+}
+
+/*
+ * A sidecar of another release (docs/abi.md, Versions): `ddiloco
+ * learner` exits 78, whether the sidecar was there first (its open) or
+ * came while it waited for the model (not at its 60 s timeout).
+ */
+static void a_sidecar_of_another_release_is_refused(void **state)
+{
+	struct exchange_version other = { .abi = 3, .exchange = 4,
+					   .release = "0.4.0" };
+	const uint64_t sizes[1] = { 64 };
+	char dir[64], job[128], path[128];
+	struct frag_table ft;
+	struct exchange *sx = NULL;
+	int status = -1;
+	pid_t pid;
+	FILE *fp;
+
+	(void)state;
+	assert_int_equal(testlib_tmpdir(dir, sizeof(dir), "ddsyn-ver"), 0);
+	snprintf(job, sizeof(job), "%s/job.yaml", dir);
+	snprintf(path, sizeof(path), "%s/exchange", dir);
+	fp = fopen(job, "w");
+	assert_non_null(fp);
+	fprintf(fp, "apiVersion: ddiloco.io/v1alpha1\nkind: DecoupledTrainingJob\n"
+		"metadata: {name: ver}\nspec:\n  learners: {replicas: 1}\n"
+		"  model: {vocabSize: 16, context: 8, layers: 1, heads: 2, "
+		"channels: 8}\n  data: {path: /dev/null}\n");
+	fclose(fp);
+	assert_int_equal(frag_table_from_sizes(&ft, sizes, 1, 1, NULL), 0);
+
+	assert_int_equal(exchange_open_version(dir, EXCHANGE_SIDECAR, &ft, &other,
+					       &sx, NULL), 0);
+	pid = start_learner(job, dir);
+	assert_eventually(waitpid(pid, &status, WNOHANG) == pid, 30);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), CLI_EXIT_MISMATCH);
+	exchange_close(sx);
+	assert_int_equal(unlink(path), 0);
+
+	/* the learner first, waiting; the sidecar after it */
+	pid = start_learner(job, dir);
+	assert_eventually(access(path, F_OK) == 0, 30);
+	assert_eventually(sidecar_refused(dir, &ft, &other), 30);
+	assert_eventually(waitpid(pid, &status, WNOHANG) == pid, 30);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), CLI_EXIT_MISMATCH);
+	frag_table_release(&ft);
+	assert_int_equal(testlib_rmtree(dir), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(same_seed_same_delta),
 		cmocka_unit_test(a_step_is_cheap),
 		cmocka_unit_test(the_table_is_the_jobs),
+		cmocka_unit_test(a_sidecar_of_another_release_is_refused),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
