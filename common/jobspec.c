@@ -69,6 +69,7 @@ void jobspec_defaults(struct job_spec *js)
 	js->syncer.max_share = 0.5;        /* docs/syncer.md, Bounds */
 	js->syncer.min_step_time = 1e-4;
 	js->syncer.max_step_time = 600;
+	js->syncer.max_claim_cuts = 10;    /* docs/syncer.md, Bounds */
 	js->syncer.stall_seconds = 300;    /* docs/syncer.md, Stale learners */
 	js->syncer.hello_timeout = 10;     /* docs/syncer.md, gRPC details */
 	js->syncer.max_parameters = 4000000000ULL;   /* Memory budget */
@@ -299,6 +300,9 @@ static int check_syncer(const struct job_spec *js, struct err *e)
 	CHECK(s->max_step_time > s->min_step_time && s->max_step_time <= 86400,
 	      "spec.syncer.maxStepTime: %g is not in (minStepTime, 86400]",
 	      s->max_step_time);
+	CHECK(s->max_claim_cuts >= 0 && s->max_claim_cuts <= 1000000,
+	      "spec.syncer.maxClaimCuts: %d is not in [0, 1000000]",
+	      s->max_claim_cuts);
 	CHECK(s->port > 0 && s->port < 65536, "spec.syncer.port: %d is not a port", s->port);
 	CHECK(s->http_port > 0 && s->http_port < 65536 && s->http_port != s->port,
 	      "spec.syncer.httpPort: %d is not a port distinct from spec.syncer.port",

@@ -27,7 +27,7 @@
  *                encoding, updateEncoding, errorFeedback, checkpointEvery,
  *                evalEvery, evalTokens, normOutlier, staleVersions,
  *                clipSteps, maxShare, minStepTime, maxStepTime,
- *                stallSeconds, helloTimeout, port, httpPort, insecure,
+ *                maxClaimCuts, stallSeconds, helloTimeout, port, httpPort, insecure,
  *                maxParameters}
  *   spec.budget.{tokens, outerSteps}
  *   spec.chaos.{enabled, schedule (poisson|interval), mtbfSeconds,
@@ -181,6 +181,8 @@ struct job_syncer {
 	double min_step_time;         /* s: reported step times below are
 				       * refused, default 1e-4 */
 	double max_step_time;         /* s: and above, default 600 */
+	int max_claim_cuts;           /* a learner's claims cut this many times
+				       * excludes it, default 10 (0: never) */
 	double stall_seconds;         /* s: a learner heartbeating with its step
 				       * still this long is stale, default 300 */
 	double hello_timeout;         /* s: a stream without a Hello this long

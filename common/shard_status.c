@@ -58,6 +58,7 @@ static void add_counts(struct syncer_status *o, const struct syncer_status *s)
 	o->steps_undone += s->steps_undone;
 	o->heartbeats += s->heartbeats;
 	o->heartbeats_refused += s->heartbeats_refused;
+	o->claims_cut += s->claims_cut;
 	o->merged_steps += s->merged_steps;
 	o->double_merged_steps += s->double_merged_steps;
 	o->repeat_base += s->repeat_base;
@@ -101,6 +102,33 @@ static void shard_flags(struct syncer_status *o, const struct syncer_status *s,
 	}
 }
 
+#define MAXEX SYNCER_STATUS_MAX_EXCLUDED
+
+/* The learners shard s excluded join o's: the two ascending lists
+ * merged without repeats; ids beyond the lists kept are counted (once
+ * per shard that names them). */
+static void add_excluded(struct syncer_status *o, const struct syncer_status *s)
+{
+	int a = o->nexcluded < MAXEX ? o->nexcluded : MAXEX;
+	int b = s->nexcluded < MAXEX ? s->nexcluded : MAXEX;
+	int t[MAXEX], n = 0, i = 0, j = 0, all = 0, id;
+
+	while (i < a || j < b) {
+		if (j >= b || (i < a && o->excluded[i] < s->excluded[j]))
+			id = o->excluded[i++];
+		else if (i >= a || s->excluded[j] < o->excluded[i])
+			id = s->excluded[j++];
+		else
+			id = o->excluded[i++], j++;
+		all++;
+		if (n < MAXEX)
+			t[n++] = id;
+	}
+	memcpy(o->excluded, t, (size_t)n * sizeof(*t));
+	o->nexcluded = all + (o->nexcluded - a) + (s->nexcluded - b);
+	o->have_claims |= s->have_claims;
+}
+
 void syncer_status_shards(struct syncer_status *out,
 			  const struct syncer_status *st, const int *up, int n)
 {
@@ -118,6 +146,7 @@ void syncer_status_shards(struct syncer_status *out,
 		w[i] = st[i].owned > 0 ? st[i].owned : 1;
 		out->owned += st[i].owned;
 		add_counts(out, &st[i]);
+		add_excluded(out, &st[i]);
 		shard_flags(out, &st[i], i, up[i]);
 	}
 	{

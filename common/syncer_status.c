@@ -213,6 +213,40 @@ static int get_ckpt(const json_t *root, struct syncer_status *s, struct err *e)
 	return 0;
 }
 
+/* "claims": {cut, excluded: [learner ids]}; absent or null from an older
+ * syncer (have_claims 0). */
+static int get_claims(const json_t *root, struct syncer_status *s,
+		      struct err *e)
+{
+	const json_t *o = json_object_get(root, "claims"), *ex, *v;
+	size_t i;
+	int last = -1;
+
+	if (!o || json_is_null(o))
+		return 0;
+	if (!json_is_object(o))
+		return err_set(e, "status: field 'claims': not an object");
+	if (get_count(o, "claims", "cut", &s->claims_cut, e))
+		return -1;
+	ex = json_object_get(o, "excluded");
+	if (ex && !json_is_null(ex) && !json_is_array(ex))
+		return err_set(e, "status: field 'claims.excluded': not a list");
+	json_array_foreach(ex, i, v) {
+		json_int_t id = json_is_integer(v) ? json_integer_value(v) : -1;
+
+		if (id < 0 || id > INT_MAX || id <= last)
+			return err_set(e, "status: field 'claims.excluded': "
+				       "item %zu is not a learner id above the "
+				       "one before it", i);
+		last = (int)id;
+		if (s->nexcluded < SYNCER_STATUS_MAX_EXCLUDED)
+			s->excluded[s->nexcluded] = (int)id;
+		s->nexcluded++;
+	}
+	s->have_claims = 1;
+	return 0;
+}
+
 static int get_fields(const json_t *root, struct syncer_status *s,
 		      struct err *e)
 {
@@ -263,6 +297,7 @@ static int get_fields(const json_t *root, struct syncer_status *s,
 	    get_figure(root, NULL, "goodput", &s->goodput, e) ||
 	    get_figure(root, NULL, "elapsed", &s->elapsed, e) ||
 	    get_pace(root, s, e) || get_ckpt(root, s, e) ||
+	    get_claims(root, s, e) ||
 	    get_int(root, "shard", &s->shard, e) ||
 	    get_int(root, "shards", &s->shards, e))
 		return -1;

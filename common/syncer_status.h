@@ -10,7 +10,7 @@
  *   figures (eval_loss, uptime, goodput, elapsed, eval times and losses):
  *     any JSON number; null means "none";
  *   done, checkpoint.failing, checkpoint.fits: a boolean; checkpoint.error:
- *   a string or null.
+ *   a string or null; claims.excluded: a list of learner ids (counts).
  * A field that is missing reads 0, or NAN for a figure, so an older or
  * newer syncer still shows what it has; a field of the wrong type (a
  * string, a negative or fractional count) is an error naming the field.
@@ -26,6 +26,7 @@
 
 #define SYNCER_STATUS_MAX_BODY  (4u << 20)   /* largest /status body read */
 #define SYNCER_STATUS_MAX_EVALS 100000       /* eval_history kept, oldest first */
+#define SYNCER_STATUS_MAX_EXCLUDED 16        /* claims.excluded ids kept */
 
 /* One evaluation of the global model. */
 struct syncer_eval {
@@ -44,6 +45,14 @@ struct syncer_status {
 	uint64_t refused_history, refused_size;     /* answers, screens */
 	uint64_t steps_undone;
 	uint64_t heartbeats, heartbeats_refused;    /* "heartbeats" */
+	/* "claims" (docs/status.md): have_claims 0 when the syncer gave
+	 * none (an older one); the cuts, and the learners excluded: how
+	 * many, and the first SYNCER_STATUS_MAX_EXCLUDED of their ids,
+	 * ascending */
+	int have_claims;
+	uint64_t claims_cut;
+	int nexcluded;
+	int excluded[SYNCER_STATUS_MAX_EXCLUDED];
 	/* invariants (docs/status.md): have_invariants 0 when the syncer
 	 * gave none */
 	int have_invariants;
@@ -100,10 +109,12 @@ void syncer_status_move(struct syncer_status *dst, struct syncer_status *src);
  * The job's status from its S shards' (docs/syncer.md, Shards): st[i] is
  * shard i's last /status, up[i] whether its last fetch answered. Counts
  * (rounds, answers, bytes, invariants) add up; the job's tokens and
- * elapsed are the largest; uptime, goodput and its shares are each
- * shard's weighted by the fragments it owns (a shard that is not up
- * counts the elapsed time since its last /status as down, so uptime is
- * per fragment); done when every shard is;
+ * elapsed are the largest; the learners excluded are every shard's (a
+ * shard excludes on its own cuts), have_claims when any shard says;
+ * uptime, goodput and its shares are each shard's weighted by the
+ * fragments it owns (a shard that is not up counts the elapsed time
+ * since its last /status as down, so uptime is per fragment); done when
+ * every shard is;
  * learners connected: the fewest any shard has; the checkpoint fails
  * when any shard's does; the evaluations, pace and resumed_from are
  * shard 0's. out gets its own copy of the evaluations.

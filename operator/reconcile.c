@@ -29,7 +29,7 @@ static const char *phase_names[] = {
 static const char *cond_names[COND_N] = {
 	"Created", "Running", "Complete", "Failed", "Suspended", "PodsReady",
 	"CheckpointFailing", "ModelStartedOver", "SyncerShards",
-	"CheckpointStorage", "VersionMismatch",
+	"CheckpointStorage", "VersionMismatch", "LearnersExcluded",
 };
 
 const char *job_phase_name(enum job_phase p)
@@ -804,6 +804,37 @@ static void started_over(const struct rc_input *in, struct rc_output *o,
 	}
 }
 
+/*
+ * LearnersExcluded from the syncer's last /status: True while it has
+ * excluded learners for their claims (docs/syncer.md, What a learner
+ * claims), naming them, with a Warning Event each time the set grows;
+ * False once a syncer excludes none (a restarted one forgets the cuts).
+ * Absent while none was ever excluded; the job runs on either way.
+ */
+static void learners_excluded(const struct rc_input *in, struct rc_output *o,
+			      const char *now)
+{
+	const struct obs_progress *p = &in->progress;
+	struct condition *c = &o->conds[COND_LEARNERS_EXCLUDED];
+	char msg[256];
+
+	if (!p->have || p->excluded < 0)
+		return;
+	if (p->excluded > 0) {
+		snprintf(msg, sizeof(msg), "syncer: %d learner%s excluded (%s): "
+			 "%s claims of steps or tokens were cut "
+			 "spec.syncer.maxClaimCuts times; the others train on",
+			 p->excluded, p->excluded > 1 ? "s" : "",
+			 p->excluded_ids, p->excluded > 1 ? "their" : "its");
+		if (!c->set || !c->status || strcmp(c->message, msg))
+			event(o, 1, "LearnersExcluded", "%s", msg);
+		cond_set(c, 1, "ClaimsCut", msg, now);
+	} else if (c->set && c->status) {
+		cond_set(c, 0, "NoneExcluded", "syncer: no learner excluded",
+			 now);
+	}
+}
+
 /* Whether the checkpoint claim must outlive the job (reconcile.h). */
 static int retain_claim(const struct rc_input *in)
 {
@@ -1080,6 +1111,7 @@ int reconcile(const struct rc_input *in, struct learner_mem *mem,
 	ckpt_storage(in, o, now);
 	syncer_shards(in, o, now);
 	started_over(in, o, now);
+	learners_excluded(in, o, now);
 	keep_claim(in, o);
 	if (M < 1 || M > RC_MAX_LEARNERS)
 		M = 0;

@@ -167,12 +167,18 @@ struct obs_progress {
 	 * free bytes), 0 no shard says (older syncers) */
 	int ckpt_room, ckpt_room_shard;
 	unsigned long long ckpt_needed, ckpt_free;
+	/* the learners the syncer excluded for their claims (docs/syncer.md,
+	 * What a learner claims): how many (-1: the syncer does not say),
+	 * and their ids as text, "1, 4" ("" for none) */
+	int excluded;
+	char excluded_ids[96];
 };
 
 enum cond_type { COND_CREATED, COND_RUNNING, COND_COMPLETE, COND_FAILED,
 		 COND_SUSPENDED, COND_PODS_READY, COND_CHECKPOINT_FAILING,
 		 COND_MODEL_STARTED_OVER, COND_SYNCER_SHARDS,
-		 COND_CHECKPOINT_STORAGE, COND_VERSION_MISMATCH, COND_N };
+		 COND_CHECKPOINT_STORAGE, COND_VERSION_MISMATCH,
+		 COND_LEARNERS_EXCLUDED, COND_N };
 
 const char *cond_type_name(enum cond_type t);
 

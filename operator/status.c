@@ -64,6 +64,7 @@ void status_read_progress(json_t *j, struct obs_progress *p)
 	p->elapsed = json_number_value(json_object_get(j, "elapsed"));
 	p->done = json_is_true(json_object_get(j, "done"));
 	p->update_time = time_of(json_object_get(j, "updateTime"));
+	p->excluded = -1;   /* not in the job's status: the syncer's to say */
 }
 
 /* At most n − 1 bytes of src, cut before a UTF-8 sequence it would split:
@@ -82,6 +83,25 @@ static void copy_utf8(char *dst, size_t n, const char *src)
 static double or_zero(double v)
 {
 	return isnan(v) ? 0 : v;
+}
+
+/* The learners the syncer excluded, as a count and "1, 4" (the ids it
+ * kept; "…" when there are more than it kept or than fit). */
+static void excluded_from_syncer(const struct syncer_status *s,
+				 struct obs_progress *p)
+{
+	size_t n = 0, cap = sizeof(p->excluded_ids);
+	int kept = s->nexcluded < SYNCER_STATUS_MAX_EXCLUDED
+		   ? s->nexcluded : SYNCER_STATUS_MAX_EXCLUDED, i;
+
+	p->excluded = s->have_claims ? s->nexcluded : -1;
+	p->excluded_ids[0] = '\0';
+	/* an id is at most 10 digits: with ", " and ", …" 19 bytes */
+	for (i = 0; i < kept && n + 19 < cap; i++)
+		n += (size_t)snprintf(p->excluded_ids + n, cap - n, "%s%d",
+				      i ? ", " : "", s->excluded[i]);
+	if (i < s->nexcluded)
+		snprintf(p->excluded_ids + n, cap - n, ", …");
 }
 
 void status_progress_from_syncer(const struct syncer_status *s,
@@ -103,6 +123,7 @@ void status_progress_from_syncer(const struct syncer_status *s,
 	copy_utf8(p->ckpt_error, sizeof(p->ckpt_error), s->ckpt.error);
 	p->started_over = !s->ckpt.resumed_from[0] ? -1 :
 			  !strcmp(s->ckpt.resumed_from, "seed");
+	excluded_from_syncer(s, p);
 }
 
 static json_t *cond_json(const struct condition *c, enum cond_type t,

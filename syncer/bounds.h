@@ -1,13 +1,21 @@
 /*
  * bounds: what a learner may claim about itself (docs/syncer.md, Bounds).
  * Every number in a Heartbeat or an Answer is the learner's word; the
- * syncer's clock is the one thing the syncer knows. A report that claims
- * more than wall time allows is refused:
+ * syncer's clock is the one thing the syncer knows. What a report claims
+ * past what wall time allows at the job's pace is not believed: an
+ * answer is credited what the clock allows, a heartbeat refused:
  *
  *   step time    finite, and 0 (not measured yet) or within
  *                [minStepTime, maxStepTime]
- *   floor        the learner's fastest accepted step time, never below
- *                minStepTime (minStepTime until it reported one)
+ *   pace(m)      the K-th lowest of the other learners' fastest accepted
+ *                step times (K = minQuorum, at most as many as have
+ *                reported one; 0 while none has): the job's pace, which
+ *                learner m's own claims do not move
+ *   floor(m)     the largest of minStepTime, m's own fastest accepted
+ *                step time, and pace(m) / BOUNDS_PACE_SPREAD: the job's
+ *                fastest plausible step for m. A learner that claims a
+ *                tiny step time lowers none of the three below the
+ *                others' pace / BOUNDS_PACE_SPREAD
  *   allowed(dt)  = BOUNDS_SLACK · (dt + BOUNDS_SLACK_S) / floor:
  *                the most steps a learner can make in dt seconds
  *   reference    a (time, value) pair the syncer accepted: a step (the
@@ -23,25 +31,39 @@
  *                B·T · (step + 1); the tokens counted since the reference
  *                plus this report's increase at most
  *                B·T · (allowed(time since it) + 1), and from the same
- *                process the increase at most B·T · (step increase + 1)
- *   answer       tokens at most B·T · steps; and, when it would be merged,
- *                steps at most allowed(time since its base can first have
- *                moved): a learner moves its base when it answers, so that
- *                is the start of the round of its previous answer for the
- *                fragment, or its first join when there was none
+ *                process the increase at most B·T · (step increase + 1).
+ *                Refused otherwise: its tokens are not counted, so the
+ *                budget counts only tokens the clock allows
+ *   answer       tokens at most B·T · steps (refused otherwise); its step
+ *                credited at most what the step rule allows, and, when it
+ *                would be merged, its steps at most allowed(time since
+ *                its base can first have moved), at least 1: a learner
+ *                moves its base when it answers, so that is the start of
+ *                the round of its previous answer for the fragment, or
+ *                its first join when there was none. Its tokens are
+ *                credited at most B·T · credited steps. The merge (its
+ *                weight, the screens' norm per step, the audit, the
+ *                pacing) uses the credited numbers only
+ *
+ * A cut is an answer credited less than it claimed, or a heartbeat
+ * refused by a time rule (the step, or tokens beyond allowed(dt));
+ * each is counted per learner, and spec.syncer.maxClaimCuts of them
+ * (0: never) exclude the learner: every later report of it is refused,
+ * and the syncer ends its stream and refuses its Hello (syncer_int.h).
  *
  * B·T (batchSize × seqLen) is what a learner trains in one step, exactly:
  * a token claim above it is a lie, never noise. The time bounds are
  * loose on purpose (a factor BOUNDS_SLACK and BOUNDS_SLACK_S seconds; a
  * reference at least BOUNDS_WINDOW_S old absorbs a queue wait of up to
- * (BOUNDS_SLACK - 1) · BOUNDS_WINDOW_S), and a learner refused by them alone
- * is accepted later: the reference a report is measured from moves only
- * when one is accepted, while its allowance grows BOUNDS_SLACK times
+ * (BOUNDS_SLACK - 1) · BOUNDS_WINDOW_S), and a heartbeat refused by them
+ * alone is accepted later: the reference a report is measured from moves
+ * only when one is accepted, while its allowance grows BOUNDS_SLACK times
  * faster than any honest learner trains.
  *
  * Nothing here changes state the caller did not ask for: a check says
- * yes, or no with a reason, and moves the references only on yes.
- * Counts are kept from the syncer process's start, not checkpointed.
+ * yes, cut, or no with a reason, and moves the references only on yes
+ * or cut. Counts (cuts and exclusions too) are kept from the syncer
+ * process's start, not checkpointed.
  */
 #ifndef DDILOCO_SYNCER_BOUNDS_H
 #define DDILOCO_SYNCER_BOUNDS_H
@@ -54,6 +76,11 @@
 #define BOUNDS_SLACK 4.0     /* times the steps the floor allows */
 #define BOUNDS_SLACK_S 1.0   /* seconds added to every span */
 #define BOUNDS_WINDOW_S 10.0 /* a reference's least age once it moves */
+/* how many times faster than the job's pace (the K-th other learner's
+ * fastest step) a learner may be: with BOUNDS_SLACK, an allowance of
+ * 32 times that pace */
+#define BOUNDS_PACE_SPREAD 8.0
+#define BOUNDS_CUT 1         /* bounds_answer: accepted, credited less */
 
 /* A value accepted at time t; ref[0] is the older, measured from. */
 struct bounds_ref {
@@ -64,6 +91,8 @@ struct bounds_ref {
 struct bounds_config {
 	double min_step_time, max_step_time;   /* seconds */
 	uint64_t tokens_per_step;              /* B·T */
+	int quorum;                            /* K: pace's rank */
+	int max_cuts;                          /* maxClaimCuts; 0: none */
 };
 
 struct bounds_learner {
@@ -76,6 +105,8 @@ struct bounds_learner {
 	uint64_t tok_step;       /* the step of the last accepted heartbeat */
 	int have_tok_step;
 	uint64_t refused_answers, refused_heartbeats;
+	uint64_t cuts;           /* claims cut (answers) or refused by time */
+	int excluded;            /* maxClaimCuts reached */
 };
 
 struct bounds {
@@ -84,8 +115,18 @@ struct bounds {
 	struct bounds_learner *l;
 	double *from;            /* M × P: earliest its counters for p can
 				  * have started; < 0 before it joined */
+	double *pace;            /* M: the fastest step times reported,
+				  * sorted (npace of them) */
+	int npace;
 	uint64_t answers_refused;
 	uint64_t heartbeats, heartbeats_refused;
+	uint64_t cuts;           /* every learner's */
+	int excluded;            /* learners excluded */
+};
+
+/* An answer as credited: its step, steps and tokens. */
+struct bounds_credit {
+	uint64_t step, steps, tokens;
 };
 
 int bounds_init(struct bounds *b, const struct bounds_config *cfg, int M,
@@ -94,8 +135,12 @@ void bounds_release(struct bounds *b);
 /* The token totals restored from a checkpoint were reported at time t
  * or before (on the caller's clock). */
 void bounds_restored(struct bounds *b, double t);
-/* allowed(dt) for learner m. */
+/* pace(m), floor(m) and allowed(dt) for learner m. */
+double bounds_pace(const struct bounds *b, int m);
+double bounds_floor(const struct bounds *b, int m);
 double bounds_allowed(const struct bounds *b, int m, double dt);
+/* Whether learner m is excluded (maxClaimCuts reached). */
+int bounds_excluded(const struct bounds *b, int m);
 /* Learner m joined at `now` and was told to resume at step `resume`. */
 void bounds_join(struct bounds *b, int m, uint64_t resume, double now);
 /*
@@ -107,15 +152,21 @@ void bounds_join(struct bounds *b, int m, uint64_t resume, double now);
 int bounds_heartbeat(struct bounds *b, int m, const struct wire_heartbeat *hb,
 		     uint64_t prev_tokens, int same_process, double now,
 		     struct err *e);
-/* An answer of learner m; `merged` when it would go into a merge (not
- * empty). 0: accepted; -1: refused and counted, e says why. */
+/*
+ * An answer of learner m; `merged` when it would go into a merge (not
+ * empty). 0: accepted as it is; BOUNDS_CUT: accepted with less credited
+ * than claimed (counted a cut; e says what was cut); both write *out
+ * (if not NULL). -1: refused and counted, e says why.
+ */
 int bounds_answer(struct bounds *b, int m, const struct wire_answer *a,
-		  int merged, double now, struct err *e);
+		  int merged, double now, struct bounds_credit *out,
+		  struct err *e);
 /* Learner m answered a round of fragment p that started at t_start. */
 void bounds_answered(struct bounds *b, int m, int p, double t_start);
 
 struct buf;
-/* Its Prometheus lines: heartbeats taken and refused, answers refused. */
+/* Its Prometheus lines: heartbeats taken and refused, answers refused,
+ * the cuts and exclusions, each learner's named. */
 void bounds_metrics(const struct bounds *b, struct buf *out);
 
 #endif

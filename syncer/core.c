@@ -191,6 +191,8 @@ static int bounds_start(struct syncer *s, double now, struct err *e)
 		.max_step_time = js->syncer.max_step_time,
 		.tokens_per_step = (uint64_t)js->optimizer.batch_size *
 				   (uint64_t)jobspec_seq_len(js),
+		.quorum = js->syncer.min_quorum,
+		.max_cuts = js->syncer.max_claim_cuts,
 	};
 
 	if (bounds_init(&s->bounds, &bc, s->M, s->P, now))
@@ -680,6 +682,13 @@ enum core_refusal core_hello_check(const struct syncer *s,
 		return err_set(e, "learner id %u is out of range: job '%s' has %d "
 			       "learners", h->learner_id, s->js->name, s->M),
 		       CORE_JOIN_INVALID;
+	if (bounds_excluded(&s->bounds, (int)h->learner_id))
+		return err_set(e, "learner %u is excluded: %" PRIu64 " of its "
+			       "claims were cut (spec.syncer.maxClaimCuts %d; "
+			       "docs/syncer.md, Bounds)", h->learner_id,
+			       s->bounds.l[h->learner_id].cuts,
+			       s->js->syncer.max_claim_cuts),
+		       CORE_JOIN_EXCLUDED;
 	return core_model_check(s, h, e);
 }
 
@@ -806,7 +815,8 @@ void core_check_stale(struct syncer *s, double now)
 		double limit = fmax(s->js->syncer.stall_seconds,
 				    CORE_STALL_STEPS * l->step_time);
 
-		if (!l->joined || l->stale || now - l->step_moved <= limit ||
+		if (!l->joined || l->stale || l->excluded ||
+		    now - l->step_moved <= limit ||
 		    now - l->last_seen > CORE_STALL_HEARD_S)
 			continue;
 		l->stale = 1;
@@ -816,6 +826,30 @@ void core_check_stale(struct syncer *s, double now)
 			 "%.0f s while it keeps reporting; stale: rounds no "
 			 "longer wait for it", id, l->step, now - l->step_moved);
 	}
+}
+
+/*
+ * Learner id's claims were cut (bounds.h): when that made it excluded,
+ * the rounds stop waiting for it (the transport ends its stream:
+ * core_excluded) and a warning says so.
+ */
+void core_claims_cut(struct syncer *s, int id)
+{
+	struct learner *l = &s->learners[id];
+
+	if (!bounds_excluded(&s->bounds, id) || l->excluded)
+		return;
+	l->excluded = 1;
+	syncer_round_set_stale(&s->rs, id, 1);
+	log_warn("learner %d excluded: %" PRIu64 " of its claims were cut "
+		 "(spec.syncer.maxClaimCuts %d); its reports are refused from "
+		 "now on", id, s->bounds.l[id].cuts,
+		 s->js->syncer.max_claim_cuts);
+}
+
+int core_excluded(const struct syncer *s, int id)
+{
+	return id >= 0 && id < s->M && bounds_excluded(&s->bounds, id);
 }
 
 /*
@@ -831,6 +865,17 @@ void core_log_refusal(int id, const char *what, uint64_t n, const char *why)
 		log_warn("learner %d: %s refused: %s (%" PRIu64 " of its reports "
 			 "of this kind refused; logged at powers of two)", id,
 			 what, why, n);
+}
+
+/* A cut of learner id's claims (bounds.h), logged as a refusal is: the
+ * n-th cut of the learner, a warning at powers of two. */
+void core_log_cut(int id, const char *what, uint64_t n, const char *why)
+{
+	if (n & (n - 1))
+		log_debug("learner %d: %s cut: %s", id, what, why);
+	else
+		log_warn("learner %d: %s cut: %s (%" PRIu64 " of its claims cut; "
+			 "logged at powers of two)", id, what, why, n);
 }
 
 uint64_t core_job_tokens(const struct syncer *s, double now)
@@ -864,6 +909,7 @@ int core_heartbeat(struct syncer *s, int learner,
 			     hb->incarnation == cl->incarnation, now, &e)) {
 		core_log_refusal(learner, "heartbeat",
 			    s->bounds.l[learner].refused_heartbeats, e.msg);
+		core_claims_cut(s, learner);
 		return -1;
 	}
 

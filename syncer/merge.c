@@ -301,6 +301,36 @@ static enum core_verdict refused_bounds(struct syncer *s, int id,
 	return CORE_INVALID;
 }
 
+/*
+ * Answer a of learner id held to the bounds (bounds.h): -1 when refused
+ * (e says why), else 0 with a's step, steps and tokens the credited ones
+ * — all that is used of it from here on: its weight, the screens' norm
+ * per step, the audit, the pacing. A cut is logged like a refusal and
+ * can exclude the learner (core_claims_cut).
+ */
+static int credit(struct syncer *s, int id, struct wire_answer *a,
+		  int merged, double now, struct err *e)
+{
+	struct bounds_credit c;
+	char what[96];
+	int rc = bounds_answer(&s->bounds, id, a, merged, now, &c, e);
+
+	if (rc < 0)
+		return -1;
+	if (rc == BOUNDS_CUT) {
+		snprintf(what, sizeof(what), "answer for round %" PRIu64
+			 " fragment %d: credited %" PRIu64 " steps, %" PRIu64
+			 " tokens and step %" PRIu64 ";", a->round,
+			 s->gid[a->fragment], c.steps, c.tokens, c.step);
+		core_log_cut(id, what, s->bounds.l[id].cuts, e->msg);
+		core_claims_cut(s, id);
+	}
+	a->step = c.step;
+	a->steps = c.steps;
+	a->tokens = c.tokens;
+	return 0;
+}
+
 /* Learner id's answer says it is at `step`: the pacing and goodput
  * learn it. */
 static void step_progress(struct syncer *s, int id, uint64_t step, double now)
@@ -415,8 +445,8 @@ enum core_verdict core_answer(struct syncer *s, int id,
 	 */
 	before_resume = a->steps > 0 && a->base_version < s->resumed_at[p];
 	stale = !before_resume && is_stale(s, p, a);
-	if (bounds_answer(&s->bounds, id, a, a->steps > 0 && !before_resume &&
-			  !stale, now, &e))
+	if (credit(s, id, &la, a->steps > 0 && !before_resume && !stale, now,
+		   &e))
 		return refused_bounds(s, id, a, now, e.msg);
 	step_progress(s, id, a->step, now);
 	/* decoded straight into its round's accumulator (outer.h), or aside

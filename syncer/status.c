@@ -87,9 +87,10 @@ static json_t *learners_json(const struct syncer *s, double now)
 		const struct learner *l = &s->learners[i];
 		const struct bounds_learner *bl = &s->bounds.l[i];
 
-		json_array_append_new(a, json_pack("{si sb sb sI sI sI sI so so so s{sI sI} so}",
+		json_array_append_new(a, json_pack("{si sb sb sb sI sI sI sI sI so so so s{sI sI} so}",
 			"id", i, "connected", l->conn != NULL,
-			"stale", l->stale,
+			"stale", l->stale, "excluded", bl->excluded,
+			"claims_cut", (json_int_t)bl->cuts,
 			"step", (json_int_t)l->step,
 			"tokens", (json_int_t)l->tokens,
 			"merged_steps", (json_int_t)s->audit.steps[i],
@@ -102,6 +103,29 @@ static json_t *learners_json(const struct syncer *s, double now)
 			"fates", goodput_learner_json(&s->gp, i)));
 	}
 	return a;
+}
+
+/* "invariants": the audit's counts (audit.h). */
+static json_t *invariants_json(const struct syncer *s)
+{
+	return json_pack("{sI sI sI sI sI}",
+		"merged_steps", (json_int_t)audit_merged_steps(&s->audit),
+		"double_merged_steps", (json_int_t)s->audit.double_merged_steps,
+		"repeat_base", (json_int_t)s->audit.repeat_base,
+		"stale_held", (json_int_t)s->audit.stale_held,
+		"stale_merged", (json_int_t)s->audit.stale_merged);
+}
+
+/* "claims": the learners' claims cut and who is excluded (bounds.h). */
+static json_t *claims_json(const struct syncer *s)
+{
+	json_t *ids = json_array();
+
+	for (int i = 0; i < s->M; i++)
+		if (s->bounds.l[i].excluded)
+			json_array_append_new(ids, json_integer(i));
+	return json_pack("{sI so}", "cut", (json_int_t)s->bounds.cuts,
+			 "excluded", ids);
 }
 
 /* "answers": every answer by what became of it. */
@@ -170,15 +194,11 @@ static json_t *status_json(struct syncer *s, double now)
 	json_object_set_new(o, "learners_stale", json_integer(stale_count(s)));
 	json_object_set_new(o, "learners", learners_json(s, now));
 	json_object_set_new(o, "answers", answers_json(s));
+	json_object_set_new(o, "claims", claims_json(s));
 	json_object_set_new(o, "heartbeats", json_pack("{sI sI}",
 		"received", (json_int_t)s->bounds.heartbeats,
 		"refused", (json_int_t)s->bounds.heartbeats_refused));
-	json_object_set_new(o, "invariants", json_pack("{sI sI sI sI sI}",
-		"merged_steps", (json_int_t)audit_merged_steps(&s->audit),
-		"double_merged_steps", (json_int_t)s->audit.double_merged_steps,
-		"repeat_base", (json_int_t)s->audit.repeat_base,
-		"stale_held", (json_int_t)s->audit.stale_held,
-		"stale_merged", (json_int_t)s->audit.stale_merged));
+	json_object_set_new(o, "invariants", invariants_json(s));
 	json_object_set_new(o, "bytes_in", json_integer((json_int_t)c->bytes_in));
 	json_object_set_new(o, "bytes_out", json_integer((json_int_t)c->bytes_out));
 	json_object_set_new(o, "uptime", json_real(core_uptime(s, now)));

@@ -91,6 +91,9 @@ static const grpc_status_code refusal_code[] = {
 	[CORE_JOIN_DONE] = GRPC_STATUS_OK,
 	[CORE_JOIN_FULL] = GRPC_STATUS_RESOURCE_EXHAUSTED,
 	[CORE_JOIN_NOROOM] = GRPC_STATUS_RESOURCE_EXHAUSTED,  /* retried */
+	/* retried too: a restarted syncer forgets the cuts (bounds.h), and
+	 * a sidecar that ended would only be restarted as a failed pod */
+	[CORE_JOIN_EXCLUDED] = GRPC_STATUS_RESOURCE_EXHAUSTED,
 };
 
 /* Whether a hello's learner id is one of the job's; the call is closed
@@ -525,6 +528,12 @@ static void beat_message(struct conn *c, const struct wire_learner_msg *m,
 	} else if (beat_fits(c, (uint32_t)c->beat_learner, c->incarnation)) {
 		core_heartbeat(s, c->beat_learner, &m->heartbeat, now);
 		s->tr.beat_heartbeats++;
+		/* its Train stream ends; this Beat with it (beat_fits) */
+		if (core_excluded(s, c->beat_learner))
+			conn_close(s->learners[c->beat_learner].conn,
+				   GRPC_STATUS_RESOURCE_EXHAUSTED, "learner %d "
+				   "is excluded: its claims were cut spec.syncer."
+				   "maxClaimCuts times", c->beat_learner);
 	}
 }
 
@@ -611,6 +620,11 @@ void stream_on_message(struct conn *c, const uint8_t *data, size_t len,
 			conn_close(c, GRPC_STATUS_INVALID_ARGUMENT,
 				   "empty message");
 		}
+		if (c->learner >= 0 && !c->closing &&
+		    core_excluded(s, c->learner))
+			conn_close(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "learner %d "
+				   "is excluded: its claims were cut spec.syncer."
+				   "maxClaimCuts times", c->learner);
 	}
 	if (m.kind == WIRE_ANSWER)
 		wire_parts_done(&c->parts);

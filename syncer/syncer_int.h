@@ -96,6 +96,8 @@ struct learner {
 				   * not known) */
 	int stale;           /* its step stands still while it reports
 			      * (core_check_stale) */
+	int excluded;        /* maxClaimCuts of its claims cut (bounds.h):
+			      * rounds no longer wait for it */
 };
 
 struct syncer {
@@ -215,6 +217,7 @@ enum core_refusal {
 	CORE_JOIN_DONE,          /* the job is over: not an error */
 	CORE_JOIN_FULL,          /* evaluators: as many as allowed already */
 	CORE_JOIN_NOROOM,        /* the checkpoint volume cannot hold them */
+	CORE_JOIN_EXCLUDED,      /* its claims were cut maxClaimCuts times */
 };
 /* The job name and model of a Hello against the syncer's (learners and
  * evaluators alike); CORE_JOIN_DONE once the job is over. */
@@ -244,6 +247,13 @@ void core_leave(struct syncer *s, int learner, const char *why);
  * are beyond the bounds (bounds.h), refused and counted: -1. */
 int core_heartbeat(struct syncer *s, int learner,
 		   const struct wire_heartbeat *hb, double now);
+
+/* Learner id's claims were cut: excluded once maxClaimCuts are. */
+void core_claims_cut(struct syncer *s, int id);
+/* Whether learner id is excluded (bounds.h): the transport ends its
+ * stream after the report that excluded it, and its Hello is refused
+ * (CORE_JOIN_EXCLUDED) until the syncer process restarts. */
+int core_excluded(const struct syncer *s, int id);
 
 /* Marks the learners that became stale (rounds stop waiting for them);
  * a report with a new step clears it. Called by core_tick. */
@@ -327,6 +337,7 @@ int core_eval_sync(struct syncer *s, double now);
 void core_step_seen(struct syncer *s, int id, uint64_t old, uint64_t step,
 		    double now);
 void core_log_refusal(int id, const char *what, uint64_t n, const char *why);
+void core_log_cut(int id, const char *what, uint64_t n, const char *why);
 /* Slot's answers merged into Θ_p: how many moved it (0: none, or the
  * step was undone); the audit, goodput and screens told. */
 int merge_round(struct syncer *s, int slot, int p, uint64_t round);

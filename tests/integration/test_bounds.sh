@@ -66,12 +66,16 @@ echo "rounds $rounds; answers merged $merged rejected $rejected refused_bounds $
 [ "$hb_refused" -ge 1 ] || fail "no heartbeat refused"
 # who was refused, from the syncer's log (every bounds message names one
 # of these); the first refusal of each kind is always logged
-bounds='refused: .*(B·T = |its step time allows|is outside \[|is not finite)'
+bounds="refused: .*(B·T = |the job's pace allows|is outside \\[|is not finite)"
 grep -Eq "learner 1: answer for round [0-9]+ fragment [0-9]+ $bounds" "$log" ||
 	fail "no answer of learner 1 refused in the log"
 grep -Eq "learner 1: heartbeat $bounds" "$log" ||
 	fail "no heartbeat of learner 1 refused in the log"
 if grep -E "learner [02]: .*$bounds" "$log"; then
 	fail "an honest learner was refused"
+fi
+# nor were its claims cut (docs/syncer.md, What a learner claims)
+if grep -E "learner [02]: .* cut: " "$log"; then
+	fail "an honest learner's claims were cut"
 fi
 echo ok

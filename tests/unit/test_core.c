@@ -7,8 +7,8 @@
  * trained before it (and the last good checkpoint, the high-water
  * mark), returning learners, down gaps and uptime, checkpoints that
  * cannot be written (the rounds go on, /status and /metrics say so, the
- * next write that succeeds clears it), the evaluations, and stale
- * learners. The answers' way and the merge are test_merge.c's.
+ * next write that succeeds clears it), the evaluations, stale
+ * learners, and a learner whose claims are held to the syncer's clock. The answers' way and the merge are test_merge.c's.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -432,6 +432,144 @@ static void heartbeats_beyond_the_bounds_are_refused(void **state)
 	assert_int_equal(f->s->bounds.l[1].refused_heartbeats, 1);
 	assert_int_equal(f->s->bounds.heartbeats_refused, 9);
 	assert_int_equal(f->s->acc.tokens_trained, 300 * 512 + 12 * 512);
+}
+
+/* Learner id's answer in a round in flight, as its round keeps it. */
+static const struct answer *answer_of(const struct syncer *s, int id)
+{
+	for (int slot = 0; slot < s->rs.cfg.overlap; slot++)
+		for (const struct answer *x = s->answers[slot]; x; x = x->next)
+			if (x->learner == id)
+				return x;
+	fail_msg("no answer of learner %d in flight", id);
+	return NULL;
+}
+
+/*
+ * A learner that claims the least step time there is (1e-4 s) and 10⁶
+ * steps is held to the syncer's clock at the job's pace (bounds.h): the
+ * others' 1 s a step, over BOUNDS_PACE_SPREAD. Its answer is credited
+ * the steps 5 s allow, so the screen measures its 10⁴ times larger
+ * update per credited step and refuses it; its heartbeats' tokens never
+ * reach the budget; its third cut (maxClaimCuts 3) excludes it: named in
+ * /status and /metrics, its Hello refused, the rounds not waiting for it.
+ */
+static void a_tiny_step_time_does_not_buy_steps(void **state)
+{
+	struct fx *f = *state;
+	const uint64_t BT = 8 * 64, budget = 100000 * BT;
+	struct wire_heartbeat hb = { .step_time = 1.0 };
+	struct round_action a;
+	struct core_merged mg;
+	const struct answer *x;
+	uint64_t step = 0, sizes[2];
+	struct wire_hello h;
+	json_t *o, *l2, *ex;
+	char *m;
+
+	f->js.budget.tokens = budget;
+	f->js.syncer.max_claim_cuts = 3;
+	fx_start(f);
+	join_all(f);                                 /* at t = 100 */
+	for (int id = 0; id < M; id++) {
+		hb.step_time = id == 2 ? 1e-4 : 1.0;
+		assert_int_equal(core_heartbeat(f->s, id, &hb, f->now), 0);
+	}
+	/* learner 2's floor: the 2nd of the others' 1 s, over 8 */
+	assert_float_equal(bounds_floor(&f->s->bounds, 2), 0.125, 1e-12);
+	assert_float_equal(bounds_floor(&f->s->bounds, 0), 1.0, 0);
+	/* four honest rounds of one step a second: each fragment's norm
+	 * history holds four answers of norm per step 0.01·√n */
+	for (int r = 0; r < 4; r++) {
+		a = pull_next(f, &step);
+		for (int id = 0; id < 2; id++)
+			assert_int_equal(answer_at(f, id, a.round, a.frag,
+						   f->s->versions[a.frag], 0.01f,
+						   step, 1, BT), CORE_QUEUED);
+		f->now += 1.5;                   /* the grace window */
+		merge(f, poll(f), &mg);
+		assert_int_equal(mg.merged, 2);
+	}
+	assert_int_equal(f->s->bounds.cuts, 0);
+	/* t = 106: 10⁶ steps of a 10⁴ times larger update; 4 · (6 + 1) /
+	 * 0.125 = 224 steps since its join credited, and their tokens */
+	a = pull_next(f, &step);
+	assert_int_equal(f->s->scr.hist_n[a.frag], 4);
+	assert_int_equal(answer_at(f, 2, a.round, a.frag, f->s->versions[a.frag],
+				   100.0f, step + 1000000, 1000000,
+				   1000000 * BT), CORE_QUEUED);
+	x = answer_of(f->s, 2);
+	assert_int_equal(x->steps, 224);
+	assert_int_equal(x->tokens, 224 * BT);
+	assert_int_equal(x->step, 224);              /* 0 + 224 since the join */
+	assert_int_equal(f->s->learners[2].step, 224);
+	/* per credited step (clipped to 8, Δ scaled alike) 45 times the
+	 * median: refused by the history screen, not by its size */
+	assert_int_equal(x->fate, ANSWER_SCREENED);
+	assert_int_equal(f->s->scr.history_refused, 1);
+	assert_int_equal(f->s->scr.size_refused, 0);
+	assert_int_equal(f->s->bounds.l[2].cuts, 1);
+	/* its heartbeats claim the budget's tokens and more: refused, cuts */
+	hb = (struct wire_heartbeat){ .step = step + 1000000,
+				      .tokens = 1000000 * BT, .step_time = 1e-4,
+				      .incarnation = 3 };
+	assert_int_equal(core_heartbeat(f->s, 2, &hb, f->now), -1);
+	hb.step = 225;
+	hb.tokens = 225 * BT;        /* its step's worth, past 224 steps' */
+	assert_int_equal(core_heartbeat(f->s, 2, &hb, f->now), -1);
+	assert_int_equal(f->s->acc.tokens_trained, 0);
+	assert_int_equal(core_check_budget(f->s, f->now), 0);
+	/* an honest heartbeat counts */
+	hb = (struct wire_heartbeat){ .step = step, .tokens = step * BT,
+				      .step_time = 1.0, .incarnation = 1 };
+	assert_int_equal(core_heartbeat(f->s, 0, &hb, f->now), 0);
+	assert_int_equal(f->s->acc.tokens_trained, step * BT);
+	/* three cuts: excluded */
+	assert_int_equal(f->s->bounds.l[2].cuts, 3);
+	assert_int_equal(core_excluded(f->s, 2), 1);
+	assert_int_equal(f->s->learners[2].excluded, 1);
+	assert_int_equal(f->s->rs.stale[2], 1);      /* not waited for */
+	assert_int_equal(core_excluded(f->s, 0), 0);
+	/* the round merges the honest answers alone */
+	for (int id = 0; id < 2; id++)
+		assert_int_equal(answer_at(f, id, a.round, a.frag,
+					   f->s->versions[a.frag], 0.01f, step,
+					   1, BT), CORE_QUEUED);
+	f->now += 1.5;
+	merge(f, poll(f), &mg);
+	assert_int_equal(mg.merged, 2);
+	assert_int_equal(mg.done, 0);
+	/* its reports are refused from now on */
+	assert_int_equal(answer_at(f, 2, a.round + 1, a.frag, 0, 0.01f, 225, 1,
+				   BT), CORE_INVALID);
+	assert_int_equal(core_heartbeat(f->s, 2, &hb, f->now), -1);
+	/* named in /status and /metrics */
+	o = status_of(f);
+	l2 = json_array_get(json_object_get(o, "learners"), 2);
+	assert_true(json_is_true(json_object_get(l2, "excluded")));
+	assert_int_equal(json_integer_value(json_object_get(l2, "claims_cut")), 3);
+	assert_true(json_is_false(json_object_get(json_array_get(
+		json_object_get(o, "learners"), 0), "excluded")));
+	ex = json_object_get(json_object_get(o, "claims"), "excluded");
+	assert_int_equal(json_array_size(ex), 1);
+	assert_int_equal(json_integer_value(json_array_get(ex, 0)), 2);
+	assert_int_equal(json_integer_value(json_object_get(
+		json_object_get(o, "claims"), "cut")), 3);
+	json_decref(o);
+	m = http_get(f, "/metrics");
+	assert_non_null(strstr(m, "\nddiloco_syncer_claims_cut_total 3\n"));
+	assert_non_null(strstr(m, "\nddiloco_syncer_learners_excluded 1\n"));
+	assert_non_null(strstr(m, "\nddiloco_syncer_learner_claims_cut_total"
+				  "{learner=\"2\"} 3\n"));
+	assert_non_null(strstr(m, "\nddiloco_syncer_learner_excluded"
+				  "{learner=\"2\"} 1\n"));
+	assert_null(strstr(m, "{learner=\"0\"} 0"));
+	free(m);
+	/* its Hello is refused */
+	h = hello_of(f, 2, sizes);
+	assert_int_equal(core_hello_check(f->s, &h, NULL), CORE_JOIN_EXCLUDED);
+	h = hello_of(f, 1, sizes);
+	assert_int_equal(core_hello_check(f->s, &h, NULL), CORE_JOIN_OK);
 }
 
 /* A gap beyond B while a learner was away: counted down and logged the
@@ -1050,6 +1188,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(a_returning_learner_resumes_at_its_own_step,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(heartbeats_beyond_the_bounds_are_refused,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(a_tiny_step_time_does_not_buy_steps,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(a_down_gap_is_logged_with_the_learners,
 						setup, teardown),

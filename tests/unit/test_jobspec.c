@@ -98,6 +98,7 @@ static void full_yaml_file(void **state)
 	assert_exactly(js.syncer.max_share, 0.4);
 	assert_exactly(js.syncer.min_step_time, 0.002);
 	assert_exactly(js.syncer.max_step_time, 30);
+	assert_int_equal(js.syncer.max_claim_cuts, 3);
 	assert_exactly(js.syncer.stall_seconds, 90);
 	assert_exactly(js.syncer.hello_timeout, 2.5);
 	assert_int_equal(js.syncer.max_parameters, 300000000);
@@ -256,6 +257,8 @@ static void type_errors(void **state)
 		"job: spec.syncer.maxShare: 0 is not in (0, 1]");
 	refused(HEAD "spec:\n" DATA "  syncer: {maxShare: 1.5}\n",
 		"job: spec.syncer.maxShare: 1.5 is not in (0, 1]");
+	refused(HEAD "spec:\n" DATA "  syncer: {maxClaimCuts: -1}\n",
+		"job: spec.syncer.maxClaimCuts: -1 is not in [0, 1000000]");
 	refused(HEAD "spec:\n" DATA "  syncer: {minStepTime: 0}\n",
 		"job: spec.syncer.minStepTime: 0 is not in (0, 1]");
 	refused(HEAD "spec:\n" DATA "  syncer: {minStepTime: 0.5, maxStepTime: 0.5}\n",

@@ -628,9 +628,11 @@ static void long_answers_are_clipped(void **state)
 
 /*
  * What a learner claims about itself (syncer/bounds.h): more tokens than
- * B·T a step, more steps than the time since its base allows at its step
- * time, a step far ahead of its last one: each answer refused, counted,
- * its step not taken for the pacing, never merged; the honest ones merge.
+ * B·T a step is refused, counted, its step not taken for the pacing,
+ * never merged; more steps than the time since its base allows at the
+ * job's pace, or a step far ahead of its last one, is credited what the
+ * clock allows (a cut, counted): the merge, the pacing and the learner's
+ * step see the credited numbers only.
  */
 static void answers_beyond_the_bounds_are_refused(void **state)
 {
@@ -657,24 +659,31 @@ static void answers_beyond_the_bounds_are_refused(void **state)
 	assert_int_equal(f->s->bounds.answers_refused, 1);
 	assert_int_equal(f->s->bounds.l[0].refused_answers, 1);
 	assert_int_equal(f->s->acc.rejected, 1);
+	assert_int_equal(f->s->learners[0].step, 0);   /* not taken */
 	/* 0.5 s since the join at 10 ms a step: 4 · (0.5 + 1) / 0.01 = 600
-	 * steps allowed; 601 refused, 600 not */
+	 * steps allowed; 601 (at step 601) credited 600 (at step 600) */
 	assert_float_equal(bounds_allowed(&f->s->bounds, 1, 0.5), 600, 1e-9);
 	assert_int_equal(answer_at(f, 1, a.round, a.frag, 0, 9.0f, 601, 601,
-				   601 * 512), CORE_INVALID);
-	assert_int_equal(f->s->bounds.answers_refused, 2);
-	assert_int_equal(f->s->learners[1].step, 0);   /* not taken */
+				   601 * 512), CORE_QUEUED);
+	assert_int_equal(f->s->bounds.answers_refused, 1);
+	assert_int_equal(f->s->bounds.l[1].cuts, 1);
+	assert_int_equal(f->s->learners[1].step, 600);
+	assert_int_equal(f->s->answers[0] ? f->s->answers[0]->steps
+					  : f->s->answers[1]->steps, 600);
 	assert_int_equal(answer_at(f, 2, a.round, a.frag, 0, 75.0f, 600, 600,
 				   600 * 512), CORE_QUEUED);
 	assert_int_equal(f->s->learners[2].step, 600);
+	assert_int_equal(f->s->bounds.l[2].cuts, 0);
 	merge(f, poll(f), &mg);
-	assert_int_equal(mg.merged, 1);
-	assert_int_equal(f->s->acc.rejected, 2);
-	/* the honest answer alone, clipped to clipSteps·H = 8 steps: 75·8/600 */
+	assert_int_equal(mg.merged, 2);
+	assert_int_equal(f->s->acc.rejected, 1);
+	/* both clipped to clipSteps·H = 8 steps, of equal weight:
+	 * (9 + 75) · 8 / 600 / 2 */
 	for (size_t i = 0; i < n; i++)
-		assert_float_equal(f->s->theta[off + i], before[off + i] - 1.0f,
+		assert_float_equal(f->s->theta[off + i], before[off + i] - 0.56f,
 				   1e-5);
-	/* learner 2's next answer reports a step 10⁶ past its last one */
+	/* learner 2's next answer reports a step 10⁶ past its last one:
+	 * credited 800, what 1 s since its reference (the join) allows */
 	f->now += 0.5;
 	hb.step = 700;
 	for (int id = 0; id < M; id++)
@@ -682,9 +691,10 @@ static void answers_beyond_the_bounds_are_refused(void **state)
 	a = poll(f);
 	assert_int_equal(a.kind, ROUND_PULL);
 	assert_int_equal(answer_at(f, 2, a.round, a.frag, 0, 0.5f, 1000600, 1,
-				   512), CORE_INVALID);
-	assert_int_equal(f->s->bounds.answers_refused, 3);
-	assert_int_equal(f->s->learners[2].step_max, 700);
+				   512), CORE_QUEUED);
+	assert_int_equal(f->s->bounds.l[2].cuts, 1);
+	assert_int_equal(f->s->learners[2].step_max, 800);
+	assert_int_equal(f->s->bounds.cuts, 2);
 	/* an answer moves the learner's base: its next answer for this
 	 * fragment is measured from the start of this round (t = 101) */
 	f->now += 1.0;
@@ -692,7 +702,8 @@ static void answers_beyond_the_bounds_are_refused(void **state)
 			 CORE_QUEUED);
 	assert_float_equal(f->s->bounds.from[0 * 2 + a.frag], 101.0, 0);
 	assert_float_equal(f->s->bounds.from[0 * 2 + (1 - a.frag)], 100.0, 0);
-	assert_int_equal(f->s->bounds.answers_refused, 3);
+	assert_int_equal(f->s->bounds.answers_refused, 1);
+	assert_int_equal(f->s->bounds.excluded, 0);   /* 2 cuts of 10 */
 }
 
 /*

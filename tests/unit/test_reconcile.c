@@ -447,6 +447,77 @@ static void test_model_started_over_condition(void **state)
 	rc_output_release(&f.out);
 }
 
+/*
+ * LearnersExcluded: a syncer that excluded learners for their claims
+ * (/status claims.excluded) sets it, naming them, with a Warning Event
+ * when it is set and each time the set changes; a syncer that does not
+ * say leaves it; one that excludes none (restarted) sets it False.
+ */
+static void test_learners_excluded_condition(void **state)
+{
+	struct fx f;
+	struct obs_progress *p = &f.in.progress;
+	const struct condition *c;
+
+	(void)state;
+	setup_fx(&f, 3);
+	running(&f);
+	f.in.retain = 0;
+	p->have = 1;
+	p->excluded = 0;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.conds[COND_LEARNERS_EXCLUDED].set, 0);
+	rc_output_release(&f.out);
+
+	p->excluded = 1;
+	snprintf(p->excluded_ids, sizeof(p->excluded_ids), "2");
+	reconcile(&f.in, f.mem, &f.out);
+	c = &f.out.conds[COND_LEARNERS_EXCLUDED];
+	assert_int_equal(c->set, 1);
+	assert_int_equal(c->status, 1);
+	assert_string_equal(c->reason, "ClaimsCut");
+	assert_string_equal(c->message, "syncer: 1 learner excluded (2): its "
+			    "claims of steps or tokens were cut "
+			    "spec.syncer.maxClaimCuts times; the others train on");
+	assert_string_equal(cond_type_name(COND_LEARNERS_EXCLUDED),
+			    "LearnersExcluded");
+	assert_int_equal(find_event(&f.out, "LearnersExcluded")->warning, 1);
+	assert_int_equal(f.out.phase, PHASE_RUNNING);   /* the job runs on */
+	memcpy(f.in.conds, f.out.conds, sizeof(f.in.conds));
+	rc_output_release(&f.out);
+	/* the next pass: the same, no second Event */
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.conds[COND_LEARNERS_EXCLUDED].status, 1);
+	assert_null(find_event(&f.out, "LearnersExcluded"));
+	memcpy(f.in.conds, f.out.conds, sizeof(f.in.conds));
+	rc_output_release(&f.out);
+	/* another one: named, an Event */
+	p->excluded = 2;
+	snprintf(p->excluded_ids, sizeof(p->excluded_ids), "0, 2");
+	reconcile(&f.in, f.mem, &f.out);
+	c = &f.out.conds[COND_LEARNERS_EXCLUDED];
+	assert_string_equal(c->message, "syncer: 2 learners excluded (0, 2): "
+			    "their claims of steps or tokens were cut "
+			    "spec.syncer.maxClaimCuts times; the others train on");
+	assert_non_null(find_event(&f.out, "LearnersExcluded"));
+	memcpy(f.in.conds, f.out.conds, sizeof(f.in.conds));
+	rc_output_release(&f.out);
+	/* a syncer that does not say: as it was */
+	p->excluded = -1;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.conds[COND_LEARNERS_EXCLUDED].status, 1);
+	memcpy(f.in.conds, f.out.conds, sizeof(f.in.conds));
+	rc_output_release(&f.out);
+	/* a restarted syncer excludes none */
+	p->excluded = 0;
+	reconcile(&f.in, f.mem, &f.out);
+	c = &f.out.conds[COND_LEARNERS_EXCLUDED];
+	assert_int_equal(c->set, 1);
+	assert_int_equal(c->status, 0);
+	assert_string_equal(c->reason, "NoneExcluded");
+	rc_output_release(&f.out);
+}
+
 static void test_deleted_learner_only_it_recreated(void **state)
 {
 	struct fx f;
@@ -1389,6 +1460,7 @@ int main(void)
 		cmocka_unit_test(test_shard_conditions),
 		cmocka_unit_test(test_claim_resized_for_the_model),
 		cmocka_unit_test(test_model_started_over_condition),
+		cmocka_unit_test(test_learners_excluded_condition),
 		cmocka_unit_test(test_deleted_learner_only_it_recreated),
 		cmocka_unit_test(test_terminating_pod_blocks_replacement),
 		cmocka_unit_test(test_replacement_deleted_unseen_is_recreated),

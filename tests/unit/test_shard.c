@@ -163,6 +163,24 @@ static void job_status_from_shards(void **state)
 	st[2].ckpt.fits = 1;
 	syncer_status_shards(&all, st, up, 3);
 	assert_int_equal(all.ckpt.fits, 1);
+	assert_int_equal(all.have_claims, 0);       /* no shard says */
+	/* each shard excludes on its own cuts: the job's are all of them */
+	st[0].have_claims = st[2].have_claims = 1;
+	st[0].claims_cut = 5;
+	st[2].claims_cut = 7;
+	st[0].nexcluded = 2;
+	st[0].excluded[0] = 1;
+	st[0].excluded[1] = 3;
+	st[2].nexcluded = 2;
+	st[2].excluded[0] = 0;
+	st[2].excluded[1] = 3;
+	syncer_status_shards(&all, st, up, 3);
+	assert_int_equal(all.have_claims, 1);
+	assert_int_equal(all.claims_cut, 12);
+	assert_int_equal(all.nexcluded, 3);
+	assert_int_equal(all.excluded[0], 0);
+	assert_int_equal(all.excluded[1], 1);
+	assert_int_equal(all.excluded[2], 3);
 	syncer_status_release(&all);
 	for (int i = 0; i < 3; i++)
 		syncer_status_release(&st[i]);

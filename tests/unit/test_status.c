@@ -242,6 +242,45 @@ static void test_checkpoint_from_syncer(void **state)
 		assert_string_equal(e.msg, "status: field 'checkpoint.resumed_from': "
 				    "not a string");
 	}
+
+	/* the learners excluded: counted and named; -1 when not said */
+	{
+		const char *two = "{\"claims\":{\"cut\":9,\"excluded\":[1,4]}}";
+		const char *none = "{\"claims\":{\"cut\":0,\"excluded\":[]}}";
+		char body[600];
+		int n = snprintf(body, sizeof(body), "{\"claims\":{\"excluded\":[");
+
+		assert_int_equal(syncer_status_parse(two, strlen(two), &s, &e), 0);
+		status_progress_from_syncer(&s, &p);
+		assert_int_equal(p.excluded, 2);
+		assert_string_equal(p.excluded_ids, "1, 4");
+		assert_int_equal(syncer_status_parse(none, strlen(none), &s, &e), 0);
+		status_progress_from_syncer(&s, &p);
+		assert_int_equal(p.excluded, 0);
+		assert_string_equal(p.excluded_ids, "");
+		assert_int_equal(syncer_status_parse(ok, strlen(ok), &s, &e), 0);
+		status_progress_from_syncer(&s, &p);
+		assert_int_equal(p.excluded, -1);
+		/* more than are kept: the first ones, and an ellipsis */
+		for (int i = 0; i < 40; i++)
+			n += snprintf(body + n, sizeof(body) - (size_t)n, "%s%d",
+				      i ? "," : "", 1000 + i);
+		n += snprintf(body + n, sizeof(body) - (size_t)n, "]}}");
+		assert_int_equal(syncer_status_parse(body, (size_t)n, &s, &e), 0);
+		status_progress_from_syncer(&s, &p);
+		assert_int_equal(p.excluded, 40);
+		assert_non_null(strstr(p.excluded_ids, "1000, 1001, "));
+		assert_non_null(strstr(p.excluded_ids, ", …"));
+		assert_true(strlen(p.excluded_ids) < sizeof(p.excluded_ids));
+		/* the job's stored progress does not say */
+		{
+			json_t *j = json_pack("{s:i}", "round", 3);
+
+			status_read_progress(j, &p);
+			assert_int_equal(p.excluded, -1);
+			json_decref(j);
+		}
+	}
 }
 
 /* A finished job: condition Complete (as batch/v1 Job), phase Succeeded;

@@ -235,6 +235,41 @@ static void fields_by_the_contract(void **state)
 	assert_int_equal(s.heartbeats_refused, 5);
 	assert_int_equal(parse("{\"heartbeats\": 3}", &s, &e), -1);
 	assert_string_equal(e.msg, "status: field 'heartbeats': not an object");
+	/* the claims cut and the learners excluded (docs/status.md): an
+	 * older syncer says nothing; ids past the kept ones are counted */
+	assert_int_equal(parse("{\"round\": 1}", &s, &e), 0);
+	assert_int_equal(s.have_claims, 0);
+	assert_int_equal(parse("{\"claims\": {\"cut\": 12, \"excluded\": [1, 4]}}",
+			       &s, &e), 0);
+	assert_int_equal(s.have_claims, 1);
+	assert_int_equal(s.claims_cut, 12);
+	assert_int_equal(s.nexcluded, 2);
+	assert_int_equal(s.excluded[0], 1);
+	assert_int_equal(s.excluded[1], 4);
+	{
+		char doc[512];
+		size_t n = (size_t)snprintf(doc, sizeof(doc),
+					    "{\"claims\": {\"excluded\": [");
+
+		for (int i = 0; i < 20; i++)
+			n += (size_t)snprintf(doc + n, sizeof(doc) - n, "%s%d",
+					      i ? ", " : "", 3 * i);
+		snprintf(doc + n, sizeof(doc) - n, "]}}");
+		assert_int_equal(parse(doc, &s, &e), 0);
+		assert_int_equal(s.nexcluded, 20);
+		assert_int_equal(s.excluded[SYNCER_STATUS_MAX_EXCLUDED - 1],
+				 3 * (SYNCER_STATUS_MAX_EXCLUDED - 1));
+	}
+	assert_int_equal(parse("{\"claims\": {\"excluded\": [4, 1]}}", &s, &e), -1);
+	assert_string_equal(e.msg, "status: field 'claims.excluded': item 1 is "
+			    "not a learner id above the one before it");
+	assert_int_equal(parse("{\"claims\": {\"excluded\": [\"1\"]}}", &s, &e), -1);
+	assert_int_equal(parse("{\"claims\": {\"excluded\": 1}}", &s, &e), -1);
+	assert_string_equal(e.msg, "status: field 'claims.excluded': not a list");
+	assert_int_equal(parse("{\"claims\": [1]}", &s, &e), -1);
+	assert_string_equal(e.msg, "status: field 'claims': not an object");
+	assert_int_equal(parse("{\"claims\": {\"cut\": -1}}", &s, &e), -1);
+	assert_string_equal(e.msg, "status: field 'claims.cut': not a count");
 	syncer_status_release(&s);
 	/* a count written as a whole real reads as the integer; null is none */
 	assert_int_equal(parse("{\"tokens\": 1.5e6, \"round\": 12.0, \"done\": true,"
