@@ -35,6 +35,7 @@
 #include "common/fragment.h"
 #include "common/jobspec.h"
 #include "common/util.h"
+#include "common/wire.h"
 #include "ddiloco/v1/syncer.pb-c.h"
 #include "trainer/model.h"
 #include "tests/unit/slowlink.h"
@@ -58,8 +59,8 @@ static const char *job_fmt =
 	"metadata:\n  name: grpctest\n"
 	"spec:\n"
 	"  learners:\n    replicas: 3\n"
-	"  model:\n    kind: %s\n    vocabSize: 256\n    context: 16\n    layers: 1\n"
-	"    heads: 2\n    channels: 16\n"
+	"  model:\n    kind: %s\n    vocabSize: 256\n    context: 16\n    layers: %d\n"
+	"    heads: 2\n    channels: %d\n"
 	"  data:\n    path: %s/data.txt\n"
 	"  optimizer:\n    batchSize: 2\n"
 	/* plaintext: these clients test the protocol; identities are
@@ -69,9 +70,11 @@ static const char *job_fmt =
 	"    evalTokens: 256\n    merge: rda\n    helloTimeout: %g\n"
 	"  budget:\n    outerSteps: %d\n";
 
-/* spec.syncer.helloTimeout and spec.model.kind of the next proc_setup */
+/* spec.syncer.helloTimeout, spec.model.kind and its size of the next
+ * proc_setup */
 static double hello_timeout = 10;
 static int external_model;
+static int model_layers = 1, model_channels = 16;
 
 static void proc_setup(struct proc *p, int eval_every, int outer_steps)
 {
@@ -86,8 +89,8 @@ static void proc_setup(struct proc *p, int eval_every, int outer_steps)
 	snprintf(p->log, sizeof(p->log), "%s/syncer.log", p->dir);
 	f = fopen(p->job, "w");
 	assert_non_null(f);
-	fprintf(f, job_fmt, external_model ? "external" : "gpt", p->dir,
-		eval_every, hello_timeout, outer_steps);
+	fprintf(f, job_fmt, external_model ? "external" : "gpt", model_layers,
+		model_channels, p->dir, eval_every, hello_timeout, outer_steps);
 	fclose(f);
 	syncerproc_write_text(p->dir);
 	assert_int_equal(jobspec_load(p->job, &js, NULL), 0);
@@ -831,6 +834,78 @@ static void a_stream_without_hello_is_closed(void **state)
 	assert_int_equal(proc_wait(p, WAIT), 0);
 }
 
+/* The receive limit for this table (the syncer's set_limits). */
+static size_t recv_limit(const struct proc *p)
+{
+	size_t big = 0;
+
+	for (int q = 0; q < p->ft.nfrags; q++) {
+		size_t n = wire_payload_max(p->ft.frags[q].numel);
+
+		big = n > big ? n : big;
+	}
+	return wire_message_limit(big, 0);
+}
+
+/* A message of `limit` bytes reaches the syncer (which cannot parse
+ * them), one byte more is refused by gRPC naming both sizes. */
+static void limit_is(struct proc *p, size_t limit)
+{
+	uint8_t *junk = malloc(limit + 1);
+	struct learner t;
+	char msg[512], want[64];
+
+	assert_non_null(junk);
+	memset(junk, 0xff, limit + 1);
+	learner_open(&t, p);
+	assert_int_equal(tl_send_raw(&t.tl, junk, limit), 0);
+	assert_int_equal(tl_status(&t.tl, msg, sizeof(msg), NULL),
+			 GRPC_STATUS_INVALID_ARGUMENT);
+	assert_non_null(strstr(msg, "cannot parse"));
+	tl_close(&t.tl);
+	learner_open(&t, p);
+	tl_send_raw(&t.tl, junk, limit + 1);   /* may fail: the call ends */
+	assert_int_equal(tl_status(&t.tl, msg, sizeof(msg), NULL),
+			 GRPC_STATUS_RESOURCE_EXHAUSTED);
+	snprintf(want, sizeof(want), "(%zu vs. %zu)", limit + 1, limit);
+	if (!strstr(msg, want))
+		fail_msg("'%s' does not say %s", msg, want);
+	tl_close(&t.tl);
+	free(junk);
+}
+
+/*
+ * The receive limit comes from the table (docs/protocol.md, Messages in
+ * parts): WIRE_LIMIT_FLOOR for a tiny model, the largest fragment's
+ * payload and its framing for one whose fragments are larger.
+ */
+static void messages_are_bounded_by_the_table(void **state)
+{
+	struct proc *p = *state;
+	size_t limit;
+
+	proc_setup(p, 0, 0);
+	limit = recv_limit(p);
+	assert_int_equal(limit, WIRE_LIMIT_FLOOR);
+	proc_start(p);
+	limit_is(p, limit);
+	kill(p->pid, SIGTERM);
+	assert_int_equal(proc_wait(p, WAIT), 0);
+	proc_teardown(p);
+
+	model_layers = 4;
+	model_channels = 512;
+	proc_setup(p, 0, 0);
+	model_layers = 1;
+	model_channels = 16;
+	limit = recv_limit(p);
+	assert_true(limit > WIRE_LIMIT_FLOOR && limit < WIRE_MAX_MESSAGE);
+	proc_start(p);
+	limit_is(p, limit);
+	kill(p->pid, SIGTERM);
+	assert_int_equal(proc_wait(p, WAIT), 0);
+}
+
 /* An evaluator's Hello (docs/syncer.md, Evaluators). */
 static void evaluator_hello(struct learner *l, struct proc *p, uint32_t id)
 {
@@ -1242,6 +1317,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(kill9_and_restart_restores_state, setup, teardown),
 		cmocka_unit_test_setup_teardown(budget_ends_the_job, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_stream_without_hello_is_closed, setup, teardown),
+		cmocka_unit_test_setup_teardown(messages_are_bounded_by_the_table, setup, teardown),
 		cmocka_unit_test_setup_teardown(an_evaluator_gets_theta_and_reports, setup, teardown),
 		cmocka_unit_test_setup_teardown(beat_refusals_and_counts, setup, teardown),
 		cmocka_unit_test_setup_teardown(beat_heartbeat_passes_a_large_answer, setup, teardown),
