@@ -4,7 +4,8 @@
  * a learner leaving mid-stream, garbage and truncated messages, a wrong
  * fingerprint, a NaN answer, the end of a job, kill -9 then restart
  * with the state restored exactly from the checkpoint, a stream that
- * never says Hello closed at the deadline, an external model's
+ * never says Hello closed at the deadline, a silent TCP connection
+ * closed, the receive limit from the table, an external model's
  * evaluator (Θ without Pulls, its reports in /status, its refusals), and
  * Beat calls: their refusals, their heartbeats counted, and a heartbeat
  * on a Beat passing a large answer on Train through a slow proxy.
@@ -23,7 +24,9 @@
 #include <grpc/grpc.h>
 #include <jansson.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -37,6 +40,7 @@
 #include "common/util.h"
 #include "common/wire.h"
 #include "ddiloco/v1/syncer.pb-c.h"
+#include "syncer/syncer.h"
 #include "trainer/model.h"
 #include "tests/unit/slowlink.h"
 #include "tests/unit/syncerproc.h"
@@ -834,6 +838,50 @@ static void a_stream_without_hello_is_closed(void **state)
 	assert_int_equal(proc_wait(p, WAIT), 0);
 }
 
+/*
+ * In plaintext there is no TLS handshake to wait for: HTTP/2 starts at
+ * once and the keepalive (a ping after 2 s, 4 s for its answer; gRPC
+ * details) closes a TCP connection that sends nothing or half the
+ * preface, within the handshake deadline (docs/security.md, Listeners).
+ */
+static void a_silent_plaintext_connection_is_closed(void **state)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct proc *p = *state;
+	double t0, until;
+	char buf[256];
+	int fd[2];
+
+	proc_setup(p, 0, 0);
+	proc_start(p);
+	sa.sin_port = htons((uint16_t)p->grpc_port);
+	for (int i = 0; i < 2; i++) {
+		fd[i] = socket(AF_INET, SOCK_STREAM, 0);
+		assert_int_equal(connect(fd[i], (struct sockaddr *)&sa,
+					 sizeof(sa)), 0);
+	}
+	assert_int_equal(send(fd[1], "PRI * HTTP/2.0\r\n", 16, 0), 16);
+	t0 = clock_mono();
+	until = t0 + SYNCER_HANDSHAKE_TIMEOUT + 1;
+	for (int i = 0; i < 2; i++) {
+		int closed = 0;
+
+		while (!closed && clock_mono() < until) {
+			struct pollfd pf = { .fd = fd[i], .events = POLLIN };
+
+			closed = poll(&pf, 1, 100) > 0 &&
+				 recv(fd[i], buf, sizeof(buf), 0) <= 0;
+		}
+		if (!closed)
+			fail_msg("connection %d still open after %d s", i,
+				 SYNCER_HANDSHAKE_TIMEOUT + 1);
+		close(fd[i]);
+	}
+	kill(p->pid, SIGTERM);
+	assert_int_equal(proc_wait(p, WAIT), 0);
+}
+
 /* The receive limit for this table (the syncer's set_limits). */
 static size_t recv_limit(const struct proc *p)
 {
@@ -1318,6 +1366,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(budget_ends_the_job, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_stream_without_hello_is_closed, setup, teardown),
 		cmocka_unit_test_setup_teardown(messages_are_bounded_by_the_table, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_silent_plaintext_connection_is_closed, setup, teardown),
 		cmocka_unit_test_setup_teardown(an_evaluator_gets_theta_and_reports, setup, teardown),
 		cmocka_unit_test_setup_teardown(beat_refusals_and_counts, setup, teardown),
 		cmocka_unit_test_setup_teardown(beat_heartbeat_passes_a_large_answer, setup, teardown),
