@@ -1,9 +1,8 @@
 /* httpd: the listener's limits (docs/security.md, Listeners) on a real
  * server over loopback: probes answer while 500 slow clients from the
  * same address hold connections (and are cut and dial again), a request
- * not whole by
- * HTTPD_REQUEST_DEADLINE is cut, and the connection limit follows the
- * descriptor limit. */
+ * not whole by HTTPD_REQUEST_DEADLINE is cut, and the connection limit
+ * follows the descriptor limit. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
