@@ -7,6 +7,7 @@
 #include "cmds.h"
 #include "common/cli.h"
 #include "common/pki.h"
+#include "common/util.h"
 
 static const struct {
 	const char *name;
@@ -46,6 +47,7 @@ int main(int argc, char **argv)
 	int n;
 
 	pki_process_init();
+	nofile_raise();   /* one descriptor a connection (docs/security.md) */
 	if (argc < 2) {
 		usage(stderr);
 		return 2;

@@ -56,6 +56,12 @@ int fd_write_all(int fd, const void *buf, size_t n);
 /* Reads a whole file of at most max bytes into a new buffer (caller frees). */
 int file_read_all(const char *path, size_t max, void **out, size_t *outlen,
 		  struct err *e);
+/*
+ * Raises this process's soft limit of open descriptors to the hard one
+ * (docs/security.md, Listeners: the HTTP and gRPC servers hold one per
+ * connection). Returns the soft limit now in force.
+ */
+unsigned long nofile_raise(void);
 /* mkdir -p. */
 int mkdir_p(const char *path, struct err *e);
 

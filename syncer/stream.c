@@ -706,6 +706,8 @@ static int start_server(struct stream_server *sv, const char *listen,
 		  { .integer = 4000 } },
 		{ GRPC_ARG_INTEGER, (char *)GRPC_ARG_MAX_CONCURRENT_STREAMS,
 		  { .integer = MAX_STREAMS_PER_CONN } },
+		{ GRPC_ARG_INTEGER, (char *)GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+		  { .integer = SYNCER_HANDSHAKE_TIMEOUT * 1000 } },
 		{ .type = GRPC_ARG_POINTER, .key = (char *)GRPC_ARG_RESOURCE_QUOTA,
 		  .value.pointer = { quota, grpc_resource_quota_arg_vtable() } },
 	};
@@ -720,8 +722,9 @@ static int start_server(struct stream_server *sv, const char *listen,
 	sv->srv = grpc_server_create(&ca, NULL);
 	grpc_resource_quota_unref(quota);   /* the server holds its own */
 	log_debug("gRPC limits: %d streams a connection, %zu MiB of buffers, "
-		  "messages of %zu bytes in, %zu out (larger payloads in parts)",
-		  MAX_STREAMS_PER_CONN, qb >> 20, sv->recv_limit, sv->send_cap);
+		  "messages of %zu bytes in, %zu out (larger payloads in parts), "
+		  "%d s to handshake", MAX_STREAMS_PER_CONN, qb >> 20,
+		  sv->recv_limit, sv->send_cap, SYNCER_HANDSHAKE_TIMEOUT);
 	grpc_server_register_completion_queue(sv->srv, sv->cq, NULL);
 	sv->method = grpc_server_register_method(sv->srv,
 						 "/ddiloco.v1.Syncer/Train", NULL,

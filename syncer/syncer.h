@@ -55,6 +55,13 @@ struct syncer_params {
 	size_t max_message;
 };
 
+/*
+ * Seconds a new gRPC connection has to finish its TLS handshake and send
+ * HTTP/2's preface and SETTINGS; past them the server closes it
+ * (docs/security.md, Listeners).
+ */
+#define SYNCER_HANDSHAKE_TIMEOUT 10
+
 /* Runs until the budget is reached or *stop is set (a signal handler). */
 int syncer_run(const struct syncer_params *p,
 	       const volatile sig_atomic_t *stop, struct err *e);

@@ -92,6 +92,23 @@ chart_resources() {
 r=$(chart_resources "$WORK/chart.json")
 [ "$r" = "100m 64Mi null 512Mi" ] || fail "the chart's default resources: '$r' (values.yaml: requests 100m/64Mi, limit 512Mi memory)"
 echo "ok: helm lint; the chart's resources by default: $r"
+# the operator's NetworkPolicy (docs/security.md, Listeners): its pods,
+# ingress only, to the metrics port only, from the release's namespace;
+# from the namespace given in networkPolicy.metrics when one is
+np_rule() {
+	jq -r 'if .kind == "List" then .items[] else . end | select(.kind == "NetworkPolicy")
+	  | "\(.spec.podSelector.matchLabels["app.kubernetes.io/component"]) \(.spec.policyTypes | join(",")) \(.spec.ingress | length) \(.spec.ingress[0].ports | length) \(.spec.ingress[0].ports[0].port) \(.spec.ingress[0].from | length) \(.spec.ingress[0].from[0].namespaceSelector.matchLabels["kubernetes.io/metadata.name"])"' "$1"
+}
+r=$(np_rule "$WORK/chart.json")
+[ "$r" = "operator Ingress 1 1 8080 1 ddiloco-system" ] || fail "the chart's NetworkPolicy: '$r'"
+"$HELM" template ddiloco "$ROOT/charts/ddiloco" --namespace ddiloco-system \
+	--set 'networkPolicy.metrics.namespaceSelector.matchLabels.kubernetes\.io/metadata\.name=monitoring' \
+	>"$WORK/chart-np.yaml" || fail "helm template with networkPolicy.metrics"
+K apply --dry-run=server -o json -f "$WORK/chart-np.yaml" >"$WORK/chart-np.json" 2>"$WORK/chart.err" \
+	|| { cat "$WORK/chart.err" >&2; fail "the chart's manifests with networkPolicy.metrics were refused"; }
+r=$(np_rule "$WORK/chart-np.json")
+[ "$r" = "operator Ingress 1 1 8080 1 monitoring" ] || fail "the chart's NetworkPolicy for monitoring: '$r'"
+echo "ok: the chart's NetworkPolicy admits the metrics port from the release's namespace, or the one set"
 # the values a platform team sets, and values.schema.json refusing a bad one
 "$HELM" template ddiloco "$ROOT/charts/ddiloco" --namespace ddiloco-system \
 	--set 'imagePullSecrets[0].name=regcred' --set podAnnotations.team=ml \

@@ -4,7 +4,8 @@
  * a learner leaving mid-stream, garbage and truncated messages, a wrong
  * fingerprint, a NaN answer, the end of a job, kill -9 then restart
  * with the state restored exactly from the checkpoint, a stream that
- * never says Hello closed at the deadline, an external model's
+ * never says Hello closed at the deadline, a silent TCP connection
+ * closed, the receive limit from the table, an external model's
  * evaluator (Θ without Pulls, its reports in /status, its refusals), and
  * Beat calls: their refusals, their heartbeats counted, and a heartbeat
  * on a Beat passing a large answer on Train through a slow proxy.
@@ -23,7 +24,9 @@
 #include <grpc/grpc.h>
 #include <jansson.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -35,7 +38,9 @@
 #include "common/fragment.h"
 #include "common/jobspec.h"
 #include "common/util.h"
+#include "common/wire.h"
 #include "ddiloco/v1/syncer.pb-c.h"
+#include "syncer/syncer.h"
 #include "trainer/model.h"
 #include "tests/unit/slowlink.h"
 #include "tests/unit/syncerproc.h"
@@ -58,8 +63,8 @@ static const char *job_fmt =
 	"metadata:\n  name: grpctest\n"
 	"spec:\n"
 	"  learners:\n    replicas: 3\n"
-	"  model:\n    kind: %s\n    vocabSize: 256\n    context: 16\n    layers: 1\n"
-	"    heads: 2\n    channels: 16\n"
+	"  model:\n    kind: %s\n    vocabSize: 256\n    context: 16\n    layers: %d\n"
+	"    heads: 2\n    channels: %d\n"
 	"  data:\n    path: %s/data.txt\n"
 	"  optimizer:\n    batchSize: 2\n"
 	/* plaintext: these clients test the protocol; identities are
@@ -69,9 +74,11 @@ static const char *job_fmt =
 	"    evalTokens: 256\n    merge: rda\n    helloTimeout: %g\n"
 	"  budget:\n    outerSteps: %d\n";
 
-/* spec.syncer.helloTimeout and spec.model.kind of the next proc_setup */
+/* spec.syncer.helloTimeout, spec.model.kind and its size of the next
+ * proc_setup */
 static double hello_timeout = 10;
 static int external_model;
+static int model_layers = 1, model_channels = 16;
 
 static void proc_setup(struct proc *p, int eval_every, int outer_steps)
 {
@@ -86,8 +93,8 @@ static void proc_setup(struct proc *p, int eval_every, int outer_steps)
 	snprintf(p->log, sizeof(p->log), "%s/syncer.log", p->dir);
 	f = fopen(p->job, "w");
 	assert_non_null(f);
-	fprintf(f, job_fmt, external_model ? "external" : "gpt", p->dir,
-		eval_every, hello_timeout, outer_steps);
+	fprintf(f, job_fmt, external_model ? "external" : "gpt", model_layers,
+		model_channels, p->dir, eval_every, hello_timeout, outer_steps);
 	fclose(f);
 	syncerproc_write_text(p->dir);
 	assert_int_equal(jobspec_load(p->job, &js, NULL), 0);
@@ -831,6 +838,122 @@ static void a_stream_without_hello_is_closed(void **state)
 	assert_int_equal(proc_wait(p, WAIT), 0);
 }
 
+/*
+ * In plaintext there is no TLS handshake to wait for: HTTP/2 starts at
+ * once and the keepalive (a ping after 2 s, 4 s for its answer; gRPC
+ * details) closes a TCP connection that sends nothing or half the
+ * preface, within the handshake deadline (docs/security.md, Listeners).
+ */
+static void a_silent_plaintext_connection_is_closed(void **state)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct proc *p = *state;
+	double t0, until;
+	char buf[256];
+	int fd[2];
+
+	proc_setup(p, 0, 0);
+	proc_start(p);
+	sa.sin_port = htons((uint16_t)p->grpc_port);
+	for (int i = 0; i < 2; i++) {
+		fd[i] = socket(AF_INET, SOCK_STREAM, 0);
+		assert_int_equal(connect(fd[i], (struct sockaddr *)&sa,
+					 sizeof(sa)), 0);
+	}
+	assert_int_equal(send(fd[1], "PRI * HTTP/2.0\r\n", 16, 0), 16);
+	t0 = clock_mono();
+	until = t0 + SYNCER_HANDSHAKE_TIMEOUT + 1;
+	for (int i = 0; i < 2; i++) {
+		int closed = 0;
+
+		while (!closed && clock_mono() < until) {
+			struct pollfd pf = { .fd = fd[i], .events = POLLIN };
+
+			closed = poll(&pf, 1, 100) > 0 &&
+				 recv(fd[i], buf, sizeof(buf), 0) <= 0;
+		}
+		if (!closed)
+			fail_msg("connection %d still open after %d s", i,
+				 SYNCER_HANDSHAKE_TIMEOUT + 1);
+		close(fd[i]);
+	}
+	kill(p->pid, SIGTERM);
+	assert_int_equal(proc_wait(p, WAIT), 0);
+}
+
+/* The receive limit for this table (the syncer's set_limits). */
+static size_t recv_limit(const struct proc *p)
+{
+	size_t big = 0;
+
+	for (int q = 0; q < p->ft.nfrags; q++) {
+		size_t n = wire_payload_max(p->ft.frags[q].numel);
+
+		big = n > big ? n : big;
+	}
+	return wire_message_limit(big, 0);
+}
+
+/* A message of `limit` bytes reaches the syncer (which cannot parse
+ * them), one byte more is refused by gRPC naming both sizes. */
+static void limit_is(struct proc *p, size_t limit)
+{
+	uint8_t *junk = malloc(limit + 1);
+	struct learner t;
+	char msg[512], want[64];
+
+	assert_non_null(junk);
+	memset(junk, 0xff, limit + 1);
+	learner_open(&t, p);
+	assert_int_equal(tl_send_raw(&t.tl, junk, limit), 0);
+	assert_int_equal(tl_status(&t.tl, msg, sizeof(msg), NULL),
+			 GRPC_STATUS_INVALID_ARGUMENT);
+	assert_non_null(strstr(msg, "cannot parse"));
+	tl_close(&t.tl);
+	learner_open(&t, p);
+	tl_send_raw(&t.tl, junk, limit + 1);   /* may fail: the call ends */
+	assert_int_equal(tl_status(&t.tl, msg, sizeof(msg), NULL),
+			 GRPC_STATUS_RESOURCE_EXHAUSTED);
+	snprintf(want, sizeof(want), "(%zu vs. %zu)", limit + 1, limit);
+	if (!strstr(msg, want))
+		fail_msg("'%s' does not say %s", msg, want);
+	tl_close(&t.tl);
+	free(junk);
+}
+
+/*
+ * The receive limit comes from the table (docs/protocol.md, Messages in
+ * parts): WIRE_LIMIT_FLOOR for a tiny model, the largest fragment's
+ * payload and its framing for one whose fragments are larger.
+ */
+static void messages_are_bounded_by_the_table(void **state)
+{
+	struct proc *p = *state;
+	size_t limit;
+
+	proc_setup(p, 0, 0);
+	limit = recv_limit(p);
+	assert_int_equal(limit, WIRE_LIMIT_FLOOR);
+	proc_start(p);
+	limit_is(p, limit);
+	kill(p->pid, SIGTERM);
+	assert_int_equal(proc_wait(p, WAIT), 0);
+	proc_teardown(p);
+
+	model_layers = 4;
+	model_channels = 512;
+	proc_setup(p, 0, 0);
+	model_layers = 1;
+	model_channels = 16;
+	limit = recv_limit(p);
+	assert_true(limit > WIRE_LIMIT_FLOOR && limit < WIRE_MAX_MESSAGE);
+	proc_start(p);
+	limit_is(p, limit);
+	kill(p->pid, SIGTERM);
+	assert_int_equal(proc_wait(p, WAIT), 0);
+}
+
 /* An evaluator's Hello (docs/syncer.md, Evaluators). */
 static void evaluator_hello(struct learner *l, struct proc *p, uint32_t id)
 {
@@ -1242,6 +1365,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(kill9_and_restart_restores_state, setup, teardown),
 		cmocka_unit_test_setup_teardown(budget_ends_the_job, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_stream_without_hello_is_closed, setup, teardown),
+		cmocka_unit_test_setup_teardown(messages_are_bounded_by_the_table, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_silent_plaintext_connection_is_closed, setup, teardown),
 		cmocka_unit_test_setup_teardown(an_evaluator_gets_theta_and_reports, setup, teardown),
 		cmocka_unit_test_setup_teardown(beat_refusals_and_counts, setup, teardown),
 		cmocka_unit_test_setup_teardown(beat_heartbeat_passes_a_large_answer, setup, teardown),

@@ -19,6 +19,9 @@
  * learner's certificate of the same CA, or the syncer's identity from
  * another CA, never gets it to finish.
  *
+ * A connection that never finishes its TLS handshake is closed at the
+ * handshake deadline.
+ *
  * The syncer process and the test clients' streams are
  * tests/unit/syncerproc.h's, shared with test_syncer_grpc.c.
  */
@@ -31,6 +34,8 @@
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
 #include <jansson.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -49,6 +54,7 @@
 #include "common/exchange.h"
 #include "runner/run.h"
 #include "sidecar/sidecar.h"
+#include "syncer/syncer.h"
 #include "trainer/model.h"
 #include "tests/unit/slowlink.h"
 #include "tests/unit/syncerproc.h"
@@ -878,6 +884,69 @@ static void a_slow_handshake_still_connects(void **state)
 	pki_pem_release(&good);
 }
 
+/* Reads fd until the server closes it; the seconds since t0 that took,
+ * or -1 when `until` passed first. */
+static double closed_after(int fd, double t0, double until)
+{
+	char buf[4096];
+
+	while (clock_mono() < until) {
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+
+		if (poll(&pf, 1, 100) > 0 && recv(fd, buf, sizeof(buf), 0) <= 0)
+			return clock_mono() - t0;
+	}
+	return -1;
+}
+
+/*
+ * The handshake deadline (docs/security.md, Listeners): a TCP connection
+ * that sends nothing, and one that sends the first bytes of a TLS
+ * ClientHello and no more, are closed by the syncer
+ * SYNCER_HANDSHAKE_TIMEOUT seconds after they connect, not before
+ * (gRPC's default was 120 s), while learner 0 joins and trains.
+ */
+static void a_silent_connection_is_closed_at_the_handshake_deadline(void **state)
+{
+	struct env *v = *state;
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct pki_pem l0;
+	struct learner a;
+	double t0, took;
+	int fd[2];
+
+	env_setup(v, 0);
+	syncer_exec(v, 1, "--tls-dir", v->tlsdir);
+	leaf(&v->ca, "ddiloco://" JOB "/learner/0", 0, &l0);
+	sa.sin_port = htons((uint16_t)v->grpc_port);
+	t0 = clock_mono();
+	for (int i = 0; i < 2; i++) {
+		fd[i] = socket(AF_INET, SOCK_STREAM, 0);
+		assert_int_equal(connect(fd[i], (struct sockaddr *)&sa,
+					 sizeof(sa)), 0);
+	}
+	/* a handshake record of 512 bytes, of which 5 come */
+	assert_int_equal(send(fd[1], "\x16\x03\x01\x02\x00", 5, 0), 5);
+	join(&a, v, &l0, 0);
+	train(&a, v, 2);
+	for (int i = 0; i < 2; i++) {
+		took = closed_after(fd[i], t0, t0 + SYNCER_HANDSHAKE_TIMEOUT + 10);
+		if (took < 0)
+			fail_msg("connection %d still open %d s after the "
+				 "deadline", i, 10);
+		if (took < SYNCER_HANDSHAKE_TIMEOUT - 0.5)
+			fail_msg("connection %d closed after %.2f s, the "
+				 "deadline is %d s", i, took,
+				 SYNCER_HANDSHAKE_TIMEOUT);
+		close(fd[i]);
+	}
+	train(&a, v, 1);   /* its stream stayed open */
+	tl_close(&a.tl);
+	pki_pem_release(&l0);
+	syncer_stop(v);
+}
+
 static int init_all(void **state)
 {
 	/* the failed handshakes here are on purpose: keep gRPC's own error
@@ -894,6 +963,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(run_certificate_folders, setup, teardown),
 		cmocka_unit_test_setup_teardown(sidecar_trusts_only_the_jobs_syncer, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_slow_handshake_still_connects, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_silent_connection_is_closed_at_the_handshake_deadline, setup, teardown),
 	};
 	if (getenv("FILTER"))
 		cmocka_set_test_filter(getenv("FILTER"));
