@@ -333,6 +333,7 @@ int cmd_sidecar(int argc, char **argv)
 		CLI_FLAG("evaluator", 0, &evaluator,
 			 "the other side is an evaluator (spec.model.kind external)"),
 		TLS_CLI_OPTIONS(tp, "learner's"),
+		LOG_CLI_OPTION(),
 		CLI_END(),
 	};
 	struct job_spec js;
