@@ -609,6 +609,50 @@ static void test_stuck_terminating_pod_force_deleted(void **state)
 	rc_output_release(&f.out);
 }
 
+/* A syncer shard's pod on a lost node: Terminating 30 s past its grace
+ * period, deleted with grace 0 and its uid (the StatefulSet controller
+ * makes it again); a healthy shard's and one still in its time are not. */
+static void test_syncer_pod_on_lost_node_force_deleted(void **state)
+{
+	struct obs_pod sp[2] = { { .index = 0, .uid = "s-0", .state = POD_RUNNING,
+				   .ready = 1 },
+				 { .index = 1, .uid = "s-1", .state = POD_RUNNING,
+				   .deleting = 1, .delete_at = NOW - 10 } };
+	struct fx f;
+	const struct rc_action *a;
+
+	(void)state;
+	setup_fx(&f, 2);
+	running(&f);
+	f.js.syncer.shards = 2;
+	f.in.syncer_pods = sp;
+	f.in.nsyncer_pods = 2;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(count(&f.out, ACT_DELETE_SYNCER_POD), 0);
+	assert_null(find_event(&f.out, "SyncerForceDeleted"));
+	assert_true(fabs(f.out.requeue_after - 20) < 1e-6);
+	rc_output_release(&f.out);
+	sp[1].delete_at = NOW - 31;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(count(&f.out, ACT_DELETE_SYNCER_POD), 1);
+	a = find(&f.out, ACT_DELETE_SYNCER_POD);
+	assert_int_equal(a->index, 1);
+	assert_int_equal(a->force, 1);
+	assert_string_equal(a->uid, "s-1");
+	assert_non_null(a = find_event(&f.out, "SyncerForceDeleted"));
+	assert_int_equal(a->warning, 1);
+	assert_non_null(strstr(a->message, "syncer shard 1: pod still terminating 31 s"));
+	/* the StatefulSet is left alone, the learners too */
+	assert_int_equal(count(&f.out, ACT_DELETE_SYNCER), 0);
+	assert_int_equal(count(&f.out, ACT_DELETE_LEARNER), 0);
+	rc_output_release(&f.out);
+	/* a suspended job's too: it would hold the name on resume */
+	f.js.suspend = 1;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(count(&f.out, ACT_DELETE_SYNCER_POD), 1);
+	rc_output_release(&f.out);
+}
+
 static void test_replacement_deleted_unseen_is_recreated(void **state)
 {
 	struct fx f;
@@ -1465,6 +1509,7 @@ int main(void)
 		cmocka_unit_test(test_terminating_pod_blocks_replacement),
 		cmocka_unit_test(test_replacement_deleted_unseen_is_recreated),
 		cmocka_unit_test(test_stuck_terminating_pod_force_deleted),
+		cmocka_unit_test(test_syncer_pod_on_lost_node_force_deleted),
 		cmocka_unit_test(test_pods_ready_names_the_reason),
 		cmocka_unit_test(test_pending_past_timeout_named),
 		cmocka_unit_test(test_backoff_grows_with_repeated_failures),
