@@ -150,6 +150,7 @@ static const struct {
 	[ACT_RESIZE_PVC] = { "/api/v1", "persistentvolumeclaims", CHILD_CHECKPOINTS },
 	[ACT_APPLY_SYNCER] = { "/apis/apps/v1", "statefulsets", CHILD_SYNCER },
 	[ACT_DELETE_SYNCER] = { "/apis/apps/v1", "statefulsets", CHILD_SYNCER },
+	[ACT_DELETE_SYNCER_POD] = { "/api/v1", "pods", CHILD_SYNCER_POD },
 	[ACT_APPLY_LEARNER] = { "/api/v1", "pods", CHILD_LEARNER },
 	[ACT_DELETE_LEARNER] = { "/api/v1", "pods", CHILD_LEARNER },
 	[ACT_APPLY_EVALUATOR] = { "/api/v1", "pods", CHILD_EVALUATOR },
@@ -244,7 +245,8 @@ static int act(const struct pass_env *env, struct pass *p,
 	if (a->kind == ACT_DELETE_SYNCER)
 		return delete_obj(k, targets[a->kind].api, targets[a->kind].res, p->ns,
 				  name, NULL, -1, e);
-	if (a->kind == ACT_DELETE_LEARNER || a->kind == ACT_DELETE_EVALUATOR)
+	if (a->kind == ACT_DELETE_LEARNER || a->kind == ACT_DELETE_EVALUATOR ||
+	    a->kind == ACT_DELETE_SYNCER_POD)
 		return delete_obj(k, targets[a->kind].api, targets[a->kind].res, p->ns,
 				  name, a->uid, a->force ? 0 : -1, e);
 	if (a->kind == ACT_APPLY_LEARNER)
@@ -282,7 +284,7 @@ static void undo_failed(struct kube *k, struct pass *p,
 	snprintf(msg, sizeof(msg), "%.*s", (int)sizeof(msg) - 1, why);
 	if (a->kind != ACT_DELETE_JOB && a->kind != ACT_EVENT &&
 	    a->kind != ACT_DELETE_LEARNER && a->kind != ACT_DELETE_SYNCER &&
-	    a->kind != ACT_DELETE_EVALUATOR) {
+	    a->kind != ACT_DELETE_EVALUATOR && a->kind != ACT_DELETE_SYNCER_POD) {
 		char now[48];
 
 		kube_time_now(now, sizeof(now), 0);

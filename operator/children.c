@@ -174,6 +174,27 @@ static void pod_hardening(json_t *podspec)
 	json_object_set_new(podspec, "enableServiceLinks", json_false());
 }
 
+/* Each of our containers logs one JSON object a line, with the time
+ * and a severity that Cloud Logging and other collectors read
+ * (docs/run.md, "Logs"): DDILOCO_LOG_FORMAT after the operator's own
+ * env, before a template's (which cannot replace it, podtemplate.h). */
+static void log_json(json_t *podspec)
+{
+	static const char *const lists[] = { "initContainers", "containers" };
+	json_t *ctr, *env;
+	size_t i;
+
+	for (int k = 0; k < 2; k++)
+		json_array_foreach(json_object_get(podspec, lists[k]), i, ctr) {
+			if (!json_is_array(env = json_object_get(ctr, "env"))) {
+				env = json_array();
+				json_object_set_new(ctr, "env", env);
+			}
+			json_array_append_new(env, json_pack("{s:s, s:s}", "name",
+					      "DDILOCO_LOG_FORMAT", "value", "json"));
+		}
+}
+
 static json_t *object(const char *api, const char *kind, json_t *m, json_t *spec)
 {
 	return json_pack("{s:s, s:s, s:o, s:o}", "apiVersion", api, "kind", kind,
@@ -532,6 +553,7 @@ static json_t *syncer_podspec(const struct child_ctx *c, json_t *volumes,
 	}
 	json_object_set_new(ctr, "resources", syncer_resources(c));
 	syncer_probes(c, ctr);
+	log_json(podspec);
 	return podspec;
 }
 
@@ -906,6 +928,7 @@ json_t *child_learner(const struct child_ctx *c, int index)
 	pod_hardening(podspec);
 	placement(c, "learners", podspec);
 	learner_command(c, json_array_get(json_object_get(podspec, "containers"), 0));
+	log_json(podspec);
 	m = meta(c, name, "learner");
 	json_object_set_new(json_object_get(m, "labels"), LABEL_INDEX, json_string(idx));
 	pod_template_apply(m, podspec, json_object_get(json_object_get(c->spec,
@@ -978,6 +1001,7 @@ json_t *child_evaluator(const struct child_ctx *c)
 	ctr = json_array_get(json_object_get(podspec, "containers"), 0);
 	if (json_is_array(args) && json_array_size(args))
 		json_object_set(ctr, "args", args);
+	log_json(podspec);
 	m = meta(c, name, "evaluator");
 	/* the learners' template, its "learner" container as the evaluator's */
 	tmpl = json_deep_copy(json_object_get(json_object_get(c->spec, "learners"),

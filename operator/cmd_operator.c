@@ -192,6 +192,7 @@ int cmd_operator(int argc, char **argv)
 			   "where this operator's pods run: the syncers'\n"
 			   "NetworkPolicies let pods there reach /status\n"
 			   "(default: the config's namespace)"),
+		LOG_CLI_OPTION(),
 		CLI_END(),
 	};
 	struct err e;

@@ -22,9 +22,11 @@ static const double latency_bounds[] = {
 static const char *kind_names[] = {
 	"apply_configmap", "apply_service", "apply_networkpolicy", "create_tls",
 	"apply_pvc", "resize_pvc", "apply_syncer",
-	"delete_syncer", "apply_learner", "delete_learner", "apply_evaluator",
+	"delete_syncer", "delete_syncer_pod", "apply_learner", "delete_learner", "apply_evaluator",
 	"delete_evaluator", "delete_job", "event",
 };
+_Static_assert(sizeof(kind_names) / sizeof(kind_names[0]) == ACT_EVENT + 1,
+	       "one name per enum rc_kind, in its order");
 
 int op_metrics_init(struct op_metrics *m)
 {

@@ -5,7 +5,8 @@
  *                         memory, the restarts and failures status kept
  *                         (they survive an operator restart)
  *   observe_learners      the job's pods: learners, the evaluator, and the
- *                         syncer's pod (why it cannot start, its restarts)
+ *                         syncer's pods (why one cannot start, its
+ *                         restarts, whether it is stuck terminating)
  *   observe_children      which other children exist; the syncer's readiness
  *   observe_progress      the syncer's /status as the progress reader
  *                         last read it (never waited for)
@@ -70,8 +71,8 @@ static int cond_true(json_t *obj, const char *type, double *since)
 	return 0;
 }
 
-/* A pod of the job's learners or its evaluator; `ctr` names the main
- * container, whose exit code is read. */
+/* A pod of the job's learners, its evaluator or its syncer; `ctr` names
+ * the main container, whose exit code is read. */
 static void observe_pod(const char *job, json_t *pod, const char *ctr,
 			struct obs_pod *p)
 {
@@ -249,6 +250,13 @@ static void observe_syncer(struct pass *p, json_t *pod)
 				"metadata", "creationTimestamp")));
 	/* owned by the StatefulSet: the job's name picks it */
 	observe_syncer_pod(p->m, p->name, pod, clock_wall());
+	/* for its deletion when it is lost with its node */
+	if (p->nsyncer_pods < JOB_MAX_SHARDS) {
+		struct obs_pod *sp = &p->syncer_pods[p->nsyncer_pods++];
+
+		observe_pod(p->name, pod, "syncer", sp);
+		sp->index = syncer_shard_index(p->name, jget(pod, "metadata", "name"));
+	}
 }
 
 /* The job's learner pods (its own uid's, not an older job's) -> in.pods,
@@ -291,6 +299,8 @@ static int observe_learners(const struct pass_env *env, struct pass *p)
 	}
 	json_decref(pods);
 	p->in.pods = p->pods;
+	p->in.syncer_pods = p->syncer_pods;
+	p->in.nsyncer_pods = p->nsyncer_pods;
 	p->in.syncer_reason = p->syncer_reason;
 	p->in.syncer_message = p->syncer_message;
 	return 0;

@@ -70,6 +70,8 @@ struct pass {
 	struct obs_pod evaluator;     /* its pod, when in.evaluator is set */
 	char syncer_reason[64], syncer_message[256];   /* why it cannot start */
 	int syncer_ready_replicas;    /* the StatefulSet's readyReplicas */
+	struct obs_pod syncer_pods[JOB_MAX_SHARDS];   /* index: the shard */
+	int nsyncer_pods;
 	struct exit_rule exit_rules[RC_MAX_EXIT_RULES];
 	struct rc_input in;
 	struct rc_output out;

@@ -972,6 +972,33 @@ static int done(const struct rc_input *in, int M, int succeeded,
 	return 1;
 }
 
+/* A syncer shard's pod still Terminating RC_FORCE_DELETE_SECONDS after its
+ * grace period is on a node that does not answer, as a learner's
+ * (learner_present): deleted with grace 0 and its uid, so that the
+ * StatefulSet controller, which waits for the name, makes it again. */
+static void syncer_pods_lost(const struct rc_input *in, struct rc_output *o)
+{
+	for (int i = 0; i < in->nsyncer_pods; i++) {
+		const struct obs_pod *p = &in->syncer_pods[i];
+		struct rc_action *ra;
+
+		if (!p->deleting || p->delete_at <= 0 || p->index < 0)
+			continue;
+		if (in->now - p->delete_at < RC_FORCE_DELETE_SECONDS) {
+			requeue(o, p->delete_at + RC_FORCE_DELETE_SECONDS - in->now);
+			continue;
+		}
+		if ((ra = act(o, ACT_DELETE_SYNCER_POD, p->index))) {
+			snprintf(ra->uid, sizeof(ra->uid), "%s", p->uid);
+			ra->force = 1;
+		}
+		event(o, 1, "SyncerForceDeleted",
+		      "syncer shard %d: pod still terminating %.0f s after its "
+		      "grace period (its node does not answer): deleted with "
+		      "grace period 0", p->index, in->now - p->delete_at);
+	}
+}
+
 /* The children but the learners' and the evaluator's pods, made when the
  * cache lacks them; pods of an index past M deleted. */
 static void children(const struct rc_input *in, int M, struct rc_output *o)
@@ -1113,6 +1140,7 @@ int reconcile(const struct rc_input *in, struct learner_mem *mem,
 	started_over(in, o, now);
 	learners_excluded(in, o, now);
 	keep_claim(in, o);
+	syncer_pods_lost(in, o);
 	if (M < 1 || M > RC_MAX_LEARNERS)
 		M = 0;
 	if (!(seen = calloc((size_t)(M ? M : 1), sizeof(*seen))))

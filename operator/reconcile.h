@@ -37,6 +37,13 @@
  * that apply answered with deleted first (create_gone): then it came and
  * went unseen, and counts as gone at once.
  *
+ * A syncer shard's pod (the StatefulSet's) is held the same way: the
+ * StatefulSet controller makes <job>-syncer-<i> again only once the old
+ * one is gone. One still Terminating RC_FORCE_DELETE_SECONDS after its
+ * grace period is deleted with grace period 0 and its uid
+ * (ACT_DELETE_SYNCER_POD, a SyncerForceDeleted Warning Event), in every
+ * phase but a job being deleted.
+ *
  * Condition PodsReady: True when every learner and the syncer (every
  * shard's pod) are ready;
  * False with the pod's own reason (Unschedulable, ImagePullBackOff, ...)
@@ -215,8 +222,9 @@ struct learner_mem {
 #define RC_BACKOFF_CAP 60.0
 #define RC_STABLE_SECONDS 30.0    /* ready this long: fails reset */
 #define RC_EXPECT_SECONDS 30.0    /* a create not seen after this is redone */
-/* a learner pod still Terminating this long after its grace period ended
- * is on a node that does not answer: deleted with grace 0 */
+/* a learner's, the evaluator's or a syncer shard's pod still Terminating
+ * this long after its grace period ended is on a node that does not
+ * answer: deleted with grace 0 */
 #define RC_FORCE_DELETE_SECONDS 30.0
 
 /*
@@ -285,6 +293,10 @@ struct rc_input {
 	const char *syncer_reason, *syncer_message;
 	int syncer_starting;
 	double syncer_created;
+	/* the syncer's pods, index its shard: one lost with its node is
+	 * force-deleted as a learner's (the comment at the top) */
+	const struct obs_pod *syncer_pods;
+	int nsyncer_pods;
 	int pending_timeout;          /* failurePolicy.pendingTimeoutSeconds */
 	struct obs_progress progress; /* now, or the last in status */
 	int want_evaluator;           /* spec.evaluator of an external model */
@@ -298,6 +310,7 @@ enum rc_kind {
 	ACT_APPLY_CONFIGMAP, ACT_APPLY_SERVICE, ACT_APPLY_NETPOL, ACT_CREATE_TLS,
 	ACT_APPLY_PVC, ACT_RESIZE_PVC,
 	ACT_APPLY_SYNCER, ACT_DELETE_SYNCER,
+	ACT_DELETE_SYNCER_POD,        /* a shard's pod lost with its node */
 	ACT_APPLY_LEARNER, ACT_DELETE_LEARNER,
 	ACT_APPLY_EVALUATOR, ACT_DELETE_EVALUATOR,
 	ACT_DELETE_JOB, ACT_EVENT

@@ -45,6 +45,7 @@ int cmd_certs(int argc, char **argv)
 			   "the syncer's DNS names besides localhost"),
 		CLI_STRING("ip", 0, &ip_arg, "ADDR,...",
 			   "the syncer's addresses besides 127.0.0.1"),
+		LOG_CLI_OPTION(),
 		CLI_END(),
 	};
 	const char *dns[MAX_NAMES + 1] = { NULL }, *ips[MAX_NAMES + 1] = { NULL };

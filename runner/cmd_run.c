@@ -106,6 +106,7 @@ int cmd_run(int argc, char **argv)
 		CLI_FLAG("no-chaos", 0, &o.no_chaos, "ignore spec.chaos"),
 		CLI_DOUBLE("timeout", 0, &o.timeout, "S", 0, INFINITY,
 			   "give up after S seconds (exit 1)", .flags = CLI_ABOVE_MIN),
+		LOG_CLI_OPTION(),
 		CLI_TEXT("\n"
 			 "Exit status: 0 when the job reached its budget (and every comparison asked\n"
 			 "for ran), 1 on failure, 130 / 143 after Ctrl-C / SIGTERM."),

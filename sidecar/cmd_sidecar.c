@@ -355,6 +355,7 @@ int cmd_sidecar(int argc, char **argv)
 			   "before exit code 78 (default /dev/termination-log,\n"
 			   "when it exists)"),
 		TLS_CLI_OPTIONS(tp, "learner's"),
+		LOG_CLI_OPTION(),
 		CLI_END(),
 	};
 	struct job_spec js;

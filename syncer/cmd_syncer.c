@@ -295,6 +295,7 @@ int cmd_syncer(int argc, char **argv)
 			   "the shard of spec.syncer.shards this syncer is\n"
 			   "(auto: the ordinal $HOSTNAME ends with; default 0)"),
 		TLS_CLI_OPTIONS(tp, "syncer's"),
+		LOG_CLI_OPTION(),
 		CLI_END(),
 	};
 	char listen_buf[300], http_host[256];
@@ -317,9 +318,8 @@ int cmd_syncer(int argc, char **argv)
 		fprintf(stderr, "ddiloco syncer: %s\n", e.msg);
 		return 2;
 	}
-	if (shard_arg(shard_s, &js, &shard))
-		return 2;
-	if ((use_tls = syncer_tls(&tp, &js, &tls)) < 0)
+	if (shard_arg(shard_s, &js, &shard) ||
+	    (use_tls = syncer_tls(&tp, &js, &tls)) < 0)
 		return 2;
 	if ((rc = addresses(&js, &listen, listen_buf, sizeof(listen_buf), http,
 			    http_host, sizeof(http_host), &http_port)))

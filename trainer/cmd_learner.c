@@ -292,6 +292,7 @@ int cmd_learner(int argc, char **argv)
 			   "with --synthetic: seconds per step (default "
 			   "spec.learners.synthetic.stepTime, else 0.05)",
 			   .flags = CLI_ABOVE_MIN),
+		LOG_CLI_OPTION(),
 		CLI_END(),
 	};
 	struct job_spec js;

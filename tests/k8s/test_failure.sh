@@ -17,6 +17,9 @@
 #  - job l: a learner pod deleted on a node no kubelet answers for stays
 #    Terminating; 30 s after its grace period the operator deletes it
 #    with grace 0 and recreates it (LearnerForceDeleted), not counted;
+#  - job s: the syncer's pod, there too, stays Terminating; 30 s after
+#    its grace period the operator deletes it with grace 0
+#    (SyncerForceDeleted) and the StatefulSet controller makes it again;
 #  - job b (activeDeadlineSeconds 15): Failed, reason DeadlineExceeded,
 #    its pods and syncer deleted;
 #  - job c (syncerRestartLimit 2): its syncer container's restartCount
@@ -196,6 +199,32 @@ KN get events --field-selector involvedObject.name=l,reason=LearnerForceDeleted 
 [ "$took" -ge 38 ] || fail "l-learner-0 replaced after $took s, before its grace (10 s) and 30 s more"
 [ "$(jp ddjob/l '{.status.learners.failures}')" = "[0,0]" ] || fail "the lost pod counted as a failure"
 echo "ok: job l: a pod stuck Terminating on $LOST force-deleted and replaced after $took s, not counted"
+
+# --- job s: the syncer's pod Terminating on that node -------------------------
+KN apply -f - >/dev/null <<EOF || fail "apply job s"
+apiVersion: ddiloco.io/v1alpha1
+kind: DecoupledTrainingJob
+metadata: {name: s}
+spec:
+  learners: {replicas: 1}
+  syncer:
+    storage: ""
+    nodeSelector: {kubernetes.io/hostname: $LOST}
+    tolerations: [{operator: Exists}]
+  data: {path: /data/tiny.txt}
+EOF
+until_ok 60 "s-syncer-0 bound to $LOST" '[ "$(jp pod/s-syncer-0 "{.spec.nodeName}")" = "$LOST" ]'
+u=$(uid_of s-syncer-0)
+t0=$(date +%s)
+# a grace period of 1 s: the force delete comes 31 s after the delete
+KN delete pod s-syncer-0 --grace-period=1 --wait=false >/dev/null || fail "delete s-syncer-0"
+until_ok 30 "s-syncer-0 Terminating" '[ -n "$(jp pod/s-syncer-0 "{.metadata.deletionTimestamp}")" ]'
+until_ok 90 "s-syncer-0 made again" '[ -n "$(uid_of s-syncer-0)" ] && [ "$(uid_of s-syncer-0)" != "$u" ]'
+took=$(($(date +%s) - t0))
+KN get events --field-selector involvedObject.name=s,reason=SyncerForceDeleted -o name | grep -q . ||
+	fail "no SyncerForceDeleted Event"
+[ "$took" -ge 30 ] || fail "s-syncer-0 replaced after $took s, before its grace (1 s) and 30 s more"
+echo "ok: job s: the syncer's pod stuck Terminating on $LOST force-deleted, the StatefulSet made it again after $took s"
 
 # --- job b: activeDeadlineSeconds ------------------------------------------------
 t0=$(date +%s)

@@ -508,6 +508,59 @@ static void test_pods_pass_restricted(void **state)
 	sample_close(&s);
 }
 
+/* The number of containers of podspec (no template) whose last env
+ * entry is DDILOCO_LOG_FORMAT=json, out of *all. */
+static int json_loggers(json_t *podspec, int *all)
+{
+	static const char *const lists[] = { "initContainers", "containers" };
+	json_t *ctr, *env;
+	size_t i;
+	int n = 0;
+
+	*all = 0;
+	for (int k = 0; k < 2; k++)
+		json_array_foreach(json_object_get(podspec, lists[k]), i, ctr) {
+			env = json_object_get(ctr, "env");
+			env = json_array_get(env, json_array_size(env) - 1);
+			(*all)++;
+			n += !strcmp(path_str(env, "name") ? path_str(env, "name") : "",
+				     "DDILOCO_LOG_FORMAT") &&
+			     !strcmp(path_str(env, "value") ? path_str(env, "value") : "",
+				     "json");
+		}
+	return n;
+}
+
+/* Every container of the learner's, the syncer's and the evaluator's
+ * pods logs json (docs/run.md, Logs). */
+static void test_pods_log_json(void **state)
+{
+	struct sample s;
+	json_t *obj, *spec = NULL;
+	int all;
+
+	(void)state;
+	sample_open(&s, "ddiloco-system");
+	obj = child_learner(&s.c, 0);
+	assert_int_equal(json_loggers(json_object_get(obj, "spec"), &all), 2);
+	assert_int_equal(all, 2);
+	json_decref(obj);
+	obj = child_syncer(&s.c);
+	assert_int_equal(json_loggers(json_object_get(json_object_get(json_object_get(obj,
+				      "spec"), "template"), "spec"), &all), 1);
+	assert_int_equal(all, 1);
+	json_decref(obj);
+	json_object_set_new(json_object_get(s.job, "spec"), "evaluator",
+			    json_pack("{s:[s]}", "command", "python3"));
+	obj = child_evaluator(&s.c);
+	if (obj)
+		spec = json_object_get(obj, "spec");
+	assert_int_equal(json_loggers(spec, &all), 2);
+	assert_int_equal(all, 2);
+	json_decref(obj);
+	sample_close(&s);
+}
+
 static void test_networkpolicy_manifest(void **state)
 {
 	struct sample s;
@@ -960,8 +1013,9 @@ static void test_evaluator_pod_manifest(void **state)
 	assert_string_equal(path_str(c, "env.1.value"), "/etc/ddiloco/job.json");
 	assert_string_equal(path_str(c, "env.2.name"), "DDILOCO_EXCHANGE");
 	assert_string_equal(path_str(c, "env.2.value"), EXCHANGE_DIR);
+	assert_string_equal(path_str(c, "env.3.name"), "DDILOCO_LOG_FORMAT");
 	/* the template's "learner" container merged into it */
-	assert_string_equal(path_str(c, "env.3.name"), "HF_HOME");
+	assert_string_equal(path_str(c, "env.4.name"), "HF_HOME");
 	assert_string_equal(json_string_value(json_object_get(json_object_get(json_object_get(c,
 		"resources"), "limits"), "google.com/tpu")), "4");
 	assert_string_equal(path_str(c, "resources.requests.cpu"), "2");
@@ -1139,6 +1193,7 @@ int main(void)
 		cmocka_unit_test(test_checkpoint_claim),
 		cmocka_unit_test(test_job_labels_and_managed_by),
 		cmocka_unit_test(test_pods_pass_restricted),
+		cmocka_unit_test(test_pods_log_json),
 		cmocka_unit_test(test_networkpolicy_manifest),
 		cmocka_unit_test(test_tls_secret_and_mounts),
 		cmocka_unit_test(test_sharded_syncer),

@@ -231,91 +231,6 @@ static void test_shard_conditions(void **state)
 	rc_output_release(&f.out);
 }
 
-/*
- * A claim of the operator's own too small for the adopted model, with no
- * spec.syncer.storage (an external model's default): resized to what a
- * checkpoint needs × CKPT_HEADROOM in whole GiB, once; then waited for;
- * a refused resize is said and not asked again.
- */
-static void test_claim_resized_for_the_model(void **state)
-{
-	struct fx f;
-	struct obs_progress *p = &f.in.progress;
-	const struct rc_action *a;
-	const struct condition *c;
-
-	(void)state;
-	setup_fx(&f, 2);
-	running(&f);
-	f.in.retain = 0;
-	snprintf(f.js.name, sizeof(f.js.name), "demo");
-	f.js.syncer.shards = 2;
-	p->have = 1;
-	p->shards = 2;
-	p->shards_up = 2;
-	p->shard_down = -1;
-	p->ckpt_room = -1;
-	p->ckpt_room_shard = 1;
-	p->ckpt_needed = 3000000000ULL;   /* × 1.5 = 4.19 GiB */
-	p->ckpt_free = 1000000000ULL;
-	f.in.claim_bytes[1] = 0x1p30;
-	reconcile(&f.in, f.mem, &f.out);
-	assert_int_equal(count(&f.out, ACT_RESIZE_PVC), 1);
-	a = find(&f.out, ACT_RESIZE_PVC);
-	assert_int_equal(a->index, 1);
-	assert_float_equal(a->bytes, 5 * 0x1p30, 0);
-	c = &f.out.conds[COND_CHECKPOINT_STORAGE];
-	assert_int_equal(c->status, 0);
-	assert_string_equal(c->message, "syncer shard 1 (demo-syncer-1): a "
-			    "checkpoint needs 3000000000 bytes, its volume has "
-			    "1000000000 free: claim checkpoints-demo-syncer-1 resized "
-			    "to 5Gi (its StorageClass must allow volume expansion)");
-	assert_string_equal(find_event(&f.out, "CheckpointClaimResized")->message,
-			    "claim checkpoints-demo-syncer-1: 5Gi asked for a "
-			    "checkpoint of 3000000000 bytes");
-	memcpy(f.in.conds, f.out.conds, sizeof(f.in.conds));
-	rc_output_release(&f.out);
-	/* the claim asks for it: no second resize, the volume is waited for */
-	f.in.claim_bytes[1] = 5 * 0x1p30;
-	reconcile(&f.in, f.mem, &f.out);
-	assert_int_equal(count(&f.out, ACT_RESIZE_PVC), 0);
-	assert_string_equal(f.out.conds[COND_CHECKPOINT_STORAGE].message,
-			    "syncer shard 1 (demo-syncer-1): a checkpoint needs "
-			    "3000000000 bytes, its volume has 1000000000 free: claim "
-			    "checkpoints-demo-syncer-1 asks for 5Gi: waiting for its "
-			    "volume to grow");
-	rc_output_release(&f.out);
-	/* refused by the API: said, and not asked again */
-	f.in.claim_bytes[1] = 0x1p30;
-	f.in.resize_refused = "forbidden: only dynamically provisioned pvc can be resized";
-	f.in.resize_refused_shard = 1;
-	f.in.resize_refused_bytes = 5 * 0x1p30;
-	reconcile(&f.in, f.mem, &f.out);
-	assert_int_equal(count(&f.out, ACT_RESIZE_PVC), 0);
-	assert_string_equal(f.out.conds[COND_CHECKPOINT_STORAGE].message,
-			    "syncer shard 1 (demo-syncer-1): a checkpoint needs "
-			    "3000000000 bytes, its volume has 1000000000 free: resizing "
-			    "claim checkpoints-demo-syncer-1 to 5Gi was refused "
-			    "(forbidden: only dynamically provisioned pvc can be "
-			    "resized): set spec.syncer.storage larger");
-	rc_output_release(&f.out);
-	/* a model that grew past what was refused is asked for again */
-	p->ckpt_needed = 6000000000ULL;
-	reconcile(&f.in, f.mem, &f.out);
-	assert_float_equal(find(&f.out, ACT_RESIZE_PVC)->bytes, 9 * 0x1p30, 0);
-	rc_output_release(&f.out);
-	/* the user's size (spec.syncer.storage) or claim is never resized */
-	f.in.storage_given = 1;
-	reconcile(&f.in, f.mem, &f.out);
-	assert_int_equal(count(&f.out, ACT_RESIZE_PVC), 0);
-	rc_output_release(&f.out);
-	f.in.storage_given = 0;
-	f.in.want_pvc = 0;
-	reconcile(&f.in, f.mem, &f.out);
-	assert_int_equal(count(&f.out, ACT_RESIZE_PVC), 0);
-	rc_output_release(&f.out);
-}
-
 /* The syncer's /status says its checkpoint writes fail, then not. */
 static void test_checkpoint_failing_condition(void **state)
 {
@@ -606,6 +521,50 @@ static void test_stuck_terminating_pod_force_deleted(void **state)
 	assert_non_null(find_event(&f.out, "LearnerForceDeleted"));
 	/* still not recreated while the name is held */
 	assert_int_equal(count(&f.out, ACT_APPLY_LEARNER), 0);
+	rc_output_release(&f.out);
+}
+
+/* A syncer shard's pod on a lost node: Terminating 30 s past its grace
+ * period, deleted with grace 0 and its uid (the StatefulSet controller
+ * makes it again); a healthy shard's and one still in its time are not. */
+static void test_syncer_pod_on_lost_node_force_deleted(void **state)
+{
+	struct obs_pod sp[2] = { { .index = 0, .uid = "s-0", .state = POD_RUNNING,
+				   .ready = 1 },
+				 { .index = 1, .uid = "s-1", .state = POD_RUNNING,
+				   .deleting = 1, .delete_at = NOW - 10 } };
+	struct fx f;
+	const struct rc_action *a;
+
+	(void)state;
+	setup_fx(&f, 2);
+	running(&f);
+	f.js.syncer.shards = 2;
+	f.in.syncer_pods = sp;
+	f.in.nsyncer_pods = 2;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(count(&f.out, ACT_DELETE_SYNCER_POD), 0);
+	assert_null(find_event(&f.out, "SyncerForceDeleted"));
+	assert_true(fabs(f.out.requeue_after - 20) < 1e-6);
+	rc_output_release(&f.out);
+	sp[1].delete_at = NOW - 31;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(count(&f.out, ACT_DELETE_SYNCER_POD), 1);
+	a = find(&f.out, ACT_DELETE_SYNCER_POD);
+	assert_int_equal(a->index, 1);
+	assert_int_equal(a->force, 1);
+	assert_string_equal(a->uid, "s-1");
+	assert_non_null(a = find_event(&f.out, "SyncerForceDeleted"));
+	assert_int_equal(a->warning, 1);
+	assert_non_null(strstr(a->message, "syncer shard 1: pod still terminating 31 s"));
+	/* the StatefulSet is left alone, the learners too */
+	assert_int_equal(count(&f.out, ACT_DELETE_SYNCER), 0);
+	assert_int_equal(count(&f.out, ACT_DELETE_LEARNER), 0);
+	rc_output_release(&f.out);
+	/* a suspended job's too: it would hold the name on resume */
+	f.js.suspend = 1;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(count(&f.out, ACT_DELETE_SYNCER_POD), 1);
 	rc_output_release(&f.out);
 }
 
@@ -1458,13 +1417,13 @@ int main(void)
 		cmocka_unit_test(test_steady_state_does_nothing),
 		cmocka_unit_test(test_checkpoint_failing_condition),
 		cmocka_unit_test(test_shard_conditions),
-		cmocka_unit_test(test_claim_resized_for_the_model),
 		cmocka_unit_test(test_model_started_over_condition),
 		cmocka_unit_test(test_learners_excluded_condition),
 		cmocka_unit_test(test_deleted_learner_only_it_recreated),
 		cmocka_unit_test(test_terminating_pod_blocks_replacement),
 		cmocka_unit_test(test_replacement_deleted_unseen_is_recreated),
 		cmocka_unit_test(test_stuck_terminating_pod_force_deleted),
+		cmocka_unit_test(test_syncer_pod_on_lost_node_force_deleted),
 		cmocka_unit_test(test_pods_ready_names_the_reason),
 		cmocka_unit_test(test_pending_past_timeout_named),
 		cmocka_unit_test(test_backoff_grows_with_repeated_failures),

@@ -210,10 +210,11 @@ K -n "$NS" apply -f "$JOB_FILE" || fail "kubectl apply -f examples/e2e.yaml"
 declare -A uid gone_at joins_at joins_alive
 LOGF=$WORK/syncer-$JOB.log EPID=""
 joins_of() { grep -c "learner $1 joined" "$LOGF" 2>/dev/null; }
-# the syncer said the job is done: pods deleted from then on are the end's
-# cleanup, not kills (the operator deletes them before it writes the
-# phase, docs/k8s-testing.md)
-ended() { grep -q "syncer: job done" "$LOGF" 2>/dev/null; }
+# the syncer said the job is done (its log is json: the message alone is
+# matched): pods deleted from then on are the end's cleanup, not kills
+# (the operator deletes them before it writes the phase,
+# docs/k8s-testing.md)
+ended() { grep -q "job done: round" "$LOGF" 2>/dev/null; }
 kills_seen=0 rejoined=0 rejoin_sum=0 rejoin_max=0 t_first="" t_printed=0 pods_printed=""
 # all_ready_at: the kills seen when all four learners were last seen Ready
 # together (none terminating, none waiting to rejoin)
