@@ -443,8 +443,8 @@ static void tls_owner(struct pass *p, const char *name, json_t *secret)
  * <job>-tls (docs/operator.md, Security): its metadata only, read before
  * a pod is to be made (one is missing) and while the last read did not
  * find it this job's, else at most every PASS_TLS_EVERY s; not for a job
- * that makes no pod (insecure, refused by jobspec, suspended, finished,
- * being deleted). 0 done, -1 the read failed (the pass is retried).
+ * that makes no pod (insecure, refused by jobspec or the pod policy,
+ * suspended, finished, being deleted). 0 done, -1 the read failed (the pass is retried).
  */
 static int observe_tls(const struct pass_env *env, struct pass *p)
 {
@@ -459,6 +459,7 @@ static int observe_tls(const struct pass_env *env, struct pass *p)
 	struct err e;
 
 	if (!p->in.want_tls || p->spec_error || p->js.suspend ||
+	    p->in.template_reason ||
 	    ph == PHASE_SUCCEEDED || ph == PHASE_FAILED ||
 	    json_object_get(json_object_get(p->job, "metadata"), "deletionTimestamp") ||
 	    (m->tls_known && m->tls == 1 && !make &&
@@ -678,9 +679,9 @@ int pass_observe(const struct pass_env *env, const char *key, struct pass *p)
 	if (observe_learners(env, p))
 		return -1;
 	observe_children(env, p);
+	observe_templates(env, p);
 	if (observe_tls(env, p))
 		return -1;
-	observe_templates(env, p);
 	observe_progress(env, p);
 	observe_job(p);
 	observe_replacements(env, p);

@@ -384,6 +384,8 @@ static void test_template_refused_makes_nothing(void **state)
 	assert_int_equal(one_pass(&r), 0);
 	assert_int_equal(fakeapi_count(&r.f, "PATCH", ""), 0);
 	assert_int_equal(fakeapi_count(&r.f, "POST", "/secrets"), 0);
+	/* a refused job makes no pod: its Secret is not even read */
+	assert_int_equal(fakeapi_count(&r.f, "GET", SECRET), 0);
 	assert_non_null(c = last_condition(&r, "TemplateRefused"));
 	assert_string_equal(json_string_value(json_object_get(c, "status")), "True");
 	assert_string_equal(json_string_value(json_object_get(c, "reason")),
