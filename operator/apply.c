@@ -80,9 +80,10 @@ static int delete_obj(struct kube *k, const char *api, const char *res,
 }
 
 /*
- * <job>-tls: created (POST), never applied, read or replaced. A 409 means
- * it is there already, with the identities the job's pods hold; the
- * operator's role may create Secrets and nothing more.
+ * <job>-tls: created (POST), never applied or replaced; the operator reads
+ * its metadata only (pass.c). A 409 means one appeared since that read:
+ * 1, the pass stops there (no pod is made) and the next one reads whose
+ * it is.
  */
 static int create_tls(struct kube *k, struct pass *p, const struct child_ctx *c,
 		      struct err *e)
@@ -104,10 +105,17 @@ static int create_tls(struct kube *k, struct pass *p, const struct child_ctx *c,
 	/* the keys were in this text: wipe it before it goes */
 	memset(body, 0, strlen(body));
 	free(body);
-	if (rc && st.code == 409)
-		rc = 0;
-	if (!rc)
+	if (rc && st.code == 409) {
+		log_info("%s: Secret '%s-tls' appeared since it was read: reading "
+			 "it again before any pod", p->key, p->name);
+		p->m->tls_known = 0;
+		return 1;
+	}
+	if (!rc) {
 		p->m->tls = 1;
+		p->m->tls_known = 1;
+		p->m->tls_at = clock_mono();
+	}
 	return rc;
 }
 
@@ -312,7 +320,11 @@ int apply_actions(const struct pass_env *env, struct pass *p)
 	for (int k = 0; k < p->out.nacts; k++) {
 		const struct rc_action *a = &p->out.acts[k];
 
-		if (act(env, p, a, &e)) {
+		int r = act(env, p, a, &e);
+
+		if (r > 0)
+			return -1;   /* stopped, not failed: a pass again soon */
+		if (r) {
 			log_warn("%s: %s", p->key, e.msg);
 			undo_failed(env->k, p, a, e.msg);
 			return -1;

@@ -4,14 +4,15 @@
  *
  *   apply_actions  reconcile's actions in order: server-side apply of
  *                  each child (children.c builds them), deletes with a
- *                  uid precondition, <job>-tls created once, Events
+ *                  uid precondition, <job>-tls created when missing, Events
  *                  (the same one at most once in JOBMEM_EVENT_DEDUPE s)
  *   apply_status   status_build() (status.c), PUT through the status
  *                  subresource with the resourceVersion the pass read,
  *                  when status_should_write says it moved enough
  *
  * The job's memory learns what the writes did: the uid a created pod got,
- * <job>-tls existing, a create that failed not expected nor counted.
+ * <job>-tls made (this job's), a create that failed not expected nor
+ * counted.
  */
 #ifndef DDILOCO_APPLY_H
 #define DDILOCO_APPLY_H
@@ -24,7 +25,8 @@
 
 /*
  * Step 3: the actions in order, up to the first that fails; -1 then
- * (the Created condition in p->out and an Event say why).
+ * (the Created condition in p->out and an Event say why), or that stops
+ * the pass (<job>-tls answered 409: read again before any pod).
  */
 int apply_actions(const struct pass_env *env, struct pass *p);
 

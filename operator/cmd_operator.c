@@ -57,8 +57,8 @@ static int copy_opt(char *dst, size_t n, const char *name, const char *v,
 /* The options given as text, before they go into struct operator_opts. */
 struct args {
 	const char *kubeconfig, *lease_ns, *ns, *lease_name, *identity;
-	const char *status_url, *operator_ns;
-	int no_chaos;
+	const char *status_url, *operator_ns, *accounts;
+	int no_chaos, allow_privileged;
 };
 
 static void defaults(struct operator_opts *o)
@@ -87,6 +87,9 @@ static int take_strings(struct operator_opts *o, const struct args *a,
 		     a->operator_ns, e))
 		return -1;
 	o->chaos = !a->no_chaos;
+	o->policy.allow_privileged = a->allow_privileged;
+	if (a->accounts && pod_policy_add_accounts(&o->policy, a->accounts, e))
+		return err_wrap(e, "option '--template-service-accounts'");
 	return 0;
 }
 
@@ -159,7 +162,8 @@ int cmd_operator(int argc, char **argv)
 			 "                        [--no-chaos] [--leader-elect] [--lease-namespace NS]\n"
 			 "                        [--lease-name NAME] [--identity ID] [--workers N]\n"
 			 "                        [--status-url TEMPLATE] [--resync SECONDS]\n"
-			 "                        [--operator-namespace NS]\n"
+			 "                        [--operator-namespace NS] [--allow-privileged-templates]\n"
+			 "                        [--template-service-accounts NAME,...]\n"
 			 "\n"
 			 "Reconciles DecoupledTrainingJob objects (ddiloco.io/v1alpha1): learner pods\n"
 			 "with their sidecar, the syncer StatefulSet, status and Events.\n"),
@@ -193,6 +197,14 @@ int cmd_operator(int argc, char **argv)
 			   "NetworkPolicies let pods there reach /status\n"
 			   "(default: the config's namespace)"),
 		LOG_CLI_OPTION(),
+		CLI_FLAG("allow-privileged-templates", 0, &a.allow_privileged,
+			 "let job templates ask for privileged or\n"
+			 "escalating containers, added capabilities,\n"
+			 "hostPath volumes, the host's namespaces\n"
+			 "(refused by default)"),
+		CLI_STRING("template-service-accounts", 0, &a.accounts, "NAME,...",
+			   "service accounts job templates may name besides\n"
+			   "'default' (default: none)"),
 		CLI_END(),
 	};
 	struct err e;

@@ -68,7 +68,7 @@ struct jobmem *jobmem_get(struct jobmem_table *t, const char *key,
 		memset(&m->evaluator, 0, sizeof(m->evaluator));
 		forget_shards(m);
 		m->resize_refused[0] = '\0';
-		m->tls = 0;
+		m->tls = m->tls_known = 0;
 	}
 	if (!m && (m = calloc(1, sizeof(*m)))) {
 		snprintf(m->key, sizeof(m->key), "%s", key);

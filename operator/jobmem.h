@@ -3,8 +3,8 @@
  * table keyed by the job key "ns/name" and the job's uid: each learner's
  * and the evaluator's backoff, restarts and expectations (struct
  * learner_mem, reconcile's), the last progress read (and a sharded
- * job's last /status of each shard), whether <job>-tls
- * exists, the syncer container's restarts and the Events sent lately.
+ * job's last /status of each shard), what <job>-tls was last seen to
+ * be, the syncer container's restarts and the Events sent lately.
  *
  * The table's lock guards its list only. An entry is used by the one
  * worker that holds its key (the work queue hands a key to one worker at
@@ -50,7 +50,11 @@ struct jobmem {
 	char resize_refused[256];
 	int resize_refused_shard;
 	double resize_refused_bytes;
-	int tls;                      /* <job>-tls created, or found existing */
+	/* <job>-tls as last read or created (rc_input.tls), when (monotonic),
+	 * and whose it is when not this job's; tls_known 0: read it */
+	int tls, tls_known;
+	double tls_at;
+	char tls_reason[64], tls_message[512];   /* cut to a condition's 255 */
 	/* the syncer container's restarts (docs/operator.md, Failure
 	 * policy): for each shard's pod, the pod they were counted on and
 	 * its last restartCount; when each new one was seen, any shard's

@@ -360,9 +360,10 @@ static int on_progress(void *arg, curl_off_t a, curl_off_t b, curl_off_t c,
 
 static struct curl_slist *setup(struct kube *k, const char *method,
 				const char *path, const char *ctype,
-				const char *body, struct sink *s, int watch)
+				const char *accept, const char *body,
+				struct sink *s, int watch)
 {
-	char url[4096], auth[4200], ct[128];
+	char url[4096], auth[4200], ct[128], acc[160];
 	struct curl_slist *h = NULL;
 	CURL *c = k->curl;
 
@@ -389,7 +390,8 @@ static struct curl_slist *setup(struct kube *k, const char *method,
 		snprintf(auth, sizeof(auth), "Authorization: Bearer %s", k->token);
 		h = curl_slist_append(h, auth);
 	}
-	h = curl_slist_append(h, "Accept: application/json");
+	snprintf(acc, sizeof(acc), "Accept: %s", accept ? accept : "application/json");
+	h = curl_slist_append(h, acc);
 	h = curl_slist_append(h, "User-Agent: ddiloco-operator/" DDILOCO_VERSION);
 	if (body) {
 		snprintf(ct, sizeof(ct), "Content-Type: %s",
@@ -460,9 +462,9 @@ static void count_answer(struct kube *k, const char *method, long code)
 	pthread_mutex_unlock(&s->mu);
 }
 
-int kube_request(struct kube *k, const char *method, const char *path,
-		 const char *ctype, const char *body, json_t **out,
-		 struct kube_status *st, struct err *e)
+static int request(struct kube *k, const char *method, const char *path,
+		   const char *ctype, const char *accept, const char *body,
+		   json_t **out, struct kube_status *st, struct err *e)
 {
 	struct sink s;
 	struct curl_slist *h;
@@ -474,7 +476,7 @@ int kube_request(struct kube *k, const char *method, const char *path,
 	memset(st, 0, sizeof(*st));
 	buf_init(&s.body, KUBE_MAX_BODY);
 	k->errbuf[0] = '\0';
-	h = setup(k, method, path, ctype, body, &s, 0);
+	h = setup(k, method, path, ctype, accept, body, &s, 0);
 	cc = curl_easy_perform(k->curl);
 	curl_slist_free_all(h);
 	if (cc == CURLE_OK)
@@ -515,6 +517,19 @@ int kube_request(struct kube *k, const char *method, const char *path,
 out:
 	buf_release(&s.body);
 	return rc;
+}
+
+int kube_request(struct kube *k, const char *method, const char *path,
+		 const char *ctype, const char *body, json_t **out,
+		 struct kube_status *st, struct err *e)
+{
+	return request(k, method, path, ctype, NULL, body, out, st, e);
+}
+
+int kube_get_metadata(struct kube *k, const char *path, json_t **out,
+		      struct kube_status *st, struct err *e)
+{
+	return request(k, "GET", path, NULL, KUBE_ACCEPT_METADATA, NULL, out, st, e);
 }
 
 int kube_watch_parse(const char *line, size_t len, enum kube_event *type,
@@ -579,7 +594,7 @@ int kube_watch(struct kube *k, const char *path, kube_watch_fn fn,
 	s.is_watch = 1;
 	s.stop = stop;
 	k->errbuf[0] = '\0';
-	h = setup(k, "GET", path, NULL, NULL, &s, 1);
+	h = setup(k, "GET", path, NULL, NULL, NULL, &s, 1);
 	cc = curl_easy_perform(k->curl);
 	curl_slist_free_all(h);
 	curl_easy_getinfo(k->curl, CURLINFO_RESPONSE_CODE, &code);

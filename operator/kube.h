@@ -94,6 +94,16 @@ int kube_request(struct kube *k, const char *method, const char *path,
 		 const char *ctype, const char *body, json_t **out,
 		 struct kube_status *st, struct err *e);
 
+/*
+ * A GET of one object's metadata only (a meta.k8s.io/v1
+ * PartialObjectMetadata: no data, no spec), as kube_request answers: what
+ * the operator reads of a Secret, so that its keys never reach it.
+ */
+#define KUBE_ACCEPT_METADATA \
+	"application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+int kube_get_metadata(struct kube *k, const char *path, json_t **out,
+		      struct kube_status *st, struct err *e);
+
 /* One event of a watch stream. */
 enum kube_event { KUBE_ADDED, KUBE_MODIFIED, KUBE_DELETED, KUBE_BOOKMARK,
 		  KUBE_ERROR };

@@ -10,6 +10,7 @@
 #include <signal.h>
 
 #include "operator/kube.h"
+#include "operator/podtemplate.h"
 
 struct operator_opts {
 	struct kube_config cfg;
@@ -24,6 +25,7 @@ struct operator_opts {
 					 the syncers' NetworkPolicies */
 	int workers;
 	double resync;                /* seconds between full resyncs */
+	struct pod_policy policy;     /* what job templates may ask for */
 };
 
 #define OPERATOR_LOST_LEADERSHIP 3

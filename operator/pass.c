@@ -8,13 +8,16 @@
  *                         syncer's pods (why one cannot start, its
  *                         restarts, whether it is stuck terminating)
  *   observe_children      which other children exist; the syncer's readiness
+ *   observe_templates     the templates against the operator's pod policy
+ *   observe_tls           <job>-tls's owner, from its metadata (one GET)
  *   observe_progress      the syncer's /status as the progress reader
  *                         last read it (never waited for)
  *   observe_job           the job's own fields into rc_input
  *   observe_replacements  created pods the informer saw deleted
  *
  * Everything comes from the caches, the job's memory and the progress
- * reader; no write to the API server happens here, and nothing waits.
+ * reader, but for one read of the Secret's metadata; no write to the API
+ * server happens here, and nothing waits but that read.
  */
 #include "operator/pass.h"
 
@@ -394,7 +397,6 @@ static void observe_children(const struct pass_env *env, struct pass *p)
 		p->job, "spec"), "syncer"), "checkpoints"), "retain");
 	p->in.retain = json_is_boolean(retain) ? json_is_true(retain) : -1;
 	p->in.netpol = cached(c->netpols, p->ns, p->name, CHILD_SYNCER);
-	p->in.tls = p->m->tls;
 	p->in.storage_given = stg != NULL;
 	p->in.resize_refused = p->m->resize_refused[0] ? p->m->resize_refused : NULL;
 	p->in.resize_refused_shard = p->m->resize_refused_shard;
@@ -402,6 +404,120 @@ static void observe_children(const struct pass_env *env, struct pass *p)
 	p->in.want_tls = !p->js.syncer.insecure;
 	p->in.want_pvc = (!stg || stg[0]) && !jget(json_object_get(json_object_get(
 		p->job, "spec"), "syncer"), "checkpoints", "claimName");
+}
+
+static const char *str_or(json_t *o, const char *key)
+{
+	const char *v = json_string_value(json_object_get(o, key));
+
+	return v ? v : "?";
+}
+
+/* Whose <job>-tls (name) is, from its metadata, into the job's memory. */
+static void tls_owner(struct pass *p, const char *name, json_t *secret)
+{
+	json_t *refs = json_object_get(json_object_get(secret, "metadata"),
+				       "ownerReferences"), *r, *other = NULL;
+	struct jobmem *m = p->m;
+	size_t i;
+
+	json_array_foreach(refs, i, r) {
+		const char *uid = json_string_value(json_object_get(r, "uid"));
+
+		if (uid && p->uid && !strcmp(uid, p->uid)) {
+			m->tls = 1;
+			return;
+		}
+		if (!other)
+			other = r;
+	}
+	m->tls = -1;
+	if (other) {
+		snprintf(m->tls_reason, sizeof(m->tls_reason), "OwnedByAnother");
+		snprintf(m->tls_message, sizeof(m->tls_message), "Secret '%.64s' is "
+			 "not this job's: it belongs to %.32s '%.48s' uid %.40s, not "
+			 "uid %.40s; no pod is made with it (delete it: the operator "
+			 "makes a new one)", name, str_or(other, "kind"),
+			 str_or(other, "name"), str_or(other, "uid"),
+			 p->uid ? p->uid : "?");
+		return;
+	}
+	snprintf(m->tls_reason, sizeof(m->tls_reason), "NoOwner");
+	snprintf(m->tls_message, sizeof(m->tls_message), "Secret '%.64s' has no "
+		 "owner: it was not made for this job (uid %.40s); no pod is made "
+		 "with it (delete it: the operator makes a new one)", name,
+		 p->uid ? p->uid : "?");
+}
+
+/*
+ * <job>-tls (docs/operator.md, Security): its metadata only, read before
+ * a pod is to be made (one is missing) and while the last read did not
+ * find it this job's, else at most every PASS_TLS_EVERY s; not for a job
+ * that makes no pod (insecure, refused by jobspec or the pod policy,
+ * suspended, finished, being deleted). 0 done, -1 the read failed (the pass is retried).
+ */
+static int observe_tls(const struct pass_env *env, struct pass *p)
+{
+	struct jobmem *m = p->m;
+	enum job_phase ph = job_phase_parse(json_string_value(json_object_get(
+		p->status, "phase")));
+	int make = p->in.npods < p->js.learners.replicas || !p->in.statefulset ||
+		   (p->in.want_evaluator && !p->in.evaluator);
+	char name[CHILD_NAME_MAX], path[512];
+	struct kube_status st;
+	json_t *obj = NULL;
+	struct err e;
+
+	if (!p->in.want_tls || p->spec_error || p->js.suspend ||
+	    p->in.template_reason ||
+	    ph == PHASE_SUCCEEDED || ph == PHASE_FAILED ||
+	    json_object_get(json_object_get(p->job, "metadata"), "deletionTimestamp") ||
+	    (m->tls_known && m->tls == 1 && !make &&
+	     clock_mono() - m->tls_at < PASS_TLS_EVERY))
+		goto out;
+	if (child_name(p->name, CHILD_TLS, 0, name, sizeof(name)))
+		return -1;
+	snprintf(path, sizeof(path), "/api/v1/namespaces/%s/secrets/%s", p->ns, name);
+	if (kube_get_metadata(env->k, path, &obj, &st, &e)) {
+		if (st.code != 404) {
+			log_warn("%s: %s", p->key, e.msg);
+			return -1;
+		}
+		m->tls = 0;
+	} else {
+		tls_owner(p, name, obj);
+		json_decref(obj);
+	}
+	m->tls_known = 1;
+	m->tls_at = clock_mono();
+out:
+	p->in.tls = m->tls;
+	p->in.tls_reason = m->tls_reason;
+	p->in.tls_message = m->tls_message;
+	return 0;
+}
+
+/* The templates against the operator's pod policy (podtemplate.h): the
+ * learners' (the evaluator's pod takes it too), then the syncer's. */
+static void observe_templates(const struct pass_env *env, struct pass *p)
+{
+	static const char *const parts[] = { "learners", "syncer" };
+	static const struct pod_policy none;
+	const struct pod_policy *pol = env->policy ? env->policy : &none;
+	json_t *spec = json_object_get(p->job, "spec");
+	char where[64];
+
+	for (int i = 0; i < 2; i++) {
+		snprintf(where, sizeof(where), "spec.%s.template", parts[i]);
+		if (pod_template_check(pol, json_object_get(json_object_get(spec,
+				       parts[i]), "template"), where,
+				       p->template_reason, sizeof(p->template_reason),
+				       p->template_message, sizeof(p->template_message))) {
+			p->in.template_reason = p->template_reason;
+			p->in.template_message = p->template_message;
+			return;
+		}
+	}
 }
 
 /*
@@ -446,8 +562,8 @@ static void observe_progress(const struct pass_env *env, struct pass *p)
 
 	if (!m->progress.have && json_object_get(p->status, "progress"))
 		status_read_progress(json_object_get(p->status, "progress"), &m->progress);
-	if (!p->in.syncer_ready)
-		return;
+	if (!p->in.syncer_ready || !env->progress)
+		return;   /* no reader (a test of the pass): the last progress */
 	for (int i = 0; i < S; i++)
 		status_url(env->status_url, p->name, p->ns, p->js.syncer.http_port,
 			   i, url[i], sizeof(url[i]));
@@ -573,6 +689,9 @@ int pass_observe(const struct pass_env *env, const char *key, struct pass *p)
 	if (observe_learners(env, p))
 		return -1;
 	observe_children(env, p);
+	observe_templates(env, p);
+	if (observe_tls(env, p))
+		return -1;
 	observe_progress(env, p);
 	observe_job(p);
 	observe_replacements(env, p);

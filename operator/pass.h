@@ -8,8 +8,14 @@
  *   its children      the caches: learner and evaluator pods (of the
  *                     job's own uid), the syncer's StatefulSet and pod,
  *                     Service, ConfigMap, PVC, NetworkPolicy
- *   its memory        jobmem: restarts, backoff, expectations, whether
- *                     <job>-tls exists, the syncer's restarts
+ *   its memory        jobmem: restarts, backoff, expectations, the
+ *                     syncer's restarts
+ *   its Secret        <job>-tls's metadata (never its data), whether it
+ *                     is this job's: read before any pod is made, else at
+ *                     most every PASS_TLS_EVERY s (docs/operator.md,
+ *                     Security)
+ *   its templates     checked against the operator's pod policy
+ *                     (podtemplate.h)
  *   its progress      the syncer's /status, read every PASS_PROGRESS_EVERY s
  *                     by the progress reader (progress.h)
  *                     while its pod is ready, else the last one read or
@@ -30,11 +36,15 @@
 #include "operator/jobmem.h"
 #include "operator/kube.h"
 #include "operator/metrics.h"
+#include "operator/podtemplate.h"
 #include "operator/progress.h"
 #include "operator/reconcile.h"
 
 #define PASS_PROGRESS_EVERY 5.0     /* seconds between /status reads */
 #define PASS_PROGRESS_TIMEOUT 2.0   /* seconds for one, connecting included */
+#define PASS_TLS_EVERY 30.0         /* seconds between reads of <job>-tls
+				       while it is this job's and no pod is
+				       to be made */
 
 /* What a worker's passes read from and write through. */
 struct pass_env {
@@ -44,6 +54,7 @@ struct pass_env {
 	const char *status_url;       /* the syncer's /status: {job}
 					 {namespace} {port} {shard} replaced */
 	const char *operator_ns;      /* for the syncers' NetworkPolicies */
+	const struct pod_policy *policy;   /* what templates may ask for */
 	struct chaos_ctl *chaos;      /* or NULL: status.chaos is kept */
 	struct kube *k;               /* the worker's own connection */
 	struct progress *progress;    /* the syncers' /status, read off the
@@ -73,6 +84,7 @@ struct pass {
 	struct obs_pod syncer_pods[JOB_MAX_SHARDS];   /* index: the shard */
 	int nsyncer_pods;
 	struct exit_rule exit_rules[RC_MAX_EXIT_RULES];
+	char template_reason[64], template_message[256];
 	struct rc_input in;
 	struct rc_output out;
 };

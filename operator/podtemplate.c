@@ -7,9 +7,15 @@
  * listed here are read; everything else in the template is passed over,
  * so the operator's own fields cannot be replaced by a field it did not
  * expect.
+ *
+ * The policy check reads the template as written, not the merged pod:
+ * what it refuses is what the template asks for (the operator's own pods
+ * ask for none of it), and its path names the field the user wrote.
  */
 #include "operator/podtemplate.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 /* Fields of the pod spec the template sets as they are. */
@@ -175,4 +181,146 @@ void pod_template_apply(json_t *meta, json_t *podspec, json_t *tmpl,
 	t = named(json_object_get(ts, "containers"), main);
 	if (c && t)
 		merge_container(c, t);
+}
+
+/* ---- the policy ------------------------------------------------------ */
+
+/* A DNS-1123 subdomain: lower-case letters, digits, '-' and '.', a letter
+ * or digit at each end, at most 253 bytes. */
+static int dns_subdomain(const char *s, size_t n)
+{
+	if (!n || n > POD_POLICY_NAME_MAX - 1)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		int alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+
+		if (!alnum && ((c != '-' && c != '.') || i == 0 || i == n - 1))
+			return 0;
+	}
+	return 1;
+}
+
+int pod_policy_add_accounts(struct pod_policy *p, const char *csv,
+			    struct err *e)
+{
+	const char *s = csv;
+
+	for (;;) {
+		const char *comma = strchr(s, ',');
+		size_t n = comma ? (size_t)(comma - s) : strlen(s);
+
+		if (!dns_subdomain(s, n))
+			return err_set(e, "service account '%.*s' of '%s' is not a "
+				       "DNS-1123 subdomain (lower-case letters, digits, "
+				       "'-' and '.', at most 253)", (int)(n < 64 ? n : 64),
+				       s, csv);
+		if (p->naccounts == POD_POLICY_MAX_ACCOUNTS)
+			return err_set(e, "more than %d service accounts in '%.64s'",
+				       POD_POLICY_MAX_ACCOUNTS, csv);
+		snprintf(p->accounts[p->naccounts++], POD_POLICY_NAME_MAX, "%.*s",
+			 (int)n, s);
+		if (!comma)
+			return 0;
+		s = comma + 1;
+	}
+}
+
+static int account_allowed(const struct pod_policy *p, const char *sa)
+{
+	if (!sa[0] || !strcmp(sa, "default"))
+		return 1;
+	for (int i = 0; i < p->naccounts; i++)
+		if (!strcmp(p->accounts[i], sa))
+			return 1;
+	return 0;
+}
+
+/* What a check found: the reason and the message, from the field's path. */
+struct refusal {
+	char *reason, *msg;
+	size_t nreason, nmsg;
+};
+
+__attribute__((format(printf, 3, 4)))
+static int refuse(struct refusal *r, const char *reason, const char *fmt, ...)
+{
+	va_list ap;
+
+	snprintf(r->reason, r->nreason, "%s", reason);
+	va_start(ap, fmt);
+	vsnprintf(r->msg, r->nmsg, fmt, ap);
+	va_end(ap);
+	return 1;
+}
+
+#define ALLOW_HINT "ddiloco operator --allow-privileged-templates allows it"
+
+/* One container's securityContext: privileged, escalation, added
+ * capabilities. */
+static int check_container(json_t *c, const char *where, const char *list,
+			   size_t i, struct refusal *r)
+{
+	json_t *sc = json_object_get(c, "securityContext");
+	json_t *add = json_object_get(json_object_get(sc, "capabilities"), "add");
+
+	if (json_is_true(json_object_get(sc, "privileged")))
+		return refuse(r, "PrivilegedContainer", "%s.spec.%s[%zu].securityContext."
+			      "privileged is true: the operator refuses privileged "
+			      "containers (" ALLOW_HINT ")", where, list, i);
+	if (json_is_true(json_object_get(sc, "allowPrivilegeEscalation")))
+		return refuse(r, "PrivilegeEscalation", "%s.spec.%s[%zu].securityContext."
+			      "allowPrivilegeEscalation is true: the operator refuses "
+			      "it (" ALLOW_HINT ")", where, list, i);
+	if (json_array_size(add))
+		return refuse(r, "AddedCapabilities", "%s.spec.%s[%zu].securityContext."
+			      "capabilities.add is not empty: the operator refuses "
+			      "added capabilities (" ALLOW_HINT ")", where, list, i);
+	return 0;
+}
+
+/* What --allow-privileged-templates allows: host namespaces, hostPath
+ * volumes, the containers' security contexts. */
+static int check_privileged(json_t *ts, const char *where, struct refusal *r)
+{
+	static const char *const host[] = { "hostNetwork", "hostPID", "hostIPC" };
+	static const char *const lists[] = { "initContainers", "containers" };
+	size_t i;
+	json_t *x;
+
+	for (int k = 0; k < 3; k++)
+		if (json_is_true(json_object_get(ts, host[k])))
+			return refuse(r, "HostNamespace", "%s.spec.%s is true: the "
+				      "operator refuses the host's namespaces (" ALLOW_HINT
+				      ")", where, host[k]);
+	json_array_foreach(json_object_get(ts, "volumes"), i, x)
+		if (json_object_get(x, "hostPath"))
+			return refuse(r, "HostPathVolume", "%s.spec.volumes[%zu].hostPath "
+				      "is set: the operator refuses hostPath volumes ("
+				      ALLOW_HINT ")", where, i);
+	for (int k = 0; k < 2; k++)
+		json_array_foreach(json_object_get(ts, lists[k]), i, x)
+			if (check_container(x, where, lists[k], i, r))
+				return 1;
+	return 0;
+}
+
+int pod_template_check(const struct pod_policy *p, json_t *tmpl,
+		       const char *where, char *reason, size_t nreason,
+		       char *msg, size_t nmsg)
+{
+	struct refusal r = { reason, msg, nreason, nmsg };
+	json_t *ts = json_object_get(tmpl, "spec");
+	const char *sa = json_string_value(json_object_get(ts, "serviceAccountName"));
+
+	if (!json_is_object(ts))
+		return 0;
+	if (!p->allow_privileged && check_privileged(ts, where, &r))
+		return 1;
+	if (sa && !account_allowed(p, sa))
+		return refuse(&r, "ServiceAccountNotAllowed", "%s.spec.serviceAccountName "
+			      "is '%.64s', not an account the operator allows (default; "
+			      "ddiloco operator --template-service-accounts names more)",
+			      where, sa);
+	return 0;
 }

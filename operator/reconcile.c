@@ -30,6 +30,7 @@ static const char *cond_names[COND_N] = {
 	"Created", "Running", "Complete", "Failed", "Suspended", "PodsReady",
 	"CheckpointFailing", "ModelStartedOver", "SyncerShards",
 	"CheckpointStorage", "VersionMismatch", "LearnersExcluded",
+	"TemplateRefused", "SecretNotOwned",
 };
 
 const char *job_phase_name(enum job_phase p)
@@ -1012,8 +1013,8 @@ static void children(const struct rc_input *in, int M, struct rc_output *o)
 	/* before the syncer: its pod is never up without its policy */
 	if (!in->netpol)
 		act(o, ACT_APPLY_NETPOL, -1);
-	/* a create, never a replace: 409 leaves the job's identities alone */
-	if (in->want_tls && (!in->tls || !in->statefulset))
+	/* a create, never a replace, and before any pod that mounts it */
+	if (in->want_tls && !in->tls)
 		act(o, ACT_CREATE_TLS, -1);
 	if (in->want_pvc && !in->pvc && (ra = act(o, ACT_APPLY_PVC, -1)))
 		ra->retain = retain_claim(in);
@@ -1035,7 +1036,7 @@ static void created_cond(const struct rc_input *in, const struct obs_pod **seen,
 
 	if (!(c->set && c->status)) {
 		int all = in->configmap && in->service && in->netpol &&
-			  (!in->want_tls || in->tls) && in->statefulset &&
+			  (!in->want_tls || in->tls > 0) && in->statefulset &&
 			  (!in->want_pvc || in->pvc);
 
 		for (int i = 0; i < M && all; i++)
@@ -1082,6 +1083,85 @@ static void running(const struct rc_input *in, int M, struct rc_output *o,
 	}
 }
 
+/*
+ * <job>-tls missing while the job has pods (reconcile.h): children() has
+ * made it again; the pods that mount the old one go, to come back with
+ * the new certificates.
+ */
+static void tls_roll(const struct rc_input *in, int M, struct rc_output *o)
+{
+	const struct obs_pod *ev = in->evaluator;
+	int pods = 0;
+
+	if (!in->want_tls || in->tls)
+		return;
+	for (int i = 0; i < in->npods; i++)
+		if (!in->pods[i].deleting && in->pods[i].index >= 0 &&
+		    in->pods[i].index < M) {
+			delete_pod(o, &in->pods[i]);
+			pods++;
+		}
+	if (ev && !ev->deleting) {
+		delete_evaluator(o, ev);
+		pods++;
+	}
+	if (in->statefulset)
+		act(o, ACT_DELETE_SYNCER, -1);
+	if (pods || in->statefulset)
+		event(o, 1, "SecretRecreated", "Secret %.64s-tls was missing: made "
+		      "again with a new CA; %d pod(s)%s deleted to come back with "
+		      "it", in->spec->name, pods,
+		      in->statefulset ? " and the syncer's StatefulSet" : "");
+}
+
+/*
+ * A refusal's condition (reconcile.h): True with a Warning Event (when it
+ * turns True or its message changes) while reason is set, False with
+ * ok_reason once it no longer holds. 1 while it holds.
+ */
+static int refusal(struct rc_output *o, enum cond_type t, const char *reason,
+		   const char *msg, const char *ok_reason, const char *ok_msg,
+		   const char *now)
+{
+	struct condition *c = &o->conds[t];
+
+	if (reason) {
+		if (!c->set || !c->status ||
+		    strncmp(c->message, msg, sizeof(c->message) - 1))
+			event(o, 1, cond_type_name(t), "%s", msg);
+		cond_set(c, 1, reason, msg, now);
+		return 1;
+	}
+	if (c->set && c->status)
+		cond_set(c, 0, ok_reason, ok_msg, now);
+	return 0;
+}
+
+static int template_refused(const struct rc_input *in, struct rc_output *o,
+			    const char *now)
+{
+	return refusal(o, COND_TEMPLATE_REFUSED, in->template_reason,
+		       in->template_message ? in->template_message : "",
+		       "TemplateAllowed", "the pod templates are allowed", now);
+}
+
+/* Either refusal: the job makes nothing (a Secret not its own is looked
+ * at again soon). */
+static int refused(const struct rc_input *in, struct rc_output *o,
+		   const char *now)
+{
+	int t = template_refused(in, o, now), s = 0;
+
+	if (in->want_tls)
+		s = refusal(o, COND_SECRET_NOT_OWNED, in->tls < 0 ?
+			    (in->tls_reason ? in->tls_reason : "NotOwned") : NULL,
+			    in->tls_message ? in->tls_message : "",
+			    "SecretOwned", "the Secret is this job's", now);
+	if (s)
+		requeue(o, RC_SECRET_RECHECK_SECONDS);
+	return t || s;
+}
+
 /* A job that goes on: its children, learners and evaluator, the Created
  * condition, the phase and PodsReady. */
 static void go_on(const struct rc_input *in, struct learner_mem *mem,
@@ -1092,6 +1172,7 @@ static void go_on(const struct rc_input *in, struct learner_mem *mem,
 	char msg[256];
 
 	children(in, M, o);
+	tls_roll(in, M, o);
 	created = o->conds[COND_CREATED].set && o->conds[COND_CREATED].status &&
 		  !resumed;
 	learners(in, mem, seen, created, M, o, &fail_job, msg);
@@ -1157,6 +1238,7 @@ int reconcile(const struct rc_input *in, struct learner_mem *mem,
 		finish(in, o, PHASE_FAILED, "InvalidSpec",
 		       in->spec_error_msg ? in->spec_error_msg : "invalid spec", now);
 	} else if (in->spec->suspend) {
+		template_refused(in, o, now);
 		suspend(in, mem, M, o, now);
 	} else {
 		if (o->phase == PHASE_SUSPENDED) {
@@ -1168,7 +1250,8 @@ int reconcile(const struct rc_input *in, struct learner_mem *mem,
 				 "spec.suspend is false", now);
 		}
 		if (!done(in, M, succeeded, o, now) &&
-		    !failure_policy(in, failures, o, now))
+		    !failure_policy(in, failures, o, now) &&
+		    !refused(in, o, now))
 			go_on(in, mem, seen, M, resumed, o, now);
 	}
 	free(seen);

@@ -11,12 +11,28 @@
  *   spec.suspend        delete learner pods and the syncer StatefulSet;
  *                       keep the spec ConfigMap, Service, NetworkPolicy
  *                       and checkpoints
- *   otherwise           make the children that are missing (the Secret
- *                       <job>-tls: when not known to exist, and again
- *                       with the syncer's StatefulSet, so a job resumed
- *                       after its Secret was deleted gets one); a failed
+ *   refused             nothing is made while the operator's pod policy
+ *                       refuses a template (TemplateRefused) or <job>-tls
+ *                       is not this job's (SecretNotOwned)
+ *   otherwise           make the children that are missing; a failed
  *                       learner pod is deleted, a missing one recreated
  *                       after its own backoff; the others are left alone
+ *
+ * The refusals (docs/operator.md, Pod templates and Security): each is a
+ * condition True, with a Warning Event, while it holds (its message names
+ * the field, or the Secret and its owner), False once it no longer does.
+ * A refused job makes no child and deletes none: pods it had before (an
+ * operator restarted with a stricter policy) are left as they are.
+ *
+ * <job>-tls (docs/operator.md, Security) is created when it is missing,
+ * always before any pod that mounts it. Missing while the job has pods
+ * (it was deleted under a running job), it is made again with a new CA,
+ * and the pods that mount the old one are deleted so that they come back
+ * with the new certificates: every learner pod, the evaluator's, and the
+ * syncer's StatefulSet (made again at the next pass, its pods with it).
+ * Old and new certificates cannot talk to each other, so the roll is all
+ * at once, as a suspend and resume is; the syncer resumes from its
+ * checkpoint.
  *
  * The evaluator (spec.evaluator, an external model's; docs/operator.md,
  * "What the operator creates") is made with the learners and kept while
@@ -185,7 +201,8 @@ enum cond_type { COND_CREATED, COND_RUNNING, COND_COMPLETE, COND_FAILED,
 		 COND_SUSPENDED, COND_PODS_READY, COND_CHECKPOINT_FAILING,
 		 COND_MODEL_STARTED_OVER, COND_SYNCER_SHARDS,
 		 COND_CHECKPOINT_STORAGE, COND_VERSION_MISMATCH,
-		 COND_LEARNERS_EXCLUDED, COND_N };
+		 COND_LEARNERS_EXCLUDED, COND_TEMPLATE_REFUSED,
+		 COND_SECRET_NOT_OWNED, COND_N };
 
 const char *cond_type_name(enum cond_type t);
 
@@ -226,6 +243,9 @@ struct learner_mem {
  * this long after its grace period ended is on a node that does not
  * answer: deleted with grace 0 */
 #define RC_FORCE_DELETE_SECONDS 30.0
+/* a Secret not this job's is looked at again this soon: the garbage
+ * collector removes one whose owner, an older job of the name, is gone */
+#define RC_SECRET_RECHECK_SECONDS 5.0
 
 /*
  * spec.failurePolicy.rules (docs/operator.md, "Failure policy"): the
@@ -267,9 +287,14 @@ struct rc_input {
 	int npods;
 	int configmap, service, pvc, statefulset;  /* exist in the cache */
 	int netpol;                   /* the syncer's NetworkPolicy exists */
-	int tls;                      /* <job>-tls is known to exist (the
-				       * operator may not read Secrets: it
-				       * remembers a create answered 201/409) */
+	/* <job>-tls as last read (its metadata only, pass.c): 1 this job's
+	 * (an owner reference with the job's uid), 0 missing, -1 another's
+	 * or no one's, tls_reason and tls_message then saying whose */
+	int tls;
+	const char *tls_reason, *tls_message;
+	/* a template the operator's pod policy refuses (podtemplate.h): the
+	 * reason and the message naming the field; NULL: none */
+	const char *template_reason, *template_message;
 	int want_pvc;                 /* spec.syncer.storage is not "" and no
 				       * checkpoints.claimName of the user's */
 	int pvc_owned;                /* the claim has the job as its owner */

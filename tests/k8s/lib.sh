@@ -34,8 +34,8 @@ free_port() {
 # test_lifecycle, test_kueue, test_metrics, test_evaluator): `op_test NAME` sets BIN, NS
 # (NAME-<pid>-<random>) and WORK (a new folder), and on exit stops the
 # operator, runs the test's own extra_cleanup when it has one, deletes NS
-# and removes WORK. `start_operator [PORT]` runs the operator on NS with
-# its log in WORK/op.log. A test without a fail() of its own gets one
+# and removes WORK. `start_operator [PORT [FLAGS...]]` runs the operator
+# on NS, with more flags when given, its log in WORK/op.log. A test without a fail() of its own gets one
 # that prints the namespace's jobs, pods, claims and last Events and the
 # operator's log.
 op_test() {
@@ -64,8 +64,10 @@ op_cleanup() {
 	rm -rf "$WORK"
 	exit "$rc"
 }
-start_operator() {
+start_operator() {   # [PORT [MORE OPERATOR FLAGS...]]
+	local port=${1:-0}
+	[ $# -gt 0 ] && shift
 	"$BIN" operator --kubeconfig "$KUBECONFIG" --namespace "$NS" \
-		--http "127.0.0.1:${1:-0}" >"$WORK/op.log" 2>&1 &
+		--http "127.0.0.1:$port" "$@" >"$WORK/op.log" 2>&1 &
 	OP_PID=$!
 }

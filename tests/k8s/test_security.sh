@@ -19,7 +19,11 @@
 #    certificate and the syncer's and each learner's pair (openssl checks
 #    the chain, the syncer's DNS names and the identity URIs), no CA key;
 #    the syncer and each learner's sidecar mount their own pair only; the
-#    operator's account may create Secrets but not read them.
+#    operator's account may create and get Secrets, nothing more;
+#  - deleted, <job>-tls is made again with a new CA and the job's pods are
+#    made again; a Secret planted under a new job's name is refused
+#    (SecretNotOwned, no pod) until it is gone; a privileged template is
+#    refused (TemplateRefused, no child).
 # Needs the variables of /tmp/ddiloco-k8s/env (tests/k8s/run.sh sets them).
 set -euo pipefail
 
@@ -242,11 +246,106 @@ eq "claims' Secret keys" "$(KN get secret claims-tls -o json | jq -c '.data | ke
 	'["ca.crt","learner-0.crt","learner-0.key","syncer.crt","syncer.key"]'
 SA=system:serviceaccount:$OPNS:ddiloco-operator
 [ "$(K auth can-i create secrets -n "$NS" --as "$SA")" = yes ] || fail "the operator may not create Secrets"
-for verb in get list watch update patch delete; do
+[ "$(K auth can-i get secrets -n "$NS" --as "$SA")" = yes ] || fail "the operator may not read a Secret's owner"
+for verb in list watch update patch delete; do
 	[ "$(K auth can-i "$verb" secrets -n "$NS" --as "$SA" 2>/dev/null)" = no ] ||
 		fail "the operator's account may $verb Secrets"
 done
-echo "ok: Secret demo-tls: CA certificate and pairs that chain to it; each pod mounts its own; the operator cannot read Secrets"
+echo "ok: Secret demo-tls: CA certificate and pairs that chain to it; each pod mounts its own; the operator may create and get Secrets, nothing more"
+
+# --- <job>-tls is the job's own (docs/operator.md, Security) ----------------
+# deleted under the running job: made again with a new CA, owned by the
+# job, and the learner pods and the syncer's pod made again to mount it
+OLD_CA=$(jq -r '.data["ca.crt"]' <<<"$S")
+uid_of() { jp "pod/$1" '{.metadata.uid}'; }
+OLD_L0=$(uid_of demo-learner-0)
+OLD_L1=$(uid_of demo-learner-1)
+OLD_S0=$(uid_of demo-syncer-0)
+KN delete secret demo-tls >/dev/null
+new_secret() {
+	local s
+	s=$(KN get secret demo-tls -o json 2>/dev/null) || return 1
+	[ "$(jq -r '.data["ca.crt"]' <<<"$s")" != "$OLD_CA" ] &&
+		[ "$(jq -r '.metadata.ownerReferences[0].uid' <<<"$s")" = "$JOB_UID" ]
+}
+# the operator reads the Secret's owner at most every 30 s while every
+# pod is there (PASS_TLS_EVERY, operator/pass.h)
+until_ok 90 "demo-tls made again with a new CA" new_secret
+rolled() { local u; u=$(uid_of "$1"); [ -n "$u" ] && [ "$u" != "$2" ] && pod_running "$1"; }
+until_ok 120 "learner and syncer pods made again" \
+	'rolled demo-learner-0 "$OLD_L0" && rolled demo-learner-1 "$OLD_L1" && rolled demo-syncer-0 "$OLD_S0"'
+KN get events --field-selector involvedObject.name=demo,reason=SecretRecreated -o name | grep -q . ||
+	fail "no SecretRecreated Event"
+S=$(KN get secret demo-tls -o json)
+jq -r '.data["ca.crt"]' <<<"$S" | base64 -d >"$WORK/ca2.crt"
+jq -r '.data["learner-1.crt"]' <<<"$S" | base64 -d >"$WORK/learner-1b.crt"
+openssl verify -CAfile "$WORK/ca2.crt" "$WORK/learner-1b.crt" >/dev/null 2>&1 ||
+	fail "the new Secret's certificates do not chain to its CA"
+if openssl verify -CAfile "$WORK/ca.crt" "$WORK/learner-1b.crt" >/dev/null 2>&1; then
+	fail "the new Secret's certificates chain to the old CA"
+fi
+until_ok 60 "job demo Running again" '[ "$(jp ddjob/demo "{.status.phase}")" = Running ]'
+echo "ok: a deleted demo-tls is made again with a new CA and every pod of the job made again"
+
+# a Secret planted under a job's name before the job: refused, no pod;
+# once it is gone, the operator makes the job's own
+KN create secret generic planted-tls --from-literal=ca.crt=planted >/dev/null
+KN apply -f - >/dev/null <<EOF
+apiVersion: ddiloco.io/v1alpha1
+kind: DecoupledTrainingJob
+metadata: {name: planted}
+spec:
+  learners: {replicas: 1}
+  syncer: {storage: ""}
+  data: {path: /data/tiny.txt}
+EOF
+PLANTED_UID=$(jp ddjob/planted '{.metadata.uid}')
+cond() { jp "ddjob/$1" "{.status.conditions[?(@.type==\"$2\")].$3}"; }
+until_ok 60 "planted: SecretNotOwned" '[ "$(cond planted SecretNotOwned status)" = True ]'
+[ "$(cond planted SecretNotOwned reason)" = NoOwner ] ||
+	fail "planted: reason $(cond planted SecretNotOwned reason), want NoOwner"
+cond planted SecretNotOwned message | grep -q "Secret 'planted-tls' has no owner" ||
+	fail "planted: the condition does not name the Secret: $(cond planted SecretNotOwned message)"
+KN get events --field-selector involvedObject.name=planted,reason=SecretNotOwned -o name | grep -q . ||
+	fail "planted: no SecretNotOwned Event"
+eq "planted: pods" "$(KN get pods -l ddiloco.io/job=planted -o json | jq -c '[.items[].metadata.name]')" '[]'
+KN get statefulset planted-syncer >/dev/null 2>&1 && fail "planted: a StatefulSet was made"
+eq "planted-tls untouched" "$(KN get secret planted-tls -o json | jq -c '[(.data | keys), .metadata.ownerReferences]')" \
+	'[["ca.crt"],null]'
+KN delete secret planted-tls >/dev/null
+owned() { [ "$(KN get secret planted-tls -o json 2>/dev/null | jq -r '.metadata.ownerReferences[0].uid')" = "$PLANTED_UID" ]; }
+until_ok 60 "planted-tls made by the operator" owned
+until_ok 60 "planted: its learner pod" KN get pod planted-learner-0
+until_ok 30 "planted: SecretNotOwned False" '[ "$(cond planted SecretNotOwned status)" = False ]'
+echo "ok: a planted Secret is refused (SecretNotOwned, no pod); deleted, the job gets its own"
+
+# a template the operator's policy refuses: TemplateRefused naming the
+# field, an Event, and nothing made, not even the Secret
+KN apply -f - >/dev/null <<EOF
+apiVersion: ddiloco.io/v1alpha1
+kind: DecoupledTrainingJob
+metadata: {name: priv}
+spec:
+  learners:
+    replicas: 1
+    template:
+      spec:
+        containers: [{name: learner, securityContext: {privileged: true}}]
+  syncer: {storage: ""}
+  data: {path: /data/tiny.txt}
+EOF
+until_ok 60 "priv: TemplateRefused" '[ "$(cond priv TemplateRefused status)" = True ]'
+[ "$(cond priv TemplateRefused reason)" = PrivilegedContainer ] ||
+	fail "priv: reason $(cond priv TemplateRefused reason), want PrivilegedContainer"
+cond priv TemplateRefused message |
+	grep -q '^spec\.learners\.template\.spec\.containers\[0\]\.securityContext\.privileged is true' ||
+	fail "priv: the condition does not name the field: $(cond priv TemplateRefused message)"
+KN get events --field-selector involvedObject.name=priv,reason=TemplateRefused -o name | grep -q . ||
+	fail "priv: no TemplateRefused Event"
+eq "priv: pods" "$(KN get pods -l ddiloco.io/job=priv -o json | jq -c '[.items[].metadata.name]')" '[]'
+KN get statefulset priv-syncer >/dev/null 2>&1 && fail "priv: a StatefulSet was made"
+KN get secret priv-tls >/dev/null 2>&1 && fail "priv: a Secret was made"
+echo "ok: a privileged template is refused (TemplateRefused naming the field, no child)"
 
 # deleted, the policy comes back (the operator watches its kind)
 OLD=$(jq -r .metadata.uid <<<"$N")

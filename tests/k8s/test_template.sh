@@ -122,7 +122,10 @@ spec:
       spec: {priorityClassName: $PC}
 EOF
 
-start_operator
+# the template names the account `trainer`: the operator's pod policy
+# refuses any but `default` unless its flag names it (docs/operator.md,
+# Pod templates, Policy)
+start_operator 0 --template-service-accounts trainer
 
 running() { [ "$(jp "pod/$1" '{.status.phase}')" = Running ]; }
 until_ok 90 "pod tpl-learner-0 Running" "running tpl-learner-0"

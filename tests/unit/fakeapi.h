@@ -8,7 +8,7 @@
  * A test gives one function that answers each request: a code and a
  * body, or a stream (a watch) whose body is sent and then held open for
  * `hold` seconds before it ends, as the server ends a watch. Every
- * request is logged (method, path with query, body) for asserts.
+ * request is logged (method, path with query, Accept, body) for asserts.
  *
  * Header-only, all `static inline`: each test binary is one file
  * (Makefile), and not every test uses every helper.
@@ -31,6 +31,7 @@
 struct fake_req {
 	char method[8];
 	char url[1024];               /* path and query */
+	char accept[128];             /* the Accept header, "" when none */
 	char *body;                   /* "" when none */
 };
 
@@ -203,6 +204,12 @@ fake_handle(void *arg, struct MHD_Connection *conn, const char *url,
 	snprintf(tmp.method, sizeof(tmp.method), "%s", method);
 	snprintf(tmp.url, sizeof(tmp.url), "%s", url);
 	MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, fake_query, tmp.url);
+	{
+		const char *acc = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+							      "Accept");
+
+		snprintf(tmp.accept, sizeof(tmp.accept), "%s", acc ? acc : "");
+	}
 	tmp.body = strdup(up->data ? up->data : "");
 	free(up->data);
 	free(up);

@@ -2,7 +2,9 @@
  * podtemplate: a template merged into a pod as operator/podtemplate.h's
  * table says, field by field: what it adds, what it replaces, and where
  * the operator's own fields win (labels, volume names, mount paths, env
- * names, the container's name, image and command, other containers).
+ * names, the container's name, image and command, other containers);
+ * and the pod policy: each field it refuses, by default and with the
+ * operator's flags.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -224,12 +226,176 @@ static void test_main_container_by_name(void **state)
 	json_decref(meta);
 }
 
+/* The policy's answer on the template text t: its reason, or "" when
+ * allowed; the message into msg. */
+static const char *check(const struct pod_policy *p, const char *t,
+			 char *msg, size_t nmsg)
+{
+	static char reason[64];
+	json_t *tmpl = load(t);
+	int r;
+
+	msg[0] = '\0';
+	reason[0] = '\0';
+	r = pod_template_check(p, tmpl, "spec.learners.template", reason,
+			       sizeof(reason), msg, nmsg);
+	json_decref(tmpl);
+	assert_int_equal(r, reason[0] != '\0');
+	return reason;
+}
+
+/* Each thing a template may not ask for by default: the reason, and the
+ * message naming the field's path as the user wrote it. */
+static void test_policy_refuses_by_default(void **state)
+{
+	static const struct {
+		const char *tmpl, *reason, *path;
+	} cases[] = {
+		{ "{\"spec\":{\"containers\":[{\"name\":\"learner\",\"securityContext\":"
+		  "{\"privileged\":true}}]}}", "PrivilegedContainer",
+		  "spec.learners.template.spec.containers[0].securityContext.privileged is true" },
+		{ "{\"spec\":{\"initContainers\":[{\"name\":\"a\"},{\"name\":\"b\","
+		  "\"securityContext\":{\"privileged\":true}}]}}", "PrivilegedContainer",
+		  "spec.learners.template.spec.initContainers[1].securityContext.privileged is true" },
+		{ "{\"spec\":{\"containers\":[{\"name\":\"learner\",\"securityContext\":"
+		  "{\"allowPrivilegeEscalation\":true}}]}}", "PrivilegeEscalation",
+		  "spec.learners.template.spec.containers[0].securityContext."
+		  "allowPrivilegeEscalation is true" },
+		{ "{\"spec\":{\"containers\":[{\"name\":\"learner\",\"securityContext\":"
+		  "{\"capabilities\":{\"add\":[\"NET_ADMIN\"]}}}]}}", "AddedCapabilities",
+		  "spec.learners.template.spec.containers[0].securityContext."
+		  "capabilities.add is not empty" },
+		{ "{\"spec\":{\"volumes\":[{\"name\":\"ok\",\"emptyDir\":{}},"
+		  "{\"name\":\"h\",\"hostPath\":{\"path\":\"/\"}}]}}", "HostPathVolume",
+		  "spec.learners.template.spec.volumes[1].hostPath is set" },
+		{ "{\"spec\":{\"hostNetwork\":true}}", "HostNamespace",
+		  "spec.learners.template.spec.hostNetwork is true" },
+		{ "{\"spec\":{\"hostPID\":true}}", "HostNamespace",
+		  "spec.learners.template.spec.hostPID is true" },
+		{ "{\"spec\":{\"hostIPC\":true}}", "HostNamespace",
+		  "spec.learners.template.spec.hostIPC is true" },
+		{ "{\"spec\":{\"serviceAccountName\":\"builder\"}}",
+		  "ServiceAccountNotAllowed",
+		  "spec.learners.template.spec.serviceAccountName is 'builder'" },
+	};
+	struct pod_policy p;
+	char msg[256];
+
+	(void)state;
+	memset(&p, 0, sizeof(p));
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_string_equal(check(&p, cases[i].tmpl, msg, sizeof(msg)),
+				    cases[i].reason);
+		if (strncmp(msg, cases[i].path, strlen(cases[i].path)))
+			fail_msg("case %zu: message '%s' does not start with '%s'", i,
+				 msg, cases[i].path);
+	}
+	/* the messages say how to allow it */
+	check(&p, cases[0].tmpl, msg, sizeof(msg));
+	assert_non_null(strstr(msg, "--allow-privileged-templates"));
+	check(&p, cases[8].tmpl, msg, sizeof(msg));
+	assert_non_null(strstr(msg, "--template-service-accounts"));
+	/* a cut message is still the field's path first */
+	check(&p, cases[0].tmpl, msg, 20);
+	assert_string_equal(msg, "spec.learners.templ");
+}
+
+/* What the policy lets through: the restricted pod's own fields, false
+ * values, dropped capabilities, "default" and no template at all. */
+static void test_policy_allows_the_harmless(void **state)
+{
+	struct pod_policy p;
+	char msg[256];
+
+	(void)state;
+	memset(&p, 0, sizeof(p));
+	assert_string_equal(check(&p, "{\"spec\":{\"hostNetwork\":false,"
+				  "\"serviceAccountName\":\"default\","
+				  "\"volumes\":[{\"name\":\"v\",\"emptyDir\":{}}],"
+				  "\"containers\":[{\"name\":\"learner\",\"securityContext\":"
+				  "{\"privileged\":false,\"allowPrivilegeEscalation\":false,"
+				  "\"capabilities\":{\"drop\":[\"ALL\"],\"add\":[]}}}]}}",
+				  msg, sizeof(msg)), "");
+	assert_string_equal(msg, "");
+	assert_string_equal(check(&p, "{\"spec\":{\"serviceAccountName\":\"\"}}",
+				  msg, sizeof(msg)), "");
+	assert_string_equal(check(&p, "{\"metadata\":{\"labels\":{\"a\":\"b\"}}}",
+				  msg, sizeof(msg)), "");
+	assert_int_equal(pod_template_check(&p, NULL, "x", msg, 4, msg, 4), 0);
+}
+
+/* --allow-privileged-templates lets all of it through but the service
+ * account; --template-service-accounts names the accounts allowed. */
+static void test_policy_flags(void **state)
+{
+	const char *priv = "{\"spec\":{\"hostPID\":true,\"volumes\":[{\"name\":\"h\","
+			   "\"hostPath\":{\"path\":\"/dev\"}}],\"initContainers\":[{\"name\":"
+			   "\"i\",\"securityContext\":{\"privileged\":true,\"capabilities\":"
+			   "{\"add\":[\"SYS_ADMIN\"]}}}]}}";
+	struct pod_policy p;
+	struct err e;
+	char msg[256];
+
+	(void)state;
+	memset(&p, 0, sizeof(p));
+	assert_string_equal(check(&p, priv, msg, sizeof(msg)), "HostNamespace");
+	p.allow_privileged = 1;
+	assert_string_equal(check(&p, priv, msg, sizeof(msg)), "");
+	assert_string_equal(check(&p, "{\"spec\":{\"serviceAccountName\":\"gcs-reader\"}}",
+				  msg, sizeof(msg)), "ServiceAccountNotAllowed");
+	assert_int_equal(pod_policy_add_accounts(&p, "gcs-reader,team.a", &e), 0);
+	assert_int_equal(p.naccounts, 2);
+	assert_string_equal(p.accounts[1], "team.a");
+	assert_string_equal(check(&p, "{\"spec\":{\"serviceAccountName\":\"gcs-reader\"}}",
+				  msg, sizeof(msg)), "");
+	assert_string_equal(check(&p, "{\"spec\":{\"serviceAccountName\":\"team.a\"}}",
+				  msg, sizeof(msg)), "");
+	assert_string_equal(check(&p, "{\"spec\":{\"serviceAccountName\":\"team\"}}",
+				  msg, sizeof(msg)), "ServiceAccountNotAllowed");
+	/* the accounts do not allow privileges */
+	p.allow_privileged = 0;
+	assert_string_equal(check(&p, priv, msg, sizeof(msg)), "HostNamespace");
+}
+
+/* Bad account lists are refused with the name that is wrong. */
+static void test_policy_bad_accounts(void **state)
+{
+	static const char *const bad[] = { "", "a,,b", "a,", "Upper", "-a", "a-",
+					   "a b", "a_b" };
+	char many[POD_POLICY_MAX_ACCOUNTS * 4 + 8] = "";
+	struct pod_policy p;
+	struct err e;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		memset(&p, 0, sizeof(p));
+		if (!pod_policy_add_accounts(&p, bad[i], &e))
+			fail_msg("'%s' was taken", bad[i]);
+		assert_non_null(strstr(e.msg, "is not a DNS-1123 subdomain"));
+	}
+	memset(&p, 0, sizeof(p));
+	assert_int_equal(pod_policy_add_accounts(&p, "ok,Bad", &e), -1);
+	assert_string_equal(e.msg, "service account 'Bad' of 'ok,Bad' is not a DNS-1123 "
+			    "subdomain (lower-case letters, digits, '-' and '.', at "
+			    "most 253)");
+	memset(&p, 0, sizeof(p));
+	for (int i = 0; i <= POD_POLICY_MAX_ACCOUNTS; i++)
+		snprintf(many + strlen(many), sizeof(many) - strlen(many), "%sa%d",
+			 i ? "," : "", i);
+	assert_int_equal(pod_policy_add_accounts(&p, many, &e), -1);
+	assert_non_null(strstr(e.msg, "more than 32 service accounts"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_template_adds_and_replaces),
 		cmocka_unit_test(test_no_template_changes_nothing),
 		cmocka_unit_test(test_main_container_by_name),
+		cmocka_unit_test(test_policy_refuses_by_default),
+		cmocka_unit_test(test_policy_allows_the_harmless),
+		cmocka_unit_test(test_policy_flags),
+		cmocka_unit_test(test_policy_bad_accounts),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

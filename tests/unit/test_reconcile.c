@@ -2,7 +2,8 @@
  * reconcile: the operator's decisions without a server. Each test states
  * a situation (spec, pods in the cache, memory) and checks the actions,
  * the phase and the conditions that come out (the fixture: rcfix.h).
- * The evaluator's are test_reconcile_eval.c's, the pods' readiness
+ * The evaluator's are test_reconcile_eval.c's, the Secret's and the
+ * refusals' test_reconcile_tls.c's, the pods' readiness
  * test_podcheck.c's, the children's manifests test_children.c's.
  */
 #include <setjmp.h>
@@ -1290,75 +1291,6 @@ static void test_missing_networkpolicy_is_reapplied(void **state)
 	rc_output_release(&f.out);
 }
 
-/*
- * <job>-tls is created, never applied: once when the operator does not
- * know it exists (a new job, or after a restart: the 409 then tells), and
- * with the syncer's StatefulSet; always before any pod that mounts it.
- */
-static void test_tls_secret_created_before_pods(void **state)
-{
-	struct fx f;
-
-	(void)state;
-	setup_fx(&f, 3);
-	reconcile(&f.in, f.mem, &f.out);
-	assert_int_equal(count(&f.out, ACT_CREATE_TLS), 1);
-	assert_true(find(&f.out, ACT_CREATE_TLS) < find(&f.out, ACT_APPLY_SYNCER));
-	assert_true(find(&f.out, ACT_CREATE_TLS) < find(&f.out, ACT_APPLY_LEARNER));
-	rc_output_release(&f.out);
-	/* a running job after an operator restart: one create, nothing else */
-	setup_fx(&f, 3);
-	running(&f);
-	f.in.tls = 0;
-	reconcile(&f.in, f.mem, &f.out);
-	assert_int_equal(f.out.nacts, 1);
-	assert_int_equal(count(&f.out, ACT_CREATE_TLS), 1);
-	assert_int_equal(f.out.conds[COND_CREATED].status, 1);
-	assert_int_equal(f.out.phase, PHASE_RUNNING);
-	rc_output_release(&f.out);
-	/* known to exist: a recreated learner does not make another */
-	f.in.tls = 1;
-	f.in.npods = 2;
-	f.mem[2].seen = 1;
-	reconcile(&f.in, f.mem, &f.out);
-	assert_int_equal(count(&f.out, ACT_APPLY_LEARNER), 1);
-	assert_int_equal(count(&f.out, ACT_CREATE_TLS), 0);
-	rc_output_release(&f.out);
-	/* the StatefulSet made again (as after a resume): the Secret too */
-	setup_fx(&f, 3);
-	running(&f);
-	f.in.statefulset = 0;
-	f.in.syncer_ready = 0;
-	reconcile(&f.in, f.mem, &f.out);
-	assert_int_equal(count(&f.out, ACT_CREATE_TLS), 1);
-	assert_true(find(&f.out, ACT_CREATE_TLS) < find(&f.out, ACT_APPLY_SYNCER));
-	rc_output_release(&f.out);
-	/* spec.syncer.insecure: no Secret, and Created without it */
-	setup_fx(&f, 1);
-	f.in.want_tls = 0;
-	f.in.configmap = f.in.service = f.in.pvc = f.in.statefulset = f.in.netpol = 1;
-	f.pods[0].index = 0;
-	f.in.npods = 1;
-	reconcile(&f.in, f.mem, &f.out);
-	assert_int_equal(count(&f.out, ACT_CREATE_TLS), 0);
-	assert_int_equal(f.out.conds[COND_CREATED].status, 1);
-	rc_output_release(&f.out);
-	/* suspended: nothing is created */
-	setup_fx(&f, 3);
-	f.js.suspend = 1;
-	reconcile(&f.in, f.mem, &f.out);
-	assert_int_equal(count(&f.out, ACT_CREATE_TLS), 0);
-	rc_output_release(&f.out);
-	/* a new job is Created only once its Secret is known */
-	setup_fx(&f, 1);
-	f.in.configmap = f.in.service = f.in.pvc = f.in.statefulset = f.in.netpol = 1;
-	f.pods[0].index = 0;
-	f.in.npods = 1;
-	reconcile(&f.in, f.mem, &f.out);
-	assert_int_equal(f.out.conds[COND_CREATED].status, 0);
-	rc_output_release(&f.out);
-}
-
 static void test_deleting_job_does_nothing(void **state)
 {
 	struct fx f;
@@ -1411,7 +1343,6 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_new_job_creates_everything),
 		cmocka_unit_test(test_missing_networkpolicy_is_reapplied),
-		cmocka_unit_test(test_tls_secret_created_before_pods),
 		cmocka_unit_test(test_no_pvc_when_storage_empty),
 		cmocka_unit_test(test_all_seen_sets_created_and_running),
 		cmocka_unit_test(test_steady_state_does_nothing),
