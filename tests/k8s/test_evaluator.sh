@@ -79,7 +79,7 @@ eq "sidecar" "$(jq -c '.spec.initContainers[0] | {restartPolicy, command}' <<<"$
 eq "evaluator" "$(jq -c '.spec.containers[0] | {command, args}' <<<"$P")" \
 	'{"command":["/usr/bin/python3","external.py"],"args":["--evaluate","--every","5"]}'
 eq "env" "$(jq -c '.spec.containers[0].env | map({(.name): .value}) | add' <<<"$P")" \
-	'{"DDILOCO_EVALUATOR_ID":"0","DDILOCO_JOB_FILE":"/etc/ddiloco/job.json","DDILOCO_EXCHANGE":"/run/ddiloco"}'
+	'{"DDILOCO_EVALUATOR_ID":"0","DDILOCO_JOB_FILE":"/etc/ddiloco/job.json","DDILOCO_EXCHANGE":"/run/ddiloco","DDILOCO_LOG_FORMAT":"json"}'
 eq "tls items" "$(jq -c '.spec.volumes[] | select(.name == "tls") | .secret | [.secretName, (.items | map(.key + ">" + .path))]' <<<"$P")" \
 	'["ev-tls",["ca.crt>ca.crt","evaluator-0.crt>tls.crt","evaluator-0.key>tls.key"]]'
 eq "image" "$(jq -r '.spec.containers[0].image' <<<"$P")" \
