@@ -1,6 +1,7 @@
 /*
  * make_seeds: writes the seed corpora of the harnesses whose inputs are
- * binary (tests/fuzz/corpus/{wire,ckpt,shard,exchange}), made with the
+ * binary (tests/fuzz/corpus/{wire,ckpt,shard,exchange}), and the high-water
+ * marks (tests/fuzz/corpus/hwm), made with the
  * project's own encoders: `make fuzz-seeds`. The job file and watch seeds
  * are text, kept by hand. Run again when a format changes.
  */
@@ -289,6 +290,35 @@ static void exchange_seeds(void)
 		abort();
 }
 
+/* ---- hwm: high-water marks, as syncer_hwm_write writes them ---- */
+
+static void hwm_seeds(const char *dir)
+{
+	static uint64_t two[2] = { 41, 40 }, eight[8] = {
+		0, 1, 9, 10, 99, 100, 4294967296ull, UINT64_MAX };
+	static const struct { const char *file; struct syncer_hwm h; } m[] = {
+		{ "two-fragments", { 82, 2, two } },
+		{ "eight-fragments", { UINT64_MAX, 8, eight } },
+		{ "no-fragments", { 0, 0, NULL } },
+	};
+	char path[600];
+
+	for (size_t k = 0; k < sizeof(m) / sizeof(m[0]); k++) {
+		void *b;
+		size_t len;
+		struct err e;
+
+		snprintf(path, sizeof(path), "%s/syncer-%016llx-hwm", dir,
+			 FM_HWM_FP);
+		if (syncer_hwm_write(dir, FM_HWM_FP, &m[k].h, &e) ||
+		    file_read_all(path, 1 << 20, &b, &len, &e))
+			abort();
+		put("hwm", m[k].file, b, len);
+		free(b);
+		unlink(path);
+	}
+}
+
 int main(void)
 {
 	struct fuzz_model fm;
@@ -299,6 +329,7 @@ int main(void)
 	ckpt_seeds(&fm);
 	shard_seeds();
 	exchange_seeds();
+	hwm_seeds(fm.dir);
 	rmdir(fm.dir);
 	printf("seeds written under tests/fuzz/corpus\n");
 	return 0;
