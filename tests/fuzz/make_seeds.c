@@ -1,10 +1,11 @@
 /*
  * make_seeds: writes the seed corpora of the harnesses whose inputs are
- * binary (tests/fuzz/corpus/{wire,ckpt,shard,exchange}), and the high-water
- * marks (tests/fuzz/corpus/hwm), made with the
+ * binary (tests/fuzz/corpus/{wire,ckpt,shard,exchange,eval}), and the
+ * high-water marks (tests/fuzz/corpus/hwm), made with the
  * project's own encoders: `make fuzz-seeds`. The job file and watch seeds
  * are text, kept by hand. Run again when a format changes.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -319,6 +320,56 @@ static void hwm_seeds(const char *dir)
 	}
 }
 
+/* ---- eval: merges and evaluators' reports, tests/fuzz/fuzz_eval.c ---- */
+
+static void rec_eval(struct rec *r, int id, uint64_t round, double loss)
+{
+	struct wire_learner_msg m = { .kind = WIRE_EVALUATION };
+	size_t n;
+
+	m.evaluation = (struct wire_evaluation){ .round = round, .loss = loss,
+						 .tokens = 4096 };
+	n = wire_learner_size(&m);
+	if (n > 255 || r->n + 2 + n > sizeof(r->b))
+		abort();
+	r->b[r->n++] = (uint8_t)(1 | id << 1);
+	r->b[r->n++] = (uint8_t)n;
+	wire_learner_pack(&m, r->b + r->n);
+	r->n += n;
+}
+
+static void eval_seeds(void)
+{
+	struct rec r = { .n = 0 };
+
+	/* start at round 10, 5000 tokens; rounds 11..16 merged, the last
+	 * two out of order; reports taken, one not newer, one not merged,
+	 * one not finite */
+	r.b[r.n++] = 10;
+	r.b[r.n++] = 5;
+	r.b[r.n++] = 4 << 2;
+	rec_eval(&r, 0, 11, 3.5);
+	r.b[r.n++] = 8 << 2;
+	rec_eval(&r, 1, 14, 3.25);
+	rec_eval(&r, 0, 13, 3.0);
+	r.b[r.n++] = 2 | 1 << 2;
+	rec_eval(&r, 0, 16, 2.75);
+	rec_eval(&r, 2, 40, 2.5);
+	rec_eval(&r, 3, 17, NAN);
+	put("eval", "reports", r.b, r.n);
+	/* past the ring of merged rounds: 300 merges, then a report of a
+	 * round it no longer holds and one it does */
+	r.n = 0;
+	r.b[r.n++] = 0;
+	r.b[r.n++] = 0;
+	rec_eval(&r, 0, 0, 4.0);
+	for (int k = 0; k < 150; k++)
+		r.b[r.n++] = (uint8_t)((k & 1) << 1 | 1 << 2);
+	rec_eval(&r, 1, 20, 3.0);
+	rec_eval(&r, 1, 290, 3.0);
+	put("eval", "ring", r.b, r.n);
+}
+
 int main(void)
 {
 	struct fuzz_model fm;
@@ -330,6 +381,7 @@ int main(void)
 	shard_seeds();
 	exchange_seeds();
 	hwm_seeds(fm.dir);
+	eval_seeds();
 	rmdir(fm.dir);
 	printf("seeds written under tests/fuzz/corpus\n");
 	return 0;
