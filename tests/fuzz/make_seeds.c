@@ -1,6 +1,6 @@
 /*
  * make_seeds: writes the seed corpora of the harnesses whose inputs are
- * binary (tests/fuzz/corpus/{wire,ckpt,shard,exchange,eval}), and the
+ * binary (tests/fuzz/corpus/{wire,ckpt,shard,exchange,eval,seed}), and the
  * high-water marks (tests/fuzz/corpus/hwm), made with the
  * project's own encoders: `make fuzz-seeds`. The job file and watch seeds
  * are text, kept by hand. Run again when a format changes.
@@ -370,6 +370,64 @@ static void eval_seeds(void)
 	put("eval", "ring", r.b, r.n);
 }
 
+/* ---- seed: a table and the seeder's answers, tests/fuzz/fuzz_seed.c ---- */
+
+static void rec_seed(struct rec *r, int flags, int p, enum payload_enc enc,
+		     const float *x, size_t n)
+{
+	struct wire_learner_msg m = { .kind = WIRE_ANSWER };
+	uint8_t pl[FM_N * 4];
+
+	if (enc_encode(enc, x, n, pl, NULL))
+		abort();
+	m.answer = (struct wire_answer){
+		.fragment = (uint32_t)p, .encoding = (int)enc, .payload = pl,
+		.payload_len = enc_size(enc, n),
+	};
+	rec_msg(r, 0, 0, flags, &m);
+}
+
+static void seed_seeds(struct fuzz_model *fm)
+{
+	static const struct { const char *file; uint8_t shards;
+			      enum payload_enc enc[FM_P]; int reseed; } k[] = {
+		{ "whole-f32-bf16", 0, { ENC_F32, ENC_BF16 }, 0 },
+		{ "shard-1-of-2-int8", 1 | 1 << 2, { ENC_INT8, ENC_INT8 }, 0 },
+		{ "not-finite-then-reseed", 0, { ENC_F32, ENC_INT4 }, 1 },
+	};
+	uint64_t sizes[FM_P];
+	float x[FM_N];
+
+	for (int p = 0; p < FM_P; p++)
+		sizes[p] = fm->ft.frags[p].numel;
+	for (size_t i = 0; i < sizeof(k) / sizeof(k[0]); i++) {
+		struct rec r = { .n = 0 };
+		struct wire_learner_msg m = { .kind = WIRE_HELLO };
+
+		r.b[r.n++] = k[i].shards;
+		m.hello = (struct wire_hello){
+			.learner_id = 0, .fingerprint = fm->ft.fingerprint,
+			.fragments = FM_P, .nsizes = FM_P,
+			.fragment_sizes = sizes, .incarnation = 10, .job = "fuzz",
+		};
+		rec_msg(&r, 0, 0, 0, &m);
+		for (int p = 0; p < FM_P; p++) {
+			size_t n = fm->ft.frags[p].numel;
+
+			for (size_t j = 0; j < n; j++)
+				x[j] = 0.125f * (float)(p + 1) - 0.03f * (float)j;
+			if (k[i].reseed && p == 1) {
+				x[0] = NAN;
+				rec_seed(&r, 0, p, ENC_F32, x, n);
+				x[0] = 0.5f;
+				rec_seed(&r, 1, 0, k[i].enc[0], x, fm->ft.frags[0].numel);
+			}
+			rec_seed(&r, 0, p, k[i].enc[p], x, n);
+		}
+		put("seed", k[i].file, r.b, r.n);
+	}
+}
+
 int main(void)
 {
 	struct fuzz_model fm;
@@ -382,6 +440,7 @@ int main(void)
 	exchange_seeds();
 	hwm_seeds(fm.dir);
 	eval_seeds();
+	seed_seeds(&fm);
 	rmdir(fm.dir);
 	printf("seeds written under tests/fuzz/corpus\n");
 	return 0;
