@@ -41,32 +41,41 @@ static double shard_uptime(const struct syncer_status *s, int up, double E)
 	return 1 - ((1 - s->uptime) * span + away) / (span + away);
 }
 
+/* A count of the job: the shards' sum, held at UINT64_MAX rather than
+ * wrapped round to a small number (a shard's /status is the job image's
+ * word, docs/security.md). */
+static void add(uint64_t *o, uint64_t v)
+{
+	if (__builtin_add_overflow(*o, v, o))
+		*o = UINT64_MAX;
+}
+
 static void add_counts(struct syncer_status *o, const struct syncer_status *s)
 {
-	o->round += s->round;
-	o->tokens_merged += s->tokens_merged;
-	o->merged += s->merged;
-	o->late += s->late;
-	o->rejected += s->rejected;
-	o->empty += s->empty;
-	o->stale += s->stale;
-	o->clipped += s->clipped;
-	o->refused_bounds += s->refused_bounds;
-	o->capped += s->capped;
-	o->refused_history += s->refused_history;
-	o->refused_size += s->refused_size;
-	o->steps_undone += s->steps_undone;
-	o->heartbeats += s->heartbeats;
-	o->heartbeats_refused += s->heartbeats_refused;
-	o->claims_cut += s->claims_cut;
-	o->merged_steps += s->merged_steps;
-	o->double_merged_steps += s->double_merged_steps;
-	o->repeat_base += s->repeat_base;
-	o->stale_held += s->stale_held;
-	o->stale_merged += s->stale_merged;
-	o->bytes_in += s->bytes_in;
-	o->bytes_out += s->bytes_out;
-	o->ckpt.failures += s->ckpt.failures;
+	add(&o->round, s->round);
+	add(&o->tokens_merged, s->tokens_merged);
+	add(&o->merged, s->merged);
+	add(&o->late, s->late);
+	add(&o->rejected, s->rejected);
+	add(&o->empty, s->empty);
+	add(&o->stale, s->stale);
+	add(&o->clipped, s->clipped);
+	add(&o->refused_bounds, s->refused_bounds);
+	add(&o->capped, s->capped);
+	add(&o->refused_history, s->refused_history);
+	add(&o->refused_size, s->refused_size);
+	add(&o->steps_undone, s->steps_undone);
+	add(&o->heartbeats, s->heartbeats);
+	add(&o->heartbeats_refused, s->heartbeats_refused);
+	add(&o->claims_cut, s->claims_cut);
+	add(&o->merged_steps, s->merged_steps);
+	add(&o->double_merged_steps, s->double_merged_steps);
+	add(&o->repeat_base, s->repeat_base);
+	add(&o->stale_held, s->stale_held);
+	add(&o->stale_merged, s->stale_merged);
+	add(&o->bytes_in, s->bytes_in);
+	add(&o->bytes_out, s->bytes_out);
+	add(&o->ckpt.failures, s->ckpt.failures);
 	if (s->tokens > o->tokens)
 		o->tokens = s->tokens;
 	if (!isnan(s->elapsed) && (isnan(o->elapsed) || s->elapsed > o->elapsed))

@@ -99,6 +99,20 @@ static const char *str(json_t *o, const char *key)
 	return json_string_value(json_object_get(o, key));
 }
 
+/* s into dst[n] whole: a value that does not fit is an error naming it,
+ * never a shorter server, token or path (docs/operator.md, Install). */
+static int put(char *dst, size_t n, const char *s, const char *what,
+	       const char *path, struct err *e)
+{
+	size_t len = strlen(s);
+
+	if (len >= n)
+		return err_set(e, "kubeconfig '%s': %s is %zu bytes (at most %zu)",
+			       path, what, len, n - 1);
+	memcpy(dst, s, len + 1);
+	return 0;
+}
+
 int kube_config_load(const char *path, struct kube_config *out,
 		     struct err *e)
 {
@@ -134,24 +148,35 @@ int kube_config_load(const char *path, struct kube_config *out,
 		err_set(e, "kubeconfig '%s': context '%s' has no cluster server", path, cur);
 		goto out;
 	}
-	snprintf(c.server, sizeof(c.server), "%s", s);
-	len = strlen(c.server);
-	while (len && c.server[len - 1] == '/')
-		c.server[--len] = '\0';
-	snprintf(c.namespace_, sizeof(c.namespace_), "%s",
-		 str(ctx, "namespace") ? str(ctx, "namespace") : "default");
-	if ((s = str(cluster, "certificate-authority")))
-		snprintf(c.ca_file, sizeof(c.ca_file), "%s", s);
+	for (len = strlen(s); len && s[len - 1] == '/'; len--)
+		;
+	if (!len) {
+		err_set(e, "kubeconfig '%s': context '%s' has an empty cluster server",
+			path, cur);
+		goto out;
+	}
+	if (len >= sizeof(c.server)) {
+		err_set(e, "kubeconfig '%s': cluster server is %zu bytes (at most %zu)",
+			path, len, sizeof(c.server) - 1);
+		goto out;
+	}
+	memcpy(c.server, s, len);
+	if (put(c.namespace_, sizeof(c.namespace_), str(ctx, "namespace") ?
+		str(ctx, "namespace") : "default", "namespace", path, e) ||
+	    ((s = str(cluster, "certificate-authority")) &&
+	     put(c.ca_file, sizeof(c.ca_file), s, "certificate-authority", path, e)))
+		goto out;
 	if ((s = str(cluster, "certificate-authority-data")) &&
 	    b64_decode(s, &c.ca_pem, &c.ca_pem_len)) {
 		err_set(e, "kubeconfig '%s': certificate-authority-data is not base64", path);
 		goto out;
 	}
 	c.insecure = json_is_true(json_object_get(cluster, "insecure-skip-tls-verify"));
-	if (user && (s = str(user, "token")))
-		snprintf(c.token, sizeof(c.token), "%s", s);
-	if (user && (s = str(user, "tokenFile")))
-		snprintf(c.token_file, sizeof(c.token_file), "%s", s);
+	if ((user && (s = str(user, "token")) &&
+	     put(c.token, sizeof(c.token), s, "token", path, e)) ||
+	    (user && (s = str(user, "tokenFile")) &&
+	     put(c.token_file, sizeof(c.token_file), s, "tokenFile", path, e)))
+		goto out;
 	if (!c.token[0] && !c.token_file[0]) {
 		err_set(e, "kubeconfig '%s': user of context '%s' has no token or tokenFile "
 			"(only bearer tokens are supported)", path, cur);

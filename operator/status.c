@@ -5,6 +5,7 @@
  */
 #include "operator/status.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -80,6 +81,13 @@ static void copy_utf8(char *dst, size_t n, const char *src)
 	dst[len] = '\0';
 }
 
+/* A count of the syncer's as the status holds it (an int64 in JSON):
+ * one past LLONG_MAX reads LLONG_MAX, never a negative number. */
+static long long count_of(uint64_t v)
+{
+	return v > (uint64_t)LLONG_MAX ? LLONG_MAX : (long long)v;
+}
+
 static double or_zero(double v)
 {
 	return isnan(v) ? 0 : v;
@@ -108,8 +116,8 @@ void status_progress_from_syncer(const struct syncer_status *s,
 				 struct obs_progress *p)
 {
 	p->have = 1;
-	p->round = (long long)s->round;
-	p->tokens = (long long)s->tokens;
+	p->round = count_of(s->round);
+	p->tokens = count_of(s->tokens);
 	p->loss = s->eval_loss;       /* NAN while there is none */
 	p->goodput = or_zero(s->goodput);
 	p->uptime = or_zero(s->uptime);
@@ -117,9 +125,9 @@ void status_progress_from_syncer(const struct syncer_status *s,
 	p->done = s->done;
 	p->ckpt_have = s->ckpt.have;
 	p->ckpt_failing = s->ckpt.failing;
-	p->ckpt_failures = (long long)s->ckpt.failures;
+	p->ckpt_failures = count_of(s->ckpt.failures);
 	p->ckpt_last_ok_round = s->ckpt.have_last_ok
-				? (long long)s->ckpt.last_ok_round : -1;
+				? count_of(s->ckpt.last_ok_round) : -1;
 	copy_utf8(p->ckpt_error, sizeof(p->ckpt_error), s->ckpt.error);
 	p->started_over = !s->ckpt.resumed_from[0] ? -1 :
 			  !strcmp(s->ckpt.resumed_from, "seed");

@@ -20,6 +20,8 @@
 #define FM_M 3
 #define FM_N 24
 #define FM_P 2
+/* the fingerprint of the high-water mark seeds (tests/fuzz/fuzz_hwm.c) */
+#define FM_HWM_FP 0x3c481866ea90b922ull
 
 struct fuzz_model {
 	char dir[256];               /* the checkpoint folder */

@@ -1,9 +1,11 @@
 /*
  * make_seeds: writes the seed corpora of the harnesses whose inputs are
- * binary (tests/fuzz/corpus/{wire,ckpt,shard,exchange}), made with the
+ * binary (tests/fuzz/corpus/{wire,ckpt,shard,exchange,eval,seed}), and the
+ * high-water marks (tests/fuzz/corpus/hwm), made with the
  * project's own encoders: `make fuzz-seeds`. The job file and watch seeds
  * are text, kept by hand. Run again when a format changes.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -289,6 +291,143 @@ static void exchange_seeds(void)
 		abort();
 }
 
+/* ---- hwm: high-water marks, as syncer_hwm_write writes them ---- */
+
+static void hwm_seeds(const char *dir)
+{
+	static uint64_t two[2] = { 41, 40 }, eight[8] = {
+		0, 1, 9, 10, 99, 100, 4294967296ull, UINT64_MAX };
+	static const struct { const char *file; struct syncer_hwm h; } m[] = {
+		{ "two-fragments", { 82, 2, two } },
+		{ "eight-fragments", { UINT64_MAX, 8, eight } },
+		{ "no-fragments", { 0, 0, NULL } },
+	};
+	char path[600];
+
+	for (size_t k = 0; k < sizeof(m) / sizeof(m[0]); k++) {
+		void *b;
+		size_t len;
+		struct err e;
+
+		snprintf(path, sizeof(path), "%s/syncer-%016llx-hwm", dir,
+			 FM_HWM_FP);
+		if (syncer_hwm_write(dir, FM_HWM_FP, &m[k].h, &e) ||
+		    file_read_all(path, 1 << 20, &b, &len, &e))
+			abort();
+		put("hwm", m[k].file, b, len);
+		free(b);
+		unlink(path);
+	}
+}
+
+/* ---- eval: merges and evaluators' reports, tests/fuzz/fuzz_eval.c ---- */
+
+static void rec_eval(struct rec *r, int id, uint64_t round, double loss)
+{
+	struct wire_learner_msg m = { .kind = WIRE_EVALUATION };
+	size_t n;
+
+	m.evaluation = (struct wire_evaluation){ .round = round, .loss = loss,
+						 .tokens = 4096 };
+	n = wire_learner_size(&m);
+	if (n > 255 || r->n + 2 + n > sizeof(r->b))
+		abort();
+	r->b[r->n++] = (uint8_t)(1 | id << 1);
+	r->b[r->n++] = (uint8_t)n;
+	wire_learner_pack(&m, r->b + r->n);
+	r->n += n;
+}
+
+static void eval_seeds(void)
+{
+	struct rec r = { .n = 0 };
+
+	/* start at round 10, 5000 tokens; rounds 11..16 merged, the last
+	 * two out of order; reports taken, one not newer, one not merged,
+	 * one not finite */
+	r.b[r.n++] = 10;
+	r.b[r.n++] = 5;
+	r.b[r.n++] = 4 << 2;
+	rec_eval(&r, 0, 11, 3.5);
+	r.b[r.n++] = 8 << 2;
+	rec_eval(&r, 1, 14, 3.25);
+	rec_eval(&r, 0, 13, 3.0);
+	r.b[r.n++] = 2 | 1 << 2;
+	rec_eval(&r, 0, 16, 2.75);
+	rec_eval(&r, 2, 40, 2.5);
+	rec_eval(&r, 3, 17, NAN);
+	put("eval", "reports", r.b, r.n);
+	/* past the ring of merged rounds: 300 merges, then a report of a
+	 * round it no longer holds and one it does */
+	r.n = 0;
+	r.b[r.n++] = 0;
+	r.b[r.n++] = 0;
+	rec_eval(&r, 0, 0, 4.0);
+	for (int k = 0; k < 150; k++)
+		r.b[r.n++] = (uint8_t)((k & 1) << 1 | 1 << 2);
+	rec_eval(&r, 1, 20, 3.0);
+	rec_eval(&r, 1, 290, 3.0);
+	put("eval", "ring", r.b, r.n);
+}
+
+/* ---- seed: a table and the seeder's answers, tests/fuzz/fuzz_seed.c ---- */
+
+static void rec_seed(struct rec *r, int flags, int p, enum payload_enc enc,
+		     const float *x, size_t n)
+{
+	struct wire_learner_msg m = { .kind = WIRE_ANSWER };
+	uint8_t pl[FM_N * 4];
+
+	if (enc_encode(enc, x, n, pl, NULL))
+		abort();
+	m.answer = (struct wire_answer){
+		.fragment = (uint32_t)p, .encoding = (int)enc, .payload = pl,
+		.payload_len = enc_size(enc, n),
+	};
+	rec_msg(r, 0, 0, flags, &m);
+}
+
+static void seed_seeds(struct fuzz_model *fm)
+{
+	static const struct { const char *file; uint8_t shards;
+			      enum payload_enc enc[FM_P]; int reseed; } k[] = {
+		{ "whole-f32-bf16", 0, { ENC_F32, ENC_BF16 }, 0 },
+		{ "shard-1-of-2-int8", 1 | 1 << 2, { ENC_INT8, ENC_INT8 }, 0 },
+		{ "not-finite-then-reseed", 0, { ENC_F32, ENC_INT4 }, 1 },
+	};
+	uint64_t sizes[FM_P];
+	float x[FM_N];
+
+	for (int p = 0; p < FM_P; p++)
+		sizes[p] = fm->ft.frags[p].numel;
+	for (size_t i = 0; i < sizeof(k) / sizeof(k[0]); i++) {
+		struct rec r = { .n = 0 };
+		struct wire_learner_msg m = { .kind = WIRE_HELLO };
+
+		r.b[r.n++] = k[i].shards;
+		m.hello = (struct wire_hello){
+			.learner_id = 0, .fingerprint = fm->ft.fingerprint,
+			.fragments = FM_P, .nsizes = FM_P,
+			.fragment_sizes = sizes, .incarnation = 10, .job = "fuzz",
+		};
+		rec_msg(&r, 0, 0, 0, &m);
+		for (int p = 0; p < FM_P; p++) {
+			size_t n = fm->ft.frags[p].numel;
+
+			for (size_t j = 0; j < n; j++)
+				x[j] = 0.125f * (float)(p + 1) - 0.03f * (float)j;
+			if (k[i].reseed && p == 1) {
+				x[0] = NAN;
+				rec_seed(&r, 0, p, ENC_F32, x, n);
+				x[0] = 0.5f;
+				rec_seed(&r, 1, 0, k[i].enc[0], x, fm->ft.frags[0].numel);
+			}
+			rec_seed(&r, 0, p, k[i].enc[p], x, n);
+		}
+		put("seed", k[i].file, r.b, r.n);
+	}
+}
+
 int main(void)
 {
 	struct fuzz_model fm;
@@ -299,6 +438,9 @@ int main(void)
 	ckpt_seeds(&fm);
 	shard_seeds();
 	exchange_seeds();
+	hwm_seeds(fm.dir);
+	eval_seeds();
+	seed_seeds(&fm);
 	rmdir(fm.dir);
 	printf("seeds written under tests/fuzz/corpus\n");
 	return 0;

@@ -210,6 +210,61 @@ static void test_kubeconfig(void **state)
 	rmdir(dir);
 }
 
+/* A value longer than the config keeps is an error naming it, not a
+ * value cut short; an empty server too (regress/kubeconfig/). */
+static void kubeconfig_values_are_whole(void **state)
+{
+	char dir[] = "/tmp/test_kube_XXXXXX", path[128], text[8192];
+	char long_token[5001], long_server[301];
+	const char *fmt = "current-context: t\nclusters:\n- name: c\n  cluster: "
+			  "{server: \"%s\"}\nusers:\n- name: u\n  user: {token: %s}\n"
+			  "contexts:\n- name: t\n  context: {cluster: c, user: u%s}\n";
+	struct kube_config c;
+	struct err e;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/config", dir);
+	memset(long_token, 't', 5000);
+	long_token[5000] = '\0';
+	memcpy(long_server, "https://", 8);
+	memset(long_server + 8, 'a', 292);
+	long_server[300] = '\0';
+
+	snprintf(text, sizeof(text), fmt, "https://x:1", long_token, "");
+	write_file(path, text);
+	assert_int_equal(kube_config_load(path, &c, &e), -1);
+	assert_non_null(strstr(e.msg, "token is 5000 bytes (at most 4095)"));
+
+	snprintf(text, sizeof(text), fmt, long_server, "t", "");
+	write_file(path, text);
+	assert_int_equal(kube_config_load(path, &c, &e), -1);
+	assert_non_null(strstr(e.msg, "cluster server is 300 bytes (at most 255)"));
+
+	snprintf(text, sizeof(text), fmt, "https://x:1", "t",
+		 ", namespace: nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn");
+	write_file(path, text);
+	assert_int_equal(kube_config_load(path, &c, &e), -1);
+	assert_non_null(strstr(e.msg, "namespace is 64 bytes (at most 63)"));
+
+	snprintf(text, sizeof(text), fmt, "//", "t", "");
+	write_file(path, text);
+	assert_int_equal(kube_config_load(path, &c, &e), -1);
+	assert_non_null(strstr(e.msg, "empty cluster server"));
+
+	/* at the limits, whole */
+	long_server[255] = '\0';
+	snprintf(text, sizeof(text), fmt, long_server, "t",
+		 ", namespace: nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn");
+	write_file(path, text);
+	assert_int_equal(kube_config_load(path, &c, &e), 0);
+	assert_string_equal(c.server, long_server);
+	assert_int_equal(strlen(c.namespace_), 63);
+	kube_config_release(&c);
+	unlink(path);
+	rmdir(dir);
+}
+
 static void serve(void *ctx, const struct fake_req *rq, struct fake_reply *rp)
 {
 	int *refuse = ctx;
@@ -289,6 +344,7 @@ int main(void)
 		cmocka_unit_test(test_escape_and_time),
 		cmocka_unit_test(test_yaml_to_json),
 		cmocka_unit_test(test_kubeconfig),
+		cmocka_unit_test(kubeconfig_values_are_whole),
 		cmocka_unit_test(test_requests_and_events),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -186,6 +186,29 @@ static void job_status_from_shards(void **state)
 		syncer_status_release(&st[i]);
 }
 
+/* Counts past 2^64 − 1 in all are held there, not wrapped round to a
+ * small number (regress/status/counts-sum-past-2-64). */
+static void a_sum_of_counts_does_not_wrap(void **state)
+{
+	struct syncer_status st[2], all;
+	int up[2] = { 1, 1 };
+
+	(void)state;
+	shard_status(&st[0], 10, 1, 1.0, 0);
+	shard_status(&st[1], 30, 1, 1.0, 0);
+	st[0].bytes_in = st[1].bytes_in = UINT64_MAX / 2 + 7;
+	st[0].ckpt.failures = UINT64_MAX;
+	st[1].ckpt.failures = 1;
+	syncer_status_init(&all);
+	syncer_status_shards(&all, st, up, 2);
+	assert_true(all.bytes_in == UINT64_MAX);
+	assert_true(all.ckpt.failures == UINT64_MAX);
+	assert_int_equal(all.round, 40);           /* the others still add */
+	syncer_status_release(&all);
+	for (int i = 0; i < 2; i++)
+		syncer_status_release(&st[i]);
+}
+
 /*
  * Uptime per fragment: a shard that stops answering counts the time since
  * its last /status as down for its fragments, while the shards that
@@ -230,6 +253,7 @@ int main(void)
 		cmocka_unit_test(a_shard_down_counts_its_fragments_down),
 		cmocka_unit_test(checkpoints_are_each_shards_own),
 		cmocka_unit_test(job_status_from_shards),
+		cmocka_unit_test(a_sum_of_counts_does_not_wrap),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,6 +5,7 @@
  * from the chaos controller, else the one already written; progress from
  * the syncer's /status as common/syncer_status reads it.
  */
+#include <limits.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -160,6 +161,35 @@ static void test_progress_from_syncer(void **state)
 	assert_float_equal(p.elapsed, 0, 0);
 	assert_int_equal(p.ckpt_have, 0);     /* an older syncer: no word */
 	syncer_status_release(&s);
+}
+
+/* A count past what the status's int64 holds reads LLONG_MAX, never a
+ * negative round (regress/status/counts-sum-past-2-64). */
+static void test_progress_counts_stay_positive(void **state)
+{
+	const char *big = "{\"round\":1.8e19,\"tokens\":9223372036854775808.0,"
+			  "\"checkpoint\":{\"failures\":1.7e19,"
+			  "\"last_ok_round\":1.6e19}}";
+	struct syncer_status s;
+	struct obs_progress p;
+	struct err e;
+
+	(void)state;
+	assert_int_equal(syncer_status_parse(big, strlen(big), &s, &e), 0);
+	memset(&p, 0, sizeof(p));
+	status_progress_from_syncer(&s, &p);
+	assert_true(p.round == LLONG_MAX);
+	assert_true(p.tokens == LLONG_MAX);
+	assert_true(p.ckpt_failures == LLONG_MAX);
+	assert_true(p.ckpt_last_ok_round == LLONG_MAX);
+	syncer_status_release(&s);
+	s.round = 806;
+	s.tokens = (uint64_t)LLONG_MAX;
+	s.ckpt.have_last_ok = 0;
+	status_progress_from_syncer(&s, &p);
+	assert_int_equal(p.round, 806);
+	assert_true(p.tokens == LLONG_MAX);
+	assert_int_equal(p.ckpt_last_ok_round, -1);
 }
 
 static void test_checkpoint_from_syncer(void **state)
@@ -401,6 +431,7 @@ int main(void)
 		cmocka_unit_test(test_progress_prefers_eval_loss),
 		cmocka_unit_test(test_progress_from_syncer),
 		cmocka_unit_test(test_checkpoint_from_syncer),
+		cmocka_unit_test(test_progress_counts_stay_positive),
 		cmocka_unit_test(test_complete_condition),
 		cmocka_unit_test(test_progress_update_time),
 		cmocka_unit_test(test_should_write_threshold),
