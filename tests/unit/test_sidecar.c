@@ -57,7 +57,7 @@ struct fx {
 static int setup(void **state)
 {
 	struct fx *f = calloc(1, sizeof(*f));
-	struct sidecar_opts o = { .target = "localhost:1", .learner_id = 2,
+	struct sidecar_opts o = { .target = "127.0.0.1:1", .learner_id = 2,
 				  .job = "t" };
 
 	strcpy(f->dir, "/tmp/ddsc-test-XXXXXX");
