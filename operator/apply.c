@@ -200,9 +200,7 @@ static int resize_claim(struct kube *k, struct pass *p, const struct rc_action *
 	struct jobmem *m = p->m;
 	struct err e;
 
-	if (p->js.syncer.shards > 1
-	    ? shard_claim_name(p->name, a->index, name, sizeof(name))
-	    : child_name(p->name, CHILD_CHECKPOINTS, 0, name, sizeof(name)))
+	if (own_claim_name(p->name, p->js.syncer.shards, a->index, name, sizeof(name)))
 		return 0;
 	object_path("/api/v1", "persistentvolumeclaims", p->ns, name, path,
 		    sizeof(path));

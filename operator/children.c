@@ -300,6 +300,12 @@ int shard_claim_name(const char *job, int shard, char *out, size_t n)
 	return 0;
 }
 
+int own_claim_name(const char *job, int shards, int i, char *out, size_t n)
+{
+	return shards > 1 ? shard_claim_name(job, i, out, n)
+			  : child_name(job, CHILD_CHECKPOINTS, 0, out, n);
+}
+
 int checkpoint_claim_name(const struct child_ctx *c, char *out, size_t n)
 {
 	const char *own = sget(json_object_get(c->spec, "syncer"), "checkpoints",
@@ -318,10 +324,9 @@ json_t *child_pvc(const struct child_ctx *c, int shard)
 	json_t *spec, *m;
 	const char *cls = sget(c->spec, "syncer", "storageClassName");
 
-	if (c->js->syncer.shards > 1 ?
-	    shard < 0 || shard >= c->js->syncer.shards ||
-	    shard_claim_name(c->name, shard, name, sizeof(name)) :
-	    child_name(c->name, CHILD_CHECKPOINTS, 0, name, sizeof(name)))
+	if ((c->js->syncer.shards > 1 &&
+	     (shard < 0 || shard >= c->js->syncer.shards)) ||
+	    own_claim_name(c->name, c->js->syncer.shards, shard, name, sizeof(name)))
 		return NULL;
 	checkpoint_claim_size(c, size, sizeof(size));
 	spec = json_pack("{s:[s], s:{s:{s:s}}}", "accessModes", "ReadWriteOnce",

@@ -174,6 +174,9 @@ double checkpoint_shard_bytes(const struct job_spec *js);
 /* The claim of shard i of a sharded job (S > 1):
  * checkpoints-<job>-syncer-<i>; -1 when it does not fit. */
 int shard_claim_name(const char *job, int shard, char *out, size_t n);
+/* The operator's checkpoint claim of shard i of a job of `shards`:
+ * shard_claim_name when shards > 1, else <job>-checkpoints. */
+int own_claim_name(const char *job, int shards, int i, char *out, size_t n);
 /* The claim the syncer mounts: spec.syncer.checkpoints.claimName (the
  * user's, never created or deleted by the operator), else
  * <job>-checkpoints. -1 when it does not fit. */

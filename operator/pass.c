@@ -356,8 +356,7 @@ static void observe_claims(const struct caches *c, struct pass *p)
 	for (int i = 0; i < S; i++) {
 		const char *ou;
 
-		if (S > 1 ? shard_claim_name(p->name, i, name, sizeof(name)) :
-		    child_name(p->name, CHILD_CHECKPOINTS, 0, name, sizeof(name)))
+		if (own_claim_name(p->name, S, i, name, sizeof(name)))
 			return;
 		if (!(pvc = informer_get(c->pvcs, p->ns, name)))
 			continue;

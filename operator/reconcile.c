@@ -694,9 +694,8 @@ static void claim_grow(const struct rc_input *in, struct rc_output *o,
 
 	if (!in->want_pvc || in->pvc_owned != 1 || in->storage_given || i < 0 ||
 	    i >= JOB_MAX_SHARDS ||
-	    (in->spec->syncer.shards > 1
-	     ? shard_claim_name(in->spec->name, i, claim, sizeof(claim))
-	     : child_name(in->spec->name, CHILD_CHECKPOINTS, 0, claim, sizeof(claim)))) {
+	    own_claim_name(in->spec->name, in->spec->syncer.shards, i, claim,
+			   sizeof(claim))) {
 		snprintf(msg, n, "set spec.syncer.storage (each shard's claim) larger");
 		return;
 	}
