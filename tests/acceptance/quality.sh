@@ -1,5 +1,5 @@
 #!/bin/sh
-# The quality study's short version (about an hour on 2 idle cores; not
+# The quality study's short version (not yet timed: an estimate of an hour on 2 idle cores; not
 # part of `make test`): examples/study.yaml — M = 8, learner 7 twice as
 # slow, chaos on the learners, one seed, less than one pass over the
 # kernel's documentation split by files — against its data-parallel
