@@ -22,7 +22,8 @@
  *
  * What a message does is stream_msg.c's (hellos, identities, Beats,
  * evaluators, an external model's adoption), and what it does to the
- * syncer's state the core's (core.c); this file keeps the calls, sends
+ * syncer's state the core's (core.c); the server is made in server.c;
+ * this file keeps the calls, sends
  * what the core's results ask for, and turns the run loop, whose rounds
  * core_poll drives.
  *
@@ -81,61 +82,8 @@
 #define TICK 0.05
 #define EVENT_BATCH 64   /* events handled before the rounds are polled */
 #define STOP_GRACE 3.0   /* seconds for streams to close on a stop */
-/* gRPC limits (docs/syncer.md, gRPC details): a sidecar needs one stream
- * at a time, two while a new one replaces the old */
-#define MAX_STREAMS_PER_CONN 4
-#define STREAM_SPARE 8
-#define QUOTA_MIN_BYTES ((size_t)256 << 20)
-
-
-static gpr_timespec deadline_in(double seconds)
-{
-	if (seconds < 0)
-		seconds = 0;
-	return gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
-			    gpr_time_from_micros((int64_t)(seconds * 1e6),
-						 GPR_TIMESPAN));
-}
 
 /* ---- calls ------------------------------------------------------------ */
-
-static void request_call(struct stream_server *sv, int beat)
-{
-	struct conn *c = calloc(1, sizeof(*c));
-	grpc_call_error rc;
-
-	if (!c) {
-		log_error("out of memory for a new stream");
-		return;
-	}
-	c->sv = sv;
-	c->learner = -1;
-	c->evaluator = -1;
-	c->cert_learner = -1;
-	c->beat = beat;
-	c->beat_learner = -1;
-	c->t_new = (struct tag){ T_NEW, c };
-	c->t_recv = (struct tag){ T_RECV, c };
-	c->t_send = (struct tag){ T_SEND, c };
-	c->t_status = (struct tag){ T_STATUS, c };
-	c->t_close = (struct tag){ T_CLOSE, c };
-	grpc_metadata_array_init(&c->md);
-	rc = grpc_server_request_registered_call(sv->srv,
-						 beat ? sv->beat_method : sv->method,
-						 &c->call,
-						 &c->deadline, &c->md, NULL,
-						 sv->cq, sv->cq, &c->t_new);
-	if (rc != GRPC_CALL_OK) {
-		log_error("cannot wait for streams: gRPC error %d", rc);
-		grpc_metadata_array_destroy(&c->md);
-		free(c);
-		return;
-	}
-	if (beat)
-		sv->waiting_beat = c;
-	else
-		sv->waiting = c;
-}
 
 static void drop_queue(struct conn *c)
 {
@@ -535,7 +483,7 @@ static void on_new(struct stream_server *sv, struct conn *c, int ok,
 	    GRPC_CALL_OK)
 		c->close_pending = 1;
 	if (!sv->s->stopping)
-		request_call(sv, c->beat);
+		stream_request_call(sv, c->beat);
 	if (sv->s->stopping) {
 		conn_close(c, GRPC_STATUS_UNAVAILABLE, "syncer shutting down");
 	} else if (sv->s->prm->tls && (c->cert_learner = stream_cert_learner(c, &e)) < 0) {
@@ -646,128 +594,6 @@ static void close_all(struct stream_server *sv, grpc_status_code code,
 	}
 }
 
-/*
- * The memory gRPC may use for the syncer's calls (docs/syncer.md, gRPC
- * details): room for two of the largest fragment message (one in, one
- * out) per learner and per STREAM_SPARE streams more, at least
- * QUOTA_MIN_BYTES.
- */
-static size_t quota_bytes(const struct syncer *s)
-{
-	size_t big = 0, n;
-
-	for (int p = 0; p < s->P; p++) {
-		n = enc_size(ENC_F32, s->ft->frags[p].numel) + 1024;
-		big = n > big ? n : big;
-	}
-	n = 2 * big * (size_t)(s->M + STREAM_SPARE);
-	return n > QUOTA_MIN_BYTES ? n : QUOTA_MIN_BYTES;
-}
-
-/*
- * The message limits (docs/protocol.md, Messages in parts): the largest
- * answer payload of the table and its framing, at most the cap
- * (WIRE_MAX_MESSAGE, or the test knob). An external job's table is not
- * known yet: the cap.
- */
-static void set_limits(struct stream_server *sv, size_t cap)
-{
-	struct syncer *s = sv->s;
-	size_t big = 0;
-
-	for (int p = 0; !s->adopting && p < s->P; p++) {
-		size_t n = wire_payload_max(s->ft->frags[p].numel);
-
-		big = n > big ? n : big;
-	}
-	sv->payload_max = big;
-	sv->send_cap = wire_message_limit(SIZE_MAX, cap);
-	sv->recv_limit = s->adopting ? sv->send_cap : wire_message_limit(big, cap);
-}
-
-static int start_server(struct stream_server *sv, const char *listen,
-			const struct tls_files *tls, struct err *e)
-{
-	grpc_resource_quota *quota = grpc_resource_quota_create("ddiloco-syncer");
-	grpc_arg args[] = {
-		{ GRPC_ARG_INTEGER, (char *)GRPC_ARG_ALLOW_REUSEPORT, { .integer = 0 } },
-		{ GRPC_ARG_INTEGER, (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH,
-		  { .integer = (int)sv->recv_limit } },
-		{ GRPC_ARG_INTEGER, (char *)GRPC_ARG_MAX_SEND_MESSAGE_LENGTH,
-		  { .integer = (int)sv->send_cap } },
-		{ GRPC_ARG_INTEGER,
-		  (char *)GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
-		  { .integer = 500 } },
-		{ GRPC_ARG_INTEGER, (char *)GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS,
-		  { .integer = 1 } },
-		{ GRPC_ARG_INTEGER, (char *)GRPC_ARG_KEEPALIVE_TIME_MS,
-		  { .integer = 2000 } },
-		{ GRPC_ARG_INTEGER, (char *)GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
-		  { .integer = 4000 } },
-		{ GRPC_ARG_INTEGER, (char *)GRPC_ARG_MAX_CONCURRENT_STREAMS,
-		  { .integer = MAX_STREAMS_PER_CONN } },
-		{ GRPC_ARG_INTEGER, (char *)GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
-		  { .integer = SYNCER_HANDSHAKE_TIMEOUT * 1000 } },
-		{ .type = GRPC_ARG_POINTER, .key = (char *)GRPC_ARG_RESOURCE_QUOTA,
-		  .value.pointer = { quota, grpc_resource_quota_arg_vtable() } },
-	};
-	grpc_channel_args ca = { sizeof(args) / sizeof(args[0]), args };
-	grpc_server_credentials *cred;
-	int port;
-
-	size_t qb = quota_bytes(sv->s);
-
-	grpc_resource_quota_resize(quota, qb);
-	sv->cq = grpc_completion_queue_create_for_next(NULL);
-	sv->srv = grpc_server_create(&ca, NULL);
-	grpc_resource_quota_unref(quota);   /* the server holds its own */
-	log_debug("gRPC limits: %d streams a connection, %zu MiB of buffers, "
-		  "messages of %zu bytes in, %zu out (larger payloads in parts), "
-		  "%d s to handshake", MAX_STREAMS_PER_CONN, qb >> 20,
-		  sv->recv_limit, sv->send_cap, SYNCER_HANDSHAKE_TIMEOUT);
-	grpc_server_register_completion_queue(sv->srv, sv->cq, NULL);
-	sv->method = grpc_server_register_method(sv->srv,
-						 "/ddiloco.v1.Syncer/Train", NULL,
-						 GRPC_SRM_PAYLOAD_NONE, 0);
-	sv->beat_method = grpc_server_register_method(sv->srv,
-						 "/ddiloco.v1.Syncer/Beat", NULL,
-						 GRPC_SRM_PAYLOAD_NONE, 0);
-	if (tls) {
-		grpc_ssl_pem_key_cert_pair pair = { tls->key, tls->cert };
-
-		cred = grpc_ssl_server_credentials_create_ex(tls->ca, &pair, 1,
-			GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY, NULL);
-	} else {
-		cred = grpc_insecure_server_credentials_create();
-	}
-	port = grpc_server_add_http2_port(sv->srv, listen, cred);
-	grpc_server_credentials_release(cred);
-	if (!port) {
-		grpc_event ev;
-
-		grpc_server_destroy(sv->srv);
-		sv->srv = NULL;
-		grpc_completion_queue_shutdown(sv->cq);
-		do
-			ev = grpc_completion_queue_next(sv->cq, deadline_in(1.0), NULL);
-		while (ev.type != GRPC_QUEUE_SHUTDOWN);
-		grpc_completion_queue_destroy(sv->cq);
-		sv->cq = NULL;
-		return err_set(e, "syncer: cannot listen on '%s' for gRPC", listen);
-	}
-	grpc_server_start(sv->srv);
-	request_call(sv, 0);
-	request_call(sv, 1);
-	if (tls)
-		log_info("gRPC on %s: mutual TLS, learners known by their "
-			 "certificates", listen);
-	else
-		log_warn("gRPC on %s in PLAINTEXT (spec.syncer.insecure): any "
-			 "process that reaches this port can join as any learner",
-			 listen);
-	return 0;
-}
-
 /* Shutdown order of docs/design.md §7. */
 static void stop_server(struct stream_server *sv)
 {
@@ -786,7 +612,7 @@ static void stop_server(struct stream_server *sv)
 	/* a call the core never finishes is left behind, not freed early */
 	while ((!sv->shut || sv->conns || sv->waiting || sv->waiting_beat) &&
 	       clock_mono() < give_up) {
-		ev = grpc_completion_queue_next(sv->cq, deadline_in(1.0), NULL);
+		ev = grpc_completion_queue_next(sv->cq, stream_deadline(1.0), NULL);
 		if (ev.type == GRPC_OP_COMPLETE) {
 			pthread_mutex_lock(&sv->s->mu);
 			on_event(sv, ev.tag, ev.success, clock_mono());
@@ -796,7 +622,7 @@ static void stop_server(struct stream_server *sv)
 	grpc_server_destroy(sv->srv);
 	grpc_completion_queue_shutdown(sv->cq);
 	do
-		ev = grpc_completion_queue_next(sv->cq, deadline_in(1.0), NULL);
+		ev = grpc_completion_queue_next(sv->cq, stream_deadline(1.0), NULL);
 	while (ev.type != GRPC_QUEUE_SHUTDOWN);
 	grpc_completion_queue_destroy(sv->cq);
 }
@@ -867,7 +693,7 @@ static void handle_events(struct stream_server *sv)
 					      now));
 	}
 	pthread_mutex_unlock(&s->mu);
-	ev = grpc_completion_queue_next(sv->cq, deadline_in(wait), NULL);
+	ev = grpc_completion_queue_next(sv->cq, stream_deadline(wait), NULL);
 	/* the events already there, up to EVENT_BATCH, before the rounds are
 	 * looked at: that costs O(M) (the pacing's K-th step), an event O(1) */
 	for (int n = 0; ev.type == GRPC_OP_COMPLETE;) {
@@ -971,8 +797,8 @@ int syncer_run(const struct syncer_params *p,
 		goto out;
 	log_info("HTTP on %s:%d", p->http_addr ? p->http_addr : "0.0.0.0",
 		 httpd_port(s->http));
-	set_limits(&sv, p->max_message);
-	if (start_server(&sv, p->listen, p->tls, e))
+	stream_set_limits(&sv, p->max_message);
+	if (stream_start(&sv, p->listen, p->tls, e))
 		goto out;
 	pthread_mutex_lock(&s->mu);
 	s->ready = 1;

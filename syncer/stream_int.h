@@ -105,6 +105,19 @@ void conn_send_welcome(struct conn *c, uint64_t resume,
 /* The Updates kept for joining learners, for P fragments. */
 int stream_cache_init(struct stream_server *sv, int P, struct err *e);
 
+/* server.c */
+/* A deadline `seconds` from now on the monotonic clock (0 if negative). */
+gpr_timespec stream_deadline(double seconds);
+/* One call of Train (or of Beat) waited for: sv->waiting(_beat). */
+void stream_request_call(struct stream_server *sv, int beat);
+/* The message limits of the table, at most cap (WIRE_MAX_MESSAGE or the
+ * test knob); an external job's table is not known yet: the cap. */
+void stream_set_limits(struct stream_server *sv, size_t cap);
+/* The server made, listening on `listen` (mutual TLS when tls), and
+ * started with a call of each method waited for; -1 with e filled. */
+int stream_start(struct stream_server *sv, const char *listen,
+		 const struct tls_files *tls, struct err *e);
+
 /* stream_msg.c */
 void stream_on_message(struct conn *c, const uint8_t *data, size_t len,
 		       double now);

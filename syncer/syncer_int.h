@@ -209,6 +209,7 @@ int core_checkpoint(struct syncer *s, double now, int wait, struct err *e);
  * (run loop, each turn); with wait, after the write under way. */
 void core_checkpoint_due(struct syncer *s, double now, int wait);
 
+/* admit.c */
 /* Why a Hello cannot join; the stream ends with the matching status. */
 enum core_refusal {
 	CORE_JOIN_OK,
@@ -233,6 +234,8 @@ enum core_refusal core_evaluator_join(struct syncer *s,
  * NULL, says why). */
 int core_evaluation(struct syncer *s, int id, const struct wire_evaluation *ev,
 		    double now, struct err *e);
+
+/* core.c, again */
 /*
  * Joins learner h->learner_id (checked): its record, the step it resumes
  * at (*resume) and the Pulls of rounds in flight it must get, at most
