@@ -168,6 +168,13 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIB)
 	@echo "  LD $@"
 	@$(CC) $(CFLAGS) $(WARN) $(LDFLAGS) -o $@ $< $(LIB) $(LDLIBS) -lcmocka
 
+# disk faults for one folder, preloaded (tests/faults/faultfs.c)
+FAULTFS := $(BUILD)/tests/libfaultfs.so
+$(FAULTFS): tests/faults/faultfs.c
+	@mkdir -p $(dir $@)
+	@echo "  LD $@"
+	@$(CC) -std=c11 -O2 -Wall -Wextra -Werror -shared -fPIC -o $@ $< -ldl
+
 $(BUILD)/tests/replay_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o \
                         $(BUILD)/obj/tests/fuzz/replay.o $(LIB)
 	@mkdir -p $(dir $@)
@@ -187,7 +194,7 @@ $(BUILD)/bench/%: bench/%.c $(LIB)
 # tests/integration/test_*.sh one at a time; the last line counts them.
 test: deps
 	@$(MAKE) --no-print-directory lint
-	@$(MAKE) --no-print-directory all $(UNIT_BINS) $(REPLAY_BINS)
+	@$(MAKE) --no-print-directory all $(UNIT_BINS) $(REPLAY_BINS) $(FAULTFS)
 	@BUILD=$(BUILD) sh scripts/run-tests.sh $(UNIT_BINS) $(REPLAY_BINS)
 
 # scripts/lint.py: the rules are in its header and docs/design.md
@@ -227,6 +234,9 @@ crds:
 # ends: test_syncer_grpc), test_checkpoint_faults (failing and damaged
 # checkpoint files, the high-water mark: test_syncer_ckpt, test_persist,
 # test_core;
+# test_disk_faults (disk faults through a preloaded shim, which ASan's
+# runtime will not share LD_PRELOAD with: test_markw, test_persist,
+# test_round);
 # kill -9 and the state restored: test_syncer_grpc), test_parts (payloads
 # in parts: test_wire, test_sidecar, test_syncer_grpc; a 17.6M-parameter
 # model). `make test` runs

@@ -76,6 +76,7 @@ static void add_counts(struct syncer_status *o, const struct syncer_status *s)
 	add(&o->bytes_in, s->bytes_in);
 	add(&o->bytes_out, s->bytes_out);
 	add(&o->ckpt.failures, s->ckpt.failures);
+	add(&o->ckpt.mark_failures, s->ckpt.mark_failures);
 	if (s->tokens > o->tokens)
 		o->tokens = s->tokens;
 	if (!isnan(s->elapsed) && (isnan(o->elapsed) || s->elapsed > o->elapsed))
@@ -96,6 +97,13 @@ static void shard_flags(struct syncer_status *o, const struct syncer_status *s,
 		o->shard_down = i;
 	o->ckpt.have |= s->ckpt.have;
 	o->ckpt.failing |= s->ckpt.failing;
+	o->ckpt.mark_holding |= s->ckpt.mark_holding;
+	if (s->ckpt.mark_failing && !o->ckpt.mark_failing) {
+		o->ckpt.mark_failing = 1;
+		o->ckpt.mark_covered_round = s->ckpt.mark_covered_round;
+		memcpy(o->ckpt.mark_error, s->ckpt.mark_error,
+		       sizeof(o->ckpt.mark_error));
+	}
 	/* fits when every shard's does; a shard that does not say leaves it */
 	if (s->ckpt.fits == 0 || (s->ckpt.fits == 1 && o->ckpt.fits < 0)) {
 		o->ckpt.fits = s->ckpt.fits;

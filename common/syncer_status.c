@@ -171,8 +171,41 @@ static int get_pace(const json_t *root, struct syncer_status *s, struct err *e)
 	       get_figure(g, G, "merged_again", &s->gpb.merged_again, e) ? -1 : 0;
 }
 
+/* "checkpoint.mark": {failing, error, failures, covered_round, holding}
+ * (docs/status.md); absent or null from an older syncer. */
+static int get_mark(const json_t *ck, struct syncer_status *s, struct err *e)
+{
+	const json_t *o = json_object_get(ck, "mark"), *f, *m, *h;
+	const char *C = "checkpoint.mark";
+
+	if (!o || json_is_null(o))
+		return 0;
+	if (!json_is_object(o))
+		return err_set(e, "status: field 'checkpoint.mark': not an "
+			       "object");
+	f = json_object_get(o, "failing");
+	m = json_object_get(o, "error");
+	h = json_object_get(o, "holding");
+	if ((f && !json_is_boolean(f) && !json_is_null(f)) ||
+	    (h && !json_is_boolean(h) && !json_is_null(h)))
+		return err_set(e, "status: field 'checkpoint.mark.%s': not a "
+			       "boolean", f && !json_is_boolean(f) &&
+			       !json_is_null(f) ? "failing" : "holding");
+	if (m && !json_is_string(m) && !json_is_null(m))
+		return err_set(e, "status: field 'checkpoint.mark.error': not a "
+			       "string");
+	if (get_count(o, C, "failures", &s->ckpt.mark_failures, e) ||
+	    get_count(o, C, "covered_round", &s->ckpt.mark_covered_round, e))
+		return -1;
+	s->ckpt.mark_failing = json_is_true(f);
+	s->ckpt.mark_holding = json_is_true(h);
+	snprintf(s->ckpt.mark_error, sizeof(s->ckpt.mark_error), "%s",
+		 json_is_string(m) ? json_string_value(m) : "");
+	return 0;
+}
+
 /* "checkpoint": {failing, error, failures, last_ok_round, resumed_from,
- * needed_bytes, volume_free_bytes, fits} (docs/status.md). */
+ * needed_bytes, volume_free_bytes, fits, mark} (docs/status.md). */
 static int get_ckpt(const json_t *root, struct syncer_status *s, struct err *e)
 {
 	const json_t *o = json_object_get(root, "checkpoint");
@@ -200,7 +233,8 @@ static int get_ckpt(const json_t *root, struct syncer_status *s, struct err *e)
 	if (get_count(o, C, "failures", &s->ckpt.failures, e) ||
 	    get_count(o, C, "last_ok_round", &s->ckpt.last_ok_round, e) ||
 	    get_count(o, C, "needed_bytes", &s->ckpt.needed_bytes, e) ||
-	    get_count(o, C, "volume_free_bytes", &s->ckpt.volume_free_bytes, e))
+	    get_count(o, C, "volume_free_bytes", &s->ckpt.volume_free_bytes, e) ||
+	    get_mark(o, s, e))
 		return -1;
 	s->ckpt.have = 1;
 	s->ckpt.fits = json_is_boolean(fits) ? json_is_true(fits) : -1;

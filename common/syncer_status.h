@@ -87,6 +87,11 @@ struct syncer_status {
 		 * volume's free bytes, 0 when not given */
 		int fits;
 		uint64_t needed_bytes, volume_free_bytes;
+		/* "checkpoint.mark": the high-water mark's writes
+		 * (docs/status.md); zeros from a syncer that does not say */
+		int mark_failing, mark_holding;
+		uint64_t mark_failures, mark_covered_round;
+		char mark_error[256];   /* "" when null */
 	} ckpt;
 	struct syncer_eval *evals;      /* eval_history, owned */
 	size_t nevals;

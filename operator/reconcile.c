@@ -643,8 +643,10 @@ static void pods_ready(const struct rc_input *in, int M, struct rc_output *o,
 }
 
 /*
- * CheckpointFailing from the syncer's last /status: set when a write
- * fails, an Event at each turn, False again when a write succeeds.
+ * CheckpointFailing from the syncer's last /status: set when a
+ * checkpoint write fails (CheckpointWriteFailed) or the high-water
+ * mark's does (MarkWriteFailed: rounds past the mark on disk wait), an
+ * Event at each turn, False again when writes succeed.
  */
 static void ckpt_failing(const struct rc_input *in, struct rc_output *o,
 			 const char *now)
@@ -655,7 +657,13 @@ static void ckpt_failing(const struct rc_input *in, struct rc_output *o,
 
 	if (!p->have || !p->ckpt_have)
 		return;
-	if (p->ckpt_failing) {
+	if (p->mark_failing) {
+		snprintf(msg, sizeof(msg), "syncer: %s (rounds past %lld wait "
+			 "for it)", p->mark_error, p->mark_covered_round);
+		if (!c->set || !c->status || strcmp(c->reason, "MarkWriteFailed"))
+			event(o, 1, "CheckpointFailing", "%s", msg);
+		cond_set(c, 1, "MarkWriteFailed", msg, now);
+	} else if (p->ckpt_failing) {
 		if (p->ckpt_last_ok_round >= 0)
 			snprintf(msg, sizeof(msg), "syncer: %s (%lld failed; "
 				 "the last checkpoint is of round %lld)",

@@ -176,6 +176,11 @@ struct obs_progress {
 	long long ckpt_failures;
 	long long ckpt_last_ok_round; /* -1: none written or loaded */
 	char ckpt_error[161];         /* cut whole characters */
+	/* the high-water mark's writes: failing, why, and the rounds its
+	 * last mark on disk covers (past them rounds wait) */
+	int mark_failing;
+	long long mark_covered_round;
+	char mark_error[161];
 	/* the syncer process started from the seed although rounds had
 	 * been handed out before: the model trained so far was lost; -1:
 	 * the syncer does not say */

@@ -129,6 +129,9 @@ void status_progress_from_syncer(const struct syncer_status *s,
 	p->ckpt_last_ok_round = s->ckpt.have_last_ok
 				? count_of(s->ckpt.last_ok_round) : -1;
 	copy_utf8(p->ckpt_error, sizeof(p->ckpt_error), s->ckpt.error);
+	p->mark_failing = s->ckpt.mark_failing;
+	p->mark_covered_round = count_of(s->ckpt.mark_covered_round);
+	copy_utf8(p->mark_error, sizeof(p->mark_error), s->ckpt.mark_error);
 	p->started_over = !s->ckpt.resumed_from[0] ? -1 :
 			  !strcmp(s->ckpt.resumed_from, "seed");
 	excluded_from_syncer(s, p);

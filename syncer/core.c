@@ -551,13 +551,6 @@ void core_merge(struct syncer *s, int slot, double now, struct core_merged *out)
 		core_eval_start(s, now);
 }
 
-/* Round `round` is about to be pulled: the high-water mark is written
- * first when the round is past it (persist.h). */
-static void round_started(struct syncer *s, uint64_t round)
-{
-	persist_round_started(&s->ps, round, s->versions, s->rs.cfg.overlap);
-}
-
 int core_poll(struct syncer *s, double now, struct core_step *out)
 {
 	struct round_action a;
@@ -566,14 +559,19 @@ int core_poll(struct syncer *s, double now, struct core_step *out)
 		return 0;
 	if (s->ckpt_due)
 		core_checkpoint_due(s, now, 0);
+	/* no round is handed out before a mark that covers it is on disk;
+	 * the next one is asked for ahead (persist.h, markw.h) */
+	s->rs.covered = persist_mark(&s->ps, s->rs.started + 1, s->versions,
+				     s->rs.cfg.overlap, now);
 	syncer_round_poll(&s->rs, now, &a);
+	if (a.kind == ROUND_HELD || a.kind == ROUND_PULL)
+		persist_mark_held(&s->ps, a.kind == ROUND_HELD, now);
 	switch (a.kind) {
 	case ROUND_MERGE:
 		*out = (struct core_step){ .kind = CORE_STEP_MERGED };
 		core_merge(s, a.slot, now, &out->merged);
 		return 1;
 	case ROUND_PULL:
-		round_started(s, a.round);
 		*out = (struct core_step){ .kind = CORE_STEP_PULL,
 					   .round = a.round, .frag = a.frag };
 		log_debug("round %" PRIu64 " fragment %d: pulled", a.round,

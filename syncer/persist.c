@@ -37,7 +37,8 @@ int persist_init(struct persist *ps, const char *dir, uint64_t fingerprint,
 		 const float *mom, struct err *e)
 {
 	*ps = (struct persist){ .dir = dir, .fingerprint = fingerprint,
-				.P = P, .nparams = off[P], .M = M };
+				.P = P, .nparams = off[P], .M = M,
+				.mark_span = PERSIST_HWM_ROUNDS };
 	syncer_ckpt_remove_tmp(dir, fingerprint);
 	ps->fits = persist_room(dir, fingerprint, P, ps->nparams, M,
 				&ps->needed_bytes, &ps->free_bytes);
@@ -53,6 +54,7 @@ int persist_init(struct persist *ps, const char *dir, uint64_t fingerprint,
 
 void persist_release(struct persist *ps)
 {
+	markw_stop(&ps->mw);
 	ckptw_stop(&ps->w);
 }
 
@@ -117,33 +119,53 @@ int persist_read_hwm(struct persist *ps, uint64_t *started,
 			 "been handed out before", h.rounds);
 	}
 	free(h.versions);
+	/* the rounds an earlier mark covers are taken already: the next
+	 * round is past them, and waits for a mark of this process */
+	if (markw_start(&ps->mw, ps->dir, ps->fingerprint, ps->P,
+			ps->hwm_rounds, &e)) {
+		log_error("%s", e.msg);
+		return -1;
+	}
 	return rc == 1;
 }
 
-void persist_round_started(struct persist *ps, uint64_t round,
-			   const uint64_t *versions, int overlap)
+uint64_t persist_mark(struct persist *ps, uint64_t next,
+		      const uint64_t *versions, int overlap, double now)
 {
-	struct syncer_hwm h = { 0 };
-	struct err e;
+	uint64_t span;
 
-	if (round <= ps->hwm_rounds)
-		return;
-	h.rounds = round - 1 + PERSIST_HWM_ROUNDS;
-	h.nfrags = ps->P;
-	if (!(h.versions = calloc(ps->P, sizeof(*h.versions)))) {
-		log_error("cannot write high-water mark: out of memory");
-		return;
+	if (next + ps->mark_span / 2 <= markw_wanted(&ps->mw))
+		return markw_covered(&ps->mw);
+	/* the pace since the last ask sets the span */
+	if (ps->mark_t > 0 && now > ps->mark_t && next > ps->mark_next) {
+		double want = (double)(next - ps->mark_next) /
+			      (now - ps->mark_t) * PERSIST_MARK_SECONDS;
+
+		span = want > PERSIST_MARK_MAX ? PERSIST_MARK_MAX
+					       : (uint64_t)want;
+		ps->mark_span = span > PERSIST_HWM_ROUNDS ? span
+							  : PERSIST_HWM_ROUNDS;
 	}
-	/* a version goes up once per merge: the rounds up to h.rounds and
-	 * the τ in flight now at most, and the mark is the next one */
-	for (uint32_t q = 0; q < ps->P; q++)
-		h.versions[q] = versions[q] + PERSIST_HWM_ROUNDS +
-				(uint64_t)overlap + 1;
-	if (syncer_hwm_write(ps->dir, ps->fingerprint, &h, &e))
-		log_error("%s", e.msg);
-	else
-		ps->hwm_rounds = h.rounds;
-	free(h.versions);
+	ps->mark_t = now;
+	ps->mark_next = next;
+	/* a version goes up once per merge: the rounds from next to the
+	 * mark and the τ in flight now at most, and the mark is the next
+	 * one */
+	markw_want(&ps->mw, next - 1 + ps->mark_span, versions,
+		   ps->mark_span + (uint64_t)overlap + 1);
+	return markw_covered(&ps->mw);
+}
+
+void persist_mark_held(struct persist *ps, int held, double now)
+{
+	if (held && !ps->holding) {
+		ps->holding = 1;
+		ps->hold_since = now;
+		ps->holds++;
+	} else if (!held && ps->holding) {
+		ps->holding = 0;
+		ps->held_seconds += now - ps->hold_since;
+	}
 }
 
 int persist_save(struct persist *ps, const struct syncer_ckpt *c, int wait,
@@ -222,6 +244,51 @@ json_t *persist_json(struct persist *ps)
 		"fits", ps->fits);
 }
 
+json_t *persist_mark_json(struct persist *ps, double now)
+{
+	struct markw_outcome o;
+	json_t *err = json_null();
+
+	markw_outcome(&ps->mw, &o);
+	if (o.failing && !(err = json_string(o.error)))
+		err = json_string("cannot write high-water mark (message not "
+				  "UTF-8)");
+	return json_pack("{sI sI sb so sI sI sb sf sI sb sf}",
+		"covered_round", (json_int_t)o.covered,
+		"wanted_round", (json_int_t)o.wanted,
+		"failing", o.failing,
+		"error", err,
+		"failures", (json_int_t)o.failures,
+		"written", (json_int_t)o.written,
+		"writing", o.writing,
+		"writing_seconds", o.writing_seconds,
+		"holds", (json_int_t)ps->holds,
+		"holding", ps->holding,
+		"held_seconds", ps->held_seconds +
+			(ps->holding ? now - ps->hold_since : 0));
+}
+
+static void persist_mark_metrics(struct persist *ps, struct buf *b)
+{
+	struct markw_outcome o;
+
+	markw_outcome(&ps->mw, &o);
+	prom_gauge(b, "ddiloco_syncer_mark_covered_round",
+		   "Round numbers up to this are covered by the high-water mark "
+		   "on disk; rounds past it wait for the next mark.", o.covered);
+	prom_counter(b, "ddiloco_syncer_mark_failures_total",
+		     "High-water mark writes that failed, since this process "
+		     "started.", o.failures);
+	prom_gauge(b, "ddiloco_syncer_mark_failing",
+		   "1 while the last high-water mark write failed.", o.failing);
+	prom_counter(b, "ddiloco_syncer_mark_holds_total",
+		     "Times a due pull waited for the high-water mark, since "
+		     "this process started.", ps->holds);
+	prom_gauge(b, "ddiloco_syncer_mark_holding",
+		   "1 while a due pull waits for the high-water mark.",
+		   ps->holding);
+}
+
 void persist_metrics(struct persist *ps, struct buf *b)
 {
 	struct ckptw_outcome o;
@@ -247,6 +314,7 @@ void persist_metrics(struct persist *ps, struct buf *b)
 	prom_gauge(b, "ddiloco_syncer_checkpoint_fits",
 		   "0 when the checkpoint volume cannot hold this model's "
 		   "checkpoints (no learner is let in).", ps->fits);
+	persist_mark_metrics(ps, b);
 	prom_gauge(b, "ddiloco_syncer_checkpoint_started_over",
 		   "1 when no checkpoint loaded at start although the "
 		   "high-water mark says rounds were handed out before.",

@@ -16,12 +16,18 @@
 #include "common/err.h"
 #include "syncer/ckpt.h"
 #include "syncer/ckptw.h"
+#include "syncer/markw.h"
 
 struct buf;
 
-/* The high-water mark is written when a round starts past it, to cover
- * this many rounds. */
+/* The high-water mark covers at least this many rounds from the one
+ * that asks for it, or the rounds of PERSIST_MARK_SECONDS at the pace
+ * the rounds start (at most PERSIST_MARK_MAX), and is asked for again
+ * when half of them are left (persist_mark): one write every few
+ * seconds however fast rounds go. */
 #define PERSIST_HWM_ROUNDS 16
+#define PERSIST_MARK_SECONDS 4.0
+#define PERSIST_MARK_MAX 65536
 /* An evaluation loss at most this fraction above the best one so far
  * marks its round's checkpoint the last good one. */
 #define PERSIST_GOOD_MARGIN 0.10
@@ -53,8 +59,18 @@ struct persist {
 	/* resumed from the last good checkpoint: the rounds from it to the
 	 * newest checkpoint file's name, skipped on top of the usual margin */
 	uint64_t skip_extra;
-	/* the high-water mark on disk: rounds up to it are covered */
+	/* the high-water mark an earlier process left: rounds up to it may
+	 * have been handed out */
 	uint64_t hwm_rounds;
+	/* the mark's writer (started by persist_read_hwm), and the pulls it
+	 * held: how often, for how long, and since when (holding) */
+	struct markw mw;
+	uint64_t mark_span;          /* rounds the next mark covers */
+	uint64_t mark_next;          /* the round that asked last, and when */
+	double mark_t;
+	uint64_t holds;
+	double held_seconds, hold_since;
+	int holding;
 };
 
 /* Checkpoints kept (the rolling ones), and the files a volume must hold
@@ -90,14 +106,21 @@ int persist_load(struct persist *ps, struct syncer_ckpt *c, struct err *e);
 /*
  * The high-water mark of an earlier process: rounds and versions it may
  * have handed out raise *started and versions[] (P of them). 1 when a
- * mark was read, 0 none, -1 out of memory.
+ * mark was read, 0 none, -1 out of memory or no writer thread. Starts
+ * the mark's writer.
  */
 int persist_read_hwm(struct persist *ps, uint64_t *started,
 		     uint64_t *versions);
-/* Round `round` is about to be pulled: the mark is written first when
- * the round is past it (versions: now; overlap: τ). */
-void persist_round_started(struct persist *ps, uint64_t round,
-			   const uint64_t *versions, int overlap);
+/*
+ * Round `next` is the next to be pulled at now (versions: now;
+ * overlap: τ): a new mark is asked for when fewer than half the mark's
+ * span from it are covered. Returns the rounds covered on disk: a round
+ * past them must not be pulled yet.
+ */
+uint64_t persist_mark(struct persist *ps, uint64_t next,
+		      const uint64_t *versions, int overlap, double now);
+/* A pull was held for the mark (held 1) or went out (held 0) at now. */
+void persist_mark_held(struct persist *ps, int held, double now);
 /*
  * Hands c (counters, versions, learners; Θ and the momentum are the live
  * state's) to the writer; its outcome is kept for /status. Without wait
@@ -118,5 +141,7 @@ void persist_eval(struct persist *ps, uint64_t round, double loss,
 /* "checkpoint" of /status, and its Prometheus lines. */
 json_t *persist_json(struct persist *ps);
 void persist_metrics(struct persist *ps, struct buf *b);
+/* The mark's part of /status ("checkpoint": {"mark": ...}). */
+json_t *persist_mark_json(struct persist *ps, double now);
 
 #endif

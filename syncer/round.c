@@ -46,6 +46,7 @@ int syncer_round_init(struct syncer_round *rs, const struct round_config *cfg,
 			       cfg->max_learners);
 	rs->cfg = *cfg;
 	rs->started = started;
+	rs->covered = UINT64_MAX;
 	rs->completed = completed;
 	rs->slots = calloc((size_t)cfg->overlap, sizeof(*rs->slots));
 	rs->joined = calloc(n, 1);
@@ -501,6 +502,13 @@ void syncer_round_poll(struct syncer_round *rs, double now,
 	}
 	if (rs->stopped || free_slot < 0 || (kth = kth_step(rs, -1, now)) < 0)
 		return;
+	/* past the mark on disk: said, and the pacing left as it is for
+	 * the pull that comes once the mark covers it */
+	if (rs->started >= rs->covered) {
+		if (!rs->have_mark || kth >= rs->mark + rs->cfg.steps_per_round)
+			out->kind = ROUND_HELD;
+		return;
+	}
 	if (pull_due(rs, kth))
 		start_round(rs, free_slot, now, out);
 }

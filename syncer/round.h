@@ -79,7 +79,8 @@ enum round_verdict {
 	ROUND_UNKNOWN,        /* never started, wrong fragment, not pulled */
 };
 
-enum round_action_kind { ROUND_NONE = 0, ROUND_PULL, ROUND_MERGE };
+/* ROUND_HELD: a pull was due, but its round number is past `covered` */
+enum round_action_kind { ROUND_NONE = 0, ROUND_PULL, ROUND_MERGE, ROUND_HELD };
 
 struct round_action {
 	enum round_action_kind kind;
@@ -102,6 +103,9 @@ struct round_slot {
 struct syncer_round {
 	struct round_config cfg;
 	uint64_t started, completed;   /* round numbers started; rounds done */
+	/* round numbers past this are not started (the high-water mark on
+	 * disk, markw.h); UINT64_MAX from syncer_round_init */
+	uint64_t covered;
 	int stopped;                   /* no new rounds */
 	struct round_slot *slots;      /* cfg.overlap of them */
 	unsigned char *joined;

@@ -209,7 +209,12 @@ static json_t *status_json(struct syncer *s, double now)
 			    goodput_json(&s->gp, core_elapsed(s, now),
 					 syncer_round_step_time(&s->rs)));
 	json_object_set_new(o, "pace", pace_json(s));
-	json_object_set_new(o, "checkpoint", persist_json(&s->ps));
+	{
+		json_t *ck = persist_json(&s->ps);
+
+		json_object_set_new(ck, "mark", persist_mark_json(&s->ps, now));
+		json_object_set_new(o, "checkpoint", ck);
+	}
 	json_object_set_new(o, "steps_undone",
 			    json_integer((json_int_t)s->steps_undone));
 	/* beyond the contract */

@@ -161,7 +161,8 @@ static inline struct round_action pull_next(struct fx *f, uint64_t *step)
 }
 
 /* core_poll, as the run loop drives it: heartbeats move every learner
- * on (step not NULL) until it has a step for the transport. */
+ * on (step not NULL) until it has a step for the transport; a pull held
+ * for the high-water mark (syncer/markw.h, a thread) is waited for. */
 static inline struct core_step core_next(struct fx *f, uint64_t *step)
 {
 	struct core_step st;
@@ -171,6 +172,11 @@ static inline struct core_step core_next(struct fx *f, uint64_t *step)
 			if (st.kind == CORE_STEP_MERGED)
 				core_checkpoint_due(f->s, f->now, 1);
 			return st;
+		}
+		if (f->s->ps.holding) {
+			assert_eventually(markw_covered(&f->s->ps.mw) >
+					  f->s->rs.started, 10);
+			continue;
 		}
 		assert_non_null(step);
 		++*step;

@@ -951,8 +951,8 @@ static void the_stale_scan_runs_once_per_tick(void **state)
 }
 
 /*
- * The high-water mark: written when round 1 starts (rounds up to 16,
- * versions 0 + 16 + τ 2 + 1 = 19), not again until round 17. With every
+ * The high-water mark: on disk before round 1 is handed out (rounds up
+ * to 16, versions 0 + 16 + τ 2 + 1 = 19), asked again at round 9. With every
  * checkpoint gone, a restart resumes round numbers after 16 and versions
  * at 19, answers from older bases empty; round 17 writes the next mark.
  * A mark for another fragment count is refused with a message.
@@ -1004,11 +1004,11 @@ static void the_high_water_mark_outlives_the_checkpoints(void **state)
 	assert_int_equal(f->s->versions[1], 19);
 	assert_int_equal(f->s->resumed_at[0], 19);
 	join_all(f);
-	a = poll(f);
-	assert_int_equal(a.kind, ROUND_PULL);
-	assert_int_equal(a.round, 17);
-	persist_round_started(&f->s->ps, a.round, f->s->versions,
-			      f->s->rs.cfg.overlap);
+	st = core_next(f, &hb);
+	assert_int_equal(st.kind, CORE_STEP_PULL);
+	assert_int_equal(st.round, 17);
+	a = (struct round_action){ .kind = ROUND_PULL, .round = st.round,
+				   .frag = st.frag };
 	assert_int_equal(read_mark(f, &rounds, v), 0);
 	assert_int_equal(rounds, 32);
 	assert_int_equal(v[0], 38);

@@ -1,8 +1,8 @@
 /*
  * What the syncer keeps on its volume (syncer/persist.h), on a real
  * folder: a save and its load, a write that fails and the state /status
- * shows until one succeeds again, the high-water mark written once per
- * PERSIST_HWM_ROUNDS and read back, and the last good checkpoint marked
+ * shows until one succeeds again, the high-water mark written ahead by
+ * its thread and read back, and the last good checkpoint marked
  * only for a loss within PERSIST_GOOD_MARGIN of the best.
  */
 #include <setjmp.h>
@@ -101,9 +101,19 @@ static void a_save_loads_and_a_failure_is_kept(void **state)
 	assert_int_equal(testlib_rmtree(dir), 0);
 }
 
+/* persist_mark until the mark on disk covers `round` (its writer is a
+ * thread of its own); returns what it covers */
+static uint64_t mark_until(struct persist *ps, uint64_t next,
+			   const uint64_t *v, uint64_t round)
+{
+	assert_eventually(persist_mark(ps, next, v, 2, 1.0) >= round, 10);
+	return persist_mark(ps, next, v, 2, 1.0);
+}
+
 static void the_mark_is_written_ahead_and_read_back(void **state)
 {
 	uint64_t v[2] = { 3, 9 }, got[2] = { 0, 0 }, started = 0;
+	struct markw_outcome o;
 	struct persist ps;
 	char dir[256];
 
@@ -111,11 +121,14 @@ static void the_mark_is_written_ahead_and_read_back(void **state)
 	assert_int_equal(testlib_tmpdir(dir, sizeof(dir), "persist"), 0);
 	start(&ps, dir);
 	assert_int_equal(persist_read_hwm(&ps, &started, got), 0);
-	persist_round_started(&ps, 1, v, 2);
-	assert_int_equal(ps.hwm_rounds, PERSIST_HWM_ROUNDS);
-	v[0] = 100;   /* not written again until a round passes the mark */
-	persist_round_started(&ps, PERSIST_HWM_ROUNDS, v, 2);
-	assert_int_equal(ps.hwm_rounds, PERSIST_HWM_ROUNDS);
+	/* round 1 asks for a mark of PERSIST_HWM_ROUNDS rounds */
+	assert_int_equal(mark_until(&ps, 1, v, 1), PERSIST_HWM_ROUNDS);
+	v[0] = 100;   /* not asked again while more than half is left */
+	assert_int_equal(persist_mark(&ps, PERSIST_HWM_ROUNDS / 2, v, 2, 1.0),
+			 PERSIST_HWM_ROUNDS);
+	markw_outcome(&ps.mw, &o);
+	assert_int_equal(o.written, 1);
+	assert_int_equal(o.wanted, PERSIST_HWM_ROUNDS);
 	persist_release(&ps);
 
 	start(&ps, dir);
@@ -124,9 +137,46 @@ static void the_mark_is_written_ahead_and_read_back(void **state)
 	/* the versions then, plus the rounds the mark covers and τ + 1 */
 	assert_int_equal(got[0], 3 + PERSIST_HWM_ROUNDS + 2 + 1);
 	assert_int_equal(got[1], 9 + PERSIST_HWM_ROUNDS + 2 + 1);
-	/* the next round past it writes the next mark */
-	persist_round_started(&ps, PERSIST_HWM_ROUNDS + 1, v, 2);
-	assert_int_equal(ps.hwm_rounds, 2 * PERSIST_HWM_ROUNDS);
+	/* a new process covers nothing past the old mark until it writes
+	 * its own: the next round past it asks for it */
+	assert_int_equal(markw_covered(&ps.mw), PERSIST_HWM_ROUNDS);
+	assert_int_equal(mark_until(&ps, PERSIST_HWM_ROUNDS + 1, v,
+				    PERSIST_HWM_ROUNDS + 1),
+			 2 * PERSIST_HWM_ROUNDS);
+	/* half of it left: the next is asked for ahead */
+	assert_int_equal(mark_until(&ps, PERSIST_HWM_ROUNDS * 3 / 2 + 1, v,
+				    2 * PERSIST_HWM_ROUNDS + 1),
+			 PERSIST_HWM_ROUNDS * 5 / 2);
+	persist_release(&ps);
+	assert_int_equal(testlib_rmtree(dir), 0);
+}
+
+/* The mark spans PERSIST_MARK_SECONDS of rounds at the pace they start
+ * (at least PERSIST_HWM_ROUNDS, at most PERSIST_MARK_MAX), and is asked
+ * again only when half of that is left. */
+static void the_mark_spans_seconds_of_rounds(void **state)
+{
+	uint64_t v[2] = { 0, 0 }, started = 0;
+	struct persist ps;
+	char dir[256];
+
+	(void)state;
+	assert_int_equal(testlib_tmpdir(dir, sizeof(dir), "persist"), 0);
+	start(&ps, dir);
+	assert_int_equal(persist_read_hwm(&ps, &started, v), 0);
+	assert_eventually(persist_mark(&ps, 1, v, 2, 10.0) == 16, 10);
+	/* 8 rounds in 0.1 s: 80 a second, 320 in 4 s */
+	assert_eventually(persist_mark(&ps, 9, v, 2, 10.1) == 8 + 320, 10);
+	assert_int_equal(markw_wanted(&ps.mw), 328);
+	/* more than half of it left: nothing asked */
+	assert_int_equal(persist_mark(&ps, 160, v, 2, 10.2), 328);
+	assert_int_equal(markw_wanted(&ps.mw), 328);
+	/* a pace past the cap: PERSIST_MARK_MAX rounds */
+	assert_eventually(persist_mark(&ps, 200, v, 2, 10.1001) ==
+			  199 + PERSIST_MARK_MAX, 10);
+	/* a slow one: PERSIST_HWM_ROUNDS at least */
+	persist_mark(&ps, 199 + PERSIST_MARK_MAX, v, 2, 1e7);
+	assert_int_equal(ps.mark_span, PERSIST_HWM_ROUNDS);
 	persist_release(&ps);
 	assert_int_equal(testlib_rmtree(dir), 0);
 }
@@ -228,6 +278,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(a_save_loads_and_a_failure_is_kept),
+		cmocka_unit_test(the_mark_spans_seconds_of_rounds),
 		cmocka_unit_test(the_mark_is_written_ahead_and_read_back),
 		cmocka_unit_test(only_a_good_loss_marks_the_last_good_one),
 		cmocka_unit_test(a_slow_write_stalls_nothing_and_keeps_the_moment),

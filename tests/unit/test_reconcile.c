@@ -279,6 +279,23 @@ static void test_checkpoint_failing_condition(void **state)
 	memcpy(f.in.conds, f.out.conds, sizeof(f.in.conds));
 	rc_output_release(&f.out);
 
+	/* the high-water mark fails too: it names the rounds that wait */
+	p->mark_failing = 1;
+	p->mark_covered_round = 48;
+	snprintf(p->mark_error, sizeof(p->mark_error), "cannot write "
+		 "high-water mark: cannot fsync 'ck/m.tmp': Input/output error");
+	reconcile(&f.in, f.mem, &f.out);
+	c = &f.out.conds[COND_CHECKPOINT_FAILING];
+	assert_int_equal(c->status, 1);
+	assert_string_equal(c->reason, "MarkWriteFailed");
+	assert_string_equal(c->message, "syncer: cannot write high-water mark: "
+			    "cannot fsync 'ck/m.tmp': Input/output error "
+			    "(rounds past 48 wait for it)");
+	assert_non_null(find_event(&f.out, "CheckpointFailing"));
+	memcpy(f.in.conds, f.out.conds, sizeof(f.in.conds));
+	rc_output_release(&f.out);
+	p->mark_failing = 0;
+
 	/* a write succeeds again */
 	p->ckpt_failing = 0;
 	p->ckpt_last_ok_round = 9;

@@ -105,6 +105,44 @@ static void everyone_answered_merges_at_once(void **state)
 	syncer_round_release(&rs);
 }
 
+/*
+ * Round numbers past `covered` (the high-water mark on disk) are held:
+ * a due pull says ROUND_HELD and starts nothing, a round in flight still
+ * merges, and once covered reaches it the pull goes out with its pacing
+ * as it was.
+ */
+static void rounds_past_the_mark_are_held(void **state)
+{
+	struct syncer_round rs;
+	struct round_action a;
+
+	(void)state;
+	setup(&rs, 1, 0.5, 2, 1.0, 2);
+	rs.covered = 1;
+	all_step(&rs, 2, 1, 1.0);
+	syncer_round_poll(&rs, 1.0, &a);
+	assert_int_equal(a.kind, ROUND_PULL);
+	assert_int_equal(a.round, 1);
+	all_step(&rs, 2, 2, 1.0);
+	syncer_round_poll(&rs, 2.0, &a);        /* round 2 due, not covered */
+	assert_int_equal(a.kind, ROUND_HELD);
+	assert_int_equal(rs.started, 1);
+	assert_int_equal(syncer_round_answer(&rs, 0, 1, 1, 1, 2.1), ROUND_ACCEPTED);
+	assert_int_equal(syncer_round_answer(&rs, 1, 1, 1, 1, 2.1), ROUND_ACCEPTED);
+	syncer_round_poll(&rs, 2.1, &a);        /* the round in flight merges */
+	assert_int_equal(a.kind, ROUND_MERGE);
+	syncer_round_done(&rs, a.slot, 0.1);
+	syncer_round_poll(&rs, 2.2, &a);
+	assert_int_equal(a.kind, ROUND_HELD);
+	rs.covered = 2;
+	syncer_round_poll(&rs, 2.3, &a);
+	assert_int_equal(a.kind, ROUND_PULL);
+	assert_int_equal(a.round, 2);
+	syncer_round_poll(&rs, 2.3, &a);        /* step 3 not reached */
+	assert_int_equal(a.kind, ROUND_NONE);
+	syncer_round_release(&rs);
+}
+
 static void grace_is_bounded(void **state)
 {
 	struct syncer_round rs;
@@ -766,6 +804,7 @@ int main(void)
 		cmocka_unit_test(quorum_then_grace_then_late),
 		cmocka_unit_test(everyone_answered_merges_at_once),
 		cmocka_unit_test(grace_is_bounded),
+		cmocka_unit_test(rounds_past_the_mark_are_held),
 		cmocka_unit_test(at_most_tau_in_flight),
 		cmocka_unit_test(half_a_step_per_round),
 		cmocka_unit_test(quorum_waits_for_k_joined),

@@ -273,6 +273,32 @@ static void test_checkpoint_from_syncer(void **state)
 				    "not a string");
 	}
 
+	/* the high-water mark's writes: failing, why, what is covered */
+	{
+		const char *mk = "{\"checkpoint\":{\"failing\":false,\"mark\":{"
+				 "\"covered_round\":48,\"failing\":true,\"error\":"
+				 "\"cannot write high-water mark: EIO\",\"failures\":3,"
+				 "\"holding\":true}}}";
+		const char *bad_mark = "{\"checkpoint\":{\"mark\":{\"holding\":1}}}";
+
+		assert_int_equal(syncer_status_parse(mk, strlen(mk), &s, &e), 0);
+		assert_int_equal(s.ckpt.mark_failures, 3);
+		assert_int_equal(s.ckpt.mark_holding, 1);
+		status_progress_from_syncer(&s, &p);
+		assert_int_equal(p.mark_failing, 1);
+		assert_int_equal(p.mark_covered_round, 48);
+		assert_string_equal(p.mark_error, "cannot write high-water mark: EIO");
+		syncer_status_release(&s);
+		assert_int_equal(syncer_status_parse(ok, strlen(ok), &s, &e), 0);
+		status_progress_from_syncer(&s, &p);
+		assert_int_equal(p.mark_failing, 0);   /* an older syncer */
+		syncer_status_release(&s);
+		assert_int_equal(syncer_status_parse(bad_mark, strlen(bad_mark),
+						     &s, &e), -1);
+		assert_string_equal(e.msg, "status: field 'checkpoint.mark.holding': "
+				    "not a boolean");
+	}
+
 	/* the learners excluded: counted and named; -1 when not said */
 	{
 		const char *two = "{\"claims\":{\"cut\":9,\"excluded\":[1,4]}}";
