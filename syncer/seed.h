@@ -1,7 +1,8 @@
 /*
  * seed: the model of an external job (spec.model.kind external;
  * docs/syncer.md, Model-agnostic jobs) before the core exists. The
- * first learner's Hello gives the table; one learner at a time, the
+ * table minQuorum learners' Hellos agree on is adopted (the transport
+ * counts them, stream_msg.c); one learner at a time, the
  * seeder, is asked for its weights with a Pull of round 0 per fragment,
  * and its answers fill the seed until it is whole. Then (or when a
  * checkpoint of the table is on the volume) the job's parameters are

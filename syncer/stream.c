@@ -46,9 +46,10 @@
  *
  * spec.model.kind external (docs/syncer.md, Model-agnostic jobs): the
  * core is made only once the model is known. Until then the loop only
- * takes streams: the first Hello's table is adopted, its learner is
- * asked for its weights with Pulls of round 0 (or Θ comes from a
- * checkpoint of that table), every Hello that matches waits, and when Θ
+ * takes streams: the table minQuorum learners' Hellos agree on is
+ * adopted (stream_msg.c), one of them is asked for its weights with
+ * Pulls of round 0 (or Θ comes from a checkpoint of that table), every
+ * Hello that matches waits, and when Θ
  * is whole the core starts and they are all answered as if they had just
  * said Hello.
  *
@@ -764,7 +765,8 @@ static void adopt_start(struct syncer *s, const struct syncer_params *p)
 	s->js = p->js;
 	s->M = p->js->learners.replicas;
 	s->t0 = s->last_loop = clock_mono();
-	log_info("spec.model.kind external: the model is the first learner's");
+	log_info("spec.model.kind external: the model is the one minQuorum "
+		 "learners agree on");
 }
 
 int syncer_run(const struct syncer_params *p,

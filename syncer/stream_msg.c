@@ -237,18 +237,54 @@ static void adopt_done(struct stream_server *sv, int use_seed, double now)
 	}
 }
 
-/* Whether the core will find a checkpoint of the adopted table: then Θ
- * is that, and no seed is needed. */
-static int have_checkpoint(struct stream_server *sv)
+/* Whether a checkpoint of the table of this fingerprint is on the
+ * volume: the job agreed on that table before this syncer started, and Θ
+ * is the checkpoint's (no seed is needed). */
+static int checkpoint_of(struct stream_server *sv, uint64_t fingerprint)
 {
 	uint64_t round;
 
 	const struct syncer_params *p = sv->s->prm;
 
 	return syncer_ckpt_newest_name(p->ckpt_dir,
-				       shard_fingerprint(sv->seed.ft.fingerprint,
-							 p->shard, p->nshards),
+				       shard_fingerprint(fingerprint, p->shard,
+							 p->nshards),
 				       &round) == 1;
+}
+
+static int have_checkpoint(struct stream_server *sv)
+{
+	return checkpoint_of(sv, sv->seed.ft.fingerprint);
+}
+
+/* Whether a and b carry the same table: fingerprint, cut and sizes. */
+static int same_table(const struct wire_hello *a, const struct wire_hello *b)
+{
+	return a->fingerprint == b->fingerprint &&
+	       a->fragments == b->fragments && a->nsizes == b->nsizes &&
+	       (!a->nsizes || !memcmp(a->fragment_sizes, b->fragment_sizes,
+				      a->nsizes * sizeof(uint64_t)));
+}
+
+/* The learners (distinct ids) whose waiting Hello carries h's table. */
+static int agreeing(struct stream_server *sv, const struct wire_hello *h)
+{
+	int M = sv->s->M, n = 0;
+	unsigned char *seen = calloc((size_t)M, 1);
+
+	if (!seen)
+		return 0;
+	for (struct conn *c = sv->conns; c; c = c->next) {
+		uint32_t id = c->hello.learner_id;
+
+		if (c->pending && !c->closing && !c->hello.evaluator &&
+		    id < (uint32_t)M && !seen[id] && same_table(&c->hello, h)) {
+			seen[id] = 1;
+			n++;
+		}
+	}
+	free(seen);
+	return n;
 }
 
 /* Keeps c's hello (job name left out) until Θ is known; 0 when out of
@@ -296,9 +332,63 @@ static int fits_table(struct conn *c, const struct wire_hello *h)
 		 ft->fingerprint);
 	conn_close(c, GRPC_STATUS_FAILED_PRECONDITION, "model fingerprint "
 		   "mismatch: learner %016" PRIx64 ", syncer %016" PRIx64
-		   " (the job's table is its first learner's)", h->fingerprint,
-		   ft->fingerprint);
+		   " (the job's table is the one minQuorum learners agreed on)",
+		   h->fingerprint, ft->fingerprint);
 	return 0;
+}
+
+/* The waiting learner of the lowest id (the seed's first choice). */
+static struct conn *first_waiting(struct stream_server *sv)
+{
+	struct conn *pick = NULL;
+
+	for (struct conn *c = sv->conns; c; c = c->next)
+		if (c->pending && !c->closing && !c->hello.evaluator &&
+		    (!pick || c->hello.learner_id < pick->hello.learner_id))
+			pick = c;
+	return pick;
+}
+
+/*
+ * h's table becomes the job's once minQuorum learners (K distinct ids)
+ * said Hello with it, or at once when a checkpoint of it is on the
+ * volume: one learner alone cannot fix a table that locks the others out
+ * (docs/syncer.md, Model-agnostic jobs). Every waiting learner of
+ * another table is then refused. 1 when fixed, 0 when h waits, -1 when
+ * c was closed.
+ */
+static int fix_table(struct conn *c, const struct wire_hello *h)
+{
+	struct stream_server *sv = c->sv;
+	int K = sv->s->js->syncer.min_quorum, n, ckpt;
+	struct err e;
+
+	ckpt = checkpoint_of(sv, h->fingerprint);
+	n = agreeing(sv, h);
+	if (!ckpt && n < K) {
+		log_info("learner %u waits: %d of the %d learners (minQuorum) "
+			 "that fix an external model's table say Hello with "
+			 "its table (fingerprint %016" PRIx64 ")",
+			 h->learner_id, n, K, h->fingerprint);
+		return 0;
+	}
+	if (seed_adopt(&sv->seed, h, sv->s->prm, &e)) {
+		pending_release(c);
+		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "%s", e.msg);
+		return -1;
+	}
+	log_info("the job's table is fixed: %s", ckpt
+		 ? "a checkpoint of it is on the volume"
+		 : "minQuorum learners agree on it");
+	for (struct conn *o = sv->conns, *next; o; o = next) {
+		next = o->next;
+		if (o->pending && !o->closing && !o->hello.evaluator &&
+		    !fits_table(o, &o->hello)) {
+			pending_release(o);
+			conn_maybe_free(o);
+		}
+	}
+	return 1;
 }
 
 static void adopt_hello(struct conn *c, const struct wire_hello *h,
@@ -324,19 +414,19 @@ static void adopt_hello(struct conn *c, const struct wire_hello *h,
 		conn_close(c, GRPC_STATUS_FAILED_PRECONDITION, "%s", e.msg);
 		return;
 	}
-	if (!sv->seed.have_ft && seed_adopt(&sv->seed, h, sv->s->prm, &e)) {
-		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "%s", e.msg);
+	if (!sv->seed.have_ft) {
+		if (!keep_pending(c, h) || fix_table(c, h) != 1)
+			return;
+	} else if (!fits_table(c, h) || !keep_pending(c, h)) {
 		return;
 	}
-	if (!fits_table(c, h) || !keep_pending(c, h))
-		return;
 	if (!sv->seeder && have_checkpoint(sv)) {
 		log_info("a checkpoint of the adopted model is in '%s': Θ is its",
 			 sv->s->prm->ckpt_dir);
 		adopt_done(sv, 0, now);
 		return;
 	}
-	if (!sv->seeder && ask_seed(sv, c, &e)) {
+	if (!sv->seeder && ask_seed(sv, (c = first_waiting(sv)), &e)) {
 		log_error("%s", e.msg);
 		pending_release(c);
 		conn_close(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "%s", e.msg);

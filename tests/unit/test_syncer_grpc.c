@@ -228,14 +228,13 @@ static void hello(struct learner *l, struct proc *p, uint32_t id, uint64_t fp_de
 				  p->ft.fingerprint + fp_delta), 0);
 }
 
-/* Hello, then Welcome and one Update per fragment into theta[q]. */
-static void join(struct learner *l, struct proc *p, uint32_t id, float **theta,
-		 uint64_t *versions)
+/* The Welcome and the 4 Updates a learner that said Hello gets: one
+ * Update per fragment into theta[q]. */
+static void welcomed(struct learner *l, struct proc *p, float **theta,
+		     uint64_t *versions)
 {
 	Ddiloco__V1__SyncerMessage *m;
 
-	learner_open(l, p);
-	hello(l, p, id, 0);
 	m = tl_recv(&l->tl, WAIT);
 	assert_non_null(m);
 	assert_int_equal(m->kind_case, DDILOCO__V1__SYNCER_MESSAGE__KIND_WELCOME);
@@ -254,6 +253,29 @@ static void join(struct learner *l, struct proc *p, uint32_t id, float **theta,
 			memcpy(theta[q], m->update->payload.data, m->update->payload.len);
 		ddiloco__v1__syncer_message__free_unpacked(m, NULL);
 	}
+}
+
+/* Whether the syncer's log holds `text` (the file read whole). */
+static int log_has(const struct proc *p, const char *text)
+{
+	void *txt = NULL;
+	size_t n;
+	int has;
+
+	if (file_read_all(p->log, 64 << 20, &txt, &n, NULL))
+		return 0;
+	has = strstr(txt, text) != NULL;
+	free(txt);
+	return has;
+}
+
+/* Hello, then the Welcome and the Updates. */
+static void join(struct learner *l, struct proc *p, uint32_t id, float **theta,
+		 uint64_t *versions)
+{
+	learner_open(l, p);
+	hello(l, p, id, 0);
+	welcomed(l, p, theta, versions);
 }
 
 static void heartbeat(struct learner *l, uint64_t step, uint64_t tokens)
@@ -993,6 +1015,9 @@ static void evaluation(struct learner *l, uint64_t round, double loss)
  * An external job's evaluator: it waits for the seed with the learners,
  * gets Θ and every merged Update but never a Pull, is not one of the
  * learners, and its reports are the eval loss; bad ones are refused.
+ * The table is fixed once minQuorum (2) learners said Hello with it: the
+ * first alone waits (the syncer says so) and is not asked for its
+ * weights, and once the second said Hello the lowest id of the two is.
  */
 static void an_evaluator_gets_theta_and_reports(void **state)
 {
@@ -1018,6 +1043,10 @@ static void an_evaluator_gets_theta_and_reports(void **state)
 	evaluator_hello(&ev, p, 0);
 	learner_open(&a, p);
 	hello(&a, p, 0, 0);
+	assert_eventually(log_has(p, "learner 0 waits: 1 of the 2 learners "
+				  "(minQuorum)"), WAIT);
+	learner_open(&b, p);
+	hello(&b, p, 1, 0);
 	for (int q = 0; q < 4; q++) {
 		uint64_t r;
 		int frag;
@@ -1048,7 +1077,7 @@ static void an_evaluator_gets_theta_and_reports(void **state)
 	}
 	for (int q = 0; q < 4; q++)
 		ddiloco__v1__syncer_message__free_unpacked(expect_update(&a), NULL);
-	join(&b, p, 1, NULL, NULL);
+	welcomed(&b, p, NULL, NULL);
 	st = status(p);
 	assert_int_equal(jint(st, "learners_connected"), 2);
 	assert_int_equal(jint(st, "evaluators.connected"), 1);
@@ -1127,6 +1156,51 @@ static double metric(struct proc *p, const char *name)
  * its heartbeats handled as Train's and counted; closed at its next
  * heartbeat once the Train stream is gone.
  */
+/*
+ * An external job's first Hello does not fix its table: learner 1 with a
+ * table of its own waits, as does learner 0 with the job's; when learner
+ * 2 agrees with learner 0 (minQuorum 2) that table is the job's, learner
+ * 1 is refused naming both fingerprints, and learner 0 gives the seed.
+ */
+static void one_learner_cannot_fix_the_table(void **state)
+{
+	struct learner a, c, x;
+	char msg[256];
+	struct proc *p = *state;
+
+	external_model = 1;
+	proc_setup(p, 0, 0);
+	external_model = 0;
+	proc_start(p);
+	learner_open(&x, p);
+	hello(&x, p, 1, 7);
+	assert_eventually(log_has(p, "learner 1 waits: 1 of the 2 learners"),
+			  WAIT);
+	learner_open(&a, p);
+	hello(&a, p, 0, 0);
+	assert_eventually(log_has(p, "learner 0 waits: 1 of the 2 learners"),
+			  WAIT);
+	learner_open(&c, p);
+	hello(&c, p, 2, 0);
+	assert_int_equal(tl_status(&x.tl, msg, sizeof(msg), NULL),
+			 GRPC_STATUS_FAILED_PRECONDITION);
+	assert_non_null(strstr(msg, "fingerprint mismatch"));
+	assert_non_null(strstr(msg, "minQuorum learners agreed on"));
+	for (int q = 0; q < 4; q++) {
+		uint64_t r;
+		int frag;
+
+		expect_pull(&a, &r, &frag);
+		assert_int_equal(r, 0);
+	}
+	assert_true(log_has(p, "the job's table is fixed: minQuorum learners "
+			    "agree on it"));
+	assert_true(log_has(p, "learner 0: asking for its weights"));
+	tl_close(&x.tl);
+	tl_close(&c.tl);
+	tl_close(&a.tl);
+}
+
 static void beat_refusals_and_counts(void **state)
 {
 	struct proc *p = *state;
@@ -1368,6 +1442,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(messages_are_bounded_by_the_table, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_silent_plaintext_connection_is_closed, setup, teardown),
 		cmocka_unit_test_setup_teardown(an_evaluator_gets_theta_and_reports, setup, teardown),
+		cmocka_unit_test_setup_teardown(one_learner_cannot_fix_the_table, setup, teardown),
 		cmocka_unit_test_setup_teardown(beat_refusals_and_counts, setup, teardown),
 		cmocka_unit_test_setup_teardown(beat_heartbeat_passes_a_large_answer, setup, teardown),
 		cmocka_unit_test_setup_teardown(answers_in_parts, setup, teardown),
