@@ -1,6 +1,7 @@
 /*
  * make_seeds: writes the seed corpora of the harnesses whose inputs are
- * binary (tests/fuzz/corpus/{wire,ckpt,shard,exchange,eval,seed}), and the
+ * binary (tests/fuzz/corpus/{wire,ckpt,shard,exchange,eval,seed,sidecar}),
+ * and the
  * high-water marks (tests/fuzz/corpus/hwm), made with the
  * project's own encoders: `make fuzz-seeds`. The job file and watch seeds
  * are text, kept by hand. Run again when a format changes.
@@ -428,6 +429,79 @@ static void seed_seeds(struct fuzz_model *fm)
 	}
 }
 
+/* ---- sidecar: SyncerMessages, tests/fuzz/fuzz_sidecar.c ---- */
+
+static void rec_syncer(struct rec *r, const struct wire_syncer_msg *m)
+{
+	size_t n = wire_syncer_size(m);
+
+	if (r->n + 3 + n > sizeof(r->b))
+		abort();
+	r->b[r->n++] = 1;
+	r->b[r->n++] = (uint8_t)(n & 255);
+	r->b[r->n++] = (uint8_t)(n >> 8);
+	wire_syncer_pack(m, r->b + r->n);
+	r->n += n;
+}
+
+/* An Update of fragment p (numel n) at version v, in enc, whole or (part
+ * > 0) its first `part` bytes of the payload as a part. */
+static void rec_update(struct rec *r, int p, size_t n, uint64_t v,
+		       enum payload_enc enc, size_t part)
+{
+	struct wire_syncer_msg m = { .kind = WIRE_UPDATE };
+	uint8_t pl[64];
+	float x[8];
+
+	for (size_t i = 0; i < n; i++)
+		x[i] = 0.5f - 0.0625f * (float)i;
+	if (enc_encode(enc, x, n, pl, NULL))
+		abort();
+	m.update = (struct wire_update){
+		.fragment = (uint32_t)p, .version = v, .encoding = (int)enc,
+		.payload = pl, .payload_len = part ? part : enc_size(enc, n),
+		.round = v, .tokens = 100 * v,
+		.payload_total = part ? enc_size(enc, n) : 0,
+	};
+	rec_syncer(r, &m);
+}
+
+static void sidecar_seeds(void)
+{
+	static const uint64_t versions[2] = { 3, 4 };
+	struct wire_syncer_msg m = { .kind = WIRE_WELCOME };
+	struct rec r = { .n = 0 };
+
+	/* fragments of 6 and 7 values (fuzz_sidecar.c's table) */
+	m.welcome = (struct wire_welcome){
+		.fragments = 2, .nversions = 2, .versions = versions,
+		.round = 4, .alpha = 0.5, .answer_encoding = ENC_INT8,
+		.resume_step = 12,
+	};
+	rec_syncer(&r, &m);
+	rec_update(&r, 0, 6, 3, ENC_F32, 0);
+	rec_update(&r, 1, 7, 4, ENC_BF16, 0);
+	m = (struct wire_syncer_msg){ .kind = WIRE_PULL };
+	m.pull = (struct wire_pull){ .fragment = 1, .round = 5 };
+	rec_syncer(&r, &m);
+	m.pull = (struct wire_pull){ .fragment = 0, .round = 0 };
+	rec_syncer(&r, &m);
+	rec_update(&r, 0, 6, 5, ENC_INT8, 0);
+	put("sidecar", "welcome-updates-pulls", r.b, r.n);
+	/* an update in parts, cut off by a new stream, then whole */
+	r.n = 0;
+	m = (struct wire_syncer_msg){ .kind = WIRE_WELCOME };
+	m.welcome = (struct wire_welcome){
+		.fragments = 2, .nversions = 2, .versions = versions,
+		.round = 4, .answer_encoding = ENC_F32,
+	};
+	rec_syncer(&r, &m);
+	rec_update(&r, 1, 7, 6, ENC_F32, 12);
+	r.b[r.n++] = 0;
+	rec_update(&r, 1, 7, 6, ENC_F32, 0);
+	put("sidecar", "parts-cut-off", r.b, r.n);
+}
+
 int main(void)
 {
 	struct fuzz_model fm;
@@ -441,6 +515,7 @@ int main(void)
 	hwm_seeds(fm.dir);
 	eval_seeds();
 	seed_seeds(&fm);
+	sidecar_seeds();
 	rmdir(fm.dir);
 	printf("seeds written under tests/fuzz/corpus\n");
 	return 0;
