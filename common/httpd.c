@@ -146,10 +146,7 @@ static void *watch(void *arg)
 				r->cut = 1;
 				h->ncut++;
 			}
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += (long)(WATCH_PERIOD * 1e9);
-		ts.tv_sec += ts.tv_nsec / 1000000000L;
-		ts.tv_nsec %= 1000000000L;
+		ts = clock_wall_after(WATCH_PERIOD);
 		pthread_cond_timedwait(&h->wake, &h->mu, &ts);
 	}
 	pthread_mutex_unlock(&h->mu);

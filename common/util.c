@@ -47,6 +47,22 @@ double clock_wall(void)
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+struct timespec clock_wall_after(double seconds)
+{
+	struct timespec ts;
+
+	if (!(seconds > 0))
+		seconds = 0;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += (time_t)seconds;
+	ts.tv_nsec += (long)((seconds - (double)(time_t)seconds) * 1e9);
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return ts;
+}
+
 void sleep_seconds(double s)
 {
 	struct timespec ts;

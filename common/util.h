@@ -7,12 +7,16 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "common/err.h"
 
 /* Seconds on the monotonic clock (for durations) and the wall clock. */
 double clock_mono(void);
 double clock_wall(void);
+/* The CLOCK_REALTIME moment `seconds` from now, for pthread_cond_timedwait
+ * (a negative wait is now). */
+struct timespec clock_wall_after(double seconds);
 void sleep_seconds(double s);
 
 /* CRC-32 (IEEE); pass the previous value to continue, 0 to start. */

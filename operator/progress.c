@@ -211,15 +211,8 @@ static void *reader(void *arg)
 		struct progress_job *j = due(r, clock_mono(), &wait);
 
 		if (!j) {
-			struct timespec ts;
+			struct timespec ts = clock_wall_after(wait);
 
-			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_sec += (time_t)wait;
-			ts.tv_nsec += (long)((wait - (double)(time_t)wait) * 1e9);
-			if (ts.tv_nsec >= 1000000000L) {
-				ts.tv_sec++;
-				ts.tv_nsec -= 1000000000L;
-			}
 			pthread_cond_timedwait(&r->cv, &r->mu, &ts);
 			continue;
 		}

@@ -12,21 +12,6 @@
 #include "common/log.h"
 #include "common/util.h"
 
-/* cv waited on for at most `seconds` (a stop or a new mark wakes it) */
-static void wait_for(struct markw *w, double seconds)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += (time_t)seconds;
-	ts.tv_nsec += (long)((seconds - (double)(time_t)seconds) * 1e9);
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	pthread_cond_timedwait(&w->cv, &w->mu, &ts);
-}
-
 /* One write of the newest mark asked for, the lock held on entry and on
  * return (not during the write). */
 static void write_one(struct markw *w)
@@ -73,8 +58,12 @@ static void *thread_main(void *arg)
 			continue;
 		}
 		write_one(w);
-		if (w->out.failing && !w->stop)
-			wait_for(w, MARKW_RETRY);
+		if (w->out.failing && !w->stop) {
+			/* a stop or a new mark wakes it sooner */
+			struct timespec ts = clock_wall_after(MARKW_RETRY);
+
+			pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+		}
 	}
 	pthread_mutex_unlock(&w->mu);
 	return NULL;
