@@ -1,6 +1,7 @@
 /*
  * make_seeds: writes the seed corpora of the harnesses whose inputs are
- * binary (tests/fuzz/corpus/{wire,ckpt,shard,exchange,eval,seed,sidecar}),
+ * binary (tests/fuzz/corpus/{wire,ckpt,shard,exchange,eval,seed,sidecar,
+ * seedfile}),
  * and the
  * high-water marks (tests/fuzz/corpus/hwm), made with the
  * project's own encoders: `make fuzz-seeds`. The job file and watch seeds
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/encoding.h"
 #include "common/exchange.h"
@@ -502,6 +504,35 @@ static void sidecar_seeds(void)
 	put("sidecar", "parts-cut-off", r.b, r.n);
 }
 
+/* ---- seedfile: a learner's seed file, tests/fuzz/fuzz_seedfile.c ---- */
+
+static void seedfile_seeds(const char *dir)
+{
+	static const struct frag_tensor tens[3] = {
+		{ .offset = 0, .numel = 5, .is_embedding = 1 },
+		{ .offset = 5, .numel = 6, .is_embedding = 0 },
+		{ .offset = 11, .numel = 2, .is_embedding = 0 },
+	};
+	struct frag_table ft;
+	char path[512];
+	float x[13];
+	void *b = NULL;
+	size_t n;
+
+	for (int i = 0; i < 13; i++)
+		x[i] = 0.25f * (float)i - 1.0f;
+	snprintf(path, sizeof(path), "%s/%s", dir, EXCHANGE_SEED_FILE);
+	if (frag_table_init(&ft, tens, 3, 2, NULL) ||
+	    exchange_write_seed(dir, &ft, x, NULL) ||
+	    file_read_all(path, 1 << 20, &b, &n, NULL))
+		abort();
+	put("seedfile", "whole", b, n);
+	put("seedfile", "short", b, n - 10);
+	unlink(path);
+	free(b);
+	frag_table_release(&ft);
+}
+
 int main(void)
 {
 	struct fuzz_model fm;
@@ -516,6 +547,7 @@ int main(void)
 	eval_seeds();
 	seed_seeds(&fm);
 	sidecar_seeds();
+	seedfile_seeds(fm.dir);
 	rmdir(fm.dir);
 	printf("seeds written under tests/fuzz/corpus\n");
 	return 0;
