@@ -15,8 +15,10 @@
  *           15); an odd block pads its last high nibble with 0; the last
  *           block may be short           4·ceil(n/32) + ceil(n/2) bytes
  *
- * Error bounds per value: bf16 |x − x'| ≤ 2^-8 |x|; int8 and int4
- * |x − x'| ≤ scale/2 of its block. Decoding checks the payload length
+ * Error bounds per value: bf16 |x − x'| ≤ max(2^-8 |x|, 2^-134) (the
+ * second for subnormal x, where bf16 keeps fewer bits: fuzz_enc found
+ * it); int8 and int4 |x − x'| ≤ scale/2 of its block, and |x| for a
+ * block sent as zeros (max |x| below qmax · 2^-128). Decoding checks the payload length
  * exactly: a truncated or oversize payload is an error, never a partial
  * fragment; so is a bad scale, an int8 byte −128, an int4 nibble 0 or a
  * padding nibble that is not 0 (no encoder writes them). Non-finite input

@@ -1,7 +1,7 @@
 /*
  * make_seeds: writes the seed corpora of the harnesses whose inputs are
  * binary (tests/fuzz/corpus/{wire,ckpt,shard,exchange,eval,seed,sidecar,
- * seedfile}),
+ * seedfile,enc}),
  * and the
  * high-water marks (tests/fuzz/corpus/hwm), made with the
  * project's own encoders: `make fuzz-seeds`. The job file and watch seeds
@@ -533,6 +533,31 @@ static void seedfile_seeds(const char *dir)
 	frag_table_release(&ft);
 }
 
+/* ---- enc: arrays for tests/fuzz/fuzz_enc.c ---- */
+
+static void enc_seeds(void)
+{
+	static const struct { const char *file; unsigned count; int exp;
+			      int nvals; } k[] = {
+		{ "small-mixed", 16, 40, 37 },     /* 257 values */
+		{ "fragment-size", 4096, 20, 300 },   /* 65537 values */
+		{ "largest", 0xffff, 32, 64 },     /* 1048561 values */
+	};
+	uint8_t b[3 + 4 * 300];
+
+	for (size_t i = 0; i < sizeof(k) / sizeof(k[0]); i++) {
+		b[0] = (uint8_t)(k[i].count & 255);
+		b[1] = (uint8_t)(k[i].count >> 8);
+		b[2] = (uint8_t)k[i].exp;
+		for (int j = 0; j < k[i].nvals; j++) {
+			float v = sinf(0.37f * (float)j) * (j % 7 ? 1.0f : 1e-3f);
+
+			memcpy(b + 3 + 4 * j, &v, 4);
+		}
+		put("enc", k[i].file, b, 3 + 4 * (size_t)k[i].nvals);
+	}
+}
+
 int main(void)
 {
 	struct fuzz_model fm;
@@ -548,6 +573,7 @@ int main(void)
 	seed_seeds(&fm);
 	sidecar_seeds();
 	seedfile_seeds(fm.dir);
+	enc_seeds();
 	rmdir(fm.dir);
 	printf("seeds written under tests/fuzz/corpus\n");
 	return 0;
