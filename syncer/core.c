@@ -559,6 +559,7 @@ int core_poll(struct syncer *s, double now, struct core_step *out)
 		return 0;
 	if (s->ckpt_due)
 		core_checkpoint_due(s, now, 0);
+	persist_room_again(&s->ps, now);
 	/* no round is handed out before a mark that covers it is on disk;
 	 * the next one is asked for ahead (persist.h, markw.h) */
 	s->rs.covered = persist_mark(&s->ps, s->rs.started + 1, s->versions,

@@ -52,6 +52,21 @@ int persist_init(struct persist *ps, const char *dir, uint64_t fingerprint,
 			   e);
 }
 
+int persist_room_again(struct persist *ps, double now)
+{
+	if (ps->fits || !ps->dir || now < ps->room_next)
+		return 0;
+	ps->room_next = now + PERSIST_ROOM_EVERY;
+	ps->fits = persist_room(ps->dir, ps->fingerprint, ps->P, ps->nparams,
+				ps->M, &ps->needed_bytes, &ps->free_bytes);
+	if (ps->fits)
+		log_info("the checkpoint volume '%s' has room now: %d checkpoints "
+			 "of this model need %" PRIu64 " bytes, %" PRId64 " are "
+			 "free; learners are let in", ps->dir, PERSIST_FILES,
+			 ps->needed_bytes, ps->free_bytes);
+	return ps->fits;
+}
+
 void persist_release(struct persist *ps)
 {
 	markw_stop(&ps->mw);

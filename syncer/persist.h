@@ -48,6 +48,7 @@ struct persist {
 	uint64_t needed_bytes;
 	int64_t free_bytes;
 	int fits;
+	double room_next;            /* when not: the next look (persist_room_again) */
 	/* what this process started from: "new", "checkpoint",
 	 * "last_good", or "seed" when none loaded although the
 	 * high-water mark says rounds were handed out before */
@@ -97,6 +98,14 @@ void persist_release(struct persist *ps);
  */
 int persist_room(const char *dir, uint64_t fingerprint, uint32_t P,
 		 uint64_t N, uint32_t M, uint64_t *needed, int64_t *free_bytes);
+/*
+ * The volume asked again, at most every PERSIST_ROOM_EVERY seconds,
+ * while a checkpoint did not fit at the last look: a claim resized
+ * under a running syncer grows its volume in place (docs/syncer.md,
+ * Checkpoints). 1 when it fits from now on.
+ */
+#define PERSIST_ROOM_EVERY 5.0
+int persist_room_again(struct persist *ps, double now);
 /*
  * The newest rolling checkpoint that loads, else the last good one:
  * 1 with *c filled (the caller releases it), 0 when none loads, -1 on

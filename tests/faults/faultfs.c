@@ -9,6 +9,7 @@
  *   enospc       write and pwrite fail with ENOSPC
  *   erofs        opening for writing, rename and unlink fail with EROFS
  *   fsync-slow N fsync and fdatasync take N seconds more, then succeed
+ *   room N       statvfs says N bytes are free (a volume too small)
  *   (anything else, or no file) no fault
  *
  * The files are the ones opened under FAULTFS_DIR (the folder itself
@@ -24,13 +25,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #define MAX_FD 65536
 
-enum fault { F_NONE, F_EIO, F_ENOSPC, F_EROFS, F_SLOW };
+enum fault { F_NONE, F_EIO, F_ENOSPC, F_EROFS, F_SLOW, F_ROOM };
 
 static unsigned char watched[MAX_FD];
 
@@ -52,13 +54,13 @@ static int under(const char *path)
 
 /* the fault in force: FAULTFS_CTL read with raw system calls (no
  * recursion into the calls below) */
-static enum fault fault_now(int *seconds)
+static enum fault fault_now(long long *arg)
 {
 	const char *ctl = getenv("FAULTFS_CTL");
 	char buf[64];
 	long fd, n;
 
-	*seconds = 0;
+	*arg = 0;
 	if (!ctl)
 		return F_NONE;
 	fd = syscall(SYS_openat, AT_FDCWD, ctl, O_RDONLY | O_CLOEXEC);
@@ -76,8 +78,12 @@ static enum fault fault_now(int *seconds)
 	if (!strncmp(buf, "erofs", 5))
 		return F_EROFS;
 	if (!strncmp(buf, "fsync-slow ", 11)) {
-		*seconds = atoi(buf + 11);
+		*arg = atoll(buf + 11);
 		return F_SLOW;
+	}
+	if (!strncmp(buf, "room ", 5)) {
+		*arg = atoll(buf + 5);
+		return F_ROOM;
 	}
 	return F_NONE;
 }
@@ -103,7 +109,8 @@ static int open_common(int dirfd, const char *path, int flags, mode_t mode,
 {
 	static int (*real_open)(const char *, int, ...);
 	static int (*real_openat)(int, const char *, int, ...);
-	int fd, secs;
+	int fd;
+	long long secs;
 
 	if (under(path) && (flags & (O_WRONLY | O_RDWR | O_CREAT | O_TRUNC)) &&
 	    fault_now(&secs) == F_EROFS) {
@@ -173,7 +180,7 @@ int close(int fd)
 
 static int write_fault(int fd)
 {
-	int secs;
+	long long secs;
 
 	if (!is_watched(fd))
 		return 0;
@@ -215,7 +222,7 @@ ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 static int sync_fault(int fd)
 {
 	struct timespec ts = { 0, 0 };
-	int secs;
+	long long secs;
 
 	if (!is_watched(fd))
 		return 0;
@@ -223,7 +230,7 @@ static int sync_fault(int fd)
 	case F_EIO:
 		return EIO;
 	case F_SLOW:
-		ts.tv_sec = secs;
+		ts.tv_sec = (time_t)secs;
 		while (nanosleep(&ts, &ts) && errno == EINTR)
 			;
 		return 0;
@@ -258,7 +265,7 @@ int fdatasync(int fd)
 
 int rename(const char *from, const char *to)
 {
-	int secs;
+	long long secs;
 
 	REAL(rename);
 	if ((under(from) || under(to)) && fault_now(&secs) == F_EROFS) {
@@ -270,7 +277,7 @@ int rename(const char *from, const char *to)
 
 int unlink(const char *path)
 {
-	int secs;
+	long long secs;
 
 	REAL(unlink);
 	if (under(path) && fault_now(&secs) == F_EROFS) {
@@ -278,4 +285,35 @@ int unlink(const char *path)
 		return -1;
 	}
 	return real_(path);
+}
+
+/* room N: the free blocks said are N bytes' worth */
+static void room_fault(const char *path, struct statvfs *v)
+{
+	long long bytes;
+
+	if (under(path) && fault_now(&bytes) == F_ROOM && v->f_frsize > 0)
+		v->f_bavail = v->f_bfree = (fsblkcnt_t)bytes / v->f_frsize;
+}
+
+int statvfs(const char *path, struct statvfs *v)
+{
+	int rc;
+
+	REAL(statvfs);
+	rc = real_(path, v);
+	if (!rc)
+		room_fault(path, v);
+	return rc;
+}
+
+int statvfs64(const char *path, struct statvfs64 *v)
+{
+	int rc;
+
+	REAL(statvfs64);
+	rc = real_(path, v);
+	if (!rc)
+		room_fault(path, (struct statvfs *)v);
+	return rc;
 }

@@ -23,7 +23,7 @@ ck=$run/checkpoints
 shim=$(cd "${BUILD:-build}/tests" && pwd)/libfaultfs.so
 [ -f "$shim" ] || { echo "FAIL: no $shim (make $shim)"; exit 1; }
 ctl=$dir/fault
-: > "$ctl"
+echo "room 1048576" > "$ctl"
 
 live_exe "export LD_PRELOAD=$shim FAULTFS_DIR=$ck FAULTFS_CTL=$ctl"
 syncer="minQuorum: 2, fragments: 2, overlap: 2, evalEvery: 1000"
@@ -38,6 +38,18 @@ healthz_ms() {
 		"http://$(cat "$dir/http")/healthz" |
 		awk '{ printf "%s %d\n", $1, $2 * 1000 }'
 }
+
+# ---- a volume too small, then grown: learners let in once it has room
+wait_for 60 'up 1 && [ "$(s .checkpoint.fits)" = false ]' "checkpoint.fits false on a 1 MiB volume"
+[ "$(s .rounds_started)" = 0 ] || fail "room: $(s .rounds_started) rounds started on a volume too small"
+[ "$(metric checkpoint_fits)" = 0 ] || fail "room: metric checkpoint_fits $(metric checkpoint_fits)"
+grep -q "is too small: 5 checkpoints of this model need" "$run/syncer.log" || fail "room: no log line of the small volume"
+echo "room: checkpoint.fits false: $(s .checkpoint.needed_bytes) bytes needed, $(s .checkpoint.volume_free_bytes) free"
+fault none
+wait_for 60 'up 1 && [ "$(s .checkpoint.fits)" = true ] && [ "$(s .rounds_started)" -gt 0 ]' \
+	"rounds once the volume has room"
+grep -q "has room now" "$run/syncer.log" || fail "room: no log line of the room found"
+echo "room: the volume grown, checkpoint.fits true, $(s .rounds_started) rounds started"
 
 # ---- a healthy start
 wait_for 60 'up 1 && [ "$(s .checkpoint.last_ok_round)" != null ] && [ "$(s .checkpoint.mark.covered_round)" -ge 16 ]' \

@@ -274,6 +274,37 @@ static void a_slow_write_stalls_nothing_and_keeps_the_moment(void **state)
 	assert_int_equal(testlib_rmtree(dir), 0);
 }
 
+/*
+ * A volume too small at the last look is asked again, no more often
+ * than every PERSIST_ROOM_EVERY seconds, and fits once it has the room
+ * (here: a model of 2^50 values on a real folder, then the test's own).
+ */
+static void the_room_is_asked_again_until_it_fits(void **state)
+{
+	struct persist ps;
+	char dir[256];
+
+	(void)state;
+	assert_int_equal(testlib_tmpdir(dir, sizeof(dir), "persist"), 0);
+	start(&ps, dir);
+	assert_int_equal(ps.fits, 1);
+	assert_int_equal(persist_room_again(&ps, 1.0), 0);   /* fits: not asked */
+	ps.nparams = 1ull << 50;
+	ps.fits = 0;
+	assert_int_equal(persist_room_again(&ps, 10.0), 0);
+	assert_int_equal(ps.fits, 0);
+	assert_true(ps.needed_bytes > (uint64_t)ps.free_bytes);
+	assert_true(ps.needed_bytes >= PERSIST_FILES * 8 * (1ull << 50));
+	ps.nparams = NP;
+	assert_int_equal(persist_room_again(&ps, 10.0 + PERSIST_ROOM_EVERY - 0.1), 0);
+	assert_int_equal(ps.fits, 0);                         /* too soon */
+	assert_int_equal(persist_room_again(&ps, 10.0 + PERSIST_ROOM_EVERY), 1);
+	assert_int_equal(ps.fits, 1);
+	assert_true(ps.needed_bytes < (uint64_t)ps.free_bytes);
+	persist_release(&ps);
+	assert_int_equal(testlib_rmtree(dir), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -282,6 +313,7 @@ int main(void)
 		cmocka_unit_test(the_mark_is_written_ahead_and_read_back),
 		cmocka_unit_test(only_a_good_loss_marks_the_last_good_one),
 		cmocka_unit_test(a_slow_write_stalls_nothing_and_keeps_the_moment),
+		cmocka_unit_test(the_room_is_asked_again_until_it_fits),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
