@@ -228,7 +228,8 @@ static int act(const struct pass_env *env, struct pass *p,
 	struct child_ctx c = { p->name, p->ns, p->uid, &p->js,
 			       json_object_get(p->job, "spec"), p->core_text,
 			       env->operator_ns, a->retain,
-			       json_object_get(json_object_get(p->job, "metadata"), "labels") };
+			       json_object_get(json_object_get(p->job, "metadata"), "labels"),
+			       env->external_storage };
 	char name[CHILD_NAME_MAX];
 
 	switch (a->kind) {

@@ -254,7 +254,8 @@ void checkpoint_claim_size(const struct child_ctx *c, char *out, size_t n)
 		return;
 	}
 	if (c->js->model.kind == MODEL_EXTERNAL) {
-		snprintf(out, n, "%s", CKPT_EXTERNAL_DEFAULT);
+		snprintf(out, n, "%s", c->external_storage ? c->external_storage
+							     : CKPT_EXTERNAL_DEFAULT);
 		return;
 	}
 	gib = ceil(checkpoint_shard_bytes(c->js) / (double)(1ULL << 30));

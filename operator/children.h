@@ -106,9 +106,11 @@ enum child_kind {
  * A shard of S holds 1/S of the parameters (common/shard.h), so its claim
  * is sized from 8·N/S bytes a file. An external model's size is not known
  * before its first learner's Hello: without spec.syncer.storage each
- * shard's claim asks for CKPT_EXTERNAL_DEFAULT, which holds the
- * checkpoints of about 180M parameters a shard (5 × 1.5 × 8 B a
- * parameter ≈ 60 B); docs/operator.md says to set spec.syncer.storage.
+ * shard's claim asks for CKPT_EXTERNAL_DEFAULT (or the operator's
+ * --external-checkpoint-storage), which holds the checkpoints of about
+ * 180M parameters a shard (5 × 1.5 × 8 B a parameter ≈ 60 B); a larger
+ * model's claim is resized once a shard says its size (reconcile.h,
+ * CheckpointStorage); docs/operator.md says to set spec.syncer.storage.
  */
 #define CKPT_EXTERNAL_DEFAULT "10Gi"
 /* the name of the StatefulSet's claim template: its claims are
@@ -136,6 +138,10 @@ struct child_ctx {
 				       * claim outlives the job */
 	json_t *labels;               /* the job's metadata.labels, or NULL:
 				       * given to its pods */
+	const char *external_storage; /* an external model's claim without
+				       * spec.syncer.storage, or NULL:
+				       * CKPT_EXTERNAL_DEFAULT (the operator's
+				       * --external-checkpoint-storage) */
 };
 
 /* spec.managedBy when this operator manages the job (or it is unset) */

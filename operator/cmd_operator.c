@@ -14,6 +14,7 @@
 #include "cmds.h"
 #include "common/cli.h"
 #include "common/log.h"
+#include "operator/children.h"
 #include "operator/operator.h"
 
 static volatile sig_atomic_t stopping;
@@ -57,7 +58,7 @@ static int copy_opt(char *dst, size_t n, const char *name, const char *v,
 /* The options given as text, before they go into struct operator_opts. */
 struct args {
 	const char *kubeconfig, *lease_ns, *ns, *lease_name, *identity;
-	const char *status_url, *operator_ns, *accounts;
+	const char *status_url, *operator_ns, *accounts, *external_storage;
 	int no_chaos, allow_privileged;
 };
 
@@ -71,12 +72,16 @@ static void defaults(struct operator_opts *o)
 	snprintf(o->lease_name, sizeof(o->lease_name), "ddiloco-operator");
 	snprintf(o->status_url, sizeof(o->status_url),
 		 "http://{job}-syncer-{shard}.{job}-syncer.{namespace}.svc:{port}/status");
+	snprintf(o->external_storage, sizeof(o->external_storage), "%s",
+		 CKPT_EXTERNAL_DEFAULT);
 }
 
 /* The strings given into o's fixed buffers. */
 static int take_strings(struct operator_opts *o, const struct args *a,
 			struct err *e)
 {
+	double bytes;
+
 	if (copy_opt(o->namespace_, sizeof(o->namespace_), "namespace", a->ns, e) ||
 	    copy_opt(o->lease_name, sizeof(o->lease_name), "lease-name",
 		     a->lease_name, e) ||
@@ -84,8 +89,14 @@ static int take_strings(struct operator_opts *o, const struct args *a,
 	    copy_opt(o->status_url, sizeof(o->status_url), "status-url",
 		     a->status_url, e) ||
 	    copy_opt(o->operator_ns, sizeof(o->operator_ns), "operator-namespace",
-		     a->operator_ns, e))
+		     a->operator_ns, e) ||
+	    copy_opt(o->external_storage, sizeof(o->external_storage),
+		     "external-checkpoint-storage", a->external_storage, e))
 		return -1;
+	if (quantity_bytes(o->external_storage, &bytes) || bytes < 0x1p20)
+		return err_set(e, "option '--external-checkpoint-storage': '%s' is "
+			       "not a storage quantity of at least 1Mi (e.g. 10Gi)",
+			       o->external_storage);
 	o->chaos = !a->no_chaos;
 	o->policy.allow_privileged = a->allow_privileged;
 	if (a->accounts && pod_policy_add_accounts(&o->policy, a->accounts, e))
@@ -164,6 +175,7 @@ int cmd_operator(int argc, char **argv)
 			 "                        [--status-url TEMPLATE] [--resync SECONDS]\n"
 			 "                        [--operator-namespace NS] [--allow-privileged-templates]\n"
 			 "                        [--template-service-accounts NAME,...]\n"
+			 "                        [--external-checkpoint-storage QUANTITY]\n"
 			 "\n"
 			 "Reconciles DecoupledTrainingJob objects (ddiloco.io/v1alpha1): learner pods\n"
 			 "with their sidecar, the syncer StatefulSet, status and Events.\n"),
@@ -205,6 +217,11 @@ int cmd_operator(int argc, char **argv)
 		CLI_STRING("template-service-accounts", 0, &a.accounts, "NAME,...",
 			   "service accounts job templates may name besides\n"
 			   "'default' (default: none)"),
+		CLI_STRING("external-checkpoint-storage", 0, &a.external_storage,
+			   "Q", "the checkpoint claim of an external model\n"
+			   "without spec.syncer.storage, before its size\n"
+			   "is known (default " CKPT_EXTERNAL_DEFAULT "; resized once\n"
+			   "its syncer says it is too small)"),
 		CLI_END(),
 	};
 	struct err e;

@@ -26,6 +26,8 @@ struct operator_opts {
 	int workers;
 	double resync;                /* seconds between full resyncs */
 	struct pod_policy policy;     /* what job templates may ask for */
+	char external_storage[32];    /* an external model's claim before its
+				       * size is known (children.h) */
 };
 
 #define OPERATOR_LOST_LEADERSHIP 3

@@ -59,6 +59,7 @@ struct pass_env {
 	struct kube *k;               /* the worker's own connection */
 	struct progress *progress;    /* the syncers' /status, read off the
 				       * workers (operator/progress.h) */
+	const char *external_storage; /* child_ctx's (children.h) */
 };
 
 /*

@@ -60,7 +60,8 @@ static void sample_open(struct sample *s, const char *operator_ns)
 	assert_int_equal(jobspec_parse(s->txt, strlen(s->txt), "demo", &s->js, &e), 0);
 	s->c = (struct child_ctx){ "demo", "team", "u-1", &s->js,
 				   json_object_get(s->job, "spec"), s->txt, operator_ns, 0,
-				   json_object_get(json_object_get(s->job, "metadata"), "labels") };
+				   json_object_get(json_object_get(s->job, "metadata"), "labels"),
+				   NULL };
 }
 
 static void sample_close(struct sample *s)
@@ -803,6 +804,9 @@ static void test_sharded_syncer(void **state)
 	checkpoint_claim_size(&s.c, size, sizeof(size));
 	assert_string_equal(size, CKPT_EXTERNAL_DEFAULT);
 	assert_true(checkpoint_shard_bytes(&s.js) == 0);
+	s.c.external_storage = "2Gi";   /* --external-checkpoint-storage */
+	checkpoint_claim_size(&s.c, size, sizeof(size));
+	assert_string_equal(size, "2Gi");
 	json_object_set_new(json_object_get(json_object_get(s.job, "spec"), "syncer"),
 			    "storage", json_string("40Gi"));
 	checkpoint_claim_size(&s.c, size, sizeof(size));
@@ -1074,7 +1078,7 @@ static void test_evaluator_pod_manifest(void **state)
 static void test_tls_secret_too_big(void **state)
 {
 	struct job_spec js;
-	struct child_ctx c = { "big", "team", "u-2", &js, NULL, "{}", "ops", 0, NULL };
+	struct child_ctx c = { "big", "team", "u-2", &js, NULL, "{}", "ops", 0, NULL, NULL };
 	struct err e;
 
 	(void)state;
@@ -1148,7 +1152,7 @@ static void test_child_names(void **state)
 	assert_int_equal(child_name(long_job, CHILD_CHECKPOINTS, 0, name, sizeof(name)), -1);
 	{
 		struct job_spec js;
-		struct child_ctx c = { long_job, "ns", "uid", &js, NULL, "{}", "ops", 0, NULL };
+		struct child_ctx c = { long_job, "ns", "uid", &js, NULL, "{}", "ops", 0, NULL, NULL };
 
 		jobspec_defaults(&js);
 		assert_null(child_pvc(&c, -1));
