@@ -218,6 +218,28 @@ static void free_names(char **names, int n)
 	free(names);
 }
 
+/* The caller's table against the one the job declares
+ * (spec.model.tensors), when it declares one: the first difference. */
+static int declared_differs(const struct job_spec *js, int n,
+			    const uint64_t *numels, struct err *e)
+{
+	const struct job_model *m = &js->model;
+
+	if (!m->ntensors)
+		return 0;
+	if (m->ntensors != n)
+		return err_set(e, "ddiloco: the model has %d tensors, the job "
+			       "declares %d (spec.model.tensors)", n,
+			       m->ntensors);
+	for (int i = 0; i < n; i++)
+		if (numels[i] != m->tensors[i])
+			return err_set(e, "ddiloco: tensor %d has %llu values, "
+				       "the job declares %llu (spec.model.tensors)",
+				       i, (unsigned long long)numels[i],
+				       (unsigned long long)m->tensors[i]);
+	return 0;
+}
+
 /* Long because the caller's table is checked and copied in one pass, and
  * every step before the exchange unwinds at one of two labels. */
 API ddiloco_learner *ddiloco_open_external(const char *job_path,
@@ -251,6 +273,11 @@ API ddiloco_learner *ddiloco_open_external(const char *job_path,
 		snprintf(last_error, sizeof(last_error),
 			 "ddiloco: '%s' is a job of the reference GPT: a model's "
 			 "own table needs spec.model.kind external", job_path);
+		free(h);
+		return NULL;
+	}
+	if (declared_differs(&h->js, ntensors, numels, &e)) {
+		set_error(e.msg);
 		free(h);
 		return NULL;
 	}

@@ -280,6 +280,34 @@ out:
 	return rc;
 }
 
+int frag_table_of_numels(struct frag_table *ft, const uint64_t *numel,
+			 int n, int nfrags, size_t *total, struct err *e)
+{
+	struct frag_tensor *t;
+	size_t off = 0;
+	int rc;
+
+	if (n < 1)
+		return err_set(e, "fragment: no tensors");
+	t = calloc((size_t)n, sizeof(*t));
+	if (!t)
+		return err_set(e, "fragment: out of memory for %d tensors", n);
+	for (int i = 0; i < n; i++) {
+		t[i] = (struct frag_tensor){ .offset = off, .numel = numel[i] };
+		if (numel[i] > SIZE_MAX - off) {
+			free(t);
+			return err_set(e, "fragment: the tensors' sizes overflow "
+				       "at tensor %d", i);
+		}
+		off += numel[i];
+	}
+	rc = frag_table_init(ft, t, n, nfrags, e);
+	free(t);
+	if (!rc && total)
+		*total = off;
+	return rc;
+}
+
 int frag_table_from_sizes(struct frag_table *ft, const uint64_t *sizes,
 			  int nfrags, uint64_t fingerprint, struct err *e)
 {

@@ -80,6 +80,13 @@ struct frag_table {
 int frag_table_init(struct frag_table *ft, const struct frag_tensor *t,
 		    int ntensors, int nfrags, struct err *e);
 /*
+ * The table of an external model from its tensors' value counts, one
+ * after the other, as the learner library cuts one (docs/abi.md): numel
+ * of n tensors into nfrags fragments; *total its values (or NULL).
+ */
+int frag_table_of_numels(struct frag_table *ft, const uint64_t *numel,
+			 int n, int nfrags, size_t *total, struct err *e);
+/*
  * The table of a model the syncer knows only by its learners' Hello
  * (docs/syncer.md, Model-agnostic jobs): P fragments of the given sizes,
  * one tensor each (none an embedding), laid out one after the other, and

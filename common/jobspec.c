@@ -5,6 +5,9 @@
  */
 #include "common/jobspec.h"
 
+#include "common/fragment.h"
+#include "common/shard.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -109,6 +112,37 @@ static int valid_name(const char *s)
 	return 1;
 }
 
+/* spec.model.tensors: a table the learner library can cut into
+ * spec.syncer.fragments, within spec.syncer.maxParameters a shard at
+ * most (docs/syncer.md, A declared table) */
+static int check_declared(const struct job_spec *js, struct err *e)
+{
+	const struct job_model *m = &js->model;
+	struct frag_table ft;
+	uint64_t most = 0;
+	size_t n;
+	struct err why;
+
+	if (frag_table_of_numels(&ft, m->tensors, m->ntensors,
+				 js->syncer.fragments, &n, &why))
+		return err_set(e, "spec.model.tensors: %s", why.msg);
+	for (int s = 0; s < js->syncer.shards; s++) {
+		uint64_t mine = 0;
+
+		for (int p = 0; p < ft.nfrags; p++)
+			if (shard_owner(p, js->syncer.shards) == s)
+				mine += ft.frags[p].numel;
+		most = mine > most ? mine : most;
+	}
+	frag_table_release(&ft);
+	CHECK(most <= js->syncer.max_parameters,
+	      "spec.model.tensors: %zu values, %llu of them for one syncer "
+	      "shard: more than spec.syncer.maxParameters %llu", n,
+	      (unsigned long long)most,
+	      (unsigned long long)js->syncer.max_parameters);
+	return 0;
+}
+
 /* spec.learners.synthetic (docs/run.md, Synthetic learners) */
 static int check_synthetic(const struct job_spec *js, struct err *e)
 {
@@ -125,13 +159,20 @@ static int check_synthetic(const struct job_spec *js, struct err *e)
 	CHECK(!y->ntensors || external,
 	      "spec.learners.synthetic.tensors: only for spec.model.kind "
 	      "external (the reference GPT's table comes from spec.model)");
-	CHECK(y->ntensors || !external,
+	CHECK(y->ntensors || js->model.ntensors || !external,
 	      "spec.learners.synthetic.tensors: missing; a synthetic learner of "
-	      "spec.model.kind external needs the model's table");
-	CHECK(!external || js->syncer.fragments <= y->ntensors,
+	      "spec.model.kind external needs the model's table (here or in "
+	      "spec.model.tensors)");
+	CHECK(!external || !y->ntensors || js->syncer.fragments <= y->ntensors,
 	      "spec.syncer.fragments: %d is more than the %d tensors of "
 	      "spec.learners.synthetic.tensors", js->syncer.fragments,
 	      y->ntensors);
+	CHECK(!y->ntensors || !js->model.ntensors ||
+	      (y->ntensors == js->model.ntensors &&
+	       !memcmp(y->tensors, js->model.tensors,
+		       (size_t)y->ntensors * sizeof(y->tensors[0]))),
+	      "spec.learners.synthetic.tensors: not the table spec.model.tensors "
+	      "declares (leave it out: a synthetic learner takes the declared one)");
 	return 0;
 }
 
@@ -196,6 +237,9 @@ static int check_model(const struct job_spec *js, struct err *e)
 	CHECK(m->channels % m->heads == 0,
 	      "spec.model.channels: %d is not a multiple of spec.model.heads (%d)",
 	      m->channels, m->heads);
+	CHECK(!m->ntensors || m->kind == MODEL_EXTERNAL,
+	      "spec.model.tensors: only for spec.model.kind external (the "
+	      "reference GPT's table comes from its dimensions)");
 	return 0;
 }
 
@@ -307,7 +351,7 @@ static int check_syncer(const struct job_spec *js, struct err *e)
 	CHECK(s->http_port > 0 && s->http_port < 65536 && s->http_port != s->port,
 	      "spec.syncer.httpPort: %d is not a port distinct from spec.syncer.port",
 	      s->http_port);
-	return 0;
+	return m->ntensors ? check_declared(js, e) : 0;
 }
 
 static int check_chaos(const struct job_spec *js, struct err *e)

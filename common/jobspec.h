@@ -132,6 +132,10 @@ struct job_model {
 	int layers, heads, channels;  /* default 2, 4, 128 */
 	int tied;                     /* output projection = embedding, default 1 */
 	uint64_t seed;                /* initial model, default 1337 */
+	/* external: the table declared (spec.model.tensors), values per
+	 * tensor; 0 tensors: none, the learners' agreed Hello gives it */
+	int ntensors;
+	uint64_t tensors[JOB_SYNTH_TENSORS_MAX];
 };
 
 struct job_data {

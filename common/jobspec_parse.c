@@ -252,7 +252,7 @@ out:
 enum ftype {
 	F_INT, F_U64, F_DOUBLE, F_BOOL, F_STR, F_QTY,
 	F_MERGE, F_FORMAT, F_SCHED, F_MKIND, F_ENC, F_TARGETS, F_ARGV, F_GROUPS,
-	F_SYNTH,
+	F_SYNTH, F_TENSORS,
 	F_SLOW, F_SPLIT,
 	F_SECTION, F_IGNORE,
 };
@@ -307,7 +307,8 @@ SECTION(s_model,
 	FLD("channels", F_INT, model.channels),
 	FLD("tied", F_BOOL, model.tied),
 	FLD("seed", F_U64, model.seed),
-	FLD("kind", F_MKIND, model.kind));
+	FLD("kind", F_MKIND, model.kind),
+	FLD("tensors", F_TENSORS, model));
 
 SECTION(s_evaluator,
 	FLD("command", F_ARGV, evaluator.command),
@@ -563,9 +564,10 @@ static int set_groups(const json_t *v, const char *path,
 	return 0;
 }
 
-/* spec.learners.synthetic.tensors: a list of positive integers. */
-static int set_tensors(const json_t *v, const char *path,
-		       struct job_synthetic *y, struct err *e)
+/* spec.model.tensors, spec.learners.synthetic.tensors: a list of
+ * positive integers into t, *nt of them. */
+static int set_tensors(const json_t *v, const char *path, int *nt,
+		       uint64_t *t, struct err *e)
 {
 	char got[64];
 	size_t n;
@@ -577,17 +579,17 @@ static int set_tensors(const json_t *v, const char *path,
 		return err_set(e, "%s: %zu tensors, expected 1 to %d", path, n,
 			       JOB_SYNTH_TENSORS_MAX);
 	for (size_t i = 0; i < n; i++) {
-		const json_t *t = json_array_get(v, i);
+		const json_t *x = json_array_get(v, i);
 		double d;
 
 		/* 2^34 values: what one exchange fragment holds at most */
-		if (get_integer(t, &d) || d < 1 || d > 17179869184.0)
+		if (get_integer(x, &d) || d < 1 || d > 17179869184.0)
 			return err_set(e, "%s[%zu]: expected a tensor size in "
 				       "[1, 2^34], got %s", path, i,
-				       describe(t, got, sizeof(got)));
-		y->tensors[i] = (uint64_t)d;
+				       describe(x, got, sizeof(got)));
+		t[i] = (uint64_t)d;
 	}
-	y->ntensors = (int)n;
+	*nt = (int)n;
 	return 0;
 }
 
@@ -639,7 +641,7 @@ static int set_synthetic(const json_t *v, const char *path,
 		if (json_is_null(f))
 			continue;
 		if (!strcmp(key, "tensors")) {
-			if (set_tensors(f, sub, y, e))
+			if (set_tensors(f, sub, &y->ntensors, y->tensors, e))
 				return -1;
 		} else if (!strcmp(key, "seed")) {
 			if (get_integer(f, &d) || d < 0 ||
@@ -790,6 +792,9 @@ static int set_field(const struct field *f, const json_t *v, const char *path,
 		return set_groups(v, path, (struct job_learners *)p, e);
 	case F_SYNTH:
 		return set_synthetic(v, path, (struct job_synthetic *)p, e);
+	case F_TENSORS:
+		return set_tensors(v, path, &((struct job_model *)p)->ntensors,
+				   ((struct job_model *)p)->tensors, e);
 	case F_SLOW:
 		return set_slowdown(v, path, (struct job_learners *)p, e);
 	case F_SECTION:

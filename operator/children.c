@@ -234,14 +234,23 @@ double checkpoint_shard_bytes(const struct job_spec *js)
 {
 	struct model_config cfg;
 	int S = js->syncer.shards > 1 ? js->syncer.shards : 1;
+	double n = 0;
 
-	/* an external model's GPT settings are defaults it does not use */
-	if (js->model.kind == MODEL_EXTERNAL ||
-	    model_config_from_job(&js->model, &cfg, NULL))
+	/* an external model's GPT settings are defaults it does not use:
+	 * its size is the table it declares, else unknown (0) */
+	if (js->model.kind == MODEL_EXTERNAL) {
+		for (int i = 0; i < js->model.ntensors; i++)
+			n += (double)js->model.tensors[i];
+		if (n == 0)
+			return 0;
+	} else if (model_config_from_job(&js->model, &cfg, NULL)) {
 		return 0;
+	} else {
+		n = (double)model_num_params(&cfg);
+	}
 	/* Θ and momentum in f32 of the shard's part, per file */
 	return (double)CKPT_FILES * CKPT_HEADROOM *
-	       (8.0 * (double)model_num_params(&cfg) / S + CKPT_FILE_EXTRA);
+	       (8.0 * n / S + CKPT_FILE_EXTRA);
 }
 
 void checkpoint_claim_size(const struct child_ctx *c, char *out, size_t n)
@@ -253,7 +262,7 @@ void checkpoint_claim_size(const struct child_ctx *c, char *out, size_t n)
 		snprintf(out, n, "%s", s);
 		return;
 	}
-	if (c->js->model.kind == MODEL_EXTERNAL) {
+	if (c->js->model.kind == MODEL_EXTERNAL && !c->js->model.ntensors) {
 		snprintf(out, n, "%s", c->external_storage ? c->external_storage
 							     : CKPT_EXTERNAL_DEFAULT);
 		return;

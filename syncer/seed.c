@@ -35,6 +35,8 @@ void seed_release(struct seed *sd)
 	drop_values(sd);
 	if (sd->have_ft)
 		frag_table_release(&sd->ft);
+	if (sd->have_decl)
+		frag_table_release(&sd->decl);
 	free(sd->flat);
 	seed_init(sd);
 }
@@ -67,6 +69,50 @@ int seed_check_budget(const struct wire_hello *h,
 			       "more than this machine can address",
 			       (unsigned long long)all);
 	return 0;
+}
+
+int seed_declare(struct seed *sd, const struct job_spec *js, struct err *e)
+{
+	const struct job_model *m = &js->model;
+
+	if (m->kind != MODEL_EXTERNAL || !m->ntensors)
+		return 0;
+	if (frag_table_of_numels(&sd->decl, m->tensors, m->ntensors,
+				 js->syncer.fragments, &sd->decl_values, e))
+		return err_wrap(e, "spec.model.tensors");
+	sd->have_decl = 1;
+	log_info("the job declares its model's table (spec.model.tensors): "
+		 "%zu values in %d tensors, %d fragments, fingerprint %016"
+		 PRIx64, sd->decl_values, m->ntensors, sd->decl.nfrags,
+		 sd->decl.fingerprint);
+	return 0;
+}
+
+int seed_check_declared(const struct seed *sd, const struct wire_hello *h,
+			struct err *e)
+{
+	const struct frag_table *d = &sd->decl;
+	int same;
+	uint64_t n = 0;
+
+	if (!sd->have_decl)
+		return 0;
+	same = h->fingerprint == d->fingerprint &&
+	       h->fragments == (uint32_t)d->nfrags && h->nsizes == h->fragments;
+	for (size_t p = 0; p < h->nsizes; p++) {
+		if (__builtin_add_overflow(n, h->fragment_sizes[p], &n))
+			n = UINT64_MAX;
+		if (same && h->fragment_sizes[p] != d->frags[p].numel)
+			same = 0;
+	}
+	if (same)
+		return 0;
+	return err_set(e, "learner %u's model table (%u fragments, %llu "
+		       "values, fingerprint %016" PRIx64 ") is not the one "
+		       "spec.model.tensors declares (%d fragments, %zu values, "
+		       "fingerprint %016" PRIx64 ")", h->learner_id, h->fragments,
+		       (unsigned long long)n, h->fingerprint, d->nfrags,
+		       sd->decl_values, d->fingerprint);
 }
 
 int seed_adopt(struct seed *sd, const struct wire_hello *h,

@@ -36,6 +36,9 @@ struct seed {
 				      * dropped; -1: none */
 	struct syncer_params prm;    /* the job's, with this table */
 	float *flat;                 /* prm.init_params once made */
+	struct frag_table decl;      /* spec.model.tensors' cut, when */
+	int have_decl;               /* the job declares its table */
+	size_t decl_values;
 };
 
 void seed_init(struct seed *sd);
@@ -48,6 +51,15 @@ void seed_release(struct seed *sd);
  */
 int seed_check_budget(const struct wire_hello *h,
 		      const struct syncer_params *base, struct err *e);
+/*
+ * The table spec.model.tensors declares, cut as the learner library cuts
+ * it (docs/syncer.md, A declared table); nothing when none is declared.
+ */
+int seed_declare(struct seed *sd, const struct job_spec *js, struct err *e);
+/* 0 when h carries the declared table or none is declared; else -1, e
+ * saying both tables. */
+int seed_check_declared(const struct seed *sd, const struct wire_hello *h,
+			struct err *e);
 /* h's table becomes the job's: prm is base with it. */
 int seed_adopt(struct seed *sd, const struct wire_hello *h,
 	       const struct syncer_params *base, struct err *e);

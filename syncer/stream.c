@@ -783,6 +783,11 @@ int syncer_run(const struct syncer_params *p,
 	grpc_init();
 	sv.s = s;
 	seed_init(&sv.seed);
+	if (seed_declare(&sv.seed, p->js, e)) {   /* nothing started yet */
+		free(s);
+		grpc_shutdown();
+		return -1;
+	}
 	if (p->js->model.kind == MODEL_EXTERNAL && !p->ft) {
 		adopt_start(s, p);
 	} else {

@@ -332,8 +332,9 @@ static int fits_table(struct conn *c, const struct wire_hello *h)
 		 ft->fingerprint);
 	conn_close(c, GRPC_STATUS_FAILED_PRECONDITION, "model fingerprint "
 		   "mismatch: learner %016" PRIx64 ", syncer %016" PRIx64
-		   " (the job's table is the one minQuorum learners agreed on)",
-		   h->fingerprint, ft->fingerprint);
+		   " (the job's table is %s)", h->fingerprint, ft->fingerprint,
+		   c->sv->seed.have_decl ? "the one spec.model.tensors declares"
+					 : "the one minQuorum learners agreed on");
 	return 0;
 }
 
@@ -352,7 +353,8 @@ static struct conn *first_waiting(struct stream_server *sv)
 /*
  * h's table becomes the job's once minQuorum learners (K distinct ids)
  * said Hello with it, or at once when a checkpoint of it is on the
- * volume: one learner alone cannot fix a table that locks the others out
+ * volume or the job declares it (spec.model.tensors, checked before):
+ * one learner alone cannot fix a table that locks the others out
  * (docs/syncer.md, Model-agnostic jobs). Every waiting learner of
  * another table is then refused. 1 when fixed, 0 when h waits, -1 when
  * c was closed.
@@ -365,7 +367,7 @@ static int fix_table(struct conn *c, const struct wire_hello *h)
 
 	ckpt = checkpoint_of(sv, h->fingerprint);
 	n = agreeing(sv, h);
-	if (!ckpt && n < K) {
+	if (!ckpt && !sv->seed.have_decl && n < K) {
 		log_info("learner %u waits: %d of the %d learners (minQuorum) "
 			 "that fix an external model's table say Hello with "
 			 "its table (fingerprint %016" PRIx64 ")",
@@ -379,6 +381,7 @@ static int fix_table(struct conn *c, const struct wire_hello *h)
 	}
 	log_info("the job's table is fixed: %s", ckpt
 		 ? "a checkpoint of it is on the volume"
+		 : sv->seed.have_decl ? "spec.model.tensors declares it"
 		 : "minQuorum learners agree on it");
 	for (struct conn *o = sv->conns, *next; o; o = next) {
 		next = o->next;
@@ -411,6 +414,12 @@ static void adopt_hello(struct conn *c, const struct wire_hello *h,
 	if (!sv->seed.have_ft && h->nsizes == h->fragments &&
 	    seed_check_budget(h, sv->s->prm, &e)) {
 		log_error("learner %u refused: %s", h->learner_id, e.msg);
+		conn_close(c, GRPC_STATUS_FAILED_PRECONDITION, "%s", e.msg);
+		return;
+	}
+	/* a table the job does not declare: refused, the others go on */
+	if (seed_check_declared(&sv->seed, h, &e)) {
+		log_warn("learner %u refused: %s", h->learner_id, e.msg);
 		conn_close(c, GRPC_STATUS_FAILED_PRECONDITION, "%s", e.msg);
 		return;
 	}

@@ -23,10 +23,7 @@ int synthetic_table(const struct job_spec *js, struct frag_table *ft,
 		    size_t *nparams, struct err *e)
 {
 	const struct job_synthetic *y = &js->learners.synthetic;
-	struct frag_tensor *t;
 	struct model_config cfg;
-	size_t off = 0;
-	int rc;
 
 	if (js->model.kind != MODEL_EXTERNAL) {
 		if (model_config_from_job(&js->model, &cfg, e) ||
@@ -35,19 +32,12 @@ int synthetic_table(const struct job_spec *js, struct frag_table *ft,
 		*nparams = model_num_params(&cfg);
 		return 0;
 	}
-	t = calloc((size_t)y->ntensors, sizeof(*t));
-	if (!t)
-		return err_set(e, "synthetic: out of memory for the table");
-	for (int i = 0; i < y->ntensors; i++) {
-		t[i] = (struct frag_tensor){ .offset = off,
-					     .numel = y->tensors[i] };
-		off += y->tensors[i];
-	}
-	rc = frag_table_init(ft, t, y->ntensors, js->syncer.fragments, e);
-	free(t);
-	if (!rc)
-		*nparams = off;
-	return rc;
+	/* its own table, else the one the job declares (spec.model.tensors) */
+	if (y->ntensors)
+		return frag_table_of_numels(ft, y->tensors, y->ntensors,
+					    js->syncer.fragments, nparams, e);
+	return frag_table_of_numels(ft, js->model.tensors, js->model.ntensors,
+				    js->syncer.fragments, nparams, e);
 }
 
 void synthetic_init(float *params, size_t n, uint64_t seed)

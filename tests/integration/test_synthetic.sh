@@ -109,4 +109,10 @@ job ext "{kind: external}" "{stepTime: 0.02, tensors: [3000, 2000, 1500, 1000, 7
 check ext
 grep -q "weights are the job.s initial model" "$dir/run-ext/syncer.log" ||
 	fail "ext: the syncer did not adopt the learner's seed"
-echo "ok: synthetic learners of a GPT (one 3 times slower) and an external table, steps and tokens in /status"
+# the table declared by the job (spec.model.tensors): the synthetic
+# learners take it, the syncer fixes it from the spec
+job decl "{kind: external, tensors: [3000, 2000, 1500, 1000, 700]}" "{stepTime: 0.02}"
+check decl
+grep -q "the job's table is fixed: spec.model.tensors declares it" "$dir/run-decl/syncer.log" ||
+	fail "decl: the syncer did not fix the declared table"
+echo "ok: synthetic learners of a GPT (one 3 times slower), an external table and a declared one, steps and tokens in /status"

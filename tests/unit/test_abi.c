@@ -454,6 +454,46 @@ static void external_table(void **state)
 }
 
 /*
+ * A job that declares its table (spec.model.tensors): the library refuses
+ * a model of another one at open, naming the first difference, and cuts
+ * the declared one as the syncer does (frag_table_of_numels): the same
+ * fingerprint.
+ */
+static void declared_table_checked(void **state)
+{
+	struct fx *f = *state;
+	const uint64_t numels[4] = { 50, 30, 20, 10 }, off_by_one[4] = { 50, 30, 20, 11 };
+	struct frag_table decl;
+	ddiloco_learner *h;
+	char job[160];
+	size_t n;
+	FILE *fp_;
+
+	snprintf(job, sizeof(job), "%s/decl.yaml", f->dir);
+	fp_ = fopen(job, "w");
+	assert_non_null(fp_);
+	fprintf(fp_, "apiVersion: ddiloco.io/v1alpha1\n"
+		"kind: DecoupledTrainingJob\nmetadata: {name: decl}\nspec:\n"
+		"  learners: {replicas: 2}\n"
+		"  model: {kind: external, tensors: [50, 30, 20, 10]}\n"
+		"  data: {path: /nonexistent}\n  syncer: {fragments: 3}\n");
+	fclose(fp_);
+	assert_null(ddiloco_open_external(job, NULL, 4, NULL, off_by_one));
+	assert_string_equal(ddiloco_error(), "ddiloco: tensor 3 has 11 values, "
+			    "the job declares 10 (spec.model.tensors)");
+	assert_null(ddiloco_open_external(job, NULL, 3, NULL, numels));
+	assert_string_equal(ddiloco_error(), "ddiloco: the model has 3 tensors, "
+			    "the job declares 4 (spec.model.tensors)");
+	h = ddiloco_open_external(job, NULL, 4, NULL, numels);
+	assert_non_null(h);
+	assert_int_equal(frag_table_of_numels(&decl, numels, 4, 3, &n, NULL), 0);
+	assert_int_equal(n, 110);
+	assert_true(ddiloco_fingerprint(h) == decl.fingerprint);
+	frag_table_release(&decl);
+	ddiloco_close(h);
+}
+
+/*
  * An evaluator's handle (docs/abi.md, Evaluators): no seed, the round of
  * the Θ it holds, and its reports in the region for the sidecar.
  */
@@ -590,6 +630,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(conversation, setup, teardown),
 		cmocka_unit_test_setup_teardown(versions_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(external_table, setup, teardown),
+		cmocka_unit_test_setup_teardown(declared_table_checked, setup, teardown),
 		cmocka_unit_test(shared_library_exports),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

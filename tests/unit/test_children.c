@@ -807,6 +807,14 @@ static void test_sharded_syncer(void **state)
 	s.c.external_storage = "2Gi";   /* --external-checkpoint-storage */
 	checkpoint_claim_size(&s.c, size, sizeof(size));
 	assert_string_equal(size, "2Gi");
+	/* a declared table (spec.model.tensors): 2^29 values in 2 shards,
+	 * 5 × 1.5 × (8 × 2^28 + 1 MiB) = 15.007 GiB a shard */
+	s.js.model.ntensors = 2;
+	s.js.model.tensors[0] = s.js.model.tensors[1] = 1ull << 28;
+	checkpoint_claim_size(&s.c, size, sizeof(size));
+	assert_string_equal(size, "16Gi");
+	s.js.model.ntensors = 0;
+	s.c.external_storage = NULL;
 	json_object_set_new(json_object_get(json_object_get(s.job, "spec"), "syncer"),
 			    "storage", json_string("40Gi"));
 	checkpoint_claim_size(&s.c, size, sizeof(size));

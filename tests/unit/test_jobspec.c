@@ -284,7 +284,7 @@ static void structure_errors(void **state)
 	(void)state;
 	refused(HEAD "spec:\n" DATA "  model: {layer: 2}\n",
 		"job: spec.model.layer: unknown field (expected one of vocabSize, "
-		"context, layers, heads, channels, tied, seed, kind)");
+		"context, layers, heads, channels, tied, seed, kind, tensors)");
 	refused(HEAD "spec:\n" DATA "  replicas: 2\n",
 		"job: spec.replicas: unknown field (expected one of suspend, "
 		"ttlSecondsAfterFinished, learners, model, evaluator, data, optimizer, "
@@ -549,11 +549,62 @@ static void synthetic_learners(void **state)
 	refused(HEAD "spec:\n" DATA "  model: {kind: external}\n"
 		"  learners:\n    synthetic: {}\n",
 		"job: spec.learners.synthetic.tensors: missing; a synthetic "
-		"learner of spec.model.kind external needs the model's table");
+		"learner of spec.model.kind external needs the model's table "
+		"(here or in spec.model.tensors)");
 	refused(HEAD "spec:\n" DATA "  model: {kind: external}\n"
 		"  learners:\n    synthetic: {tensors: [4, 4]}\n",
 		"job: spec.syncer.fragments: 4 is more than the 2 tensors of "
 		"spec.learners.synthetic.tensors");
+}
+
+/*
+ * spec.model.tensors: an external model's table declared (docs/syncer.md,
+ * A declared table), which a synthetic learner takes when it has none of
+ * its own; the table must cut into the fragments and fit the shards.
+ */
+static void declared_table(void **state)
+{
+	struct job_spec js;
+	struct err e = { "" };
+
+	(void)state;
+	assert_int_equal(parse(HEAD "spec:\n" DATA "  model: {kind: external, "
+			       "tensors: [3000, 2000, 1500, 1000]}\n"
+			       "  learners:\n    synthetic: {}\n", &js, &e), 0);
+	assert_int_equal(js.model.ntensors, 4);
+	assert_int_equal(js.model.tensors[0], 3000);
+	assert_int_equal(js.model.tensors[3], 1000);
+	assert_int_equal(js.learners.synthetic.ntensors, 0);
+	/* the same table twice is the same table */
+	assert_int_equal(parse(HEAD "spec:\n" DATA "  model: {kind: external, "
+			       "tensors: [5, 6, 7, 8]}\n  learners:\n"
+			       "    synthetic: {tensors: [5, 6, 7, 8]}\n", &js, &e), 0);
+	refused(HEAD "spec:\n" DATA "  model: {kind: external, tensors: [5, 6, 7, 8]}\n"
+		"  learners:\n    synthetic: {tensors: [5, 6, 7, 9]}\n",
+		"job: spec.learners.synthetic.tensors: not the table "
+		"spec.model.tensors declares (leave it out: a synthetic learner "
+		"takes the declared one)");
+	refused(HEAD "spec:\n" DATA "  model: {tensors: [5, 6, 7, 8]}\n",
+		"job: spec.model.tensors: only for spec.model.kind external (the "
+		"reference GPT's table comes from its dimensions)");
+	refused(HEAD "spec:\n" DATA "  model: {kind: external, tensors: [5, 0]}\n",
+		"job: spec.model.tensors[1]: expected a tensor size in [1, 2^34], "
+		"got 0");
+	/* 3 values cannot be cut into 4 fragments */
+	assert_int_not_equal(parse(HEAD "spec:\n" DATA "  model: {kind: external, "
+				   "tensors: [1, 2]}\n", &js, &e), 0);
+	assert_non_null(strstr(e.msg, "job: spec.model.tensors: "));
+	/* cut into 4 fragments of 1875 (tensors cut where they must be):
+	 * each of two shards holds two of them */
+	refused(HEAD "spec:\n" DATA "  model: {kind: external, "
+		"tensors: [3000, 2000, 1500, 1000]}\n"
+		"  syncer: {shards: 2, maxParameters: 3749}\n",
+		"job: spec.model.tensors: 7500 values, 3750 of them for one "
+		"syncer shard: more than spec.syncer.maxParameters 3749");
+	assert_int_equal(parse(HEAD "spec:\n" DATA "  model: {kind: external, "
+			       "tensors: [3000, 2000, 1500, 1000]}\n"
+			       "  syncer: {shards: 2, maxParameters: 3750}\n",
+			       &js, &e), 0);
 }
 
 /* spec.learners.command, args and groups, and what each learner runs. */
@@ -702,6 +753,7 @@ int main(void)
 		cmocka_unit_test(validation_errors),
 		cmocka_unit_test(learner_commands),
 		cmocka_unit_test(synthetic_learners),
+		cmocka_unit_test(declared_table),
 		cmocka_unit_test(slow_learners),
 		cmocka_unit_test(data_split_by_files),
 		cmocka_unit_test(evaluator_command),

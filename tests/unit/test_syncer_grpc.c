@@ -64,7 +64,7 @@ static const char *job_fmt =
 	"spec:\n"
 	"  learners:\n    replicas: 3\n"
 	"  model:\n    kind: %s\n    vocabSize: 256\n    context: 16\n    layers: %d\n"
-	"    heads: 2\n    channels: %d\n"
+	"    heads: 2\n    channels: %d\n%s"
 	"  data:\n    path: %s/data.txt\n"
 	"  optimizer:\n    batchSize: 2\n"
 	/* plaintext: these clients test the protocol; identities are
@@ -78,6 +78,7 @@ static const char *job_fmt =
  * proc_setup */
 static double hello_timeout = 10;
 static int external_model;
+static const char *declared = "";   /* spec.model lines: tensors */
 static int model_layers = 1, model_channels = 16;
 
 static void proc_setup(struct proc *p, int eval_every, int outer_steps)
@@ -94,7 +95,8 @@ static void proc_setup(struct proc *p, int eval_every, int outer_steps)
 	f = fopen(p->job, "w");
 	assert_non_null(f);
 	fprintf(f, job_fmt, external_model ? "external" : "gpt", model_layers,
-		model_channels, p->dir, eval_every, hello_timeout, outer_steps);
+		model_channels, declared, p->dir, eval_every, hello_timeout,
+		outer_steps);
 	fclose(f);
 	syncerproc_write_text(p->dir);
 	assert_int_equal(jobspec_load(p->job, &js, NULL), 0);
@@ -1201,6 +1203,49 @@ static void one_learner_cannot_fix_the_table(void **state)
 	tl_close(&a.tl);
 }
 
+/*
+ * spec.model.tensors: a learner of another table is refused at once,
+ * naming both; one of the declared table fixes it alone (minQuorum 2).
+ */
+static void a_declared_table_is_the_jobs(void **state)
+{
+	static const uint64_t numel[4] = { 3000, 2000, 1500, 1000 };
+	struct learner a, x;
+	char msg[512];
+	struct proc *p = *state;
+
+	external_model = 1;
+	declared = "    tensors: [3000, 2000, 1500, 1000]\n";
+	proc_setup(p, 0, 0);
+	external_model = 0;
+	declared = "";
+	frag_table_release(&p->ft);   /* the learners' table: the declared cut */
+	assert_int_equal(frag_table_of_numels(&p->ft, numel, 4, 4, &p->nparams,
+					      NULL), 0);
+	proc_start(p);
+	learner_open(&x, p);
+	hello(&x, p, 1, 7);
+	assert_int_equal(tl_status(&x.tl, msg, sizeof(msg), NULL),
+			 GRPC_STATUS_FAILED_PRECONDITION);
+	assert_non_null(strstr(msg, "learner 1's model table (4 fragments, 7500 "
+			       "values, fingerprint "));
+	assert_non_null(strstr(msg, ") is not the one spec.model.tensors "
+			       "declares (4 fragments, 7500 values, fingerprint "));
+	learner_open(&a, p);
+	hello(&a, p, 0, 0);
+	for (int q = 0; q < 4; q++) {
+		uint64_t r;
+		int frag;
+
+		expect_pull(&a, &r, &frag);
+		assert_int_equal(r, 0);   /* the seed asked of learner 0 */
+	}
+	assert_true(log_has(p, "the job's table is fixed: spec.model.tensors "
+			    "declares it"));
+	tl_close(&x.tl);
+	tl_close(&a.tl);
+}
+
 static void beat_refusals_and_counts(void **state)
 {
 	struct proc *p = *state;
@@ -1443,6 +1488,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(a_silent_plaintext_connection_is_closed, setup, teardown),
 		cmocka_unit_test_setup_teardown(an_evaluator_gets_theta_and_reports, setup, teardown),
 		cmocka_unit_test_setup_teardown(one_learner_cannot_fix_the_table, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_declared_table_is_the_jobs, setup, teardown),
 		cmocka_unit_test_setup_teardown(beat_refusals_and_counts, setup, teardown),
 		cmocka_unit_test_setup_teardown(beat_heartbeat_passes_a_large_answer, setup, teardown),
 		cmocka_unit_test_setup_teardown(answers_in_parts, setup, teardown),
