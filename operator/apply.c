@@ -189,7 +189,8 @@ static json_t *build_child(const struct child_ctx *c, const struct rc_action *a)
 
 /*
  * A claim asked to grow (reconcile.h, CheckpointStorage): a merge patch
- * of its requested storage. A refusal (a StorageClass that does not
+ * of its requested storage, and the action's Event when it is taken. A
+ * refusal (a StorageClass that does not
  * allow expansion, a claim not bound) is remembered for the condition
  * and sent as an Event, not a failed pass: the job runs on.
  */
@@ -210,11 +211,19 @@ static int resize_claim(struct kube *k, struct pass *p, const struct rc_action *
 			  NULL, &st, &e)) {
 		log_info("%s: claim %s resized to %.0fGi", p->key, name, a->bytes / 0x1p30);
 		m->resize_refused[0] = '\0';
+		job_event(k, p->job, 0, a->reason, a->message);
 		return 0;
 	}
 	log_warn("%s: claim %s: %s", p->key, name, e.msg);
-	snprintf(m->resize_refused, sizeof(m->resize_refused), "%.*s",
-		 (int)sizeof(m->resize_refused) - 1, e.msg);
+	/* the condition says the API server's own words when it gave some */
+	if (st.code && st.message[0])
+		snprintf(m->resize_refused, sizeof(m->resize_refused),
+			 "%d %.*s: %.*s", st.code, (int)sizeof(st.reason) - 1,
+			 st.reason, (int)sizeof(m->resize_refused) - 80,
+			 st.message);
+	else
+		snprintf(m->resize_refused, sizeof(m->resize_refused), "%.*s",
+			 (int)sizeof(m->resize_refused) - 1, e.msg);
 	m->resize_refused_shard = a->index;
 	m->resize_refused_bytes = a->bytes;
 	job_event(k, p->job, 1, "CheckpointClaimResizeRefused", e.msg);

@@ -117,7 +117,9 @@ static json_t *slim_container_statuses(json_t *list)
  * Children are read for their metadata (owner, labels, deletion) and the
  * status fields the operator decides by (phase, conditions, ready
  * replicas, the pod's reason such as Evicted, and its containers' states
- * and exit codes, slimmed); the rest is dropped before caching.
+ * and exit codes, slimmed), and a claim's requested storage (which a
+ * resize compares: reconcile.h, CheckpointStorage); the rest is dropped
+ * before caching.
  */
 static void trim_child(json_t *obj)
 {
@@ -130,9 +132,17 @@ static void trim_child(json_t *obj)
 	json_t *v;
 	void *tmp;
 
+	json_t *storage = json_object_get(json_object_get(json_object_get(
+		json_object_get(obj, "spec"), "resources"), "requests"), "storage");
+
+	json_incref(storage);
 	json_object_foreach_safe(obj, tmp, key, v)
 		if (strcmp(key, "metadata") && strcmp(key, "status"))
 			json_object_del(obj, key);
+	if (json_is_string(storage))
+		json_object_set_new(obj, "spec", json_pack("{s:{s:{s:O}}}",
+			"resources", "requests", "storage", storage));
+	json_decref(storage);
 	for (size_t i = 0; kept && i < sizeof(keep) / sizeof(keep[0]); i++)
 		if ((v = json_object_get(st, keep[i])))
 			json_object_set(kept, keep[i], v);

@@ -717,8 +717,11 @@ static void claim_grow(const struct rc_input *in, struct rc_output *o,
 		a->bytes = want;
 		snprintf(msg, n, "claim %s resized to %.0fGi (its StorageClass must "
 			 "allow volume expansion)", claim, want / 0x1p30);
-		event(o, 0, "CheckpointClaimResized", "claim %s: %.0fGi asked for a "
-		      "checkpoint of %llu bytes", claim, want / 0x1p30, p->ckpt_needed);
+		/* the Event once the API server took it (apply.c) */
+		snprintf(a->reason, sizeof(a->reason), "CheckpointClaimResized");
+		snprintf(a->message, sizeof(a->message), "claim %.190s: %.0fGi asked "
+			 "for a checkpoint of %llu bytes", claim, want / 0x1p30,
+			 p->ckpt_needed);
 	} else {
 		snprintf(msg, n, "claim %s asks for %.0fGi: waiting for its volume "
 			 "to grow", claim, in->claim_bytes[i] / 0x1p30);
