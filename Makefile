@@ -103,7 +103,7 @@ UNIT_BINS  := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 # each fuzz harness also builds with the normal compiler as a replay of
 # its seed corpus and regression inputs, run by make test
 FUZZ_NAMES  := jobspec wire ckpt shard exchange watch status kubeconfig hwm eval seed \
-               sidecar seedfile enc
+               sidecar seedfile enc beat
 FUZZ_SECONDS ?= 30
 REPLAY_BINS := $(FUZZ_NAMES:%=$(BUILD)/tests/replay_%)
 FUZZ_BINS   := $(FUZZ_NAMES:%=$(BUILD)/fuzz_%)

@@ -2,10 +2,11 @@
 # Runs the fuzz harnesses given as names (build/fuzz/fuzz_NAME),
 # FUZZ_JOBS at a time (default: the machine's cores): first over
 # tests/fuzz/regress/NAME (each input once: a crash there is a
-# regression), then libFuzzer for FUZZ_SECONDS seconds from
-# tests/fuzz/corpus/NAME (copied, so new inputs stay in the build folder).
-# Prints per harness, in the order given, the total runs and runs per
-# second libFuzzer reported, and ends with "N passed, N failed" (passed:
+# regression), then libFuzzer for FUZZ_SECONDS seconds (or FUZZ_RUNS
+# runs, when set, whichever comes first) from tests/fuzz/corpus/NAME
+# (copied, so new inputs stay in the build folder). Prints per harness,
+# in the order given, the total runs, runs per second and edges covered
+# libFuzzer reported, and ends with "N passed, N failed" (passed:
 # no crash found). A crashing input is left in $BUILD/crashes/NAME/
 # (docs/fuzzing.md).
 BUILD=${BUILD:-build/fuzz}
@@ -37,7 +38,8 @@ one() {
 	fi
 	if [ $ok = 1 ]; then
 		# -rss_limit_mb: the shared machine; -timeout: a hang is a find
-		"$bin" -max_total_time="$SECONDS_EACH" -print_final_stats=1 \
+		"$bin" -max_total_time="$SECONDS_EACH" -runs="${FUZZ_RUNS:--1}" \
+			-print_final_stats=1 \
 			-rss_limit_mb=1024 -timeout=20 -max_len=65536 \
 			-artifact_prefix="$crashes/" "$work" >"$log" 2>&1
 		rc=$?
@@ -45,7 +47,8 @@ one() {
 		runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
 		rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -n 1)
 		secs=$(sed -n 's/^Done [0-9]* runs in \([0-9]*\) second.*/\1/p' "$log" | tail -n 1)
-		echo "fuzz_$name: ${runs:-0} runs in ${secs:-?} s, ${rate:-0} runs/s"
+		cov=$(sed -n 's/^#[0-9]*.*DONE *cov: *\([0-9]*\).*/\1/p' "$log" | tail -n 1)
+		echo "fuzz_$name: ${runs:-0} runs in ${secs:-?} s, ${rate:-0} runs/s, ${cov:-?} edges"
 		if [ $rc -ne 0 ]; then
 			grep -m 3 -E "ERROR|SUMMARY|deadly signal|Test unit written" "$log"
 			echo "--- fuzz_$name: crash (log $log)"

@@ -28,6 +28,7 @@
 #include "common/pki.h"
 #include "common/util.h"
 #include "common/wire.h"
+#include "syncer/beat.h"
 
 /* Where a stream comes from, for log lines ("ipv4:10.0.0.7:41234"). */
 static void peer_name(struct conn *c, char *out, size_t n)
@@ -551,54 +552,32 @@ static void evaluator_message(struct conn *c, const struct wire_learner_msg *m,
 
 /* ---- Beat calls --------------------------------------------------------- */
 
-/* Whether learner id's Train stream is live and of this incarnation;
- * the Beat is closed when not. */
-static int beat_fits(struct conn *c, uint32_t id, uint64_t incarnation)
+/* The incarnation of learner id's live Train stream, 0 when none
+ * (beat.h). */
+static uint64_t train_of(void *ctx, uint32_t id)
 {
-	struct syncer *s = c->sv->s;
-	struct conn *t = s->adopting ? NULL : s->learners[id].conn;
+	struct syncer *s = ((struct conn *)ctx)->sv->s;
+	struct conn *t = s->adopting || id >= (uint32_t)s->M
+			 ? NULL : s->learners[id].conn;
 
-	if (!t || t->closing) {
-		conn_close(c, GRPC_STATUS_FAILED_PRECONDITION, "learner %u has "
-			   "no live Train stream: a Beat follows its Welcome", id);
-		return 0;
-	}
-	if (t->incarnation != incarnation) {
-		conn_close(c, GRPC_STATUS_ABORTED, "incarnation %" PRIu64
-			   " is not that of learner %u's Train stream (%" PRIu64
-			   ")", incarnation, id, t->incarnation);
-		return 0;
-	}
-	return 1;
+	return t && !t->closing ? t->incarnation : 0;
 }
 
-/* A Beat's Hello: the learner, checked as Train's, then taken. */
-static void beat_hello(struct conn *c, const struct wire_hello *h)
+static int identity_of(void *ctx, const struct wire_hello *h)
+{
+	return cert_fits(ctx, h);
+}
+
+/* A Beat's Hello taken: the initial metadata with the mark, which moves
+ * the sidecar's heartbeats here (a refusal's status comes without it). */
+static void beat_taken(struct conn *c)
 {
 	static grpc_metadata taken;   /* read only by gRPC */
-	struct syncer *s = c->sv->s;
 	grpc_op op;
 
 	taken.key = grpc_slice_from_static_string(WIRE_BEAT_MARK_KEY);
 	taken.value = grpc_slice_from_static_string(WIRE_BEAT_MARK_VALUE);
-	if (c->beat_learner >= 0) {
-		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "second hello on one Beat");
-		return;
-	}
-	if (h->evaluator) {
-		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "an evaluator "
-			   "sends no heartbeats that count: no Beat for it");
-		return;
-	}
-	if (!learner_in_range(c, h))
-		return;
-	if (!cert_fits(c, h) || !beat_fits(c, h->learner_id, h->incarnation))
-		return;
-	c->beat_learner = (int)h->learner_id;
-	c->incarnation = h->incarnation;
-	s->tr.beat_streams++;
-	/* the initial metadata with the mark: the sidecar moves its
-	 * heartbeats here (a refusal's status comes without it) */
+	c->sv->s->tr.beat_streams++;
 	memset(&op, 0, sizeof(op));
 	op.op = GRPC_OP_SEND_INITIAL_METADATA;
 	op.data.send_initial_metadata.count = 1;
@@ -607,32 +586,41 @@ static void beat_hello(struct conn *c, const struct wire_hello *h)
 	if (grpc_call_start_batch(c->call, &op, 1, &c->t_send, NULL) ==
 	    GRPC_CALL_OK)
 		c->send_pending = 1;
-	log_debug("learner %u: heartbeats on a Beat", h->learner_id);
+	log_debug("learner %d: heartbeats on a Beat", c->beat_learner);
 }
 
-/* A message on a Beat call: a Hello, then heartbeats only. */
+/* A message on a Beat call: its rules are beat.c's, run here. */
 static void beat_message(struct conn *c, const struct wire_learner_msg *m,
 			 double now)
 {
 	struct syncer *s = c->sv->s;
+	struct beat_call b = { c->beat_learner, c->incarnation };
+	const struct beat_env env = { s->js->name, s->M, train_of,
+				      identity_of, c };
+	struct beat_outcome out;
 
-	if (m->kind == WIRE_HELLO) {
-		beat_hello(c, &m->hello);
-	} else if (c->beat_learner < 0) {
-		conn_close(c, GRPC_STATUS_FAILED_PRECONDITION,
-			   "the first message must be a hello");
-	} else if (m->kind != WIRE_HEARTBEAT) {
-		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "a Beat carries "
-			   "heartbeats only");
-	} else if (beat_fits(c, (uint32_t)c->beat_learner, c->incarnation)) {
+	beat_take(&b, m, &env, &out);
+	c->beat_learner = b.learner;
+	c->incarnation = b.incarnation;
+	switch (out.v) {
+	case BEAT_CLOSE:
+		conn_close(c, (grpc_status_code)out.code, "%s", out.msg);
+		break;
+	case BEAT_REFUSED:
+		break;
+	case BEAT_TAKEN:
+		beat_taken(c);
+		break;
+	case BEAT_HEARTBEAT:
 		core_heartbeat(s, c->beat_learner, &m->heartbeat, now);
 		s->tr.beat_heartbeats++;
-		/* its Train stream ends; this Beat with it (beat_fits) */
+		/* its Train stream ends; this Beat with it (train_of) */
 		if (core_excluded(s, c->beat_learner))
 			conn_close(s->learners[c->beat_learner].conn,
 				   GRPC_STATUS_RESOURCE_EXHAUSTED, "learner %d "
 				   "is excluded: its claims were cut spec.syncer."
 				   "maxClaimCuts times", c->beat_learner);
+		break;
 	}
 }
 

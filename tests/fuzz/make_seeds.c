@@ -1,6 +1,6 @@
 /*
  * make_seeds: writes the seed corpora of the harnesses whose inputs are
- * binary (tests/fuzz/corpus/{wire,ckpt,shard,exchange,eval,seed,sidecar,
+ * binary (tests/fuzz/corpus/{wire,ckpt,shard,exchange,eval,seed,beat,sidecar,
  * seedfile,enc}),
  * and the
  * high-water marks (tests/fuzz/corpus/hwm), made with the
@@ -431,6 +431,60 @@ static void seed_seeds(struct fuzz_model *fm)
 	}
 }
 
+/* ---- beat: Beat calls, tests/fuzz/fuzz_beat.c ---- */
+
+static void rec_train(struct rec *r, int id, uint8_t incarnation)
+{
+	r->b[r->n++] = (uint8_t)(id << 1);
+	r->b[r->n++] = incarnation;
+}
+
+static void rec_beat(struct rec *r, int cert_bad, uint32_t id, int evaluator,
+		     uint64_t incarnation, int hello)
+{
+	struct wire_learner_msg m = { .kind = hello ? WIRE_HELLO : WIRE_HEARTBEAT };
+
+	if (hello)
+		m.hello = (struct wire_hello){ .learner_id = id, .job = "fuzz",
+			.evaluator = evaluator, .incarnation = incarnation };
+	else
+		m.heartbeat = (struct wire_heartbeat){ .step = 10 * incarnation,
+			.tokens = 640 * incarnation, .step_time = 0.05,
+			.train_loss = 2.5, .incarnation = incarnation };
+	rec_msg(r, 1 | cert_bad << 1, 0, 0, &m);
+}
+
+static void beat_seeds(void)
+{
+	struct rec r = { .n = 0 };
+
+	/* 4 learners: learner 2's Beat taken, heartbeats, its Train stream
+	 * restarted (the Beat closed), a new Beat of the new incarnation */
+	r.b[r.n++] = 3;
+	rec_train(&r, 2, 7);
+	rec_beat(&r, 0, 2, 0, 7, 1);
+	for (int i = 0; i < 3; i++)
+		rec_beat(&r, 0, 2, 0, 7, 0);
+	rec_train(&r, 2, 9);
+	rec_beat(&r, 0, 2, 0, 7, 0);
+	rec_beat(&r, 0, 2, 0, 9, 1);
+	rec_beat(&r, 0, 2, 0, 9, 0);
+	put("beat", "taken-restarted", r.b, r.n);
+	/* 2 learners: every refusal once */
+	r.n = 0;
+	r.b[r.n++] = 1;
+	rec_train(&r, 0, 4);
+	rec_beat(&r, 0, 0, 0, 4, 0);     /* no hello first */
+	rec_beat(&r, 0, 0, 1, 4, 1);     /* an evaluator */
+	rec_beat(&r, 0, 5, 0, 4, 1);     /* out of range */
+	rec_beat(&r, 1, 0, 0, 4, 1);     /* another's certificate */
+	rec_beat(&r, 0, 1, 0, 4, 1);     /* no Train stream */
+	rec_beat(&r, 0, 0, 0, 3, 1);     /* another incarnation */
+	rec_beat(&r, 0, 0, 0, 4, 1);     /* taken, */
+	rec_beat(&r, 0, 0, 0, 4, 1);     /* then a second hello */
+	put("beat", "refusals", r.b, r.n);
+}
+
 /* ---- sidecar: SyncerMessages, tests/fuzz/fuzz_sidecar.c ---- */
 
 static void rec_syncer(struct rec *r, const struct wire_syncer_msg *m)
@@ -574,6 +628,7 @@ int main(void)
 	sidecar_seeds();
 	seedfile_seeds(fm.dir);
 	enc_seeds();
+	beat_seeds();
 	rmdir(fm.dir);
 	printf("seeds written under tests/fuzz/corpus\n");
 	return 0;
