@@ -132,6 +132,8 @@ int stream_start(struct stream_server *sv, const char *listen,
 		  { .integer = MAX_STREAMS_PER_CONN } },
 		{ GRPC_ARG_INTEGER, (char *)GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
 		  { .integer = SYNCER_HANDSHAKE_TIMEOUT * 1000 } },
+		{ GRPC_ARG_INTEGER, (char *)GRPC_ARG_MAX_CONNECTION_IDLE_MS,
+		  { .integer = SYNCER_IDLE_SECONDS * 1000 } },
 		{ .type = GRPC_ARG_POINTER, .key = (char *)GRPC_ARG_RESOURCE_QUOTA,
 		  .value.pointer = { quota, grpc_resource_quota_arg_vtable() } },
 	};

@@ -110,6 +110,7 @@ void conn_maybe_free(struct conn *c)
 		sv->conns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
+	sv->s->tr.calls_open--;
 	/* closed while a send was in flight, then cancelled before the send
 	 * ended: the status was never sent and its details are still ours */
 	if (!c->status_sent)
@@ -477,6 +478,7 @@ static void on_new(struct stream_server *sv, struct conn *c, int ok,
 	if (sv->conns)
 		sv->conns->prev = c;
 	sv->conns = c;
+	sv->s->tr.calls_open++;
 	memset(&op, 0, sizeof(op));
 	op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
 	op.data.recv_close_on_server.cancelled = &c->cancelled;
@@ -487,6 +489,11 @@ static void on_new(struct stream_server *sv, struct conn *c, int ok,
 		stream_request_call(sv, c->beat);
 	if (sv->s->stopping) {
 		conn_close(c, GRPC_STATUS_UNAVAILABLE, "syncer shutting down");
+	} else if (sv->s->tr.calls_open > SYNCER_CALLS_MAX(sv->s->M)) {
+		sv->s->tr.streams_over_cap++;
+		conn_close(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "the syncer has "
+			   "%d calls open, at most %d", sv->s->tr.calls_open - 1,
+			   SYNCER_CALLS_MAX(sv->s->M));
 	} else if (sv->s->prm->tls && (c->cert_learner = stream_cert_learner(c, &e)) < 0) {
 		stream_refuse(c, e.msg);
 	} else {

@@ -61,6 +61,15 @@ struct syncer_params {
  * (docs/security.md, Listeners).
  */
 #define SYNCER_HANDSHAKE_TIMEOUT 10
+/*
+ * Calls open at once, at most: 4 a learner (its Train and Beat calls, and
+ * one of each still closing after a reconnect) and an evaluator, and 16
+ * more; a call past them is refused at once with RESOURCE_EXHAUSTED. A
+ * connection that holds no call is closed after SYNCER_IDLE_SECONDS
+ * (docs/security.md, Listeners).
+ */
+#define SYNCER_CALLS_MAX(M) (4 * ((M) + 4) + 16)
+#define SYNCER_IDLE_SECONDS 60
 
 /* Runs until the budget is reached or *stop is set (a signal handler). */
 int syncer_run(const struct syncer_params *p,

@@ -12,6 +12,9 @@ void transport_json(const struct transport_stats *t, json_t *o)
 			    json_integer((json_int_t)t->streams_refused));
 	json_object_set_new(o, "streams_no_hello",
 			    json_integer((json_int_t)t->streams_no_hello));
+	json_object_set_new(o, "calls_open", json_integer(t->calls_open));
+	json_object_set_new(o, "streams_over_cap",
+			    json_integer((json_int_t)t->streams_over_cap));
 	json_object_set_new(o, "beat_streams",
 			    json_integer((json_int_t)t->beat_streams));
 	json_object_set_new(o, "beat_heartbeats",
@@ -32,6 +35,9 @@ void transport_metrics(const struct transport_stats *t, struct buf *b)
 	prom_counter(b, "ddiloco_syncer_streams_no_hello_total",
 		     "Streams closed for saying no Hello within helloTimeout.",
 		     t->streams_no_hello);
+	prom_counter(b, "ddiloco_syncer_streams_over_cap_total",
+		     "Calls refused at once: as many were open as the syncer "
+		     "takes (docs/security.md, Listeners).", t->streams_over_cap);
 	prom_counter(b, "ddiloco_syncer_beat_streams_total",
 		     "Beat calls taken: a learner's heartbeats on a connection "
 		     "of their own (docs/sidecar.md).", t->beat_streams);

@@ -16,6 +16,8 @@ struct buf;
 struct transport_stats {
 	uint64_t streams_refused;    /* for their client certificate */
 	uint64_t streams_no_hello;   /* closed: no Hello within helloTimeout */
+	uint64_t streams_over_cap;   /* refused: SYNCER_CALLS_MAX open */
+	int calls_open;              /* gRPC calls open now, closing ones too */
 	uint64_t beat_streams;       /* Beat calls taken */
 	uint64_t beat_heartbeats;    /* heartbeats that came on a Beat */
 	/* docs/protocol.md, Messages in parts */

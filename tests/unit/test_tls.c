@@ -947,6 +947,49 @@ static void a_silent_connection_is_closed_at_the_handshake_deadline(void **state
 	syncer_stop(v);
 }
 
+/*
+ * The call cap (docs/security.md, Listeners): with SYNCER_CALLS_MAX(3)
+ * calls open (Beats that say nothing, each on a connection of its own),
+ * one more is refused at once with RESOURCE_EXHAUSTED and counted; once
+ * they are gone learner 0 joins and trains.
+ */
+static void calls_past_the_cap_are_refused(void **state)
+{
+	enum { CAP = SYNCER_CALLS_MAX(3) };
+	struct env *v = *state;
+	struct tl *t = calloc(CAP + 1, sizeof(*t));
+	struct pki_pem l0;
+	struct learner a;
+	char msg[256], want[96];
+
+	assert_non_null(t);
+	env_setup(v, 0);
+	syncer_exec(v, 1, "--tls-dir", v->tlsdir);
+	leaf(&v->ca, "ddiloco://" JOB "/learner/0", 0, &l0);
+	for (int i = 0; i < CAP; i++) {
+		tl_open_beat(&t[i], v->grpc_port, v->ca.cert, &l0);
+		tl_send_metadata(&t[i]);
+	}
+	assert_eventually(status_int(v, "calls_open") == CAP, 20);
+	tl_open_beat(&t[CAP], v->grpc_port, v->ca.cert, &l0);
+	tl_send_metadata(&t[CAP]);
+	assert_int_equal(tl_status(&t[CAP], msg, sizeof(msg), NULL),
+			 GRPC_STATUS_RESOURCE_EXHAUSTED);
+	snprintf(want, sizeof(want), "the syncer has %d calls open, at most %d",
+		 CAP, CAP);
+	assert_string_equal(msg, want);
+	assert_int_equal(status_int(v, "streams_over_cap"), 1);
+	for (int i = 0; i <= CAP; i++)
+		tl_close(&t[i]);
+	free(t);
+	assert_eventually(status_int(v, "calls_open") == 0, 20);
+	join(&a, v, &l0, 0);
+	train(&a, v, 1);
+	tl_close(&a.tl);
+	pki_pem_release(&l0);
+	syncer_stop(v);
+}
+
 static int init_all(void **state)
 {
 	/* the failed handshakes here are on purpose: keep gRPC's own error
@@ -964,6 +1007,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(sidecar_trusts_only_the_jobs_syncer, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_slow_handshake_still_connects, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_silent_connection_is_closed_at_the_handshake_deadline, setup, teardown),
+		cmocka_unit_test_setup_teardown(calls_past_the_cap_are_refused, setup, teardown),
 	};
 	if (getenv("FILTER"))
 		cmocka_set_test_filter(getenv("FILTER"));
