@@ -115,7 +115,7 @@ static void a_seed_is_taken_whole_and_once(void **state)
 static void a_table_over_the_budget_is_refused(void **state)
 {
 	const uint64_t big[4] = { 600, 500, 400, 300 };
-	const uint64_t huge[2] = { UINT64_MAX, 2 };
+	const uint64_t huge[2] = { UINT64_MAX, 2 }, edge[2] = { 1ull << 63, 1 };
 	struct job_spec js = { .syncer = { .max_parameters = 1000 } };
 	struct syncer_params base = { .js = &js };
 	struct wire_hello h;
@@ -148,6 +148,15 @@ static void a_table_over_the_budget_is_refused(void **state)
 	assert_int_equal(seed_check_budget(&h, &base, &e), -1);
 	assert_string_equal(e.msg, "the learner's table has more parameters "
 			    "than 64 bits count (fragment 1 of 2)");
+	/* 2^63 + 1 values: no overflow, more than memory can address (and
+	 * over the default budget) */
+	h.fragment_sizes = edge;
+	assert_int_equal(seed_check_budget(&h, &base, &e), -1);
+	assert_string_equal(e.msg, "the learner's table has 9223372036854775809 "
+			    "parameters: more than this machine can address");
+	jobspec_defaults(&js);
+	assert_int_equal(seed_check_budget(&h, &base, &e), -1);
+	assert_non_null(strstr(e.msg, "more than spec.syncer.maxParameters"));
 }
 
 int main(void)
