@@ -89,6 +89,8 @@ json_t *job_core(json_t *obj)
 	json_object_del(json_object_get(spec, "syncer"), "template");
 	json_object_del(json_object_get(spec, "syncer"), "checkpoints");
 	json_object_del(json_object_get(spec, "learners"), "template");
+	json_object_del(json_object_get(spec, "learners"), "sidecar");
+	json_object_del(spec, "qosClass");
 	json_object_del(json_object_get(spec, "learners"), "command");
 	json_object_del(json_object_get(spec, "learners"), "args");
 	o = json_pack("{s:s, s:s, s:{s:O?, s:O?}, s:o}",
@@ -230,24 +232,30 @@ json_t *child_service(const struct child_ctx *c)
 				"targetPort", c->js->syncer.http_port));
 }
 
-double checkpoint_shard_bytes(const struct job_spec *js)
+/* The model's parameters, when the operator can know them: the reference
+ * GPT's, or an external model's declared table (an external model's GPT
+ * settings are defaults it does not use); 0 when not. */
+static unsigned long long known_params(const struct job_spec *js)
 {
 	struct model_config cfg;
-	int S = js->syncer.shards > 1 ? js->syncer.shards : 1;
-	double n = 0;
+	unsigned long long n = 0;
 
-	/* an external model's GPT settings are defaults it does not use:
-	 * its size is the table it declares, else unknown (0) */
 	if (js->model.kind == MODEL_EXTERNAL) {
 		for (int i = 0; i < js->model.ntensors; i++)
-			n += (double)js->model.tensors[i];
-		if (n == 0)
-			return 0;
-	} else if (model_config_from_job(&js->model, &cfg, NULL)) {
-		return 0;
-	} else {
-		n = (double)model_num_params(&cfg);
+			n += js->model.tensors[i];
+		return n;
 	}
+	return model_config_from_job(&js->model, &cfg, NULL) ? 0
+	       : (unsigned long long)model_num_params(&cfg);
+}
+
+double checkpoint_shard_bytes(const struct job_spec *js)
+{
+	int S = js->syncer.shards > 1 ? js->syncer.shards : 1;
+	double n = (double)known_params(js);
+
+	if (n == 0)
+		return 0;
 	/* Θ and momentum in f32 of the shard's part, per file */
 	return (double)CKPT_FILES * CKPT_HEADROOM *
 	       (8.0 * n / S + CKPT_FILE_EXTRA);
@@ -448,19 +456,64 @@ static json_t *quantity(json_t *v)
 	return NULL;
 }
 
+/* spec.qosClass Guaranteed: every container's limits are its requests */
+static int guaranteed(const struct child_ctx *c)
+{
+	const char *q = json_string_value(json_object_get(c->spec, "qosClass"));
+
+	return q && !strcmp(q, "Guaranteed");
+}
+
+/* {requests: {cpu, memory}}, and the same as limits when guaranteed;
+ * takes cpu and mem */
+static json_t *requests_of(const struct child_ctx *c, json_t *cpu, json_t *mem)
+{
+	json_t *r = json_pack("{s:{s:o, s:o}}", "requests", "cpu", cpu,
+			      "memory", mem);
+
+	if (r && guaranteed(c))
+		json_object_set(r, "limits", json_object_get(r, "requests"));
+	return r;
+}
+
+/*
+ * The sidecar's requests (docs/operator.md, Resources): SIDECAR_CPU, and
+ * SIDECAR_MEMORY_BASE_MIB plus SIDECAR_BYTES_PER_PARAM a parameter in
+ * whole MiB (SIDECAR_MEMORY_UNKNOWN_MIB when the model's size is not
+ * known); spec.learners.sidecar.resources.{cpu, memory} replace either.
+ * Every pod then asks for all of its containers, so a namespace whose
+ * ResourceQuota counts cpu and memory admits it.
+ */
+static json_t *sidecar_resources(const struct child_ctx *c)
+{
+	json_t *r = json_object_get(json_object_get(json_object_get(c->spec,
+			"learners"), "sidecar"), "resources");
+	json_t *cpu = quantity(json_object_get(r, "cpu"));
+	json_t *mem = quantity(json_object_get(r, "memory"));
+	unsigned long long n = known_params(c->js);
+
+	if (!cpu)
+		cpu = json_string(SIDECAR_CPU);
+	if (!mem)
+		mem = n ? json_sprintf("%lluMi", SIDECAR_MEMORY_BASE_MIB +
+				       (SIDECAR_BYTES_PER_PARAM * n + (1ULL << 20) - 1) / (1ULL << 20))
+			: json_sprintf("%dMi", SIDECAR_MEMORY_UNKNOWN_MIB);
+	return requests_of(c, cpu, mem);
+}
+
 /*
  * The syncer's requests (docs/operator.md, "The syncer's placement and
  * requests"): SYNCER_CPU, and SYNCER_MEMORY_BASE_MIB plus
  * SYNCER_BYTES_PER_PARAM for each of the model's parameters, in whole MiB;
  * spec.syncer.resources.{cpu, memory} replace either. Requests without
- * limits: the pod is Burstable, never BestEffort, never capped.
+ * limits (the pod is Burstable, never BestEffort, never capped), or
+ * limits the same with spec.qosClass Guaranteed.
  */
 static json_t *syncer_resources(const struct child_ctx *c)
 {
 	json_t *r = json_object_get(json_object_get(c->spec, "syncer"), "resources");
 	json_t *cpu = quantity(json_object_get(r, "cpu"));
 	json_t *mem = quantity(json_object_get(r, "memory"));
-	struct model_config cfg;
 
 	if (!cpu)
 		cpu = json_string(SYNCER_CPU);
@@ -468,14 +521,13 @@ static json_t *syncer_resources(const struct child_ctx *c)
 		unsigned long long b = (unsigned long long)SYNCER_MEMORY_BASE_MIB << 20;
 
 		/* a shard holds its 1/S of the state (docs/syncer.md, Shards) */
-		if (!model_config_from_job(&c->js->model, &cfg, NULL))
-			b += (unsigned long long)SYNCER_BYTES_PER_PARAM *
-			     model_num_params(&cfg) /
-			     (unsigned long long)(c->js->syncer.shards > 1 ?
-						  c->js->syncer.shards : 1);
+		b += (unsigned long long)SYNCER_BYTES_PER_PARAM *
+		     known_params(c->js) /
+		     (unsigned long long)(c->js->syncer.shards > 1 ?
+					  c->js->syncer.shards : 1);
 		mem = json_sprintf("%lluMi", (b + (1ULL << 20) - 1) >> 20);
 	}
-	return json_pack("{s:{s:o, s:o}}", "requests", "cpu", cpu, "memory", mem);
+	return requests_of(c, cpu, mem);
 }
 
 /*
@@ -799,8 +851,11 @@ static json_t *resources(const struct child_ctx *c)
 	const struct job_learners *l = &c->js->learners;
 	json_t *req = json_object(), *lim = json_object();
 
-	if (l->cpu[0])
+	if (l->cpu[0]) {
 		json_object_set_new(req, "cpu", json_string(l->cpu));
+		if (guaranteed(c))
+			json_object_set_new(lim, "cpu", json_string(l->cpu));
+	}
 	if (l->memory[0]) {
 		json_object_set_new(req, "memory", json_string(l->memory));
 		json_object_set_new(lim, "memory", json_string(l->memory));
@@ -907,7 +962,7 @@ json_t *child_learner(const struct child_ctx *c, int index)
 	}
 	podspec = json_pack(
 		"{s:s, s:i, s:[{s:s, s:s, s:s, s:s,"
-		"  s:[s,s,s,s,s,s,s,s,s,s,s,s], s:o, s:o}],"
+		"  s:[s,s,s,s,s,s,s,s,s,s,s,s], s:o, s:o, s:o}],"
 		" s:[{s:s, s:s, s:s, s:[s,s,s,s,s,s,s,s],"
 		"  s:[{s:s, s:s}, {s:s, s:s}, {s:s, s:s}], s:o, s:o, s:o}],"
 		" s:o, s:o}",
@@ -919,6 +974,7 @@ json_t *child_learner(const struct child_ctx *c, int index)
 		"command", "ddiloco", "sidecar", "--job", SPEC_DIR "/job.json",
 		"--learner", idx, "--exchange", EXCHANGE_DIR, "--syncer", addr,
 		"--http", "0.0.0.0:9090",
+		"resources", sidecar_resources(c),
 		"volumeMounts", side_mounts,
 		"securityContext", container_security(),
 		"containers",
@@ -978,7 +1034,7 @@ json_t *child_evaluator(const struct child_ctx *c)
 	}
 	podspec = json_pack(
 		"{s:s, s:i, s:[{s:s, s:s, s:s, s:s,"
-		"  s:[s,s,s,s,s,s,s,s,s,s,s,s,s], s:o, s:o}],"
+		"  s:[s,s,s,s,s,s,s,s,s,s,s,s,s], s:o, s:o, s:o}],"
 		" s:[{s:s, s:s, s:s, s:O, s:[{s:s, s:s}, {s:s, s:s}, {s:s, s:s}],"
 		"  s:o, s:o, s:o}],"
 		" s:o, s:o}",
@@ -990,6 +1046,7 @@ json_t *child_evaluator(const struct child_ctx *c)
 		"command", "ddiloco", "sidecar", "--job", SPEC_DIR "/job.json",
 		"--evaluator", "--learner", "0", "--exchange", EXCHANGE_DIR,
 		"--syncer", addr, "--http", "0.0.0.0:9090",
+		"resources", sidecar_resources(c),
 		"volumeMounts", side_mounts,
 		"securityContext", container_security(),
 		"containers",

@@ -87,6 +87,16 @@ enum child_kind {
 #define SYNCER_CPU "500m"
 #define SYNCER_MEMORY_BASE_MIB 64
 #define SYNCER_BYTES_PER_PARAM 72
+/*
+ * The sidecar's default requests (docs/operator.md, Resources): its own
+ * copies of what it sends and receives, about two fp32 copies of the
+ * model, over a base; SIDECAR_MEMORY_UNKNOWN_MIB for an external model
+ * that declares no table. spec.learners.sidecar.resources replaces them.
+ */
+#define SIDECAR_CPU "100m"
+#define SIDECAR_MEMORY_BASE_MIB 64
+#define SIDECAR_BYTES_PER_PARAM 8
+#define SIDECAR_MEMORY_UNKNOWN_MIB 256
 /* the syncer's startup probe waits this long for its model and checkpoint */
 #define SYNCER_STARTUP_SECONDS 600
 

@@ -180,6 +180,54 @@ static void test_learner_pod_manifest(void **state)
  * requests"): not the learners' accelerator pool; requests of its own so
  * it is Burstable; spec.syncer.{nodeSelector, tolerations, resources}.
  */
+/*
+ * Resources (docs/operator.md): the sidecar asks for SIDECAR_CPU and 64 MiB
+ * + 8 B a parameter, or spec.learners.sidecar.resources; spec.qosClass
+ * Guaranteed makes every container's limits its requests (learner, its
+ * sidecar, the syncer), and neither field reaches the job's core.
+ */
+static void test_resources_and_qos(void **state)
+{
+	struct sample s;
+	json_t *pod, *sts, *spec, *core;
+
+	(void)state;
+	sample_open(&s, "ddiloco-system");
+	pod = child_learner(&s.c, 0);
+	/* 64 MiB + 8 B x 437760 parameters = 67.34 MiB, rounded up */
+	assert_string_equal(path_str(pod, "spec.initContainers.0.resources.requests.cpu"), "100m");
+	assert_string_equal(path_str(pod, "spec.initContainers.0.resources.requests.memory"), "68Mi");
+	assert_null(json_object_get(json_object_get(json_array_get(json_object_get(
+		json_object_get(pod, "spec"), "initContainers"), 0), "resources"), "limits"));
+	assert_null(json_object_get(json_object_get(json_object_get(json_array_get(
+		json_object_get(json_object_get(pod, "spec"), "containers"), 0),
+		"resources"), "limits"), "cpu"));
+	json_decref(pod);
+
+	json_object_set_new(s.c.spec, "qosClass", json_string("Guaranteed"));
+	json_object_set_new(json_object_get(s.c.spec, "learners"), "sidecar",
+			    json_pack("{s:{s:s, s:i}}", "resources", "cpu", "250m",
+				      "memory", 314572800));
+	pod = child_learner(&s.c, 0);
+	assert_string_equal(path_str(pod, "spec.initContainers.0.resources.requests.cpu"), "250m");
+	assert_string_equal(path_str(pod, "spec.initContainers.0.resources.limits.cpu"), "250m");
+	assert_string_equal(path_str(pod, "spec.initContainers.0.resources.limits.memory"), "314572800");
+	assert_string_equal(path_str(pod, "spec.containers.0.resources.limits.cpu"), "2");
+	assert_string_equal(path_str(pod, "spec.containers.0.resources.limits.memory"), "1Gi");
+	json_decref(pod);
+	sts = child_syncer(&s.c);
+	spec = json_object_get(json_object_get(json_object_get(sts, "spec"), "template"), "spec");
+	assert_string_equal(path_str(spec, "containers.0.resources.limits.cpu"), "500m");
+	assert_string_equal(path_str(spec, "containers.0.resources.limits.memory"), "95Mi");
+	json_decref(sts);
+	core = job_core(s.job);
+	assert_null(json_object_get(json_object_get(core, "spec"), "qosClass"));
+	assert_null(json_object_get(json_object_get(json_object_get(core, "spec"),
+						    "learners"), "sidecar"));
+	json_decref(core);
+	sample_close(&s);
+}
+
 static void test_syncer_placement_and_requests(void **state)
 {
 	struct sample s;
@@ -1201,6 +1249,7 @@ int main(void)
 		cmocka_unit_test(test_job_core_strips_operator_fields),
 		cmocka_unit_test(test_learner_pod_manifest),
 		cmocka_unit_test(test_syncer_placement_and_requests),
+		cmocka_unit_test(test_resources_and_qos),
 		cmocka_unit_test(test_templates_and_learner_command),
 		cmocka_unit_test(test_checkpoint_claim),
 		cmocka_unit_test(test_job_labels_and_managed_by),
