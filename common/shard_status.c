@@ -117,6 +117,10 @@ static void shard_flags(struct syncer_status *o, const struct syncer_status *s,
 		o->ckpt.have_last_ok = 1;
 		o->ckpt.last_ok_round = s->ckpt.last_ok_round;
 	}
+	/* the job's last checkpoint is its oldest shard's */
+	if (isfinite(s->ckpt.last_ok_time) && !(o->ckpt.last_ok_time <=
+						s->ckpt.last_ok_time))
+		o->ckpt.last_ok_time = s->ckpt.last_ok_time;
 }
 
 #define MAXEX SYNCER_STATUS_MAX_EXCLUDED

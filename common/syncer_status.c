@@ -19,6 +19,7 @@ void syncer_status_init(struct syncer_status *s)
 	memset(s, 0, sizeof(*s));
 	s->eval_loss = s->uptime = s->goodput = s->elapsed = NAN;
 	s->uptime_span = NAN;
+	s->ckpt.last_ok_time = NAN;
 	s->pace.h = s->pace.h_effective = s->pace.steps_per_round = NAN;
 	s->pace.steps_per_round_effective = s->pace.kth_steps = NAN;
 	s->pace.steps_skipped = NAN;
@@ -232,6 +233,7 @@ static int get_ckpt(const json_t *root, struct syncer_status *s, struct err *e)
 			       "string");
 	if (get_count(o, C, "failures", &s->ckpt.failures, e) ||
 	    get_count(o, C, "last_ok_round", &s->ckpt.last_ok_round, e) ||
+	    get_figure(o, C, "last_ok_time", &s->ckpt.last_ok_time, e) ||
 	    get_count(o, C, "needed_bytes", &s->ckpt.needed_bytes, e) ||
 	    get_count(o, C, "volume_free_bytes", &s->ckpt.volume_free_bytes, e) ||
 	    get_mark(o, s, e))

@@ -76,6 +76,7 @@ struct syncer_status {
 		uint64_t failures;
 		int have_last_ok;       /* last_ok_round was not null */
 		uint64_t last_ok_round;
+		double last_ok_time;    /* its wall time (s); NAN: not given */
 		char error[256];        /* "" when null */
 		/* what the syncer process started from: "new",
 		 * "checkpoint", "last_good", "seed" (docs/status.md);

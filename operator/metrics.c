@@ -7,6 +7,8 @@
  */
 #include "operator/metrics.h"
 
+#include "common/util.h"
+
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -128,6 +130,126 @@ static void informers(const struct caches *c, struct buf *b)
 	}
 }
 
+/* ---- per job, from the jobs' status in the cache ---------------------- */
+
+static const char *const phases[] = { "Pending", "Running", "Restarting",
+				      "Suspended", "Succeeded", "Failed" };
+
+/* What one figure of a job is: its name, help, and where in its status. */
+static const struct {
+	const char *name, *help, *a, *b;
+} figures[] = {
+	{ "ddiloco_job_learners", "Learners the job has (spec.learners.replicas).",
+	  "learners", "total" },
+	{ "ddiloco_job_learners_ready", "Learner pods ready.", "learners", "ready" },
+	{ "ddiloco_job_rounds", "Outer rounds merged (the syncer's).",
+	  "progress", "round" },
+	{ "ddiloco_job_tokens", "Tokens trained by all learners.",
+	  "progress", "tokens" },
+	{ "ddiloco_job_uptime_ratio", "Share of the job's time some round was "
+	  "merging (docs/syncer.md, Goodput).", "progress", "uptime" },
+	{ "ddiloco_job_goodput_ratio", "Share of the learners' time that was "
+	  "merged (docs/syncer.md, Goodput).", "progress", "goodput" },
+	{ "ddiloco_job_loss", "The last evaluation loss.", "progress", "loss" },
+};
+
+/* Jobs as (namespace, name, status) in the order of their keys. */
+static void each_job(struct informer *jobs,
+		     void (*fn)(const char *ns, const char *name, json_t *st,
+				void *ctx), void *ctx)
+{
+	json_t *keys = informer_keys(jobs), *k;
+	size_t i;
+
+	json_array_foreach(keys, i, k) {
+		const char *key = json_string_value(k), *slash = strchr(key, '/');
+		char ns[64];
+		json_t *job;
+
+		if (!slash || (size_t)(slash - key) >= sizeof(ns))
+			continue;
+		memcpy(ns, key, (size_t)(slash - key));
+		ns[slash - key] = '\0';
+		if (!(job = informer_get(jobs, ns, slash + 1)))
+			continue;
+		fn(ns, slash + 1, json_object_get(job, "status"), ctx);
+		json_decref(job);
+	}
+	json_decref(keys);
+}
+
+struct job_pass { struct buf *b; int fig; double now; };
+
+static void job_phase(const char *ns, const char *name, json_t *st, void *ctx)
+{
+	struct job_pass *p = ctx;
+	const char *ph = json_string_value(json_object_get(st, "phase"));
+
+	for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]); i++)
+		prom_u64(p->b, "ddiloco_job_phase", PROM_LABELS("namespace", ns,
+			 "job", name, "phase", phases[i]), ph && !strcmp(ph, phases[i]));
+}
+
+static void job_figure(const char *ns, const char *name, json_t *st, void *ctx)
+{
+	struct job_pass *p = ctx;
+	json_t *v = json_object_get(json_object_get(st, figures[p->fig].a),
+				    figures[p->fig].b);
+
+	if (json_is_number(v))
+		prom_double(p->b, figures[p->fig].name, PROM_LABELS("namespace",
+			    ns, "job", name), json_number_value(v));
+}
+
+static void job_bytes(const char *ns, const char *name, json_t *st, void *ctx)
+{
+	struct job_pass *p = ctx;
+	json_t *pr = json_object_get(st, "progress");
+
+	if (!json_is_integer(json_object_get(pr, "bytesIn")))
+		return;
+	prom_u64(p->b, "ddiloco_job_syncer_bytes", PROM_LABELS("namespace", ns,
+		 "job", name, "direction", "in"),
+		 (uint64_t)json_integer_value(json_object_get(pr, "bytesIn")));
+	prom_u64(p->b, "ddiloco_job_syncer_bytes", PROM_LABELS("namespace", ns,
+		 "job", name, "direction", "out"),
+		 (uint64_t)json_integer_value(json_object_get(pr, "bytesOut")));
+}
+
+static void job_ckpt_age(const char *ns, const char *name, json_t *st, void *ctx)
+{
+	struct job_pass *p = ctx;
+	const char *t = json_string_value(json_object_get(json_object_get(st,
+				"progress"), "lastCheckpointTime"));
+	double at = t ? kube_time_parse(t) : 0;
+
+	if (at > 0)
+		prom_double(p->b, "ddiloco_job_last_checkpoint_age_seconds",
+			    PROM_LABELS("namespace", ns, "job", name),
+			    p->now > at ? p->now - at : 0);
+}
+
+/* Per job (docs/operator.md, Metrics and health): what its status says,
+ * labelled by namespace and job, as kubectl get ddjobs shows it. */
+static void jobs(struct informer *inf, struct buf *b)
+{
+	struct job_pass p = { b, 0, clock_wall() };
+
+	prom_family(b, "ddiloco_job_phase", PROM_GAUGE,
+		    "1 for the job's phase, 0 for the others.");
+	each_job(inf, job_phase, &p);
+	for (p.fig = 0; p.fig < (int)(sizeof(figures) / sizeof(figures[0])); p.fig++) {
+		prom_family(b, figures[p.fig].name, PROM_GAUGE, figures[p.fig].help);
+		each_job(inf, job_figure, &p);
+	}
+	prom_family(b, "ddiloco_job_syncer_bytes", PROM_GAUGE,
+		    "Bytes the job's syncer received (in) and sent (out).");
+	each_job(inf, job_bytes, &p);
+	prom_family(b, "ddiloco_job_last_checkpoint_age_seconds", PROM_GAUGE,
+		    "Seconds since the job's last checkpoint was written.");
+	each_job(inf, job_ckpt_age, &p);
+}
+
 /* rest_client_requests_total{code, method}, as client-go names it: every
  * answer of the API server to this process ("<error>": none came). */
 static void rest_requests(struct kube_stats *s, struct buf *b)
@@ -159,6 +281,7 @@ void op_metrics_write(struct op_metrics *m, const struct op_metrics_from *f,
 		     f->chaos ? (uint64_t)chaos_ctl_kills(f->chaos) : 0);
 	prom_gauge(b, M("queue_depth"), "Job keys waiting in the work queue.", wq_len(f->q));
 	informers(f->caches, b);
+	jobs(f->caches->jobs, b);
 	rest_requests(f->stats, b);
 	prom_process(b);
 }

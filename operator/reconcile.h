@@ -170,6 +170,9 @@ struct obs_progress {
 	double goodput, uptime, elapsed;
 	int done;
 	double update_time;           /* wall clock of the /status read; 0 unknown */
+	long long bytes_in, bytes_out;   /* the syncers' bytes received, sent */
+	double ckpt_time;             /* wall clock of the last checkpoint (the
+				       * oldest shard's); 0 unknown */
 	/* the syncer's checkpoint writes; ckpt_have 0 until a /status of
 	 * this operator process gave them */
 	int ckpt_have, ckpt_failing;

@@ -65,6 +65,9 @@ void status_read_progress(json_t *j, struct obs_progress *p)
 	p->elapsed = json_number_value(json_object_get(j, "elapsed"));
 	p->done = json_is_true(json_object_get(j, "done"));
 	p->update_time = time_of(json_object_get(j, "updateTime"));
+	p->bytes_in = json_integer_value(json_object_get(j, "bytesIn"));
+	p->bytes_out = json_integer_value(json_object_get(j, "bytesOut"));
+	p->ckpt_time = time_of(json_object_get(j, "lastCheckpointTime"));
 	p->excluded = -1;   /* not in the job's status: the syncer's to say */
 }
 
@@ -123,6 +126,10 @@ void status_progress_from_syncer(const struct syncer_status *s,
 	p->uptime = or_zero(s->uptime);
 	p->elapsed = or_zero(s->elapsed);
 	p->done = s->done;
+	p->bytes_in = count_of(s->bytes_in);
+	p->bytes_out = count_of(s->bytes_out);
+	p->ckpt_time = isfinite(s->ckpt.last_ok_time) && s->ckpt.last_ok_time > 0
+		       ? s->ckpt.last_ok_time : 0;
 	p->ckpt_have = s->ckpt.have;
 	p->ckpt_failing = s->ckpt.failing;
 	p->ckpt_failures = count_of(s->ckpt.failures);
@@ -148,11 +155,13 @@ static json_t *cond_json(const struct condition *c, enum cond_type t,
 
 static json_t *progress_json(const struct obs_progress *p)
 {
-	json_t *j = json_pack("{s:I, s:I, s:f, s:f, s:f, s:b}",
+	json_t *j = json_pack("{s:I, s:I, s:f, s:f, s:f, s:b, s:I, s:I}",
 			      "round", (json_int_t)p->round,
 			      "tokens", (json_int_t)p->tokens,
 			      "goodput", p->goodput, "uptime", p->uptime,
-			      "elapsed", p->elapsed, "done", p->done);
+			      "elapsed", p->elapsed, "done", p->done,
+			      "bytesIn", (json_int_t)p->bytes_in,
+			      "bytesOut", (json_int_t)p->bytes_out);
 
 	char buf[48];
 
@@ -161,6 +170,10 @@ static json_t *progress_json(const struct obs_progress *p)
 	if (j && p->update_time > 0) {
 		kube_time_format(p->update_time, buf, sizeof(buf));
 		json_object_set_new(j, "updateTime", json_string(buf));
+	}
+	if (j && p->ckpt_time > 0) {
+		kube_time_format(p->ckpt_time, buf, sizeof(buf));
+		json_object_set_new(j, "lastCheckpointTime", json_string(buf));
 	}
 	return j;
 }

@@ -13,7 +13,8 @@
 set -e
 PKGS="build-essential pkg-config libopenblas-dev libcmocka-dev libjansson-dev
 libcurl4-openssl-dev libmicrohttpd-dev libgrpc-dev libssl-dev protobuf-c-compiler
-libprotobuf-c-dev libyaml-dev fortunes openssl jq curl iproute2 procps python3"
+libprotobuf-c-dev libyaml-dev fortunes openssl jq curl iproute2 procps python3
+python3-yaml"
 [ "${1:-}" = fuzz ] && PKGS="$PKGS clang libclang-rt-dev"
 [ "${1:-}" = image-pytorch ] && PKGS="$PKGS debootstrap"
 [ "${1:-}" = study ] && PKGS="$PKGS linux-doc-6.1"

@@ -72,6 +72,7 @@ static void record(struct ckpt_writer *w, int rc, const struct err *e,
 		o->have_ok = 1;
 		o->last_ok_round = round;
 		o->last_seconds = seconds;
+		o->last_ok_wall = clock_wall();
 		log_debug("checkpoint of round %" PRIu64 " written in %.3f s",
 			  round, seconds);
 	}

@@ -36,6 +36,7 @@ struct ckptw_outcome {
 	int have_ok;
 	uint64_t last_ok_round;
 	double last_seconds;         /* the last good write took */
+	double last_ok_wall;         /* and ended at (wall clock, s) */
 	char error[sizeof(((struct err *)0)->msg)];
 };
 

@@ -104,6 +104,7 @@ int persist_load(struct persist *ps, struct syncer_ckpt *c, struct err *e)
 		return rc;
 	ps->loaded = 1;
 	ps->loaded_round = c->rounds_completed;
+	ps->loaded_wall = c->wall_time;
 	log_info("resumed from '%s': round %" PRIu64 ", %" PRIu64
 		 " tokens trained, %.1f s elapsed", path, c->rounds_completed,
 		 c->tokens_trained, c->elapsed);
@@ -230,19 +231,23 @@ json_t *persist_json(struct persist *ps)
 	json_t *err = json_null();
 	int have_ok;
 	uint64_t ok_round;
+	double ok_wall;
 
 	ckptw_outcome(&ps->w, &o);
 	have_ok = o.have_ok || ps->loaded;
 	ok_round = o.have_ok ? o.last_ok_round : ps->loaded_round;
+	ok_wall = o.have_ok ? o.last_ok_wall : ps->loaded_wall;
 	/* a path that is not UTF-8 must not cost the whole /status */
 	if (o.failing && !(err = json_string(o.error)))
 		err = json_string("cannot save checkpoint (message not UTF-8)");
-	return json_pack("{sb so sI so so ss sb so sI sI sf sI so sb}",
+	return json_pack("{sb so sI so so so ss sb so sI sI sf sI so sb}",
 		"failing", o.failing,
 		"error", err,
 		"failures", (json_int_t)o.failures,
 		"last_ok_round", have_ok ? json_integer((json_int_t)ok_round)
 					 : json_null(),
+		"last_ok_time", have_ok && ok_wall > 0 ? json_real(ok_wall)
+						       : json_null(),
 		"last_good_round", ps->good_have
 			? json_integer((json_int_t)ps->good_round)
 			: json_null(),

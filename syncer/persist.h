@@ -41,6 +41,7 @@ struct persist {
 	struct ckpt_writer w;
 	int loaded;                  /* a checkpoint was loaded at start */
 	uint64_t loaded_round;
+	double loaded_wall;          /* when it was written (wall clock, s) */
 	/* the volume: a checkpoint's size × PERSIST_FILES against what is
 	 * free plus what this model's files hold; fits = 0 when it cannot
 	 * hold them (then no learner is let in: docs/syncer.md,

@@ -128,6 +128,25 @@ K apply --dry-run=server -o json -f "$WORK/chart3.yaml" >"$WORK/chart3.json" 2>"
 r=$(chart_resources "$WORK/chart3.json")
 [ "$r" = "250m 128Mi 2 1Gi" ] || fail "the chart's resources set to 250m/128Mi, 2/1Gi rendered '$r'"
 echo "ok: the chart's resources set: $r"
+# a PodMonitor where the monitoring API exists, and the jobs' dashboard
+"$HELM" template ddiloco "$ROOT/charts/ddiloco" --namespace ddiloco-system \
+	--api-versions monitoring.coreos.com/v1 --set metrics.podMonitor.enabled=true \
+	--set dashboard.enabled=true --set externalCheckpointStorage=50Gi >"$WORK/chart4.yaml" ||
+	fail "helm template with podMonitor and dashboard"
+/usr/bin/python3 - "$WORK/chart4.yaml" "$ROOT/charts/ddiloco/dashboards/ddiloco-jobs.json" <<'PY' ||
+import json, sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+pm = [d for d in docs if d["kind"] == "PodMonitor"]
+cm = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-dashboard")]
+dep = [d for d in docs if d["kind"] == "Deployment"][0]
+assert len(pm) == 1 and pm[0]["spec"]["podMetricsEndpoints"][0]["port"] == "http", pm
+assert len(cm) == 1 and cm[0]["metadata"]["labels"]["grafana_dashboard"] == "1", cm
+assert json.loads(cm[0]["data"]["ddiloco-jobs.json"]) == json.load(open(sys.argv[2]))
+args = dep["spec"]["template"]["spec"]["containers"][0]["command"]
+assert args[args.index("--external-checkpoint-storage") + 1] == "50Gi", args
+PY
+	fail "the chart's PodMonitor, dashboard or externalCheckpointStorage"
+echo "ok: the chart's PodMonitor, the dashboard's ConfigMap (the JSON whole), --external-checkpoint-storage"
 if "$HELM" template ddiloco "$ROOT/charts/ddiloco" --set image.pullPolicy=Sometimes \
 	>/dev/null 2>"$WORK/schema.err"; then
 	fail "values.schema.json let image.pullPolicy=Sometimes through"

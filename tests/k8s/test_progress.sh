@@ -44,7 +44,8 @@ apply_crd
 
 GRPC=$(free_port)
 HTTP=$(free_port)
-"$BIN" operator --kubeconfig "$KUBECONFIG" --namespace "$NS" --http off --no-chaos \
+OPH=$(free_port)
+"$BIN" operator --kubeconfig "$KUBECONFIG" --namespace "$NS" --http "127.0.0.1:$OPH" --no-chaos \
 	--status-url "http://127.0.0.1:$HTTP/status" >"$WORK/operator.log" 2>&1 &
 PIDS+=($!)
 KN apply -f - >/dev/null <<EOF
@@ -56,7 +57,7 @@ spec:
   model: {channels: 64}
   data: {path: /usr/share/games/fortunes}
   optimizer: {warmupSteps: 5}
-  syncer: {fragments: 2, evalEvery: 5, evalTokens: 2048, storage: "", insecure: true}
+  syncer: {fragments: 2, evalEvery: 5, evalTokens: 2048, checkpointEvery: 5, storage: "", insecure: true}
   budget: {tokens: 50000000}
 EOF
 until_ok 90 "job Running" '[ "$(jp ddjob/live "{.status.phase}")" = Running ]'
@@ -92,6 +93,33 @@ python3 -c 'import json,sys; d=json.loads(sys.argv[1]); sys.exit(0 if d["round"]
 KN get ddjobs >"$WORK/get.txt"
 awk '$1 == "live" && $2 == "Running" && $3 == "1/1" && $4 > 0 && $5 > 0 && $6 > 0 { ok = 1 } END { exit !ok }' \
 	"$WORK/get.txt" || { cat "$WORK/get.txt" >&2; fail "kubectl get ddjobs does not show the progress"; }
+
+# The job's figures in the operator's /metrics (docs/operator.md, Metrics
+# and health), from its status, and the dashboard's queries answered
+until_ok 60 "bytes and a checkpoint in status.progress" \
+	'[ -n "$(jp ddjob/live "{.status.progress.lastCheckpointTime}")" ] && [ "$(jp ddjob/live "{.status.progress.bytesOut}")" -gt 0 ]'
+curl -sf "http://127.0.0.1:$OPH/metrics" >"$WORK/metrics.txt" || fail "GET the operator's /metrics"
+python3 "$ROOT/tests/k8s/promcheck.py" "$WORK/metrics.txt" ddiloco_job_phase \
+	ddiloco_job_learners ddiloco_job_learners_ready ddiloco_job_rounds ddiloco_job_tokens \
+	ddiloco_job_uptime_ratio ddiloco_job_goodput_ratio ddiloco_job_loss \
+	ddiloco_job_syncer_bytes ddiloco_job_last_checkpoint_age_seconds >"$WORK/promcheck.txt" 2>&1 ||
+	{ cat "$WORK/promcheck.txt" >&2; fail "the exposition format"; }
+L="namespace=\"$NS\",job=\"live\""
+val() { awk -v s="$1{$L${2:-}}" '$1 == s { print $2 }' "$WORK/metrics.txt"; }
+[ "$(val ddiloco_job_phase ',phase="Running"')" = 1 ] || fail "ddiloco_job_phase Running is '$(val ddiloco_job_phase ',phase="Running"')'"
+[ "$(val ddiloco_job_phase ',phase="Pending"')" = 0 ] || fail "ddiloco_job_phase Pending is not 0"
+[ "$(val ddiloco_job_learners_ready)" = 1 ] && [ "$(val ddiloco_job_learners)" = 1 ] ||
+	fail "learners ready $(val ddiloco_job_learners_ready) of $(val ddiloco_job_learners)"
+sr=$(curl -sf "http://127.0.0.1:$HTTP/status" | jq -r .round)
+awk -v r="$(val ddiloco_job_rounds)" -v s="$sr" 'BEGIN { exit !(r >= 5 && r <= s) }' ||
+	fail "ddiloco_job_rounds $(val ddiloco_job_rounds), the syncer at $sr"
+awk -v b="$(val ddiloco_job_syncer_bytes ',direction="in"')" -v c="$(val ddiloco_job_syncer_bytes ',direction="out"')" \
+	'BEGIN { exit !(b > 0 && c > 0) }' || fail "ddiloco_job_syncer_bytes not counted"
+awk -v a="$(val ddiloco_job_last_checkpoint_age_seconds)" 'BEGIN { exit !(a != "" && a >= 0 && a < 120) }' ||
+	fail "ddiloco_job_last_checkpoint_age_seconds '$(val ddiloco_job_last_checkpoint_age_seconds)'"
+python3 "$ROOT/tests/k8s/dashcheck.py" "$ROOT/charts/ddiloco/dashboards/ddiloco-jobs.json" \
+	"$WORK/metrics.txt" "$NS" live || fail "the dashboard's queries"
+echo "ok: the job in the operator's /metrics: rounds $(val ddiloco_job_rounds), loss $(val ddiloco_job_loss), bytes out $(val ddiloco_job_syncer_bytes ',direction="out"'), last checkpoint $(val ddiloco_job_last_checkpoint_age_seconds) s ago"
 
 # Throttled status writes (docs/operator.md, Status): while the job runs
 # and only its progress moves (read every 5 s), every change of the

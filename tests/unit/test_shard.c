@@ -161,8 +161,12 @@ static void job_status_from_shards(void **state)
 	assert_int_equal(all.ckpt.needed_bytes, 300);
 	assert_int_equal(all.ckpt.volume_free_bytes, 100);
 	st[2].ckpt.fits = 1;
+	/* the job's last checkpoint is its oldest shard's; shard 1 says none */
+	st[0].ckpt.last_ok_time = 2000.5;
+	st[2].ckpt.last_ok_time = 1500.25;
 	syncer_status_shards(&all, st, up, 3);
 	assert_int_equal(all.ckpt.fits, 1);
+	assert_true(all.ckpt.last_ok_time == 1500.25);
 	assert_int_equal(all.have_claims, 0);       /* no shard says */
 	/* each shard excludes on its own cuts: the job's are all of them */
 	st[0].have_claims = st[2].have_claims = 1;

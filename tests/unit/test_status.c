@@ -194,9 +194,11 @@ static void test_progress_counts_stay_positive(void **state)
 
 static void test_checkpoint_from_syncer(void **state)
 {
-	const char *fail = "{\"round\":9,\"checkpoint\":{\"failing\":true,"
+	const char *fail = "{\"round\":9,\"bytes_in\":700,\"bytes_out\":900,"
+			   "\"checkpoint\":{\"failing\":true,"
 			   "\"error\":\"cannot save checkpoint: No space left on device\","
-			   "\"failures\":3,\"last_ok_round\":6}}";
+			   "\"failures\":3,\"last_ok_round\":6,"
+			   "\"last_ok_time\":1796000000.5}}";
 	const char *ok = "{\"checkpoint\":{\"failing\":false,\"error\":null,"
 			 "\"failures\":3,\"last_ok_round\":null}}";
 	const char *bad = "{\"checkpoint\":{\"failing\":\"yes\"}}";
@@ -212,6 +214,9 @@ static void test_checkpoint_from_syncer(void **state)
 	assert_int_equal(p.ckpt_failing, 1);
 	assert_int_equal(p.ckpt_failures, 3);
 	assert_int_equal(p.ckpt_last_ok_round, 6);
+	assert_true(p.ckpt_time == 1796000000.5);
+	assert_int_equal(p.bytes_in, 700);
+	assert_int_equal(p.bytes_out, 900);
 	assert_string_equal(p.ckpt_error,
 			    "cannot save checkpoint: No space left on device");
 	syncer_status_release(&s);
@@ -221,6 +226,7 @@ static void test_checkpoint_from_syncer(void **state)
 	assert_int_equal(p.ckpt_have, 1);
 	assert_int_equal(p.ckpt_failing, 0);
 	assert_int_equal(p.ckpt_last_ok_round, -1);   /* null: none yet */
+	assert_true(p.ckpt_time == 0);                /* absent: unknown */
 	assert_string_equal(p.ckpt_error, "");
 	syncer_status_release(&s);
 
