@@ -230,6 +230,75 @@ static int resize_claim(struct kube *k, struct pass *p, const struct rc_action *
 	return 0;
 }
 
+/* A child applied; one kept as the job asks (ConfigMap, Service,
+ * NetworkPolicy, StatefulSet) has what it asks for, as written,
+ * remembered (docs/operator.md, Drift). */
+static int apply_kept(struct kube *k, struct pass *p, const struct rc_action *a,
+		      const char *name, json_t *obj, struct err *e)
+{
+	int d = a->kind == ACT_APPLY_CONFIGMAP ? DRIFT_CONFIGMAP
+	      : a->kind == ACT_APPLY_SERVICE ? DRIFT_SERVICE
+	      : a->kind == ACT_APPLY_NETPOL ? DRIFT_NETPOL
+	      : a->kind == ACT_APPLY_SYNCER ? DRIFT_SYNCER : -1;
+	json_t *resp = NULL;
+	int rc = apply_resp(k, targets[a->kind].api, targets[a->kind].res, p->ns,
+			    name, obj, d >= 0 ? &resp : NULL, e);
+
+	if (!rc && d >= 0 && resp)
+		p->m->written_hash[d] = caches_spec_hash(resp);
+	json_decref(resp);
+	return rc;
+}
+
+/*
+ * A drifted child written whole, as the job asks (docs/operator.md,
+ * Drift): a PUT at the version it was seen at, so a change made since
+ * is not overwritten blind (a 409 is put right at the next pass). What it
+ * asks for, as written, is remembered: the next drift is told from it.
+ */
+static int replace_child(struct kube *k, struct pass *p, const struct child_ctx *c,
+			 int d, struct err *e)
+{
+	static const struct { const char *api, *res; } where[DRIFT_N] = {
+		{ "/api/v1", "configmaps" }, { "/api/v1", "services" },
+		{ "/apis/networking.k8s.io/v1", "networkpolicies" },
+		{ "/apis/apps/v1", "statefulsets" },
+	};
+	static const enum child_kind kinds[DRIFT_N] = {
+		CHILD_SPEC, CHILD_SYNCER, CHILD_SYNCER, CHILD_SYNCER,
+	};
+	json_t *obj = d == DRIFT_CONFIGMAP ? child_configmap(c)
+		    : d == DRIFT_SERVICE ? child_service(c)
+		    : d == DRIFT_NETPOL ? child_networkpolicy(c) : child_syncer(c);
+	json_t *resp = NULL;
+	char name[CHILD_NAME_MAX], path[512], full[600];
+	struct kube_status st;
+	char *body;
+	int rc;
+
+	if (!obj || child_name(p->name, kinds[d], 0, name, sizeof(name))) {
+		json_decref(obj);
+		return err_set(e, "cannot build the %s of '%s'", where[d].res, p->name);
+	}
+	json_object_set_new(json_object_get(obj, "metadata"), "resourceVersion",
+			    json_string(p->drift_rv[d]));
+	object_path(where[d].api, where[d].res, p->ns, name, path, sizeof(path));
+	snprintf(full, sizeof(full), "%s?fieldManager=" FIELD_MANAGER, path);
+	body = json_dumps(obj, JSON_COMPACT);
+	json_decref(obj);
+	rc = kube_request(k, "PUT", full, "application/json", body, &resp, &st, e);
+	free(body);
+	if (!rc && resp)
+		p->m->written_hash[d] = caches_spec_hash(resp);
+	if (rc && st.code == 409) {   /* changed since it was seen: a next pass */
+		log_debug("%s: %s %s changed since it was read: %s", p->key,
+			  where[d].res, name, e->msg);
+		rc = 0;
+	}
+	json_decref(resp);
+	return rc;
+}
+
 static int act(const struct pass_env *env, struct pass *p,
 	       const struct rc_action *a, struct err *e)
 {
@@ -253,6 +322,8 @@ static int act(const struct pass_env *env, struct pass *p,
 		return 0;
 	case ACT_RESIZE_PVC:
 		return resize_claim(k, p, a);
+	case ACT_REPLACE_CHILD:
+		return replace_child(k, p, &c, a->index, e);
 	default:
 		break;
 	}
@@ -287,8 +358,7 @@ static int act(const struct pass_env *env, struct pass *p,
 		}
 		return 0;
 	}
-	return apply_resp(k, targets[a->kind].api, targets[a->kind].res, p->ns, name,
-			  build_child(&c, a), NULL, e);
+	return apply_kept(k, p, a, name, build_child(&c, a), e);
 }
 
 /* A create that failed: the Created condition says so, and an Event. */
@@ -299,6 +369,7 @@ static void undo_failed(struct kube *k, struct pass *p,
 
 	snprintf(msg, sizeof(msg), "%.*s", (int)sizeof(msg) - 1, why);
 	if (a->kind != ACT_DELETE_JOB && a->kind != ACT_EVENT &&
+	    a->kind != ACT_REPLACE_CHILD &&
 	    a->kind != ACT_DELETE_LEARNER && a->kind != ACT_DELETE_SYNCER &&
 	    a->kind != ACT_DELETE_EVALUATOR && a->kind != ACT_DELETE_SYNCER_POD) {
 		char now[48];

@@ -8,9 +8,12 @@
  */
 #include "operator/caches.h"
 
+#include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
 #include "operator/children.h"
 
 static const char *jget(json_t *o, const char *a, const char *b)
@@ -113,6 +116,41 @@ static json_t *slim_container_statuses(json_t *list)
 	return out;
 }
 
+/* Another manager that wrote the child's spec or data (a kubectl edit,
+ * patch, apply or scale; the status subresource, the controllers', is
+ * not counted): its name under CACHES_DRIFT_BY, before managedFields are
+ * dropped. */
+static void note_drift(json_t *obj)
+{
+	json_t *meta = json_object_get(obj, "metadata"), *m;
+	size_t i;
+
+	json_array_foreach(json_object_get(meta, "managedFields"), i, m) {
+		const char *who = json_string_value(json_object_get(m, "manager"));
+		const char *sub = json_string_value(json_object_get(m, "subresource"));
+		json_t *f = json_object_get(m, "fieldsV1");
+
+		if (!who || !strcmp(who, FIELD_MANAGER) || (sub && !strcmp(sub, "status")))
+			continue;
+		if (json_object_get(f, "f:spec") || json_object_get(f, "f:data")) {
+			json_object_set_new(meta, CACHES_DRIFT_BY, json_string(who));
+			return;
+		}
+	}
+}
+
+uint64_t caches_spec_hash(json_t *obj)
+{
+	json_t *what = json_pack("{s:O?, s:O?}", "spec", json_object_get(obj, "spec"),
+				 "data", json_object_get(obj, "data"));
+	char *text = what ? json_dumps(what, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	uint64_t h = text ? fnv64_update(FNV64_INIT, text, strlen(text)) : 1;
+
+	free(text);
+	json_decref(what);
+	return h ? h : 1;
+}
+
 /*
  * Children are read for their metadata (owner, labels, deletion) and the
  * status fields the operator decides by (phase, conditions, ready
@@ -135,6 +173,7 @@ static void trim_child(json_t *obj)
 	json_t *storage = json_object_get(json_object_get(json_object_get(
 		json_object_get(obj, "spec"), "resources"), "requests"), "storage");
 
+	note_drift(obj);
 	json_incref(storage);
 	json_object_foreach_safe(obj, tmp, key, v)
 		if (strcmp(key, "metadata") && strcmp(key, "status"))
@@ -154,6 +193,18 @@ static void trim_child(json_t *obj)
 	json_decref(kept);
 }
 
+/* A child the operator keeps as the job asks (docs/operator.md, Drift):
+ * trimmed, with caches_spec_hash of what it was before. */
+static void trim_hashed(json_t *obj)
+{
+	char hex[24];
+
+	snprintf(hex, sizeof(hex), "%016" PRIx64, caches_spec_hash(obj));
+	trim_child(obj);
+	json_object_set_new(json_object_get(obj, "metadata"), CACHES_SPEC_HASH,
+			    json_string(hex));
+}
+
 /* What start_informer needs besides the resource. */
 struct start {
 	const struct kube_config *cfg;
@@ -171,8 +222,11 @@ static struct informer *start_informer(const struct start *s, const char *name,
 
 	collection(s->namespace_, api, res, path, sizeof(path));
 	inf = informer_new(s->cfg, name, path, selector, fn, s->q);
+	/* pods and claims trimmed; the children kept as the job asks hashed */
 	if (inf && fn == on_child)
-		informer_set_trim(inf, trim_child);
+		informer_set_trim(inf, strcmp(res, "pods") &&
+				  strcmp(res, "persistentvolumeclaims")
+				  ? trim_hashed : trim_child);
 	if (!inf || informer_start(inf, e)) {
 		informer_free(inf);
 		return NULL;

@@ -12,6 +12,7 @@
 #define DDILOCO_CACHES_H
 
 #include <jansson.h>
+#include <stdint.h>
 
 #include "common/err.h"
 #include "operator/informer.h"
@@ -19,6 +20,17 @@
 #include "operator/workqueue.h"
 
 #define CACHES_N 7             /* the fields of struct caches */
+/* In a cached child's metadata only (never sent): the first manager
+ * other than this operator that wrote its spec or data, from its
+ * managedFields (docs/operator.md, Drift). */
+#define CACHES_DRIFT_BY "x-ddiloco-drift-by"
+/* In a cached ConfigMap's, Service's, NetworkPolicy's or StatefulSet's
+ * metadata only: caches_spec_hash of the object as the API server holds
+ * it, in hex. */
+#define CACHES_SPEC_HASH "x-ddiloco-spec-hash"
+
+/* A hash of what an object asks for: its spec and data (never 0). */
+uint64_t caches_spec_hash(json_t *obj);
 
 struct caches {
 	struct informer *jobs, *pods, *sts, *svcs, *cms, *pvcs, *netpols;

@@ -78,11 +78,13 @@ void informer_set_trim(struct informer *inf, informer_trim_fn trim)
 	inf->trim = trim;
 }
 
+/* the informer's own trim (which still sees managedFields), then the
+ * managedFields dropped */
 static void trim(const struct informer *inf, json_t *obj)
 {
-	json_object_del(json_object_get(obj, "metadata"), "managedFields");
 	if (inf->trim)
 		inf->trim(obj);
+	json_object_del(json_object_get(obj, "metadata"), "managedFields");
 }
 
 /*

@@ -48,6 +48,10 @@ struct jobmem {
 	/* the last claim resize the API refused: why ("" none), which
 	 * shard's, the bytes asked (reconcile.h, CheckpointStorage) */
 	char resize_refused[256];
+	/* caches_spec_hash of each child kept as the job asks, as this
+	 * operator last wrote it or first found it (0: not yet): another
+	 * one is a drift (docs/operator.md, Drift) */
+	uint64_t written_hash[DRIFT_N];
 	int resize_refused_shard;
 	double resize_refused_bytes;
 	/* <job>-tls as last read or created (rc_input.tls), when (monotonic),

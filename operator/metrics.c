@@ -23,7 +23,7 @@ static const double latency_bounds[] = {
 
 static const char *kind_names[] = {
 	"apply_configmap", "apply_service", "apply_networkpolicy", "create_tls",
-	"apply_pvc", "resize_pvc", "apply_syncer",
+	"replace_child", "apply_pvc", "resize_pvc", "apply_syncer",
 	"delete_syncer", "delete_syncer_pod", "apply_learner", "delete_learner", "apply_evaluator",
 	"delete_evaluator", "delete_job", "event",
 };

@@ -326,15 +326,39 @@ static void observe_replacements(const struct pass_env *env, struct pass *p)
 						p->m->evaluator.create_uid);
 }
 
-static int cached(struct informer *inf, const char *ns, const char *job,
-		  enum child_kind kind)
+/*
+ * Whether the job's child of `kind` is in the cache. When what it asks
+ * for (CACHES_SPEC_HASH) is not what this operator last wrote or first
+ * found (jobmem written_hash; at the first look, another manager in its
+ * managedFields), it drifted (docs/operator.md, Drift): who
+ * changed it (CACHES_DRIFT_BY, else "another manager") into in.drift[d],
+ * its version into p->drift_rv[d].
+ */
+static int cached(struct informer *inf, struct pass *p, enum child_kind kind,
+		  enum drift_kind d)
 {
 	char name[CHILD_NAME_MAX];
-	json_t *x;
+	json_t *x, *meta;
+	const char *by, *rv, *hex;
+	uint64_t h;
 
-	if (child_name(job, kind, 0, name, sizeof(name)))
+	if (child_name(p->name, kind, 0, name, sizeof(name)))
 		return 0;
-	x = informer_get(inf, ns, name);
+	x = informer_get(inf, p->ns, name);
+	meta = json_object_get(x, "metadata");
+	by = json_string_value(json_object_get(meta, CACHES_DRIFT_BY));
+	rv = json_string_value(json_object_get(meta, "resourceVersion"));
+	hex = json_string_value(json_object_get(meta, CACHES_SPEC_HASH));
+	h = hex ? strtoull(hex, NULL, 16) : 0;
+	/* this process's first look: as found, unless another manager's
+	 * write shows in its managedFields */
+	if (h && !p->m->written_hash[d] && !by)
+		p->m->written_hash[d] = h;
+	else if (h && rv && h != p->m->written_hash[d]) {
+		snprintf(p->in.drift[d], sizeof(p->in.drift[d]), "%s",
+			 by ? by : "another manager");
+		snprintf(p->drift_rv[d], sizeof(p->drift_rv[d]), "%s", rv);
+	}
 	json_decref(x);
 	return x != NULL;
 }
@@ -381,21 +405,21 @@ static void observe_children(const struct pass_env *env, struct pass *p)
 	const char *stg = jget(json_object_get(p->job, "spec"), "syncer", "storage");
 	json_t *sts = NULL, *retain;
 
+	p->in.statefulset = cached(c->sts, p, CHILD_SYNCER, DRIFT_SYNCER);
 	if (!child_name(p->name, CHILD_SYNCER, 0, name, sizeof(name)))
 		sts = informer_get(c->sts, p->ns, name);
-	p->in.statefulset = sts != NULL;
 	p->syncer_ready_replicas = sts ? (int)json_integer_value(json_object_get(
 		json_object_get(sts, "status"), "readyReplicas")) : 0;
 	p->in.syncer_ready = p->syncer_ready_replicas >= 1;
 	p->in.syncer_pods_ready = p->syncer_ready_replicas;
 	json_decref(sts);
-	p->in.configmap = cached(c->cms, p->ns, p->name, CHILD_SPEC);
-	p->in.service = cached(c->svcs, p->ns, p->name, CHILD_SYNCER);
+	p->in.configmap = cached(c->cms, p, CHILD_SPEC, DRIFT_CONFIGMAP);
+	p->in.service = cached(c->svcs, p, CHILD_SYNCER, DRIFT_SERVICE);
 	observe_claims(c, p);
 	retain = json_object_get(json_object_get(json_object_get(json_object_get(
 		p->job, "spec"), "syncer"), "checkpoints"), "retain");
 	p->in.retain = json_is_boolean(retain) ? json_is_true(retain) : -1;
-	p->in.netpol = cached(c->netpols, p->ns, p->name, CHILD_SYNCER);
+	p->in.netpol = cached(c->netpols, p, CHILD_SYNCER, DRIFT_NETPOL);
 	p->in.storage_given = stg != NULL;
 	p->in.resize_refused = p->m->resize_refused[0] ? p->m->resize_refused : NULL;
 	p->in.resize_refused_shard = p->m->resize_refused_shard;

@@ -78,6 +78,7 @@ struct pass {
 	int spec_error;
 	struct err spec_err;
 	struct jobmem *m;
+	char drift_rv[DRIFT_N][32];   /* a drifted child's live version */
 	struct obs_pod *pods;
 	struct obs_pod evaluator;     /* its pod, when in.evaluator is set */
 	char syncer_reason[64], syncer_message[256];   /* why it cannot start */

@@ -1010,6 +1010,34 @@ static void syncer_pods_lost(const struct rc_input *in, struct rc_output *o)
 	}
 }
 
+/*
+ * Drift (docs/operator.md, Drift): a child another manager changed (a
+ * kubectl edit, patch or apply of its spec or data) is written again
+ * whole, as the job asks, with an Event naming who changed it; one the
+ * cache lacks although the job's children were all made (and it was not
+ * just resumed) is made again by children(), with an Event too.
+ */
+static void drift(const struct rc_input *in, int resumed, struct rc_output *o)
+{
+	static const char *const what[DRIFT_N] = {
+		"ConfigMap <job>-spec", "Service <job>-syncer",
+		"NetworkPolicy <job>-syncer", "StatefulSet <job>-syncer",
+	};
+	const int have[DRIFT_N] = { in->configmap, in->service, in->netpol,
+				    in->statefulset };
+	const struct condition *made = &in->conds[COND_CREATED];
+
+	for (int k = 0; k < DRIFT_N; k++) {
+		if (have[k] && in->drift[k][0] && act(o, ACT_REPLACE_CHILD, k))
+			event(o, 1, "DriftRepaired", "%s was changed by '%s': "
+			      "written again as the job asks", what[k],
+			      in->drift[k]);
+		else if (!have[k] && made->set && made->status && !resumed)
+			event(o, 1, "DriftRepaired", "%s was gone: made again",
+			      what[k]);
+	}
+}
+
 /* The children but the learners' and the evaluator's pods, made when the
  * cache lacks them; pods of an index past M deleted. */
 static void children(const struct rc_input *in, int M, struct rc_output *o)
@@ -1181,6 +1209,7 @@ static void go_on(const struct rc_input *in, struct learner_mem *mem,
 	int created, fail_job = 0;
 	char msg[256];
 
+	drift(in, resumed, o);
 	children(in, M, o);
 	tls_roll(in, M, o);
 	created = o->conds[COND_CREATED].set && o->conds[COND_CREATED].status &&

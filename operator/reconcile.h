@@ -271,6 +271,10 @@ struct exit_rule {
 	int codes[RC_MAX_EXIT_CODES];
 };
 
+/* The children put right when another manager changed them. */
+enum drift_kind { DRIFT_CONFIGMAP, DRIFT_SERVICE, DRIFT_NETPOL, DRIFT_SYNCER,
+		  DRIFT_N };
+
 struct rc_input {
 	const struct job_spec *spec;
 	double now;                   /* wall clock */
@@ -295,6 +299,10 @@ struct rc_input {
 	int npods;
 	int configmap, service, pvc, statefulset;  /* exist in the cache */
 	int netpol;                   /* the syncer's NetworkPolicy exists */
+	/* children whose spec (or data) another manager wrote since this
+	 * operator last put them right (docs/operator.md, Drift): that
+	 * manager's name, "" for none */
+	char drift[DRIFT_N][64];
 	/* <job>-tls as last read (its metadata only, pass.c): 1 this job's
 	 * (an owner reference with the job's uid), 0 missing, -1 another's
 	 * or no one's, tls_reason and tls_message then saying whose */
@@ -341,6 +349,8 @@ struct rc_input {
 
 enum rc_kind {
 	ACT_APPLY_CONFIGMAP, ACT_APPLY_SERVICE, ACT_APPLY_NETPOL, ACT_CREATE_TLS,
+	ACT_REPLACE_CHILD,            /* a drifted child (index: enum drift_kind)
+				       * written whole as the job asks */
 	ACT_APPLY_PVC, ACT_RESIZE_PVC,
 	ACT_APPLY_SYNCER, ACT_DELETE_SYNCER,
 	ACT_DELETE_SYNCER_POD,        /* a shard's pod lost with its node */

@@ -1275,8 +1275,9 @@ static void test_suspend_and_resume(void **state)
 	rc_output_release(&f.out);
 }
 
-/* A policy deleted under a running job comes back, alone; nothing else
- * moves and the job stays Running. */
+/* A policy deleted under a running job comes back, alone, with its
+ * Event (test_reconcile_drift.c); nothing else moves and the job stays
+ * Running. */
 static void test_missing_networkpolicy_is_reapplied(void **state)
 {
 	struct fx f;
@@ -1286,8 +1287,9 @@ static void test_missing_networkpolicy_is_reapplied(void **state)
 	running(&f);
 	f.in.netpol = 0;
 	reconcile(&f.in, f.mem, &f.out);
-	assert_int_equal(f.out.nacts, 1);
+	assert_int_equal(f.out.nacts, 2);
 	assert_int_equal(count(&f.out, ACT_APPLY_NETPOL), 1);
+	assert_non_null(find_event(&f.out, "DriftRepaired"));
 	assert_int_equal(f.out.phase, PHASE_RUNNING);
 	assert_int_equal(f.out.conds[COND_CREATED].status, 1);
 	rc_output_release(&f.out);
