@@ -55,7 +55,9 @@ for w in "Service <job>-syncer was changed by 'kubectl-patch'" \
 	"NetworkPolicy <job>-syncer was changed by '" \
 	"ConfigMap <job>-spec was changed by 'kubectl-patch'" \
 	"StatefulSet <job>-syncer was changed by '"; do
-	events | grep -qF "$w" || { events >&2; fail "no Event: $w"; }
+	# (read whole: grep -q quitting early would fail the pipe, pipefail)
+	ev=$(events)
+	grep -qF "$w" <<<"$ev" || { echo "$ev" >&2; fail "no Event: $w"; }
 done
 echo "ok: Service port, NetworkPolicy ingress, ConfigMap job.json and the StatefulSet's replicas written again; Events:"
 events | sed 's/^/  /'
@@ -77,6 +79,6 @@ uid=$(jp service/d-syncer '{.metadata.uid}')
 KN delete service d-syncer >/dev/null || fail "delete the Service"
 until_ok 30 "the Service made again" \
 	'[ -n "$(jp service/d-syncer "{.metadata.uid}")" ] && [ "$(jp service/d-syncer "{.metadata.uid}")" != "$uid" ]'
-until_ok 30 "an Event for the Service gone" 'events | grep -qF "Service <job>-syncer was gone: made again"'
+until_ok 30 "an Event for the Service gone" 'grep -qF "Service <job>-syncer was gone: made again" <<<"$(events)"'
 echo "ok: the Service deleted was made again, with an Event"
 echo "test_drift: ok"
