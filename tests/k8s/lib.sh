@@ -25,6 +25,11 @@ until_ok() {   # CMD is evaluated again on every try
 		sleep 0.5
 	done
 }
+# the test cluster's version, for helm template (which else assumes an old
+# one, below the chart's kubeVersion)
+kube_version() {
+	"$KUBECTL" version -o json 2>/dev/null | jq -r .serverVersion.gitVersion
+}
 free_port() {
 	python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }

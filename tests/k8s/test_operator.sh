@@ -48,6 +48,7 @@ cleanup() {
 # until_ok SECONDS DESCRIPTION CMD...: poll until CMD succeeds; CMD is
 # evaluated again on every try (quote what must be expanded then)
 . "$ROOT/tests/k8s/lib.sh"
+KV=$(kube_version)
 trap cleanup EXIT
 
 
@@ -79,7 +80,7 @@ grep -q "deployment.apps/ddiloco-operator created (server dry run)" "$WORK/dry.t
 [ -n "${HELM:-}" ] && [ -x "$HELM" ] || fail "no helm at '${HELM:-}' (tests/k8s/cluster/build.sh; HELM in /tmp/ddiloco-k8s/env)"
 "$HELM" lint "$ROOT/charts/ddiloco" >"$WORK/lint.txt" 2>&1 \
 	|| { cat "$WORK/lint.txt" >&2; fail "helm lint"; }
-"$HELM" template ddiloco "$ROOT/charts/ddiloco" --namespace ddiloco-system >"$WORK/chart.yaml" \
+"$HELM" template --kube-version "$KV" ddiloco "$ROOT/charts/ddiloco" --namespace ddiloco-system >"$WORK/chart.yaml" \
 	|| fail "helm template failed"
 K apply --dry-run=server -o json -f "$WORK/chart.yaml" >"$WORK/chart.json" 2>"$WORK/chart.err" \
 	|| { cat "$WORK/chart.err" >&2; fail "the chart's manifests were refused"; }
@@ -101,7 +102,7 @@ np_rule() {
 }
 r=$(np_rule "$WORK/chart.json")
 [ "$r" = "operator Ingress 1 1 8080 1 ddiloco-system" ] || fail "the chart's NetworkPolicy: '$r'"
-"$HELM" template ddiloco "$ROOT/charts/ddiloco" --namespace ddiloco-system \
+"$HELM" template --kube-version "$KV" ddiloco "$ROOT/charts/ddiloco" --namespace ddiloco-system \
 	--set 'networkPolicy.metrics.namespaceSelector.matchLabels.kubernetes\.io/metadata\.name=monitoring' \
 	>"$WORK/chart-np.yaml" || fail "helm template with networkPolicy.metrics"
 K apply --dry-run=server -o json -f "$WORK/chart-np.yaml" >"$WORK/chart-np.json" 2>"$WORK/chart.err" \
@@ -110,7 +111,7 @@ r=$(np_rule "$WORK/chart-np.json")
 [ "$r" = "operator Ingress 1 1 8080 1 monitoring" ] || fail "the chart's NetworkPolicy for monitoring: '$r'"
 echo "ok: the chart's NetworkPolicy admits the metrics port from the release's namespace, or the one set"
 # the values a platform team sets, and values.schema.json refusing a bad one
-"$HELM" template ddiloco "$ROOT/charts/ddiloco" --namespace ddiloco-system \
+"$HELM" template --kube-version "$KV" ddiloco "$ROOT/charts/ddiloco" --namespace ddiloco-system \
 	--set 'imagePullSecrets[0].name=regcred' --set podAnnotations.team=ml \
 	--set priorityClassName=system-cluster-critical \
 	--set-string 'extraArgs={--workers,4}' >"$WORK/chart2.yaml" || fail "helm template with values"
@@ -119,7 +120,7 @@ for w in "name: regcred" "team: ml" "priorityClassName: system-cluster-critical"
 done
 K apply --dry-run=server -o json -f "$WORK/chart2.yaml" >"$WORK/chart2.json" 2>"$WORK/chart.err" \
 	|| { cat "$WORK/chart.err" >&2; fail "the chart's manifests with values were refused"; }
-"$HELM" template ddiloco "$ROOT/charts/ddiloco" --namespace ddiloco-system \
+"$HELM" template --kube-version "$KV" ddiloco "$ROOT/charts/ddiloco" --namespace ddiloco-system \
 	--set resources.requests.cpu=250m --set resources.requests.memory=128Mi \
 	--set resources.limits.cpu=2 --set resources.limits.memory=1Gi >"$WORK/chart3.yaml" ||
 	fail "helm template with resources"
@@ -129,7 +130,7 @@ r=$(chart_resources "$WORK/chart3.json")
 [ "$r" = "250m 128Mi 2 1Gi" ] || fail "the chart's resources set to 250m/128Mi, 2/1Gi rendered '$r'"
 echo "ok: the chart's resources set: $r"
 # a PodMonitor where the monitoring API exists, and the jobs' dashboard
-"$HELM" template ddiloco "$ROOT/charts/ddiloco" --namespace ddiloco-system \
+"$HELM" template --kube-version "$KV" ddiloco "$ROOT/charts/ddiloco" --namespace ddiloco-system \
 	--api-versions monitoring.coreos.com/v1 --set metrics.podMonitor.enabled=true \
 	--set dashboard.enabled=true --set externalCheckpointStorage=50Gi >"$WORK/chart4.yaml" ||
 	fail "helm template with podMonitor and dashboard"
@@ -147,7 +148,15 @@ assert args[args.index("--external-checkpoint-storage") + 1] == "50Gi", args
 PY
 	fail "the chart's PodMonitor, dashboard or externalCheckpointStorage"
 echo "ok: the chart's PodMonitor, the dashboard's ConfigMap (the JSON whole), --external-checkpoint-storage"
-if "$HELM" template ddiloco "$ROOT/charts/ddiloco" --set image.pullPolicy=Sometimes \
+# the chart's kubeVersion: native sidecars need 1.29
+if "$HELM" template ddiloco "$ROOT/charts/ddiloco" --kube-version 1.28.9 >/dev/null 2>"$WORK/kv.err"; then
+	fail "the chart rendered for Kubernetes 1.28"
+fi
+grep -q "incompatible with Kubernetes" "$WORK/kv.err" || fail "kubeVersion 1.28 refused with: $(cat "$WORK/kv.err")"
+"$HELM" template ddiloco "$ROOT/charts/ddiloco" --kube-version 1.29.3-gke.1 >/dev/null ||
+	fail "the chart refused Kubernetes 1.29.3-gke.1"
+echo "ok: the chart declares kubeVersion >=1.29: 1.28 refused, 1.29.3-gke.1 taken"
+if "$HELM" template --kube-version "$KV" ddiloco "$ROOT/charts/ddiloco" --set image.pullPolicy=Sometimes \
 	>/dev/null 2>"$WORK/schema.err"; then
 	fail "values.schema.json let image.pullPolicy=Sometimes through"
 fi

@@ -35,6 +35,7 @@ cleanup() {
 	exit "$rc"
 }
 . "$ROOT/tests/k8s/lib.sh"
+KV=$(kube_version)
 trap cleanup EXIT
 command -v jq >/dev/null || fail "no jq (make deps)"
 
@@ -120,13 +121,13 @@ roles_of() {   # the aggregated ClusterRoles of a manifest: names, labels, rules
 			    agg: (.metadata.labels | with_entries(select(.key | startswith("rbac.")))),
 			    rules}] | sort_by(.name)'
 }
-"$HELM" template ddiloco "$ROOT/charts/ddiloco" --namespace ddiloco-system >"$WORK/chart.yaml" ||
+"$HELM" template --kube-version "$KV" ddiloco "$ROOT/charts/ddiloco" --namespace ddiloco-system >"$WORK/chart.yaml" ||
 	fail "helm template failed"
 want_roles=$(roles_of "$ROOT/deploy/05-user-rbac.yaml")
 [ "$(jq length <<<"$want_roles")" = 2 ] || fail "deploy/05-user-rbac.yaml: $want_roles"
 chart_roles=$(roles_of "$WORK/chart.yaml")
 [ "$chart_roles" = "$want_roles" ] || fail "the chart's roles $chart_roles, deploy/'s $want_roles"
-"$HELM" template ddiloco "$ROOT/charts/ddiloco" --namespace ddiloco-system \
+"$HELM" template --kube-version "$KV" ddiloco "$ROOT/charts/ddiloco" --namespace ddiloco-system \
 	--set aggregateRoles.enabled=false >"$WORK/chart-off.yaml" || fail "helm template (off) failed"
 [ "$(roles_of "$WORK/chart-off.yaml")" = "[]" ] || fail "aggregateRoles.enabled=false still renders roles"
 echo "ok: the chart renders the same two roles, none when switched off"

@@ -53,6 +53,7 @@ cleanup() {
 	exit "$rc"
 }
 . "$ROOT/tests/k8s/lib.sh"
+KV=$(kube_version)
 trap cleanup EXIT
 # eq WHAT GOT WANT: two JSON values, compared after jq -S
 eq() {
@@ -92,7 +93,7 @@ KN create --dry-run=server -f "$WORK/op-pod.json" >"$WORK/op-pod.out" 2>&1 ||
 DEPLOY_LABELS=$(jq -c .metadata.labels "$WORK/op-pod.json")
 CHART_LABELS=""
 [ -n "${HELM:-}" ] && [ -x "$HELM" ] || fail "no helm at '${HELM:-}' (tests/k8s/cluster/build.sh; HELM in /tmp/ddiloco-k8s/env)"
-"$HELM" template ddiloco "$ROOT/charts/ddiloco" --namespace "$OPNS" >"$WORK/chart.yaml" ||
+"$HELM" template --kube-version "$KV" ddiloco "$ROOT/charts/ddiloco" --namespace "$OPNS" >"$WORK/chart.yaml" ||
 	fail "helm template failed"
 K create --dry-run=client -o json -f "$WORK/chart.yaml" 2>/dev/null |
 	jq -c 'if .kind == "List" then .items[] else . end' | op_pod chart-op >"$WORK/chart-pod.json"
