@@ -211,6 +211,12 @@ done
 eq "claims policy ports" "$(KN get networkpolicy claims-syncer -o json | jq -c '[.spec.ingress[].ports[].port]')" \
 	'[7070,7071]'
 echo "ok: NetworkPolicy demo-syncer: syncer pod only; port $GRPC from the job's learners, $HTTP from $OPNS's operator pods"
+# ... and written back under the deploy/ RBAC when changed by hand (drift:
+# an update, which the role grants)
+KN patch networkpolicy demo-syncer --type merge -p '{"spec":{"ingress":[]}}' >/dev/null ||
+	fail "patch the NetworkPolicy"
+until_ok 60 "the NetworkPolicy written back" '[ -n "$(jp networkpolicy/demo-syncer "{.spec.ingress}")" ]'
+echo "ok: NetworkPolicy demo-syncer emptied by hand, written back with the deploy/ role's update"
 
 # --- the certificates ------------------------------------------------------
 until_ok 30 "Secret demo-tls" KN get secret demo-tls
