@@ -559,7 +559,6 @@ int core_poll(struct syncer *s, double now, struct core_step *out)
 		return 0;
 	if (s->ckpt_due)
 		core_checkpoint_due(s, now, 0);
-	persist_room_again(&s->ps, now);
 	/* no round is handed out before a mark that covers it is on disk;
 	 * the next one is asked for ahead (persist.h, markw.h) */
 	s->rs.covered = persist_mark(&s->ps, s->rs.started + 1, s->versions,
@@ -690,8 +689,10 @@ int core_tick(struct syncer *s, double now)
 	if (now < s->next_tick)
 		return 0;
 	s->next_tick = now + CORE_TICK_S;
-	if (!s->done && !s->adopting)   /* adopting: no learner yet */
+	if (!s->done && !s->adopting) {   /* adopting: no learner yet */
 		core_check_stale(s, now);
+		persist_room_again(&s->ps, now);
+	}
 	return 1;
 }
 
