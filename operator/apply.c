@@ -230,21 +230,26 @@ static int resize_claim(struct kube *k, struct pass *p, const struct rc_action *
 	return 0;
 }
 
-/* A child applied; one kept as the job asks (ConfigMap, Service,
- * NetworkPolicy, StatefulSet) has what it asks for, as written,
- * remembered (docs/operator.md, Drift). */
+/* The children kept as the job asks (docs/operator.md, Drift), by enum
+ * drift_kind: the apply that makes each. */
+static const enum rc_kind kept[DRIFT_N] = {
+	[DRIFT_CONFIGMAP] = ACT_APPLY_CONFIGMAP, [DRIFT_SERVICE] = ACT_APPLY_SERVICE,
+	[DRIFT_NETPOL] = ACT_APPLY_NETPOL, [DRIFT_SYNCER] = ACT_APPLY_SYNCER,
+};
+
+/* A child applied; for one kept as the job asks, what it asks for, as
+ * written, is remembered (docs/operator.md, Drift). */
 static int apply_kept(struct kube *k, struct pass *p, const struct rc_action *a,
 		      const char *name, json_t *obj, struct err *e)
 {
-	int d = a->kind == ACT_APPLY_CONFIGMAP ? DRIFT_CONFIGMAP
-	      : a->kind == ACT_APPLY_SERVICE ? DRIFT_SERVICE
-	      : a->kind == ACT_APPLY_NETPOL ? DRIFT_NETPOL
-	      : a->kind == ACT_APPLY_SYNCER ? DRIFT_SYNCER : -1;
 	json_t *resp = NULL;
-	int rc = apply_resp(k, targets[a->kind].api, targets[a->kind].res, p->ns,
-			    name, obj, d >= 0 ? &resp : NULL, e);
+	int d = 0, rc;
 
-	if (!rc && d >= 0 && resp)
+	while (d < DRIFT_N && kept[d] != a->kind)
+		d++;
+	rc = apply_resp(k, targets[a->kind].api, targets[a->kind].res, p->ns,
+			name, obj, d < DRIFT_N ? &resp : NULL, e);
+	if (!rc && resp)
 		p->m->written_hash[d] = caches_spec_hash(resp);
 	json_decref(resp);
 	return rc;
@@ -259,30 +264,22 @@ static int apply_kept(struct kube *k, struct pass *p, const struct rc_action *a,
 static int replace_child(struct kube *k, struct pass *p, const struct child_ctx *c,
 			 int d, struct err *e)
 {
-	static const struct { const char *api, *res; } where[DRIFT_N] = {
-		{ "/api/v1", "configmaps" }, { "/api/v1", "services" },
-		{ "/apis/networking.k8s.io/v1", "networkpolicies" },
-		{ "/apis/apps/v1", "statefulsets" },
-	};
-	static const enum child_kind kinds[DRIFT_N] = {
-		CHILD_SPEC, CHILD_SYNCER, CHILD_SYNCER, CHILD_SYNCER,
-	};
-	json_t *obj = d == DRIFT_CONFIGMAP ? child_configmap(c)
-		    : d == DRIFT_SERVICE ? child_service(c)
-		    : d == DRIFT_NETPOL ? child_networkpolicy(c) : child_syncer(c);
-	json_t *resp = NULL;
+	const struct rc_action as = { .kind = kept[d] };
+	json_t *obj = build_child(c, &as), *resp = NULL;
 	char name[CHILD_NAME_MAX], path[512], full[600];
 	struct kube_status st;
 	char *body;
 	int rc;
 
-	if (!obj || child_name(p->name, kinds[d], 0, name, sizeof(name))) {
+	if (!obj || child_name(p->name, targets[as.kind].child, 0, name, sizeof(name))) {
 		json_decref(obj);
-		return err_set(e, "cannot build the %s of '%s'", where[d].res, p->name);
+		return err_set(e, "cannot build the %s of '%s'", targets[as.kind].res,
+			       p->name);
 	}
 	json_object_set_new(json_object_get(obj, "metadata"), "resourceVersion",
 			    json_string(p->drift_rv[d]));
-	object_path(where[d].api, where[d].res, p->ns, name, path, sizeof(path));
+	object_path(targets[as.kind].api, targets[as.kind].res, p->ns, name, path,
+		    sizeof(path));
 	snprintf(full, sizeof(full), "%s?fieldManager=" FIELD_MANAGER, path);
 	body = json_dumps(obj, JSON_COMPACT);
 	json_decref(obj);
@@ -292,7 +289,7 @@ static int replace_child(struct kube *k, struct pass *p, const struct child_ctx 
 		p->m->written_hash[d] = caches_spec_hash(resp);
 	if (rc && st.code == 409) {   /* changed since it was seen: a next pass */
 		log_debug("%s: %s %s changed since it was read: %s", p->key,
-			  where[d].res, name, e->msg);
+			  targets[as.kind].res, name, e->msg);
 		rc = 0;
 	}
 	json_decref(resp);

@@ -166,12 +166,11 @@ static void trim_child(json_t *obj)
 	static const char *const lists[] = { "containerStatuses",
 					     "initContainerStatuses" };
 	json_t *st = json_object_get(obj, "status"), *kept = json_object();
+	json_t *storage = json_object_get(json_object_get(json_object_get(
+		json_object_get(obj, "spec"), "resources"), "requests"), "storage");
 	const char *key;
 	json_t *v;
 	void *tmp;
-
-	json_t *storage = json_object_get(json_object_get(json_object_get(
-		json_object_get(obj, "spec"), "resources"), "requests"), "storage");
 
 	note_drift(obj);
 	json_incref(storage);
@@ -215,18 +214,15 @@ struct start {
 static struct informer *start_informer(const struct start *s, const char *name,
 				       const char *api, const char *res,
 				       const char *selector, informer_fn fn,
-				       struct err *e)
+				       informer_trim_fn trim, struct err *e)
 {
 	char path[256];
 	struct informer *inf;
 
 	collection(s->namespace_, api, res, path, sizeof(path));
 	inf = informer_new(s->cfg, name, path, selector, fn, s->q);
-	/* pods and claims trimmed; the children kept as the job asks hashed */
-	if (inf && fn == on_child)
-		informer_set_trim(inf, strcmp(res, "pods") &&
-				  strcmp(res, "persistentvolumeclaims")
-				  ? trim_hashed : trim_child);
+	if (inf && trim)
+		informer_set_trim(inf, trim);
 	if (!inf || informer_start(inf, e)) {
 		informer_free(inf);
 		return NULL;
@@ -241,20 +237,25 @@ int caches_start(struct caches *c, const struct kube_config *cfg,
 	const char *sel = "app.kubernetes.io/managed-by=" FIELD_MANAGER;
 	const struct start s = { cfg, namespace_, q };
 
+	/* pods and claims trimmed; the children kept as the job asks
+	 * (docs/operator.md, Drift) hashed too */
 	if (!(c->jobs = start_informer(&s, "decoupledtrainingjobs", CRD_PATH,
-				       "decoupledtrainingjobs", NULL, on_job, e)) ||
-	    !(c->pods = start_informer(&s, "pods", "/api/v1", "pods", sel, on_child, e)) ||
+				       "decoupledtrainingjobs", NULL, on_job, NULL, e)) ||
+	    !(c->pods = start_informer(&s, "pods", "/api/v1", "pods", sel, on_child,
+				       trim_child, e)) ||
 	    !(c->sts = start_informer(&s, "statefulsets", "/apis/apps/v1",
-				      "statefulsets", sel, on_child, e)) ||
+				      "statefulsets", sel, on_child, trim_hashed, e)) ||
 	    !(c->svcs = start_informer(&s, "services", "/api/v1", "services", sel,
-				       on_child, e)) ||
+				       on_child, trim_hashed, e)) ||
 	    !(c->cms = start_informer(&s, "configmaps", "/api/v1", "configmaps", sel,
-				      on_child, e)) ||
+				      on_child, trim_hashed, e)) ||
 	    !(c->pvcs = start_informer(&s, "persistentvolumeclaims", "/api/v1",
-				       "persistentvolumeclaims", sel, on_child, e)) ||
+				       "persistentvolumeclaims", sel, on_child,
+				       trim_child, e)) ||
 	    !(c->netpols = start_informer(&s, "networkpolicies",
 					  "/apis/networking.k8s.io/v1",
-					  "networkpolicies", sel, on_child, e)))
+					  "networkpolicies", sel, on_child,
+					  trim_hashed, e)))
 		return -1;
 	return 0;
 }

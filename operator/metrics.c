@@ -153,12 +153,11 @@ static const struct {
 	{ "ddiloco_job_loss", "The last evaluation loss.", "progress", "loss" },
 };
 
-/* Jobs as (namespace, name, status) in the order of their keys. */
-static void each_job(struct informer *jobs,
-		     void (*fn)(const char *ns, const char *name, json_t *st,
-				void *ctx), void *ctx)
+/* Every job of the cache, once a scrape: [{ns, name, status}] in the
+ * order of their keys. */
+static json_t *jobs_snapshot(struct informer *jobs)
 {
-	json_t *keys = informer_keys(jobs), *k;
+	json_t *keys = informer_keys(jobs), *out = json_array(), *k;
 	size_t i;
 
 	json_array_foreach(keys, i, k) {
@@ -172,10 +171,25 @@ static void each_job(struct informer *jobs,
 		ns[slash - key] = '\0';
 		if (!(job = informer_get(jobs, ns, slash + 1)))
 			continue;
-		fn(ns, slash + 1, json_object_get(job, "status"), ctx);
+		json_array_append_new(out, json_pack("{s:s, s:s, s:O?}", "ns", ns,
+			"name", slash + 1, "status", json_object_get(job, "status")));
 		json_decref(job);
 	}
 	json_decref(keys);
+	return out;
+}
+
+/* fn for each job of the snapshot. */
+static void each_job(json_t *all, void (*fn)(const char *ns, const char *name,
+					     json_t *st, void *ctx), void *ctx)
+{
+	json_t *j;
+	size_t i;
+
+	json_array_foreach(all, i, j)
+		fn(json_string_value(json_object_get(j, "ns")),
+		   json_string_value(json_object_get(j, "name")),
+		   json_object_get(j, "status"), ctx);
 }
 
 struct job_pass { struct buf *b; int fig; double now; };
@@ -234,20 +248,22 @@ static void job_ckpt_age(const char *ns, const char *name, json_t *st, void *ctx
 static void jobs(struct informer *inf, struct buf *b)
 {
 	struct job_pass p = { b, 0, clock_wall() };
+	json_t *all = jobs_snapshot(inf);
 
 	prom_family(b, "ddiloco_job_phase", PROM_GAUGE,
 		    "1 for the job's phase, 0 for the others.");
-	each_job(inf, job_phase, &p);
+	each_job(all, job_phase, &p);
 	for (p.fig = 0; p.fig < (int)(sizeof(figures) / sizeof(figures[0])); p.fig++) {
 		prom_family(b, figures[p.fig].name, PROM_GAUGE, figures[p.fig].help);
-		each_job(inf, job_figure, &p);
+		each_job(all, job_figure, &p);
 	}
 	prom_family(b, "ddiloco_job_syncer_bytes", PROM_GAUGE,
 		    "Bytes the job's syncer received (in) and sent (out).");
-	each_job(inf, job_bytes, &p);
+	each_job(all, job_bytes, &p);
 	prom_family(b, "ddiloco_job_last_checkpoint_age_seconds", PROM_GAUGE,
 		    "Seconds since the job's last checkpoint was written.");
-	each_job(inf, job_ckpt_age, &p);
+	each_job(all, job_ckpt_age, &p);
+	json_decref(all);
 }
 
 /* rest_client_requests_total{code, method}, as client-go names it: every

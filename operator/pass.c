@@ -332,10 +332,11 @@ static void observe_replacements(const struct pass_env *env, struct pass *p)
  * found (jobmem written_hash; at the first look, another manager in its
  * managedFields), it drifted (docs/operator.md, Drift): who
  * changed it (CACHES_DRIFT_BY, else "another manager") into in.drift[d],
- * its version into p->drift_rv[d].
+ * its version into p->drift_rv[d]. The cached copy into *keep (the
+ * caller's) when keep is not NULL.
  */
 static int cached(struct informer *inf, struct pass *p, enum child_kind kind,
-		  enum drift_kind d)
+		  enum drift_kind d, json_t **keep)
 {
 	char name[CHILD_NAME_MAX];
 	json_t *x, *meta;
@@ -359,7 +360,10 @@ static int cached(struct informer *inf, struct pass *p, enum child_kind kind,
 			 by ? by : "another manager");
 		snprintf(p->drift_rv[d], sizeof(p->drift_rv[d]), "%s", rv);
 	}
-	json_decref(x);
+	if (keep)
+		*keep = x;
+	else
+		json_decref(x);
 	return x != NULL;
 }
 
@@ -401,25 +405,22 @@ static void observe_claims(const struct caches *c, struct pass *p)
 static void observe_children(const struct pass_env *env, struct pass *p)
 {
 	const struct caches *c = env->caches;
-	char name[CHILD_NAME_MAX];
 	const char *stg = jget(json_object_get(p->job, "spec"), "syncer", "storage");
 	json_t *sts = NULL, *retain;
 
-	p->in.statefulset = cached(c->sts, p, CHILD_SYNCER, DRIFT_SYNCER);
-	if (!child_name(p->name, CHILD_SYNCER, 0, name, sizeof(name)))
-		sts = informer_get(c->sts, p->ns, name);
+	p->in.statefulset = cached(c->sts, p, CHILD_SYNCER, DRIFT_SYNCER, &sts);
 	p->syncer_ready_replicas = sts ? (int)json_integer_value(json_object_get(
 		json_object_get(sts, "status"), "readyReplicas")) : 0;
 	p->in.syncer_ready = p->syncer_ready_replicas >= 1;
 	p->in.syncer_pods_ready = p->syncer_ready_replicas;
 	json_decref(sts);
-	p->in.configmap = cached(c->cms, p, CHILD_SPEC, DRIFT_CONFIGMAP);
-	p->in.service = cached(c->svcs, p, CHILD_SYNCER, DRIFT_SERVICE);
+	p->in.configmap = cached(c->cms, p, CHILD_SPEC, DRIFT_CONFIGMAP, NULL);
+	p->in.service = cached(c->svcs, p, CHILD_SYNCER, DRIFT_SERVICE, NULL);
 	observe_claims(c, p);
 	retain = json_object_get(json_object_get(json_object_get(json_object_get(
 		p->job, "spec"), "syncer"), "checkpoints"), "retain");
 	p->in.retain = json_is_boolean(retain) ? json_is_true(retain) : -1;
-	p->in.netpol = cached(c->netpols, p, CHILD_SYNCER, DRIFT_NETPOL);
+	p->in.netpol = cached(c->netpols, p, CHILD_SYNCER, DRIFT_NETPOL, NULL);
 	p->in.storage_given = stg != NULL;
 	p->in.resize_refused = p->m->resize_refused[0] ? p->m->resize_refused : NULL;
 	p->in.resize_refused_shard = p->m->resize_refused_shard;

@@ -49,6 +49,14 @@ EOF
 GUAR="    sidecar: {resources: {cpu: 200m, memory: 300Mi}}
   qosClass: Guaranteed"
 running() { [ "$(jp "pod/$1" '{.status.phase}')" = Running ]; }
+pods_of_class() {   # JOB CLASS: its two learners and its syncer Running, of CLASS
+	local p
+	for p in "$1-learner-0" "$1-learner-1" "$1-syncer-0"; do
+		until_ok 90 "pod $p Running" "running $p"
+		[ "$(jp "pod/$p" '{.status.qosClass}')" = "$2" ] ||
+			fail "$p is of QoS class $(jp "pod/$p" '{.status.qosClass}')"
+	done
+}
 
 quota requests.cpu requests.memory limits.cpu limits.memory
 until_ok 30 "the quota's status" '[ -n "$(jp resourcequota/compute "{.status.hard.pods}")" ]'
@@ -77,11 +85,7 @@ echo "ok: burst refused by the quota: ${msg:0:200}"
 KN delete ddjob burst --wait=false >/dev/null
 
 job guar "$GUAR" | KN apply -f - >/dev/null || fail "apply guar"
-for p in guar-learner-0 guar-learner-1 guar-syncer-0; do
-	until_ok 90 "pod $p Running" "running $p"
-	[ "$(jp "pod/$p" '{.status.qosClass}')" = Guaranteed ] ||
-		fail "$p is of QoS class $(jp "pod/$p" '{.status.qosClass}')"
-done
+pods_of_class guar Guaranteed
 side=$(jp pod/guar-learner-0 '{.spec.initContainers[0].resources.limits.cpu} {.spec.initContainers[0].resources.limits.memory}')
 [ "$side" = "200m 300Mi" ] || fail "guar's sidecar has limits '$side'"
 used=$(jp resourcequota/compute '{.status.used.limits\.cpu}')
@@ -92,11 +96,7 @@ KN delete ddjob guar --wait=true --timeout=60s >/dev/null
 quota requests.cpu requests.memory
 until_ok 30 "the quota on requests only" '[ -z "$(jp resourcequota/compute "{.status.hard.limits\.cpu}")" ]'
 job plain "" | KN apply -f - >/dev/null || fail "apply plain"
-for p in plain-learner-0 plain-learner-1 plain-syncer-0; do
-	until_ok 90 "pod $p Running" "running $p"
-	[ "$(jp "pod/$p" '{.status.qosClass}')" = Burstable ] ||
-		fail "$p is of QoS class $(jp "pod/$p" '{.status.qosClass}')"
-done
+pods_of_class plain Burstable
 side=$(jp pod/plain-learner-0 '{.spec.initContainers[0].resources.requests.cpu} {.spec.initContainers[0].resources.requests.memory}')
 case $side in "100m "*Mi) ;; *) fail "plain's sidecar asks for '$side'" ;; esac
 echo "ok: plain's pods Running, QoS class Burstable, its sidecars asking for $side"
