@@ -24,7 +24,7 @@
  *                   cosineSteps, minLrRatio, gradClip, batchSize, seqLen}
  *   spec.syncer.{minQuorum, grace, fragments, syncEvery, overlap, shards, alpha,
  *                outerLr, outerMomentum, nesterov, merge (rda|mean),
- *                encoding, updateEncoding, errorFeedback, checkpointEvery,
+ *                encoding, updateEncoding, updateDelta, errorFeedback, checkpointEvery,
  *                evalEvery, evalTokens, normOutlier, staleVersions,
  *                clipSteps, maxShare, minStepTime, maxStepTime,
  *                maxClaimCuts, stallSeconds, helloTimeout, port, httpPort, insecure,
@@ -171,6 +171,8 @@ struct job_syncer {
 	enum merge_rule merge;        /* default rda */
 	enum payload_enc encoding;    /* answers, default f32 */
 	enum payload_enc update_encoding;  /* updates, default f32 */
+	int update_delta;             /* updates as deltas from the learners' last
+				       * version, default 0 (docs/protocol.md) */
 	int error_feedback;           /* answers' residual kept, default 1 */
 	int checkpoint_every;         /* rounds, default 50 */
 	int eval_every;               /* rounds, default 20 */

@@ -107,6 +107,40 @@ uint64_t fnv64_update(uint64_t h, const void *data, size_t n)
 	return h;
 }
 
+static uint64_t mix64(uint64_t h)
+{
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	h *= 0xc4ceb9fe1a85ec53ULL;
+	return h ^ (h >> 33);
+}
+
+uint64_t hash_floats(const float *x, size_t n)
+{
+	const uint64_t k = 0x9e3779b97f4a7c15ULL;
+	uint64_t lane[4] = { 1, 2, 3, 4 }, w, h;
+	size_t i = 0, words = n / 2;
+
+	/* four independent lanes of two floats each */
+	for (; i + 4 <= words; i += 4)
+		for (int j = 0; j < 4; j++) {
+			memcpy(&w, x + 2 * (i + (size_t)j), sizeof(w));
+			lane[j] = (lane[j] ^ w) * k;
+			lane[j] ^= lane[j] >> 29;
+		}
+	h = (uint64_t)n;
+	for (int j = 0; j < 4; j++)
+		h = mix64(h ^ lane[j]);
+	for (i *= 2; i < n; i++) {
+		uint32_t b;
+
+		memcpy(&b, x + i, sizeof(b));
+		h = mix64(h ^ b);
+	}
+	return h ? h : 1;
+}
+
 static uint64_t splitmix(uint64_t *x)
 {
 	uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);

@@ -24,6 +24,9 @@ uint32_t crc32_update(uint32_t crc, const void *data, size_t n);
 /* FNV-1a 64; pass the previous value to continue, FNV64_INIT to start. */
 #define FNV64_INIT 0xcbf29ce484222325ULL
 uint64_t fnv64_update(uint64_t h, const void *data, size_t n);
+/* A 64-bit hash of n floats' bits, four words at a time (a model's
+ * fragment is hashed at several GB/s); never 0, which says "no hash". */
+uint64_t hash_floats(const float *x, size_t n);
 
 /* splitmix64-seeded xoshiro256** generator: same seed, same stream. */
 struct rng {

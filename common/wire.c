@@ -60,6 +60,7 @@ static void learner_to_pb(const struct wire_learner_msg *w, struct learner_pb *p
 		pb->h.job = (char *)(w->hello.job ? w->hello.job : "");
 		pb->h.evaluator = w->hello.evaluator != 0;
 		pb->h.max_message = w->hello.max_message;
+		pb->h.takes_delta = w->hello.takes_delta != 0;
 		pb->m.kind_case = DDILOCO__V1__LEARNER_MESSAGE__KIND_HELLO;
 		pb->m.hello = &pb->h;
 		break;
@@ -157,6 +158,9 @@ static void syncer_to_pb(const struct wire_syncer_msg *w, struct syncer_pb *pb)
 		pb->u.tokens = w->update.tokens;
 		pb->u.part_offset = w->update.part_offset;
 		pb->u.payload_total = w->update.payload_total;
+		pb->u.delta = w->update.delta != 0;
+		pb->u.delta_from = w->update.delta_from;
+		pb->u.checksum = w->update.checksum;
 		pb->m.kind_case = DDILOCO__V1__SYNCER_MESSAGE__KIND_UPDATE;
 		pb->m.update = &pb->u;
 		break;
@@ -310,6 +314,7 @@ int wire_learner_decode(const uint8_t *data, size_t len,
 			.job = h->job ? h->job : "",
 			.evaluator = h->evaluator ? 1 : 0,
 			.max_message = h->max_message,
+			.takes_delta = h->takes_delta ? 1 : 0,
 		};
 		break;
 	}
@@ -400,6 +405,8 @@ int wire_syncer_decode(const uint8_t *data, size_t len,
 			.payload_len = u->payload.len, .round = u->round,
 			.tokens = u->tokens, .part_offset = u->part_offset,
 			.payload_total = u->payload_total,
+			.delta = u->delta, .delta_from = u->delta_from,
+			.checksum = u->checksum,
 		};
 		break;
 	}
@@ -460,7 +467,7 @@ size_t wire_update_header(uint8_t *out, const struct wire_update *u)
 	uint8_t body[WIRE_UPDATE_HDR_MAX];
 	size_t n = 0, h = 0;
 
-	/* Update fields 1-3 and 5-8, then field 4 (payload) */
+	/* Update fields 1-3 and 5-11, then field 4 (payload) */
 	body[n++] = 0x08, n += put_varint(body + n, u->fragment);
 	body[n++] = 0x10, n += put_varint(body + n, u->version);
 	body[n++] = 0x18, n += put_varint(body + n, (uint64_t)(int64_t)u->encoding);
@@ -470,6 +477,12 @@ size_t wire_update_header(uint8_t *out, const struct wire_update *u)
 		body[n++] = 0x38, n += put_varint(body + n, u->part_offset);
 		body[n++] = 0x40, n += put_varint(body + n, u->payload_total);
 	}
+	if (u->delta) {   /* fields 9 and 10 */
+		body[n++] = 0x48, body[n++] = 1;
+		body[n++] = 0x50, n += put_varint(body + n, u->delta_from);
+	}
+	if (u->checksum)   /* field 11 */
+		body[n++] = 0x58, n += put_varint(body + n, u->checksum);
 	body[n++] = 0x22, n += put_varint(body + n, u->payload_len);
 	/* SyncerMessage field 3 (update), length-delimited */
 	out[h++] = 0x1a;
@@ -636,7 +649,7 @@ int wire_parts_update(struct wire_parts *pt, struct wire_update *u,
 {
 	uint64_t key[7] = { u->fragment, u->version,
 			    (uint64_t)(int64_t)u->encoding, u->round, u->tokens,
-			    0, 0 };
+			    u->delta ? u->delta_from + 1 : 0, u->checksum };
 	int rc;
 
 	if (!u->payload_total) {

@@ -10,7 +10,7 @@
  *   learner → syncer   LearnerMessage, one of
  *     1 Hello      learner_id, fingerprint, fragments, fragment_sizes[],
  *                  incarnation, step, job, evaluator (field 8),
- *                  max_message (9)
+ *                  max_message (9), takes_delta (10)
  *     2 Answer     fragment, round, base_version, steps, tokens,
  *                  encoding, payload (field 7), step, part_offset (9),
  *                  payload_total (10)
@@ -21,7 +21,9 @@
  *                  resume_step, max_message (7)
  *     2 Pull       fragment, round
  *     3 Update     fragment, version, encoding, payload, round, tokens,
- *                  part_offset (7), payload_total (8)
+ *                  part_offset (7), payload_total (8), delta (9),
+ *                  delta_from (10), checksum (11): docs/protocol.md,
+ *                  Updates as deltas
  *
  * A payload larger than what the receiver takes in one message (its
  * Hello's or Welcome's max_message) goes in parts (docs/protocol.md,
@@ -57,7 +59,7 @@
 #define WIRE_MIN_MESSAGE (64u << 10)   /* a limit is never below this */
 #define WIRE_LIMIT_FLOOR (8u << 20)    /* nor one from a table (a cap is) */
 #define WIRE_ANSWER_HDR_MAX 128        /* wire_answer_header's longest */
-#define WIRE_UPDATE_HDR_MAX 112        /* wire_update_header's longest */
+#define WIRE_UPDATE_HDR_MAX 144        /* wire_update_header's longest */
 /* room a part leaves for its fields: a part's payload is at most the
  * limit less this */
 #define WIRE_PART_SLACK 256
@@ -84,6 +86,7 @@ struct wire_hello {
 	int evaluator;                   /* 1: an evaluator, learner_id its
 					  * index (docs/syncer.md, Evaluators) */
 	uint64_t max_message;            /* 0: WIRE_MAX_MESSAGE */
+	int takes_delta;                 /* 1: applies Updates sent as deltas */
 };
 
 struct wire_evaluation {
@@ -134,6 +137,9 @@ struct wire_update {
 	uint64_t round;
 	uint64_t tokens;        /* the job's tokens trained when sent */
 	uint64_t part_offset, payload_total;   /* total 0: a whole payload */
+	int delta;              /* 1: the change from version delta_from */
+	uint64_t delta_from;
+	uint64_t checksum;      /* hash_floats of the values (0: unsaid) */
 };
 
 /* A LearnerMessage (kind WIRE_HELLO, WIRE_ANSWER, WIRE_HEARTBEAT or

@@ -136,6 +136,10 @@ void sidecar_free(struct sidecar *s)
 	for (int p = 0; s->resid && p < s->nfrags; p++)
 		free(s->resid[p]);
 	free(s->resid);
+	for (int p = 0; s->hat && p < s->nfrags; p++)
+		free(s->hat[p]);
+	free(s->hat);
+	free(s->hat_ver1);
 	free(s);
 }
 
@@ -167,12 +171,78 @@ void sidecar_stream_begin(struct sidecar *s, int shard)
 	pthread_mutex_unlock(&s->mu);
 }
 
+/* Fragment p's kept values, made on first use; NULL without memory. */
+static float *hat_of(struct sidecar *s, int p, size_t n)
+{
+	if (!s->hat) {
+		s->hat = calloc((size_t)s->nfrags, sizeof(*s->hat));
+		s->hat_ver1 = calloc((size_t)s->nfrags, sizeof(*s->hat_ver1));
+		if (!s->hat || !s->hat_ver1) {
+			free(s->hat);
+			free(s->hat_ver1);
+			s->hat = NULL;
+			s->hat_ver1 = NULL;
+			return NULL;
+		}
+	}
+	if (!s->hat[p])
+		s->hat[p] = malloc(n * sizeof(float));
+	return s->hat[p];
+}
+
+/*
+ * Updates as deltas (docs/protocol.md): slot holds the decoded payload;
+ * a delta is added to the values of version delta_from. With a checksum
+ * the result is checked and kept for the next delta. -2 (the stream
+ * joins again, and its Welcome brings whole fragments) when the delta's
+ * base is not held or the checksum does not match.
+ */
+static int delta_apply(struct sidecar *s, const struct wire_update *u,
+		       float *slot, size_t n, struct err *e)
+{
+	int p = (int)u->fragment;
+	float *hat;
+
+	if (u->delta) {
+		if (!s->hat || !s->hat[p] || s->hat_ver1[p] != u->delta_from + 1) {
+			SC_ADD(s, updates_delta_refused, 1);
+			err_set(e, "sidecar: update of fragment %d version %llu is "
+				"a delta from version %llu, which this sidecar does "
+				"not hold: joins again", p,
+				(unsigned long long)u->version,
+				(unsigned long long)u->delta_from);
+			return -2;
+		}
+		hat = s->hat[p];
+		for (size_t i = 0; i < n; i++)
+			slot[i] = hat[i] + slot[i];
+	}
+	if (!u->checksum)
+		return 0;
+	if (hash_floats(slot, n) != u->checksum) {
+		SC_ADD(s, updates_delta_refused, 1);
+		if (s->hat_ver1)
+			s->hat_ver1[p] = 0;
+		err_set(e, "sidecar: update of fragment %d version %llu: its "
+			"values do not match the syncer's checksum: joins again",
+			p, (unsigned long long)u->version);
+		return -2;
+	}
+	if ((hat = hat_of(s, p, n))) {
+		memcpy(hat, slot, n * sizeof(float));
+		s->hat_ver1[p] = u->version + 1;
+	}
+	SC_ADD(s, updates_delta, (uint64_t)(u->delta != 0));
+	return 0;
+}
+
 static int handle_update(struct sidecar *s, struct link *lk,
 			 const struct wire_update *u, struct err *e)
 {
 	uint64_t wround;
 	size_t n;
 	float *slot;
+	int rc;
 
 	if (u->fragment >= (uint32_t)s->nfrags)
 		return err_set(e, "sidecar: update for fragment %u, the model "
@@ -191,6 +261,8 @@ static int handle_update(struct sidecar *s, struct link *lk,
 		       u->payload_len, slot, n, e))
 		return err_wrap(e, "sidecar: update of fragment %u version %llu",
 				u->fragment, (unsigned long long)u->version);
+	if ((rc = delta_apply(s, u, slot, n, e)))
+		return rc;
 	pthread_mutex_lock(&s->mu);
 	wround = lk->welcome_round;
 	pthread_mutex_unlock(&s->mu);
@@ -691,6 +763,11 @@ void sidecar_metrics_text(struct sidecar *s, struct buf *b)
 		     m.updates_received);
 	prom_counter(b, S("updates_rejected_total"),
 		     "updates that could not be decoded", m.updates_rejected);
+	prom_counter(b, S("updates_delta_total"), "updates applied as a delta "
+		     "(docs/protocol.md, Updates as deltas)", m.updates_delta);
+	prom_counter(b, S("updates_delta_refused_total"), "deltas from a "
+		     "version not held or with a checksum that did not match: "
+		     "the stream joined again", m.updates_delta_refused);
 	prom_counter(b, S("updates_superseded_total"),
 		     "updates replaced before the learner applied them",
 		     m.x.updates_superseded);

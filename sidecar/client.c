@@ -468,6 +468,7 @@ static int send_hello(struct client *cl, struct call *c)
 		.fragment_sizes = sizes, .incarnation = st.incarnation,
 		.step = st.step, .job = s->o.job ? s->o.job : "",
 		.evaluator = s->o.evaluator, .max_message = s->recv_limit,
+		.takes_delta = 1,
 	};
 	pthread_mutex_lock(&s->mu);
 	cl->lk->hello_incarnation = st.incarnation;

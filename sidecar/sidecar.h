@@ -84,6 +84,9 @@ struct sidecar_metrics {
 	uint64_t connects, disconnects, reconnect_attempts;
 	uint64_t welcomes;
 	uint64_t updates_received, updates_rejected;
+	uint64_t updates_delta;         /* applied as a delta */
+	uint64_t updates_delta_refused; /* a delta from a version not held, or
+					 * a checksum that did not match */
 	uint64_t parts_sent, parts_received;   /* docs/protocol.md, Messages
 						* in parts */
 	uint64_t pulls_received, pulls_rejected;

@@ -97,6 +97,11 @@ struct sidecar {
 	enum payload_enc resid_enc;
 	uint64_t resid_incarnation;
 	uint64_t resid_gen;      /* counts the resets */
+	/* client thread: Updates as deltas (docs/protocol.md). Per fragment
+	 * the values of its last Update that carried a checksum, at version
+	 * hat_ver1 − 1 (0: none), allocated at the first such Update. */
+	float **hat;
+	uint64_t *hat_ver1;
 };
 
 /* The link fragment p goes by: its owner shard's. */

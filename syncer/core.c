@@ -127,6 +127,22 @@ static int screen_start(struct syncer *s)
 	return rc;
 }
 
+/* Θ̂ for Updates sent as deltas (updelta.h) */
+static int core_updelta_start(struct syncer *s, struct err *e)
+{
+	size_t *numel = calloc((size_t)s->P, sizeof(*numel));
+	int rc;
+
+	if (!numel)
+		return err_set(e, "syncer: out of memory");
+	for (int p = 0; p < s->P; p++)
+		numel[p] = s->ft->frags[p].numel;
+	rc = updelta_init(&s->upd, s->P, numel, s->js->syncer.update_encoding, e);
+	free(numel);
+	s->upd_on = rc == 0;
+	return rc;
+}
+
 static int alloc_state(struct syncer *s, struct err *e)
 {
 	for (int q = 0; q < s->P; q++) {
@@ -181,7 +197,7 @@ static int alloc_state(struct syncer *s, struct err *e)
 	if (audit_init(&s->audit, s->M, s->P))
 		return err_set(e, "syncer: out of memory");
 	s->audit.gid = s->scr.gid = s->gid;
-	return 0;
+	return s->js->syncer.update_delta ? core_updelta_start(s, e) : 0;
 }
 
 static int bounds_start(struct syncer *s, double now, struct err *e)
@@ -372,6 +388,7 @@ void core_release(struct syncer *s)
 	free(s->acc.learners);
 	free(s->acc.evals);
 	audit_release(&s->audit);
+	updelta_release(&s->upd);
 	bounds_release(&s->bounds);
 	core_owned_release(s);
 	pthread_mutex_destroy(&s->mu);

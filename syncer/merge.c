@@ -108,6 +108,7 @@ static int apply_merge(struct syncer *s, int slot, int p, uint64_t round,
 	size_t numel = s->ft->frags[p].numel;
 	double share = (double)numel / (double)s->nparams;
 	float *theta = s->theta + s->frag_off[p], *mom = s->mom + s->frag_off[p];
+	struct err e;
 
 	persist_touch(&s->ps, (uint32_t)p);   /* a write may not have it yet */
 	memcpy(s->undo, theta, numel * sizeof(float));
@@ -125,6 +126,8 @@ static int apply_merge(struct syncer *s, int slot, int p, uint64_t round,
 		return -1;
 	}
 	s->versions[p]++;
+	if (s->upd_on && updelta_step(&s->upd, p, theta, s->versions[p], &e))
+		log_warn("%s: fragment %d goes as a whole", e.msg, s->gid[p]);
 	screen_theta(&s->scr, p, theta);
 	for (const struct answer *a = s->answers[slot]; a; a = a->next)
 		if (a->fate == ANSWER_FOLDED) {

@@ -278,6 +278,8 @@ static void metrics_text(struct syncer *s, double now, struct buf *b)
 	prom_u64(b, M("answers_total"), PROM_LABELS("result", "empty"), c->empty);
 	transport_metrics(&s->tr, b);
 	audit_metrics(&s->audit, b);
+	if (s->upd_on)
+		updelta_metrics(&s->upd, b);
 	bounds_metrics(&s->bounds, b);
 	screen_metrics(&s->scr, b);
 	prom_family(b, M("quorum_wait_seconds"), PROM_SUMMARY, "Time from pull to quorum.");

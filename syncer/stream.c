@@ -118,6 +118,7 @@ void conn_maybe_free(struct conn *c)
 	if (sv->seeder == c)   /* another waiting learner is asked (loop) */
 		sv->seeder = NULL;
 	free(c->sizes);
+	free(c->have1);
 	drop_queue(c);
 	wire_parts_release(&c->parts);
 	grpc_metadata_array_destroy(&c->md);
@@ -253,6 +254,25 @@ static void pump(struct conn *c)
 	}
 }
 
+/* What c's learner holds of fragment p once its queue is out: the
+ * version + 1 of the last Update queued (0: none yet; updelta.h). */
+static void conn_holds_set(struct conn *c, int p, uint64_t version)
+{
+	if (!c->have1)
+		c->have1 = calloc((size_t)c->sv->s->P, sizeof(*c->have1));
+	if (c->have1)
+		c->have1[p] = version + 1;
+}
+
+/* 1 when an Update of fragment p waits in c's queue, not begun */
+static int update_queued(const struct conn *c, int p)
+{
+	for (const struct out_msg *m = c->qhead; m; m = m->next)
+		if (m->kind == OUT_UPDATE && m->frag == p && !m->sent)
+			return 1;
+	return 0;
+}
+
 /* Queues msg (a reference is taken); an unsent Update of frag is
  * replaced (one begun in parts is not). u: an Update's fields. */
 static void push(struct conn *c, enum out_kind kind, int frag, grpc_slice msg,
@@ -262,6 +282,8 @@ static void push(struct conn *c, enum out_kind kind, int frag, grpc_slice msg,
 
 	if (c->closing)
 		return;
+	if (kind == OUT_UPDATE && frag >= 0 && u)
+		conn_holds_set(c, frag, u->version);
 	for (m = c->qhead; m; m = m->next) {
 		if (kind == OUT_UPDATE && m->kind == OUT_UPDATE && m->frag == frag &&
 		    !m->sent) {
@@ -352,17 +374,29 @@ void conn_send_pull(struct conn *c, uint64_t round, int frag)
 
 /* Fragment p's Update at its current version: its payload as a slice,
  * its fields in *u (no payload; framed when sent). */
-static grpc_slice pack_update(const struct syncer *s, int p, uint64_t round,
+static grpc_slice pack_update(struct syncer *s, int p, uint64_t round,
 			      struct wire_update *u)
 {
-	int enc;
-	size_t len;
-	uint8_t *buf = core_update_payload(s, p, &enc, &len);
+	int enc = ENC_F32;
+	size_t len, n = s->ft->frags[p].numel;
+	uint64_t sum = 0;
+	uint8_t *buf;
 
+	if (s->upd_on) {   /* a keyframe: Θ̂_p, whole, in f32 (updelta.h) */
+		const float *hat = updelta_keyframe(&s->upd, p,
+						    s->theta + s->frag_off[p],
+						    s->versions[p], &sum);
+
+		len = enc_size(ENC_F32, n);
+		if ((buf = malloc(len + 1)))
+			enc_encode(ENC_F32, hat, n, buf, NULL);
+	} else {
+		buf = core_update_payload(s, p, &enc, &len);
+	}
 	*u = (struct wire_update){
 		.fragment = (uint32_t)s->gid[p], .version = s->versions[p],
 		.encoding = enc, .round = round,
-		.tokens = core_job_tokens(s, clock_mono()),
+		.tokens = core_job_tokens(s, clock_mono()), .checksum = sum,
 	};
 	return buf ? grpc_slice_new(buf, len, free) : grpc_empty_slice();
 }
@@ -372,7 +406,7 @@ static grpc_slice pack_update(const struct syncer *s, int p, uint64_t round,
 static grpc_slice join_update(struct stream_server *sv, int p,
 			      struct wire_update *u)
 {
-	const struct syncer *s = sv->s;
+	struct syncer *s = sv->s;
 
 	if (sv->upd_valid[p] && sv->upd_version[p] != s->versions[p]) {
 		grpc_slice_unref(sv->upd[p]);
@@ -387,27 +421,78 @@ static grpc_slice join_update(struct stream_server *sv, int p,
 	return grpc_slice_ref(sv->upd[p]);
 }
 
+/* A merged fragment's Update, whole or as a delta (updelta.h) */
+struct merged_msg {
+	grpc_slice whole, delta;
+	struct wire_update u, du;
+	int has_delta;
+};
+
+static void merged_msg_make(struct stream_server *sv,
+			    const struct core_merged *mg, struct merged_msg *mm)
+{
+	struct syncer *s = sv->s;
+	int p = mg->frag;
+	const uint8_t *pay;
+	size_t len;
+	uint64_t sum;
+
+	memset(mm, 0, sizeof(*mm));
+	if (!s->upd_on) {
+		mm->whole = pack_update(s, p, mg->round, &mm->u);
+		return;
+	}
+	mm->whole = join_update(sv, p, &mm->u);   /* the keyframe, cached */
+	mm->u.round = mg->round;
+	mm->has_delta = updelta_get(&s->upd, p, s->versions[p], &pay, &len, &sum);
+	if (mm->has_delta) {
+		mm->delta = grpc_slice_from_copied_buffer((const char *)pay, len);
+		mm->du = mm->u;
+		mm->du.encoding = (int)s->upd.enc;
+		mm->du.delta = 1;
+		mm->du.delta_from = s->versions[p] - 1;
+		mm->du.checksum = sum;
+	}
+}
+
+/* To c: the delta when its learner will hold the version before, with
+ * nothing of this fragment still queued; else the whole fragment. */
+static void merged_msg_push(struct conn *c, int p, struct merged_msg *mm)
+{
+	struct transport_stats *tr = &c->sv->s->tr;
+
+	if (mm->has_delta && c->takes_delta && c->have1 &&
+	    c->have1[p] == mm->du.delta_from + 1 && !update_queued(c, p)) {
+		push(c, OUT_UPDATE, p, mm->delta, GRPC_SLICE_LENGTH(mm->delta),
+		     &mm->du);
+		tr->updates_delta++;
+		tr->update_bytes_delta += GRPC_SLICE_LENGTH(mm->delta);
+		return;
+	}
+	push(c, OUT_UPDATE, p, mm->whole, GRPC_SLICE_LENGTH(mm->whole), &mm->u);
+	tr->updates_whole++;
+	tr->update_bytes_whole += GRPC_SLICE_LENGTH(mm->whole);
+}
+
 /* What a merge changed, to every joined learner. */
 static void send_merged(struct stream_server *sv, const struct core_merged *mg)
 {
 	struct syncer *s = sv->s;
-	struct wire_update u;
-	grpc_slice msg;
-	size_t bytes;
+	struct merged_msg mm;
 
 	if (!mg->updated)
 		return;
-	msg = pack_update(s, mg->frag, mg->round, &u);
-	bytes = GRPC_SLICE_LENGTH(msg);
+	merged_msg_make(sv, mg, &mm);
 	for (int i = 0; i < s->M; i++)
 		if (s->learners[i].conn && s->learners[i].joined)
-			push(s->learners[i].conn, OUT_UPDATE, mg->frag, msg, bytes,
-			     &u);
+			merged_msg_push(s->learners[i].conn, mg->frag, &mm);
 	if (s->evr.connected)   /* evaluators get Θ too (eval_remote.h) */
 		for (struct conn *c = sv->conns; c; c = c->next)
 			if (c->evaluator >= 0 && !c->closing)
-				push(c, OUT_UPDATE, mg->frag, msg, bytes, &u);
-	grpc_slice_unref(msg);
+				merged_msg_push(c, mg->frag, &mm);
+	grpc_slice_unref(mm.whole);
+	if (mm.has_delta)
+		grpc_slice_unref(mm.delta);
 }
 
 void conn_send_welcome(struct conn *c, uint64_t resume,

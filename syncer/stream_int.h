@@ -65,6 +65,9 @@ struct conn {
 	uint64_t peer_max;       /* its Hello's max_message (0: unsaid) */
 	struct wire_parts parts; /* an answer coming in parts */
 	int said_parts;          /* logged the first that came in parts */
+	int takes_delta;         /* its Hello: Updates may go as deltas */
+	uint64_t *have1;         /* per fragment: the version + 1 its learner
+				  * holds once the queue is out (0: none) */
 };
 
 struct stream_server {

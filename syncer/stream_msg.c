@@ -161,6 +161,7 @@ static void on_hello(struct conn *c, const struct wire_hello *h, double now)
 		conn_close(c, GRPC_STATUS_INVALID_ARGUMENT, "second hello on one stream");
 		return;
 	}
+	c->takes_delta = h->takes_delta;
 	if (h->evaluator) {
 		on_evaluator_hello(c, h);
 		return;

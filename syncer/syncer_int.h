@@ -50,6 +50,7 @@
 #include "syncer/screen.h"
 #include "syncer/syncer.h"
 #include "syncer/transport.h"
+#include "syncer/updelta.h"
 
 struct conn;
 struct wire_answer;
@@ -139,6 +140,8 @@ struct syncer {
 	/* accounting; the checkpointed part mirrors struct syncer_ckpt */
 	struct syncer_ckpt acc;      /* counters, evals; theta/momentum unused */
 	struct audit audit;          /* merged steps, bounds (audit.h) */
+	struct updelta upd;          /* Θ̂ and its deltas, with updateDelta */
+	int upd_on;                  /* spec.syncer.updateDelta */
 	struct bounds bounds;        /* what learners may claim (bounds.h) */
 	double t0, elapsed_base, done_elapsed;
 	double quorum_wait_sum, grace_sum, merge_sum;

@@ -25,6 +25,14 @@ void transport_json(const struct transport_stats *t, json_t *o)
 			    json_integer((json_int_t)t->update_parts));
 	json_object_set_new(o, "parts_refused",
 			    json_integer((json_int_t)t->parts_refused));
+	json_object_set_new(o, "updates_delta",
+			    json_integer((json_int_t)t->updates_delta));
+	json_object_set_new(o, "updates_whole",
+			    json_integer((json_int_t)t->updates_whole));
+	json_object_set_new(o, "update_bytes_delta",
+			    json_integer((json_int_t)t->update_bytes_delta));
+	json_object_set_new(o, "update_bytes_whole",
+			    json_integer((json_int_t)t->update_bytes_whole));
 }
 
 void transport_metrics(const struct transport_stats *t, struct buf *b)
@@ -51,4 +59,17 @@ void transport_metrics(const struct transport_stats *t, struct buf *b)
 	prom_counter(b, "ddiloco_syncer_parts_refused_total",
 		     "Parts out of order, duplicated, missing or oversize: "
 		     "their streams closed.", t->parts_refused);
+	prom_family(b, "ddiloco_syncer_updates_total", PROM_COUNTER,
+		    "Merged fragments queued to a stream, as a delta or whole "
+		    "(docs/protocol.md, Updates as deltas).");
+	prom_u64(b, "ddiloco_syncer_updates_total", PROM_LABELS("as", "delta"),
+		 t->updates_delta);
+	prom_u64(b, "ddiloco_syncer_updates_total", PROM_LABELS("as", "whole"),
+		 t->updates_whole);
+	prom_family(b, "ddiloco_syncer_update_bytes_total", PROM_COUNTER,
+		    "Payload bytes of those updates.");
+	prom_u64(b, "ddiloco_syncer_update_bytes_total", PROM_LABELS("as", "delta"),
+		 t->update_bytes_delta);
+	prom_u64(b, "ddiloco_syncer_update_bytes_total", PROM_LABELS("as", "whole"),
+		 t->update_bytes_whole);
 }

@@ -24,6 +24,10 @@ struct transport_stats {
 	uint64_t answer_parts;       /* parts of answers taken */
 	uint64_t update_parts;       /* parts of updates sent */
 	uint64_t parts_refused;      /* wrong parts: their streams closed */
+	/* docs/protocol.md, Updates as deltas: merged fragments queued as
+	 * a delta or whole, and their payload bytes */
+	uint64_t updates_delta, updates_whole;
+	uint64_t update_bytes_delta, update_bytes_whole;
 };
 
 /* Its /status fields, set in o. */

@@ -35,6 +35,7 @@
 #include "common/util.h"
 #include "ddiloco/v1/syncer.pb-c.h"
 #include "sidecar/sidecar_int.h"
+#include "syncer/updelta.h"
 #include "tests/unit/slowlink.h"
 #include "tests/unit/testlib.h"
 
@@ -460,6 +461,115 @@ static void int4_updates_reach_the_learner(void **state)
 	for (int i = 0; i < 500; i++)
 		assert_true(f->params[i] == 1.0f);
 	assert_int_equal(f->s->m.updates_rejected, 1);
+}
+
+/* An Update of payload bytes as they are: whole or a delta from `from`,
+ * with a checksum (docs/protocol.md, Updates as deltas). */
+static int send_update_bytes(struct fx *f, uint32_t p, uint64_t version,
+			     enum payload_enc enc, const uint8_t *pay,
+			     size_t plen, int delta, uint64_t from,
+			     uint64_t sum, struct err *e)
+{
+	Ddiloco__V1__SyncerMessage m = DDILOCO__V1__SYNCER_MESSAGE__INIT;
+	Ddiloco__V1__Update u = DDILOCO__V1__UPDATE__INIT;
+	size_t len;
+	uint8_t *b;
+	int rc;
+
+	u.fragment = p;
+	u.version = version;
+	u.encoding = (Ddiloco__V1__Encoding)enc;
+	u.payload.data = (uint8_t *)pay;
+	u.payload.len = plen;
+	u.delta = delta != 0;
+	u.delta_from = from;
+	u.checksum = sum;
+	m.kind_case = DDILOCO__V1__SYNCER_MESSAGE__KIND_UPDATE;
+	m.update = &u;
+	b = pack(&m, &len);
+	rc = sidecar_handle(f->s, 0, b, len, e);
+	free(b);
+	return rc;
+}
+
+/* One learner step that applies what the inbox holds. */
+static void learner_applies(struct fx *f)
+{
+	struct exchange_step st = { .step = 1, .tokens = 1, .step_time = 0.01 };
+	struct exchange_poll_result r;
+
+	exchange_poll(f->lx, f->params, &st, &r);
+}
+
+/*
+ * Updates as deltas, made by the syncer's own part (syncer/updelta.h):
+ * the keyframes, then a delta in int8, reach the learner as the values
+ * the syncer keeps as the learners' (bit for bit); a delta from a
+ * version the sidecar does not hold, or whose sum does not match, is
+ * refused with -2 (the stream joins again) and the learner keeps what
+ * it had.
+ */
+static void updates_as_deltas(void **state)
+{
+	struct fx *f = *state;
+	size_t numel[2] = { 600, 700 };
+	float t0[600], t1[700], kf[700];
+	const uint8_t *pay;
+	struct updelta u;
+	uint64_t sum;
+	size_t plen;
+	struct err e;
+
+	for (int i = 0; i < 600; i++)
+		t0[i] = 0.01f * (float)(i % 37) - 0.2f;
+	for (int i = 0; i < 700; i++)
+		t1[i] = 0.5f - 0.001f * (float)i;
+	assert_int_equal(updelta_init(&u, 2, numel, ENC_INT8, NULL), 0);
+	for (int p = 0; p < 2; p++) {
+		const float *hat = updelta_keyframe(&u, p, p ? t1 : t0, 3, &sum);
+
+		memcpy(kf, hat, numel[p] * sizeof(float));
+		assert_int_equal(send_update_bytes(f, (uint32_t)p, 3, ENC_F32,
+						   (const uint8_t *)kf,
+						   4 * numel[p], 0, 0, sum, &e), 0);
+	}
+	assert_int_equal(exchange_learner_start(f->lx, f->params), 1);
+	for (int i = 0; i < 600; i++)
+		t0[i] += 0.003f * (float)((i % 7) - 3);
+	assert_int_equal(updelta_step(&u, 0, t0, 4, NULL), 0);
+	assert_int_equal(updelta_get(&u, 0, 4, &pay, &plen, &sum), 1);
+	assert_int_equal(plen, enc_size(ENC_INT8, 600));
+	/* from a version not held: refused, the learner keeps version 3 */
+	assert_int_equal(send_update_bytes(f, 0, 4, ENC_INT8, pay, plen, 1, 2,
+					   sum, &e), -2);
+	assert_non_null(strstr(e.msg, "does not hold"));
+	/* its sum wrong: refused */
+	assert_int_equal(send_update_bytes(f, 0, 4, ENC_INT8, pay, plen, 1, 3,
+					   sum ^ 1, &e), -2);
+	assert_non_null(strstr(e.msg, "checksum"));
+	assert_int_equal(exchange_inbox_version(f->sx, 0), 3);
+	assert_int_equal(f->s->m.updates_delta_refused, 2);
+	/* the sum refused dropped what it held: a keyframe first */
+	updelta_keyframe(&u, 0, t0, 4, &sum);
+	assert_int_equal(send_update_bytes(f, 0, 4, ENC_F32,
+					   (const uint8_t *)(u.hat + u.off[0]),
+					   4 * 600, 0, 0, sum, &e), 0);
+	for (int i = 0; i < 600; i++)
+		t0[i] -= 0.002f * (float)((i % 5) - 2);
+	assert_int_equal(updelta_step(&u, 0, t0, 5, NULL), 0);
+	assert_int_equal(updelta_get(&u, 0, 5, &pay, &plen, &sum), 1);
+	assert_int_equal(send_update_bytes(f, 0, 5, ENC_INT8, pay, plen, 1, 4,
+					   sum, &e), 0);
+	learner_applies(f);
+	assert_int_equal(exchange_inbox_version(f->sx, 0), 5);
+	for (int i = 0; i < 600; i++) {
+		assert_true(f->params[500 + i] == u.hat[u.off[0] + (size_t)i]);
+		assert_float_equal(f->params[500 + i], t0[i], 0.2f / 127);
+	}
+	for (int i = 0; i < 500; i++)   /* fragment 1 as its keyframe */
+		assert_true(f->params[i] == t1[i]);
+	assert_int_equal(f->s->m.updates_delta, 1);
+	updelta_release(&u);
 }
 
 /* Takes fragment p's queued answer as the client thread sends it
@@ -1279,6 +1389,8 @@ int main(void)
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(int4_updates_reach_the_learner,
 						setup, teardown),
+		cmocka_unit_test_setup_teardown(updates_as_deltas, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(feedback_keeps_the_sum, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(no_feedback_drifts, setup,

@@ -291,13 +291,30 @@ static void update_header_reads_back(void **state)
 	h = wire_update_header(msg, &u);
 	assert_int_equal(wire_syncer_decode(msg, h + 500, &d, NULL), 0);
 	assert_int_equal(d.update.payload_total, 0);
+	assert_int_equal(d.update.delta, 0);
+	assert_int_equal(d.update.checksum, 0);
 	assert_int_equal(wire_syncer_size(&d), h + 500);
 	wire_syncer_release(&d);
+	/* a delta with its checksum (docs/protocol.md, Updates as deltas) */
+	u.delta = 1;
+	u.delta_from = 76;
+	u.checksum = 0xfedcba9876543210ULL;
+	h = wire_update_header(msg, &u);
+	assert_int_equal(wire_syncer_decode(msg, h + 500, &d, NULL), 0);
+	assert_int_equal(d.update.delta, 1);
+	assert_int_equal(d.update.delta_from, 76);
+	assert_true(d.update.checksum == 0xfedcba9876543210ULL);
+	assert_int_equal(d.update.payload_len, 500);
+	assert_int_equal(wire_syncer_size(&d), h + 500);
+	wire_syncer_release(&d);
+	u.delta = 0;
+	u.delta_from = u.checksum = 0;
 	u = (struct wire_update){
 		.fragment = UINT32_MAX, .version = UINT64_MAX, .encoding = -1,
 		.payload_len = SIZE_MAX >> 8, .round = UINT64_MAX,
 		.tokens = UINT64_MAX, .part_offset = UINT64_MAX,
-		.payload_total = UINT64_MAX,
+		.payload_total = UINT64_MAX, .delta = 1,
+		.delta_from = UINT64_MAX, .checksum = UINT64_MAX,
 	};
 	assert_in_range(wire_update_header(msg, &u), 1, WIRE_UPDATE_HDR_MAX);
 	/* the largest answer part's header fits too */
