@@ -257,6 +257,8 @@ static int check_evaluator_data(const struct job_spec *js, struct err *e)
 
 	CHECK(js->data.val_fraction >= 0 && js->data.val_fraction < 1,
 	      "spec.data.valFraction: %g is not in [0, 1)", js->data.val_fraction);
+	CHECK(js->data.tune_fraction >= 0 && js->data.tune_fraction < 1,
+	      "spec.data.tuneFraction: %g is not in [0, 1)", js->data.tune_fraction);
 	CHECK(js->data.split != SPLIT_FILES ||
 	      (!js->data.val_path[0] && !js->data.shard_pattern[0] &&
 	       js->data.val_fraction > 0),

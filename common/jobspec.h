@@ -18,7 +18,7 @@
  *   spec.model.{kind (gpt|external), vocabSize, context, layers, heads,
  *               channels, tied, seed}
  *   spec.evaluator.{command [..], args [..]}
- *   spec.data.{path, valPath, format (auto|text|tokens), valFraction,
+ *   spec.data.{path, valPath, format (auto|text|tokens), valFraction, tuneFraction,
  *              shardPattern, split (tail|files)}
  *   spec.optimizer.{lr, beta1, beta2, eps, weightDecay, warmupSteps,
  *                   cosineSteps, minLrRatio, gradClip, batchSize, seqLen}
@@ -143,6 +143,9 @@ struct job_data {
 	char val_path[JOB_PATH_MAX];  /* optional; else the tail of path */
 	enum data_format format;
 	double val_fraction;          /* default 0.1 */
+	double tune_fraction;         /* of the held-out data, the share kept
+				       * for tuning, not reported (default 0;
+				       * trainer/data.h) */
 	char shard_pattern[JOB_PATH_MAX];  /* optional, "{learner}" replaced */
 	enum data_split split;        /* tail (default) or files */
 };

@@ -318,6 +318,7 @@ SECTION(s_data,
 	STR("path", data.path), STR("valPath", data.val_path),
 	FLD("format", F_FORMAT, data.format),
 	FLD("valFraction", F_DOUBLE, data.val_fraction),
+	FLD("tuneFraction", F_DOUBLE, data.tune_fraction),
 	STR("shardPattern", data.shard_pattern),
 	FLD("split", F_SPLIT, data.split));
 

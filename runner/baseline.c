@@ -32,6 +32,26 @@
 /* The default sweep: the job's learning rate times these. */
 static const double default_mults[] = { 0.5, 1, 2 };
 
+/* The tune_loss= of a log's final line (trainer/data.h, tuning): NAN
+ * when there is none. */
+static double read_tune_loss(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char line[1024];
+	double tune = NAN;
+
+	if (!f)
+		return NAN;
+	while (fgets(line, sizeof(line), f)) {
+		char *t = strstr(line, " tune_loss=");
+
+		if (!strncmp(line, "final ", 6))
+			tune = t ? strtod(t + 11, NULL) : NAN;
+	}
+	fclose(f);
+	return tune;
+}
+
 /*
  * Reads a `ddiloco train` log: every line with eval_loss= is a point of
  * the curve, at tokens= when present, else at step= times the tokens of
@@ -135,12 +155,13 @@ static uint64_t trial_key(const struct job_spec *js, const char *const *args)
 	if (stat(js->data.path, &st))
 		memset(&st, 0, sizeof(st));
 	n = snprintf(s, sizeof(s),
-		     "%s|m %d %d %d %d %d %d %llu|d %s %s %d %g %s %lld %lld|"
+		     "%s|m %d %d %d %d %d %d %llu|d %s %s %d %g %g %d %s %lld %lld|"
 		     "o %g %g %g %g %g %d %d %g %g %d %d|eval %d|",
 		     DDILOCO_VERSION, m->vocab_size, m->context, m->layers, m->heads,
 		     m->channels, m->tied, (unsigned long long)m->seed,
 		     js->data.path, js->data.val_path, (int)js->data.format,
-		     js->data.val_fraction, js->data.shard_pattern,
+		     js->data.val_fraction, js->data.tune_fraction,
+		     (int)js->data.split, js->data.shard_pattern,
 		     (long long)st.st_size, (long long)st.st_mtime,
 		     op->lr, op->beta1, op->beta2, op->eps, op->weight_decay,
 		     op->warmup_steps, op->cosine_steps, op->min_lr_ratio,
@@ -271,12 +292,29 @@ static int run_trial(const struct job_spec *js, const struct run_opts *o,
 	}
 	t->seconds = clock_mono() - t0;
 	t->loss = read_train_log(t->log, NULL, per_step);
+	t->tune = read_tune_loss(t->log);
 	t->ok = isfinite(t->loss);
-	printf("baseline: lr %s: final eval loss %.4f\n", lr, t->loss);
+	if (isfinite(t->tune))
+		printf("baseline: lr %s: final eval loss %.4f, on the tuning "
+		       "split %.4f\n", lr, t->loss, t->tune);
+	else
+		printf("baseline: lr %s: final eval loss %.4f\n", lr, t->loss);
 	fflush(stdout);
 	if (!t->ok)
 		return err_set(e, "baseline: no final eval_loss in %s", t->log);
 	return 0;
+}
+
+/* The sweep's choice: the lower loss on the tuning split when both
+ * have one (spec.data.tuneFraction), so the loss reported is not the
+ * one the learning rate was chosen on; else on validation. */
+static int trial_better(const struct run_trial *t, const struct run_trial *best)
+{
+	if (!best->ok)
+		return 1;
+	if (isfinite(t->tune) && isfinite(best->tune))
+		return t->tune < best->tune;
+	return t->loss < best->loss;
 }
 
 int run_baseline(const struct job_spec *js, const struct run_opts *o,
@@ -300,10 +338,10 @@ int run_baseline(const struct job_spec *js, const struct run_opts *o,
 		memset(t, 0, sizeof(*t));
 		t->lr = lrs[i];
 		t->warmup = js->optimizer.warmup_steps;
-		t->loss = NAN;
+		t->loss = t->tune = NAN;
 		if (run_trial(js, o, dir, t, tok, per_step, stop, e))
 			return -1;
-		if (t->loss < c->sweep[c->best].loss || !c->sweep[c->best].ok)
+		if (trial_better(t, &c->sweep[c->best]))
 			c->best = c->nsweep - 1;
 	}
 	c->seconds = clock_mono() - t0;

@@ -116,9 +116,12 @@ static json_t *sweep_json(const struct run_compare *c)
 
 	for (size_t i = 0; a && i < c->nsweep; i++) {
 		const struct run_trial *t = &c->sweep[i];
-		json_array_append_new(a, json_pack("{s:f,s:i,s:o,s:f,s:b,s:s}",
+		/* tune_loss: on the tuning split, what the choice was by
+		 * (runner/baseline.c); null without one */
+		json_array_append_new(a, json_pack("{s:f,s:i,s:o,s:o,s:f,s:b,s:s}",
 			"lr", t->lr, "warmup_steps", t->warmup,
 			"final_eval_loss", num_or_null(t->loss),
+			"tune_loss", num_or_null(t->tune),
 			"seconds", t->seconds, "chosen", i == c->best, "log", t->log));
 	}
 	return a;

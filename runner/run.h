@@ -54,6 +54,7 @@ struct run_trial {
 	int warmup;                     /* steps */
 	int ok;
 	double loss;                    /* final eval loss, NAN if unknown */
+	double tune;                    /* on the tuning split; NAN: none */
 	double seconds;
 	char log[4096];
 };

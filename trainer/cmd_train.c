@@ -13,6 +13,7 @@
  * SIGINT/SIGTERM stop after the current step (with a checkpoint if asked).
  */
 #include <signal.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,7 +127,7 @@ int cmd_train(int argc, char **argv)
 	struct trainer *t = NULL;
 	struct err e;
 	uint64_t steps, step_tokens;
-	double eval_loss = 0, train_seconds = 0, window_seconds = 0;
+	double eval_loss = 0, tune_loss = NAN, train_seconds = 0, window_seconds = 0;
 	uint64_t run_tokens = 0, window_tokens = 0;
 	size_t eval_tokens;
 	int rc = 1, B, T;
@@ -228,13 +229,18 @@ int cmd_train(int argc, char **argv)
 			(unsigned long long)trainer_steps(t));
 	if (save(t, o.checkpoint))
 		goto out;
-	if (trainer_eval(t, eval_tokens, &eval_loss, &e)) {
+	if (trainer_eval(t, eval_tokens, &eval_loss, &e) ||
+	    trainer_eval_tune(t, eval_tokens, &tune_loss, &e)) {
 		fprintf(stderr, "ddiloco train: %s\n", e.msg);
 		goto out;
 	}
-	printf("final eval_loss=%.4f tokens=%llu tokens_per_s=%.0f\n", eval_loss,
+	printf("final eval_loss=%.4f tokens=%llu tokens_per_s=%.0f", eval_loss,
 	       (unsigned long long)trainer_tokens(t),
 	       train_seconds > 0 ? (double)run_tokens / train_seconds : 0.0);
+	/* what a baseline's sweep chooses by (runner/baseline.c) */
+	if (isfinite(tune_loss))
+		printf(" tune_loss=%.4f", tune_loss);
+	printf("\n");
 	fflush(stdout);
 	rc = stop_requested ? 130 : 0;
 out:

@@ -173,7 +173,7 @@ static int list_tree(struct listing *l, const char *dir, int depth,
 	return rc;
 }
 
-int data_file_in_val(const char *rel, double val_fraction)
+double data_file_hash(const char *rel)
 {
 	uint64_t h = 0xcbf29ce484222325ULL;   /* FNV-1a, 64 bits */
 
@@ -186,22 +186,41 @@ int data_file_in_val(const char *rel, double val_fraction)
 	h ^= h >> 33;
 	h *= 0xc4ceb9fe1a85ec53ULL;
 	h ^= h >> 33;
-	return (double)(h >> 11) * 0x1p-53 < val_fraction;
+	return (double)(h >> 11) * 0x1p-53;
 }
 
-/* Keeps every file, or those of one side of a split by files. */
+int data_file_in_val(const char *rel, double val_fraction)
+{
+	return data_file_hash(rel) < val_fraction;
+}
+
+/* Keeps every file, or those of one side of a split by files: a file's
+ * hash h (data_file_hash) is training at or above valFraction (vf),
+ * tuning below vf·tuneFraction, validation in between. */
+enum side { SIDE_ALL, SIDE_TRAIN, SIDE_VAL, SIDE_TUNE };
 struct pick {
-	int split;               /* 0: all; 1: training; 2: validation */
-	double val_fraction;
+	enum side split;
+	double val_fraction, tune_fraction;
 	size_t root_len;
 };
 
+static const char *side_name[] = { "any", "training", "validation", "tuning" };
+
 static int picked(const struct pick *k, const char *path)
 {
-	if (!k->split)
+	double h, tune = k->val_fraction * k->tune_fraction;
+
+	if (k->split == SIDE_ALL)
 		return 1;
-	return data_file_in_val(path + k->root_len + 1, k->val_fraction) ==
-	       (k->split == 2);
+	h = data_file_hash(path + k->root_len + 1);
+	switch (k->split) {
+	case SIDE_TRAIN:
+		return h >= k->val_fraction;
+	case SIDE_VAL:
+		return h >= tune && h < k->val_fraction;
+	default:
+		return h < tune;
+	}
 }
 
 static int load_dir(struct dataset *d, const char *dir, enum data_format fmt,
@@ -223,9 +242,9 @@ static int load_dir(struct dataset *d, const char *dir, enum data_format fmt,
 		}
 	if (!rc && !used)
 		rc = err_set(e, "data: none of the %zu files under '%s' is in the "
-			     "%s split (spec.data.split files, valFraction %g)",
-			     l.n, dir, k->split == 2 ? "validation" : "training",
-			     k->val_fraction);
+			     "%s split (spec.data.split files, valFraction %g, "
+			     "tuneFraction %g)", l.n, dir, side_name[k->split],
+			     k->val_fraction, k->tune_fraction);
 	for (size_t i = 0; i < l.n; i++)
 		free(l.names[i]);
 	free(l.names);
@@ -261,7 +280,7 @@ static int load_picked(struct dataset *d, const char *path,
 int dataset_load(struct dataset *d, const char *path, enum data_format fmt,
 		 int vocab, struct err *e)
 {
-	struct pick all = { 0, 0, 0 };
+	struct pick all = { SIDE_ALL, 0, 0, 0 };
 
 	return load_picked(d, path, fmt, vocab, &all, e);
 }
@@ -322,22 +341,24 @@ static int shard_path(char *out, size_t cap, const char *pattern, int m,
 	return 0;
 }
 
-/* Sets train/val from src (tail split) or from valsrc. */
-static void split(struct data *d, double val_fraction, int have_valsrc)
+/* Sets train/val/tune from src (tail split) or from valsrc: the tune
+ * share of what is held out comes first (a split by files has its own
+ * tuning files, tunesrc). */
+static void split(struct data *d, double val_fraction, double tune_fraction,
+		  int have_valsrc)
 {
-	if (have_valsrc) {
-		d->train = d->src.tok;
-		d->ntrain = d->src.n;
-		d->val = d->valsrc.tok;
-		d->nval = d->valsrc.n;
-	} else {
-		size_t nval = (size_t)((double)d->src.n * val_fraction);
+	size_t held = have_valsrc ? d->valsrc.n
+				  : (size_t)((double)d->src.n * val_fraction);
+	const uint16_t *h = have_valsrc ? d->valsrc.tok
+					: d->src.tok + (d->src.n - held);
+	size_t ntune = d->tunesrc.n ? 0 : (size_t)((double)held * tune_fraction);
 
-		d->train = d->src.tok;
-		d->ntrain = d->src.n - nval;
-		d->val = d->src.tok + d->ntrain;
-		d->nval = nval;
-	}
+	d->train = d->src.tok;
+	d->ntrain = have_valsrc ? d->src.n : d->src.n - held;
+	d->tune = d->tunesrc.n ? d->tunesrc.tok : h;
+	d->ntune = d->tunesrc.n ? d->tunesrc.n : ntune;
+	d->val = h + ntune;
+	d->nval = held - ntune;
 }
 
 /* spec.data.split files: each side its own files of jd->path (data.h);
@@ -345,18 +366,24 @@ static void split(struct data *d, double val_fraction, int have_valsrc)
 static int open_by_files(struct data *d, const struct job_data *jd, int vocab,
 			 int train, struct err *e)
 {
-	struct pick k = { 1, jd->val_fraction, strlen(jd->path) };
+	struct pick k = { SIDE_TRAIN, jd->val_fraction, jd->tune_fraction,
+			  strlen(jd->path) };
 
 	snprintf(d->train_name, sizeof(d->train_name), "%s", jd->path);
 	if (train && load_picked(&d->src, jd->path, jd->format, vocab, &k, e))
 		return -1;
-	k.split = 2;
-	if (load_picked(&d->valsrc, jd->path, jd->format, vocab, &k, e)) {
-		data_close(d);
-		return -1;
-	}
-	split(d, 0, 1);
+	k.split = SIDE_VAL;
+	if (load_picked(&d->valsrc, jd->path, jd->format, vocab, &k, e))
+		goto fail;
+	k.split = SIDE_TUNE;
+	if (jd->tune_fraction > 0 &&
+	    load_picked(&d->tunesrc, jd->path, jd->format, vocab, &k, e))
+		goto fail;
+	split(d, 0, 0, 1);
 	return 0;
+fail:
+	data_close(d);
+	return -1;
 }
 
 int data_open(struct data *d, const struct job_data *jd, int vocab,
@@ -388,7 +415,7 @@ int data_open(struct data *d, const struct job_data *jd, int vocab,
 		data_close(d);
 		return -1;
 	}
-	split(d, jd->val_fraction, jd->val_path[0] != 0);
+	split(d, jd->val_fraction, jd->tune_fraction, jd->val_path[0] != 0);
 	return 0;
 }
 
@@ -404,7 +431,7 @@ int data_open_val(struct data *d, const struct job_data *jd, int vocab,
 	if (jd->val_path[0]) {
 		if (dataset_load(&d->valsrc, jd->val_path, jd->format, vocab, e))
 			return -1;
-		split(d, 0, 1);
+		split(d, 0, jd->tune_fraction, 1);
 		return 0;
 	}
 	if (jd->path[0])
@@ -417,7 +444,7 @@ int data_open_val(struct data *d, const struct job_data *jd, int vocab,
 	snprintf(d->train_name, sizeof(d->train_name), "%s", path);
 	if (dataset_load(&d->src, path, jd->format, vocab, e))
 		return -1;
-	split(d, jd->val_fraction, 0);
+	split(d, jd->val_fraction, jd->tune_fraction, 0);
 	return 0;
 }
 
@@ -425,6 +452,7 @@ void data_close(struct data *d)
 {
 	dataset_release(&d->src);
 	dataset_release(&d->valsrc);
+	dataset_release(&d->tunesrc);
 	memset(d, 0, sizeof(*d));
 }
 
@@ -446,6 +474,16 @@ void data_batch(const struct data *d, uint64_t step, int B, int T,
 		inputs[i] = p[i];
 		targets[i] = p[i + 1];
 	}
+}
+
+void data_tune_view(const struct data *d, struct data *view)
+{
+	*view = *d;
+	memset(&view->src, 0, sizeof(view->src));
+	memset(&view->valsrc, 0, sizeof(view->valsrc));
+	memset(&view->tunesrc, 0, sizeof(view->tunesrc));
+	view->val = d->tune;
+	view->nval = d->ntune;
 }
 
 size_t data_val_rows(const struct data *d, int T)

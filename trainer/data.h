@@ -24,7 +24,13 @@
  * Split: validation is spec.data.valPath when given; with spec.data.split
  * files, the files of the folder whose path below it hashes under
  * valFraction (data_file_in_val: the same files wherever the folder is,
- * none on both sides); else the last valFraction of the data. Learner m of M trains on its own shard when
+ * none on both sides); else the last valFraction of the data.
+ * Tuning (spec.data.tuneFraction tf, default 0): of what is held out, a
+ * share tf that no evaluation reports, for a baseline's learning rate
+ * to be chosen on (runner/baseline.c; docs/run.md, The baseline): the
+ * first tf of the tail or of valPath, or with split files the files
+ * whose hash is below valFraction·tf. Validation is the rest.
+ * Learner m of M trains on its own shard when
  * spec.data.shardPattern is set ("{learner}" replaced by m), else on every
  * M-th batch window of the common data starting at window m.
  * A batch window is B·T + 1 consecutive tokens; window w starts at w·B·T.
@@ -66,8 +72,9 @@ int data_write_shard(const char *path, const uint16_t *tok, size_t n,
 
 struct data {
 	struct dataset src, valsrc;  /* valsrc: valPath, or split files */
-	const uint16_t *train, *val;
-	size_t ntrain, nval;
+	struct dataset tunesrc;      /* split files: the tuning files */
+	const uint16_t *train, *val, *tune;
+	size_t ntrain, nval, ntune;
 	int offset, stride;          /* window w of step s: s·stride + offset */
 	char train_name[JOB_PATH_MAX + 64];  /* for messages; holds any path */
 };
@@ -76,6 +83,11 @@ struct data {
  * under spec.data.split files: FNV-1a of rel with a 64-bit finisher, as
  * a fraction of 2^64, below val_fraction. */
 int data_file_in_val(const char *rel, double val_fraction);
+/* That hash as a fraction of 2^64, in [0, 1). */
+double data_file_hash(const char *rel);
+/* A view of d whose validation split is d's tuning split (no data of
+ * its own: never closed; valid while d is open). */
+void data_tune_view(const struct data *d, struct data *view);
 
 /* Training and validation streams of learner `learner` of `learners`. */
 int data_open(struct data *d, const struct job_data *jd, int vocab,

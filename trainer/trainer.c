@@ -72,6 +72,8 @@ struct trainer {
 	uint64_t adam_t;              /* AdamW updates since m, v were zero */
 	uint64_t sched_step;          /* the lr schedule's step; 0: step's */
 	struct evaluator *ev;         /* made at the first trainer_eval */
+	struct data tune;             /* data's tuning split as validation */
+	struct evaluator *ev_tune;    /* made at the first trainer_eval_tune */
 	struct opt_arg opt;
 };
 
@@ -131,6 +133,7 @@ void trainer_free(struct trainer *t)
 	if (!t)
 		return;
 	evaluator_free(t->ev);
+	evaluator_free(t->ev_tune);
 	model_free(t->model);
 	data_close(&t->data);
 	free(t->m);
@@ -293,6 +296,23 @@ int trainer_eval(struct trainer *t, size_t max_tokens, double *loss,
 			return -1;
 	}
 	return evaluator_loss(t->ev, model_params(t->model), max_tokens, loss, e);
+}
+
+int trainer_eval_tune(struct trainer *t, size_t max_tokens, double *loss,
+		      struct err *e)
+{
+	*loss = NAN;
+	if (!t->data.ntune)
+		return 0;
+	if (!t->ev_tune) {
+		data_tune_view(&t->data, &t->tune);
+		t->ev_tune = evaluator_make(&t->cfg, &t->tune, t->B, t->T,
+					    t->js.learners.threads, e);
+		if (!t->ev_tune)
+			return -1;
+	}
+	return evaluator_loss(t->ev_tune, model_params(t->model), max_tokens,
+			      loss, e);
 }
 
 /* ---- checkpoint ---- */

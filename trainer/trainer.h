@@ -58,6 +58,10 @@ const struct model_config *trainer_config(const struct trainer *t);
 /* Mean validation loss over at most max_tokens tokens. */
 int trainer_eval(struct trainer *t, size_t max_tokens, double *loss,
 		 struct err *e);
+/* The same on the tuning split (spec.data.tuneFraction; trainer/data.h):
+ * NAN when there is none. */
+int trainer_eval_tune(struct trainer *t, size_t max_tokens, double *loss,
+		      struct err *e);
 /* Parameters + optimizer state + step, with magic, shapes and checksum. */
 int trainer_save(struct trainer *t, const char *path, struct err *e);
 int trainer_load(struct trainer *t, const char *path, struct err *e);

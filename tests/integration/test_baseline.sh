@@ -3,7 +3,9 @@
 # job. Every learning rate runs to its final loss, the lowest is chosen and
 # compared, each run's log is in the run folder; a second run with the same
 # settings reads every trial from the cache and chooses the same; a bad
-# list is refused before anything runs.
+# list is refused before anything runs. With spec.data.tuneFraction the
+# sweep chooses by the loss on the tuning split, and the loss it reports
+# is on the validation split.
 set -eu
 BIN=${BUILD:-build}/ddiloco
 dir=$(mktemp -d /tmp/ddiloco-baseline-XXXXXX)
@@ -60,5 +62,22 @@ rc=0
 [ "$rc" -eq 2 ] || fail "bad --baseline-lr exited $rc"
 grep -q "baseline-lr: '0.01,fast' is not a list" "$dir/out3" || fail "no clear error: $(cat "$dir/out3")"
 [ ! -e "$dir/runs/c/report.json" ] || fail "the job ran with a bad --baseline-lr"
+
+# 4. tuned on a split of its own (spec.data.tuneFraction)
+sed 's/valFraction: 0.05}/valFraction: 0.1, tuneFraction: 0.5}/' "$dir/job.yaml" > "$dir/tune.yaml"
+grep -q 'tuneFraction: 0.5' "$dir/tune.yaml" || fail "no tuneFraction in the job"
+"$BIN" run "$dir/tune.yaml" --run-dir "$dir/runs/d" --baseline-lr 0.0005,0.01 \
+	--timeout 300 > "$dir/out4" 2>&1 || { cat "$dir/out4"; fail "the tuned run failed"; }
+tr="$dir/runs/d/report.json"
+for lr in 0.0005 0.01; do
+	grep -q '^final eval_loss=.* tune_loss=' "$dir/runs/d/baseline-lr$lr.log" ||
+		fail "no tune_loss in the final line for lr $lr"
+done
+jq -e '.baseline as $b | ($b.sweep | min_by(.tune_loss)) as $m |
+	$m.chosen and $b.lr == $m.lr and $b.final_eval_loss == $m.final_eval_loss' "$tr" > /dev/null ||
+	fail "the chosen rate is not the lowest tuning loss: $(jq -c .baseline.sweep "$tr")"
+jq -e '.baseline.sweep | all(.tune_loss != .final_eval_loss)' "$tr" > /dev/null ||
+	fail "the tuning and validation losses are the same: one split"
+echo "tuned sweep: $(jq -c '[.baseline.sweep[] | {lr, tune_loss, final_eval_loss}]' "$tr")"
 echo "baseline sweep: $(jq -c '[.baseline.sweep[] | {lr, final_eval_loss}]' "$rep")"
 echo "test_baseline: pass"

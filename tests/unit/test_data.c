@@ -169,6 +169,74 @@ static void split_by_files(void **state)
 	assert_non_null(strstr(e.msg, "in the validation split (spec.data.split files"));
 }
 
+/*
+ * spec.data.tuneFraction: the tuning split is held out too, apart from
+ * validation: the first share of the tail, or of valPath; with a split
+ * by files, files of their own (hash below valFraction·tuneFraction).
+ * Nothing is on two sides; validation is what is left.
+ */
+static void tuning_split(void **state)
+{
+	struct job_data jd = { .val_fraction = 0.25, .tune_fraction = 0.4 };
+	int seen[60] = { 0 };
+	size_t want[3] = { 0 };   /* train, validation, tuning */
+	struct data d, view;
+	char name[64];
+
+	(void)state;
+	write_shard("tn.bin", 100, 1000);   /* tokens 0..99 */
+	path_of(jd.path, sizeof(jd.path), "tn.bin");
+	assert_int_equal(data_open(&d, &jd, 1000, 0, 1, NULL), 0);
+	assert_int_equal(d.ntrain, 75);
+	assert_int_equal(d.ntune, 10);      /* 0.4 of the 25 held out */
+	assert_int_equal(d.tune[0], 75);
+	assert_int_equal(d.nval, 15);
+	assert_int_equal(d.val[0], 85);
+	data_tune_view(&d, &view);
+	assert_int_equal(data_val_rows(&view, 4), 2);   /* (10 − 1)/4 */
+	assert_ptr_equal(view.val, d.tune);
+	data_close(&d);
+	path_of(jd.val_path, sizeof(jd.val_path), "tn.bin");   /* valPath */
+	assert_int_equal(data_open_val(&d, &jd, 1000, NULL), 0);
+	assert_int_equal(d.ntune, 40);
+	assert_int_equal(d.nval, 60);
+	assert_int_equal(d.val[0], 40);
+	data_close(&d);
+	jd.val_path[0] = '\0';
+	jd.split = SPLIT_FILES;
+	jd.val_fraction = 0.5;
+	jd.tune_fraction = 0.5;
+	for (int i = 0; i < 60; i++) {
+		char buf[8];
+		double h;
+
+		memset(buf, 'a', sizeof(buf));
+		buf[0] = (char)(' ' + i);
+		snprintf(name, sizeof(name), "tt/f%02d", i);
+		path_of(jd.path, sizeof(jd.path), "tt");
+		assert_int_equal(mkdir_p(jd.path, NULL), 0);
+		write_file(name, buf, sizeof(buf));
+		h = data_file_hash(name + 3);
+		want[h >= 0.5 ? 0 : h >= 0.25 ? 1 : 2] += sizeof(buf);
+	}
+	assert_true(want[0] && want[1] && want[2]);
+	path_of(jd.path, sizeof(jd.path), "tt");
+	assert_int_equal(data_open(&d, &jd, 256, 0, 1, NULL), 0);
+	assert_int_equal(d.ntrain, want[0]);
+	assert_int_equal(d.nval, want[1]);
+	assert_int_equal(d.ntune, want[2]);
+	for (size_t k = 0; k < d.ntrain; k++)
+		seen[d.train[k] - ' '] += d.train[k] < 'a';
+	for (size_t k = 0; k < d.nval; k++)
+		seen[d.val[k] - ' '] += d.val[k] < 'a';
+	for (size_t k = 0; k < d.ntune; k++)
+		seen[d.tune[k] - ' '] += d.tune[k] < 'a';
+	for (int i = 0; i < 60; i++)
+		if (' ' + i < 'a')
+			assert_int_equal(seen[i], 1);   /* one side each */
+	data_close(&d);
+}
+
 /* An evaluation's rows spread over the split, not its first ones. */
 static void validation_rows_are_spread(void **state)
 {
@@ -354,6 +422,7 @@ int main(void)
 		cmocka_unit_test(split_and_learner_windows),
 		cmocka_unit_test(own_shards),
 		cmocka_unit_test(split_by_files),
+		cmocka_unit_test(tuning_split),
 		cmocka_unit_test(validation_rows_are_spread),
 	};
 
