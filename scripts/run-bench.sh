@@ -3,6 +3,7 @@
 # prints key=value lines.
 BUILD=${BUILD:-build}
 export BUILD
+export MAKE_BENCH=1
 for b in "$@"; do
 	echo "=== $(basename "$b")"
 	"$b" || echo "bench_failed=$(basename "$b")"

@@ -1,0 +1,186 @@
+"""The quality study (bench/quality.sh; docs/quality.md).
+
+Runs examples/study.yaml (or $JOB) over a grid of cells, each one
+`ddiloco run` of the job with a few fields changed, and keeps what each
+finished cell measured as one JSON file in bench/quality/runs/ (tracked
+by git): a second call, in this session or a later one, on this machine
+or another, runs only the cells that have no file yet. A cell's file
+names the job's text it ran (its hash): when the job file changes, its
+cells run again.
+
+Cells:
+  m<M>-<fast|slow>-s<SEED>  M learners, learner M-1 at half speed or not,
+                            chaos as the job says, model and chaos seed
+                            SEED; the cell of seed 1 without a slow
+                            learner also trains the data-parallel
+                            baseline at M, tuned over the job's lr times
+                            1/2, 1/sqrt2, 1, sqrt2, 2 on the tuning split
+                            (spec.data.tuneFraction; docs/run.md)
+  h<H>-<enc>                M = 8 with the slow learner, seed 1, the
+                            fragments merged every H learner steps, with
+                            enc f32 (f32 answers, whole f32 updates) or
+                            int8 (int8 answers, int8 deltas)
+
+Then writes docs/quality.md and its plots (docs/quality/*.svg) from every
+cell file there is. Usage:
+  sh bench/quality.sh [run|report] [CELL ...]
+run (the default) runs the cells given, else every cell of the grid,
+then writes the report; report only writes it. Environment: JOB, MS
+("4 8 16"), SEEDS ("1 2"), HS ("16 64 256"), BUILD (build), QUALITY_DIR
+(where the cells, runs and page go instead of the repository).
+"""
+import hashlib
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import time
+
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# QUALITY_DIR: another place for the cell files, the page and its plots
+# (a test's); by default the repository's
+HOME = os.environ.get("QUALITY_DIR")
+OUT = os.path.join(HOME or ROOT, "bench", "quality", "runs")
+DOC = os.path.join(HOME or ROOT, "docs", "quality.md")
+PLOTS = os.path.join(HOME or ROOT, "docs", "quality")
+JOB = os.environ.get("JOB", os.path.join(ROOT, "examples", "study.yaml"))
+BIN = os.path.join(ROOT, os.environ.get("BUILD", "build"), "ddiloco")
+
+
+def words(name, default):
+    return [int(w) for w in os.environ.get(name, default).split()]
+
+
+def grid():
+    cells = []
+    for m in words("MS", "4 8 16"):
+        for slow in ("fast", "slow"):
+            for seed in words("SEEDS", "1 2"):
+                cells.append("m%d-%s-s%d" % (m, slow, seed))
+    for h in words("HS", "16 64 256"):
+        for enc in ("f32", "int8"):
+            cells.append("h%d-%s" % (h, enc))
+    return cells
+
+
+def cell_job(base, cell):
+    """The job of a cell, and whether it trains the baseline."""
+    job = json.loads(json.dumps(base))
+    spec = job["spec"]
+    sy = spec.setdefault("syncer", {})
+    m = re.fullmatch(r"m(\d+)-(fast|slow)-s(\d+)", cell)
+    h = re.fullmatch(r"h(\d+)-(f32|int8)", cell)
+    if m:
+        M, slow, seed = int(m.group(1)), m.group(2) == "slow", int(m.group(3))
+    elif h:
+        M, slow, seed = 8, True, 1
+        sy["syncEvery"] = int(h.group(1))
+        enc = h.group(2)
+        sy["encoding"] = enc
+        sy["updateEncoding"] = enc
+        sy["updateDelta"] = enc != "f32"
+    else:
+        raise SystemExit("quality: no such cell '%s' (m<M>-<fast|slow>-s<SEED> "
+                         "or h<H>-<f32|int8>)" % cell)
+    job["metadata"]["name"] = "study-" + cell
+    spec["learners"]["replicas"] = M
+    spec["learners"].pop("slowdown", None)
+    if slow:
+        spec["learners"]["slowdown"] = {str(M - 1): 2.0}
+    # a quorum of three quarters of the learners, as the job's 6 of 8
+    sy["minQuorum"] = max(1, (3 * M) // 4)
+    spec["model"]["seed"] = 1336 + seed
+    spec.setdefault("chaos", {})["seed"] = seed
+    return job, bool(m) and not slow and seed == 1
+
+
+def fates(log, learner):
+    """The syncer's last words on a learner: its steps' shares."""
+    pat = re.compile(r"learner %d: .* steps trained: merged ([0-9.]+), "
+                     r"late ([0-9.]+), refused ([0-9.]+), overwritten ([0-9.]+)"
+                     % learner)
+    last = None
+    with open(log) as f:
+        for line in f:
+            hit = pat.search(line)
+            if hit:
+                last = [float(x) for x in hit.groups()]
+    if not last:
+        return None
+    return dict(zip(("merged", "late", "refused", "overwritten"), last))
+
+
+def run_cell(base, text_hash, cell, rundir):
+    job, with_baseline = cell_job(base, cell)
+    os.makedirs(rundir, exist_ok=True)
+    path = os.path.join(rundir, "job.yaml")
+    with open(path, "w") as f:
+        yaml.safe_dump(job, f, sort_keys=False)
+    cmd = [BIN, "run", path, "--run-dir", os.path.join(rundir, "run")]
+    if with_baseline:
+        lr = job["spec"]["optimizer"]["lr"]
+        s = math.sqrt(2)
+        cmd += ["--baseline-lr", ",".join("%g" % (lr * k) for k in
+                                           (0.5, 1 / s, 1, s, 2))]
+    t0 = time.time()
+    print("quality: %s: %s" % (cell, " ".join(cmd)), flush=True)
+    with open(os.path.join(rundir, "out.log"), "w") as out:
+        rc = subprocess.call(cmd, stdout=out, stderr=subprocess.STDOUT)
+    if rc:
+        raise SystemExit("quality: %s: ddiloco run exited %d; see %s/out.log"
+                         % (cell, rc, rundir))
+    rep = json.load(open(os.path.join(rundir, "run", "report.json")))
+    M = job["spec"]["learners"]["replicas"]
+    res = {
+        "cell": cell, "job_sha256": text_hash, "learners": M,
+        "slow": "slowdown" in job["spec"]["learners"],
+        "syncer": job["spec"]["syncer"], "seconds": time.time() - t0,
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "cpus": os.cpu_count(), "final_eval_loss": rep["final_eval_loss"],
+        "tokens": rep["tokens"], "uptime": rep["uptime"],
+        "goodput": rep["goodput"], "kills": rep["kills"],
+        "bytes": rep["bytes"], "pace": rep["pace"],
+        "goodput_breakdown": rep["goodput_breakdown"],
+        "invariants": rep["invariants"],
+        "eval_history": [(e["tokens"], e["loss"]) for e in rep["eval_history"]],
+        "slow_learner": fates(os.path.join(rundir, "run", "syncer.log"), M - 1),
+    }
+    if with_baseline and rep.get("baseline"):
+        b = rep["baseline"]
+        res["baseline"] = {"lr": b.get("lr"), "final_eval_loss":
+                           b["final_eval_loss"], "sweep": b.get("sweep"),
+                           "seconds": b["seconds"]}
+    return res
+
+
+def run(cells):
+    text = open(JOB, "rb").read()
+    text_hash = hashlib.sha256(text).hexdigest()
+    base = yaml.safe_load(text)
+    os.makedirs(OUT, exist_ok=True)
+    for cell in cells or grid():
+        out = os.path.join(OUT, cell + ".json")
+        if os.path.exists(out) and json.load(open(out)).get("job_sha256") == text_hash:
+            print("quality: %s: done before (%s)" % (cell, out), flush=True)
+            continue
+        res = run_cell(base, text_hash, cell,
+                       os.path.join(HOME or ROOT, "runs", "study", cell))
+        with open(out + ".tmp", "w") as f:
+            json.dump(res, f, indent=1)
+        os.replace(out + ".tmp", out)
+        print("quality: %s: loss %.4f in %.0f s" % (cell, res["final_eval_loss"],
+                                                   res["seconds"]), flush=True)
+
+
+if __name__ == "__main__":
+    what = sys.argv[1] if len(sys.argv) > 1 else "run"
+    if what == "run":
+        run(sys.argv[2:])
+    elif what != "report":
+        raise SystemExit("usage: sh bench/quality.sh [run|report] [CELL ...]")
+    import quality_report
+    quality_report.write(OUT, DOC, PLOTS, JOB)

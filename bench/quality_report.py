@@ -1,0 +1,213 @@
+"""docs/quality.md and its plots from the study's cell files
+(bench/quality.py). Every figure it writes is read from those files; the
+page names the command that made them."""
+import glob
+import json
+import math
+import os
+import statistics
+
+COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
+
+
+def load(out):
+    cells = {}
+    for path in sorted(glob.glob(os.path.join(out, "*.json"))):
+        c = json.load(open(path))
+        cells[c["cell"]] = c
+    return cells
+
+
+def baseline_of(cells, M):
+    for c in cells.values():
+        if c["learners"] == M and c.get("baseline"):
+            return c["baseline"]
+    return None
+
+
+def dp_ratio(c, bits):
+    """Bytes over data parallel's ring all-reduce of the gradient in
+    `bits`-bit values (report.json's model is f32)."""
+    return c["bytes"]["ratio"] * 32.0 / bits
+
+
+def fmt_range(xs, f="%.4f"):
+    if not xs:
+        return "–"
+    if len(xs) == 1:
+        return f % xs[0]
+    return (f + " (" + f + "–" + f + ")") % (statistics.mean(xs), min(xs), max(xs))
+
+
+def svg(title, xlabel, ylabel, series, logx=False):
+    """A line plot: series is [(label, [(x, y), ...])]."""
+    W, H, L, R, T, B = 640, 400, 70, 150, 30, 50
+    pts = [p for _, s in series for p in s if p[1] is not None]
+    if not pts:
+        return None
+    tx = (lambda x: math.log10(x)) if logx else (lambda x: x)
+    xs = [tx(p[0]) for p in pts]
+    ys = [p[1] for p in pts]
+    x0, x1 = min(xs), max(xs)
+    y0, y1 = min(ys), max(ys)
+    if x1 == x0:
+        x0, x1 = x0 - 1, x1 + 1
+    pad = (y1 - y0) * 0.05 or 0.01
+    y0, y1 = y0 - pad, y1 + pad
+
+    def X(x):
+        return L + (tx(x) - x0) / (x1 - x0) * (W - L - R)
+
+    def Y(y):
+        return H - B - (y - y0) / (y1 - y0) * (H - T - B)
+
+    o = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" '
+         'font-family="sans-serif" font-size="12">' % (W, H),
+         '<rect width="100%" height="100%" fill="white"/>',
+         '<text x="%d" y="18" font-size="14">%s</text>' % (L, title),
+         '<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>'
+         % (L, H - B, W - R, H - B),
+         '<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>'
+         % (L, T, L, H - B)]
+    for k in range(5):
+        yv = y0 + (y1 - y0) * k / 4
+        o.append('<text x="%d" y="%.1f" text-anchor="end">%.3g</text>'
+                 % (L - 5, Y(yv) + 4, yv))
+        xv = x0 + (x1 - x0) * k / 4
+        lab = 10 ** xv if logx else xv
+        o.append('<text x="%.1f" y="%d" text-anchor="middle">%.3g</text>'
+                 % (L + (xv - x0) / (x1 - x0) * (W - L - R), H - B + 16, lab))
+    o.append('<text x="%d" y="%d" text-anchor="middle">%s</text>'
+             % ((L + W - R) // 2, H - 10, xlabel))
+    o.append('<text x="14" y="%d" transform="rotate(-90 14 %d)" '
+             'text-anchor="middle">%s</text>' % (H // 2, H // 2, ylabel))
+    for i, (label, s) in enumerate(series):
+        col = COLORS[i % len(COLORS)]
+        s = [p for p in s if p[1] is not None]
+        if len(s) > 1:
+            o.append('<polyline fill="none" stroke="%s" stroke-width="1.5" '
+                     'points="%s"/>' % (col, " ".join("%.1f,%.1f" % (X(x), Y(y))
+                                                     for x, y in s)))
+        for x, y in s:
+            o.append('<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s"/>'
+                     % (X(x), Y(y), col))
+        o.append('<text x="%d" y="%d" fill="%s">%s</text>'
+                 % (W - R + 8, T + 16 * (i + 1), col, label))
+    o.append("</svg>")
+    return "\n".join(o) + "\n"
+
+
+def write(out, doc, plots, job):
+    cells = load(out)
+    os.makedirs(plots, exist_ok=True)
+    grid = sorted({(c["learners"], c["slow"]) for c in cells.values()
+                   if c["cell"].startswith("m")})
+    rows = []
+    for M, slow in grid:
+        cs = [c for c in cells.values() if c["cell"].startswith("m") and
+              c["learners"] == M and c["slow"] == slow]
+        b = baseline_of(cells, M)
+        losses = [c["final_eval_loss"] for c in cs]
+        ratios = [l / b["final_eval_loss"] for l in losses] if b else []
+        sl = [c["slow_learner"] for c in cs if slow and c.get("slow_learner")]
+        rows.append("| %d | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            M, "one 2× slower" if slow else "–", len(cs), fmt_range(losses),
+            "%.4f (lr %g)" % (b["final_eval_loss"], b["lr"]) if b else "–",
+            fmt_range(ratios),
+            fmt_range([1 / dp_ratio(c, 16) for c in cs], "%.0f"),
+            fmt_range([c["goodput"] for c in cs], "%.3f"),
+            fmt_range([c["uptime"] for c in cs], "%.3f"),
+            fmt_range([s["merged"] for s in sl], "%.3f") if sl else "–",
+            fmt_range([s["late"] for s in sl], "%.3f") if sl else "–"))
+    hrows = []
+    for c in sorted((c for c in cells.values() if c["cell"].startswith("h")),
+                    key=lambda c: (c["syncer"]["syncEvery"], c["cell"])):
+        b = baseline_of(cells, c["learners"])
+        hrows.append("| %d | %s | %.4f | %s | %.0f | %.0f |" % (
+            c["syncer"]["syncEvery"], c["cell"].split("-")[1],
+            c["final_eval_loss"],
+            "%.4f" % (c["final_eval_loss"] / b["final_eval_loss"]) if b else "–",
+            1 / dp_ratio(c, 16), 1 / dp_ratio(c, 32)))
+    # plots
+    ms = sorted({M for M, _ in grid})
+    for M in ms:
+        series = []
+        for c in sorted(cells.values(), key=lambda c: c["cell"]):
+            if c["cell"].startswith("m%d-" % M):
+                series.append((c["cell"], [(t, l) for t, l in c["eval_history"] if t > 0]))
+        b = baseline_of(cells, M)
+        if b:
+            series.append(("data parallel", [(c["tokens"], b["final_eval_loss"])
+                                             for c in cells.values()
+                                             if c["cell"] == "m%d-fast-s1" % M]))
+        s = svg("Loss against tokens, M = %d" % M, "tokens", "eval loss", series)
+        if s:
+            open(os.path.join(plots, "loss-m%d.svg" % M), "w").write(s)
+    series = []
+    for slow in (False, True):
+        pts = []
+        for M in ms:
+            b = baseline_of(cells, M)
+            ls = [c["final_eval_loss"] for c in cells.values()
+                  if c["cell"].startswith("m") and c["learners"] == M and c["slow"] == slow]
+            if b and ls:
+                pts.append((M, statistics.mean(ls) / b["final_eval_loss"]))
+        series.append(("one slow" if slow else "equal speed", pts))
+    s = svg("Loss over the tuned data-parallel baseline's, against M",
+            "learners M", "loss ratio", series)
+    if s:
+        open(os.path.join(plots, "ratio-m.svg"), "w").write(s)
+    series = []
+    for enc in ("f32", "int8"):
+        series.append((enc, sorted((c["bytes"]["exchanged"], c["final_eval_loss"])
+                                   for c in cells.values()
+                                   if c["cell"].startswith("h") and c["cell"].endswith(enc))))
+    s = svg("Loss against bytes, H = 16, 64, 256 (M = 8, one slow)",
+            "bytes exchanged", "eval loss", series, logx=True)
+    if s:
+        open(os.path.join(plots, "loss-bytes.svg"), "w").write(s)
+    total = sum(c["seconds"] for c in cells.values())
+    grid_all = len(cells)
+    with open(doc, "w") as f:
+        f.write(PAGE.format(
+            job=os.path.relpath(job, os.path.dirname(os.path.dirname(doc))),
+            n=grid_all, hours=total / 3600,
+            rows="\n".join(rows) or "| – |", hrows="\n".join(hrows) or "| – |",
+            plots="\n".join("![%s](quality/%s)" % (p[:-4], p)
+                            for p in sorted(os.listdir(plots)))))
+
+
+PAGE = """# Quality
+
+Written by `sh bench/quality.sh` (bench/quality.py, bench/quality_report.py)
+from the cells it has run, each kept in bench/quality/runs/CELL.json;
+do not edit by hand. The job: {job}. {n} cells, {hours:.1f} hours of runs
+in all (each cell's own time, its baseline's sweep included, is in its
+file, with the machine's cores and the date).
+
+Loss is the final eval loss on the validation split; the data-parallel
+baseline is `ddiloco train` at M times the batch on the same tokens, its
+learning rate chosen over the job's lr × 1/2, 1/√2, 1, √2, 2 on the
+tuning split, which no reported loss uses (docs/run.md, The
+data-parallel baseline). Bytes are what the syncer received and sent,
+against data parallel's ring all-reduce of the gradient for the same
+tokens: each of M workers sends and receives 2(M−1)/M of N values a
+step, in bf16 (2 bytes) or f32 (4); the columns give 1/x (so 100 means
+a hundredth). Slow: learner M−1 steps at half speed
+(spec.learners.slowdown); its merged and late shares are of the steps
+it trained. Mean (min–max) over seeds.
+
+| M | slow | seeds | loss | baseline | loss / baseline | 1/(bytes / bf16 DP) | goodput | uptime | slow merged | slow late |
+|---|---|---|---|---|---|---|---|---|---|---|
+{rows}
+
+Bytes against loss by H (M = 8, the slow learner, seed 1): f32 answers
+and whole f32 updates, or int8 answers and int8 deltas
+(docs/protocol.md, Updates as deltas).
+
+| H | encoding | loss | loss / baseline | 1/(bytes / bf16 DP) | 1/(bytes / f32 DP) |
+|---|---|---|---|---|---|
+{hrows}
+
+{plots}
+"""

@@ -1,0 +1,59 @@
+#!/bin/sh
+# The quality study's driver (bench/quality.sh; docs/quality.md) on a
+# tiny job: M = 2 with and without a slow learner, one seed, H = 16 in
+# f32 and int8, in a folder of its own (QUALITY_DIR). Passes when
+#   - each cell ran once and left its file, with the job's hash, its
+#     loss and, for the slow cells, the slow learner's shares;
+#   - the first cell trained the baseline on the tuning split, five
+#     learning rates, and the page's rows compare with it;
+#   - a second call runs nothing (every cell "done before");
+#   - a changed job file runs its cells again.
+set -eu
+dir=$(mktemp -d /tmp/ddiloco-study-XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+export QUALITY_DIR="$dir/q" DDILOCO_CACHE_DIR="$dir/cache"
+export MS=2 SEEDS=1 HS=16
+cat > "$dir/job.yaml" <<YAML
+apiVersion: ddiloco.io/v1alpha1
+kind: DecoupledTrainingJob
+metadata:
+  name: qs
+spec:
+  learners: {replicas: 2, threads: 1}
+  model: {context: 32, layers: 1, heads: 2, channels: 32}
+  data: {path: /usr/share/games/fortunes, valFraction: 0.1, tuneFraction: 0.5}
+  optimizer: {lr: 0.005, warmupSteps: 5, batchSize: 8}
+  syncer: {minQuorum: 1, fragments: 2, evalEvery: 10, evalTokens: 2048}
+  budget: {tokens: 150000}
+  chaos: {enabled: false}
+YAML
+export JOB="$dir/job.yaml"
+sh bench/quality.sh run > "$dir/out1" 2>&1 || { cat "$dir/out1"; fail "the study failed"; }
+runs=$dir/q/bench/quality/runs
+for c in m2-fast-s1 m2-slow-s1 h16-f32 h16-int8; do
+	[ -f "$runs/$c.json" ] || fail "no file for cell $c"
+	jq -e '.final_eval_loss > 0 and .final_eval_loss < 6 and
+		(.job_sha256 | length) == 64' "$runs/$c.json" > /dev/null ||
+		fail "cell $c: $(jq -c '{final_eval_loss, job_sha256}' "$runs/$c.json")"
+done
+jq -e '.baseline.sweep | length == 5 and all(.tune_loss != null)' "$runs/m2-fast-s1.json" \
+	> /dev/null || fail "the baseline was not tuned on its split: $(jq -c .baseline "$runs/m2-fast-s1.json")"
+jq -e '.slow_learner.merged >= 0 and .slow_learner.merged <= 1' "$runs/m2-slow-s1.json" \
+	> /dev/null || fail "no slow learner's shares"
+jq -e '.syncer.updateDelta == true and .syncer.encoding == "int8"' "$runs/h16-int8.json" \
+	> /dev/null || fail "h16-int8 did not run int8 deltas"
+page=$dir/q/docs/quality.md
+base=$(jq -r '.baseline.final_eval_loss' "$runs/m2-fast-s1.json")
+grep -q "^| 2 | one 2× slower | 1 | .* | $(printf %.4f "$base") (lr " "$page" ||
+	fail "the page has no row of the slow cells against the baseline: $(grep '^| 2' "$page")"
+for p in loss-m2 ratio-m loss-bytes; do
+	grep -q '<polyline\|<circle' "$dir/q/docs/quality/$p.svg" || fail "plot $p is empty"
+done
+sh bench/quality.sh run > "$dir/out2" 2>&1 || { cat "$dir/out2"; fail "the second call failed"; }
+[ "$(grep -c 'done before' "$dir/out2")" -eq 4 ] || fail "the second call ran cells: $(cat "$dir/out2")"
+sed -i 's/tokens: 150000/tokens: 120000/' "$JOB"
+sh bench/quality.sh run m2-slow-s1 > "$dir/out3" 2>&1 || { cat "$dir/out3"; fail "the third call failed"; }
+grep -q 'm2-slow-s1: loss' "$dir/out3" || fail "a changed job did not run its cell again"
+echo "study: $(grep -c '' "$page") lines, cells $(ls "$runs" | tr '\n' ' ')"
+echo ok
