@@ -17,6 +17,8 @@
  * Beside it, each path's bytes per CPU second of this process (all its
  * threads, gRPC's included) and their ratio, sidecar_vs_tcp_cpu: what
  * each byte costs, which the load changes much less.
+ * SIDECAR_BENCH_ONLY=plain or tls runs that path alone, for a profile
+ * (docs/sidecar.md, Mutual TLS).
  */
 #include <arpa/inet.h>
 #include <grpc/byte_buffer.h>
@@ -458,6 +460,7 @@ int main(void)
 {
 	struct bench_pki pki;
 	struct rate s, t, st;
+	const char *only = getenv("SIDECAR_BENCH_ONLY");
 
 	log_init("bench");
 	/* as cmd_sidecar.c */
@@ -465,6 +468,22 @@ int main(void)
 	mallopt(M_MMAP_THRESHOLD, 32 << 20);
 	mallopt(M_TRIM_THRESHOLD, 1 << 30);
 	mallopt(M_TOP_PAD, 64 << 20);
+	/* SIDECAR_BENCH_ONLY=plain|tls: that path alone (a profile's; the
+	 * ratios are then not printed) */
+	if (only && strcmp(only, "plain") && strcmp(only, "tls")) {
+		fprintf(stderr, "SIDECAR_BENCH_ONLY: '%s' is not plain or tls\n", only);
+		return 2;
+	}
+	if (only) {
+		if (!strcmp(only, "tls"))
+			bench_pki_make(&pki);
+		s = sidecar_rate(!strcmp(only, "tls") ? &pki : NULL);
+		if (!strcmp(only, "tls"))
+			bench_pki_release(&pki);
+		printf("sidecar_%s_bytes_per_s=%.0f\nsidecar_%s_bytes_per_cpu_s=%.0f\n",
+		       only, s.bytes_per_s, only, s.bytes_per_cpu_s);
+		return s.bytes_per_s > 0 ? 0 : 1;
+	}
 	t = tcp_rate();
 	s = sidecar_rate(NULL);
 	bench_pki_make(&pki);
