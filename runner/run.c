@@ -69,6 +69,9 @@
 #define FAST_FAILS_MAX  5
 #define READY_TIMEOUT   60.0
 #define DONE_GRACE      10.0
+/* after done, how long the syncer's last evaluation is waited for
+ * (done_waited) */
+#define DONE_EVAL_WAIT  900.0
 #define STOP_GRACE      5.0
 
 struct slot {
@@ -125,6 +128,7 @@ struct runner {
 	struct run_view view;
 	FILE *events;
 	int done;                       /* /status said done */
+	int said_eval_wait;             /* done_waited's event was logged */
 	double done_at;
 	double last_poll, last_sample;
 	uint64_t rate_tokens;           /* tokens at rate_t, for tokens/s */
@@ -861,6 +865,37 @@ static int all_finished(const struct runner *R)
 	return !R->have_ev || (!R->ev.learner.pid && !R->ev.sidecar.pid);
 }
 
+/* The syncer's /status holds an evaluation of the last round. */
+static int final_eval_in(const struct runner *R)
+{
+	const struct syncer_status *f = &R->r->final;
+
+	return f->nevals && f->evals[f->nevals - 1].round >= f->round;
+}
+
+/*
+ * After done the learners and sidecars end at once, and the syncer makes
+ * its last evaluation, then exits (its rounds are over; a large
+ * evalTokens makes it take a while: a run stopped before it reported the
+ * loss of an earlier round as the final one). Waits for the learners at
+ * most DONE_GRACE, for that evaluation (or the syncer's exit) at most
+ * DONE_EVAL_WAIT.
+ */
+static int done_waited(struct runner *R, double t)
+{
+	double waited = t - R->done_at;
+
+	if (!all_finished(R) && waited <= DONE_GRACE)
+		return 0;
+	if (all_shards_finished(R) || final_eval_in(R) || waited > DONE_EVAL_WAIT)
+		return 1;
+	if (!R->said_eval_wait) {
+		R->said_eval_wait = 1;
+		event(R, "syncer: waiting for its last evaluation");
+	}
+	return 0;
+}
+
 static int wait_ready(struct runner *R, struct err *e)
 {
 	double end = clock_mono() + READY_TIMEOUT;
@@ -968,7 +1003,7 @@ static int supervise(struct runner *R, struct err *e)
 		if (!o->quiet)
 			run_view_update(&R->view, r, now_of(R), 10);
 		t = now_of(R);
-		if (R->done && (all_finished(R) || t - R->done_at > DONE_GRACE)) {
+		if (R->done && done_waited(R, t)) {
 			snprintf(r->outcome, sizeof(r->outcome), "done");
 			rc = 0;
 			break;

@@ -25,6 +25,7 @@
 #include "common/jobspec.h"
 #include "common/log.h"
 #include "common/pki.h"
+#include "common/util.h"
 #include "common/shard.h"
 #include "common/tls.h"
 #include "common/wire.h"
@@ -40,9 +41,16 @@ static void on_signal(int sig)
 	stop_flag = 1;
 }
 
+/* The test knob DDILOCO_TEST_EVAL_SECONDS=S: each evaluation takes S
+ * seconds more, as a large evalTokens does (tests/integration/test_run.sh,
+ * the last evaluation waited for). */
 static int eval_cb(void *ctx, const float *params, size_t max_tokens,
 		   double *loss, struct err *e)
 {
+	const char *slow = getenv("DDILOCO_TEST_EVAL_SECONDS");
+
+	if (slow && atof(slow) > 0)
+		sleep_seconds(atof(slow));
 	return evaluator_loss(ctx, params, max_tokens, loss, e);
 }
 

@@ -836,7 +836,9 @@ static int loop_turn(struct stream_server *sv, const struct syncer_params *p,
 		if (s->done) {
 			finish_job(sv, now);
 			st->finishing = 1;
-			st->finish_at = now + p->drain_seconds;
+			/* from the end of the last evaluation, which takes a
+			 * while: /status shows it to its readers meanwhile */
+			st->finish_at = clock_mono() + p->drain_seconds;
 		}
 	}
 	if (*stop && !s->stopping && !s->adopting) {

@@ -66,6 +66,20 @@ grep -q "^report: $dir/run1/report.json\$" "$dir/out1" || fail "no report path i
 [ "$(shm_left)" -eq 0 ] || fail "exchange folders left after the run"
 
 stamp "run to done passed"
+# 1b. a last evaluation longer than the learners' way out (a large
+# evalTokens; here DDILOCO_TEST_EVAL_SECONDS): it is waited for, and the
+# final loss is that of the last round
+sed -e 's/tokens: 2000000}/tokens: 300000}/' -e 's/evalEvery: 10,/evalEvery: 100000,/' \
+	-e 's/enabled: true,/enabled: false,/' "$dir/job.yaml" > "$dir/slow-eval.yaml"
+grep -q 'evalEvery: 100000' "$dir/slow-eval.yaml" || fail "no slow-eval job"
+DDILOCO_TEST_EVAL_SECONDS=12 "$BIN" run "$dir/slow-eval.yaml" --run-dir "$dir/run1b" \
+	--timeout 300 > "$dir/out1b" 2>&1 || { cat "$dir/out1b"; fail "the slow-eval run failed"; }
+rep="$dir/run1b/report.json"
+grep -q 'waiting for its last evaluation' "$dir/run1b/events.log" || fail "no wait for the last evaluation"
+jq -e '(.eval_history | length) >= 1 and .eval_history[-1].round == .rounds and
+	.final_eval_loss == .eval_history[-1].loss' "$rep" > /dev/null ||
+	fail "the final loss is not the last round's: $(jq -c '{rounds, final_eval_loss, eval_history}' "$rep")"
+stamp "the last evaluation waited for"
 # 2. Ctrl-C while training: everything stops, exit 130
 sed -i 's/tokens: 2000000}/tokens: 100000000}/' "$dir/job.yaml"
 "$BIN" run "$dir/job.yaml" --run-dir "$dir/run2" --no-chaos > "$dir/out2" 2>&1 &
