@@ -301,11 +301,30 @@ def cycles(edges):
     return found
 
 
+# The CRD's schema hash (docs/operator.md, The CRD): FNV-1a 64 of the
+# source without its hash line, which `make crds` writes; the operator
+# compares it with the served CRD's.
+HASH_LINE = re.compile(r'^    ddiloco\.io/schema-hash: "([0-9a-f]*)"\n', re.M)
+
+
+def crd_hash(text):
+    h = 0xcbf29ce484222325
+    for b in HASH_LINE.sub("", text).encode():
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return "%016x" % h
+
+
 def crd_copies(lint):
     if not lint.exists(CRD_SOURCE):
         lint.report(CRD_SOURCE, 1, "crd-copy", "the CRD's source is missing")
         return
-    src = lint.read(CRD_SOURCE).split("\n")
+    text = lint.read(CRD_SOURCE)
+    m = HASH_LINE.search(text)
+    if not m or m.group(1) != crd_hash(text):
+        lint.report(CRD_SOURCE, text[:m.start()].count("\n") + 1 if m else 1,
+                    "crd-copy", "its ddiloco.io/schema-hash is %s: run make crds"
+                    % ("stale" if m else "missing"))
+    src = text.split("\n")
     for c in CRD_COPIES:
         if not lint.exists(c):
             lint.report(c, 1, "crd-copy",
@@ -457,8 +476,18 @@ RULES = [long_functions, long_files, include_cycles, crd_copies,
 
 
 def write_crds(root):
-    with open(os.path.join(root, CRD_SOURCE), "rb") as f:
-        src = f.read()
+    path = os.path.join(root, CRD_SOURCE)
+    with open(path) as f:
+        text = f.read()
+    if not HASH_LINE.search(text):
+        sys.stderr.write("crds: %s has no ddiloco.io/schema-hash line\n" % CRD_SOURCE)
+        sys.exit(1)
+    new = HASH_LINE.sub('    ddiloco.io/schema-hash: "%s"\n' % crd_hash(text), text)
+    if new != text:
+        with open(path, "w") as f:
+            f.write(new)
+        print("crds: the schema hash of %s is %s" % (CRD_SOURCE, crd_hash(text)))
+    src = new.encode()
     for c in CRD_COPIES:
         path = os.path.join(root, c)
         try:
@@ -472,8 +501,30 @@ def write_crds(root):
         print("crds: wrote %s from %s" % (c, CRD_SOURCE))
 
 
+def write_crd_c(root, out):
+    """The CRD's text as C (operator/crd.h): the operator applies it."""
+    with open(os.path.join(root, CRD_SOURCE)) as f:
+        text = f.read()
+    lines = ["/* written by scripts/lint.py --crd-c from %s */" % CRD_SOURCE,
+             '#include "operator/crd.h"',
+             "const char crd_text[] ="]
+    for line in text.splitlines(True):
+        lines.append('\t"%s"' % line.replace("\\", "\\\\").replace('"', '\\"')
+                     .replace("\n", "\\n"))
+    lines.append(";")
+    lines.append('const char crd_schema_hash[] = "%s";' % crd_hash(text))
+    tmp = out + ".tmp"
+    with open(tmp, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    os.replace(tmp, out)
+
+
 def main(argv):
     args = argv[1:]
+    if len(args) == 2 and args[0] == "--crd-c":
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        write_crd_c(here, args[1])
+        return 0
     write = "--write-crds" in args
     args = [a for a in args if a != "--write-crds"]
     if len(args) > 1 or any(a.startswith("-") for a in args):

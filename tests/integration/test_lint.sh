@@ -145,6 +145,18 @@ $LINT --write-crds "$p" > "$dir/out" 2>&1 || fail "lint.py --write-crds failed"
 lint_ok "$p" "the copies written again"
 echo "ok: crd-copy: --write-crds writes the copies again"
 
+plant crd-hash
+# a schema changed without make crds: its hash is stale, in every copy
+for f in crds/decoupledtrainingjobs.yaml deploy/01-crd.yaml charts/ddiloco/crds/decoupledtrainingjobs.yaml; do
+	sed -i 's/default: f32}/default: bf16}/' "$p/$f"
+done
+line=$(grep -n 'ddiloco.io/schema-hash' "$ROOT/crds/decoupledtrainingjobs.yaml" | cut -d: -f1)
+lint_fails "$p" crd-copy "crds/decoupledtrainingjobs.yaml:$line: crd-copy: its ddiloco.io/schema-hash is stale: run make crds"
+$LINT --write-crds "$p" > "$dir/out" 2>&1 || fail "lint.py --write-crds failed"
+grep -q "the schema hash of crds/decoupledtrainingjobs.yaml is" "$dir/out" || fail "--write-crds did not say the new hash"
+lint_ok "$p" "the hash written again"
+echo "ok: crd-copy: a stale schema hash, written again by --write-crds"
+
 plant encoding-enum
 sed 's/ENC_INT4 = 3/ENC_INT4 = 3, ENC_FP8 = 4/' "$t/common/encoding.h" > "$p/common/encoding.h"
 lint_fails "$p" encoding-enum "common/encoding.h:1: encoding-enum: enum payload_enc"
