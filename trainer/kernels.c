@@ -278,6 +278,67 @@ ALWAYS_INLINE void residual_body(float *out, const float *a, const float *b,
 	}
 }
 
+/* ---- column sums ---- */
+
+/*
+ * Blocks of COLS columns keep their sums in registers over all the rows
+ * (the order per column is still row by row), instead of loading and
+ * storing dst once per row.
+ */
+#define COLS 64
+
+ALWAYS_INLINE void colsum_body(float *dst, const float *src, size_t rows,
+			       size_t cols, size_t ld)
+{
+	size_t c = 0;
+
+	for (; c + COLS <= cols; c += COLS) {
+		float acc[COLS];
+
+		memcpy(acc, dst + c, sizeof(acc));
+		for (size_t r = 0; r < rows; r++)
+#pragma GCC unroll 64
+			for (int k = 0; k < COLS; k++)
+				acc[k] += src[r * ld + c + k];
+		memcpy(dst + c, acc, sizeof(acc));
+	}
+	for (size_t r = 0; r < rows; r++)
+		for (size_t k = c; k < cols; k++)
+			dst[k] += src[r * ld + k];
+}
+
+ALWAYS_INLINE void layernorm_colsum_body(float *dw, float *db, const float *d,
+					 const float *x, const float *mean,
+					 const float *rstd, size_t rows,
+					 size_t cols, size_t ld)
+{
+	size_t c = 0;
+
+	for (; c + COLS / 2 <= cols; c += COLS / 2) {
+		float aw[COLS / 2], ab[COLS / 2];
+
+		memcpy(aw, dw + c, sizeof(aw));
+		memcpy(ab, db + c, sizeof(ab));
+		for (size_t r = 0; r < rows; r++) {
+			const float *dr = d + r * ld + c, *xr = x + r * ld + c;
+			float m = mean[r], s = rstd[r];
+
+#pragma GCC unroll 32
+			for (int k = 0; k < COLS / 2; k++) {
+				ab[k] += dr[k];
+				aw[k] += (xr[k] - m) * s * dr[k];
+			}
+		}
+		memcpy(dw + c, aw, sizeof(aw));
+		memcpy(db + c, ab, sizeof(ab));
+	}
+	for (size_t r = 0; r < rows; r++)
+		for (size_t k = c; k < cols; k++) {
+			db[k] += d[r * ld + k];
+			dw[k] += (x[r * ld + k] - mean[r]) * rstd[r] * d[r * ld + k];
+		}
+}
+
 /* ---- optimizer ---- */
 
 ALWAYS_INLINE void adamw_body(float *p, const float *g, float *m, float *v,
@@ -344,6 +405,14 @@ attr static void residual_##isa(float *out, const float *a, const float *b,    \
 attr static float softmax_row_##isa(float *p, const float *l, size_t V,        \
 				    float *max)                                \
 { return softmax_row_body(p, l, V, max); }                                     \
+attr static void colsum_##isa(float *dst, const float *src, size_t rows,       \
+			      size_t cols, size_t ld)                          \
+{ colsum_body(dst, src, rows, cols, ld); }                                     \
+attr static void layernorm_colsum_##isa(float *dw, float *db, const float *d,  \
+					const float *x, const float *mean,     \
+					const float *rstd, size_t rows,        \
+					size_t cols, size_t ld)                \
+{ layernorm_colsum_body(dw, db, d, x, mean, rstd, rows, cols, ld); }           \
 attr static void adamw_##isa(float *p, const float *g, float *m, float *v,     \
 			     size_t n, const struct kernels_adamw *s)          \
 { adamw_body(p, g, m, v, n, s); }                                              \
@@ -353,7 +422,8 @@ static const struct kernels kernels_##isa = {                                  \
 	#isa, gelu_forward_##isa, gelu_backward_##isa,                         \
 	layernorm_forward_##isa, layernorm_backward_##isa,                     \
 	causal_softmax_##isa, softmax_backward_##isa, residual_##isa,          \
-	softmax_row_##isa, adamw_##isa, sumsq_##isa,                           \
+	softmax_row_##isa, colsum_##isa, layernorm_colsum_##isa,               \
+	adamw_##isa, sumsq_##isa,                                              \
 };
 
 DEFINE_KERNELS(default, )

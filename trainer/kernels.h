@@ -1,7 +1,8 @@
 /*
  * kernels: the trainer's O(N·C) loops outside the matrix products —
  * GELU, layernorm rows, causal softmax blocks, residual adds, the
- * cross-entropy softmax, AdamW and the sum of squares of the gradient —
+ * cross-entropy softmax, the column sums of bias and layernorm
+ * gradients, AdamW and the sum of squares of the gradient —
  * written once in plain C and built for three instruction sets: SSE2
  * ("default"), AVX2 and AVX-512F. The set the CPU runs best is chosen at
  * run time (kernels_get); each kernel works on a contiguous range and
@@ -60,6 +61,16 @@ struct kernels {
 	/* one row: p (V) = softmax(l) (p may alias l); returns Σ exp(l − max)
 	 * and writes max */
 	float (*softmax_row)(float *p, const float *l, size_t V, float *max);
+	/* dst (cols) += Σ over rows of src (rows, ld), row by row in order;
+	 * for a bias gradient */
+	void (*colsum)(float *dst, const float *src, size_t rows, size_t cols,
+		       size_t ld);
+	/* dbias (cols) += Σ dout, dweight (cols) += Σ (x − mean)·rstd·dout
+	 * over rows of dout and x (rows, ld), row by row in order */
+	void (*layernorm_colsum)(float *dweight, float *dbias, const float *dout,
+				 const float *x, const float *mean,
+				 const float *rstd, size_t rows, size_t cols,
+				 size_t ld);
 	/* AdamW over n contiguous parameters */
 	void (*adamw)(float *p, const float *g, float *m, float *v, size_t n,
 		      const struct kernels_adamw *s);

@@ -174,20 +174,12 @@ static void layernorm_back_rows(void *a, size_t lo, size_t hi, int chunk)
 static void layernorm_back_cols(void *a, size_t lo, size_t hi, int chunk)
 {
 	struct ln_arg *l = a;
-	size_t C = (size_t)l->C;
-	float *restrict dw = l->dweight, *restrict db = l->dbias;
 
 	(void)chunk;
-	for (size_t n = 0; n < (size_t)l->N; n++) {
-		const float *restrict d = l->dout + n * C;
-		const float *restrict x = l->inp + n * C;
-		float m = l->cmean[n], s = l->crstd[n];
-
-		for (size_t i = lo; i < hi; i++) {
-			db[i] += d[i];
-			dw[i] += (x[i] - m) * s * d[i];
-		}
-	}
+	kernels_get()->layernorm_colsum(l->dweight + lo, l->dbias + lo,
+					l->dout + lo, l->inp + lo, l->cmean,
+					l->crstd, (size_t)l->N, hi - lo,
+					(size_t)l->C);
 }
 
 void layernorm_backward(struct pool *p, float *dinp, float *dweight,
@@ -243,12 +235,8 @@ static void bias_back_cols(void *a, size_t lo, size_t hi, int chunk)
 	struct mm_arg *m = a;
 
 	(void)chunk;
-	for (size_t n = 0; n < (size_t)m->N; n++) {
-		const float *d = m->dout + n * (size_t)m->OC;
-
-		for (size_t o = lo; o < hi; o++)
-			m->dbias[o] += d[o];
-	}
+	kernels_get()->colsum(m->dbias + lo, m->dout + lo, (size_t)m->N, hi - lo,
+			      (size_t)m->OC);
 }
 
 void matmul_backward(struct pool *p, float *dinp, float *dweight,

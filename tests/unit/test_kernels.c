@@ -3,7 +3,8 @@
  * every kernel against a naive double-precision loop written here, at
  * lengths with and without a tail past the lanes (tolerances: 1e-5
  * absolute + 1e-4 relative for the exp/tanh paths, 1e-6 + 1e-5 for sums
- * and AdamW, exact where the kernel's float expression is the reference),
+ * and AdamW, exact where the kernel's float expression in the same order
+ * is the reference: residual adds, column sums),
  * and the wider sets against "default" bit for bit.
  */
 #include <setjmp.h>
@@ -26,7 +27,7 @@
 #define SUM_RTOL 1e-5
 
 static const char *const sets[] = { "default", "avx2", "avx512" };
-static const size_t lengths[] = { 1, 7, 16, 37, 64, 100 };
+static const size_t lengths[] = { 1, 7, 16, 37, 64, 100, 130 };
 
 static struct rng rng;
 
@@ -205,6 +206,34 @@ static void softmax_matches_naive(const struct kernels *k)
 	}
 }
 
+/* column sums over 5 rows of n (row stride n + 3), in row order: exact */
+static void colsums_match_naive(const struct kernels *k, size_t n)
+{
+	enum { R = 5 };
+	size_t ld = n + 3;
+	float *d = randn(R * ld, 1), *x = randn(R * ld, 1), *mean = randn(R, 1);
+	float *rstd = randn(R, 1), *dw = randn(n, 1), *db = randn(n, 1);
+	float *ww = malloc(n * sizeof(float)), *wb = malloc(n * sizeof(float));
+
+	memcpy(ww, dw, n * sizeof(float));
+	memcpy(wb, db, n * sizeof(float));
+	for (size_t r = 0; r < R; r++)
+		for (size_t i = 0; i < n; i++) {
+			wb[i] += d[r * ld + i];
+			ww[i] += (x[r * ld + i] - mean[r]) * rstd[r] * d[r * ld + i];
+		}
+	k->layernorm_colsum(dw, db, d, x, mean, rstd, R, n, ld);
+	assert_memory_equal(dw, ww, n * sizeof(float));
+	assert_memory_equal(db, wb, n * sizeof(float));
+	for (size_t r = 0; r < R; r++)
+		for (size_t i = 0; i < n; i++)
+			wb[i] += x[r * ld + i];
+	k->colsum(db, x, R, n, ld);
+	assert_memory_equal(db, wb, n * sizeof(float));
+	free(d), free(x), free(mean), free(rstd), free(dw), free(db);
+	free(ww), free(wb);
+}
+
 static void sums_and_adamw_match_naive(const struct kernels *k)
 {
 	for (size_t li = 0; li < sizeof(lengths) / sizeof(*lengths); li++) {
@@ -226,6 +255,7 @@ static void sums_and_adamw_match_naive(const struct kernels *k)
 		k->residual(out, a, b, NULL, n, 1);
 		for (size_t i = 0; i < n; i++)
 			assert_exactly(out[i], a[i] + b[i]);
+		colsums_match_naive(k, n);
 		for (size_t i = 0; i < n; i++)
 			ss += (double)g[i] * g[i];
 		assert_near(k->sumsq(g, n), ss, 1e-12 * ss);
