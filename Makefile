@@ -95,6 +95,7 @@ SO_SRCS  := abi/ddiloco.c common/exchange.c common/exchange_file.c \
             common/fragment.c common/err.c \
             common/util.c common/jobspec.c common/jobspec_parse.c \
             common/encoding.c trainer/model.c trainer/layers.c \
+            trainer/kernels.c \
             trainer/pool.c trainer/optim.c
 SO_OBJS  := $(SO_SRCS:%.c=$(BUILD)/pic/%.o)
 

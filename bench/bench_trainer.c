@@ -13,8 +13,12 @@
  *   sgemm_gflops            the same FLOPs over the time OpenBLAS alone
  *                           (threading itself) takes for the step's
  *                           matrix products
- *   trainer_mfu_vs_sgemm    gflops / sgemm_gflops (target ≥ 0.6)
+ *   trainer_mfu_vs_sgemm    gflops / sgemm_gflops (target ≥ 0.85)
  *   trainer_mfu_vs_sgemm_cpu  the same in CPU seconds (see below)
+ *
+ * and, once, openblas_core and openblas_config (OpenBLAS's own words for
+ * the sgemm kernels it runs) and trainer_kernels (the set of
+ * trainer/kernels.h in use: avx512, avx2 or default).
  *
  * Trainer steps and sgemm calls are interleaved and the fastest of each
  * is kept, so a machine shared with other work distorts both alike.
@@ -28,6 +32,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "trainer/kernels.h"
 #include "trainer/trainer.h"
 
 struct shape {
@@ -292,6 +297,10 @@ int main(void)
 	if (write_corpus(corpus, 1 << 20))
 		return 1;
 	printf("config=L4_T256_B4_V256_heads_of_64\n");
+	/* which code ran: OpenBLAS's kernels, and the trainer's (kernels.h) */
+	printf("openblas_core=%s\n", openblas_get_corename());
+	printf("openblas_config=%s\n", openblas_get_config());
+	printf("trainer_kernels=%s\n", kernels_get()->name);
 	{
 		FILE *f = fopen("/proc/loadavg", "r");
 		double l;

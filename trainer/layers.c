@@ -11,10 +11,11 @@
  * together.
  *
  * The remaining loops are O(N·C): each is a pool_run over rows (or over
- * channels when rows would race on a shared gradient), with plain inner
- * loops over contiguous memory and no calls, so the compiler vectorises
- * them; exp and tanh are local polynomial versions for that reason
- * (libm's are opaque calls).
+ * channels when rows would race on a shared gradient) whose chunks call
+ * the kernels of kernels.h (the widest set the CPU runs). Biases of
+ * products followed by an elementwise pass (fc before GELU, the two
+ * projections before their residual add) are added in that pass instead
+ * of being copied into the product's output first.
  */
 #include "trainer/layers.h"
 
@@ -22,57 +23,7 @@
 #include <math.h>
 #include <string.h>
 
-/*
- * exp(x) for x ≤ 0 (Cephes single-precision polynomial, relative error
- * about 1e-7); inputs below -87 are clamped.
- */
-static inline __attribute__((always_inline)) float exp_neg(float x)
-{
-	union { float f; int i; } s;
-	float t, p;
-	int k;
-
-	x = x < -87.0f ? -87.0f : x;
-	x = x > 0.0f ? 0.0f : x;
-	/* k = floor(x·log2(e) + 0.5), computed with a positive truncation */
-	k = (int)(x * 1.44269504088896341f + 128.5f) - 128;
-	t = x - (float)k * 0.693359375f;
-	t = t - (float)k * -2.12194440e-4f;
-	p = 1.9875691500e-4f;
-	p = p * t + 1.3981999507e-3f;
-	p = p * t + 8.3334519073e-3f;
-	p = p * t + 4.1665795894e-2f;
-	p = p * t + 1.6666665459e-1f;
-	p = p * t + 5.0000001201e-1f;
-	p = p * t * t + t + 1.0f;
-	s.i = (k + 127) << 23;
-	return p * s.f;
-}
-
-/* tanh(x) = sign(x)·(1 − e)/(1 + e), e = exp(−2|x|) */
-static inline __attribute__((always_inline)) float tanh_fast(float x)
-{
-	float a = x < 0 ? -x : x;
-	float e = exp_neg(-2.0f * a);
-	float r = (1.0f - e) / (1.0f + e);
-
-	return x < 0 ? -r : r;
-}
-
-float layers_tanhf(float x)
-{
-	return tanh_fast(x);
-}
-
-/*
- * The heaviest elementwise loops also get an AVX2 build, picked at load
- * time; with no contraction or reassociation it gives the same bits.
- */
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define VECTOR_CLONES
-#endif
+#include "trainer/kernels.h"
 
 /* ---- sgemm on the pool ---- */
 
@@ -186,27 +137,13 @@ struct ln_arg {
 static void layernorm_rows(void *a, size_t lo, size_t hi, int chunk)
 {
 	struct ln_arg *l = a;
+	const struct kernels *k = kernels_get();
 	size_t C = (size_t)l->C;
-	const float eps = 1e-5f;
 
 	(void)chunk;
-	for (size_t n = lo; n < hi; n++) {
-		const float *x = l->inp + n * C;
-		float *o = l->out + n * C;
-		float m = 0, v = 0, s;
-
-		for (size_t i = 0; i < C; i++)
-			m += x[i];
-		m /= (float)C;
-		for (size_t i = 0; i < C; i++)
-			v += (x[i] - m) * (x[i] - m);
-		v /= (float)C;
-		s = 1.0f / sqrtf(v + eps);
-		for (size_t i = 0; i < C; i++)
-			o[i] = (x[i] - m) * s * l->weight[i] + l->bias[i];
-		l->mean[n] = m;
-		l->rstd[n] = s;
-	}
+	for (size_t n = lo; n < hi; n++)
+		k->layernorm_forward(l->out + n * C, &l->mean[n], &l->rstd[n],
+				     l->inp + n * C, l->weight, l->bias, C);
 }
 
 void layernorm_forward(struct pool *p, float *out, float *mean, float *rstd,
@@ -223,53 +160,26 @@ void layernorm_forward(struct pool *p, float *out, float *mean, float *rstd,
 static void layernorm_back_rows(void *a, size_t lo, size_t hi, int chunk)
 {
 	struct ln_arg *l = a;
+	const struct kernels *k = kernels_get();
 	size_t C = (size_t)l->C;
-	const float *restrict w = l->weight;
 
 	(void)chunk;
-	for (size_t n = lo; n < hi; n++) {
-		const float *restrict d = l->dout + n * C;
-		const float *restrict x = l->inp + n * C;
-		float *restrict dx = l->dinp + n * C;
-		float m = l->cmean[n], s = l->crstd[n];
-		float dnorm_mean = 0, dnorm_norm_mean = 0;
-
-		for (size_t i = 0; i < C; i++) {
-			float norm = (x[i] - m) * s;
-			float dnorm = w[i] * d[i];
-
-			dnorm_mean += dnorm;
-			dnorm_norm_mean += dnorm * norm;
-		}
-		dnorm_mean /= (float)C;
-		dnorm_norm_mean /= (float)C;
-		for (size_t i = 0; i < C; i++) {
-			float norm = (x[i] - m) * s;
-			float dnorm = w[i] * d[i];
-
-			dx[i] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * s;
-		}
-	}
+	for (size_t n = lo; n < hi; n++)
+		k->layernorm_backward(l->dinp + n * C, l->dout + n * C,
+				      l->inp + n * C, l->weight, l->cmean[n],
+				      l->crstd[n], C);
 }
 
 /* dweight and dbias sum over rows: split over channels */
 static void layernorm_back_cols(void *a, size_t lo, size_t hi, int chunk)
 {
 	struct ln_arg *l = a;
-	size_t C = (size_t)l->C;
-	float *restrict dw = l->dweight, *restrict db = l->dbias;
 
 	(void)chunk;
-	for (size_t n = 0; n < (size_t)l->N; n++) {
-		const float *restrict d = l->dout + n * C;
-		const float *restrict x = l->inp + n * C;
-		float m = l->cmean[n], s = l->crstd[n];
-
-		for (size_t i = lo; i < hi; i++) {
-			db[i] += d[i];
-			dw[i] += (x[i] - m) * s * d[i];
-		}
-	}
+	kernels_get()->layernorm_colsum(l->dweight + lo, l->dbias + lo,
+					l->dout + lo, l->inp + lo, l->cmean,
+					l->crstd, (size_t)l->N, hi - lo,
+					(size_t)l->C);
 }
 
 void layernorm_backward(struct pool *p, float *dinp, float *dweight,
@@ -325,12 +235,8 @@ static void bias_back_cols(void *a, size_t lo, size_t hi, int chunk)
 	struct mm_arg *m = a;
 
 	(void)chunk;
-	for (size_t n = 0; n < (size_t)m->N; n++) {
-		const float *d = m->dout + n * (size_t)m->OC;
-
-		for (size_t o = lo; o < hi; o++)
-			m->dbias[o] += d[o];
-	}
+	kernels_get()->colsum(m->dbias + lo, m->dout + lo, (size_t)m->N, hi - lo,
+			      (size_t)m->OC);
 }
 
 void matmul_backward(struct pool *p, float *dinp, float *dweight,
@@ -363,27 +269,6 @@ struct att_arg {
 	float scale;
 };
 
-/* Causal softmax of a (T,T) score block, in place. */
-VECTOR_CLONES static void causal_softmax(float *a, size_t T)
-{
-	for (size_t i = 0; i < T; i++) {
-		float *row = a + i * T;
-		float max = row[0], sum = 0, inv;
-
-		for (size_t j = 1; j <= i; j++)
-			max = row[j] > max ? row[j] : max;
-		for (size_t j = 0; j <= i; j++) {
-			row[j] = exp_neg(row[j] - max);
-			sum += row[j];
-		}
-		inv = 1.0f / sum;
-		for (size_t j = 0; j <= i; j++)
-			row[j] *= inv;
-		for (size_t j = i + 1; j < T; j++)
-			row[j] = 0.0f;
-	}
-}
-
 static void attention_heads(void *arg, size_t lo, size_t hi, int chunk)
 {
 	struct att_arg *s = arg;
@@ -400,7 +285,7 @@ static void attention_heads(void *arg, size_t lo, size_t hi, int chunk)
 		/* a (T,T) = q (T,hs) · k (T,hs)ᵀ / √hs */
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans,
 			    T, T, hs, s->scale, q, C3, k, C3, 0.0f, a, T);
-		causal_softmax(a, (size_t)T);
+		kernels_get()->causal_softmax(a, (size_t)T);
 		/* o (T,hs) = a (T,T) · v (T,hs) */
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans,
 			    T, hs, T, 1.0f, a, T, v, C3, 0.0f, o, C);
@@ -440,18 +325,7 @@ static void attention_back_heads(void *arg, size_t lo, size_t hi, int chunk)
 		cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans,
 			    T, hs, T, 1.0f, a, T, d, C, 0.0f, dv, C3);
 		/* softmax backward, scaled: da ← scale·a·(da − Σ a·da) */
-		for (size_t i = 0; i < (size_t)T; i++) {
-			const float *ar = a + i * T;
-			float *dr = da + i * T;
-			float dot = 0;
-
-			for (size_t j = 0; j <= i; j++)
-				dot += ar[j] * dr[j];
-			for (size_t j = 0; j <= i; j++)
-				dr[j] = s->scale * ar[j] * (dr[j] - dot);
-			for (size_t j = i + 1; j < (size_t)T; j++)
-				dr[j] = 0.0f;
-		}
+		kernels_get()->softmax_backward(da, a, (size_t)T, s->scale);
 		/* dq (T,hs) = da (T,T) · k (T,hs) */
 		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans,
 			    T, hs, T, 1.0f, da, T, k, C3, 0.0f, dq, C3);
@@ -474,53 +348,36 @@ void attention_backward(struct pool *p, float *dqkv, float *scratch,
 
 /* ---- elementwise ---- */
 
-#define GELU_SCALE 0.7978845608028654f   /* √(2/π) */
-
 struct ew_arg {
-	float *out;
-	const float *a, *b;
+	float *out, *pre;
+	const float *a, *b, *bias;
+	size_t cols;
 };
 
-VECTOR_CLONES static void gelu_chunk(void *arg, size_t lo, size_t hi, int chunk)
+static void gelu_rows(void *arg, size_t lo, size_t hi, int chunk)
 {
 	struct ew_arg *e = arg;
-	float *restrict out = e->out;
-	const float *restrict inp = e->a;
 
 	(void)chunk;
-	for (size_t i = lo; i < hi; i++) {
-		float x = inp[i];
-		float u = GELU_SCALE * (x + 0.044715f * x * x * x);
-
-		out[i] = 0.5f * x * (1.0f + tanh_fast(u));
-	}
+	kernels_get()->gelu_forward(e->out + lo * e->cols, e->pre + lo * e->cols,
+				    e->bias, hi - lo, e->cols);
 }
 
-void gelu_forward(struct pool *p, float *out, const float *inp, size_t n)
+void gelu_forward(struct pool *p, float *out, float *pre, const float *bias,
+		  int N, int OC)
 {
-	struct ew_arg e = { .out = out, .a = inp };
+	struct ew_arg e = { .out = out, .pre = pre, .bias = bias,
+			    .cols = (size_t)OC };
 
-	pool_run(p, gelu_chunk, &e, n);
+	pool_run(p, gelu_rows, &e, (size_t)N);
 }
 
-VECTOR_CLONES static void gelu_back_chunk(void *arg, size_t lo, size_t hi, int chunk)
+static void gelu_back_chunk(void *arg, size_t lo, size_t hi, int chunk)
 {
 	struct ew_arg *e = arg;
-	float *dinp = e->out;
-	const float *restrict inp = e->a;
-	const float *dout = e->b;
 
 	(void)chunk;
-	for (size_t i = lo; i < hi; i++) {
-		float x = inp[i];
-		float u = GELU_SCALE * (x + 0.044715f * x * x * x);
-		float th = tanh_fast(u);
-		float sech2 = 1.0f - th * th;
-		float g = 0.5f * (1.0f + th) +
-			  0.5f * x * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
-
-		dinp[i] = g * dout[i];
-	}
+	kernels_get()->gelu_backward(e->out + lo, e->a + lo, e->b + lo, hi - lo);
 }
 
 void gelu_backward(struct pool *p, float *dinp, const float *inp,
@@ -531,21 +388,23 @@ void gelu_backward(struct pool *p, float *dinp, const float *inp,
 	pool_run(p, gelu_back_chunk, &e, n);
 }
 
-static void residual_chunk(void *arg, size_t lo, size_t hi, int chunk)
+static void residual_rows(void *arg, size_t lo, size_t hi, int chunk)
 {
 	struct ew_arg *e = arg;
+	size_t o = lo * e->cols;
 
 	(void)chunk;
-	for (size_t i = lo; i < hi; i++)
-		e->out[i] = e->a[i] + e->b[i];
+	kernels_get()->residual(e->out + o, e->a + o, e->b + o, e->bias, hi - lo,
+				e->cols);
 }
 
 void residual_forward(struct pool *p, float *out, const float *a,
-		      const float *b, size_t n)
+		      const float *b, const float *bias, int N, int C)
 {
-	struct ew_arg e = { .out = out, .a = a, .b = b };
+	struct ew_arg e = { .out = out, .a = a, .b = b, .bias = bias,
+			    .cols = (size_t)C };
 
-	pool_run(p, residual_chunk, &e, n);
+	pool_run(p, residual_rows, &e, (size_t)N);
 }
 
 /* ---- cross-entropy ---- */
@@ -558,27 +417,18 @@ struct ce_arg {
 	int V;
 };
 
-VECTOR_CLONES static void ce_rows(void *arg, size_t lo, size_t hi, int chunk)
+static void ce_rows(void *arg, size_t lo, size_t hi, int chunk)
 {
 	struct ce_arg *c = arg;
+	const struct kernels *k = kernels_get();
 	size_t V = (size_t)c->V;
 
 	(void)chunk;
 	for (size_t n = lo; n < hi; n++) {
 		const float *l = c->logits + n * V;
-		float *p = c->probs + n * V;
-		float max = l[0], sum = 0, inv;
 		float lt = c->targets ? l[c->targets[n]] : 0.0f;  /* p may alias l */
+		float max, sum = k->softmax_row(c->probs + n * V, l, V, &max);
 
-		for (size_t i = 1; i < V; i++)
-			max = l[i] > max ? l[i] : max;
-		for (size_t i = 0; i < V; i++) {
-			p[i] = exp_neg(l[i] - max);
-			sum += p[i];
-		}
-		inv = 1.0f / sum;
-		for (size_t i = 0; i < V; i++)
-			p[i] *= inv;
 		/* −log p, from the logits so a tiny p loses nothing */
 		if (c->targets)
 			c->losses[n] = logf(sum) - (lt - max);

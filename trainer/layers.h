@@ -7,8 +7,9 @@
  * comments as (rows, cols) or (B, T, C).
  *
  * Every matrix product runs on OpenBLAS (cblas_sgemm), attention included
- * (one sgemm per (batch, head) and direction); the O(N·C) loops are
- * written to vectorise. Backward conventions, by argument:
+ * (one sgemm per (batch, head) and direction); the O(N·C) loops are the
+ * kernels of kernels.h, built for AVX-512, AVX2 and SSE2 and chosen at
+ * run time. Backward conventions, by argument:
  *   "+=" the kernel accumulates into it (weight/bias grads, and the
  *        residual-stream grad that a layernorm backward adds to);
  *   "="  the kernel overwrites it (no need to zero it first).
@@ -64,15 +65,20 @@ void attention_backward(struct pool *p, float *dqkv, float *scratch,
 			const float *dout, const float *qkv, const float *att,
 			int B, int T, int C, int NH);
 
-/* GELU, tanh approximation (as GPT-2), elementwise over n. */
-void gelu_forward(struct pool *p, float *out, const float *inp, size_t n);
+/*
+ * GELU, tanh approximation (as GPT-2): pre (N,OC) += bias (OC) in place
+ * (the matmul's bias, added here in the same pass; bias may be NULL),
+ * then out (N,OC) = gelu(pre).
+ */
+void gelu_forward(struct pool *p, float *out, float *pre, const float *bias,
+		  int N, int OC);
 /* dinp = dout · gelu'(inp) (dinp may alias dout). */
 void gelu_backward(struct pool *p, float *dinp, const float *inp,
 		   const float *dout, size_t n);
 
-/* out = a + b, elementwise over n (out may alias a). */
+/* out (N,C) = a + (b + bias (C)); bias may be NULL, out may alias a. */
 void residual_forward(struct pool *p, float *out, const float *a,
-		      const float *b, size_t n);
+		      const float *b, const float *bias, int N, int C);
 
 /*
  * probs (N,V) = softmax(logits (N,V)), in place allowed; with targets (N),
@@ -85,8 +91,5 @@ float crossentropy_forward(struct pool *p, float *probs, float *losses,
 /* dlogits (N,V) = (probs − onehot(target)) · dloss; in place allowed. */
 void crossentropy_backward(struct pool *p, float *dlogits, const float *probs,
 			   const int *targets, float dloss, int N, int V);
-
-/* A vectorisable tanh (|error| < 2e-7 absolute), used by GELU. */
-float layers_tanhf(float x);
 
 #endif

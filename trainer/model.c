@@ -438,17 +438,22 @@ float model_forward(struct model *m, const int *inputs, const int *targets)
 		matmul_forward(m->pool, a->qkv, a->ln1, lt(m, P, l, QKVW),
 			       lt(m, P, l, QKVB), BT, C, 3 * C);
 		attention_forward(m->pool, a->atty, a->att, a->qkv, B, T, C, NH);
+		/* the projections' and fc's biases are added in the pass
+		 * that follows them (layers.h) */
 		matmul_forward(m->pool, m->proj, a->atty, lt(m, P, l, ATTPROJW),
-			       lt(m, P, l, ATTPROJB), BT, C, C);
-		residual_forward(m->pool, a->res2, residual, m->proj, (size_t)BT * C);
+			       NULL, BT, C, C);
+		residual_forward(m->pool, a->res2, residual, m->proj,
+				 lt(m, P, l, ATTPROJB), BT, C);
 		layernorm_forward(m->pool, a->ln2, a->ln2_mean, a->ln2_rstd, a->res2,
 				  lt(m, P, l, LN2W), lt(m, P, l, LN2B), BT, C);
 		matmul_forward(m->pool, a->fch, a->ln2, lt(m, P, l, FCW),
-			       lt(m, P, l, FCB), BT, C, 4 * C);
-		gelu_forward(m->pool, a->fch_gelu, a->fch, (size_t)BT * 4 * C);
+			       NULL, BT, C, 4 * C);
+		gelu_forward(m->pool, a->fch_gelu, a->fch, lt(m, P, l, FCB),
+			     BT, 4 * C);
 		matmul_forward(m->pool, m->proj, a->fch_gelu, lt(m, P, l, FCPROJW),
-			       lt(m, P, l, FCPROJB), BT, 4 * C, C);
-		residual_forward(m->pool, a->res3, a->res2, m->proj, (size_t)BT * C);
+			       NULL, BT, 4 * C, C);
+		residual_forward(m->pool, a->res3, a->res2, m->proj,
+				 lt(m, P, l, FCPROJB), BT, C);
 		residual = a->res3;
 	}
 	layernorm_forward(m->pool, m->lnf, m->lnf_mean, m->lnf_rstd, residual,

@@ -1,43 +1,31 @@
 /*
  * optim: AdamW, its schedule and gradient clipping (formulas in optim.h).
- * The update loop is one pass over contiguous floats with no calls, so it
- * vectorises; the bias corrections are computed once per step in double.
+ * The update is one pass over p, g, m and v (kernels.h: the CPU's widest
+ * build); the bias corrections are computed once per call in double.
  */
 #include "trainer/optim.h"
 
 #include <math.h>
 
-/* an AVX2 build too, picked at load time: same bits (no contraction) */
-#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-__attribute__((target_clones("avx2", "default")))
-#endif
+#include "trainer/kernels.h"
+
 void adamw_update(float *p, const float *g, float *m, float *v, size_t n,
 		  const struct adamw_step *s)
 {
-	float b1 = s->beta1, b2 = s->beta2, gs = s->grad_scale;
-	float bc1 = (float)(1.0 - pow(s->beta1, (double)s->t));
-	float bc2 = (float)(1.0 - pow(s->beta2, (double)s->t));
-	float lr = s->lr, eps = s->eps, wd = s->weight_decay;
+	struct kernels_adamw k = {
+		.lr = s->lr, .beta1 = s->beta1, .beta2 = s->beta2,
+		.eps = s->eps, .weight_decay = s->weight_decay,
+		.grad_scale = s->grad_scale,
+		.bc1 = (float)(1.0 - pow(s->beta1, (double)s->t)),
+		.bc2 = (float)(1.0 - pow(s->beta2, (double)s->t)),
+	};
 
-	for (size_t i = 0; i < n; i++) {
-		float gi = g[i] * gs;
-		float mi = b1 * m[i] + (1.0f - b1) * gi;
-		float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
-		float mh = mi / bc1, vh = vi / bc2;
-
-		m[i] = mi;
-		v[i] = vi;
-		p[i] -= lr * (mh / (sqrtf(vh) + eps) + wd * p[i]);
-	}
+	kernels_get()->adamw(p, g, m, v, n, &k);
 }
 
 double grad_norm(const float *g, size_t n)
 {
-	double s = 0;
-
-	for (size_t i = 0; i < n; i++)
-		s += (double)g[i] * g[i];
-	return sqrt(s);
+	return sqrt(kernels_get()->sumsq(g, n));
 }
 
 float clip_scale(double norm, double clip)
