@@ -47,7 +47,7 @@ HOME = os.environ.get("QUALITY_DIR")
 OUT = os.path.join(HOME or ROOT, "bench", "quality", "runs")
 DOC = os.path.join(HOME or ROOT, "docs", "quality.md")
 PLOTS = os.path.join(HOME or ROOT, "docs", "quality")
-JOB = os.environ.get("JOB", os.path.join(ROOT, "examples", "study.yaml"))
+JOB = os.environ.get("JOB") or os.path.join(ROOT, "examples", "study.yaml")
 BIN = os.path.join(ROOT, os.environ.get("BUILD", "build"), "ddiloco")
 
 

@@ -180,7 +180,7 @@ def write(out, doc, plots, job):
 PAGE = """# Quality
 
 Written by `sh bench/quality.sh` (bench/quality.py, bench/quality_report.py)
-from the cells it has run, each kept in bench/quality/runs/CELL.json;
+from the cells it has run, each kept in bench/quality/runs/<cell>.json;
 do not edit by hand. The job: {job}. {n} cells, {hours:.1f} hours of runs
 in all (each cell's own time, its baseline's sweep included, is in its
 file, with the machine's cores and the date).
