@@ -157,7 +157,18 @@ $(SO): $(SO_OBJS) abi/ddiloco.map
 		-Wl,--version-script,abi/ddiloco.map \
 		-o $@ $(SO_OBJS) $(LDLIBS)
 
-$(LIB): $(OBJS) $(PROTO_O)
+# the CRD's text in the binary (operator/crd.h)
+CRD_C := $(BUILD)/gen/crd_text.c
+CRD_O := $(BUILD)/obj/gen/crd_text.o
+$(CRD_C): crds/decoupledtrainingjobs.yaml scripts/lint.py
+	@mkdir -p $(dir $@)
+	@/usr/bin/python3 scripts/lint.py --crd-c $@
+$(CRD_O): $(CRD_C)
+	@mkdir -p $(dir $@)
+	@echo "  CC $<"
+	@$(CC) $(CFLAGS) $(WARN) -c $< -o $@
+
+$(LIB): $(OBJS) $(PROTO_O) $(CRD_O)
 	@rm -f $@
 	@ar rcs $@ $^
 

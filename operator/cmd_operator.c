@@ -163,7 +163,8 @@ static int run(const struct operator_opts *o)
 	return rc;
 }
 
-/* The option table, beside the variables it fills, then the steps. */
+/* The option table, beside the variables it fills, then the steps.
+ * Long because the table has one entry per flag. */
 int cmd_operator(int argc, char **argv)
 {
 	struct operator_opts o;
@@ -175,7 +176,7 @@ int cmd_operator(int argc, char **argv)
 			 "                        [--status-url TEMPLATE] [--resync SECONDS]\n"
 			 "                        [--operator-namespace NS] [--allow-privileged-templates]\n"
 			 "                        [--template-service-accounts NAME,...]\n"
-			 "                        [--external-checkpoint-storage QUANTITY]\n"
+			 "                        [--external-checkpoint-storage QUANTITY] [--manage-crd]\n"
 			 "\n"
 			 "Reconciles DecoupledTrainingJob objects (ddiloco.io/v1alpha1): learner pods\n"
 			 "with their sidecar, the syncer StatefulSet, status and Events.\n"),
@@ -217,6 +218,11 @@ int cmd_operator(int argc, char **argv)
 		CLI_STRING("template-service-accounts", 0, &a.accounts, "NAME,...",
 			   "service accounts job templates may name besides\n"
 			   "'default' (default: none)"),
+		CLI_FLAG("manage-crd", 0, &o.manage_crd,
+			 "apply the job CRD this operator was built with\n"
+			 "at start (server-side apply; needs patch on\n"
+			 "customresourcedefinitions); without it, say when\n"
+			 "the served one differs"),
 		CLI_STRING("external-checkpoint-storage", 0, &a.external_storage,
 			   "Q", "the checkpoint claim of an external model\n"
 			   "without spec.syncer.storage, before its size\n"

@@ -7,6 +7,8 @@
  */
 #include "operator/metrics.h"
 
+#include "operator/crd.h"
+
 #include "common/util.h"
 
 #include <stddef.h>
@@ -297,6 +299,15 @@ void op_metrics_write(struct op_metrics *m, const struct op_metrics_from *f,
 		     f->chaos ? (uint64_t)chaos_ctl_kills(f->chaos) : 0);
 	prom_gauge(b, M("queue_depth"), "Job keys waiting in the work queue.", wq_len(f->q));
 	informers(f->caches, b);
+	if (f->crd) {
+		prom_family(b, M("crd_current"), PROM_GAUGE,
+			    "1 when the served job CRD has this operator's schema "
+			    "(docs/operator.md, The CRD).");
+		prom_u64(b, M("crd_current"), PROM_LABELS("state",
+			 crd_state_name(f->crd->state), "served", f->crd->served,
+			 "wanted", crd_schema_hash),
+			 f->crd->state == CRD_APPLIED || f->crd->state == CRD_CURRENT);
+	}
 	jobs(f->caches->jobs, b);
 	rest_requests(f->stats, b);
 	prom_process(b);

@@ -50,6 +50,7 @@ struct op_metrics_from {
 	struct chaos_ctl *chaos;
 	struct kube_stats *stats;     /* the API client's answers */
 	int leader;                   /* 1 while this operator leads */
+	const struct crd_check *crd;  /* the CRD's check at start (crd.h) */
 };
 
 /* The /metrics page into b. */

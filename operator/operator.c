@@ -42,6 +42,7 @@
 #include "operator/apply.h"
 #include "operator/caches.h"
 #include "operator/chaos_ctl.h"
+#include "operator/crd.h"
 #include "operator/jobmem.h"
 #include "operator/leader.h"
 #include "operator/metrics.h"
@@ -63,6 +64,7 @@ struct op {
 	int progress_on;
 	const volatile sig_atomic_t *stop;
 	int leader;
+	struct crd_check crd;         /* the CRD applied or checked at start */
 };
 
 struct worker {
@@ -189,7 +191,8 @@ static int serve(void *ctx, const char *path, struct buf *b, const char **ct)
 		return 404;
 	*ct = PROM_CONTENT_TYPE;
 	op_metrics_write(&op->metrics, &(struct op_metrics_from){
-		&op->caches, op->q, op->chaos, op->o->cfg.stats, op->leader }, b);
+		&op->caches, op->q, op->chaos, op->o->cfg.stats, op->leader,
+		&op->crd }, b);
 	return 200;
 }
 
@@ -257,8 +260,13 @@ static int start_parts(struct op *op, struct kube **main_k, struct httpd **http)
 		log_error("operator: out of memory");
 		return 1;
 	}
-	if (!(*main_k = kube_new(&o->cfg, &e)) ||
-	    caches_start(&op->caches, &o->cfg, o->namespace_, op->q, &e)) {
+	if (!(*main_k = kube_new(&o->cfg, &e))) {
+		log_error("%s", e.msg);
+		return 1;
+	}
+	/* before the informers list jobs: their schema is the one applied */
+	crd_reconcile(*main_k, o->manage_crd, o->operator_ns, &op->crd);
+	if (caches_start(&op->caches, &o->cfg, o->namespace_, op->q, &e)) {
 		log_error("%s", e.msg);
 		return 1;
 	}

@@ -28,6 +28,7 @@ struct operator_opts {
 	struct pod_policy policy;     /* what job templates may ask for */
 	char external_storage[32];    /* an external model's claim before its
 				       * size is known (children.h) */
+	int manage_crd;               /* apply the job CRD at start (crd.h) */
 };
 
 #define OPERATOR_LOST_LEADERSHIP 3
