@@ -1,6 +1,7 @@
 #!/bin/sh
-# The quality study's short version (not yet timed: an estimate of an hour on 2 idle cores; not
-# part of `make test`): examples/study.yaml — M = 8, learner 7 twice as
+# The quality study's short version (not yet run to its end: the job took
+# 14 min at load 20, its baseline is five data-parallel runs of the same
+# tokens, hours there; not part of `make test`): examples/study.yaml — M = 8, learner 7 twice as
 # slow, chaos on the learners, one seed, less than one pass over the
 # kernel's documentation split by files — against its data-parallel
 # baseline tuned over the job's lr × 1/2, 1/√2, 1, √2, 2. Prints
