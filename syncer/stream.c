@@ -421,11 +421,15 @@ static grpc_slice join_update(struct stream_server *sv, int p,
 	return grpc_slice_ref(sv->upd[p]);
 }
 
-/* A merged fragment's Update, whole or as a delta (updelta.h) */
+/* A merged fragment's Update, as a delta and, only once a stream needs
+ * it, whole (updelta.h): with updateDelta most streams take the delta,
+ * and the whole fragment is a copy of 4 bytes a value */
 struct merged_msg {
+	struct stream_server *sv;
+	const struct core_merged *mg;
 	grpc_slice whole, delta;
 	struct wire_update u, du;
-	int has_delta;
+	int has_whole, has_delta;
 };
 
 static void merged_msg_make(struct stream_server *sv,
@@ -438,21 +442,35 @@ static void merged_msg_make(struct stream_server *sv,
 	uint64_t sum;
 
 	memset(mm, 0, sizeof(*mm));
-	if (!s->upd_on) {
-		mm->whole = pack_update(s, p, mg->round, &mm->u);
+	mm->sv = sv;
+	mm->mg = mg;
+	if (!s->upd_on ||
+	    !updelta_get(&s->upd, p, s->versions[p], &pay, &len, &sum))
+		return;
+	mm->has_delta = 1;
+	mm->delta = grpc_slice_from_copied_buffer((const char *)pay, len);
+	mm->du = (struct wire_update){
+		.fragment = (uint32_t)s->gid[p], .version = s->versions[p],
+		.encoding = (int)s->upd.enc, .round = mg->round,
+		.tokens = core_job_tokens(s, clock_mono()), .delta = 1,
+		.delta_from = s->versions[p] - 1, .checksum = sum,
+	};
+}
+
+/* The whole fragment: Θ_p in updateEncoding, or with updateDelta the
+ * keyframe join_update caches */
+static void merged_msg_whole(struct merged_msg *mm)
+{
+	if (mm->has_whole)
+		return;
+	mm->has_whole = 1;
+	if (!mm->sv->s->upd_on) {
+		mm->whole = pack_update(mm->sv->s, mm->mg->frag, mm->mg->round,
+					&mm->u);
 		return;
 	}
-	mm->whole = join_update(sv, p, &mm->u);   /* the keyframe, cached */
-	mm->u.round = mg->round;
-	mm->has_delta = updelta_get(&s->upd, p, s->versions[p], &pay, &len, &sum);
-	if (mm->has_delta) {
-		mm->delta = grpc_slice_from_copied_buffer((const char *)pay, len);
-		mm->du = mm->u;
-		mm->du.encoding = (int)s->upd.enc;
-		mm->du.delta = 1;
-		mm->du.delta_from = s->versions[p] - 1;
-		mm->du.checksum = sum;
-	}
+	mm->whole = join_update(mm->sv, mm->mg->frag, &mm->u);
+	mm->u.round = mm->mg->round;
 }
 
 /* To c: the delta when its learner will hold the version before, with
@@ -469,6 +487,7 @@ static void merged_msg_push(struct conn *c, int p, struct merged_msg *mm)
 		tr->update_bytes_delta += GRPC_SLICE_LENGTH(mm->delta);
 		return;
 	}
+	merged_msg_whole(mm);
 	push(c, OUT_UPDATE, p, mm->whole, GRPC_SLICE_LENGTH(mm->whole), &mm->u);
 	tr->updates_whole++;
 	tr->update_bytes_whole += GRPC_SLICE_LENGTH(mm->whole);
@@ -490,7 +509,8 @@ static void send_merged(struct stream_server *sv, const struct core_merged *mg)
 		for (struct conn *c = sv->conns; c; c = c->next)
 			if (c->evaluator >= 0 && !c->closing)
 				merged_msg_push(c, mg->frag, &mm);
-	grpc_slice_unref(mm.whole);
+	if (mm.has_whole)
+		grpc_slice_unref(mm.whole);
 	if (mm.has_delta)
 		grpc_slice_unref(mm.delta);
 }
