@@ -105,6 +105,15 @@ static void folder_in_name_order(void **state)
  * data_file_in_val names, the same files for a copy elsewhere, and the
  * syncer's validation stream the learners'.
  */
+/* Files i = 0..59 begin with the byte ' ' + i, their marker: counts each
+ * marker in tok[0..n) into seen[i]. */
+static void count_markers(int *seen, const uint16_t *tok, size_t n)
+{
+	for (size_t k = 0; k < n; k++)
+		if (tok[k] >= ' ' && tok[k] < ' ' + 60)
+			seen[tok[k] - ' ']++;
+}
+
 static void split_by_files(void **state)
 {
 	struct job_data jd = { .val_fraction = 0.25, .split = SPLIT_FILES };
@@ -141,12 +150,8 @@ static void split_by_files(void **state)
 	assert_int_equal(data_open(&d, &jd, 256, 0, 1, &e), 0);
 	assert_int_equal(d.ntrain, want_train);
 	assert_int_equal(d.nval, want_val);
-	for (size_t k = 0; k < d.ntrain; k++)
-		if (d.train[k] >= ' ' && d.train[k] < ' ' + 60)
-			seen[d.train[k] - ' ']++;
-	for (size_t k = 0; k < d.nval; k++)
-		if (d.val[k] >= ' ' && d.val[k] < ' ' + 60)
-			seen[d.val[k] - ' ']++;
+	count_markers(seen, d.train, d.ntrain);
+	count_markers(seen, d.val, d.nval);
 	for (int i = 0; i < 60; i++)
 		assert_int_equal(seen[i], 1);   /* every file, on one side */
 	assert_int_equal(data_open_val(&v, &jd, 256, &e), 0);
@@ -225,16 +230,9 @@ static void tuning_split(void **state)
 	assert_int_equal(d.ntrain, want[0]);
 	assert_int_equal(d.nval, want[1]);
 	assert_int_equal(d.ntune, want[2]);
-	/* each file's first byte, ' ' + i, marks it (the rest is 'a') */
-	for (size_t k = 0; k < d.ntrain; k++)
-		if (d.train[k] >= ' ' && d.train[k] < ' ' + 60)
-			seen[d.train[k] - ' ']++;
-	for (size_t k = 0; k < d.nval; k++)
-		if (d.val[k] >= ' ' && d.val[k] < ' ' + 60)
-			seen[d.val[k] - ' ']++;
-	for (size_t k = 0; k < d.ntune; k++)
-		if (d.tune[k] >= ' ' && d.tune[k] < ' ' + 60)
-			seen[d.tune[k] - ' ']++;
+	count_markers(seen, d.train, d.ntrain);
+	count_markers(seen, d.val, d.nval);
+	count_markers(seen, d.tune, d.ntune);
 	for (int i = 0; i < 60; i++)
 		assert_int_equal(seen[i], 1);   /* one side each */
 	data_close(&d);

@@ -119,28 +119,47 @@ static int send_welcome(struct fx *f, uint32_t frags, int enc, double alpha,
 	return rc;
 }
 
-static int send_update(struct fx *f, uint32_t p, uint64_t version,
-		       enum payload_enc enc, const float *v, size_t n,
-		       long len_delta, struct err *e)
+/* An Update of payload bytes as they are: whole or a delta from `from`,
+ * with a checksum (docs/protocol.md, Updates as deltas). */
+static int send_update_bytes(struct fx *f, uint32_t p, uint64_t version,
+			     enum payload_enc enc, const uint8_t *pay,
+			     size_t plen, int delta, uint64_t from,
+			     uint64_t sum, struct err *e)
 {
 	Ddiloco__V1__SyncerMessage m = DDILOCO__V1__SYNCER_MESSAGE__INIT;
 	Ddiloco__V1__Update u = DDILOCO__V1__UPDATE__INIT;
-	size_t plen = enc_size(enc, n), len;
-	uint8_t *payload = calloc(plen + 16, 1), *b;
+	size_t len;
+	uint8_t *b;
 	int rc;
 
-	assert_int_equal(enc_encode(enc, v, n, payload, NULL), 0);
 	u.fragment = p;
 	u.version = version;
 	u.tokens = version * 1000;      /* the job's tokens trained */
 	u.encoding = (Ddiloco__V1__Encoding)enc;
-	u.payload.data = payload;
-	u.payload.len = (size_t)((long)plen + len_delta);
+	u.payload.data = (uint8_t *)pay;
+	u.payload.len = plen;
+	u.delta = delta != 0;
+	u.delta_from = from;
+	u.checksum = sum;
 	m.kind_case = DDILOCO__V1__SYNCER_MESSAGE__KIND_UPDATE;
 	m.update = &u;
 	b = pack(&m, &len);
 	rc = sidecar_handle(f->s, 0, b, len, e);
 	free(b);
+	return rc;
+}
+
+static int send_update(struct fx *f, uint32_t p, uint64_t version,
+		       enum payload_enc enc, const float *v, size_t n,
+		       long len_delta, struct err *e)
+{
+	size_t plen = enc_size(enc, n);
+	uint8_t *payload = calloc(plen + 16, 1);
+	int rc;
+
+	assert_int_equal(enc_encode(enc, v, n, payload, NULL), 0);
+	rc = send_update_bytes(f, p, version, enc, payload,
+			       (size_t)((long)plen + len_delta), 0, 0, 0, e);
 	free(payload);
 	return rc;
 }
@@ -461,35 +480,6 @@ static void int4_updates_reach_the_learner(void **state)
 	for (int i = 0; i < 500; i++)
 		assert_true(f->params[i] == 1.0f);
 	assert_int_equal(f->s->m.updates_rejected, 1);
-}
-
-/* An Update of payload bytes as they are: whole or a delta from `from`,
- * with a checksum (docs/protocol.md, Updates as deltas). */
-static int send_update_bytes(struct fx *f, uint32_t p, uint64_t version,
-			     enum payload_enc enc, const uint8_t *pay,
-			     size_t plen, int delta, uint64_t from,
-			     uint64_t sum, struct err *e)
-{
-	Ddiloco__V1__SyncerMessage m = DDILOCO__V1__SYNCER_MESSAGE__INIT;
-	Ddiloco__V1__Update u = DDILOCO__V1__UPDATE__INIT;
-	size_t len;
-	uint8_t *b;
-	int rc;
-
-	u.fragment = p;
-	u.version = version;
-	u.encoding = (Ddiloco__V1__Encoding)enc;
-	u.payload.data = (uint8_t *)pay;
-	u.payload.len = plen;
-	u.delta = delta != 0;
-	u.delta_from = from;
-	u.checksum = sum;
-	m.kind_case = DDILOCO__V1__SYNCER_MESSAGE__KIND_UPDATE;
-	m.update = &u;
-	b = pack(&m, &len);
-	rc = sidecar_handle(f->s, 0, b, len, e);
-	free(b);
-	return rc;
 }
 
 /* One learner step that applies what the inbox holds. */
