@@ -58,9 +58,7 @@ void updelta_release(struct updelta *u)
 
 static void drop_delta(struct updelta *u, int p)
 {
-	free(u->pay[p]);
-	u->pay[p] = NULL;
-	u->len[p] = 0;
+	u->len[p] = 0;   /* its buffer is kept for the next */
 }
 
 /* Θ̂_p := Θ_p at version: learners that held an older Θ̂_p get a keyframe */
@@ -96,26 +94,24 @@ int updelta_step(struct updelta *u, int p, const float *theta,
 		remake(u, p, theta, version);
 		return 0;
 	}
-	pay = malloc(enc_size(u->enc, n) + 1);
-	if (!pay) {
+	/* one buffer a fragment, made at its first delta, written again */
+	if (!u->pay[p] && !(u->pay[p] = malloc(enc_size(u->enc, n) + 1))) {
 		u->ver1[p] = 0;
 		drop_delta(u, p);
 		return err_set(e, "syncer: no memory for fragment %d's delta", p);
 	}
+	pay = u->pay[p];
 	for (size_t i = 0; i < n; i++)
 		d[i] = theta[i] - hat[i];
 	/* what the encoding carries is what the learners add: decode it
 	 * back (a non-finite change cannot be sent as int8: remade) */
 	if (enc_encode(u->enc, d, n, pay, NULL) ||
 	    enc_decode(u->enc, pay, enc_size(u->enc, n), d, n, NULL)) {
-		free(pay);
 		remake(u, p, theta, version);
 		return 0;
 	}
 	for (size_t i = 0; i < n; i++)
 		hat[i] = hat[i] + d[i];
-	drop_delta(u, p);
-	u->pay[p] = pay;
 	u->len[p] = enc_size(u->enc, n);
 	u->ver1[p] = version + 1;
 	u->sum[p] = hash_floats(hat, n);
@@ -126,7 +122,7 @@ int updelta_step(struct updelta *u, int p, const float *theta,
 int updelta_get(const struct updelta *u, int p, uint64_t version,
 		const uint8_t **pay, size_t *len, uint64_t *sum)
 {
-	if (!u->pay || !u->pay[p] || u->ver1[p] != version + 1)
+	if (!u->len || !u->len[p] || u->ver1[p] != version + 1)
 		return 0;
 	*pay = u->pay[p];
 	*len = u->len[p];

@@ -37,7 +37,7 @@ struct updelta {
 	float *scratch;          /* the largest fragment's values */
 	uint64_t *ver1;          /* Θ̂_p's version + 1; 0: not made */
 	uint64_t *sum;           /* hash_floats of Θ̂_p */
-	uint8_t **pay;           /* the delta to version ver1 − 1 (NULL: none) */
+	uint8_t **pay;           /* the delta to version ver1 − 1 when len > 0 */
 	size_t *len;
 	uint64_t deltas;         /* deltas made */
 	uint64_t remade;         /* Θ̂_p made again from Θ_p */
