@@ -19,6 +19,7 @@
 #   make test-wan a learner's link cut for 30 s and back (root; docs/wan.md)
 #   make test-pytorch the PyTorch package and its tests (installs Debian's
 #                 python3-torch when missing; make test needs no torch)
+#   make wheel        the Python package with its library, for pip
 #   make clean
 #   make image        the container image ddiloco:VERSION and :latest (Docker)
 #   make test-image   the image's tests: the Kubernetes pod layout in Docker
@@ -88,7 +89,9 @@ LIB      := $(BUILD)/libddiloco.a
 BIN      := $(BUILD)/ddiloco
 # libddiloco.so: the learner ABI of include/ddiloco.h (docs/abi.md), from
 # position-independent copies of the objects it needs; it exports only
-# the ddiloco_* functions
+# the ddiloco_* functions. Its DT_RPATH (not RUNPATH) $ORIGIN finds the
+# libraries it needs, and theirs, beside it first: the runtime image keeps
+# them there for a learner image without them (scripts/image.sh)
 SO       := $(BUILD)/libddiloco.so
 SO_SRCS  := abi/ddiloco.c common/exchange.c common/exchange_file.c \
             common/exchange_version.c \
@@ -114,7 +117,7 @@ BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 .PHONY: all deps test check bench run clean unit integration lint crds \
         demo-wan test-wan \
         test-pytorch fuzz fuzz-bins fuzz-seeds k8s-build cluster-up e2e-up cluster-down test-k8s test-e2e image test-image \
-        image-pytorch test-image-pytorch
+        image-pytorch test-image-pytorch wheel
 all: $(BIN) $(SO)
 
 deps:
@@ -155,6 +158,7 @@ $(SO): $(SO_OBJS) abi/ddiloco.map
 	@echo "  LD $@"
 	@$(CC) $(LDFLAGS) -shared -Wl,--no-undefined -Wl,-soname,libddiloco.so \
 		-Wl,--version-script,abi/ddiloco.map \
+		-Wl,--disable-new-dtags -Wl,-rpath,'$$ORIGIN' \
 		-o $@ $(SO_OBJS) $(LDLIBS)
 
 # the CRD's text in the binary (operator/crd.h)
@@ -287,6 +291,12 @@ test-pytorch: deps
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) sh tests/pytorch/run.sh
 
+# The Python package as a wheel that carries libddiloco.so and the
+# libraries it needs (scripts/wheel.py; docs/abi.md): build/wheel/*.whl
+wheel: deps
+	@$(MAKE) --no-print-directory all
+	@/usr/bin/python3 scripts/wheel.py $(BUILD) $(BUILD)/wheel
+
 run: deps
 	@$(MAKE) --no-print-directory all
 	$(BIN) run examples/quickstart.yaml --baseline
@@ -318,7 +328,7 @@ image-pytorch: deps
 
 # The PyTorch image run as job e2e-pytorch's pods would run it, with plain
 # Docker (tests/image/test_image_pytorch.sh).
-test-image-pytorch: image-pytorch
+test-image-pytorch: image image-pytorch
 	@sh tests/image/test_image_pytorch.sh
 
 # The image run as the operator's pods would run it, with plain Docker.

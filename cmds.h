@@ -13,5 +13,6 @@ int cmd_operator(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_certs(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
+int cmd_copy_runtime(int argc, char **argv);
 
 #endif

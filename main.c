@@ -22,6 +22,7 @@ static const struct {
 	{ "operator", cmd_operator, "reconcile DecoupledTrainingJobs on Kubernetes" },
 	{ "sim", cmd_sim, "simulate goodput at cluster scale" },
 	{ "certs", cmd_certs, "make a job's CA and certificates (docs/security.md)" },
+	{ "copy-runtime", cmd_copy_runtime, "copy the learner library out of the runtime image" },
 };
 
 static int version;
@@ -37,7 +38,7 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: ddiloco <command> [options]   (ddiloco <command> --help)\n\n");
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
-		fprintf(f, "  %-9s %s\n", cmds[i].name, cmds[i].help);
+		fprintf(f, "  %-12s %s\n", cmds[i].name, cmds[i].help);
 	cli_usage(opts, f);
 }
 

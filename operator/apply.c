@@ -300,13 +300,10 @@ static int act(const struct pass_env *env, struct pass *p,
 	       const struct rc_action *a, struct err *e)
 {
 	struct kube *k = env->k;
-	struct child_ctx c = { p->name, p->ns, p->uid, &p->js,
-			       json_object_get(p->job, "spec"), p->core_text,
-			       env->operator_ns, a->retain,
-			       json_object_get(json_object_get(p->job, "metadata"), "labels"),
-			       env->external_storage };
+	struct child_ctx c;
 	char name[CHILD_NAME_MAX];
 
+	pass_child_ctx(env, p, a->retain, &c);
 	switch (a->kind) {
 	case ACT_DELETE_JOB:
 		log_info("%s/%s: ttlSecondsAfterFinished passed: deleting the job",

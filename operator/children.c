@@ -427,6 +427,29 @@ static const char *pull_policy(const struct child_ctx *c)
 	return p ? p : "IfNotPresent";
 }
 
+/* The runtime image and its pull policy (children.h): the syncer's, the
+ * sidecars' and the library's copy */
+static const char *runtime_image(const struct child_ctx *c)
+{
+	return c->runtime && c->runtime->image ? c->runtime->image
+					       : RUNTIME_IMAGE_DEFAULT;
+}
+
+static const char *runtime_pull(const struct child_ctx *c)
+{
+	return c->runtime && c->runtime->pull_policy ? c->runtime->pull_policy
+						     : "IfNotPresent";
+}
+
+/* The learner container's image: spec.learners.image, or the runtime
+ * image, whose `ddiloco learner` trains the built-in model */
+static const char *learner_image(const struct child_ctx *c)
+{
+	const char *img = sget(c->spec, "learners", "image");
+
+	return img && img[0] ? img : runtime_image(c);
+}
+
 /*
  * Pod-level placement from spec.<part> ("learners" or "syncer"), each
  * part its own: nodeSelector and tolerations passed through. The syncer
@@ -588,8 +611,8 @@ static json_t *syncer_podspec(const struct child_ctx *c, json_t *volumes,
 		"{s:[{s:s, s:s, s:s, s:[s,s,s,s,s,s], s:[{s:s, s:i}, {s:s, s:i}],"
 		" s:{s:{s:s, s:i}, s:i}, s:o, s:o}], s:o, s:o}",
 		"containers",
-		"name", "syncer", "image", c->js->learners.image,
-		"imagePullPolicy", pull_policy(c),
+		"name", "syncer", "image", runtime_image(c),
+		"imagePullPolicy", runtime_pull(c),
 		"command", "ddiloco", "syncer", "--job", SPEC_DIR "/job.json",
 		"--checkpoint-dir", CHECKPOINT_DIR,
 		"ports", "name", "grpc", "containerPort", c->js->syncer.port,
@@ -904,17 +927,80 @@ char *syncer_targets(const char *job, const char *ns, int port, int shards)
 /*
  * spec.learners.command and .args: a learner image of the user's own runs
  * its own program in the learner container (the sidecar stays ours). It
- * finds its index, the job file and the exchange in the environment.
+ * finds its index, the job file and the exchange in the environment. 1
+ * when the command is the user's.
  */
-static void learner_command(const struct child_ctx *c, json_t *container)
+static int learner_command(const struct child_ctx *c, json_t *container)
 {
 	json_t *l = json_object_get(c->spec, "learners");
 	json_t *cmd = json_object_get(l, "command"), *args = json_object_get(l, "args");
+	int own = json_is_array(cmd) && json_array_size(cmd);
 
-	if (json_is_array(cmd) && json_array_size(cmd))
+	if (own)
 		json_object_set(container, "command", cmd);
 	if (json_is_array(args) && json_array_size(args))
 		json_object_set(container, "args", args);
+	return own;
+}
+
+/* 1 when spec.learners.template's "learner" container sets env `name` */
+static int template_sets_env(const struct child_ctx *c, const char *name)
+{
+	json_t *tmpl = json_object_get(json_object_get(c->spec, "learners"),
+				       "template");
+	json_t *ctr, *env;
+	size_t i, j;
+
+	json_array_foreach(json_object_get(json_object_get(tmpl, "spec"),
+					   "containers"), i, ctr) {
+		const char *n = json_string_value(json_object_get(ctr, "name"));
+
+		if (!n || strcmp(n, "learner"))
+			continue;
+		json_array_foreach(json_object_get(ctr, "env"), j, env) {
+			const char *e = json_string_value(json_object_get(env, "name"));
+
+			if (e && !strcmp(e, name))
+				return 1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * A learner's or the evaluator's container `ctr` that runs a command of
+ * the user's, from an image that need not hold ddiloco: an init container
+ * of the runtime image copies libddiloco.so, the libraries it needs and
+ * the Python package (`ddiloco copy-runtime`) into an emptyDir, mounted
+ * read-only into ctr, with DDILOCO_LIB and PYTHONPATH naming them unless
+ * the template sets either (a library of the image's own, e.g. the
+ * wheel: docs/abi.md, The library in your image).
+ */
+static void inject_runtime(const struct child_ctx *c, json_t *podspec,
+			   json_t *ctr)
+{
+	json_t *env = json_object_get(ctr, "env");
+
+	json_array_append_new(json_object_get(podspec, "volumes"), json_pack(
+		"{s:s, s:{s:s}}", "name", "ddiloco-runtime", "emptyDir",
+		"sizeLimit", "512Mi"));
+	json_array_append_new(json_object_get(podspec, "initContainers"), json_pack(
+		"{s:s, s:s, s:s, s:[s,s,s,s], s:o, s:[{s:s, s:s}], s:o}",
+		"name", "runtime", "image", runtime_image(c),
+		"imagePullPolicy", runtime_pull(c),
+		"command", "ddiloco", "copy-runtime", "--to", RUNTIME_DIR,
+		"resources", sidecar_resources(c),
+		"volumeMounts", "name", "ddiloco-runtime", "mountPath", RUNTIME_DIR,
+		"securityContext", container_security()));
+	json_array_append_new(json_object_get(ctr, "volumeMounts"), json_pack(
+		"{s:s, s:s, s:b}", "name", "ddiloco-runtime", "mountPath",
+		RUNTIME_DIR, "readOnly", 1));
+	if (!template_sets_env(c, "DDILOCO_LIB"))
+		json_array_append_new(env, json_pack("{s:s, s:s}", "name",
+			"DDILOCO_LIB", "value", RUNTIME_DIR "/lib/libddiloco.so"));
+	if (!template_sets_env(c, "PYTHONPATH"))
+		json_array_append_new(env, json_pack("{s:s, s:s}", "name",
+			"PYTHONPATH", "value", RUNTIME_DIR "/python"));
 }
 
 /*
@@ -949,7 +1035,7 @@ fail:
 json_t *child_learner(const struct child_ctx *c, int index)
 {
 	char name[CHILD_NAME_MAX], idx[16], who[32], *addr = NULL;
-	json_t *volumes, *mounts, *side_mounts, *m, *podspec;
+	json_t *volumes, *mounts, *side_mounts, *m, *podspec, *ctr;
 
 	snprintf(idx, sizeof(idx), "%d", index);
 	snprintf(who, sizeof(who), "learner-%d", index);
@@ -969,8 +1055,8 @@ json_t *child_learner(const struct child_ctx *c, int index)
 		"restartPolicy", "Never",
 		"terminationGracePeriodSeconds", 10,
 		"initContainers",
-		"name", "sidecar", "image", c->js->learners.image,
-		"imagePullPolicy", pull_policy(c), "restartPolicy", "Always",
+		"name", "sidecar", "image", runtime_image(c),
+		"imagePullPolicy", runtime_pull(c), "restartPolicy", "Always",
 		"command", "ddiloco", "sidecar", "--job", SPEC_DIR "/job.json",
 		"--learner", idx, "--exchange", EXCHANGE_DIR, "--syncer", addr,
 		"--http", "0.0.0.0:9090",
@@ -978,7 +1064,7 @@ json_t *child_learner(const struct child_ctx *c, int index)
 		"volumeMounts", side_mounts,
 		"securityContext", container_security(),
 		"containers",
-		"name", "learner", "image", c->js->learners.image,
+		"name", "learner", "image", learner_image(c),
 		"imagePullPolicy", pull_policy(c),
 		"command", "ddiloco", "learner", "--job", SPEC_DIR "/job.json",
 		"--learner", idx, "--exchange", EXCHANGE_DIR,
@@ -998,7 +1084,9 @@ json_t *child_learner(const struct child_ctx *c, int index)
 		tls_args(json_array_get(json_object_get(podspec, "initContainers"), 0));
 	pod_hardening(podspec);
 	placement(c, "learners", podspec);
-	learner_command(c, json_array_get(json_object_get(podspec, "containers"), 0));
+	ctr = json_array_get(json_object_get(podspec, "containers"), 0);
+	if (learner_command(c, ctr))   /* the user's program: the library */
+		inject_runtime(c, podspec, ctr);
 	log_json(podspec);
 	m = meta(c, name, "learner");
 	json_object_set_new(json_object_get(m, "labels"), LABEL_INDEX, json_string(idx));
@@ -1041,8 +1129,8 @@ json_t *child_evaluator(const struct child_ctx *c)
 		"restartPolicy", "Never",
 		"terminationGracePeriodSeconds", 10,
 		"initContainers",
-		"name", "sidecar", "image", c->js->learners.image,
-		"imagePullPolicy", pull_policy(c), "restartPolicy", "Always",
+		"name", "sidecar", "image", runtime_image(c),
+		"imagePullPolicy", runtime_pull(c), "restartPolicy", "Always",
 		"command", "ddiloco", "sidecar", "--job", SPEC_DIR "/job.json",
 		"--evaluator", "--learner", "0", "--exchange", EXCHANGE_DIR,
 		"--syncer", addr, "--http", "0.0.0.0:9090",
@@ -1050,7 +1138,7 @@ json_t *child_evaluator(const struct child_ctx *c)
 		"volumeMounts", side_mounts,
 		"securityContext", container_security(),
 		"containers",
-		"name", "evaluator", "image", c->js->learners.image,
+		"name", "evaluator", "image", learner_image(c),
 		"imagePullPolicy", pull_policy(c),
 		"command", cmd,
 		"env", "name", "DDILOCO_EVALUATOR_ID", "value", "0",
@@ -1073,6 +1161,7 @@ json_t *child_evaluator(const struct child_ctx *c)
 	ctr = json_array_get(json_object_get(podspec, "containers"), 0);
 	if (json_is_array(args) && json_array_size(args))
 		json_object_set(ctr, "args", args);
+	inject_runtime(c, podspec, ctr);
 	log_json(podspec);
 	m = meta(c, name, "evaluator");
 	/* the learners' template, its "learner" container as the evaluator's */

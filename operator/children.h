@@ -138,6 +138,21 @@ enum child_kind {
 int child_name(const char *job, enum child_kind kind, int index, char *out,
 	       size_t n);
 
+/*
+ * The operator's runtime image (--runtime-image, the chart's runtimeImage):
+ * it runs the syncer, every sidecar and the init container that copies
+ * the learner library into a pod whose learner runs a command of the
+ * user's (docs/operator.md, Images); a learner without
+ * spec.learners.image runs it too.
+ */
+struct runtime_image {
+	const char *image;            /* NULL: RUNTIME_IMAGE_DEFAULT */
+	const char *pull_policy;      /* NULL: IfNotPresent */
+};
+#define RUNTIME_IMAGE_DEFAULT "ddiloco:" DDILOCO_VERSION
+/* where a learner container finds the copied library and package */
+#define RUNTIME_DIR "/opt/ddiloco-runtime"
+
 struct child_ctx {
 	const char *name, *ns, *uid;
 	const struct job_spec *js;
@@ -152,6 +167,7 @@ struct child_ctx {
 				       * spec.syncer.storage, or NULL:
 				       * CKPT_EXTERNAL_DEFAULT (the operator's
 				       * --external-checkpoint-storage) */
+	const struct runtime_image *runtime;   /* or NULL: the defaults */
 };
 
 /* spec.managedBy when this operator manages the job (or it is unset) */

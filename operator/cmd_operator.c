@@ -59,6 +59,7 @@ static int copy_opt(char *dst, size_t n, const char *name, const char *v,
 struct args {
 	const char *kubeconfig, *lease_ns, *ns, *lease_name, *identity;
 	const char *status_url, *operator_ns, *accounts, *external_storage;
+	const char *runtime_image, *runtime_pull;
 	int no_chaos, allow_privileged;
 };
 
@@ -74,6 +75,9 @@ static void defaults(struct operator_opts *o)
 		 "http://{job}-syncer-{shard}.{job}-syncer.{namespace}.svc:{port}/status");
 	snprintf(o->external_storage, sizeof(o->external_storage), "%s",
 		 CKPT_EXTERNAL_DEFAULT);
+	snprintf(o->runtime_image, sizeof(o->runtime_image), "%s",
+		 RUNTIME_IMAGE_DEFAULT);
+	snprintf(o->runtime_pull, sizeof(o->runtime_pull), "IfNotPresent");
 }
 
 /* The strings given into o's fixed buffers. */
@@ -91,8 +95,20 @@ static int take_strings(struct operator_opts *o, const struct args *a,
 	    copy_opt(o->operator_ns, sizeof(o->operator_ns), "operator-namespace",
 		     a->operator_ns, e) ||
 	    copy_opt(o->external_storage, sizeof(o->external_storage),
-		     "external-checkpoint-storage", a->external_storage, e))
+		     "external-checkpoint-storage", a->external_storage, e) ||
+	    copy_opt(o->runtime_image, sizeof(o->runtime_image),
+		     "runtime-image", a->runtime_image, e) ||
+	    copy_opt(o->runtime_pull, sizeof(o->runtime_pull),
+		     "runtime-image-pull-policy", a->runtime_pull, e))
 		return -1;
+	if (!o->runtime_image[0] || strpbrk(o->runtime_image, " \t\n"))
+		return err_set(e, "option '--runtime-image': '%s' is not an "
+			       "image reference", o->runtime_image);
+	if (strcmp(o->runtime_pull, "Always") && strcmp(o->runtime_pull, "IfNotPresent") &&
+	    strcmp(o->runtime_pull, "Never"))
+		return err_set(e, "option '--runtime-image-pull-policy': '%s' is "
+			       "not Always, IfNotPresent or Never", o->runtime_pull);
+	o->runtime = (struct runtime_image){ o->runtime_image, o->runtime_pull };
 	if (quantity_bytes(o->external_storage, &bytes) || bytes < 0x1p20)
 		return err_set(e, "option '--external-checkpoint-storage': '%s' is "
 			       "not a storage quantity of at least 1Mi (e.g. 10Gi)",
@@ -177,6 +193,7 @@ int cmd_operator(int argc, char **argv)
 			 "                        [--operator-namespace NS] [--allow-privileged-templates]\n"
 			 "                        [--template-service-accounts NAME,...]\n"
 			 "                        [--external-checkpoint-storage QUANTITY] [--manage-crd]\n"
+			 "                        [--runtime-image IMAGE] [--runtime-image-pull-policy P]\n"
 			 "\n"
 			 "Reconciles DecoupledTrainingJob objects (ddiloco.io/v1alpha1): learner pods\n"
 			 "with their sidecar, the syncer StatefulSet, status and Events.\n"),
@@ -228,6 +245,14 @@ int cmd_operator(int argc, char **argv)
 			   "without spec.syncer.storage, before its size\n"
 			   "is known (default " CKPT_EXTERNAL_DEFAULT "; resized once\n"
 			   "its syncer says it is too small)"),
+		CLI_STRING("runtime-image", 0, &a.runtime_image, "IMAGE",
+			   "the image of every job's syncer and sidecars, of\n"
+			   "the learner library copied into a learner of a\n"
+			   "command of its own, and of learners without\n"
+			   "spec.learners.image (default " RUNTIME_IMAGE_DEFAULT ")"),
+		CLI_STRING("runtime-image-pull-policy", 0, &a.runtime_pull, "P",
+			   "its imagePullPolicy: Always, IfNotPresent\n"
+			   "(default) or Never"),
 		CLI_END(),
 	};
 	struct err e;

@@ -154,7 +154,7 @@ static int start_workers(struct op *op, struct worker *ws, int nw, int *started)
 		ws[i].env = (struct pass_env){
 			&op->caches, &op->mems, &op->metrics, op->o->status_url,
 			op->o->operator_ns, &op->o->policy, op->chaos, NULL, &op->progress,
-			op->o->external_storage,
+			op->o->external_storage, &op->o->runtime,
 		};
 		ws[i].env.k = kube_new(&op->o->cfg, &e);
 		if (!ws[i].env.k ||

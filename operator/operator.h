@@ -9,6 +9,7 @@
 
 #include <signal.h>
 
+#include "operator/children.h"
 #include "operator/kube.h"
 #include "operator/podtemplate.h"
 
@@ -29,6 +30,9 @@ struct operator_opts {
 	char external_storage[32];    /* an external model's claim before its
 				       * size is known (children.h) */
 	int manage_crd;               /* apply the job CRD at start (crd.h) */
+	char runtime_image[256];      /* the syncer's and sidecars' image */
+	char runtime_pull[16];        /* its imagePullPolicy */
+	struct runtime_image runtime; /* the two above (children.h) */
 };
 
 #define OPERATOR_LOST_LEADERSHIP 3

@@ -702,6 +702,16 @@ static void observe_job(struct pass *p)
 	in->progress = p->m->progress;
 }
 
+void pass_child_ctx(const struct pass_env *env, const struct pass *p, int retain,
+		    struct child_ctx *c)
+{
+	*c = (struct child_ctx){ p->name, p->ns, p->uid, &p->js,
+				 json_object_get(p->job, "spec"), p->core_text,
+				 env->operator_ns, retain,
+				 json_object_get(json_object_get(p->job, "metadata"), "labels"),
+				 env->external_storage, env->runtime };
+}
+
 int pass_observe(const struct pass_env *env, const char *key, struct pass *p)
 {
 	int r;

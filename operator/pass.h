@@ -33,6 +33,7 @@
 #include "common/jobspec.h"
 #include "operator/caches.h"
 #include "operator/chaos_ctl.h"
+#include "operator/children.h"
 #include "operator/jobmem.h"
 #include "operator/kube.h"
 #include "operator/metrics.h"
@@ -60,6 +61,7 @@ struct pass_env {
 	struct progress *progress;    /* the syncers' /status, read off the
 				       * workers (operator/progress.h) */
 	const char *external_storage; /* child_ctx's (children.h) */
+	const struct runtime_image *runtime;   /* child_ctx's */
 };
 
 /*
@@ -89,7 +91,13 @@ struct pass {
 	char template_reason[64], template_message[256];
 	struct rc_input in;
 	struct rc_output out;
+	json_t *workload;             /* its Workload as read (queue.h), or NULL */
 };
+
+/* The context its children are built in: c is filled from p and env
+ * (retain: the claim without an owner). */
+void pass_child_ctx(const struct pass_env *env, const struct pass *p, int retain,
+		    struct child_ctx *c);
 
 /*
  * Step 1: p (overwritten) gets everything reconcile() needs for key

@@ -929,7 +929,12 @@ static void index_pods(const struct rc_input *in, int M,
 		if (p->index >= 0 && p->index < M && p->ready &&
 		    p->state == POD_RUNNING && !p->deleting)
 			o->ready++;
-		if (p->index >= 0 && p->index < M && p->state == POD_SUCCEEDED)
+		/* a pod being deleted was stopped, not done: `ddiloco
+		 * learner` exits 0 on SIGTERM, and a deletion of every
+		 * learner's pod (the certificates rolled, a resize) must not
+		 * read as a finished job */
+		if (p->index >= 0 && p->index < M && p->state == POD_SUCCEEDED &&
+		    !p->deleting)
 			(*succeeded)++;
 	}
 }

@@ -1,38 +1,38 @@
 #!/bin/sh
 # Builds the container image ddiloco-pytorch:VERSION, the PyTorch
-# learner's, from local files and Debian's packages only (no container
-# registry, nothing pulled):
+# learner's: a user's image as a platform team would have one, with no
+# ddiloco in it. From local files and Debian's packages only (no
+# container registry, nothing pulled):
 #
 #   1. the base: a Debian root file system made by debootstrap
 #      (--variant=minbase) from the suite and mirror this machine's apt
-#      uses, then, with apt inside it (chroot), python3-torch,
-#      python3-numpy and the Debian packages that hold the libraries
-#      build/ddiloco links (dpkg -S on this machine), and the image's
-#      user 65532. Documentation, locales and apt's lists are removed.
-#      It is kept as an archive in ~/.cache/ddiloco-image (DDILOCO_IMAGE_CACHE)
-#      and imported as the local image ddiloco-pytorch-base:KEY, KEY a
-#      hash of the suites, mirror, architecture and package list: a later
-#      build with the same KEY reuses it and downloads nothing.
-#   2. our layer on it (Dockerfile.pytorch): build/ddiloco (the sidecar
-#      and the syncer of a job run from spec.learners.image too,
-#      operator/children.c), build/libddiloco.so, python/ddiloco,
-#      examples/pytorch, the fortunes the example jobs name, and the
-#      folders a pod mounts, owned by the image's user.
+#      uses, then, with apt inside it (chroot), python3-torch and
+#      python3-numpy, and the image's user 65532. Documentation, locales
+#      and apt's lists are removed. It is kept as an archive in
+#      ~/.cache/ddiloco-image (DDILOCO_IMAGE_CACHE) and imported as the
+#      local image ddiloco-pytorch-base:KEY, KEY a hash of the suites,
+#      mirror, architecture and package list: a later build with the same
+#      KEY reuses it and downloads nothing.
+#   2. our layer on it (Dockerfile.pytorch): examples/pytorch (the
+#      learner script), the fortunes the example jobs name, and the
+#      folders a pod mounts, owned by the image's user. No ddiloco
+#      binary, no libddiloco.so, no Python package: the operator copies
+#      the learner side in from its runtime image (docs/operator.md,
+#      Images), and the syncer and sidecars run that image.
 #
 # Then the image is run once as the operator runs its pods (read-only
-# root, user 65532, no network): ddiloco --version, and python3 imports
-# torch and ddiloco and loads libddiloco.so. docs/k8s-testing.md has the
-# build's times and the image's size.
+# root, user 65532, no network): python3 imports torch and finds no
+# ddiloco, neither a package nor a binary. VERSION is the project's
+# (build/ddiloco --version). docs/k8s-testing.md has the build's times.
 set -eu
 BUILD=${BUILD:-build}
 BIN=$BUILD/ddiloco
-SO=$BUILD/libddiloco.so
 OUT=$BUILD/image-pytorch
 ROOT=$OUT/rootfs
 CTX=$OUT/context
 CACHE=${DDILOCO_IMAGE_CACHE:-$HOME/.cache/ddiloco-image}
 NAME=ddiloco-pytorch
-# the Python packages of the image (with what apt makes them depend on)
+# the image's Debian packages (with what apt makes them depend on)
 PY_PKGS="python3-torch python3-numpy"
 OWNED="etc/ddiloco run/ddiloco var/lib/ddiloco home/ddiloco"
 DATA=/usr/share/games/fortunes
@@ -53,8 +53,7 @@ command -v debootstrap > /dev/null 2>&1 ||
 if ! err=$(docker version --format '{{.Server.Version}}' 2>&1); then
 	die "docker is not reachable: $(echo "$err" | tail -n 1)"
 fi
-[ -x "$BIN" ] || die "'$BIN' is missing: run make first"
-[ -f "$SO" ] || die "'$SO' is missing: run make first"
+[ -x "$BIN" ] || die "'$BIN' is missing (its --version tags the image): run make first"
 [ -d "$DATA" ] || die "'$DATA' is missing: apt-get install fortunes"
 VERSION=$("$BIN" --version | awk '{ print $2 }')
 [ -n "$VERSION" ] || die "'$BIN --version' printed no version"
@@ -118,42 +117,8 @@ COMPS=$(echo "$src" | cut -f 3)
 [ -n "$COMPS" ] || COMPS=main
 say "Debian $SUITE ($ARCH) from $MIRROR, suites: $SUITES"
 
-# --- the Debian packages that hold build/ddiloco's libraries --------------
-ldd "$BIN" | grep -q "not found" && die "ldd: a library of '$BIN' is not found"
-libs=$(ldd "$BIN" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }' | sort -u)
 mkdir -p "$OUT"
-# merged /usr: dpkg may know a file under /lib or under /usr/lib, by the
-# path ldd gives or by the one its links lead to; one dpkg -S for all
-for lib in $libs; do
-	real=$(readlink -f "$lib")
-	for p in "$lib" "$real" "/usr$lib" "${lib#/usr}" "/usr$real" "${real#/usr}"; do
-		printf '%s\t%s\n' "$lib" "$p"
-	done
-done > "$OUT/lib-paths"
-# shellcheck disable=SC2046
-dpkg -S $(cut -f 2 "$OUT/lib-paths" | sort -u) 2> /dev/null |
-	grep -v '^diversion' > "$OUT/lib-owners" || true
-# "libc6:amd64: /lib/.../libc.so.6" -> each library's first owner
-lib_pkgs=$(awk -F '\t' '
-	NR == FNR {
-		i = index($0, ": ")
-		own[substr($0, i + 2)] = substr($0, 1, i - 1)
-		next
-	}
-	{ all[$1] = 1 }
-	!($1 in got) && ($2 in own) { got[$1] = own[$2] }
-	END {
-		for (l in all) {
-			if (!(l in got)) { print "?" l; continue }
-			p = got[l]
-			sub(/,.*/, "", p)
-			sub(/:.*/, "", p)
-			print p
-		}
-	}' "$OUT/lib-owners" "$OUT/lib-paths")
-missing=$(echo "$lib_pkgs" | sed -n 's/^?//p' | tr '\n' ' ')
-[ -z "$missing" ] || die "no Debian package holds: $missing(dpkg -S)"
-PKGS=$(echo "$PY_PKGS $lib_pkgs" | tr ' ' '\n' | sed '/^$/d' | sort -u | tr '\n' ' ')
+PKGS=$(echo "$PY_PKGS" | tr ' ' '\n' | sed '/^$/d' | sort -u | tr '\n' ' ')
 PKGS=${PKGS% }
 KEY=$(printf '%s\n' "$SUITE" "$SUITES" "$COMPS" "$MIRROR" "$ARCH" "$PKGS" |
 	sha256sum | cut -c 1-12)
@@ -254,18 +219,9 @@ fi
 
 # --- 2. our layer ----------------------------------------------------------
 rm -rf "$ROOT" "$CTX"
-mkdir -p "$ROOT/usr/local/bin" "$ROOT/usr/local/lib" "$ROOT/opt/ddiloco/python" \
-	"$ROOT/opt/ddiloco/examples" "$ROOT$DATA" "$CTX"
+mkdir -p "$ROOT/opt/ddiloco/examples" "$ROOT$DATA" "$CTX"
 for d in $OWNED; do mkdir -p "$ROOT/$d"; done
-if command -v strip > /dev/null 2>&1; then
-	strip --strip-debug -o "$ROOT/usr/local/bin/ddiloco" "$BIN"
-	strip --strip-debug -o "$ROOT/usr/local/lib/libddiloco.so" "$SO"
-else
-	cp "$BIN" "$ROOT/usr/local/bin/ddiloco"
-	cp "$SO" "$ROOT/usr/local/lib/libddiloco.so"
-fi
-# the package as python/ holds it, without caches
-tar --create --exclude=__pycache__ -C python ddiloco | tar --extract -C "$ROOT/opt/ddiloco/python"
+# the learner script, without caches
 tar --create --exclude=__pycache__ -C examples pytorch | tar --extract -C "$ROOT/opt/ddiloco/examples"
 find "$DATA" -maxdepth 1 -type f ! -name '*.dat' -exec cp {} "$ROOT$DATA/" \;
 excl=""
@@ -294,11 +250,12 @@ done
 
 # --- run once as a pod would (a new image only) ---------------------------
 PY_CHECK='
-import subprocess, torch, ddiloco
-lib = ddiloco.load_library()
-v = subprocess.run(["ddiloco", "--version"], capture_output=True, text=True,
-                   check=True).stdout.strip()
-print("torch %s, ddiloco ABI %d, %s" % (torch.__version__, lib.ddiloco_abi_version(), v))
+import ctypes.util, importlib.util, shutil, torch
+found = [w for w, f in (("the package", importlib.util.find_spec("ddiloco")),
+                        ("the binary", shutil.which("ddiloco")),
+                        ("libddiloco.so", ctypes.util.find_library("ddiloco"))) if f]
+assert not found, "ddiloco in the image: " + ", ".join(found)
+print("torch %s, no ddiloco" % torch.__version__)
 '
 if [ "$old" = "$new" ]; then
 	say "$NAME:$VERSION unchanged (the same files: every step from docker's cache)"

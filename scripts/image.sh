@@ -1,13 +1,16 @@
 #!/bin/sh
-# Builds the container image ddiloco:VERSION and ddiloco:latest from local
-# files only (no registry, nothing pulled): a rootfs assembled under
-# build/image/ from build/ddiloco and the libraries ldd lists, then
+# Builds the container image ddiloco:VERSION and ddiloco:latest, the
+# runtime image (the syncer's, the sidecars', the learner library's), from
+# local files only (no registry, nothing pulled): a rootfs assembled under
+# build/image/ from build/ddiloco and the libraries ldd lists, the learner
+# side under /usr/local/lib/ddiloco, then
 # `docker build` with the Dockerfile at the top of the tree (FROM scratch).
 # VERSION is what `build/ddiloco --version` prints (the Makefile's
 # VERSION); the manifests that name the image must agree with it.
 set -eu
 BUILD=${BUILD:-build}
 BIN=$BUILD/ddiloco
+SO=$BUILD/libddiloco.so
 OUT=$BUILD/image
 ROOT=$OUT/rootfs
 CTX=$OUT/context
@@ -26,19 +29,17 @@ if ! err=$(docker version --format '{{.Server.Version}}' 2>&1); then
 	die "docker is not reachable (is the daemon running, may $(id -un) use its socket?): $(echo "$err" | tail -n 1)"
 fi
 [ -x "$BIN" ] || die "'$BIN' is missing: run make first"
+[ -f "$SO" ] || die "'$SO' is missing: run make first"
 VERSION=$("$BIN" --version | awk '{ print $2 }')
 [ -n "$VERSION" ] || die "'$BIN --version' printed no version"
 
 # one version: the operator's manifest and the chart name this image
 grep -q "image: ddiloco:$VERSION\$" deploy/04-operator.yaml ||
 	die "deploy/04-operator.yaml does not run ddiloco:$VERSION"
+grep -q -- "--runtime-image, \"ddiloco:$VERSION\"" deploy/04-operator.yaml ||
+	die "deploy/04-operator.yaml does not name ddiloco:$VERSION as the runtime image"
 grep -q "^appVersion: \"$VERSION\"\$" charts/ddiloco/Chart.yaml ||
 	die "charts/ddiloco/Chart.yaml appVersion is not \"$VERSION\""
-for f in deploy/01-crd.yaml crds/decoupledtrainingjobs.yaml \
-	charts/ddiloco/crds/decoupledtrainingjobs.yaml; do
-	grep -q 'image: {type: string, maxLength: 255, default: "ddiloco:latest"}' "$f" ||
-		die "$f: the learners' default image is not ddiloco:latest"
-done
 [ -d "$DATA" ] || die "'$DATA' is missing (the example jobs read it): apt-get install fortunes"
 
 rm -rf "$OUT"
@@ -46,12 +47,16 @@ mkdir -p "$ROOT/usr/local/bin" "$ROOT/etc" "$ROOT/tmp" "$ROOT$DATA" "$CTX"
 for d in $OWNED; do mkdir -p "$ROOT/$d"; done
 chmod 1777 "$ROOT/tmp"
 
-# the binary without its debug sections (the build keeps them)
-if command -v strip > /dev/null 2>&1; then
-	strip --strip-debug -o "$ROOT/usr/local/bin/ddiloco" "$BIN"
-else
-	cp "$BIN" "$ROOT/usr/local/bin/ddiloco"
-fi
+# the binary and the library without their debug sections (the build
+# keeps them)
+strip_to() {
+	if command -v strip > /dev/null 2>&1; then
+		strip --strip-debug -o "$2" "$1"
+	else
+		cp "$1" "$2"
+	fi
+}
+strip_to "$BIN" "$ROOT/usr/local/bin/ddiloco"
 
 # every library ldd lists, and the loader, at the path ldd gives, the
 # symlinks followed (libopenblas.so.0 is an alternatives link)
@@ -66,6 +71,18 @@ while read -r lib; do
 	mkdir -p "$ROOT$(dirname "$lib")"
 	cp -L "$lib" "$ROOT$lib"
 done < "$OUT/libs"
+
+# the learner side, for a learner image that holds none of it (`ddiloco
+# copy-runtime` copies it out; docs/operator.md, Images): libddiloco.so
+# and every library it needs but glibc's own, beside it (its RPATH
+# $ORIGIN finds them there first), and the Python package
+RT=$ROOT/usr/local/lib/ddiloco
+mkdir -p "$RT/lib" "$RT/python/ddiloco"
+strip_to "$SO" "$RT/lib/libddiloco.so"
+ldd "$SO" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' |
+	grep -v -E '/(libc|libm|libpthread|libdl|librt|libresolv)\.so' |
+	while read -r lib; do cp -L "$lib" "$RT/lib/$(basename "$lib")"; done
+cp python/ddiloco/*.py "$RT/python/ddiloco/"
 
 # a non-root user; glibc 2.34+ has files and dns built in, nsswitch.conf
 # says which order (files first: /etc/hosts as Docker and Kubernetes

@@ -34,7 +34,7 @@ import time
 from collections import namedtuple
 
 __all__ = ["ABI_VERSION", "Learner", "Evaluator", "Tensor", "Error",
-           "load_library", "env_learner", "env_evaluator"]
+           "load_library", "library_path", "env_learner", "env_evaluator"]
 
 # the include/ddiloco.h version this module was written for
 ABI_VERSION = 1
@@ -48,6 +48,7 @@ class Error(RuntimeError):
 
 
 _lib = None
+_lib_path = None
 
 
 def _candidates():
@@ -56,6 +57,8 @@ def _candidates():
         yield env
         return
     here = os.path.dirname(os.path.abspath(__file__))
+    # the wheel's own copy (make wheel), with the libraries it needs
+    yield os.path.join(here, "_lib", "libddiloco.so")
     # a checkout: python/ddiloco/ -> build/
     yield os.path.join(here, "..", "..", "build", "libddiloco.so")
     binary = shutil.which("ddiloco")
@@ -68,10 +71,10 @@ def _candidates():
 
 
 def load_library(path=None):
-    """Loads libddiloco.so (path, $DDILOCO_LIB, the checkout's build/,
-    next to `ddiloco` on PATH, the system's library path) once, and checks
-    its ABI version."""
-    global _lib
+    """Loads libddiloco.so (path, $DDILOCO_LIB, the wheel's own copy, the
+    checkout's build/, next to `ddiloco` on PATH, the system's library
+    path) once, and checks its ABI version."""
+    global _lib, _lib_path
     if _lib is not None and path is None:
         return _lib
     tried = []
@@ -90,7 +93,14 @@ def load_library(path=None):
         raise Error("ddiloco: '%s' has ABI version %d, this package needs %d"
                     % (p, v, ABI_VERSION))
     _lib = lib
+    _lib_path = p
     return lib
+
+
+def library_path():
+    """The libddiloco.so load_library loaded, as it was found."""
+    load_library()
+    return _lib_path
 
 
 def _declare(lib):

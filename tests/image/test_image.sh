@@ -85,6 +85,23 @@ path=$(D image inspect --format '{{range .Config.Env}}{{println .}}{{end}}' "$IM
 	sed -n 's/^PATH=//p')
 case ":$path:" in *:/usr/local/bin:*) ;; *) fail "the image's PATH is '$path'" ;; esac
 
+# 1b. the learner side for a learner image of the user's: `ddiloco
+# copy-runtime`, as the pods' init container runs it, into a folder the
+# image's user may write; the library, what it needs and the package
+mkdir -p "$dir/rt"
+chmod 777 "$dir/rt"
+out=$(D run --pull never --rm $SEC --mount "type=bind,src=$dir/rt,dst=/opt/ddiloco-runtime" \
+	"$IMAGE" copy-runtime --to /opt/ddiloco-runtime) || fail "copy-runtime: $out"
+echo "$out"
+for f in lib/libddiloco.so lib/libopenblas.so.0 lib/libjansson.so.4 lib/libyaml-0.so.2 \
+	python/ddiloco/__init__.py; do
+	[ -s "$dir/rt/$f" ] || fail "copy-runtime wrote no $f"
+done
+[ ! -e "$dir/rt/lib/libc.so.6" ] || fail "copy-runtime copied glibc's libc.so.6"
+readelf -d "$dir/rt/lib/libddiloco.so" | grep -q 'RPATH.*\[\$ORIGIN\]' ||
+	fail "the copied libddiloco.so has no RPATH \$ORIGIN"
+rm -rf "$dir/rt"
+
 # 2. the job's pods: the ConfigMap is the job file in a read-only folder
 mkdir -p "$dir/spec"
 cp tests/image/job.json "$dir/spec/job.json"

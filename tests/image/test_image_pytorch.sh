@@ -1,14 +1,20 @@
 #!/bin/sh
-# The PyTorch learner's image (make image-pytorch) run as the operator
-# lays out job e2e-pytorch (examples/pytorch/e2e.yaml), with plain Docker
-# on a private network, like tests/image/test_image.sh: a syncer
-# container; two learner "pods", each a sidecar container and a learner
-# container (python3 examples/pytorch/external.py, the job's command)
-# sharing its network namespace and one tmpfs volume at the exchange
+# The PyTorch learner's image (make image-pytorch), which holds no
+# ddiloco, run as the operator lays out job e2e-pytorch
+# (examples/pytorch/e2e.yaml), with plain Docker on a private network,
+# like tests/image/test_image.sh: a syncer container of the runtime image
+# (ddiloco:latest, make image); two learner "pods", each a sidecar
+# container of the runtime image, its init container's `ddiloco
+# copy-runtime` into a volume, and a learner container of the PyTorch
+# image (python3 examples/pytorch/external.py, the job's command) with
+# that volume read-only and DDILOCO_LIB and PYTHONPATH naming it, sharing
+# the sidecar's network namespace and one tmpfs volume at the exchange
 # folder; the job file read-only at the spec folder; every container
 # with the pods' security context (read-only root, every capability
 # dropped, no privilege escalation, user 65532). gRPC is plaintext here
-# (spec.syncer.insecure; test_image.sh covers mutual TLS). Asserted: both
+# (spec.syncer.insecure; test_image.sh covers mutual TLS). Asserted: the
+# PyTorch image has no ddiloco package, binary or library and loads the
+# copied one; both
 # learners exit 0; the syncer took a learner's weights as the initial
 # model and reached the budget after at least 10 rounds; each learner's
 # loss at the end is below a tenth of the higher first-step loss of the two. Everything made
@@ -17,6 +23,8 @@ set -eu
 cd "$(dirname "$0")/../.."
 JOB_FILE=examples/pytorch/e2e.yaml
 IMAGE=$(sed -n 's/^ *image: \(ddiloco-pytorch:.*\)$/\1/p' "$JOB_FILE")
+RUNTIME=${RUNTIME:-ddiloco:latest}
+RT=/opt/ddiloco-runtime          # operator/children.h RUNTIME_DIR
 SEC="--read-only --cap-drop ALL --security-opt no-new-privileges --user 65532:65532"
 u=ddiloco-ptimage-$$
 dir=$(mktemp -d /tmp/ddiloco-ptimage-XXXXXX)
@@ -38,16 +46,44 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-docker image inspect "$IMAGE" > /dev/null 2>&1 || {
-	echo "FAIL no image '$IMAGE' here: make image-pytorch"
-	echo "0 passed, 1 failed"
-	exit 1
-}
+for img in "$IMAGE" "$RUNTIME"; do
+	docker image inspect "$img" > /dev/null 2>&1 || {
+		echo "FAIL no image '$img' here: make image image-pytorch"
+		echo "0 passed, 1 failed"
+		exit 1
+	}
+done
+# the runtime's learner side, copied as the pods' init container copies it
+# (into a folder here: a tmpfs volume is empty again once no container has it)
+mkdir -p "$dir/rt"
+chmod 777 "$dir" "$dir/rt"
+docker run --pull never --rm $SEC --mount "type=bind,src=$dir/rt,dst=$RT" \
+	"$RUNTIME" copy-runtime --to "$RT" ||
+	{ echo "FAIL ddiloco copy-runtime"; echo "0 passed, 1 failed"; exit 1; }
+rtmount="type=bind,src=$dir/rt,dst=$RT,readonly"
+rtenv="-e DDILOCO_LIB=$RT/lib/libddiloco.so -e PYTHONPATH=$RT/python"
+bare=$(docker run --pull never --rm $SEC --network none --entrypoint /usr/bin/python3 "$IMAGE" -c '
+import ctypes.util, importlib.util, shutil
+print(" ".join(w for w, f in (("package", importlib.util.find_spec("ddiloco")),
+      ("binary", shutil.which("ddiloco")), ("library", ctypes.util.find_library("ddiloco"))) if f))' 2>&1)
+check "$IMAGE holds no ddiloco package, binary or library (found: ${bare:-none})" '[ -z "$bare" ]'
+# shellcheck disable=SC2086
+loaded=$(docker run --pull never --rm $SEC --network none --mount "$rtmount" $rtenv \
+	--entrypoint /usr/bin/python3 "$IMAGE" -c '
+import ddiloco
+lib = ddiloco.load_library()
+maps = open("/proc/self/maps").read().split()
+own = sorted({m.rsplit("/", 1)[1] for m in maps if m.startswith("'"$RT"'/lib/")})
+print("ABI %d, from the copy: %s" % (lib.ddiloco_abi_version(), " ".join(own)))' 2>&1)
+echo "$IMAGE with the copy: $loaded"
+check "$IMAGE loads the copied library" 'echo "$loaded" | grep -q "^ABI [0-9]*, from the copy: .*libddiloco.so"'
 mkdir -p "$dir/spec"
 python3 - "$JOB_FILE" "$dir/spec/job.json" <<'PYEOF'
 import json, sys, yaml
 j = yaml.safe_load(open(sys.argv[1]))
 j["spec"]["syncer"]["insecure"] = True
+# the operator's own fields, which it leaves out of job.json (job_core)
+j["spec"]["syncer"].pop("storage", None)
 json.dump(j, open(sys.argv[2], "w"))
 PYEOF
 chmod 755 "$dir" "$dir/spec"
@@ -60,20 +96,20 @@ t0=$(date +%s)
 docker network create "$u" > /dev/null
 docker volume create "$u-ckpt" > /dev/null
 docker run --pull never -d --name "$u-syncer" $SEC --network "$u" --mount "$spec" \
-	--mount "type=volume,src=$u-ckpt,dst=/var/lib/ddiloco" --entrypoint ddiloco "$IMAGE" \
+	--mount "type=volume,src=$u-ckpt,dst=/var/lib/ddiloco" --entrypoint ddiloco "$RUNTIME" \
 	syncer --job "$job" --checkpoint-dir /var/lib/ddiloco > /dev/null
 for i in 0 1; do
 	docker volume create --driver local --opt type=tmpfs --opt device=tmpfs \
 		--opt o=size=64m,mode=0777 "$u-x$i" > /dev/null
 	docker run --pull never -d --name "$u-sidecar$i" $SEC --network "$u" --mount "$spec" \
 		--mount "type=volume,src=$u-x$i,dst=/run/ddiloco,volume-nocopy" \
-		--entrypoint ddiloco "$IMAGE" sidecar --job "$job" --learner "$i" \
+		--entrypoint ddiloco "$RUNTIME" sidecar --job "$job" --learner "$i" \
 		--exchange /run/ddiloco --syncer "$u-syncer:7070" --http 0.0.0.0:9090 > /dev/null
 	# the operator's learner container: the job's command, its env
 	# shellcheck disable=SC2086
 	docker run --pull never -d --name "$u-learner$i" $SEC --network "container:$u-sidecar$i" \
 		--mount "$spec" --mount "type=volume,src=$u-x$i,dst=/run/ddiloco,volume-nocopy" \
-		-e "DDILOCO_LEARNER_ID=$i" -e "DDILOCO_JOB_FILE=$job" -e DDILOCO_EXCHANGE=/run/ddiloco \
+		--mount "$rtmount" $rtenv -e "DDILOCO_LEARNER_ID=$i" -e "DDILOCO_JOB_FILE=$job" -e DDILOCO_EXCHANGE=/run/ddiloco \
 		--entrypoint "${cmd%% *}" "$IMAGE" ${cmd#* } > /dev/null
 done
 rc0=$(timeout 600 docker wait "$u-learner0" || echo timeout)

@@ -50,6 +50,9 @@ struct sample {
 	struct child_ctx c;
 };
 
+/* the operator's --runtime-image and its pull policy */
+static const struct runtime_image test_runtime = { "ddiloco-runtime:test", "Always" };
+
 static void sample_open(struct sample *s, const char *operator_ns)
 {
 	struct err e;
@@ -61,7 +64,7 @@ static void sample_open(struct sample *s, const char *operator_ns)
 	s->c = (struct child_ctx){ "demo", "team", "u-1", &s->js,
 				   json_object_get(s->job, "spec"), s->txt, operator_ns, 0,
 				   json_object_get(json_object_get(s->job, "metadata"), "labels"),
-				   NULL };
+				   NULL, &test_runtime };
 }
 
 static void sample_close(struct sample *s)
@@ -604,9 +607,97 @@ static void test_pods_log_json(void **state)
 	obj = child_evaluator(&s.c);
 	if (obj)
 		spec = json_object_get(obj, "spec");
-	assert_int_equal(json_loggers(spec, &all), 2);
-	assert_int_equal(all, 2);
+	/* the sidecar, the runtime's copy and the evaluator */
+	assert_int_equal(json_loggers(spec, &all), 3);
+	assert_int_equal(all, 3);
 	json_decref(obj);
+	sample_close(&s);
+}
+
+/* 1 when container c's env has name = value */
+static int env_is(json_t *c, const char *name, const char *value)
+{
+	json_t *v;
+	size_t i;
+
+	json_array_foreach(json_object_get(c, "env"), i, v)
+		if (!strcmp(path_str(v, "name"), name))
+			return !strcmp(path_str(v, "value"), value);
+	return 0;
+}
+
+/* The runtime image (children.h): the syncer's and the sidecar's; the
+ * learner's own image runs unchanged, and a command of the user's gets
+ * the learner library copied in by an init container of the runtime
+ * image, read-only, DDILOCO_LIB and PYTHONPATH naming it unless the
+ * template sets them; no spec.learners.image: the runtime image. */
+static void test_runtime_image(void **state)
+{
+	struct sample s;
+	json_t *pod, *sts, *ps, *c, *l = NULL;
+
+	(void)state;
+	sample_open(&s, "ops");
+	sts = child_syncer(&s.c);
+	assert_string_equal(path_str(sts, "spec.template.spec.containers.0.image"),
+			    "ddiloco-runtime:test");
+	assert_string_equal(path_str(sts, "spec.template.spec.containers.0.imagePullPolicy"),
+			    "Always");
+	json_decref(sts);
+	/* `ddiloco learner` in the user's image: nothing copied */
+	pod = child_learner(&s.c, 0);
+	ps = json_object_get(pod, "spec");
+	assert_int_equal(json_array_size(json_object_get(ps, "initContainers")), 1);
+	assert_string_equal(path_str(ps, "initContainers.0.image"), "ddiloco-runtime:test");
+	assert_string_equal(path_str(ps, "containers.0.image"), "ddiloco:test");
+	assert_false(env_is(json_array_get(json_object_get(ps, "containers"), 0),
+			    "DDILOCO_LIB", RUNTIME_DIR "/lib/libddiloco.so"));
+	json_decref(pod);
+
+	/* a command of the user's: the copy, its volume, the env */
+	l = json_object_get(json_object_get(s.job, "spec"), "learners");
+	json_object_set_new(l, "command", json_pack("[s,s]", "python3", "train.py"));
+	pod = child_learner(&s.c, 0);
+	ps = json_object_get(pod, "spec");
+	assert_int_equal(json_array_size(json_object_get(ps, "initContainers")), 2);
+	c = json_array_get(json_object_get(ps, "initContainers"), 1);
+	assert_string_equal(path_str(c, "name"), "runtime");
+	assert_string_equal(path_str(c, "image"), "ddiloco-runtime:test");
+	assert_string_equal(path_str(c, "command.1"), "copy-runtime");
+	assert_string_equal(path_str(c, "command.3"), RUNTIME_DIR);
+	assert_string_equal(path_str(c, "volumeMounts.0.name"), "ddiloco-runtime");
+	assert_true(json_is_true(json_object_get(json_object_get(c, "securityContext"),
+						 "readOnlyRootFilesystem")));
+	c = json_array_get(json_object_get(ps, "containers"), 0);
+	assert_string_equal(path_str(c, "image"), "ddiloco:test");
+	assert_true(env_is(c, "DDILOCO_LIB", RUNTIME_DIR "/lib/libddiloco.so"));
+	assert_true(env_is(c, "PYTHONPATH", RUNTIME_DIR "/python"));
+	{
+		json_t *m, *mounts = json_object_get(c, "volumeMounts");
+		size_t i, found = 0;
+
+		json_array_foreach(mounts, i, m)
+			if (!strcmp(path_str(m, "name"), "ddiloco-runtime")) {
+				found++;
+				assert_string_equal(path_str(m, "mountPath"), RUNTIME_DIR);
+				assert_true(json_is_true(json_object_get(m, "readOnly")));
+			}
+		assert_int_equal(found, 1);
+	}
+	json_decref(pod);
+
+	/* the template's PYTHONPATH wins: the operator's is not added; no
+	 * image: the runtime image */
+	json_object_set_new(l, "template", json_pack(
+		"{s:{s:[{s:s, s:[{s:s, s:s}]}]}}", "spec", "containers", "name",
+		"learner", "env", "name", "PYTHONPATH", "value", "/app"));
+	json_object_del(l, "image");
+	pod = child_learner(&s.c, 0);
+	c = json_array_get(json_object_get(json_object_get(pod, "spec"), "containers"), 0);
+	assert_string_equal(path_str(c, "image"), "ddiloco-runtime:test");
+	assert_true(env_is(c, "DDILOCO_LIB", RUNTIME_DIR "/lib/libddiloco.so"));
+	assert_true(env_is(c, "PYTHONPATH", "/app"));
+	json_decref(pod);
 	sample_close(&s);
 }
 
@@ -1038,12 +1129,15 @@ static void test_evaluator_pod_manifest(void **state)
 	assert_string_equal(path_str(ps, "priorityClassName"), "training");
 	assert_string_equal(path_str(ps, "nodeSelector.pool"), "a");
 	assert_string_equal(path_str(ps, "tolerations.0.key"), "kwok");
-	/* the sidecar: an evaluator's Hello, index 0, the syncer's address */
-	assert_int_equal(json_array_size(json_object_get(ps, "initContainers")), 1);
+	/* the sidecar: an evaluator's Hello, index 0, the syncer's address;
+	 * then the runtime's copy (test_runtime_image) */
+	assert_int_equal(json_array_size(json_object_get(ps, "initContainers")), 2);
+	assert_string_equal(path_str(ps, "initContainers.1.name"), "runtime");
 	init = json_array_get(json_object_get(ps, "initContainers"), 0);
 	assert_string_equal(path_str(init, "name"), "sidecar");
 	assert_string_equal(path_str(init, "restartPolicy"), "Always");
-	assert_string_equal(path_str(init, "image"), "ddiloco:test");
+	assert_string_equal(path_str(init, "image"), "ddiloco-runtime:test");
+	assert_string_equal(path_str(init, "imagePullPolicy"), "Always");
 	{
 		const char *want[] = { "ddiloco", "sidecar", "--job", "/etc/ddiloco/job.json",
 				       "--evaluator", "--learner", "0", "--exchange",
@@ -1073,9 +1167,12 @@ static void test_evaluator_pod_manifest(void **state)
 	assert_string_equal(path_str(c, "env.1.value"), "/etc/ddiloco/job.json");
 	assert_string_equal(path_str(c, "env.2.name"), "DDILOCO_EXCHANGE");
 	assert_string_equal(path_str(c, "env.2.value"), EXCHANGE_DIR);
-	assert_string_equal(path_str(c, "env.3.name"), "DDILOCO_LOG_FORMAT");
+	/* the runtime's copy (test_runtime_image) */
+	assert_string_equal(path_str(c, "env.3.name"), "DDILOCO_LIB");
+	assert_string_equal(path_str(c, "env.4.name"), "PYTHONPATH");
+	assert_string_equal(path_str(c, "env.5.name"), "DDILOCO_LOG_FORMAT");
 	/* the template's "learner" container merged into it */
-	assert_string_equal(path_str(c, "env.4.name"), "HF_HOME");
+	assert_string_equal(path_str(c, "env.6.name"), "HF_HOME");
 	assert_string_equal(json_string_value(json_object_get(json_object_get(json_object_get(c,
 		"resources"), "limits"), "google.com/tpu")), "4");
 	assert_string_equal(path_str(c, "resources.requests.cpu"), "2");
@@ -1134,7 +1231,7 @@ static void test_evaluator_pod_manifest(void **state)
 static void test_tls_secret_too_big(void **state)
 {
 	struct job_spec js;
-	struct child_ctx c = { "big", "team", "u-2", &js, NULL, "{}", "ops", 0, NULL, NULL };
+	struct child_ctx c = { "big", "team", "u-2", &js, NULL, "{}", "ops", 0, NULL, NULL, NULL };
 	struct err e;
 
 	(void)state;
@@ -1208,7 +1305,7 @@ static void test_child_names(void **state)
 	assert_int_equal(child_name(long_job, CHILD_CHECKPOINTS, 0, name, sizeof(name)), -1);
 	{
 		struct job_spec js;
-		struct child_ctx c = { long_job, "ns", "uid", &js, NULL, "{}", "ops", 0, NULL, NULL };
+		struct child_ctx c = { long_job, "ns", "uid", &js, NULL, "{}", "ops", 0, NULL, NULL, NULL };
 
 		jobspec_defaults(&js);
 		assert_null(child_pvc(&c, -1));
@@ -1255,6 +1352,7 @@ int main(void)
 		cmocka_unit_test(test_job_labels_and_managed_by),
 		cmocka_unit_test(test_pods_pass_restricted),
 		cmocka_unit_test(test_pods_log_json),
+		cmocka_unit_test(test_runtime_image),
 		cmocka_unit_test(test_networkpolicy_manifest),
 		cmocka_unit_test(test_tls_secret_and_mounts),
 		cmocka_unit_test(test_sharded_syncer),

@@ -967,6 +967,27 @@ static void test_all_learners_exit_zero_succeeds(void **state)
 	rc_output_release(&f.out);
 }
 
+/* Learner pods that exited 0 while being deleted (SIGTERM) were stopped:
+ * the job goes on and they are made again once gone. */
+static void test_deleted_learners_exit_zero_runs_on(void **state)
+{
+	struct fx f;
+
+	(void)state;
+	setup_fx(&f, 2);
+	running(&f);
+	for (int i = 0; i < 2; i++) {
+		f.pods[i].state = POD_SUCCEEDED;
+		f.pods[i].deleting = 1;
+		f.pods[i].delete_at = NOW;
+	}
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_not_equal(f.out.phase, PHASE_SUCCEEDED);
+	assert_false(f.out.conds[COND_COMPLETE].set && f.out.conds[COND_COMPLETE].status);
+	assert_int_equal(count(&f.out, ACT_APPLY_LEARNER), 0);   /* not yet gone */
+	rc_output_release(&f.out);
+}
+
 static void test_backoff_limit_fails(void **state)
 {
 	struct fx f;
@@ -1382,6 +1403,7 @@ int main(void)
 		cmocka_unit_test(test_below_quorum_is_restarting),
 		cmocka_unit_test(test_budget_done_succeeds_and_stays),
 		cmocka_unit_test(test_all_learners_exit_zero_succeeds),
+		cmocka_unit_test(test_deleted_learners_exit_zero_runs_on),
 		cmocka_unit_test(test_backoff_limit_fails),
 		cmocka_unit_test(test_failures_not_disruptions_count),
 		cmocka_unit_test(test_exit_code_rules),

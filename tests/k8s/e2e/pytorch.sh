@@ -1,12 +1,16 @@
 # Sourced by test_e2e.sh (its helpers, namespace and operator): job
 # e2e-pytorch, examples/pytorch/e2e.yaml, two PyTorch learners of a model
 # ddiloco does not know (the MLP of examples/pytorch/external.py,
-# spec.model.kind external) through real pods. Every pod of the job (the
-# learners, their sidecars, the syncer) runs the image ddiloco-pytorch
-# (make image-pytorch), imported into the node's containerd by
-# test_e2e.sh. Asserted: Succeeded; the node started the five containers
-# from that image and the learner container ran the job's command
-# (python3 external.py); the syncer took one learner's weights as the
+# spec.model.kind external) through real pods. The learner containers run
+# the image ddiloco-pytorch (make image-pytorch), which holds no ddiloco
+# (checked here: no package, binary or library); the syncer, the sidecars
+# and the init containers that copy the learner library in run the
+# runtime image ddiloco:latest (docs/operator.md, Images); both imported
+# into the node's containerd by test_e2e.sh. Asserted: Succeeded; the node
+# started the two learner containers from the PyTorch image and the
+# syncer, both sidecars and both copies from the runtime image; the
+# learner container ran the job's command (python3 external.py) with
+# DDILOCO_LIB naming the copy; the syncer took one learner's weights as the
 # initial model and merged rounds to the budget; each learner's loss at
 # the end is below a tenth of the higher of the two learners' losses at
 # their first step (the learners' logs);
@@ -27,6 +31,11 @@ follow() {
 	done
 }
 
+bare=$(docker run --pull never --rm --network none --entrypoint /usr/bin/python3 "$PIMAGE" -c '
+import ctypes.util, importlib.util, shutil
+print(" ".join(w for w, f in (("package", importlib.util.find_spec("ddiloco")),
+      ("binary", shutil.which("ddiloco")), ("library", ctypes.util.find_library("ddiloco"))) if f))' 2>&1)
+check "$PIMAGE holds no ddiloco package, binary or library (found: ${bare:-none})" '[ -z "$bare" ]'
 pv_for $PJOB || fail "the checkpoint volume of $PJOB"
 echo "--- load before job $PJOB: $(uptime)"
 t_apply=$(now) t_printed=0
@@ -46,7 +55,7 @@ while :; do
 	[ "$(date +%s)" -lt "$end" ] || { bad "job $PJOB did not finish within $PDEADLINE s"; break; }
 	# the learner container as the operator made it, while its pod exists
 	[ -n "$pcmd" ] ||
-		pcmd=$(jp pod/$PJOB-learner-0 '{.spec.containers[?(@.name=="learner")].image} {.spec.containers[?(@.name=="learner")].command}')
+		pcmd=$(jp pod/$PJOB-learner-0 '{.spec.containers[?(@.name=="learner")].image} {.spec.containers[?(@.name=="learner")].command} {.spec.containers[?(@.name=="learner")].env[?(@.name=="DDILOCO_LIB")].value}')
 	if [ -z "$pt_ready" ] &&
 		[ "$(K -n "$NS" get pods -l ddiloco.io/job=$PJOB -o jsonpath='{range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' 2>/dev/null |
 			grep -c '^True$')" -ge 3 ]; then
@@ -83,13 +92,17 @@ phase=$(jp ddjob/$PJOB '{.status.phase}')
 check "job $PJOB: phase Succeeded (is $phase, $pt_job s)" '[ "$phase" = Succeeded ]'
 # the kubelet's word: each container started from the image, present on
 # the node (imported, never pulled)
-pimgs=$(K -n "$NS" get events --field-selector reason=Pulled \
+K -n "$NS" get events --field-selector reason=Pulled \
 	-o jsonpath='{range .items[*]}{.involvedObject.name} {.message}{"\n"}{end}' 2>/dev/null |
-	grep "^$PJOB-" | grep -c "\"$PIMAGE\" already present")
-check "job $PJOB: the learners, their sidecars and the syncer started from $PIMAGE ($pimgs of 5 containers)" \
-	'[ "$pimgs" -ge 5 ]'
-check "job $PJOB: the learner container ran the job's command ($pcmd)" \
-	'[ "$pcmd" = "$PIMAGE [\"/usr/bin/python3\",\"/opt/ddiloco/examples/pytorch/external.py\"]" ]'
+	grep "^$PJOB-" >"$WORK/$PJOB-pulled.txt"
+pimgs=$(grep -c "\"$PIMAGE\" already present" "$WORK/$PJOB-pulled.txt")
+rimgs=$(grep -c "\"ddiloco:latest\" already present" "$WORK/$PJOB-pulled.txt")
+check "job $PJOB: the learners started from $PIMAGE ($pimgs of 2 containers)" \
+	'[ "$pimgs" -ge 2 ]'
+check "job $PJOB: the syncer, the sidecars and the library's copies from ddiloco:latest ($rimgs of 5 containers)" \
+	'[ "$rimgs" -ge 5 ]'
+check "job $PJOB: the learner container ran the job's command with the copied library ($pcmd)" \
+	'[ "$pcmd" = "$PIMAGE [\"/usr/bin/python3\",\"/opt/ddiloco/examples/pytorch/external.py\"] /opt/ddiloco-runtime/lib/libddiloco.so" ]'
 seeder=$(sed -n "s/.*learner \([0-9]\)'s weights are the job's initial model.*/\1/p" "$PLOG" | head -n 1)
 check "job $PJOB: the syncer took learner ${seeder:-?}'s weights as the job's initial model" \
 	'[ -n "$seeder" ]'

@@ -417,6 +417,9 @@ while :; do
 done
 t_rjob=$(elapsed "$t_apply")
 echo "--- load after job $RJOB: $(uptime)"
+echo "--- the Events of job $RJOB"
+K -n "$NS" get events --field-selector "involvedObject.name=$RJOB" \
+	-o jsonpath='{range .items[*]}{.reason}: {.message}{"\n"}{end}' 2>/dev/null | tail -n 20
 [ -n "${LOGPID:-}" ] && { kill "$LOGPID" 2>/dev/null; wait "$LOGPID" 2>/dev/null; LOGPID=""; }
 K -n "$NS" get ddjobs
 phase=$(jp ddjob/$RJOB '{.status.phase}')
