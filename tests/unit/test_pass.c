@@ -118,7 +118,7 @@ static void rig_start(struct rig *r, const char *learner_template)
 	assert_int_equal(op_metrics_init(&r->metrics), 0);
 	r->env = (struct pass_env){ &r->c, &r->mems, &r->metrics,
 		"http://127.0.0.1:9/{job}", "ddiloco-system", &r->policy, NULL,
-		NULL, NULL, NULL };
+		NULL, NULL, NULL, NULL };
 	assert_non_null(r->env.k = kube_new(&r->f.cfg, &e));
 	job = json_pack("{s:s, s:s, s:{s:s, s:s, s:s, s:s, s:i}, s:{s:{s:i}, "
 			"s:{s:s}, s:{s:s}}}", "apiVersion", "ddiloco.io/v1alpha1",
