@@ -11,6 +11,8 @@
  *                     the job parsed with jobspec (the same parser as
  *                     `ddiloco run`), the syncer's /status when its pod
  *                     is ready
+ *   1b. queue         queue.c: a job in a Kueue queue, its Workload read
+ *                     (made when missing): held, or admitted and placed
  *   2. decide         reconcile() -> actions, phase, conditions (pure)
  *   3. apply_actions  apply.c: server-side apply, deletes with a uid
  *                     precondition, Events; a failure is written into
@@ -19,6 +21,8 @@
  *                     /status when status_should_write says it moved
  *                     enough, with the resourceVersion read in 1 (409:
  *                     the cache is behind; the key is retried with backoff)
+ *   5. queue_after    queue.c: the Workload's reservation given back once an
+ *                     evicted job stopped, Finished once the job ended
  * Errors requeue the key rate-limited; success forgets its failures.
  *
  * This file owns the wiring and the threads: what the workers share
@@ -47,6 +51,7 @@
 #include "operator/leader.h"
 #include "operator/metrics.h"
 #include "operator/pass.h"
+#include "operator/queue.h"
 #include "operator/reconcile.h"
 #include "operator/workqueue.h"
 
@@ -102,12 +107,15 @@ static int sync_job(struct worker *w, const char *key, double *requeue)
 		rc = 0;   /* the job is gone */
 		goto out;
 	}
+	if (!rc)
+		rc = queue_observe(&w->env, &p);
 	if (rc || reconcile(&p.in, p.m->learners, &p.out)) {
 		rc = -1;
 		goto out;
 	}
 	failed = apply_actions(&w->env, &p);
 	failed |= apply_status(&w->env, &p);
+	failed |= queue_after(&w->env, &p);
 	*requeue = next_pass(&p.out);
 	rc = failed ? -1 : 0;
 out:

@@ -53,6 +53,7 @@ void pass_release(struct pass *p)
 	json_decref(p->job);
 	json_decref(p->core);
 	free(p->core_text);
+	json_decref(p->workload);
 }
 
 static int cond_true(json_t *obj, const char *type, double *since)

@@ -30,7 +30,7 @@ static const char *cond_names[COND_N] = {
 	"Created", "Running", "Complete", "Failed", "Suspended", "PodsReady",
 	"CheckpointFailing", "ModelStartedOver", "SyncerShards",
 	"CheckpointStorage", "VersionMismatch", "LearnersExcluded",
-	"TemplateRefused", "SecretNotOwned",
+	"TemplateRefused", "SecretNotOwned", "Admitted",
 };
 
 const char *job_phase_name(enum job_phase p)
@@ -944,13 +944,17 @@ static void index_pods(const struct rc_input *in, int M,
 static void suspend(const struct rc_input *in, struct learner_mem *mem, int M,
 		    struct rc_output *o, const char *now)
 {
+	const struct rc_queue *q = &in->queue;
+	int held = q->held && !in->spec->suspend;
+
 	stop_all(in, o);
 	if (o->phase != PHASE_SUSPENDED)
-		event(o, 0, "Suspended",
+		event(o, 0, "Suspended", held ?
+		      "job held by its queue: learner pods and syncer deleted, checkpoints kept" :
 		      "job suspended: learner pods and syncer deleted, checkpoints kept");
 	o->phase = PHASE_SUSPENDED;
-	cond_set(&o->conds[COND_SUSPENDED], 1, "JobSuspended",
-		 "spec.suspend is true", now);
+	cond_set(&o->conds[COND_SUSPENDED], 1, held ? q->reason : "JobSuspended",
+		 held ? q->message : "spec.suspend is true", now);
 	cond_set(&o->conds[COND_RUNNING], 0, "JobSuspended",
 		 "spec.suspend is true", now);
 	if (o->conds[COND_PODS_READY].set)
@@ -1242,6 +1246,20 @@ static void go_on(const struct rc_input *in, struct learner_mem *mem,
  * pass: deleting, terminal, invalid spec, suspend, resume, done, the
  * failure policy, then a job that goes on (go_on).
  */
+/* A job in a Kueue queue (queue.h): condition Admitted as its Workload
+ * stands, and only the learners admitted are made (M). */
+static void queued(const struct rc_input *in, int *M, struct rc_output *o,
+		   const char *now)
+{
+	const struct rc_queue *q = &in->queue;
+
+	if (!q->queued)
+		return;
+	cond_set(&o->conds[COND_ADMITTED], q->admitted, q->reason, q->message, now);
+	if (q->admitted && q->learners > 0 && q->learners < *M)
+		*M = q->learners;
+}
+
 int reconcile(const struct rc_input *in, struct learner_mem *mem,
 	      struct rc_output *o)
 {
@@ -1268,6 +1286,7 @@ int reconcile(const struct rc_input *in, struct learner_mem *mem,
 	syncer_pods_lost(in, o);
 	if (M < 1 || M > RC_MAX_LEARNERS)
 		M = 0;
+	queued(in, &M, o, now);
 	if (!(seen = calloc((size_t)(M ? M : 1), sizeof(*seen))))
 		return -1;
 	index_pods(in, M, seen, o, &succeeded);
@@ -1281,7 +1300,7 @@ int reconcile(const struct rc_input *in, struct learner_mem *mem,
 	} else if (in->spec_error) {
 		finish(in, o, PHASE_FAILED, "InvalidSpec",
 		       in->spec_error_msg ? in->spec_error_msg : "invalid spec", now);
-	} else if (in->spec->suspend) {
+	} else if (in->spec->suspend || in->queue.held) {
 		template_refused(in, o, now);
 		suspend(in, mem, M, o, now);
 	} else {
@@ -1291,6 +1310,7 @@ int reconcile(const struct rc_input *in, struct learner_mem *mem,
 			event(o, 0, "Resumed",
 			      "job resumed: recreating the syncer and learners");
 			cond_set(&o->conds[COND_SUSPENDED], 0, "JobResumed",
+				 in->queue.queued ? "admitted by its queue" :
 				 "spec.suspend is false", now);
 		}
 		if (!done(in, M, succeeded, o, now) &&

@@ -210,7 +210,7 @@ enum cond_type { COND_CREATED, COND_RUNNING, COND_COMPLETE, COND_FAILED,
 		 COND_MODEL_STARTED_OVER, COND_SYNCER_SHARDS,
 		 COND_CHECKPOINT_STORAGE, COND_VERSION_MISMATCH,
 		 COND_LEARNERS_EXCLUDED, COND_TEMPLATE_REFUSED,
-		 COND_SECRET_NOT_OWNED, COND_N };
+		 COND_SECRET_NOT_OWNED, COND_ADMITTED, COND_N };
 
 const char *cond_type_name(enum cond_type t);
 
@@ -345,6 +345,13 @@ struct rc_input {
 	struct learner_mem *evaluator_mem; /* the operator's memory of it,
 				       * updated in place as mem; NULL: none
 				       * (failures stays 0: never counted) */
+	/* a job in a Kueue queue (queue.h): held as if suspended until its
+	 * Workload is admitted and again once evicted, with Kueue's reason
+	 * and message; the learners admitted (0: all of them) */
+	struct rc_queue {
+		int queued, held, admitted, learners;
+		char reason[64], message[512];
+	} queue;
 };
 
 enum rc_kind {

@@ -36,7 +36,7 @@ free_port() {
 
 # The frame of a test that runs the operator as a local process in a
 # namespace of its own (test_names, test_template, test_failure,
-# test_lifecycle, test_kueue, test_metrics, test_evaluator): `op_test NAME` sets BIN, NS
+# test_lifecycle, test_kueue, test_suspend, test_metrics, test_evaluator): `op_test NAME` sets BIN, NS
 # (NAME-<pid>-<random>) and WORK (a new folder), and on exit stops the
 # operator, runs the test's own extra_cleanup when it has one, deletes NS
 # and removes WORK. `start_operator [PORT [FLAGS...]]` runs the operator

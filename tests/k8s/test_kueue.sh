@@ -1,163 +1,271 @@
 #!/usr/bin/env bash
-# What Kueue does to a job (docs/operator.md, "Kueue"), done by hand on
-# the real API server, the operator as a local process, pods on the kwok
-# nodes:
-#  - a job created suspended with the label kueue.x-k8s.io/queue-name:
-#    no pod, phase Suspended, condition Suspended True;
-#  - admission: while suspended, the learner count changed (partial
-#    admission) and a node affinity and a label injected into
-#    spec.learners.template; then suspend false. Every learner pod runs
-#    on the node the affinity names, with the queue's label (propagated
-#    from the job) and the injected one; the syncer's pod set is admitted
-#    the same way: a node affinity, a nodeSelector and a label injected
-#    into spec.syncer.template put q-syncer-0 on its own node with the
-#    queue's label and the injected one; a syncer field other than its
-#    placement (minQuorum) is refused even while suspended;
-#  - while it runs, the templates (learners' and syncer's) and the learner
-#    count are refused, each with the CRD's message; preempted (suspend
-#    true) its pods go; the templates may change again, the learner count
-#    may not (it ran);
-#  - the CRD's syncer rule names every field of spec.syncer: fixed, or
-#    placement;
-#  - a job with spec.managedBy another controller is left alone (no
-#    child, no status), and managedBy cannot change.
+# Kueue's own controller admits the operator's jobs (docs/operator.md,
+# Kueue; operator/queue.h): Kueue v0.17.0's manager, built like the control
+# plane from its pinned Go module (tests/k8s/cluster/build.sh kueue), runs
+# here as a local process with its CRDs and its webhooks for its own kinds
+# (served over TLS on 127.0.0.1, a certificate made here); the operator as
+# a local process, pods on the kwok nodes. One ResourceFlavor whose node
+# labels name kwok-node-2, a ClusterQueue with 3 CPUs of quota (one job's
+# 2 learners and syncer need 2.7) that preempts lower priorities, a
+# LocalQueue, two WorkloadPriorityClasses:
+#  - jobs a and b, both in the queue: each gets its Workload <job>-ddjob
+#    (pod sets learners, syncer); a is admitted and runs, its pods on the
+#    flavor's node; b stays held (phase Suspended, no pod) with Kueue's
+#    reason in its Admitted condition, and runs once a has finished (its
+#    Workload Finished);
+#  - job h of a higher priority preempts b: b's pods go, b is held with
+#    reason Evicted and its Workload's reservation is given back; h runs;
+#    once h has finished, b is admitted again and runs;
+#  - job p, 4 learners of which 2 make a quorum: Kueue admits 2 (its
+#    minCount), and 2 learner pods run;
+#  - sampled every half second throughout: the CPU the job's pods request
+#    never exceeds the quota.
 # Needs the variables of /tmp/ddiloco-k8s/env (tests/k8s/run.sh sets them).
 set -euo pipefail
 
 : "${KUBECTL:?run through make test-k8s}" "${KUBE_SERVER:?}" "${KUBE_CA:?}" "${KUBECONFIG:?}"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+CACHE=${DDILOCO_K8S_CACHE:-$HOME/.cache/ddiloco-k8s}
+KUEUE=$CACHE/bin/kueue
 NODE=kwok-node-2
-SYNCER_NODE=kwok-node-1
+QUOTA_MILLI=3000
 
 . "$ROOT/tests/k8s/lib.sh"
 op_test kueue
-
-phase_is() { [ "$(jp "ddjob/$1" '{.status.phase}')" = "$2" ]; }
-npods() { KN get pods -l "ddiloco.io/job=$1" -o name | grep -c . || true; }
-refused() {   # refused WORDS PATCH: the merge patch of job q is refused
-	if KN patch ddjob q --type merge -p "$2" >"$WORK/out" 2>&1; then
-		fail "accepted: $2"
-	fi
-	grep -qF "$1" "$WORK/out" || { cat "$WORK/out" >&2; fail "no '$1' in the refusal"; }
-	echo "refused: $1"
+K() { "$KUBECTL" "$@"; }
+KUEUE_PID="" SAMPLER=""
+extra_cleanup() {
+	[ -n "$SAMPLER" ] && kill "$SAMPLER" 2>/dev/null
+	[ -n "$KUEUE_PID" ] && kill "$KUEUE_PID" 2>/dev/null && wait "$KUEUE_PID" 2>/dev/null
+	K delete validatingwebhookconfiguration "ddiloco-test-kueue-$NS" --wait=false >/dev/null 2>&1
+	K delete mutatingwebhookconfiguration "ddiloco-test-kueue-$NS" --wait=false >/dev/null 2>&1
+	K delete clusterqueue "cq-$NS" --wait=false >/dev/null 2>&1
+	K delete resourceflavor "rf-$NS" --wait=false >/dev/null 2>&1
+	K delete workloadpriorityclass "low-$NS" "high-$NS" --wait=false >/dev/null 2>&1
 }
+fail() {
+	echo "test_kueue: FAIL: $*" >&2
+	KN get ddjobs,workloads,pods -o wide >&2 2>/dev/null || true
+	KN get workloads -o jsonpath='{range .items[*]}{.metadata.name}: {.status.conditions}{"\n"}{end}' >&2 2>/dev/null || true
+	[ -e "$WORK/op.log" ] && tail -20 "$WORK/op.log" >&2
+	[ -e "$WORK/kueue.log" ] && grep -iE 'error|fail' "$WORK/kueue.log" | tail -10 >&2
+	exit 1
+}
+[ -x "$KUEUE" ] && [ -s "$CACHE/kueue/webhooks.yaml" ] ||
+	fail "no $KUEUE or its manifests (tests/k8s/cluster/build.sh kueue)"
+
+# --- Kueue up -------------------------------------------------------------
+mkdir -p "$WORK/certs"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
+	-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 \
+	-keyout "$WORK/certs/tls.key" -out "$WORK/certs/tls.crt" 2>/dev/null ||
+	fail "openssl: the webhook certificate"
+# the manager reads its metrics certificate from this fixed folder even
+# when metrics are off
+mkdir -p /etc/kueue/metrics/certs
+cp "$WORK/certs/tls.crt" "$WORK/certs/tls.key" /etc/kueue/metrics/certs/
+K apply --server-side -f "$CACHE/kueue/crds" >/dev/null || fail "Kueue's CRDs"
+for c in "$CACHE"/kueue/crds/*.yaml; do
+	n=$(sed -n 's/^  name: //p' "$c" | head -n 1)
+	until_ok 30 "CRD $n established" K wait --for=condition=Established --timeout=1s "crd/$n"
+done
+WH_PORT=$(free_port) HEALTH_PORT=$(free_port)
+# Kueue's webhooks for its own kinds, served by the manager here
+python3 - "$CACHE/kueue/webhooks.yaml" "$WORK/certs/tls.crt" "$WH_PORT" "ddiloco-test-kueue-$NS" \
+	>"$WORK/webhooks.yaml" <<'PYEOF' || fail "the webhook configurations"
+import base64, sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+ca = base64.b64encode(open(sys.argv[2], "rb").read()).decode()
+out = []
+for d in docs:
+    hooks = []
+    for w in d.get("webhooks", []):
+        groups = {g for r in w.get("rules", []) for g in r.get("apiGroups", [])}
+        if groups != {"kueue.x-k8s.io"}:
+            continue   # the job integrations' hooks (pods, Jobs, ...)
+        path = w["clientConfig"]["service"]["path"]
+        w["clientConfig"] = {"url": "https://127.0.0.1:%s%s" % (sys.argv[3], path),
+                             "caBundle": ca}
+        w.pop("namespaceSelector", None)
+        hooks.append(w)
+    d["metadata"] = {"name": sys.argv[4]}
+    d["webhooks"] = hooks
+    out.append(d)
+yaml.safe_dump_all(out, sys.stdout)
+PYEOF
+cat >"$WORK/kueue.yaml" <<EOF
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+namespace: kueue-system
+leaderElection: {leaderElect: false}
+internalCertManagement: {enable: false}
+webhook: {host: 127.0.0.1, port: $WH_PORT, certDir: $WORK/certs}
+metrics: {bindAddress: "0"}
+health: {healthProbeBindAddress: "127.0.0.1:$HEALTH_PORT"}
+integrations:
+  frameworks: [batch/job]
+  externalFrameworks: [DecoupledTrainingJob.v1alpha1.ddiloco.io]
+featureGates: {VisibilityOnDemand: false}
+EOF
+"$KUEUE" --config "$WORK/kueue.yaml" --kubeconfig "$KUBECONFIG" >"$WORK/kueue.log" 2>&1 &
+KUEUE_PID=$!
+until_ok 90 "Kueue ready" curl -sf "http://127.0.0.1:$HEALTH_PORT/readyz"
+K apply -f "$WORK/webhooks.yaml" >/dev/null || fail "apply the webhook configurations"
+echo "ok: Kueue $(sed -n 's/^KUEUE_VERSION=//p' "$ROOT/tests/k8s/cluster/versions.sh") ready, its webhooks on 127.0.0.1:$WH_PORT"
 
 apply_crd
-"$KUBECTL" create namespace "$NS" >/dev/null
+K create namespace "$NS" >/dev/null
+until_ok 60 "the queue's objects (through Kueue's webhooks)" K apply -f - <<EOF
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: rf-$NS}
+spec:
+  nodeLabels: {kubernetes.io/hostname: $NODE}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: cq-$NS}
+spec:
+  namespaceSelector: {}
+  preemption: {withinClusterQueue: LowerPriority}
+  resourceGroups:
+    - coveredResources: [cpu, memory]
+      flavors:
+        - name: rf-$NS
+          resources:
+            - {name: cpu, nominalQuota: ${QUOTA_MILLI}m}
+            - {name: memory, nominalQuota: 64Gi}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: lq, namespace: $NS}
+spec: {clusterQueue: cq-$NS}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata: {name: low-$NS}
+value: 10
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: WorkloadPriorityClass
+metadata: {name: high-$NS}
+value: 1000
+EOF
 start_operator
 
-KN apply -f - >/dev/null <<EOF || fail "apply job q"
+# job NAME PRIORITY [REPLICAS [QUORUM]]: a job in queue lq, 1 CPU a learner
+job() {
+	KN apply -f - >/dev/null <<EOF || fail "apply job $1"
 apiVersion: ddiloco.io/v1alpha1
 kind: DecoupledTrainingJob
 metadata:
-  name: q
-  labels: {kueue.x-k8s.io/queue-name: team-a}
+  name: $1
+  labels: {kueue.x-k8s.io/queue-name: lq, kueue.x-k8s.io/priority-class: $2-$NS}
 spec:
-  suspend: true
-  learners: {replicas: 4}
-  syncer: {storage: ""}
+  learners: {replicas: ${3:-2}, resources: {cpu: "1", memory: 256Mi}}
+  syncer: {storage: "", minQuorum: ${4:-${3:-2}}}
   data: {path: /data/tiny.txt}
 EOF
-until_ok 30 "job q Suspended" phase_is q Suspended
-[ "$(jp ddjob/q '{.status.conditions[?(@.type=="Suspended")].status}')" = True ] ||
-	fail "no Suspended condition"
-sleep 2
-[ "$(npods q)" = 0 ] || fail "a suspended job has pods"
-echo "ok: created suspended: no pod, Suspended True"
+}
+phase_is() { [ "$(jp "ddjob/$1" '{.status.phase}')" = "$2" ]; }
+learners_running() {
+	KN get pods -l "ddiloco.io/job=$1,ddiloco.io/role=learner" \
+		--field-selector status.phase=Running -o name | grep -c . || true
+}
+npods() { KN get pods -l "ddiloco.io/job=$1" -o name | grep -c . || true; }
+admitted_is() { [ "$(jp "ddjob/$1" '{.status.conditions[?(@.type=="Admitted")].status}')" = "$2" ]; }
+finish() {   # every learner of job $1 exits 0
+	local p
+	for p in $(KN get pods -l "ddiloco.io/job=$1,ddiloco.io/role=learner" -o name); do
+		KN patch "$p" --subresource=status --type merge \
+			-p '{"status":{"phase":"Succeeded"}}' >/dev/null
+	done
+	until_ok 60 "job $1 Succeeded" phase_is "$1" Succeeded
+	until_ok 30 "job $1's Workload Finished" \
+		'[ "$(jp workload/'"$1"'-ddjob "{.status.conditions[?(@.type==\"Finished\")].status}")" = True ]'
+}
 
-# admission, as Kueue's job framework does it: the pod sets' counts and
-# placement into the job while it is suspended, then unsuspend
-KN patch ddjob q --type merge -p '{"spec": {"learners": {"replicas": 3, "template": {
-  "metadata": {"labels": {"kueue.x-k8s.io/podset": "learners"}},
-  "spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-    "nodeSelectorTerms": [{"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In",
-      "values": ["'$NODE'"]}]}]}}}}}}}}' >/dev/null || fail "inject the placement while suspended"
-KN patch ddjob q --type merge -p '{"spec": {"syncer": {"template": {
-  "metadata": {"labels": {"kueue.x-k8s.io/podset": "syncer"}},
-  "spec": {"nodeSelector": {"type": "kwok"}, "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-    "nodeSelectorTerms": [{"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In",
-      "values": ["'$SYNCER_NODE'"]}]}]}}}}}}}}' >/dev/null || fail "inject the syncer's placement while suspended"
-refused "spec.syncer is immutable but for template, nodeSelector and tolerations" \
-	'{"spec": {"syncer": {"minQuorum": 2}}}'
-KN patch ddjob q --type merge -p '{"spec": {"suspend": false}}' >/dev/null || fail "unsuspend"
-until_ok 90 "job q Running" phase_is q Running
-until_ok 60 "3 learner pods Running" \
-	'[ "$(KN get pods -l ddiloco.io/job=q,ddiloco.io/role=learner --field-selector status.phase=Running -o name | grep -c .)" = 3 ]'
-for i in 0 1 2; do
-	P=pod/q-learner-$i
-	[ "$(jp $P '{.spec.nodeName}')" = "$NODE" ] || fail "q-learner-$i on $(jp $P '{.spec.nodeName}')"
-	[ "$(jp $P '{.metadata.labels.kueue\.x-k8s\.io/queue-name} {.metadata.labels.kueue\.x-k8s\.io/podset}')" = "team-a learners" ] ||
-		fail "q-learner-$i labels: $(jp $P '{.metadata.labels}')"
-	[ "$(jp $P '{.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].values[0]}')" = "$NODE" ] ||
-		fail "q-learner-$i has no injected affinity"
+# the CPU the namespace's pods request, millicores, every half second
+sample() {
+	while :; do
+		KN get pods -o json 2>/dev/null | python3 -c '
+import json, sys
+def milli(q):
+    return float(q[:-1]) if q.endswith("m") else float(q) * 1000
+t = 0
+for p in json.load(sys.stdin)["items"]:
+    if p["status"].get("phase") in ("Succeeded", "Failed"):
+        continue
+    s = p["spec"]
+    side = sum(milli(c.get("resources", {}).get("requests", {}).get("cpu", "0"))
+               for c in s.get("initContainers", []) if c.get("restartPolicy") == "Always")
+    main = sum(milli(c.get("resources", {}).get("requests", {}).get("cpu", "0"))
+               for c in s["containers"])
+    t += side + main
+print(int(t))' >>"$WORK/cpu.txt"
+		sleep 0.5
+	done
+}
+sample &
+SAMPLER=$!
+
+# --- a runs, b waits for it ------------------------------------------------
+job a low
+until_ok 30 "job a's Workload" jp workload/a-ddjob '{.metadata.name}'
+job b low
+until_ok 90 "job a Running" phase_is a Running
+until_ok 60 "job a's 2 learners Running" '[ "$(learners_running a)" = 2 ]'
+for p in a-learner-0 a-learner-1 a-syncer-0; do
+	until_ok 30 "$p scheduled" '[ -n "$(jp pod/'$p' "{.spec.nodeName}")" ]'
+	[ "$(jp pod/$p '{.spec.nodeName} {.spec.nodeSelector.kubernetes\.io/hostname}')" = "$NODE $NODE" ] ||
+		fail "$p: node $(jp pod/$p '{.spec.nodeName}'), nodeSelector $(jp pod/$p '{.spec.nodeSelector}')"
 done
-KN get pod q-learner-3 >/dev/null 2>&1 && fail "a fourth learner pod after admission of 3"
-[ "$(jp pod/q-syncer-0 '{.metadata.labels.kueue\.x-k8s\.io/queue-name} {.metadata.labels.kueue\.x-k8s\.io/podset}')" = "team-a syncer" ] ||
-	fail "the syncer's pod labels: $(jp pod/q-syncer-0 '{.metadata.labels}')"
-until_ok 60 "q-syncer-0 scheduled" '[ -n "$(jp pod/q-syncer-0 "{.spec.nodeName}")" ]'
-[ "$(jp pod/q-syncer-0 '{.spec.nodeName}')" = "$SYNCER_NODE" ] ||
-	fail "q-syncer-0 on $(jp pod/q-syncer-0 '{.spec.nodeName}'), not $SYNCER_NODE"
-[ "$(jp pod/q-syncer-0 '{.spec.nodeSelector.type} {.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].values[0]}')" = "kwok $SYNCER_NODE" ] ||
-	fail "q-syncer-0 lacks the injected nodeSelector or affinity"
-echo "ok: admitted: 3 learners on $NODE with the affinity and labels, the syncer on $SYNCER_NODE with its own"
+admitted_is a True || fail "job a: Admitted $(jp ddjob/a '{.status.conditions[?(@.type=="Admitted")]}')"
+[ "$(jp workload/a-ddjob '{.spec.podSets[*].name} {.spec.podSets[0].count} {.spec.priority}')" = "learners syncer 2 10" ] ||
+	fail "job a's Workload: $(jp workload/a-ddjob '{.spec.podSets[*].name} {.spec.podSets[0].count} {.spec.priority}')"
+until_ok 30 "job b held with Kueue's reason" admitted_is b False
+phase_is b Suspended || fail "job b is $(jp ddjob/b '{.status.phase}')"
+[ "$(npods b)" = 0 ] || fail "job b has pods while a runs"
+why=$(jp ddjob/b '{.status.conditions[?(@.type=="Admitted")].reason}: {.status.conditions[?(@.type=="Admitted")].message}')
+echo "job b held: $why"
+case $why in *quota*) ;; *) fail "job b's Admitted condition does not say the quota: $why" ;; esac
+echo "ok: a admitted and on $NODE, b held"
 
-refused "may change only while the job is suspended" \
-	'{"spec": {"learners": {"template": {"metadata": {"labels": {"x": "y"}}}}}}'
-refused "spec.learners.replicas may change only while the job is suspended" \
-	'{"spec": {"learners": {"replicas": 2}}}'
-refused "spec.syncer.template, nodeSelector and tolerations may change only while the job is suspended" \
-	'{"spec": {"syncer": {"template": {"metadata": {"labels": {"x": "y"}}}}}}'
-refused "spec.syncer.template, nodeSelector and tolerations may change only while the job is suspended" \
-	'{"spec": {"syncer": {"tolerations": [{"key": "pool", "operator": "Exists"}]}}}'
+finish a
+until_ok 90 "job b Running after a finished" phase_is b Running
+until_ok 60 "job b's 2 learners Running" '[ "$(learners_running b)" = 2 ]'
+echo "ok: a finished, its Workload Finished; b admitted and running"
 
-# preemption: suspend; pods go; the placement may change again, the
-# learner count may not (the job ran: its certificates and checkpoints)
-KN patch ddjob q --type merge -p '{"spec": {"suspend": true}}' >/dev/null || fail "suspend"
-until_ok 60 "job q's pods gone" '[ "$(npods q)" = 0 ]'
-phase_is q Suspended || fail "job q not Suspended"
-KN patch ddjob q --type merge -p '{"spec": {"learners": {"template": {"metadata": {"labels": {"x": "y"}}}}}}' \
-	>/dev/null || fail "the template refused while suspended"
-KN patch ddjob q --type merge -p '{"spec": {"syncer": {"template": {"metadata": {"labels": {"x": "y"}}}}}}' \
-	>/dev/null || fail "the syncer's template refused while suspended"
-[ "$(jp ddjob/q '{.spec.syncer.template.metadata.labels.x}')" = y ] || fail "the syncer's template not changed"
-refused "before its pods were first made" '{"spec": {"learners": {"replicas": 2}}}'
-echo "ok: preempted: pods gone, the templates may change, the count may not"
+# --- h preempts b -----------------------------------------------------------
+job h high
+until_ok 90 "job b evicted and held" '[ "$(jp ddjob/b "{.status.conditions[?(@.type==\"Suspended\")].reason}")" = Evicted ]'
+until_ok 60 "job b's pods gone" '[ "$(npods b)" = 0 ]'
+until_ok 60 "job b's reservation given back" \
+	'[ -z "$(jp workload/b-ddjob "{.status.admission}")" ]'
+until_ok 90 "job h Running" phase_is h Running
+until_ok 60 "job h's 2 learners Running" '[ "$(learners_running h)" = 2 ]'
+echo "ok: h preempted b (b held, Evicted: $(jp ddjob/b '{.status.conditions[?(@.type=="Suspended")].message}'))"
+finish h
+until_ok 90 "job b Running again" '[ "$(learners_running b)" = 2 ]'
+admitted_is b True || fail "job b not Admitted after h"
+echo "ok: h finished; b admitted again and running"
+finish b
 
-# every field of spec.syncer is in the CRD's syncer rule (fixed) or its
-# placement rule: a field added to the schema and not to a rule fails here
-python3 - "$ROOT/crds/decoupledtrainingjobs.yaml" <<'PY' || fail "the CRD's syncer rules miss a field"
-import sys, yaml
-crd = yaml.safe_load(open(sys.argv[1]))
-spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
-syncer = spec["properties"]["syncer"]
-fixed = next(v["rule"] for v in syncer["x-kubernetes-validations"] if "oldSelf" in v["rule"])
-placement = next(v["rule"] for v in spec["x-kubernetes-validations"] if v.get("fieldPath") == ".syncer")
-missing = [f for f in syncer["properties"]
-           if "self.%s == oldSelf.%s" % (f, f) not in fixed
-           and "self.syncer.%s == oldSelf.syncer.%s" % (f, f) not in placement]
-print("spec.syncer: %d fields, %d fixed, placement: template nodeSelector tolerations%s"
-      % (len(syncer["properties"]), fixed.count("== oldSelf."), "; missing: " + " ".join(missing) if missing else ""))
-sys.exit(1 if missing else 0)
-PY
+# --- partial admission --------------------------------------------------------
+job p low 4 2
+until_ok 90 "job p Running" phase_is p Running
+until_ok 60 "job p's 2 learners Running" '[ "$(learners_running p)" = 2 ]'
+sleep 2
+KN get pod p-learner-2 >/dev/null 2>&1 && fail "job p: a third learner pod with 2 admitted"
+[ "$(jp workload/p-ddjob '{.spec.podSets[0].count} {.spec.podSets[0].minCount} {.status.admission.podSetAssignments[0].count}')" = "4 2 2" ] ||
+	fail "job p's Workload: $(jp workload/p-ddjob '{.spec.podSets[0]} {.status.admission}')"
+echo "ok: p admitted with 2 of 4 learners: $(jp ddjob/p '{.status.conditions[?(@.type=="Admitted")].message}')"
 
-# spec.managedBy another controller
-KN apply -f - >/dev/null <<EOF || fail "apply job other"
-apiVersion: ddiloco.io/v1alpha1
-kind: DecoupledTrainingJob
-metadata: {name: other}
-spec:
-  managedBy: kueue.x-k8s.io/multikueue
-  learners: {replicas: 1}
-  syncer: {storage: ""}
-  data: {path: /data/tiny.txt}
-EOF
-sleep 5
-[ -z "$(jp ddjob/other '{.status}')" ] || fail "job other got a status: $(jp ddjob/other '{.status}')"
-[ "$(npods other)" = 0 ] || fail "job other got pods"
-KN get configmap other-spec >/dev/null 2>&1 && fail "job other got its ConfigMap"
-if KN patch ddjob other --type merge -p '{"spec": {"managedBy": "ddiloco.io/operator"}}' >"$WORK/out" 2>&1; then
-	fail "managedBy changed"
-fi
-grep -qF "spec.managedBy is immutable" "$WORK/out" || { cat "$WORK/out" >&2; fail "no message"; }
-echo "ok: managedBy another controller: no child, no status; immutable"
+kill "$SAMPLER" 2>/dev/null
+SAMPLER=""
+max=$(sort -n "$WORK/cpu.txt" | tail -n 1)
+n=$(wc -l <"$WORK/cpu.txt")
+[ "$n" -ge 20 ] || fail "only $n samples of the pods' CPU"
+[ "${max:-0}" -le "$QUOTA_MILLI" ] || fail "the pods asked for ${max}m CPU at once, over the quota ${QUOTA_MILLI}m"
+echo "ok: $n samples, at most ${max}m CPU requested at once (quota ${QUOTA_MILLI}m)"
 echo "test_kueue: ok"

@@ -1296,6 +1296,60 @@ static void test_suspend_and_resume(void **state)
 	rc_output_release(&f.out);
 }
 
+/* A job in a Kueue queue (queue.h): held while its Workload waits, with
+ * Kueue's reason in Suspended and Admitted; admitted with 2 of 4
+ * learners, only those 2 pods; evicted, held again: its pods go. */
+static void test_queue_hold_admit_evict(void **state)
+{
+	struct fx f;
+	struct rc_queue *q;
+
+	(void)state;
+	setup_fx(&f, 4);
+	q = &f.in.queue;
+	q->queued = q->held = 1;
+	snprintf(q->reason, sizeof(q->reason), "Pending");
+	snprintf(q->message, sizeof(q->message), "queue lq: insufficient quota");
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.phase, PHASE_SUSPENDED);
+	assert_int_equal(count(&f.out, ACT_APPLY_LEARNER), 0);
+	assert_int_equal(count(&f.out, ACT_APPLY_SYNCER), 0);
+	assert_int_equal(f.out.conds[COND_SUSPENDED].status, 1);
+	assert_string_equal(f.out.conds[COND_SUSPENDED].reason, "Pending");
+	assert_string_equal(f.out.conds[COND_ADMITTED].message, "queue lq: insufficient quota");
+	assert_int_equal(f.out.conds[COND_ADMITTED].status, 0);
+	rc_output_release(&f.out);
+
+	/* admitted, 2 learners of 4 */
+	f.in.phase = PHASE_SUSPENDED;
+	f.in.conds[COND_SUSPENDED] = f.out.conds[COND_SUSPENDED];
+	f.in.npods = 0;
+	f.in.statefulset = 0;
+	q->held = 0;
+	q->admitted = 1;
+	q->learners = 2;
+	snprintf(q->reason, sizeof(q->reason), "Admitted");
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(count(&f.out, ACT_APPLY_LEARNER), 2);
+	assert_int_equal(count(&f.out, ACT_APPLY_SYNCER), 1);
+	assert_int_equal(f.out.conds[COND_ADMITTED].status, 1);
+	assert_int_equal(f.out.conds[COND_SUSPENDED].status, 0);
+	assert_string_equal(f.out.conds[COND_SUSPENDED].message, "admitted by its queue");
+	rc_output_release(&f.out);
+
+	/* evicted while running: held, every pod and the syncer go */
+	running(&f);
+	q->held = 1;
+	q->admitted = 0;
+	snprintf(q->reason, sizeof(q->reason), "Evicted");
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(f.out.phase, PHASE_SUSPENDED);
+	assert_int_equal(count(&f.out, ACT_DELETE_LEARNER), 4);
+	assert_int_equal(count(&f.out, ACT_DELETE_SYNCER), 1);
+	assert_string_equal(f.out.conds[COND_SUSPENDED].reason, "Evicted");
+	rc_output_release(&f.out);
+}
+
 /* A policy deleted under a running job comes back, alone, with its
  * Event (test_reconcile_drift.c); nothing else moves and the job stays
  * Running. */
@@ -1412,6 +1466,7 @@ int main(void)
 		cmocka_unit_test(test_retain_claim),
 		cmocka_unit_test(test_invalid_spec_fails),
 		cmocka_unit_test(test_suspend_and_resume),
+		cmocka_unit_test(test_queue_hold_admit_evict),
 		cmocka_unit_test(test_deleting_job_does_nothing),
 		cmocka_unit_test(test_stray_pod_index_deleted),
 		cmocka_unit_test(test_condition_time_kept_when_unchanged),

@@ -75,6 +75,10 @@ build_one() {
 			"-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=$ETCD_VERSION" ;;
 	kwok)
 		build kwok kwok sigs.k8s.io/kwok/cmd/kwok "-s -w" ;;
+	kueue)
+		# Kueue's own controller (tests/k8s/test_kueue.sh)
+		build kueue kueue sigs.k8s.io/kueue/cmd/kueue \
+			"-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION" ;;
 	helm)
 		build helm helm helm.sh/helm/v3/cmd/helm \
 			"-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean" ;;
@@ -84,10 +88,21 @@ build_one() {
 	esac
 }
 
-ALL="etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubectl helm"
+ALL="etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubectl helm kueue"
 # the real node's binaries (make cluster-up E2E=1, docs/k8s-testing.md)
 [ "${E2E:-0}" != 0 ] && ALL="$ALL kubelet coredns"
 [ $# -gt 0 ] && ALL=$*
+
+# Kueue's CRDs and webhook manifests, from the module the binary was
+# built from, beside it (tests/k8s/test_kueue.sh applies them)
+kueue_files() {
+	local dir
+	[ -s "$CACHE/kueue/webhooks.yaml" ] && return 0
+	dir=$(cd "$HERE/kueue" && go list -m -f '{{.Dir}}' sigs.k8s.io/kueue) || return 1
+	mkdir -p "$CACHE/kueue/crds"
+	cp "$dir"/config/components/crd/bases/*.yaml "$CACHE/kueue/crds/"
+	cp "$dir/config/components/webhook/manifests.yaml" "$CACHE/kueue/webhooks.yaml"
+}
 
 t_all=$(now)
 missing=0
@@ -96,6 +111,9 @@ for b in $ALL; do
 done
 for b in $ALL; do
 	build_one "$b"
+	if [ "$b" = kueue ]; then
+		kueue_files || { echo "build: Kueue's CRDs not found in its module" >&2; exit 1; }
+	fi
 done
 if [ "$missing" -gt 0 ]; then
 	echo "build: $missing binaries built in $(($(now) - t_all)) s on $(nproc) cores"
@@ -109,6 +127,7 @@ for b in $ALL; do
 	helm) v=$("$BIN/helm" version --short 2>&1 | head -1) ;;
 	coredns) v=$("$BIN/coredns" -version 2>&1 | head -1) ;;
 	kwok) v=$("$BIN/kwok" --version 2>&1 | head -1) ;;
+	kueue) v=$KUEUE_VERSION ;;
 	*) v=$("$BIN/$b" --version 2>&1 | head -1) ;;
 	esac
 	echo "version: $b: $v"
