@@ -26,6 +26,7 @@
 #include "common/exchange_layout.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -35,10 +36,15 @@
 _Static_assert(XLAYOUT == EXCHANGE_VERSION,
 	       "the exchange version is the region's layout");
 
+/* The test knob DDILOCO_TEST_ABI_VERSION=N: this process speaks ABI N
+ * where the sides meet, as a library of another release would (make
+ * test-e2e's job e2e-abi; docs/abi.md, Versions). */
 void exchange_version_self(struct exchange_version *v)
 {
+	const char *t = getenv("DDILOCO_TEST_ABI_VERSION");
+
 	memset(v, 0, sizeof(*v));
-	v->abi = EXCHANGE_ABI_VERSION;
+	v->abi = t && atoi(t) > 0 ? atoi(t) : EXCHANGE_ABI_VERSION;
 	v->exchange = EXCHANGE_VERSION;
 	snprintf(v->release, sizeof(v->release), "%s", DDILOCO_VERSION);
 }

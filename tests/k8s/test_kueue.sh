@@ -25,20 +25,16 @@ set -euo pipefail
 
 : "${KUBECTL:?run through make test-k8s}" "${KUBE_SERVER:?}" "${KUBE_CA:?}" "${KUBECONFIG:?}"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-CACHE=${DDILOCO_K8S_CACHE:-$HOME/.cache/ddiloco-k8s}
-KUEUE=$CACHE/bin/kueue
 NODE=kwok-node-2
 QUOTA_MILLI=3000
 
 . "$ROOT/tests/k8s/lib.sh"
 op_test kueue
 K() { "$KUBECTL" "$@"; }
-KUEUE_PID="" SAMPLER=""
+SAMPLER=""
 extra_cleanup() {
 	[ -n "$SAMPLER" ] && kill "$SAMPLER" 2>/dev/null
-	[ -n "$KUEUE_PID" ] && kill "$KUEUE_PID" 2>/dev/null && wait "$KUEUE_PID" 2>/dev/null
-	K delete validatingwebhookconfiguration "ddiloco-test-kueue-$NS" --wait=false >/dev/null 2>&1
-	K delete mutatingwebhookconfiguration "ddiloco-test-kueue-$NS" --wait=false >/dev/null 2>&1
+	declare -F kueue_stop >/dev/null && kueue_stop
 	K delete clusterqueue "cq-$NS" --wait=false >/dev/null 2>&1
 	K delete resourceflavor "rf-$NS" --wait=false >/dev/null 2>&1
 	K delete workloadpriorityclass "low-$NS" "high-$NS" --wait=false >/dev/null 2>&1
@@ -51,67 +47,11 @@ fail() {
 	[ -e "$WORK/kueue.log" ] && grep -iE 'error|fail' "$WORK/kueue.log" | tail -10 >&2
 	exit 1
 }
-[ -x "$KUEUE" ] && [ -s "$CACHE/kueue/webhooks.yaml" ] ||
-	fail "no $KUEUE or its manifests (tests/k8s/cluster/build.sh kueue)"
 
 # --- Kueue up -------------------------------------------------------------
-mkdir -p "$WORK/certs"
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
-	-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 \
-	-keyout "$WORK/certs/tls.key" -out "$WORK/certs/tls.crt" 2>/dev/null ||
-	fail "openssl: the webhook certificate"
-# the manager reads its metrics certificate from this fixed folder even
-# when metrics are off
-mkdir -p /etc/kueue/metrics/certs
-cp "$WORK/certs/tls.crt" "$WORK/certs/tls.key" /etc/kueue/metrics/certs/
-K apply --server-side -f "$CACHE/kueue/crds" >/dev/null || fail "Kueue's CRDs"
-for c in "$CACHE"/kueue/crds/*.yaml; do
-	n=$(sed -n 's/^  name: //p' "$c" | head -n 1)
-	until_ok 30 "CRD $n established" K wait --for=condition=Established --timeout=1s "crd/$n"
-done
-WH_PORT=$(free_port) HEALTH_PORT=$(free_port)
-# Kueue's webhooks for its own kinds, served by the manager here
-python3 - "$CACHE/kueue/webhooks.yaml" "$WORK/certs/tls.crt" "$WH_PORT" "ddiloco-test-kueue-$NS" \
-	>"$WORK/webhooks.yaml" <<'PYEOF' || fail "the webhook configurations"
-import base64, sys, yaml
-docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
-ca = base64.b64encode(open(sys.argv[2], "rb").read()).decode()
-out = []
-for d in docs:
-    hooks = []
-    for w in d.get("webhooks", []):
-        groups = {g for r in w.get("rules", []) for g in r.get("apiGroups", [])}
-        if groups != {"kueue.x-k8s.io"}:
-            continue   # the job integrations' hooks (pods, Jobs, ...)
-        path = w["clientConfig"]["service"]["path"]
-        w["clientConfig"] = {"url": "https://127.0.0.1:%s%s" % (sys.argv[3], path),
-                             "caBundle": ca}
-        w.pop("namespaceSelector", None)
-        hooks.append(w)
-    d["metadata"] = {"name": sys.argv[4]}
-    d["webhooks"] = hooks
-    out.append(d)
-yaml.safe_dump_all(out, sys.stdout)
-PYEOF
-cat >"$WORK/kueue.yaml" <<EOF
-apiVersion: config.kueue.x-k8s.io/v1beta2
-kind: Configuration
-namespace: kueue-system
-leaderElection: {leaderElect: false}
-internalCertManagement: {enable: false}
-webhook: {host: 127.0.0.1, port: $WH_PORT, certDir: $WORK/certs}
-metrics: {bindAddress: "0"}
-health: {healthProbeBindAddress: "127.0.0.1:$HEALTH_PORT"}
-integrations:
-  frameworks: [batch/job]
-  externalFrameworks: [DecoupledTrainingJob.v1alpha1.ddiloco.io]
-featureGates: {VisibilityOnDemand: false}
-EOF
-"$KUEUE" --config "$WORK/kueue.yaml" --kubeconfig "$KUBECONFIG" >"$WORK/kueue.log" 2>&1 &
-KUEUE_PID=$!
-until_ok 90 "Kueue ready" curl -sf "http://127.0.0.1:$HEALTH_PORT/readyz"
-K apply -f "$WORK/webhooks.yaml" >/dev/null || fail "apply the webhook configurations"
-echo "ok: Kueue $(sed -n 's/^KUEUE_VERSION=//p' "$ROOT/tests/k8s/cluster/versions.sh") ready, its webhooks on 127.0.0.1:$WH_PORT"
+. "$ROOT/tests/k8s/kueue.sh"
+kueue_start "$WORK" "$NS"
+echo "ok: Kueue up"
 
 apply_crd
 K create namespace "$NS" >/dev/null

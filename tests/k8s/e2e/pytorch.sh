@@ -130,3 +130,38 @@ done
 say "job $PJOB: loss at the first step -> at the end:$pl"
 check "job $PJOB: both learners printed job done, their loss below a tenth of the higher first loss $first ($fell of 2:$pl)" \
 	'[ "$fell" -eq 2 ]'
+
+# --- job e2e-abi: a learner library of another ABI ------------------------
+# The same job with DDILOCO_TEST_ABI_VERSION=99 in the learners' template:
+# their library speaks ABI 99 where it meets the sidecar (ABI 1), as a
+# library of another release would (docs/abi.md, Versions). Asserted: the
+# job Fails with reason VersionMismatch, its condition VersionMismatch
+# naming both versions; no learner pod restarted in a loop.
+AJOB=e2e-abi
+python3 - "$PJOB_FILE" "$AJOB" >"$WORK/$AJOB.yaml" <<'PYEOF' || fail "the ABI job's file"
+import sys, yaml
+j = yaml.safe_load(open(sys.argv[1]))
+j["metadata"]["name"] = sys.argv[2]
+j["spec"]["syncer"]["storage"] = ""
+j["spec"]["learners"]["template"] = {"spec": {"containers": [
+    {"name": "learner", "env": [{"name": "DDILOCO_TEST_ABI_VERSION", "value": "99"}]}]}}
+yaml.safe_dump(j, sys.stdout, sort_keys=False)
+PYEOF
+t_apply=$(now)
+K -n "$NS" apply -f "$WORK/$AJOB.yaml" >/dev/null || fail "kubectl apply $AJOB"
+end=$(($(date +%s) + 300))
+while :; do
+	phase=$(jp ddjob/$AJOB '{.status.phase}')
+	[ "$phase" = Failed ] || [ "$phase" = Succeeded ] && break
+	[ "$(date +%s)" -lt "$end" ] || { bad "job $AJOB did not end within 300 s"; break; }
+	sleep 1
+done
+at_job=$(elapsed "$t_apply")
+reason=$(jp ddjob/$AJOB '{.status.conditions[?(@.type=="Failed")].reason}')
+vm=$(jp ddjob/$AJOB '{.status.conditions[?(@.type=="VersionMismatch")].message}')
+say "job $AJOB: $phase ($reason) after $at_job s; VersionMismatch: $vm"
+check "job $AJOB: Failed, reason VersionMismatch (is $phase, $reason)" \
+	'[ "$phase" = Failed ] && [ "$reason" = VersionMismatch ]'
+check "job $AJOB: its condition names both versions (ABI 99 and ABI 1)" \
+	'case "$vm" in *"ABI 99"*"ABI 1,"*) true ;; *) false ;; esac'
+K -n "$NS" delete ddjob $AJOB --wait=false >/dev/null 2>&1

@@ -92,7 +92,9 @@ finish() {
 		fi
 		"$KUBECTL" delete namespace "$NS" --wait=false >/dev/null 2>&1
 		"$HELM" uninstall "$REL" -n "$OPNS" >/dev/null 2>&1
-		"$KUBECTL" delete pv "$NS-$JOB" "$NS-$RJOB" "$NS-e2e-pytorch" --wait=false >/dev/null 2>&1
+		"$KUBECTL" delete pv "$NS-$JOB" "$NS-$RJOB" "$NS-e2e-pytorch" "$NS-e2e-queued" \
+			--wait=false >/dev/null 2>&1
+		declare -F kueue_stop >/dev/null && kueue_stop
 	fi
 	[ -n "${LOGPID:-}" ] && kill "$LOGPID" 2>/dev/null
 	[ -n "${SAMPLEPID:-}" ] && kill "$SAMPLEPID" 2>/dev/null
@@ -476,6 +478,11 @@ fi   # E2E_ONLY
 
 # --- 6. job e2e-pytorch: PyTorch learners from the image ddiloco-pytorch --
 . "$ROOT/tests/k8s/e2e/pytorch.sh"
+
+# --- 6b. jobs e2e-queued and e2e-urgent through Kueue: a preemption ------
+if [ "${E2E_ONLY:-}" != pytorch ]; then
+	. "$ROOT/tests/k8s/e2e/queue.sh"
+fi
 
 # --- 7. deletion and uninstall leave nothing ------------------------------
 K -n "$NS" delete ddjob $JOB $RJOB $PJOB --wait=true --timeout=120s >/dev/null
