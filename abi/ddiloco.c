@@ -518,6 +518,46 @@ API int ddiloco_start(ddiloco_learner *h, float *params, double timeout)
 API int ddiloco_poll(ddiloco_learner *h, float *params, uint64_t step,
 		     uint64_t tokens, double loss)
 {
+	return ddiloco_poll_fragments(h, params, step, tokens, loss, NULL, NULL,
+				      NULL);
+}
+
+API int ddiloco_fragment_pieces(const ddiloco_learner *h, int p,
+				uint64_t *offsets, uint64_t *numels, int max)
+{
+	const struct fragment *fr;
+
+	if (p < 0 || p >= h->ft.nfrags) {
+		snprintf(last_error, sizeof(last_error),
+			 "ddiloco: fragment %d: the job has %d (0 to %d)", p,
+			 h->ft.nfrags, h->ft.nfrags - 1);
+		return -1;
+	}
+	fr = &h->ft.frags[p];
+	for (int j = 0; j < fr->ntensors && j < max; j++) {
+		const struct frag_tensor *t = &h->ft.tensors[fr->tensors[j]];
+
+		if (offsets)
+			offsets[j] = t->offset;
+		if (numels)
+			numels[j] = t->numel;
+	}
+	return fr->ntensors;
+}
+
+API int ddiloco_pending(ddiloco_learner *h, uint8_t *reads, uint8_t *writes)
+{
+	if (need_exchange(h, "pending"))
+		return -1;
+	exchange_pending(h->x, reads, writes);
+	return 0;
+}
+
+API int ddiloco_poll_fragments(ddiloco_learner *h, float *params,
+			       uint64_t step, uint64_t tokens, double loss,
+			       const uint8_t *reads, const uint8_t *writes,
+			       uint8_t *wrote)
+{
 	double t0 = clock_mono(), dt;
 	struct err e = { "" };
 
@@ -536,7 +576,7 @@ API int ddiloco_poll(ddiloco_learner *h, float *params, uint64_t step,
 		set_error(e.msg);
 		return -1;
 	}
-	exchange_poll(h->x, params, &h->st, &h->last);
+	exchange_poll_only(h->x, params, &h->st, &h->last, reads, writes, wrote);
 	if (h->last.repaired)
 		set_error(exchange_last_error(h->x));
 	h->last_end = clock_mono();

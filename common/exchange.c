@@ -988,9 +988,29 @@ static void release_answers(struct exchange *x, int p)
 	}
 }
 
+void exchange_pending(struct exchange *x, uint8_t *reads, uint8_t *writes)
+{
+	for (int p = 0; p < x->nfrags; p++) {
+		uint64_t r = LOAD(&x->f[p].pull_round), g = LOAD(&x->f[p].in_gen);
+
+		if (reads)
+			reads[p] = r && r != x->served[p];
+		if (writes)
+			writes[p] = g && g != x->applied[p];
+	}
+}
+
 void exchange_poll(struct exchange *x, float *params,
 		   const struct exchange_step *st,
 		   struct exchange_poll_result *res)
+{
+	exchange_poll_only(x, params, st, res, NULL, NULL, NULL);
+}
+
+void exchange_poll_only(struct exchange *x, float *params,
+			const struct exchange_step *st,
+			struct exchange_poll_result *res, const uint8_t *reads,
+			const uint8_t *writes, uint8_t *wrote)
 {
 	double alpha;
 	int applied = 0, served = 0, repaired;
@@ -1005,9 +1025,11 @@ void exchange_poll(struct exchange *x, float *params,
 	for (int p = 0; p < x->nfrags; p++) {
 		uint64_t r = LOAD(&x->f[p].pull_round);
 
-		if (r && r != x->served[p])
+		if (r && r != x->served[p] && (!reads || reads[p]))
 			served += serve_pull(x, p, r, params, st->step);
 	}
+	if (wrote)
+		memset(wrote, 0, (size_t)x->nfrags);
 	if (!(alpha >= 0.0 && alpha < 1.0)) {
 		/* the sidecar's word: it repairs it, we count what we saw */
 		uint64_t bits = dbits(alpha);
@@ -1025,7 +1047,8 @@ void exchange_poll(struct exchange *x, float *params,
 		uint64_t seen = x->applied[p], gen;
 		struct xslot m;
 
-		if (box_read(x, p, 0, seen, &gen, &m, x->scratch, 1) != 1)
+		if ((writes && !writes[p]) ||
+		    box_read(x, p, 0, seen, &gen, &m, x->scratch, 1) != 1)
 			continue;
 		if (m.tokens > x->job_tokens)
 			x->job_tokens = m.tokens;
@@ -1033,6 +1056,8 @@ void exchange_poll(struct exchange *x, float *params,
 			COUNT(x, updates_skipped);
 		} else {
 			apply_update(x, p, params, x->scratch, alpha);
+			if (wrote)
+				wrote[p] = 1;
 			x->base_version[p] = m.version;
 			if (m.step > x->theta_round)
 				x->theta_round = m.step;

@@ -214,6 +214,24 @@ void exchange_poll(struct exchange *x, float *params,
 		   const struct exchange_step *st,
 		   struct exchange_poll_result *res);
 /*
+ * What the next poll would touch, for a learner whose model lives on
+ * another device and is copied to params by fragment (docs/abi.md,
+ * GPUs): reads[p] = 1 when a pull of fragment p waits (the poll reads
+ * its θ), writes[p] = 1 when an update of it waits (the poll writes it,
+ * and reads it when α > 0). Either may be NULL.
+ */
+void exchange_pending(struct exchange *x, uint8_t *reads, uint8_t *writes);
+/*
+ * exchange_poll touching only the fragments marked: pulls answered only
+ * where reads[p], updates applied only where writes[p] (the others wait
+ * for a later poll; NULL: all); wrote[p] (when not NULL) says which
+ * fragments it wrote.
+ */
+void exchange_poll_only(struct exchange *x, float *params,
+			const struct exchange_step *st,
+			struct exchange_poll_result *res, const uint8_t *reads,
+			const uint8_t *writes, uint8_t *wrote);
+/*
  * The round Θ is from as this learner holds it: the newest round of the
  * updates it applied (an update sent at a join counts as the round of
  * its Welcome; docs/syncer.md, Evaluators). 0 before the start.

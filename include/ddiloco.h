@@ -139,6 +139,31 @@ int ddiloco_start(ddiloco_learner *h, float *params, double timeout);
  */
 int ddiloco_poll(ddiloco_learner *h, float *params, uint64_t step,
 		 uint64_t tokens, double loss);
+/*
+ * A model on another device (a GPU) keeps a host copy of params and
+ * moves only what a poll touches (docs/abi.md, GPUs):
+ *
+ *   ddiloco_pending(h, reads, writes);       // one byte a fragment each
+ *   copy device -> host: every fragment p with reads[p] or writes[p]
+ *   ddiloco_poll_fragments(h, host, step, tokens, loss, reads, writes, wrote);
+ *   copy host -> device: every fragment p with wrote[p]
+ *
+ * ddiloco_pending: reads[p] = 1 when a pull of fragment p waits (the poll
+ * reads its values), writes[p] = 1 when an update of it waits (the poll
+ * writes it, and reads it first when spec.syncer.alpha > 0); either may
+ * be NULL. ddiloco_poll_fragments is ddiloco_poll answering pulls only
+ * where reads[p] and applying updates only where writes[p] (the others
+ * wait for a later poll; NULL: all), and setting wrote[p] (when not NULL)
+ * for each fragment it wrote. ddiloco_fragment_pieces: fragment p's
+ * pieces in the flat buffer, their offsets and lengths (at most max
+ * written); returns how many it has, -1 when p is out of range.
+ */
+int ddiloco_pending(ddiloco_learner *h, uint8_t *reads, uint8_t *writes);
+int ddiloco_poll_fragments(ddiloco_learner *h, float *params, uint64_t step,
+			   uint64_t tokens, double loss, const uint8_t *reads,
+			   const uint8_t *writes, uint8_t *wrote);
+int ddiloco_fragment_pieces(const ddiloco_learner *h, int p,
+			    uint64_t *offsets, uint64_t *numels, int max);
 /* What the last poll did: updates applied, pulls served; and whether a
  * corrupted word of the region was repaired (ddiloco_error says which). */
 int ddiloco_last_poll(const ddiloco_learner *h, int *applied, int *served,

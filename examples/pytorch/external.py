@@ -42,6 +42,15 @@ warmup, then a cosine to `--min-lr-ratio` times the rate at the last
 step), from the initial weights of learner `--init N` (default
 0), and prints the held-out loss of each and the best one.
 
+`--device auto` (the default) trains on a CUDA GPU when torch sees one,
+else on the CPU. On a GPU the flat buffer lives on the device and a
+pinned host copy meets the exchange: each poll copies to the host only
+the fragments it reads and back only those it wrote
+(Learner.poll_device; docs/abi.md, GPUs). `--device copy` takes that
+path on the CPU, a second CPU buffer standing for the device, as the
+tests do here (tests/pytorch/test_device.py); it prints the values
+copied each way at the end.
+
 Run from the repository:
   build/ddiloco run examples/pytorch/external.yaml
 """
@@ -75,6 +84,8 @@ ap.add_argument("--warmup", type=int, default=0)
 ap.add_argument("--min-lr-ratio", type=float, default=1.0)
 ap.add_argument("--lrs", type=str, default=None)
 ap.add_argument("--init", type=int, default=0)
+ap.add_argument("--device", choices=["auto", "cpu", "cuda", "copy"],
+                default="auto")
 args = ap.parse_args()
 time.sleep(args.delay)
 torch.set_num_threads(1)
@@ -195,9 +206,24 @@ B = o["batchSize"]
 # the schedule's horizon: the job's steps, T / (M B) (ddiloco.gpt's)
 decay = max(job["budget"]["tokens"] // (job["learners"]["replicas"] * B), 1) \
     if job.get("budget", {}).get("tokens", 0) else 0
+# where the model trains: dev, the flat buffer there; host meets the
+# exchange (the same buffer on the CPU)
+want = args.device
+if want == "auto":
+    want = "cuda" if torch.cuda.is_available() else "cpu"
+host = flat.pin_memory() if want == "cuda" else flat
 mine = float(flat.double().sum())
-if not learner.start(flat):
+if not learner.start(host):
     sys.exit(0)                                  # the job was already done
+dev = host
+if want in ("cuda", "copy"):
+    dev = host.to("cuda") if want == "cuda" else host.clone()
+    params = dict(model.named_parameters())
+    for name, v in learner.views(dev).items():
+        params[name].data = v
+    opt = torch.optim.AdamW(model.parameters(), lr=job["optimizer"]["lr"],
+                            weight_decay=0.0)
+flat = dev
 # the sums of its own initial weights and of the global model it got
 # (tests/pytorch/test_external.py: the first learner's are everyone's)
 print("learner-%d: weights sum %.9g own, %.9g global" % (
@@ -208,6 +234,7 @@ print("learner-%d: external MLP, %d parameters, %d fragments, fingerprint "
 
 gen = torch.Generator().manual_seed(1000 + index)
 step, adam_t = 0, 0
+moved = [0, 0, 0]          # values to the host, back, polls (poll_device)
 # a learner started while the job runs (a restart) goes on at the job's
 # step, which its sidecar leaves within milliseconds of the model
 # (docs/sidecar.md, Resuming at the job's step): without it, it would
@@ -227,6 +254,8 @@ while True:
     for group in opt.param_groups:
         group["lr"] = rate(o, sched, adam_t, decay)
     x, y = draw(gen, B)
+    if dev.device.type != "cpu":
+        x, y = x.to(dev.device), y.to(dev.device)
     loss = torch.nn.functional.mse_loss(model(x), y)
     opt.zero_grad()
     loss.backward()
@@ -237,10 +266,24 @@ while True:
         print("learner-%d: first step %d, loss %.4f" % (index, step,
                                                         loss.item()),
               flush=True)
-    if learner.poll(flat, step, B, loss.item()):
-        break
+    if dev is host:
+        if learner.poll(flat, step, B, loss.item()):
+            break
+    else:
+        done = learner.poll_device(dev, host, step, B, loss.item())
+        moved[0] += learner.device_copies[0]
+        moved[1] += learner.device_copies[1]
+        moved[2] += 1
+        if done:
+            break
 # the schedule's step at the end is the job's, whatever this learner's
 # own count (tests/pytorch/test_external_parity.py)
 print("learner-%d: job done at step %d, loss %.4f, schedule step %d of %d"
       % (index, step, loss.item(), learner.schedule_step(step, B), decay),
       flush=True)
+if dev is not host:
+    print("learner-%d: device %s: %d polls copied %d values to the host and "
+          "%d back, %.1f per poll, the model %d" % (
+              index, want, moved[2], moved[0], moved[1],
+              (moved[0] + moved[1]) / max(moved[2], 1), learner.num_params),
+          flush=True)

@@ -134,6 +134,14 @@ def _declare(lib):
         "ddiloco_start": (c.c_int, [h, fp, c.c_double]),
         "ddiloco_poll": (c.c_int, [h, fp, c.c_uint64, c.c_uint64,
                                    c.c_double]),
+        "ddiloco_pending": (c.c_int, [h, c.POINTER(c.c_uint8),
+                                      c.POINTER(c.c_uint8)]),
+        "ddiloco_poll_fragments": (c.c_int, [h, fp, c.c_uint64, c.c_uint64,
+                                             c.c_double] +
+                                   [c.POINTER(c.c_uint8)] * 3),
+        "ddiloco_fragment_pieces": (c.c_int, [h, c.c_int,
+                                              c.POINTER(c.c_uint64),
+                                              c.POINTER(c.c_uint64), c.c_int]),
         "ddiloco_last_poll": (c.c_int, [h, c.POINTER(c.c_int),
                                         c.POINTER(c.c_int),
                                         c.POINTER(c.c_int)]),
@@ -232,6 +240,8 @@ class Learner:
         self.tensors = [self._tensor(i)
                         for i in range(self._lib.ddiloco_num_tensors(h))]
         self.last_poll = (0, 0, 0)
+        self._pieces = {}
+        self.device_copies = (0, 0)
 
     def _tensor(self, i):
         c = ctypes
@@ -345,6 +355,53 @@ class Learner:
                                    int(tokens), float(loss))
         if r < 0:
             raise _error(self._lib)
+        return r == 1
+
+    def pieces(self, p):
+        """Fragment p's pieces in the flat buffer: [(offset, length)]."""
+        if p not in self._pieces:
+            n = self._lib.ddiloco_fragment_pieces(self._h, p, None, None, 0)
+            if n < 0:
+                raise _error(self._lib)
+            off, num = (ctypes.c_uint64 * n)(), (ctypes.c_uint64 * n)()
+            self._lib.ddiloco_fragment_pieces(self._h, p, off, num, n)
+            self._pieces[p] = [(off[i], num[i]) for i in range(n)]
+        return self._pieces[p]
+
+    def poll_device(self, dev, host, step, tokens, loss):
+        """poll for a model whose flat buffer `dev` lives on another device
+        (a GPU): `host` is its host copy, a CPU float32 buffer of
+        num_params values (pinned, for a GPU) that start() filled and the
+        caller copied to dev once. Only the fragments this poll reads
+        (a pull, an update with alpha > 0) go to host first, and only
+        those it wrote come back to dev (docs/abi.md, GPUs);
+        device_copies holds how many values went each way. True when the
+        job is done."""
+        P = self.num_fragments
+        reads, writes = (ctypes.c_uint8 * P)(), (ctypes.c_uint8 * P)()
+        wrote = (ctypes.c_uint8 * P)()
+        if self._lib.ddiloco_pending(self._h, reads, writes) < 0:
+            raise _error(self._lib)
+        out = back = 0
+        for p in range(P):
+            if reads[p] or writes[p]:
+                for off, n in self.pieces(p):
+                    host[off:off + n].copy_(dev[off:off + n], non_blocking=True)
+                    out += n
+        if out and dev.device.type == "cuda":
+            import torch
+            torch.cuda.current_stream(dev.device).synchronize()
+        r = self._lib.ddiloco_poll_fragments(
+            self._h, self._ptr(host), int(step), int(tokens), float(loss),
+            reads, writes, wrote)
+        if r < 0:
+            raise _error(self._lib)
+        for p in range(P):
+            if wrote[p]:
+                for off, n in self.pieces(p):
+                    dev[off:off + n].copy_(host[off:off + n], non_blocking=True)
+                    back += n
+        self.device_copies = (out, back)
         return r == 1
 
     def poll_stats(self):

@@ -369,6 +369,85 @@ static void conversation(void **state)
 }
 
 /*
+ * A model on another device (docs/abi.md, GPUs): ddiloco_pending names
+ * the fragments a poll would read (a pull) and write (an update);
+ * ddiloco_poll_fragments touches only those marked, says which it wrote,
+ * and leaves the others for a later poll; the pieces of every fragment
+ * cover the flat buffer once.
+ */
+static void device_poll(void **state)
+{
+	struct fx *f = *state;
+	struct exchange *sc;
+	struct exchange_answer a;
+	size_t n = model_num_params(&cfg);
+	float *params = calloc(n, sizeof(float)), *buf = malloc(n * sizeof(float));
+	uint8_t reads[NFRAGS], writes[NFRAGS], wrote[NFRAGS], none[NFRAGS] = { 0 };
+	uint64_t off[64], len[64], covered = 0;
+	ddiloco_learner *h;
+	int applied, served;
+
+	assert_int_equal(exchange_open(f->dir, EXCHANGE_SIDECAR, &f->ft, &sc,
+				       NULL), 0);
+	assert_non_null(h = ddiloco_open_job(f->job, f->dir));
+	for (int q = 0; q < NFRAGS; q++) {
+		int k = ddiloco_fragment_pieces(h, q, off, len, 64);
+
+		assert_true(k > 0 && k <= 64);
+		for (int j = 0; j < k; j++) {
+			assert_true(off[j] + len[j] <= n);
+			covered += len[j];
+		}
+	}
+	assert_int_equal(covered, n);
+	assert_int_equal(ddiloco_fragment_pieces(h, NFRAGS, off, len, 64), -1);
+	for (int q = 0; q < NFRAGS; q++)
+		publish_const(sc, q, 5, 1.0f);
+	assert_int_equal(ddiloco_start(h, params, 1.0), 0);
+
+	/* nothing waits */
+	assert_int_equal(ddiloco_pending(h, reads, writes), 0);
+	for (int q = 0; q < NFRAGS; q++)
+		assert_true(!reads[q] && !writes[q]);
+	/* a pull of 1 and an update of 2 wait: both named */
+	exchange_post_pull(sc, 1, 7);
+	publish_const(sc, 2, 6, -2.0f);
+	assert_int_equal(ddiloco_pending(h, reads, writes), 0);
+	for (int q = 0; q < NFRAGS; q++) {
+		assert_int_equal(reads[q], q == 1);
+		assert_int_equal(writes[q], q == 2);
+	}
+	/* a poll that may touch nothing leaves both waiting */
+	assert_int_equal(ddiloco_poll_fragments(h, params, 1, 8, 1.0, none, none,
+						wrote), 0);
+	ddiloco_last_poll(h, &applied, &served, NULL);
+	assert_int_equal(applied + served, 0);
+	for (int q = 0; q < NFRAGS; q++)
+		assert_int_equal(wrote[q], 0);
+	/* the marked poll answers 1, applies 2, and says it wrote 2 only */
+	assert_int_equal(ddiloco_poll_fragments(h, params, 2, 8, 1.0, reads, writes,
+						wrote), 0);
+	ddiloco_last_poll(h, &applied, &served, NULL);
+	assert_int_equal(applied, 1);
+	assert_int_equal(served, 1);
+	for (int q = 0; q < NFRAGS; q++)
+		assert_int_equal(wrote[q], q == 2);
+	assert_int_equal(exchange_take_answer(sc, 1, &a, buf), 1);
+	assert_int_equal(a.round, 7);
+	assert_int_equal(a.steps, 2);
+	frag_gather(&f->ft, 2, params, buf);
+	for (size_t i = 0; i < f->ft.frags[2].numel; i++)
+		assert_true(buf[i] == -2.0f + (float)i);
+	assert_int_equal(ddiloco_pending(h, reads, writes), 0);
+	for (int q = 0; q < NFRAGS; q++)
+		assert_true(!reads[q] && !writes[q]);
+	ddiloco_close(h);
+	exchange_close(sc);
+	free(params);
+	free(buf);
+}
+
+/*
  * spec.model.kind external: the caller's table, the exchange made for
  * it (what the sidecar peeks), and the seed start leaves; a GPT job file
  * and an external one are not mixed up.
@@ -594,7 +673,8 @@ static void shared_library_exports(void **state)
 		"ddiloco_resume_step", "ddiloco_done", "ddiloco_times",
 		"ddiloco_job_tokens",
 		"ddiloco_open_external", "ddiloco_set_evaluator",
-		"ddiloco_round", "ddiloco_report_eval",
+		"ddiloco_round", "ddiloco_report_eval", "ddiloco_pending",
+		"ddiloco_poll_fragments", "ddiloco_fragment_pieces",
 	};
 	const char *b = getenv("BUILD");
 	char path[512];
@@ -629,6 +709,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(conversation, setup, teardown),
 		cmocka_unit_test_setup_teardown(versions_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(device_poll, setup, teardown),
 		cmocka_unit_test_setup_teardown(external_table, setup, teardown),
 		cmocka_unit_test_setup_teardown(declared_table_checked, setup, teardown),
 		cmocka_unit_test(shared_library_exports),
