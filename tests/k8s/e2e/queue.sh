@@ -10,7 +10,9 @@
 # checkpoints as it stops), e2e-urgent runs and Succeeds, then e2e-queued
 # is admitted again, its new syncer resumed from its checkpoint with no
 # round number or version given out before, and it Succeeds; both
-# Workloads end Finished.
+# Workloads end Finished. Then the quota is cut below four learners:
+# e2e-partial (4 learners, minQuorum 3) is admitted with 3 (Kueue's
+# partial admission) and trains to its budget with them.
 QLOW=e2e-queued QHIGH=e2e-urgent QBUDGET=4000000
 . "$ROOT/tests/k8s/kueue.sh"
 kueue_start "$WORK/kueue" "$NS"
@@ -63,6 +65,15 @@ for ps in json.load(sys.stdin)["spec"]["podSets"]:
     cs += s["containers"]
     t += ps["count"] * sum(milli(c.get("resources", {}).get("requests", {}).get("cpu", "0")) for c in cs)
 print(int(t))')
+# and one learner pod of it
+per=$(K -n "$NS" get workload $QLOW-ddjob -o json 2>/dev/null | python3 -c '
+import json, sys
+def milli(q):
+    return float(q[:-1]) if q.endswith("m") else float(q) * 1000
+s = json.load(sys.stdin)["spec"]["podSets"][0]["template"]["spec"]
+cs = [c for c in s.get("initContainers", []) if c.get("restartPolicy") == "Always"] + s["containers"]
+print(int(sum(milli(c.get("resources", {}).get("requests", {}).get("cpu", "0")) for c in cs)))' 2>/dev/null)
+[ -n "$per" ] || per=$((need / 5))
 quota=$((need * 3 / 2))
 say "job $QLOW's Workload asks ${need}m CPU; the ClusterQueue has ${quota}m"
 K apply -f - >/dev/null <<QEOF || fail "the ClusterQueue and LocalQueue"
@@ -140,6 +151,24 @@ check "job $QLOW: no round number or version reused after the preemption ($qreus
 qfin=$(jp workload/$QLOW-ddjob '{.status.conditions[?(@.type=="Finished")].status}')/$(jp workload/$QHIGH-ddjob '{.status.conditions[?(@.type=="Finished")].status}')
 check "both Workloads Finished ($qfin)" '[ "$qfin" = True/True ]'
 K -n "$NS" delete ddjob $QLOW $QHIGH --wait=true --timeout=120s >/dev/null 2>&1
+
+# partial admission: the quota cut to what three learners and the syncer
+# ask; job e2e-partial (4 learners, minQuorum 3) is admitted with 3 and
+# trains to its budget with them
+QPART=e2e-partial
+K patch clusterqueue cq-$NS --type json -p '[{"op": "replace",
+	"path": "/spec/resourceGroups/0/flavors/0/resources/0/nominalQuota",
+	"value": "'$((need - per / 2))'m"}]' >/dev/null || fail "cut the quota"
+qjob $QPART low 1000000 none >"$WORK/$QPART.yaml" || fail "the partial job's file"
+t_apply=$(now)
+K -n "$NS" apply -f "$WORK/$QPART.yaml" >/dev/null || fail "kubectl apply $QPART"
+until_ok "$DEADLINE" "$QPART Succeeded" '[ "$(qphase '$QPART')" = Succeeded ] || [ "$(qphase '$QPART')" = Failed ]'
+qp_adm=$(jp workload/$QPART-ddjob '{.status.admission.podSetAssignments[0].count}')
+qp_msg=$(jp ddjob/$QPART '{.status.conditions[?(@.type=="Admitted")].message}')
+say "job $QPART: $(qphase $QPART) after $(elapsed "$t_apply") s; $qp_msg; $(jp ddjob/$QPART '{.status.progress.tokens}') tokens"
+check "job $QPART: admitted with 3 of its 4 learners (quota $((need - per / 2))m, a learner ${per}m) and trained to Succeeded" \
+	'[ "$(qphase $QPART)" = Succeeded ] && [ "$qp_adm" = 3 ]'
+K -n "$NS" delete ddjob $QPART --wait=true --timeout=120s >/dev/null 2>&1
 K delete clusterqueue cq-$NS resourceflavor rf-$NS --wait=false >/dev/null 2>&1
 K delete workloadpriorityclass low-$NS high-$NS --wait=false >/dev/null 2>&1
 kueue_stop

@@ -28,9 +28,15 @@
 #      -o wide, get pods -o wide, the gap log
 #   6. job e2e-pytorch (tests/k8s/e2e/pytorch.sh): two PyTorch learners of
 #      a model of their own from the image ddiloco-pytorch (make
-#      image-pytorch): Succeeded, the pods ran that image and the learners'
-#      command, the syncer took a learner's weights and reached the
-#      budget, each learner's loss fell below a tenth of its first
+#      image-pytorch), which holds no ddiloco: the library copied in from
+#      the runtime image; Succeeded, the learners ran that image and their
+#      command, the rest the runtime image, the syncer took a learner's
+#      weights and reached the budget, each learner's loss fell below a
+#      tenth of its first; then job e2e-abi, its learners' library of
+#      another ABI: Failed, VersionMismatch naming both versions
+#   6b. jobs through Kueue's own controller (tests/k8s/e2e/queue.sh): a
+#      preemption, after which the preempted job resumes from its
+#      checkpoint with no version reused; a partial admission that trains
 #   7. jobs deleted and helm uninstall: no pod, StatefulSet, Service or
 #      Lease left
 # Measures: apply -> first merged round, uptime, loss ratio, time for a
