@@ -72,14 +72,16 @@ eq "labels" "$(jq -c '.metadata.labels | {job: .["ddiloco.io/job"], role: .["ddi
 eq "owner" "$(jq -c '.metadata.ownerReferences | map({kind, name, controller})' <<<"$P")" \
 	'[{"kind":"DecoupledTrainingJob","name":"ev","controller":true}]'
 eq "restartPolicy" "$(jq -r .spec.restartPolicy <<<"$P")" Never
+# the sidecar, the learner library's copy (docs/operator.md, Images), the
+# evaluator
 eq "containers" "$(jq -c '[.spec.initContainers[].name, .spec.containers[].name]' <<<"$P")" \
-	'["sidecar","evaluator"]'
+	'["sidecar","runtime","evaluator"]'
 eq "sidecar" "$(jq -c '.spec.initContainers[0] | {restartPolicy, command}' <<<"$P")" \
 	"{\"restartPolicy\":\"Always\",\"command\":[\"ddiloco\",\"sidecar\",\"--job\",\"/etc/ddiloco/job.json\",\"--evaluator\",\"--learner\",\"0\",\"--exchange\",\"/run/ddiloco\",\"--syncer\",\"ev-syncer-0.ev-syncer.$NS.svc:7070\",\"--http\",\"0.0.0.0:9090\",\"--tls-dir\",\"/etc/ddiloco-tls\"]}"
 eq "evaluator" "$(jq -c '.spec.containers[0] | {command, args}' <<<"$P")" \
 	'{"command":["/usr/bin/python3","external.py"],"args":["--evaluate","--every","5"]}'
 eq "env" "$(jq -c '.spec.containers[0].env | map({(.name): .value}) | add' <<<"$P")" \
-	'{"DDILOCO_EVALUATOR_ID":"0","DDILOCO_JOB_FILE":"/etc/ddiloco/job.json","DDILOCO_EXCHANGE":"/run/ddiloco","DDILOCO_LOG_FORMAT":"json"}'
+	'{"DDILOCO_EVALUATOR_ID":"0","DDILOCO_JOB_FILE":"/etc/ddiloco/job.json","DDILOCO_EXCHANGE":"/run/ddiloco","DDILOCO_LIB":"/opt/ddiloco-runtime/lib/libddiloco.so","PYTHONPATH":"/opt/ddiloco-runtime/python","DDILOCO_LOG_FORMAT":"json"}'
 eq "tls items" "$(jq -c '.spec.volumes[] | select(.name == "tls") | .secret | [.secretName, (.items | map(.key + ">" + .path))]' <<<"$P")" \
 	'["ev-tls",["ca.crt>ca.crt","evaluator-0.crt>tls.crt","evaluator-0.key>tls.key"]]'
 eq "image" "$(jq -r '.spec.containers[0].image' <<<"$P")" \

@@ -160,7 +160,10 @@ want "learner cache mount" "$(jp $L '{.spec.containers[0].volumeMounts[?(@.name=
 want "learner exchange (the operator's)" "$(jp $L '{.spec.volumes[?(@.name=="exchange")].emptyDir.medium}')" Memory
 want "learner command" "$(jp $L '{.spec.containers[0].command[*]} | {.spec.containers[0].args[*]}')" \
 	"python3 -m mytrainer | --exchange /run/ddiloco"
-want "learner image (the operator's)" "$(jp $L '{.spec.containers[0].image}')" ddiloco:latest
+# no spec.learners.image: the operator's runtime image (its default,
+# ddiloco:VERSION), whatever the template says
+want "learner image (the operator's)" "$(jp $L '{.spec.containers[0].image}')" \
+	"ddiloco:$(sed -n 's/^VERSION *:= *//p' "$ROOT/Makefile")"
 want "sidecar (the operator's)" "$(jp $L '{.spec.initContainers[0].name} {.spec.initContainers[0].command[1]}')" \
 	"sidecar sidecar"
 S=pod/tpl-syncer-0

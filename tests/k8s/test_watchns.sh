@@ -41,13 +41,14 @@ kinds=$(python3 -c 'import sys, yaml
 print(" ".join(sorted("%s/%s" % (d["kind"], d["metadata"].get("namespace", "-")) for d in yaml.safe_load_all(open(sys.argv[1])) if d and d["kind"] in ("Role", "ClusterRole"))))' "$WORK/rbac.yaml")
 echo "rendered: $kinds"
 
-can() {   # can VERB RESOURCE NAMESPACE|-A
-	local where=(-n "$3")
+can() {   # can VERB RESOURCE[:SUBRESOURCE] NAMESPACE|-A
+	local where=(-n "$3") res=${2%%:*} sub=()
 	[ "$3" = -A ] && where=(--all-namespaces)
-	K auth can-i "$1" "$2" "${where[@]}" --as="$AS" 2>/dev/null || true
+	[ "$res" = "$2" ] || sub=(--subresource="${2#*:}")
+	K auth can-i "$1" "$res" "${sub[@]}" "${where[@]}" --as="$AS" 2>/dev/null || true
 }
 for check in "list pods $NS yes" "create pods $NS yes" "list decoupledtrainingjobs $NS yes" \
-	"create secrets $NS yes" "patch decoupledtrainingjobs/status $NS yes" \
+	"create secrets $NS yes" "patch decoupledtrainingjobs:status $NS yes" \
 	"list pods $OTHER no" "create pods $OTHER no" "list decoupledtrainingjobs $OTHER no" \
 	"get secrets $OTHER no" "list pods -A no" "list decoupledtrainingjobs -A no"; do
 	set -- $check
