@@ -887,6 +887,10 @@ static int done_waited(struct runner *R, double t)
 
 	if (!all_finished(R) && waited <= DONE_GRACE)
 		return 0;
+	/* a job without evaluations has no last one to wait for (and a
+	 * shard killed as the job ended may come back not knowing it) */
+	if (R->js->syncer.eval_every <= 0 && !R->have_ev)
+		return 1;
 	if (all_shards_finished(R) || final_eval_in(R) || waited > DONE_EVAL_WAIT)
 		return 1;
 	if (!R->said_eval_wait) {
