@@ -865,6 +865,16 @@ static int all_finished(const struct runner *R)
 	return !R->have_ev || (!R->ev.learner.pid && !R->ev.sidecar.pid);
 }
 
+/* After done, every shard exited, or is down: one killed as the job
+ * ended is not started again (restart_due) and gives no evaluation. */
+static int all_shards_ended(const struct runner *R)
+{
+	for (int k = 0; k < R->S; k++)
+		if (!R->sy[k].finished && !R->sy[k].down)
+			return 0;
+	return 1;
+}
+
 /* The syncer's /status holds an evaluation of the last round. */
 static int final_eval_in(const struct runner *R)
 {
@@ -887,11 +897,7 @@ static int done_waited(struct runner *R, double t)
 
 	if (!all_finished(R) && waited <= DONE_GRACE)
 		return 0;
-	/* a job without evaluations has no last one to wait for (and a
-	 * shard killed as the job ended may come back not knowing it) */
-	if (R->js->syncer.eval_every <= 0 && !R->have_ev)
-		return 1;
-	if (all_shards_finished(R) || final_eval_in(R) || waited > DONE_EVAL_WAIT)
+	if (all_shards_ended(R) || final_eval_in(R) || waited > DONE_EVAL_WAIT)
 		return 1;
 	if (!R->said_eval_wait) {
 		R->said_eval_wait = 1;
