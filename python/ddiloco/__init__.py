@@ -242,6 +242,7 @@ class Learner:
         self.last_poll = (0, 0, 0)
         self._pieces = {}
         self.device_copies = (0, 0)
+        self._marks = None
 
     def _tensor(self, i):
         c = ctypes
@@ -378,8 +379,9 @@ class Learner:
         device_copies holds how many values went each way. True when the
         job is done."""
         P = self.num_fragments
-        reads, writes = (ctypes.c_uint8 * P)(), (ctypes.c_uint8 * P)()
-        wrote = (ctypes.c_uint8 * P)()
+        if self._marks is None:              # made once, not every step
+            self._marks = tuple((ctypes.c_uint8 * P)() for _ in range(3))
+        reads, writes, wrote = self._marks
         if self._lib.ddiloco_pending(self._h, reads, writes) < 0:
             raise _error(self._lib)
         out = back = 0
