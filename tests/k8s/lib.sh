@@ -58,6 +58,7 @@ declare -F fail >/dev/null || fail() {
 	KN get ddjobs,pods,pvc -o wide >&2 2>/dev/null || true
 	KN get events --sort-by=.lastTimestamp 2>/dev/null | tail -10 >&2 || true
 	[ -e "$WORK/op.log" ] && tail -30 "$WORK/op.log" >&2
+	echo "test_$TEST: FAIL: $*" >&2   # again, last, where a log's tail shows it
 	exit 1
 }
 op_cleanup() {

@@ -38,7 +38,11 @@ for t in "$HERE"/test_*.sh; do
 	name=$(basename "$t" .sh)
 	case $name in *"${ONLY:-}"*) ;; *) continue ;; esac
 	t0=$(date +%s)
-	if timeout 600 bash "$t" 9>&-; then
+	# into a file, then shown: a process a test left behind cannot hold a pipe open
+	timeout 600 bash "$t" 9>&- >"$RUN/logs/$name.out" 2>&1
+	rc=$?
+	cat "$RUN/logs/$name.out"
+	if [ "$rc" = 0 ]; then
 		echo "PASS $name ($(($(date +%s) - t0)) s)"
 		pass=$((pass + 1))
 	else
@@ -49,6 +53,9 @@ for t in "$HERE"/test_*.sh; do
 done
 if [ "$fail" -gt 0 ]; then
 	echo "failed:$failed"
+	for name in $failed; do   # each failed test's own words, where a log's tail shows them
+		grep -h ": FAIL" "$RUN/logs/$name.out" 2>/dev/null | tail -1
+	done
 	for c in kube-apiserver kube-controller-manager kube-scheduler kwok; do
 		echo "--- last lines of $c.log"
 		tail -5 "$RUN/logs/$c.log" 2>/dev/null
