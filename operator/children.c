@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "common/pki.h"
+#include "common/util.h"
 #include "operator/podtemplate.h"
 #include "trainer/model.h"
 
@@ -1032,6 +1033,20 @@ fail:
 	return -1;
 }
 
+/* LABEL_POD_SPEC (children.h) on metadata m */
+static void spec_label(json_t *m, json_t *podspec)
+{
+	char *text = json_dumps(podspec, JSON_COMPACT | JSON_SORT_KEYS), hex[17];
+
+	if (!text)
+		return;
+	snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)
+		 fnv64_update(FNV64_INIT, text, strlen(text)));
+	free(text);
+	json_object_set_new(json_object_get(m, "labels"), LABEL_POD_SPEC,
+			    json_string(hex));
+}
+
 json_t *child_learner(const struct child_ctx *c, int index)
 {
 	char name[CHILD_NAME_MAX], idx[16], who[32], *addr = NULL;
@@ -1093,6 +1108,7 @@ json_t *child_learner(const struct child_ctx *c, int index)
 	pod_template_apply(m, podspec, json_object_get(json_object_get(c->spec,
 			   "learners"), "template"), "learner");
 	job_labels(c, m);
+	spec_label(m, podspec);
 	return object("v1", "Pod", m, podspec);
 }
 

@@ -49,6 +49,9 @@
 #define LABEL_JOB   "ddiloco.io/job"
 #define LABEL_ROLE  "ddiloco.io/role"
 #define LABEL_INDEX "ddiloco.io/learner-index"
+/* a learner pod's spec as made, hashed (child_learner): a pod whose
+ * label differs from what the job asks now is rolled (reconcile.h) */
+#define LABEL_POD_SPEC "ddiloco.io/pod-spec"
 #define EXCHANGE_DIR "/run/ddiloco"
 #define SPEC_DIR "/etc/ddiloco"
 #define CHECKPOINT_DIR "/var/lib/ddiloco"
@@ -241,6 +244,9 @@ json_t *child_networkpolicy(const struct child_ctx *c);
  * not fit in one Secret.
  */
 json_t *child_tls_secret(const struct child_ctx *c, struct err *e);
+/* Learner i's pod, labelled LABEL_POD_SPEC with the hash of its spec:
+ * 16 hex digits of FNV-1a 64 over the spec as compact JSON with sorted
+ * keys, so the same job and operator flags give the same label. */
 json_t *child_learner(const struct child_ctx *c, int index);
 /* The evaluator's pod; NULL also when the job has no spec.evaluator. */
 json_t *child_evaluator(const struct child_ctx *c);

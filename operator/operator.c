@@ -109,6 +109,8 @@ static int sync_job(struct worker *w, const char *key, double *requeue)
 	}
 	if (!rc)
 		rc = queue_observe(&w->env, &p);
+	if (!rc)
+		pass_outdated(&w->env, &p);
 	if (rc || reconcile(&p.in, p.m->learners, &p.out)) {
 		rc = -1;
 		goto out;

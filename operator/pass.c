@@ -81,7 +81,7 @@ static void observe_pod(const char *job, json_t *pod, const char *ctr,
 			struct obs_pod *p)
 {
 	const char *phase = jget(pod, "status", "phase");
-	const char *uid = jget(pod, "metadata", "uid");
+	const char *uid = jget(pod, "metadata", "uid"), *h;
 
 	memset(p, 0, sizeof(*p));
 	p->index = learner_index(job, jget(pod, "metadata", "name"));
@@ -109,6 +109,9 @@ static void observe_pod(const char *job, json_t *pod, const char *ctr,
 						p->message, sizeof(p->message));
 	p->created = fmax(0, kube_time_parse(jget(pod, "metadata",
 						  "creationTimestamp")));
+	h = json_string_value(json_object_get(json_object_get(json_object_get(
+		pod, "metadata"), "labels"), LABEL_POD_SPEC));
+	snprintf(p->spec_hash, sizeof(p->spec_hash), "%s", h ? h : "");
 }
 
 /*
@@ -402,6 +405,35 @@ static void observe_claims(const struct caches *c, struct pass *p)
 	p->in.pvc_owned = owned == have ? 1 : owned == 0 ? 0 : -1;
 }
 
+/*
+ * <job>-spec: in the cache (cached), and in.configmap_outdated when the
+ * job now asks for other data (its spec changed: the budget, say) and no
+ * other manager's change is in the way (that is a drift, put right as
+ * such). Its version into p->drift_rv for the write (ACT_REPLACE_CHILD).
+ */
+static void observe_configmap(const struct pass_env *env, struct pass *p)
+{
+	json_t *cm = NULL, *want;
+	struct child_ctx c;
+	const char *hex, *rv;
+
+	p->in.configmap = cached(env->caches->cms, p, CHILD_SPEC, DRIFT_CONFIGMAP, &cm);
+	hex = json_string_value(json_object_get(json_object_get(cm, "metadata"),
+						CACHES_SPEC_HASH));
+	rv = json_string_value(json_object_get(json_object_get(cm, "metadata"),
+					       "resourceVersion"));
+	pass_child_ctx(env, p, 0, &c);
+	if (hex && rv && !p->spec_error && !p->in.drift[DRIFT_CONFIGMAP][0] &&
+	    (want = child_configmap(&c))) {
+		p->in.configmap_outdated = strtoull(hex, NULL, 16) != caches_spec_hash(want);
+		if (p->in.configmap_outdated)
+			snprintf(p->drift_rv[DRIFT_CONFIGMAP],
+				 sizeof(p->drift_rv[DRIFT_CONFIGMAP]), "%s", rv);
+		json_decref(want);
+	}
+	json_decref(cm);
+}
+
 /* Which of the other children exist, and whether the syncer is ready. */
 static void observe_children(const struct pass_env *env, struct pass *p)
 {
@@ -415,7 +447,7 @@ static void observe_children(const struct pass_env *env, struct pass *p)
 	p->in.syncer_ready = p->syncer_ready_replicas >= 1;
 	p->in.syncer_pods_ready = p->syncer_ready_replicas;
 	json_decref(sts);
-	p->in.configmap = cached(c->cms, p, CHILD_SPEC, DRIFT_CONFIGMAP, NULL);
+	observe_configmap(env, p);
 	p->in.service = cached(c->svcs, p, CHILD_SYNCER, DRIFT_SERVICE, NULL);
 	observe_claims(c, p);
 	retain = json_object_get(json_object_get(json_object_get(json_object_get(
@@ -711,6 +743,28 @@ void pass_child_ctx(const struct pass_env *env, const struct pass *p, int retain
 				 env->operator_ns, retain,
 				 json_object_get(json_object_get(p->job, "metadata"), "labels"),
 				 env->external_storage, env->runtime };
+}
+
+void pass_outdated(const struct pass_env *env, struct pass *p)
+{
+	struct child_ctx c;
+
+	if (p->spec_error)
+		return;
+	pass_child_ctx(env, p, 0, &c);
+	for (int i = 0; i < p->in.npods; i++) {
+		struct obs_pod *o = &p->pods[i];
+		json_t *want;
+		const char *h;
+
+		if (!o->spec_hash[0] || o->index < 0 ||
+		    !(want = child_learner(&c, o->index)))
+			continue;
+		h = json_string_value(json_object_get(json_object_get(json_object_get(
+			want, "metadata"), "labels"), LABEL_POD_SPEC));
+		o->outdated = h && strcmp(h, o->spec_hash);
+		json_decref(want);
+	}
 }
 
 int pass_observe(const struct pass_env *env, const char *key, struct pass *p)

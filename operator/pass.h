@@ -99,6 +99,11 @@ struct pass {
 void pass_child_ctx(const struct pass_env *env, const struct pass *p, int retain,
 		    struct child_ctx *c);
 
+/* Step 1b, once the queue's placement is in p (queue_observe): each
+ * learner pod's outdated, from its LABEL_POD_SPEC and the pod the job
+ * asks for now (child_learner). */
+void pass_outdated(const struct pass_env *env, struct pass *p);
+
 /*
  * Step 1: p (overwritten) gets everything reconcile() needs for key
  * "ns/name". 0 done; 1 the job is gone or not ours (its memory is

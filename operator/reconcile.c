@@ -430,6 +430,12 @@ static void learner_missing(const struct rc_input *in, struct learner_mem *m,
 		return;
 	if (create_pending(in, m, ACT_APPLY_LEARNER, i, o))
 		return;
+	if (m->rolled) {   /* roll(): made again at once, no restart */
+		m->rolled = 0;
+		act(o, ACT_APPLY_LEARNER, i);
+		m->create_sent = in->now;
+		return;
+	}
 	if (!created && !m->seen) {   /* a first creation */
 		act(o, ACT_APPLY_LEARNER, i);
 		m->create_sent = in->now;
@@ -461,6 +467,34 @@ static void learners(const struct rc_input *in, struct learner_mem *mem,
 		else
 			learner_missing(in, &mem[i], i, created, o);
 	}
+}
+
+/* Rolling (reconcile.h): the first outdated learner pod is deleted when
+ * the job runs with every learner Ready and none awaited. */
+static void roll(const struct rc_input *in, struct learner_mem *mem,
+		 const struct obs_pod **seen, int M, struct rc_output *o)
+{
+	const struct obs_pod *p = NULL;
+	int first = -1;
+
+	if (in->phase != PHASE_RUNNING)
+		return;
+	for (int i = 0; i < M; i++) {
+		p = seen[i];
+		if (!p || !p->ready || p->state != POD_RUNNING || p->deleting ||
+		    mem[i].create_sent > 0 || mem[i].held)
+			return;
+		if (p->outdated && first < 0)
+			first = i;
+	}
+	if (first < 0)
+		return;
+	delete_pod(o, seen[first]);
+	mem[first].rolled = 1;
+	event(o, 0, "LearnerRolled", "learner %d: the job asks for another pod "
+	      "spec (%s): replaced, one learner at a time (%d of %d ready "
+	      "meanwhile, minQuorum %d)", first, seen[first]->spec_hash, M - 1, M,
+	      in->spec->syncer.min_quorum);
 }
 
 /*
@@ -929,6 +963,8 @@ static void index_pods(const struct rc_input *in, int M,
 		if (p->index >= 0 && p->index < M && p->ready &&
 		    p->state == POD_RUNNING && !p->deleting)
 			o->ready++;
+		if (p->index >= 0 && p->index < M && p->outdated && !p->deleting)
+			o->outdated++;
 		/* a pod being deleted was stopped, not done: `ddiloco
 		 * learner` exits 0 on SIGTERM, and a deletion of every
 		 * learner's pod (the certificates rolled, a resize) must not
@@ -1045,6 +1081,11 @@ static void drift(const struct rc_input *in, int resumed, struct rc_output *o)
 			event(o, 1, "DriftRepaired", "%s was gone: made again",
 			      what[k]);
 	}
+	if (in->configmap && in->configmap_outdated && !in->drift[DRIFT_CONFIGMAP][0] &&
+	    act(o, ACT_REPLACE_CHILD, DRIFT_CONFIGMAP))
+		event(o, 0, "SpecUpdated", "ConfigMap <job>-spec written again: "
+		      "the job's spec changed (generation %lld); a syncer or "
+		      "sidecar reads it when it starts", in->generation);
 }
 
 /* The children but the learners' and the evaluator's pods, made when the
@@ -1228,6 +1269,7 @@ static void go_on(const struct rc_input *in, struct learner_mem *mem,
 		finish(in, o, PHASE_FAILED, "PodFailurePolicy", msg, now);
 		return;
 	}
+	roll(in, mem, seen, M, o);
 	evaluator(in, o);
 	if (version_holds(in, mem, M, o, now, msg, sizeof(msg))) {
 		finish(in, o, PHASE_FAILED, "VersionMismatch", msg, now);

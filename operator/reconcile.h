@@ -116,6 +116,17 @@
  * operator's memory: after its restart a held learner is recreated once
  * and held again at its sidecar's exit.
  *
+ * Rolling (docs/operator.md, Rolling learners): a learner pod whose
+ * spec hash (LABEL_POD_SPEC) differs from what the job asks now (its
+ * image, resources, template, the operator's runtime image) is replaced
+ * one learner at a time: only while the phase is Running and every
+ * learner's pod is Ready and none is awaited, the lowest index first,
+ * deleted with its uid and an Event LearnerRolled; its recreation waits
+ * no backoff and is no restart. With minQuorum below replicas the quorum
+ * holds throughout. A pod without the label (an older operator's) is
+ * left as it is. Changes of the job that no pod spec carries (the
+ * training settings in the ConfigMap) roll nothing.
+ *
  * Failures and disruptions: a learner pod that ends Failed counts toward
  * backoffLimit once (by uid) unless it was disrupted (a DisruptionTarget
  * condition, or evicted or preempted); a pod deleted (chaos, a drain, a
@@ -160,6 +171,10 @@ struct obs_pod {
 	 * termination message */
 	int version_mismatch;
 	char mismatch[256];
+	/* a learner's: its LABEL_POD_SPEC ("" none: made by an older
+	 * operator), and 1 when the job now asks for another spec */
+	char spec_hash[20];
+	int outdated;
 };
 
 /* The syncer's /status, as last read. */
@@ -240,6 +255,8 @@ struct learner_mem {
 	int held;
 	long long held_generation;
 	char held_msg[256];
+	int rolled;                   /* deleted for a new spec: its
+				       * recreation is no restart */
 };
 
 #define RC_MAX_LEARNERS 4096
@@ -303,6 +320,10 @@ struct rc_input {
 	 * operator last put them right (docs/operator.md, Drift): that
 	 * manager's name, "" for none */
 	char drift[DRIFT_N][64];
+	/* <job>-spec holds another job.json than the job asks for now (a
+	 * field that may change while it runs, e.g. spec.budget): written
+	 * again (docs/operator.md, Drift) */
+	int configmap_outdated;
 	/* <job>-tls as last read (its metadata only, pass.c): 1 this job's
 	 * (an owner reference with the job's uid), 0 missing, -1 another's
 	 * or no one's, tls_reason and tls_message then saying whose */
@@ -385,6 +406,8 @@ struct rc_output {
 	int nacts, cap;
 	enum job_phase phase;
 	int ready, total;
+	int outdated;                 /* learner pods the job would make
+				       * otherwise now (rolling) */
 	double start_time, completion_time;
 	struct condition conds[COND_N];
 	double requeue_after;         /* seconds; 0 = only on events */

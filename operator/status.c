@@ -202,9 +202,9 @@ json_t *status_build(const struct status_input *in)
 		json_array_append_new(restarts, json_integer(in->learners[i].restarts));
 		json_array_append_new(failures, json_integer(in->learners[i].failures));
 	}
-	json_object_set_new(st, "learners", json_pack("{s:i, s:i, s:o, s:o}",
-		"total", out->total, "ready", out->ready, "restarts", restarts,
-		"failures", failures));
+	json_object_set_new(st, "learners", json_pack("{s:i, s:i, s:i, s:o, s:o}",
+		"total", out->total, "ready", out->ready, "outdated", out->outdated,
+		"restarts", restarts, "failures", failures));
 	json_object_set_new(st, "syncerReady", json_boolean(in->syncer_ready));
 	if (in->shards >= 1) {
 		json_t *sh = json_pack("{s:i, s:i}", "total", in->shards,

@@ -490,6 +490,11 @@ if [ "${E2E_ONLY:-}" != pytorch ]; then
 	. "$ROOT/tests/k8s/e2e/queue.sh"
 fi
 
+# nothing changed the pods the operator makes: none of its passes found
+# a learner pod outdated (docs/operator.md, Rolling learners)
+nroll=$(K -n "$NS" get events --field-selector reason=LearnerRolled -o name | wc -l)
+check "no learner pod rolled (LearnerRolled Events: $nroll)" '[ "$nroll" -eq 0 ]'
+
 # --- 7. deletion and uninstall leave nothing ------------------------------
 K -n "$NS" delete ddjob $JOB $RJOB $PJOB --wait=true --timeout=120s >/dev/null
 until_ok 120 "children collected" \
