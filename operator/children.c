@@ -676,6 +676,20 @@ static void claim_template(const struct child_ctx *c, const char *size,
 				      "whenScaled", "Retain"));
 }
 
+/* LABEL_POD_SPEC (children.h) on metadata m */
+static void spec_label(json_t *m, json_t *podspec)
+{
+	char *text = json_dumps(podspec, JSON_COMPACT | JSON_SORT_KEYS), hex[17];
+
+	if (!text)
+		return;
+	snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)
+		 fnv64_update(FNV64_INIT, text, strlen(text)));
+	free(text);
+	json_object_set_new(json_object_get(m, "labels"), LABEL_POD_SPEC,
+			    json_string(hex));
+}
+
 json_t *child_syncer(const struct child_ctx *c)
 {
 	char name[CHILD_NAME_MAX], claim[CHILD_NAME_MAX], st[32];
@@ -705,7 +719,9 @@ json_t *child_syncer(const struct child_ctx *c)
 			 "template", "metadata", tmeta, "spec", podspec);
 	if (c->js->syncer.shards > 1 && st[0])
 		claim_template(c, st, spec);
-	return object("apps/v1", "StatefulSet", meta(c, name, "syncer"), spec);
+	tmeta = meta(c, name, "syncer");
+	spec_label(tmeta, json_object_get(spec, "template"));
+	return object("apps/v1", "StatefulSet", tmeta, spec);
 }
 
 /*
@@ -1031,20 +1047,6 @@ fail:
 	json_decref(*mounts);
 	json_decref(*side_mounts);
 	return -1;
-}
-
-/* LABEL_POD_SPEC (children.h) on metadata m */
-static void spec_label(json_t *m, json_t *podspec)
-{
-	char *text = json_dumps(podspec, JSON_COMPACT | JSON_SORT_KEYS), hex[17];
-
-	if (!text)
-		return;
-	snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)
-		 fnv64_update(FNV64_INIT, text, strlen(text)));
-	free(text);
-	json_object_set_new(json_object_get(m, "labels"), LABEL_POD_SPEC,
-			    json_string(hex));
 }
 
 json_t *child_learner(const struct child_ctx *c, int index)

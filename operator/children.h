@@ -49,7 +49,8 @@
 #define LABEL_JOB   "ddiloco.io/job"
 #define LABEL_ROLE  "ddiloco.io/role"
 #define LABEL_INDEX "ddiloco.io/learner-index"
-/* a learner pod's spec as made, hashed (child_learner): a pod whose
+/* a learner pod's spec as made, hashed (child_learner), and the syncer
+ * StatefulSet's pod template (child_syncer): a pod or StatefulSet whose
  * label differs from what the job asks now is rolled (reconcile.h) */
 #define LABEL_POD_SPEC "ddiloco.io/pod-spec"
 #define EXCHANGE_DIR "/run/ddiloco"

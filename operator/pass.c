@@ -405,6 +405,33 @@ static void observe_claims(const struct caches *c, struct pass *p)
 	p->in.pvc_owned = owned == have ? 1 : owned == 0 ? 0 : -1;
 }
 
+/* in.syncer_outdated: the StatefulSet sts (cached) has a LABEL_POD_SPEC
+ * other than the one the job asks for now (children.h); its version into
+ * p->drift_rv for the write. One without the label (an older
+ * operator's) is left as it is. */
+static void syncer_outdated(const struct pass_env *env, struct pass *p, json_t *sts)
+{
+	json_t *meta = json_object_get(sts, "metadata"), *want;
+	const char *have = json_string_value(json_object_get(json_object_get(meta,
+						"labels"), LABEL_POD_SPEC));
+	const char *rv = json_string_value(json_object_get(meta, "resourceVersion"));
+	const char *h;
+	struct child_ctx c;
+
+	if (!have || !rv || p->spec_error || p->in.drift[DRIFT_SYNCER][0])
+		return;
+	pass_child_ctx(env, p, 0, &c);
+	if (!(want = child_syncer(&c)))
+		return;
+	h = json_string_value(json_object_get(json_object_get(json_object_get(
+		want, "metadata"), "labels"), LABEL_POD_SPEC));
+	p->in.syncer_outdated = h && strcmp(h, have);
+	if (p->in.syncer_outdated)
+		snprintf(p->drift_rv[DRIFT_SYNCER], sizeof(p->drift_rv[DRIFT_SYNCER]),
+			 "%s", rv);
+	json_decref(want);
+}
+
 /*
  * <job>-spec: in the cache (cached), and in.configmap_outdated when the
  * job now asks for other data (its spec changed: the budget, say) and no
@@ -442,6 +469,7 @@ static void observe_children(const struct pass_env *env, struct pass *p)
 	json_t *sts = NULL, *retain;
 
 	p->in.statefulset = cached(c->sts, p, CHILD_SYNCER, DRIFT_SYNCER, &sts);
+	syncer_outdated(env, p, sts);
 	p->syncer_ready_replicas = sts ? (int)json_integer_value(json_object_get(
 		json_object_get(sts, "status"), "readyReplicas")) : 0;
 	p->in.syncer_ready = p->syncer_ready_replicas >= 1;

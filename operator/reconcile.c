@@ -1086,6 +1086,11 @@ static void drift(const struct rc_input *in, int resumed, struct rc_output *o)
 		event(o, 0, "SpecUpdated", "ConfigMap <job>-spec written again: "
 		      "the job's spec changed (generation %lld); a syncer or "
 		      "sidecar reads it when it starts", in->generation);
+	if (in->statefulset && in->syncer_outdated && !in->drift[DRIFT_SYNCER][0] &&
+	    act(o, ACT_REPLACE_CHILD, DRIFT_SYNCER))
+		event(o, 0, "SyncerRolled", "StatefulSet <job>-syncer written "
+		      "again: the job asks for another pod template; the syncer "
+		      "restarts from its checkpoint while the learners train on");
 }
 
 /* The children but the learners' and the evaluator's pods, made when the

@@ -324,6 +324,10 @@ struct rc_input {
 	 * field that may change while it runs, e.g. spec.budget): written
 	 * again (docs/operator.md, Drift) */
 	int configmap_outdated;
+	/* the syncer StatefulSet's pod template is not what the job asks for
+	 * now (its LABEL_POD_SPEC: the operator's runtime image after an
+	 * upgrade): written again, and its controller rolls the syncer */
+	int syncer_outdated;
 	/* <job>-tls as last read (its metadata only, pass.c): 1 this job's
 	 * (an owner reference with the job's uid), 0 missing, -1 another's
 	 * or no one's, tls_reason and tls_message then saying whose */

@@ -10,7 +10,9 @@
 #    earlier than the one before it was Ready and never fewer than 2 of
 #    the 3 Ready in a watch of every change to them, an Event LearnerRolled for
 #    each learner, no restart counted, the job Running at the end with
-#    status.learners.outdated 0.
+#    status.learners.outdated 0; the syncer's StatefulSet written again
+#    with the new image in its template (Event SyncerRolled, once), its
+#    pod made again by the StatefulSet controller.
 # Needs the variables of /tmp/ddiloco-k8s/env (tests/k8s/run.sh sets them).
 set -euo pipefail
 
@@ -134,5 +136,11 @@ done
 [ "$(jp ddjob/r '{.status.learners.restarts}')" = "[0,0,0]" ] ||
 	fail "restarts counted for a roll: $(jp ddjob/r '{.status.learners.restarts}')"
 [ "$(jp ddjob/r '{.status.learners.outdated}')" = 0 ] || fail "outdated learners after the roll"
-echo "ok: 3 learner pods rolled one at a time to ddiloco:roll-b, no restart counted"
+until_ok 60 "the syncer's pod with ddiloco:roll-b" \
+	'[ "$(jp pod/r-syncer-0 "{.spec.containers[0].image}")" = ddiloco:roll-b ]'
+[ "$(jp statefulset/r-syncer '{.spec.template.spec.containers[0].image}')" = ddiloco:roll-b ] ||
+	fail "the syncer's StatefulSet still has $(jp statefulset/r-syncer '{.spec.template.spec.containers[0].image}')"
+nsr=$(KN get events --field-selector reason=SyncerRolled -o name | grep -c . || true)
+[ "$nsr" = 1 ] || fail "$nsr SyncerRolled Events, not 1"
+echo "ok: 3 learner pods rolled one at a time to ddiloco:roll-b, no restart counted; the syncer rolled once"
 echo "test_roll: ok"

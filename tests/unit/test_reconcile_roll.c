@@ -4,8 +4,9 @@
  * replaced one at a time, only while every learner is Ready and none is
  * awaited, never while the job is not Running; the replacement is no
  * restart and waits no backoff; a pod without the hash is left alone.
- * And the hash itself (child_learner): the same job gives the same
- * label, another image or resources another one (rcfix.h).
+ * The syncer's StatefulSet whose pod template is outdated is written
+ * again. And the hash itself (child_learner, child_syncer): the same job
+ * gives the same label, another image another one (rcfix.h).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -218,6 +219,18 @@ static void the_hash_follows_the_pod_spec(void **state)
 	assert_string_not_equal(hash_of(b), h);
 	json_decref(b);
 	rt.image = "ddiloco:1";
+	/* the syncer's StatefulSet: its template's hash */
+	b = child_syncer(&c);
+	d = child_syncer(&c);
+	assert_non_null(hash_of(b));
+	assert_string_equal(hash_of(b), hash_of(d));
+	json_decref(d);
+	rt.image = "ddiloco:2";
+	d = child_syncer(&c);
+	assert_string_not_equal(hash_of(b), hash_of(d));
+	json_decref(d);
+	json_decref(b);
+	rt.image = "ddiloco:1";
 
 	js.syncer.outer_lr = 0.5;   /* the ConfigMap's, not the pod's */
 	json_object_set_new(spec, "syncer", json_pack("{s:f}", "outerLr", 0.5));
@@ -234,12 +247,43 @@ static void the_hash_follows_the_pod_spec(void **state)
 	json_decref(spec);
 }
 
+/* The syncer's pod template outdated: the StatefulSet written again
+ * (its controller rolls the pod), a Normal Event; not while another
+ * manager's change of it is put right (one write, a drift). */
+static void an_outdated_syncer_is_written_again(void **state)
+{
+	struct fx f;
+
+	(void)state;
+	setup_fx(&f, 2);
+	running(&f);
+	f.in.syncer_outdated = 1;
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(count(&f.out, ACT_REPLACE_CHILD), 1);
+	assert_int_equal(find(&f.out, ACT_REPLACE_CHILD)->index, DRIFT_SYNCER);
+	assert_non_null(find_event(&f.out, "SyncerRolled"));
+	assert_int_equal(count(&f.out, ACT_DELETE_SYNCER), 0);
+	rc_output_release(&f.out);
+	snprintf(f.in.drift[DRIFT_SYNCER], sizeof(f.in.drift[0]), "kubectl-edit");
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(count(&f.out, ACT_REPLACE_CHILD), 1);
+	assert_null(find_event(&f.out, "SyncerRolled"));
+	rc_output_release(&f.out);
+	f.in.drift[DRIFT_SYNCER][0] = '\0';
+	f.in.statefulset = 0;   /* missing: made, not written again */
+	reconcile(&f.in, f.mem, &f.out);
+	assert_int_equal(count(&f.out, ACT_REPLACE_CHILD), 0);
+	assert_null(find_event(&f.out, "SyncerRolled"));
+	rc_output_release(&f.out);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(outdated_pods_roll_one_at_a_time),
 		cmocka_unit_test(no_roll_unless_all_ready_and_running),
 		cmocka_unit_test(the_hash_follows_the_pod_spec),
+		cmocka_unit_test(an_outdated_syncer_is_written_again),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
