@@ -215,9 +215,27 @@ static void on_touched(void *ctx, const char *key)
 	wq_add(op->q, key);
 }
 
+/* 1 once every informer has listed; while one has not, said every
+ * CACHES_WAIT_LOG seconds (its list may be refused: /readyz says it too). */
+#define CACHES_WAIT_LOG 10.0
+static int caches_waited(struct op *op, double now, double *next_log)
+{
+	struct informer *behind = caches_unsynced(&op->caches);
+
+	if (!behind)
+		return 1;
+	if (now >= *next_log) {
+		log_warn("operator: waiting for the informer of %s to list before "
+			 "the workers start", informer_name(behind));
+		*next_log = now + CACHES_WAIT_LOG;
+	}
+	return 0;
+}
+
 /*
- * The caller's thread: leader election, then the workers once leader,
- * the chaos controller's ticks and the periodic resync, every 0.2 s.
+ * The caller's thread: leader election, then the workers once leader and
+ * every cache has listed, the chaos controller's ticks and the periodic
+ * resync, every 0.2 s.
  * Returns 0 on *stop, OPERATOR_LOST_LEADERSHIP or 1.
  */
 static int main_loop(struct op *op, struct kube *main_k, struct leader *lead,
@@ -225,6 +243,7 @@ static int main_loop(struct op *op, struct kube *main_k, struct leader *lead,
 {
 	const struct operator_opts *o = op->o;
 	double next_resync = clock_mono() + o->resync, next_lease = 0;
+	double next_wait_log = clock_mono() + CACHES_WAIT_LOG;
 	struct err e;
 
 	while (!*op->stop) {
@@ -242,7 +261,10 @@ static int main_loop(struct op *op, struct kube *main_k, struct leader *lead,
 			}
 		}
 		op->leader = !o->leader_elect || lead->is_leader;
-		if (op->leader && !*started) {
+		/* not before every cache has listed once: a pass on a partial
+		 * view would take the children it does not see yet for gone
+		 * (made again, counted as restarts) */
+		if (op->leader && !*started && caches_waited(op, now, &next_wait_log)) {
 			if (start_workers(op, ws, nw, started))
 				return 1;
 			caches_resync(&op->caches, op->q);

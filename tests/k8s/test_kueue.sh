@@ -17,9 +17,9 @@
 #    reason Evicted and its Workload's reservation is given back; h runs;
 #    once h has finished, b is admitted again and runs;
 #  - job p, 4 learners of which 2 make a quorum: Kueue admits 2 (its
-#    minCount), and 2 learner pods run;
-#  - sampled every half second throughout: the CPU the job's pods request
-#    never exceeds the quota.
+#    minCount), 2 learner pods run and no third is ever made;
+#  - in a watch of every change to the namespace's pods throughout: the
+#    CPU the jobs' pods request at once never exceeds the quota.
 # Needs the variables of /tmp/ddiloco-k8s/env (tests/k8s/run.sh sets them).
 set -euo pipefail
 
@@ -125,28 +125,8 @@ finish() {   # every learner of job $1 exits 0
 		'[ "$(jp workload/'"$1"'-ddjob "{.status.conditions[?(@.type==\"Finished\")].status}")" = True ]'
 }
 
-# the CPU the namespace's pods request, millicores, every half second
-sample() {
-	while :; do
-		KN get pods -o json 2>/dev/null | python3 -c '
-import json, sys
-def milli(q):
-    return float(q[:-1]) if q.endswith("m") else float(q) * 1000
-t = 0
-for p in json.load(sys.stdin)["items"]:
-    if p["status"].get("phase") in ("Succeeded", "Failed"):
-        continue
-    s = p["spec"]
-    side = sum(milli(c.get("resources", {}).get("requests", {}).get("cpu", "0"))
-               for c in s.get("initContainers", []) if c.get("restartPolicy") == "Always")
-    main = sum(milli(c.get("resources", {}).get("requests", {}).get("cpu", "0"))
-               for c in s["containers"])
-    t += side + main
-print(int(t))' >>"$WORK/cpu.txt"
-		sleep 0.5
-	done
-}
-sample &
+# every change to the namespace's pods, for the CPU they request at once
+KN get pods --watch --output-watch-events -o json >"$WORK/pods.json" 2>/dev/null &
 SAMPLER=$!
 
 # --- a runs, b waits for it ------------------------------------------------
@@ -195,17 +175,42 @@ finish b
 job p low 4 2
 until_ok 90 "job p Running" phase_is p Running
 until_ok 60 "job p's 2 learners Running" '[ "$(learners_running p)" = 2 ]'
-sleep 2
-KN get pod p-learner-2 >/dev/null 2>&1 && fail "job p: a third learner pod with 2 admitted"
 [ "$(jp workload/p-ddjob '{.spec.podSets[0].count} {.spec.podSets[0].minCount} {.status.admission.podSetAssignments[0].count}')" = "4 2 2" ] ||
 	fail "job p's Workload: $(jp workload/p-ddjob '{.spec.podSets[0]} {.status.admission}')"
 echo "ok: p admitted with 2 of 4 learners: $(jp ddjob/p '{.status.conditions[?(@.type=="Admitted")].message}')"
 
 kill "$SAMPLER" 2>/dev/null
 SAMPLER=""
-max=$(sort -n "$WORK/cpu.txt" | tail -n 1)
-n=$(wc -l <"$WORK/cpu.txt")
-[ "$n" -ge 20 ] || fail "only $n samples of the pods' CPU"
+# the CPU requested after each event (native sidecars and containers,
+# pods not ended), the most of it, the events, whether p-learner-2 was made
+read -r n max third < <(python3 -c '
+import json, sys
+def milli(q):
+    return float(q[:-1]) if q.endswith("m") else float(q) * 1000
+def cpu(p):
+    s = p["spec"]
+    side = sum(milli(c.get("resources", {}).get("requests", {}).get("cpu", "0"))
+               for c in s.get("initContainers", []) if c.get("restartPolicy") == "Always")
+    return side + sum(milli(c.get("resources", {}).get("requests", {}).get("cpu", "0"))
+                      for c in s["containers"])
+text, dec, at, live, n, most, third = open(sys.argv[1]).read(), json.JSONDecoder(), 0, {}, 0, 0, 0
+while True:
+    while at < len(text) and text[at].isspace():
+        at += 1
+    if at >= len(text):
+        break
+    ev, at = dec.raw_decode(text, at)
+    p, n = ev["object"], n + 1
+    name = p["metadata"]["name"]
+    third |= name == "p-learner-2"
+    if ev["type"] == "DELETED" or p["status"].get("phase") in ("Succeeded", "Failed"):
+        live.pop(name, None)
+    else:
+        live[name] = cpu(p)
+    most = max(most, sum(live.values()))
+print(n, int(most), third)' "$WORK/pods.json")
+[ "${n:-0}" -ge 20 ] || fail "only ${n:-0} changes to the pods watched"
+[ "$third" = 0 ] || fail "job p: a third learner pod with 2 admitted"
 [ "${max:-0}" -le "$QUOTA_MILLI" ] || fail "the pods asked for ${max}m CPU at once, over the quota ${QUOTA_MILLI}m"
-echo "ok: $n samples, at most ${max}m CPU requested at once (quota ${QUOTA_MILLI}m)"
+echo "ok: $n changes to the pods watched, at most ${max}m CPU requested at once (quota ${QUOTA_MILLI}m); no p-learner-2"
 echo "test_kueue: ok"

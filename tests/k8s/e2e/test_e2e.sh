@@ -37,6 +37,9 @@
 #   6b. jobs through Kueue's own controller (tests/k8s/e2e/queue.sh): a
 #      preemption, after which the preempted job resumes from its
 #      checkpoint with no version reused; a partial admission that trains
+#   6c. job e2e-up (tests/k8s/e2e/upgrade.sh): helm upgrade to another
+#      image tag while it trains: its learners and syncer rolled one at a
+#      time, rounds go on, Succeeded
 #   7. jobs deleted and helm uninstall: no pod, StatefulSet, Service or
 #      Lease left
 # Measures: apply -> first merged round, uptime, loss ratio, time for a
@@ -98,7 +101,7 @@ finish() {
 		fi
 		"$KUBECTL" delete namespace "$NS" --wait=false >/dev/null 2>&1
 		"$HELM" uninstall "$REL" -n "$OPNS" >/dev/null 2>&1
-		"$KUBECTL" delete pv "$NS-$JOB" "$NS-$RJOB" "$NS-e2e-pytorch" "$NS-e2e-queued" \
+		"$KUBECTL" delete pv "$NS-$JOB" "$NS-$RJOB" "$NS-e2e-pytorch" "$NS-e2e-queued" "$NS-e2e-up" \
 			--wait=false >/dev/null 2>&1
 		declare -F kueue_stop >/dev/null && kueue_stop
 	fi
@@ -491,9 +494,17 @@ if [ "${E2E_ONLY:-}" != pytorch ]; then
 fi
 
 # nothing changed the pods the operator makes: none of its passes found
-# a learner pod outdated (docs/operator.md, Rolling learners)
+# a learner pod or the syncer's template outdated (docs/operator.md,
+# Rolling learners)
 nroll=$(K -n "$NS" get events --field-selector reason=LearnerRolled -o name | wc -l)
-check "no learner pod rolled (LearnerRolled Events: $nroll)" '[ "$nroll" -eq 0 ]'
+nsroll=$(K -n "$NS" get events --field-selector reason=SyncerRolled -o name | wc -l)
+check "nothing rolled (LearnerRolled Events: $nroll, SyncerRolled: $nsroll)" \
+	'[ "$nroll" -eq 0 ] && [ "$nsroll" -eq 0 ]'
+
+# --- 6c. job e2e-up: a helm upgrade under it (tests/k8s/e2e/upgrade.sh) --
+if [ "${E2E_ONLY:-}" != pytorch ]; then
+	. "$ROOT/tests/k8s/e2e/upgrade.sh"
+fi
 
 # --- 7. deletion and uninstall leave nothing ------------------------------
 K -n "$NS" delete ddjob $JOB $RJOB $PJOB --wait=true --timeout=120s >/dev/null
@@ -515,6 +526,6 @@ echo "e2e numbers: apply_to_first_merge_s=${t_first:-none} job_s=$t_job uptime=$
 	"rejoin_mean_s=$rejoin_mean rejoin_max_s=$rejoin_max longest_absent_s=${absent:-?}" \
 	"restart_back_s=${back_s:-none} restart_quorum_s=${quorum_s:-none} restart_job_s=$t_rjob" \
 	"pytorch_import_s=$t_ptimport pytorch_ready_s=${pt_ready:-none} pytorch_first_merge_s=${pt_first:-none}" \
-	"pytorch_job_s=$pt_job" \
+	"pytorch_job_s=$pt_job upgrade_roll_s=${t_rolled:-none}" \
 	"total_s=$(elapsed "$t_ci") load=\"$(uptime | sed 's/.*average: //')\""
 finish

@@ -1,0 +1,93 @@
+# Sourced by test_e2e.sh (its helpers, namespace and operator): a helm
+# upgrade under a training job (docs/operator.md, Rolling learners). Job
+# e2e-up (examples/e2e.yaml, chaos off, 5 M tokens, its checkpoints on a
+# volume) trains; once it has merged UPGRADE_AT rounds the chart is
+# upgraded to the image tag e2e-up (the same image under another name in
+# the node's containerd), which is also the runtime image. Asserted: the
+# operator's new pod takes over; every learner pod is replaced once, one
+# at a time (never fewer than minQuorum of them Ready in a watch of every
+# change), its sidecar on the new image and its learner container on the
+# job's own; the syncer's StatefulSet is written once and its pod runs
+# the new image, resuming from its checkpoint (no ModelStartedOver);
+# rounds merge again after the upgrade and the job Succeeds.
+UJOB=e2e-up UBUDGET=5000000 UPGRADE_AT=5
+python3 - "$JOB_FILE" "$UJOB" "$UBUDGET" >"$WORK/$UJOB.yaml" <<'PYEOF' || fail "the upgrade job's file"
+import sys, yaml
+j = yaml.safe_load(open(sys.argv[1]))
+j["metadata"]["name"] = sys.argv[2]
+j["spec"]["chaos"]["enabled"] = False
+j["spec"]["budget"]["tokens"] = int(sys.argv[3])
+yaml.safe_dump(j, sys.stdout, sort_keys=False)
+PYEOF
+pv_for $UJOB || fail "the checkpoint volume of $UJOB"
+ctr --address "$NODE/containerd.sock" --namespace k8s.io images tag --force \
+	docker.io/library/ddiloco:latest docker.io/library/ddiloco:e2e-up >/dev/null ||
+	fail "tag ddiloco:e2e-up in the node's containerd"
+echo "--- load before job $UJOB: $(uptime)"
+t_apply=$(now) t_printed=0
+K -n "$NS" apply -f "$WORK/$UJOB.yaml" >/dev/null || fail "kubectl apply $UJOB"
+until_ok 300 "job $UJOB merged $UPGRADE_AT rounds" \
+	'st=$(status_json '$UJOB') && [ -n "$st" ] && echo "$st" >"$WORK/u-status.json" &&
+	 [ "$(sj "$WORK/u-status.json" "s[\"round\"]")" -ge '$UPGRADE_AT' ]'
+round_up=$(sj "$WORK/u-status.json" 's["round"]')
+K -n "$NS" get pods -l ddiloco.io/job=$UJOB,ddiloco.io/role=learner --watch \
+	--output-watch-events -o json >"$WORK/u-watch.json" 2>/dev/null &
+UWATCH=$!
+until_ok 30 "the watch's first events" '[ -s "$WORK/u-watch.json" ]'
+old_op=$(K -n "$OPNS" get pods -l app.kubernetes.io/instance=$REL -o jsonpath='{.items[0].metadata.name}')
+say "job $UJOB at round $round_up: helm upgrade to ddiloco:e2e-up"
+t_up=$(now)
+"$HELM" upgrade "$REL" "$ROOT/charts/ddiloco" -n "$OPNS" --reuse-values \
+	--set image.tag=e2e-up --wait --timeout 180s >"$WORK/helm-up.log" 2>&1 ||
+	{ cat "$WORK/helm-up.log"; fail "helm upgrade"; }
+until_ok 120 "the old operator pod $old_op gone" \
+	'! K -n '$OPNS' get pod '$old_op' >/dev/null 2>&1'
+sidecars() {   # the learner pods' sidecar images, one line, sorted
+	K -n "$NS" get pods -l ddiloco.io/job=$UJOB,ddiloco.io/role=learner \
+		-o jsonpath='{range .items[*]}{.spec.initContainers[0].image}{"\n"}{end}' | sort | tr '\n' ' '
+}
+until_ok 300 "every learner of $UJOB on ddiloco:e2e-up, Ready" \
+	'[ "$(sidecars)" = "ddiloco:e2e-up ddiloco:e2e-up ddiloco:e2e-up ddiloco:e2e-up " ] &&
+	 [ "$(jp ddjob/'$UJOB' "{.status.learners.ready}")" = 4 ]'
+t_rolled=$(elapsed "$t_up")
+kill "$UWATCH" 2>/dev/null
+limgs=$(K -n "$NS" get pods -l ddiloco.io/job=$UJOB,ddiloco.io/role=learner \
+	-o jsonpath='{.items[*].spec.containers[0].image}')
+until_ok 300 "job $UJOB Succeeded" '[ "$(jp ddjob/'$UJOB' "{.status.phase}")" = Succeeded ]'
+st=$(status_json $UJOB || true)
+[ -n "$st" ] && echo "$st" >"$WORK/u-status.json"
+echo "--- the Events of job $UJOB"
+K -n "$NS" get events --field-selector "involvedObject.name=$UJOB" \
+	--sort-by=.lastTimestamp 2>/dev/null | tail -15
+fewest=$(python3 -c '
+import json, sys
+text, dec, at, ready, fewest, n = open(sys.argv[1]).read(), json.JSONDecoder(), 0, {}, 4, 0
+while True:
+    while at < len(text) and text[at].isspace():
+        at += 1
+    if at >= len(text):
+        break
+    ev, at = dec.raw_decode(text, at)
+    pod, n = ev["object"], n + 1
+    ready[pod["metadata"]["name"]] = ev["type"] != "DELETED" and not pod["metadata"].get(
+        "deletionTimestamp") and any(c["type"] == "Ready" and c["status"] == "True"
+                                     for c in pod.get("status", {}).get("conditions", []))
+    if n > 4:
+        fewest = min(fewest, sum(ready.values()))
+print(fewest)' "$WORK/u-watch.json" 2>/dev/null)
+nlr=$(K -n "$NS" get events --field-selector involvedObject.name=$UJOB,reason=LearnerRolled -o name | wc -l)
+nsr=$(K -n "$NS" get events --field-selector involvedObject.name=$UJOB,reason=SyncerRolled -o name | wc -l)
+say "upgrade: rolled in $t_rolled s, LearnerRolled $nlr, SyncerRolled $nsr, fewest Ready ${fewest:-?}"
+check "job $UJOB: each of its 4 learners rolled once after the upgrade (LearnerRolled $nlr)" '[ "$nlr" -eq 4 ]'
+check "job $UJOB: never fewer than 3 learners Ready during the roll (fewest ${fewest:-?})" \
+	'[ "${fewest:-0}" -ge 3 ]'
+check "job $UJOB: the learner containers kept the job's image ($limgs)" \
+	'[ "$limgs" = "ddiloco:latest ddiloco:latest ddiloco:latest ddiloco:latest" ]'
+check "job $UJOB: the syncer's StatefulSet written once (SyncerRolled $nsr), on ddiloco:e2e-up" \
+	'[ "$nsr" -eq 1 ] && [ "$(jp statefulset/'$UJOB'-syncer "{.spec.template.spec.containers[0].image}")" = ddiloco:e2e-up ]'
+check "job $UJOB: the syncer resumed its model (no ModelStartedOver)" \
+	'[ -z "$(jp ddjob/'$UJOB' "{.status.conditions[?(@.type==\"ModelStartedOver\")].status}" | grep True)" ]'
+uround=$(sj "$WORK/u-status.json" 's["round"]')
+check "job $UJOB: rounds merged after the upgrade (round ${uround:-?} > $round_up) and it Succeeded" \
+	'[ "${uround:-0}" -gt "$round_up" ] && [ "$(jp ddjob/'$UJOB' "{.status.phase}")" = Succeeded ]'
+K -n "$NS" delete ddjob $UJOB --wait=true --timeout=120s >/dev/null 2>&1
