@@ -405,30 +405,40 @@ static void observe_claims(const struct caches *c, struct pass *p)
 	p->in.pvc_owned = owned == have ? 1 : owned == 0 ? 0 : -1;
 }
 
-/* in.syncer_outdated: the StatefulSet sts (cached) has a LABEL_POD_SPEC
- * other than the one the job asks for now (children.h); its version into
- * p->drift_rv for the write. One without the label (an older
- * operator's) is left as it is. */
-static void syncer_outdated(const struct pass_env *env, struct pass *p, json_t *sts)
+/* The StatefulSet's LABEL_POD_SPEC and version, for syncer_outdated. */
+static void keep_syncer_spec(struct pass *p, json_t *sts)
 {
-	json_t *meta = json_object_get(sts, "metadata"), *want;
+	json_t *meta = json_object_get(sts, "metadata");
 	const char *have = json_string_value(json_object_get(json_object_get(meta,
 						"labels"), LABEL_POD_SPEC));
 	const char *rv = json_string_value(json_object_get(meta, "resourceVersion"));
+
+	snprintf(p->syncer_spec, sizeof(p->syncer_spec), "%s", have ? have : "");
+	snprintf(p->syncer_rv, sizeof(p->syncer_rv), "%s", rv ? rv : "");
+}
+
+/* in.syncer_outdated: the StatefulSet's LABEL_POD_SPEC (kept) is not the
+ * one the job asks for now (children.h); its version into p->drift_rv
+ * for the write. One without the label (an older operator's) is left as
+ * it is. */
+static void syncer_outdated(const struct pass_env *env, struct pass *p)
+{
+	json_t *want;
 	const char *h;
 	struct child_ctx c;
 
-	if (!have || !rv || p->spec_error || p->in.drift[DRIFT_SYNCER][0])
+	if (!p->syncer_spec[0] || !p->syncer_rv[0] || p->spec_error ||
+	    p->in.drift[DRIFT_SYNCER][0])
 		return;
 	pass_child_ctx(env, p, 0, &c);
 	if (!(want = child_syncer(&c)))
 		return;
 	h = json_string_value(json_object_get(json_object_get(json_object_get(
 		want, "metadata"), "labels"), LABEL_POD_SPEC));
-	p->in.syncer_outdated = h && strcmp(h, have);
+	p->in.syncer_outdated = h && strcmp(h, p->syncer_spec);
 	if (p->in.syncer_outdated)
 		snprintf(p->drift_rv[DRIFT_SYNCER], sizeof(p->drift_rv[DRIFT_SYNCER]),
-			 "%s", rv);
+			 "%s", p->syncer_rv);
 	json_decref(want);
 }
 
@@ -469,7 +479,10 @@ static void observe_children(const struct pass_env *env, struct pass *p)
 	json_t *sts = NULL, *retain;
 
 	p->in.statefulset = cached(c->sts, p, CHILD_SYNCER, DRIFT_SYNCER, &sts);
-	syncer_outdated(env, p, sts);
+	p->syncer_spec[0] = '\0';
+	p->syncer_rv[0] = '\0';
+	if (sts)
+		keep_syncer_spec(p, sts);
 	p->syncer_ready_replicas = sts ? (int)json_integer_value(json_object_get(
 		json_object_get(sts, "status"), "readyReplicas")) : 0;
 	p->in.syncer_ready = p->syncer_ready_replicas >= 1;
@@ -779,6 +792,7 @@ void pass_outdated(const struct pass_env *env, struct pass *p)
 
 	if (p->spec_error)
 		return;
+	syncer_outdated(env, p);
 	pass_child_ctx(env, p, 0, &c);
 	for (int i = 0; i < p->in.npods; i++) {
 		struct obs_pod *o = &p->pods[i];

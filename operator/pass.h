@@ -81,6 +81,9 @@ struct pass {
 	struct err spec_err;
 	struct jobmem *m;
 	char drift_rv[DRIFT_N][32];   /* a drifted child's live version */
+	/* the syncer StatefulSet's LABEL_POD_SPEC and version as cached, for
+	 * pass_outdated ("" none) */
+	char syncer_spec[20], syncer_rv[32];
 	struct obs_pod *pods;
 	struct obs_pod evaluator;     /* its pod, when in.evaluator is set */
 	char syncer_reason[64], syncer_message[256];   /* why it cannot start */
@@ -100,8 +103,9 @@ void pass_child_ctx(const struct pass_env *env, const struct pass *p, int retain
 		    struct child_ctx *c);
 
 /* Step 1b, once the queue's placement is in p (queue_observe): each
- * learner pod's outdated, from its LABEL_POD_SPEC and the pod the job
- * asks for now (child_learner). */
+ * learner pod's outdated and in.syncer_outdated, from their
+ * LABEL_POD_SPEC and what the job asks for now (child_learner,
+ * child_syncer). */
 void pass_outdated(const struct pass_env *env, struct pass *p);
 
 /*

@@ -19,7 +19,9 @@
 #  - job p, 4 learners of which 2 make a quorum: Kueue admits 2 (its
 #    minCount), 2 learner pods run and no third is ever made;
 #  - in a watch of every change to the namespace's pods throughout: the
-#    CPU the jobs' pods request at once never exceeds the quota.
+#    CPU the jobs' pods request at once never exceeds the quota;
+#  - no learner pod or syncer rolled (the admission's placement is the
+#    spec the pods were made with).
 # Needs the variables of /tmp/ddiloco-k8s/env (tests/k8s/run.sh sets them).
 set -euo pipefail
 
@@ -213,4 +215,7 @@ print(n, int(most), third)' "$WORK/pods.json")
 [ "$third" = 0 ] || fail "job p: a third learner pod with 2 admitted"
 [ "${max:-0}" -le "$QUOTA_MILLI" ] || fail "the pods asked for ${max}m CPU at once, over the quota ${QUOTA_MILLI}m"
 echo "ok: $n changes to the pods watched, at most ${max}m CPU requested at once (quota ${QUOTA_MILLI}m); no p-learner-2"
+# the placement Kueue gave is the pods' own: nothing rolled for it
+rolled=$(KN get events -o jsonpath='{range .items[*]}{.reason}{"\n"}{end}' | grep -c "Rolled$" || true)
+[ "$rolled" = 0 ] || fail "$rolled LearnerRolled or SyncerRolled Events: the admission's placement read as a new spec"
 echo "test_kueue: ok"

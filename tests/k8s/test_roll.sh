@@ -74,8 +74,8 @@ echo "ok: budget.tokens changed in the ConfigMap, the same 3 learner pods"
 
 # the operator upgraded: its runtime image, in every learner pod, rolled;
 # every change to the learner pods watched meanwhile
-KN get pods -l ddiloco.io/job=r,ddiloco.io/role=learner --watch --output-watch-events \
-	-o json >"$WORK/watch.json" 2>/dev/null &
+"$KUBECTL" -n "$NS" get pods -l ddiloco.io/job=r,ddiloco.io/role=learner --watch \
+	--output-watch-events -o json >"$WORK/watch.json" 2>/dev/null &
 WATCH_PID=$!
 extra_cleanup() { kill "$WATCH_PID" 2>/dev/null; }
 until_ok 30 "the watch's first events" '[ -s "$WORK/watch.json" ]'

@@ -17,7 +17,7 @@
 #      syncer's gap log, docs/syncer.md); final eval loss at most 1.05 ×
 #      that of `ddiloco train` on the host (data-parallel, same tokens, same
 #      evaluation tokens), the best of the job's lr × 1/√2, 1 and √2
-#   4. job e2e-restart: the same file, chaos off, 4 M tokens; once a
+#   4. job e2e-restart: the same file, chaos off, 10 M tokens; once a
 #      quarter of it is trained this script deletes the syncer pod. Asserted:
 #      Succeeded; the new syncer resumed from its checkpoint; the first
 #      round number and every fragment version it gives out are past the
@@ -59,7 +59,10 @@ case $BUILD in /*) BIN_DD=$BUILD/ddiloco ;; *) BIN_DD=$ROOT/$BUILD/ddiloco ;; es
 JOB_FILE=$ROOT/examples/e2e.yaml
 JOB=e2e
 RJOB=e2e-restart
-RBUDGET=4000000                    # tokens of the restart job
+# tokens of the restart job: learners never wait for the syncer, so the
+# ~10 s it is away they train on (about 1.5 M tokens here), and what is
+# left after it is back must outlast this script's looks at it
+RBUDGET=10000000
 RESTART_BOUND=${E2E_RESTART_BOUND:-30}   # s from the syncer's deletion to quorum
 NS=e2e-$$
 REL=ddiloco
@@ -106,6 +109,7 @@ finish() {
 		declare -F kueue_stop >/dev/null && kueue_stop
 	fi
 	[ -n "${LOGPID:-}" ] && kill "$LOGPID" 2>/dev/null
+	[ -n "${NEWLOGPID:-}" ] && kill "$NEWLOGPID" 2>/dev/null
 	[ -n "${SAMPLEPID:-}" ] && kill "$SAMPLEPID" 2>/dev/null
 	[ -n "$started" ] && "$CL/down.sh" >/dev/null 2>&1
 	# the volume's files belong to the image's user: remove as we can
@@ -409,6 +413,10 @@ while :; do
 		restart_ok=$(ROUND=$round_before VERS="$vers_before" sj "$SF" '"yes" if s["round"] >= int(os.environ["ROUND"]) - 10 and all(v > w for v, w in zip(s["versions"], map(int, os.environ["VERS"].split()))) else "no: round %d (before %s), versions %s (before %s)" % (s["round"], os.environ["ROUND"], s["versions"], os.environ["VERS"])')
 		say "syncer back $back_s s after its deletion: round $(sj "$SF" 's["round"]'), versions $(sj "$SF" 's["versions"]'): $restart_ok"
 		resume_round=$(sj "$SF" 's["round"]')
+		# the new syncer's log from now on: the job may end, and the
+		# operator delete the syncer, before a look below keeps it
+		K -n "$NS" logs -f $RJOB-syncer-0 >"$WORK/syncer-new.log" 2>&1 &
+		NEWLOGPID=$!
 	fi
 	if [ -n "$restarted" ] && [ -z "$quorum_s" ] && [ -n "$st" ] &&
 		[ "$(sj "$SF" 'int(s["learners_connected"] >= 3 and s["round"] > '"$resume_round"')')" = 1 ]; then
@@ -417,8 +425,6 @@ while :; do
 	fi
 	if [ -n "$quorum_s" ] && [ -z "$syncer_log_shown" ]; then
 		syncer_log_shown=1
-		# kept now: the operator deletes the syncer as soon as the job ends
-		K -n "$NS" logs $RJOB-syncer-0 >"$WORK/syncer-new.log" 2>/dev/null
 		echo "--- the restarted syncer's log, joins and leaves"
 		grep -E "resumed from|rounds resume|joined|left|gRPC on|round gap" \
 			"$WORK/syncer-new.log" | head -20
@@ -432,6 +438,7 @@ echo "--- the Events of job $RJOB"
 K -n "$NS" get events --field-selector "involvedObject.name=$RJOB" \
 	-o jsonpath='{range .items[*]}{.reason}: {.message}{"\n"}{end}' 2>/dev/null | tail -n 20
 [ -n "${LOGPID:-}" ] && { kill "$LOGPID" 2>/dev/null; wait "$LOGPID" 2>/dev/null; LOGPID=""; }
+[ -n "${NEWLOGPID:-}" ] && { kill "$NEWLOGPID" 2>/dev/null; wait "$NEWLOGPID" 2>/dev/null; NEWLOGPID=""; }
 K -n "$NS" get ddjobs
 phase=$(jp ddjob/$RJOB '{.status.phase}')
 check "job $RJOB: phase Succeeded (is $phase, $t_rjob s)" '[ "$phase" = Succeeded ]'
