@@ -134,6 +134,10 @@ SAMPLER=$!
 # --- a runs, b waits for it ------------------------------------------------
 job a low
 until_ok 30 "job a's Workload" jp workload/a-ddjob '{.metadata.name}'
+# b once a holds its reservation: two Workloads made 0.2 s apart are not
+# always taken in that order (Kueue once admitted b first)
+until_ok 60 "job a's Workload admitted" \
+	'[ "$(jp workload/a-ddjob "{.status.conditions[?(@.type==\"QuotaReserved\")].status}")" = True ]'
 job b low
 until_ok 90 "job a Running" phase_is a Running
 until_ok 60 "job a's 2 learners Running" '[ "$(learners_running a)" = 2 ]'
