@@ -128,7 +128,8 @@ finish() {   # every learner of job $1 exits 0
 }
 
 # every change to the namespace's pods, for the CPU they request at once
-KN get pods --watch --output-watch-events -o json >"$WORK/pods.json" 2>/dev/null &
+# (kubectl itself in the background, so that the kill below ends it)
+"$KUBECTL" -n "$NS" get pods --watch --output-watch-events -o json >"$WORK/pods.json" 2>/dev/null &
 SAMPLER=$!
 
 # --- a runs, b waits for it ------------------------------------------------
@@ -187,34 +188,8 @@ echo "ok: p admitted with 2 of 4 learners: $(jp ddjob/p '{.status.conditions[?(@
 
 kill "$SAMPLER" 2>/dev/null
 SAMPLER=""
-# the CPU requested after each event (native sidecars and containers,
-# pods not ended), the most of it, the events, whether p-learner-2 was made
-read -r n max third < <(python3 -c '
-import json, sys
-def milli(q):
-    return float(q[:-1]) if q.endswith("m") else float(q) * 1000
-def cpu(p):
-    s = p["spec"]
-    side = sum(milli(c.get("resources", {}).get("requests", {}).get("cpu", "0"))
-               for c in s.get("initContainers", []) if c.get("restartPolicy") == "Always")
-    return side + sum(milli(c.get("resources", {}).get("requests", {}).get("cpu", "0"))
-                      for c in s["containers"])
-text, dec, at, live, n, most, third = open(sys.argv[1]).read(), json.JSONDecoder(), 0, {}, 0, 0, 0
-while True:
-    while at < len(text) and text[at].isspace():
-        at += 1
-    if at >= len(text):
-        break
-    ev, at = dec.raw_decode(text, at)
-    p, n = ev["object"], n + 1
-    name = p["metadata"]["name"]
-    third |= name == "p-learner-2"
-    if ev["type"] == "DELETED" or p["status"].get("phase") in ("Succeeded", "Failed"):
-        live.pop(name, None)
-    else:
-        live[name] = cpu(p)
-    most = max(most, sum(live.values()))
-print(n, int(most), third)' "$WORK/pods.json")
+# the events, the most CPU requested at once, whether p-learner-2 was made
+read -r n max third < <(python3 "$ROOT/tests/k8s/podwatch.py" cpu "$WORK/pods.json" p-learner-2)
 [ "${n:-0}" -ge 20 ] || fail "only ${n:-0} changes to the pods watched"
 [ "$third" = 0 ] || fail "job p: a third learner pod with 2 admitted"
 [ "${max:-0}" -le "$QUOTA_MILLI" ] || fail "the pods asked for ${max}m CPU at once, over the quota ${QUOTA_MILLI}m"

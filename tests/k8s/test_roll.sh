@@ -109,22 +109,7 @@ for i in 0 1 2; do
 done
 # the fewest learner pods Ready (and not being deleted) at once, event by event
 kill "$WATCH_PID" 2>/dev/null || true
-fewest=$(python3 -c '
-import json, sys
-text, dec, at, ready, fewest, n = open(sys.argv[1]).read(), json.JSONDecoder(), 0, {}, 3, 0
-while True:
-    while at < len(text) and text[at].isspace():
-        at += 1
-    if at >= len(text):
-        break
-    ev, at = dec.raw_decode(text, at)
-    pod, n = ev["object"], n + 1
-    name = pod["metadata"]["name"]
-    ready[name] = ev["type"] != "DELETED" and not pod["metadata"].get("deletionTimestamp") and any(
-        c["type"] == "Ready" and c["status"] == "True" for c in pod.get("status", {}).get("conditions", []))
-    if n > 3:   # past the first list of the 3 pods
-        fewest = min(fewest, sum(ready.values()))
-print(fewest, n)' "$WORK/watch.json")
+fewest=$(python3 "$ROOT/tests/k8s/podwatch.py" fewest "$WORK/watch.json" 3)
 echo "watched: the fewest learner pods Ready at once, and the events: $fewest"
 set -- $fewest
 [ "$1" = 2 ] || fail "the roll left $1 learner pods Ready at once, not 2 (minQuorum 2)"

@@ -25,14 +25,13 @@ static int acts_of(const struct rc_output *o, enum rc_kind kind, int i)
 	return n;
 }
 
-static int outdated_all(struct fx *f)
+static void outdated_all(struct fx *f)
 {
 	for (int i = 0; i < f->in.npods; i++) {
 		snprintf(f->pods[i].spec_hash, sizeof(f->pods[i].spec_hash),
 			 "%016x", 0xa1);
 		f->pods[i].outdated = 1;
 	}
-	return f->in.npods;
 }
 
 /* One pass at time t, its conditions carried to the next. */

@@ -360,7 +360,8 @@ check "rounds never stopped longer than B + grace + cadence while a learner was 
 loss=$(jp ddjob/$JOB '{.status.progress.loss}')
 
 # --- 4. job e2e-restart: the syncer pod deleted once ------------------------
-python3 - "$JOB_FILE" "$RJOB" "$RBUDGET" >"$WORK/$RJOB.yaml" <<'PYEOF' || fail "the restart job's file"
+quiet_job() {   # quiet_job NAME TOKENS: examples/e2e.yaml renamed, chaos off
+	python3 - "$JOB_FILE" "$1" "$2" <<'PYEOF'
 import sys, yaml
 j = yaml.safe_load(open(sys.argv[1]))
 j["metadata"]["name"] = sys.argv[2]
@@ -368,6 +369,8 @@ j["spec"]["chaos"]["enabled"] = False
 j["spec"]["budget"]["tokens"] = int(sys.argv[3])
 yaml.safe_dump(j, sys.stdout, sort_keys=False)
 PYEOF
+}
+quiet_job $RJOB $RBUDGET >"$WORK/$RJOB.yaml" || fail "the restart job's file"
 echo "--- load before job $RJOB: $(uptime)"
 t_apply=$(now) t_printed=0
 K -n "$NS" apply -f "$WORK/$RJOB.yaml" || fail "kubectl apply $RJOB"

@@ -11,14 +11,7 @@
 # the new image, resuming from its checkpoint (no ModelStartedOver);
 # rounds merge again after the upgrade and the job Succeeds.
 UJOB=e2e-up UBUDGET=12000000 UPGRADE_AT=5
-python3 - "$JOB_FILE" "$UJOB" "$UBUDGET" >"$WORK/$UJOB.yaml" <<'PYEOF' || fail "the upgrade job's file"
-import sys, yaml
-j = yaml.safe_load(open(sys.argv[1]))
-j["metadata"]["name"] = sys.argv[2]
-j["spec"]["chaos"]["enabled"] = False
-j["spec"]["budget"]["tokens"] = int(sys.argv[3])
-yaml.safe_dump(j, sys.stdout, sort_keys=False)
-PYEOF
+quiet_job $UJOB $UBUDGET >"$WORK/$UJOB.yaml" || fail "the upgrade job's file"
 pv_for $UJOB || fail "the checkpoint volume of $UJOB"
 ctr --address "$NODE/containerd.sock" --namespace k8s.io images tag --force \
 	docker.io/library/ddiloco:latest docker.io/library/ddiloco:e2e-up >/dev/null ||
@@ -62,22 +55,7 @@ st=$(status_json $UJOB || true)
 echo "--- the Events of job $UJOB"
 K -n "$NS" get events --field-selector "involvedObject.name=$UJOB" \
 	--sort-by=.lastTimestamp 2>/dev/null | tail -15
-fewest=$(python3 -c '
-import json, sys
-text, dec, at, ready, fewest, n = open(sys.argv[1]).read(), json.JSONDecoder(), 0, {}, 4, 0
-while True:
-    while at < len(text) and text[at].isspace():
-        at += 1
-    if at >= len(text):
-        break
-    ev, at = dec.raw_decode(text, at)
-    pod, n = ev["object"], n + 1
-    ready[pod["metadata"]["name"]] = ev["type"] != "DELETED" and not pod["metadata"].get(
-        "deletionTimestamp") and any(c["type"] == "Ready" and c["status"] == "True"
-                                     for c in pod.get("status", {}).get("conditions", []))
-    if n > 4:
-        fewest = min(fewest, sum(ready.values()))
-print(fewest)' "$WORK/u-watch.json" 2>/dev/null)
+fewest=$(python3 "$ROOT/tests/k8s/podwatch.py" fewest "$WORK/u-watch.json" 4 | cut -d" " -f1)
 nlr=$(K -n "$NS" get events --field-selector involvedObject.name=$UJOB,reason=LearnerRolled -o name | wc -l)
 nsr=$(K -n "$NS" get events --field-selector involvedObject.name=$UJOB,reason=SyncerRolled -o name | wc -l)
 say "upgrade: rolled in $t_rolled s, LearnerRolled $nlr, SyncerRolled $nsr, fewest Ready ${fewest:-?}"
