@@ -1197,6 +1197,7 @@ json_t *child_evaluator(const struct child_ctx *c)
 	pod_template_apply(m, podspec, tmpl, "evaluator");
 	json_decref(tmpl);
 	job_labels(c, m);
+	spec_label(m, podspec);
 	return object("v1", "Pod", m, podspec);
 }
 

@@ -786,9 +786,22 @@ void pass_child_ctx(const struct pass_env *env, const struct pass *p, int retain
 				 env->external_storage, env->runtime };
 }
 
+/* Whether the pod the job asks for now (want, released here) carries
+ * another LABEL_POD_SPEC than the pod's own, have. */
+static int spec_differs(json_t *want, const char *have)
+{
+	const char *h = json_string_value(json_object_get(json_object_get(
+		json_object_get(want, "metadata"), "labels"), LABEL_POD_SPEC));
+	int r = h && strcmp(h, have);
+
+	json_decref(want);
+	return r;
+}
+
 void pass_outdated(const struct pass_env *env, struct pass *p)
 {
 	struct child_ctx c;
+	json_t *want;
 
 	if (p->spec_error)
 		return;
@@ -796,17 +809,14 @@ void pass_outdated(const struct pass_env *env, struct pass *p)
 	pass_child_ctx(env, p, 0, &c);
 	for (int i = 0; i < p->in.npods; i++) {
 		struct obs_pod *o = &p->pods[i];
-		json_t *want;
-		const char *h;
 
-		if (!o->spec_hash[0] || o->index < 0 ||
-		    !(want = child_learner(&c, o->index)))
-			continue;
-		h = json_string_value(json_object_get(json_object_get(json_object_get(
-			want, "metadata"), "labels"), LABEL_POD_SPEC));
-		o->outdated = h && strcmp(h, o->spec_hash);
-		json_decref(want);
+		if (o->spec_hash[0] && o->index >= 0 &&
+		    (want = child_learner(&c, o->index)))
+			o->outdated = spec_differs(want, o->spec_hash);
 	}
+	if (p->in.evaluator && p->evaluator.spec_hash[0] &&
+	    (want = child_evaluator(&c)))
+		p->evaluator.outdated = spec_differs(want, p->evaluator.spec_hash);
 }
 
 int pass_observe(const struct pass_env *env, const char *key, struct pass *p)

@@ -103,9 +103,10 @@ void pass_child_ctx(const struct pass_env *env, const struct pass *p, int retain
 		    struct child_ctx *c);
 
 /* Step 1b, once the queue's placement is in p (queue_observe): each
- * learner pod's outdated and in.syncer_outdated, from their
+ * learner pod's and the evaluator's outdated, and in.syncer_outdated,
+ * from their
  * LABEL_POD_SPEC and what the job asks for now (child_learner,
- * child_syncer). */
+ * child_evaluator, child_syncer). */
 void pass_outdated(const struct pass_env *env, struct pass *p);
 
 /*

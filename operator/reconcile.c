@@ -552,10 +552,23 @@ static void evaluator(const struct rc_input *in, struct rc_output *o)
 		if (p->ready && p->ready_since > 0 &&
 		    in->now - p->ready_since >= RC_STABLE_SECONDS)
 			m->fails = 0;
+		/* rolled as a learner is, but alone: it is no part of quorum */
+		if (p->outdated && p->ready && in->phase == PHASE_RUNNING) {
+			delete_evaluator(o, p);
+			m->rolled = 1;
+			event(o, 0, "EvaluatorRolled", "evaluator 0: the job asks "
+			      "for another pod spec (%s): replaced", p->spec_hash);
+		}
 		return;
 	}
 	if (m->held || create_pending(in, m, ACT_APPLY_EVALUATOR, 0, o))
 		return;
+	if (m->rolled) {   /* made again at once, no restart */
+		m->rolled = 0;
+		act(o, ACT_APPLY_EVALUATOR, 0);
+		m->create_sent = in->now;
+		return;
+	}
 	if (!m->seen) {   /* a first creation, or after a resume */
 		act(o, ACT_APPLY_EVALUATOR, 0);
 		m->create_sent = in->now;

@@ -125,7 +125,9 @@
  * no backoff and is no restart. With minQuorum below replicas the quorum
  * holds throughout. A pod without the label (an older operator's) is
  * left as it is. Changes of the job that no pod spec carries (the
- * training settings in the ConfigMap) roll nothing.
+ * training settings in the ConfigMap) roll nothing. The evaluator's pod,
+ * no part of the quorum, is replaced when it is Ready and the job
+ * Running (EvaluatorRolled), whatever the learners do.
  *
  * Failures and disruptions: a learner pod that ends Failed counts toward
  * backoffLimit once (by uid) unless it was disrupted (a DisruptionTarget
@@ -171,8 +173,9 @@ struct obs_pod {
 	 * termination message */
 	int version_mismatch;
 	char mismatch[256];
-	/* a learner's: its LABEL_POD_SPEC ("" none: made by an older
-	 * operator), and 1 when the job now asks for another spec */
+	/* a learner's or the evaluator's: its LABEL_POD_SPEC ("" none:
+	 * made by an older operator), and 1 when the job now asks for
+	 * another spec */
 	char spec_hash[20];
 	int outdated;
 };

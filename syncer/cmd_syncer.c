@@ -334,7 +334,7 @@ int cmd_syncer(int argc, char **argv)
 		goto out;
 	process_setup();
 	prm = (struct syncer_params){
-		.js = &js, .listen = listen, .http_addr = http_host,
+		.js = &js, .job_path = job, .listen = listen, .http_addr = http_host,
 		.http_port = http_port, .ckpt_dir = ckpt_dir,
 		.drain_seconds = 2.0, .tls = use_tls ? &tls : NULL,
 		.shard = shard, .nshards = js.syncer.shards,

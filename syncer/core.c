@@ -292,6 +292,7 @@ int core_init(struct syncer *s, const struct syncer_params *p, double now,
 	s->M = p->js->learners.replicas;
 	s->t0 = now;
 	s->last_loop = now;
+	budgetw_init(&s->bw, p->job_path, &p->js->budget, now);
 	if (core_owned_init(s, p, e) || build_layout(s, e) ||
 	    alloc_state(s, e) || bounds_start(s, now, e))
 		return -1;
@@ -709,6 +710,7 @@ int core_tick(struct syncer *s, double now)
 	if (!s->done && !s->adopting) {   /* adopting: no learner yet */
 		core_check_stale(s, now);
 		persist_room_again(&s->ps, now);
+		budgetw_poll(&s->bw, now);
 	}
 	return 1;
 }
@@ -851,7 +853,7 @@ int core_heartbeat(struct syncer *s, int learner,
 
 int core_check_budget(struct syncer *s, double now)
 {
-	const struct job_budget *b = &s->js->budget;
+	const struct job_budget *b = &s->bw.budget;
 
 	if (s->done)
 		return 1;

@@ -180,6 +180,10 @@ static json_t *status_json(struct syncer *s, double now)
 	json_object_set_new(o, "shard", json_integer(s->shard));
 	json_object_set_new(o, "shards", json_integer(s->nshards));
 	json_object_set_new(o, "done", json_boolean(s->done));
+	json_object_set_new(o, "budget", json_pack("{sI sI sI}",
+		"tokens", (json_int_t)s->bw.budget.tokens,
+		"outer_steps", (json_int_t)s->bw.budget.outer_steps,
+		"changes", (json_int_t)s->bw.changes));
 	json_object_set_new(o, "tokens", json_integer((json_int_t)c->tokens_trained));
 	json_object_set_new(o, "tokens_merged",
 			    json_integer((json_int_t)llround(c->tokens_merged)));
@@ -281,6 +285,7 @@ static void metrics_text(struct syncer *s, double now, struct buf *b)
 	if (s->upd_on)
 		updelta_metrics(&s->upd, b);
 	bounds_metrics(&s->bounds, b);
+	budgetw_metrics(&s->bw, b);
 	screen_metrics(&s->scr, b);
 	prom_family(b, M("quorum_wait_seconds"), PROM_SUMMARY, "Time from pull to quorum.");
 	prom_double(b, M("quorum_wait_seconds_sum"), NULL, s->quorum_wait_sum);

@@ -29,6 +29,9 @@ typedef int (*syncer_eval_fn)(void *ctx, const float *params, size_t max_tokens,
 
 struct syncer_params {
 	const struct job_spec *js;
+	/* the file js was read from, its budget read again while the job
+	 * runs (budgetw.h); NULL: js's budget throughout */
+	const char *job_path;
 	const struct frag_table *ft;     /* the job's: model_frag_table(config, P) */
 	const float *init_params;        /* flat, model order, ft's size */
 	size_t nparams;

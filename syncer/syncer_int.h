@@ -19,6 +19,7 @@
  *   evalthr.c the evaluation thread
  *   goodput.c where the learners' time goes
  *   eval_remote.c  evaluators of an external model
+ *   budgetw.c the budget, read again from the job file while it runs
  *   round.c, bounds.c, audit.c, gaplog.c, outer.c (their headers)
  *   status.c  HTTP /healthz /readyz /metrics /status, read under `mu`;
  *             each part writes its own lines
@@ -39,6 +40,7 @@
 #include "common/httpd.h"
 #include "syncer/audit.h"
 #include "syncer/bounds.h"
+#include "syncer/budgetw.h"
 #include "syncer/ckpt.h"
 #include "syncer/eval_remote.h"
 #include "syncer/evalthr.h"
@@ -164,6 +166,7 @@ struct syncer {
 	struct gap_log gaps;         /* down gaps between rounds (gaplog.h) */
 	struct screen scr;           /* the answer screens (screen.h) */
 	struct persist ps;           /* checkpoints (persist.h) */
+	struct budgetw bw;           /* the budget in force (budgetw.h) */
 	struct eval_remote evr;      /* evaluators (eval_remote.h) */
 
 	pthread_mutex_t mu;

@@ -5,7 +5,8 @@
 # (spec.learners.synthetic.tensors, adopted from the first Hello with the
 # learner's seed). Their steps and tokens reach the syncer's /status as a
 # real learner's do (tokens in steps of batchSize × seqLen, no train loss),
-# rounds merge, and each job ends at its budget with exit 0.
+# rounds merge, and each job ends at its budget with exit 0. A budget
+# changed in the job file while a job runs is the one it ends at.
 set -eu
 BIN=$(cd "$(dirname "${BUILD:-build}/ddiloco")" && pwd)/ddiloco
 dir=$(mktemp -d /tmp/ddiloco-synthetic-XXXXXX)
@@ -116,3 +117,29 @@ check decl
 grep -q "the job's table is fixed: spec.model.tensors declares it" "$dir/run-decl/syncer.log" ||
 	fail "decl: the syncer did not fix the declared table"
 echo "ok: synthetic learners of a GPT (one 3 times slower), an external table and a declared one, steps and tokens in /status"
+
+# the budget changed in the job file while the job runs (docs/syncer.md,
+# The budget): the syncer takes it without a restart and ends there
+job live "{vocabSize: 256, context: 16, layers: 1, heads: 2, channels: 32}" "{stepTime: 0.02}"
+sed -i 's/outerSteps: 300/outerSteps: 100000/' "$dir/live.yaml"
+"$BIN" run "$dir/live.yaml" --run-dir "$dir/run-live" --timeout 120 > "$dir/live.out" 2>&1 &
+run=$!
+wait_for 30 'grep -q "(http " "$dir/run-live/events.log"' "the syncer of live"
+http=$(sed -n 's/.*(http \([^)]*\)).*/\1/p' "$dir/run-live/events.log" | head -n 1)
+st() { curl -sf "http://$http/status" | jq -r "$1"; }
+wait_for 60 '[ "$(st .round)" -ge 20 ]' "20 rounds of live"
+[ "$(st .budget.outer_steps)" = 100000 ] || fail "live: /status budget $(st .budget)"
+want=$(($(st .round) + 40))
+sed "s/outerSteps: 100000/outerSteps: $want/" "$dir/live.yaml" > "$dir/live.yaml.new"
+mv "$dir/live.yaml.new" "$dir/live.yaml"
+wait_for 30 '[ "$(st .budget.outer_steps)" = "$want" ]' "the budget of $want rounds in /status"
+[ "$(st .budget.changes)" = 1 ] || fail "live: $(st .budget.changes) budget changes, not 1"
+rc=0
+wait "$run" || rc=$?
+run=""
+[ "$rc" -eq 0 ] || fail "live: ddiloco run exited $rc"
+got=$(jq -r .rounds "$dir/run-live/report.json")
+[ "$got" -eq "$want" ] || fail "live: $got rounds, not the $want the changed budget says"
+grep -q "budget changed: tokens 0 -> 0, outer steps 100000 -> $want" "$dir/run-live/syncer.log" ||
+	fail "live: the syncer did not say the budget changed"
+echo "ok: the budget changed while job live ran: it ended at round $want, not 100000"

@@ -14,6 +14,8 @@
 #    would) under backoffLimit 0, it is recreated and the job neither
 #    fails nor counts it (failures [0,0]);
 #  - suspended, the job's evaluator pod goes; resumed, it comes back;
+#  - the operator restarted with another --runtime-image, the pod is
+#    replaced (Event EvaluatorRolled), not counted as a recreation;
 #  - a job without spec.evaluator has none;
 #  - deleted, the job takes its evaluator's pod with it.
 # Needs the variables of /tmp/ddiloco-k8s/env (tests/k8s/run.sh sets them).
@@ -57,6 +59,7 @@ crash() {   # crash POD: it ends Failed, its evaluator exited 1
 	    "restartCount": 0, "state": {"terminated": {"exitCode": 1, "reason": "Error"}}}]}}' >/dev/null
 }
 event_seen() { KN get events -o json | jq -e --arg r "$1" '[.items[] | select(.reason == $r)] | length > 0' >/dev/null; }
+ev_count() { KN get events -o json | jq --arg r "$1" '[.items[] | select(.reason == $r) | (.count // 1)] | add // 0'; }
 
 apply_crd
 "$KUBECTL" create namespace "$NS" >/dev/null
@@ -129,6 +132,21 @@ until_ok 60 "ev-evaluator-0 gone on suspend" '! KN get pod ev-evaluator-0'
 KN patch ddjob ev --type=merge -p '{"spec":{"suspend":false}}' >/dev/null || fail "resume ev"
 until_ok 90 "ev-evaluator-0 back on resume" running ev-evaluator-0
 echo "ok: suspended, ev-evaluator-0 went; resumed, it came back"
+
+# --- rolled: the operator restarted with another runtime image ---------------
+until_ok 60 "job ev Running" '[ "$(jp ddjob/ev "{.status.phase}")" = Running ]'
+u=$(uid_of ev-evaluator-0)
+nrec=$(ev_count EvaluatorRecreated)
+kill "$OP_PID" && wait "$OP_PID" || true
+start_operator 0 --runtime-image ddiloco:ev-b
+on_b() {
+	new_uid ev-evaluator-0 "$u" &&
+	[ "$(jp pod/ev-evaluator-0 '{.spec.initContainers[0].image}')" = ddiloco:ev-b ]
+}
+until_ok 120 "ev-evaluator-0 made again with the sidecar ddiloco:ev-b" on_b
+until_ok 30 "Event EvaluatorRolled" event_seen EvaluatorRolled
+eq "EvaluatorRecreated Events after the roll" "$(ev_count EvaluatorRecreated)" "$nrec"
+echo "ok: the runtime image changed, ev-evaluator-0 rolled (EvaluatorRolled), no recreation counted"
 
 # --- the job deleted ---------------------------------------------------------
 KN delete ddjob ev --wait=false >/dev/null || fail "delete job ev"

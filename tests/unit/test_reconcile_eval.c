@@ -1,7 +1,8 @@
 /*
  * reconcile and the evaluator of an external model: its pod made when
  * the job asks for one, recreated when it goes without counting as a
- * learner's failure, deleted at the end and on a suspend (rcfix.h).
+ * learner's failure, deleted at the end and on a suspend, rolled when
+ * the job asks for another pod spec (rcfix.h).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -269,12 +270,67 @@ static void test_evaluator_deleted_at_end_and_on_suspend(void **state)
 	rc_output_release(&f.out);
 }
 
+/*
+ * An evaluator pod whose spec the job no longer asks for: deleted once
+ * it is Ready and the job Running, with EvaluatorRolled, and made again
+ * at once with no restart; not while it is not Ready or the job is not
+ * Running, and never one without the label.
+ */
+static void test_evaluator_rolled(void **state)
+{
+	struct fx f;
+
+	(void)state;
+	for (int c = 0; c < 4; c++) {
+		setup_fx(&f, 2);
+		running(&f);
+		with_evaluator(&f);
+		f.in.evaluator = &f.ev;
+		f.ev_mem.seen = 1;
+		snprintf(f.ev.spec_hash, sizeof(f.ev.spec_hash), "%016x", 0xe1);
+		f.ev.outdated = 1;
+		if (c == 1)
+			f.ev.ready = 0;
+		if (c == 2)
+			f.in.phase = PHASE_RESTARTING;
+		if (c == 3) {
+			f.ev.spec_hash[0] = '\0';
+			f.ev.outdated = 0;
+		}
+		assert_int_equal(reconcile(&f.in, f.mem, &f.out), 0);
+		if (c) {
+			if (count(&f.out, ACT_DELETE_EVALUATOR) ||
+			    find_event(&f.out, "EvaluatorRolled"))
+				fail_msg("case %d rolled", c);
+			rc_output_release(&f.out);
+			continue;
+		}
+		assert_int_equal(count(&f.out, ACT_DELETE_EVALUATOR), 1);
+		assert_string_equal(find(&f.out, ACT_DELETE_EVALUATOR)->uid, "ev-uid-1");
+		assert_non_null(find_event(&f.out, "EvaluatorRolled"));
+		assert_false(find_event(&f.out, "EvaluatorRolled")->warning);
+		assert_int_equal(count(&f.out, ACT_DELETE_LEARNER), 0);
+		rc_output_release(&f.out);
+		/* gone: made again in the next pass, no restart, no backoff */
+		f.in.evaluator = NULL;
+		f.in.now = NOW + 1;
+		assert_int_equal(reconcile(&f.in, f.mem, &f.out), 0);
+		assert_int_equal(count(&f.out, ACT_APPLY_EVALUATOR), 1);
+		assert_int_equal(find(&f.out, ACT_APPLY_EVALUATOR)->recreate, 0);
+		assert_null(find_event(&f.out, "EvaluatorRecreated"));
+		assert_int_equal(f.ev_mem.restarts, 0);
+		assert_int_equal(f.ev_mem.rolled, 0);
+		rc_output_release(&f.out);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_evaluator_created_when_asked),
 		cmocka_unit_test(test_evaluator_recreated_not_counted),
 		cmocka_unit_test(test_evaluator_deleted_at_end_and_on_suspend),
+		cmocka_unit_test(test_evaluator_rolled),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

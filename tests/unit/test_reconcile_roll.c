@@ -237,6 +237,18 @@ static void the_hash_follows_the_pod_spec(void **state)
 	assert_string_equal(hash_of(b), h);
 	json_decref(b);
 
+	/* the evaluator's pod carries one too, and follows the image */
+	json_object_set_new(spec, "evaluator", json_pack("{s:[s]}", "command", "eval"));
+	b = child_evaluator(&c);
+	assert_non_null(b);
+	assert_non_null(hash_of(b));
+	rt.image = "ddiloco:2";
+	d = child_evaluator(&c);
+	assert_string_not_equal(hash_of(b), hash_of(d));
+	json_decref(d);
+	json_decref(b);
+	rt.image = "ddiloco:1";
+
 	json_object_set_new(json_object_get(spec, "learners"), "image",
 			    json_string("trainer:2"));
 	d = child_learner(&c, 1);
