@@ -501,7 +501,7 @@ static json_t *requests_of(const struct child_ctx *c, json_t *cpu, json_t *mem)
 }
 
 /*
- * The sidecar's requests (docs/operator.md, Resources): SIDECAR_CPU, and
+ * The sidecar's requests (docs/operator.md, Resources and probes): SIDECAR_CPU, and
  * SIDECAR_MEMORY_BASE_MIB plus SIDECAR_BYTES_PER_PARAM a parameter in
  * whole MiB (SIDECAR_MEMORY_UNKNOWN_MIB when the model's size is not
  * known); spec.learners.sidecar.resources.{cpu, memory} replace either.
@@ -523,6 +523,34 @@ static json_t *sidecar_resources(const struct child_ctx *c)
 				       (SIDECAR_BYTES_PER_PARAM * n + (1ULL << 20) - 1) / (1ULL << 20))
 			: json_sprintf("%dMi", SIDECAR_MEMORY_UNKNOWN_MIB);
 	return requests_of(c, cpu, mem);
+}
+
+/*
+ * The sidecar's probes (docs/operator.md, Resources and probes): a
+ * liveness probe on its /healthz, which answers 503 once one of its loops
+ * is stuck SIDECAR_STUCK_SECONDS (sidecar/sidecar.h); three failures
+ * 10 s apart restart the sidecar alone, and the learner trains on.
+ * spec.learners.sidecar.{livenessProbe, readinessProbe, startupProbe}
+ * replace or add any of them. No readiness probe unless asked for: the
+ * sidecar's /readyz says whether the syncer is reached, and a syncer away
+ * is no reason for a learner's pod to leave a Service or the quorum.
+ */
+static void sidecar_probes(const struct child_ctx *c, json_t *ctr)
+{
+	static const char *const kinds[] = { "livenessProbe", "readinessProbe",
+					     "startupProbe" };
+	json_t *sc = json_object_get(json_object_get(c->spec, "learners"), "sidecar");
+
+	json_object_set_new(ctr, "livenessProbe", json_pack(
+		"{s:{s:s, s:i}, s:i, s:i, s:i}", "httpGet", "path", "/healthz",
+		"port", SIDECAR_HTTP_PORT, "periodSeconds", 10,
+		"timeoutSeconds", 5, "failureThreshold", 3));
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+		json_t *p = json_object_get(sc, kinds[k]);
+
+		if (json_is_object(p))
+			json_object_set(ctr, kinds[k], p);
+	}
 }
 
 /*
@@ -1076,7 +1104,7 @@ json_t *child_learner(const struct child_ctx *c, int index)
 		"imagePullPolicy", runtime_pull(c), "restartPolicy", "Always",
 		"command", "ddiloco", "sidecar", "--job", SPEC_DIR "/job.json",
 		"--learner", idx, "--exchange", EXCHANGE_DIR, "--syncer", addr,
-		"--http", "0.0.0.0:9090",
+		"--http", SIDECAR_HTTP,
 		"resources", sidecar_resources(c),
 		"volumeMounts", side_mounts,
 		"securityContext", container_security(),
@@ -1099,6 +1127,7 @@ json_t *child_learner(const struct child_ctx *c, int index)
 			    json_integer(IMAGE_UID));
 	if (!c->js->syncer.insecure)
 		tls_args(json_array_get(json_object_get(podspec, "initContainers"), 0));
+	sidecar_probes(c, json_array_get(json_object_get(podspec, "initContainers"), 0));
 	pod_hardening(podspec);
 	placement(c, "learners", podspec);
 	ctr = json_array_get(json_object_get(podspec, "containers"), 0);
@@ -1151,7 +1180,7 @@ json_t *child_evaluator(const struct child_ctx *c)
 		"imagePullPolicy", runtime_pull(c), "restartPolicy", "Always",
 		"command", "ddiloco", "sidecar", "--job", SPEC_DIR "/job.json",
 		"--evaluator", "--learner", "0", "--exchange", EXCHANGE_DIR,
-		"--syncer", addr, "--http", "0.0.0.0:9090",
+		"--syncer", addr, "--http", SIDECAR_HTTP,
 		"resources", sidecar_resources(c),
 		"volumeMounts", side_mounts,
 		"securityContext", container_security(),
@@ -1174,6 +1203,7 @@ json_t *child_evaluator(const struct child_ctx *c)
 			    json_integer(IMAGE_UID));
 	if (!c->js->syncer.insecure)
 		tls_args(json_array_get(json_object_get(podspec, "initContainers"), 0));
+	sidecar_probes(c, json_array_get(json_object_get(podspec, "initContainers"), 0));
 	pod_hardening(podspec);
 	placement(c, "learners", podspec);
 	ctr = json_array_get(json_object_get(podspec, "containers"), 0);

@@ -55,6 +55,9 @@
 #define LABEL_POD_SPEC "ddiloco.io/pod-spec"
 #define EXCHANGE_DIR "/run/ddiloco"
 #define SPEC_DIR "/etc/ddiloco"
+/* the sidecar's HTTP: /healthz (its liveness probe), /readyz, /metrics */
+#define SIDECAR_HTTP_PORT 9090
+#define SIDECAR_HTTP "0.0.0.0:9090"
 #define CHECKPOINT_DIR "/var/lib/ddiloco"
 /* where a pod finds its part of <job>-tls: ca.crt, tls.crt, tls.key */
 #define TLS_DIR "/etc/ddiloco-tls"
@@ -92,7 +95,7 @@ enum child_kind {
 #define SYNCER_MEMORY_BASE_MIB 64
 #define SYNCER_BYTES_PER_PARAM 72
 /*
- * The sidecar's default requests (docs/operator.md, Resources): its own
+ * The sidecar's default requests (docs/operator.md, Resources and probes): its own
  * copies of what it sends and receives, about two fp32 copies of the
  * model, over a base; SIDECAR_MEMORY_UNKNOWN_MIB for an external model
  * that declares no table. spec.learners.sidecar.resources replaces them.

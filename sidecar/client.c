@@ -1025,6 +1025,22 @@ static int learner_versions(struct sidecar *s)
 	return 1;
 }
 
+/* Loop k (0 the client's, 1 the bridge's) turns now (sidecar_stuck). */
+static void turned(struct sidecar *s, int k)
+{
+	__atomic_store_n(&s->turned_ms[k], (uint64_t)(clock_mono() * 1e3),
+			 __ATOMIC_RELAXED);
+}
+
+double sidecar_stuck(struct sidecar *s, double now)
+{
+	uint64_t a = __atomic_load_n(&s->turned_ms[0], __ATOMIC_RELAXED);
+	uint64_t b = __atomic_load_n(&s->turned_ms[1], __ATOMIC_RELAXED);
+	double last = (double)(a < b ? a : b) / 1e3;
+
+	return a && b && now > last ? now - last : 0;
+}
+
 static void *bridge_main(void *arg)
 {
 	struct clients *all = arg;
@@ -1032,6 +1048,7 @@ static void *bridge_main(void *arg)
 	struct exchange_stats st;
 
 	while (!s->stop) {
+		turned(s, 1);
 		exchange_wait(s->x, 0.05);
 		if (learner_versions(s)) {
 			kick(all);   /* the client loop sees it now */
@@ -1087,6 +1104,7 @@ static int clients_turn(struct clients *all, int *done, int *refused)
 	grpc_event ev;
 	int d = 1;
 
+	turned(all->cl[0].s, 0);
 	for (int k = 0; k < all->n; k++) {
 		struct client *cl = &all->cl[k];
 

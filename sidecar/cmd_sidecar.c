@@ -47,6 +47,13 @@ static int http_handler(void *ctx, const char *path, struct buf *body,
 
 	*content_type = "text/plain; charset=utf-8";
 	if (!strcmp(path, "/healthz")) {
+		double stuck = sidecar_stuck(s, clock_mono());
+
+		if (stuck > SIDECAR_STUCK_SECONDS) {
+			buf_printf(body, "stuck: a loop has not turned for %.0f s\n",
+				   stuck);
+			return 503;
+		}
 		buf_printf(body, "ok\n");
 		return 200;
 	}

@@ -123,6 +123,15 @@ void sidecar_free(struct sidecar *s);
 int sidecar_run(struct sidecar *s, const volatile sig_atomic_t *stop,
 		struct err *e);
 void sidecar_get_metrics(struct sidecar *s, struct sidecar_metrics *m);
+/*
+ * Seconds since the later-stuck of its two loops (the client's, the
+ * bridge's) last turned; 0 before sidecar_run started them. Each turns at
+ * least every 50 ms while it works, so more than SIDECAR_STUCK_SECONDS
+ * means a thread is stuck: /healthz says so and the kubelet's liveness
+ * probe restarts the sidecar (docs/sidecar.md, HTTP).
+ */
+#define SIDECAR_STUCK_SECONDS 10.0
+double sidecar_stuck(struct sidecar *s, double now);
 /* Prometheus text for /metrics. */
 void sidecar_metrics_text(struct sidecar *s, struct buf *b);
 

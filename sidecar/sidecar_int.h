@@ -81,6 +81,9 @@ struct sidecar {
 	uint64_t eval_sent;      /* client thread: the evaluator's report
 				  * count last sent */
 	volatile int stop;       /* the bridge thread ends when set */
+	/* when the client loop and the bridge loop last turned (clock_mono
+	 * in ms, atomics; 0: not started): sidecar_stuck */
+	uint64_t turned_ms[2];
 	int mismatch;            /* bridge thread, atomic: the learner's
 				  * versions do not match (docs/abi.md,
 				  * Versions); the message in mismatch_err */

@@ -89,6 +89,12 @@ static const char *path_str(json_t *o, const char *path)
 	return json_string_value(cur);
 }
 
+static const char *spec_hash(json_t *pod)
+{
+	return json_string_value(json_object_get(json_object_get(json_object_get(
+		pod, "metadata"), "labels"), LABEL_POD_SPEC));
+}
+
 static void test_job_core_strips_operator_fields(void **state)
 {
 	json_t *job = sample_job(), *core = job_core(job);
@@ -228,6 +234,51 @@ static void test_resources_and_qos(void **state)
 	assert_null(json_object_get(json_object_get(json_object_get(core, "spec"),
 						    "learners"), "sidecar"));
 	json_decref(core);
+	sample_close(&s);
+}
+
+/*
+ * Probes (docs/operator.md, Resources and probes): the sidecar of a
+ * learner and of the evaluator has a liveness probe on its /healthz and no
+ * readiness probe; spec.learners.sidecar's probes replace or add theirs,
+ * and change the pod's spec hash.
+ */
+static void test_sidecar_probes(void **state)
+{
+	struct sample s;
+	json_t *pod, *ev;
+	char h[20];
+
+	(void)state;
+	sample_open(&s, "ddiloco-system");
+	pod = child_learner(&s.c, 0);
+	assert_string_equal(path_str(pod, "spec.initContainers.0.livenessProbe.httpGet.path"), "/healthz");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(json_object_get(
+		json_array_get(json_object_get(json_object_get(pod, "spec"), "initContainers"), 0),
+		"livenessProbe"), "httpGet"), "port")), 9090);
+	assert_null(json_object_get(json_array_get(json_object_get(json_object_get(pod,
+		"spec"), "initContainers"), 0), "readinessProbe"));
+	snprintf(h, sizeof(h), "%s", spec_hash(pod));
+	json_decref(pod);
+
+	json_object_set_new(json_object_get(s.c.spec, "learners"), "sidecar", json_pack(
+		"{s:{s:{s:s, s:i}, s:i}, s:{s:{s:s, s:i}}}",
+		"livenessProbe", "httpGet", "path", "/healthz", "port", 9090,
+		"failureThreshold", 9,
+		"readinessProbe", "httpGet", "path", "/readyz", "port", 9090));
+	pod = child_learner(&s.c, 0);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(json_array_get(
+		json_object_get(json_object_get(pod, "spec"), "initContainers"), 0),
+		"livenessProbe"), "failureThreshold")), 9);
+	assert_string_equal(path_str(pod, "spec.initContainers.0.readinessProbe.httpGet.path"), "/readyz");
+	assert_string_not_equal(spec_hash(pod), h);
+	json_decref(pod);
+	/* the evaluator's sidecar too */
+	json_object_set_new(s.c.spec, "evaluator", json_pack("{s:[s]}", "command", "eval"));
+	ev = child_evaluator(&s.c);
+	assert_non_null(ev);
+	assert_string_equal(path_str(ev, "spec.initContainers.0.readinessProbe.httpGet.path"), "/readyz");
+	json_decref(ev);
 	sample_close(&s);
 }
 
@@ -1347,6 +1398,7 @@ int main(void)
 		cmocka_unit_test(test_learner_pod_manifest),
 		cmocka_unit_test(test_syncer_placement_and_requests),
 		cmocka_unit_test(test_resources_and_qos),
+		cmocka_unit_test(test_sidecar_probes),
 		cmocka_unit_test(test_templates_and_learner_command),
 		cmocka_unit_test(test_checkpoint_claim),
 		cmocka_unit_test(test_job_labels_and_managed_by),

@@ -1089,11 +1089,31 @@ static void run_against_fake(struct fx *fx, enum fake_beat beat,
 	 * learner's) */
 	assert_int_equal(sidecar_run(fx->s, &st.stop, &e), 1);
 	pthread_join(th, NULL);
+	/* both loops turned to the end: /healthz would have said ok */
+	assert_true(fx->s->turned_ms[0] > 0 && fx->s->turned_ms[1] > 0);
+	assert_true(sidecar_stuck(fx->s, clock_mono()) < 1.0);
 	sidecar_get_metrics(fx->s, m);
 	if (st.link)
 		slowlink_stop(&link);
 	fake_stop(f);
 	grpc_shutdown();
+}
+
+/* sidecar_stuck: 0 before the loops start; then the older of their
+ * last turns. */
+static void a_stuck_loop_is_seen(void **state)
+{
+	struct fx *f = *state;
+	double now = clock_mono();
+
+	assert_true(sidecar_stuck(f->s, now) == 0);
+	f->s->turned_ms[0] = (uint64_t)((now - 1) * 1e3);
+	assert_true(sidecar_stuck(f->s, now) == 0);   /* the bridge not yet */
+	f->s->turned_ms[1] = (uint64_t)((now - 12) * 1e3);
+	assert_true(fabs(sidecar_stuck(f->s, now) - 12) < 0.01);
+	assert_true(sidecar_stuck(f->s, now) > SIDECAR_STUCK_SECONDS);
+	f->s->turned_ms[1] = f->s->turned_ms[0];
+	assert_true(fabs(sidecar_stuck(f->s, now) - 1) < 0.01);
 }
 
 static int ten_on_the_beat(struct fake *f)
@@ -1371,6 +1391,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(updates_in_parts, setup, teardown),
 		cmocka_unit_test(a_seed_goes_in_parts),
+		cmocka_unit_test_setup_teardown(a_stuck_loop_is_seen, setup, teardown),
 		cmocka_unit_test_setup_teardown(updates_reach_the_learner_or_are_refused,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(answers_queue_bounded, setup,
