@@ -98,7 +98,8 @@ static void observe_pod(const char *job, json_t *pod, const char *ctr,
 	p->delete_at = p->deleting ? fmax(0, kube_time_parse(jget(pod, "metadata",
 							  "deletionTimestamp"))) : 0;
 	p->disrupted = podcheck_disrupted(pod);
-	p->exit_code = podcheck_exit_code(pod, ctr);
+	p->exit_code = podcheck_exit_reason(pod, ctr, p->exit_reason,
+					    sizeof(p->exit_reason));
 	/* a learner side of another release: the sidecar's exit says it
 	 * (docs/abi.md, Versions) */
 	p->version_mismatch = podcheck_ended_with(pod, "sidecar", CLI_EXIT_MISMATCH,

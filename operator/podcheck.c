@@ -123,20 +123,30 @@ int podcheck_disrupted(json_t *pod)
 	return 0;
 }
 
-int podcheck_exit_code(json_t *pod, const char *name)
+int podcheck_exit_reason(json_t *pod, const char *name, char *reason, size_t n)
 {
 	json_t *cs;
 	size_t i;
 
+	if (reason && n)
+		reason[0] = '\0';
 	json_array_foreach(json_object_get(json_object_get(pod, "status"),
 					   "containerStatuses"), i, cs) {
 		json_t *t = json_object_get(json_object_get(cs, "state"), "terminated");
-		const char *n = str(cs, "name");
+		const char *c = str(cs, "name"), *r = str(t, "reason");
 
-		if (n && !strcmp(n, name) && json_is_integer(json_object_get(t, "exitCode")))
-			return (int)json_integer_value(json_object_get(t, "exitCode"));
+		if (!c || strcmp(c, name) || !json_is_integer(json_object_get(t, "exitCode")))
+			continue;
+		if (reason && n)
+			snprintf(reason, n, "%s", r ? r : "");
+		return (int)json_integer_value(json_object_get(t, "exitCode"));
 	}
 	return -1;
+}
+
+int podcheck_exit_code(json_t *pod, const char *name)
+{
+	return podcheck_exit_reason(pod, name, NULL, 0);
 }
 
 /* The termination message, trailing white space cut, or "" */

@@ -48,8 +48,11 @@ int podcheck_starting(json_t *pod, char *reason, size_t rn, char *message,
 /* 1 when the pod was ended by a disruption (above), else 0. */
 int podcheck_disrupted(json_t *pod);
 
-/* The exit code of the container `name` once terminated, else -1. */
+/* The exit code of the container `name` once terminated, else -1; with
+ * reason (n bytes, may be NULL) its terminated reason ("OOMKilled",
+ * "Error", ...; "" none). */
 int podcheck_exit_code(json_t *pod, const char *name);
+int podcheck_exit_reason(json_t *pod, const char *name, char *reason, size_t n);
 
 /*
  * 1 when the container `name` (an init container, as the native sidecar

@@ -359,8 +359,9 @@ static void learner_failed(const struct rc_input *in, struct learner_mem *m,
 		      "(spec.failurePolicy.rules)", i, p->exit_code);
 	else
 		event(o, 1, "LearnerFailed",
-		      "learner %d failed (exit code %d): pod "
-		      "deleted, to be recreated", i, p->exit_code);
+		      "learner %d failed (exit code %d%s%s): pod "
+		      "deleted, to be recreated", i, p->exit_code,
+		      p->exit_reason[0] ? ", " : "", p->exit_reason);
 	/* once per pod: it stays Failed until the delete shows */
 	if (x == EXIT_COUNT && strcmp(m->failed_uid, p->uid)) {
 		m->failures++;

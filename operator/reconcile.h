@@ -159,6 +159,7 @@ struct obs_pod {
 	int disrupted;                /* DisruptionTarget, evicted, preempted:
 				       * its end is not the learner's failure */
 	int exit_code;                /* the learner container's, -1 unknown */
+	char exit_reason[32];         /* its terminated reason (OOMKilled) */
 	double delete_at;             /* metadata.deletionTimestamp (wall):
 				       * when its grace period ends; 0 none */
 	/* why it cannot start (podcheck.h): "" or e.g. ImagePullBackOff */

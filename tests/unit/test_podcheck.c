@@ -100,22 +100,28 @@ static void test_podcheck_reasons(void **state)
 /* How a pod ended: the cluster (a disruption) or its program (exit code). */
 static void test_podcheck_disruptions(void **state)
 {
-	static const struct { const char *json; int disrupted, exit_code; } t[] = {
+	static const struct { const char *json; int disrupted, exit_code;
+			      const char *reason; } t[] = {
 		{ "{\"status\":{\"phase\":\"Failed\",\"conditions\":[{\"type\":"
 		  "\"DisruptionTarget\",\"status\":\"True\",\"reason\":"
-		  "\"PreemptionByScheduler\"}]}}", 1, -1 },
+		  "\"PreemptionByScheduler\"}]}}", 1, -1, "" },
 		{ "{\"status\":{\"conditions\":[{\"type\":\"DisruptionTarget\","
-		  "\"status\":\"False\"}]}}", 0, -1 },
+		  "\"status\":\"False\"}]}}", 0, -1, "" },
 		{ "{\"status\":{\"phase\":\"Failed\",\"reason\":\"Evicted\","
-		  "\"message\":\"The node was low on resource: memory.\"}}", 1, -1 },
-		{ "{\"status\":{\"phase\":\"Failed\",\"reason\":\"NodeShutdown\"}}", 1, -1 },
+		  "\"message\":\"The node was low on resource: memory.\"}}", 1, -1, "" },
+		{ "{\"status\":{\"phase\":\"Failed\",\"reason\":\"NodeShutdown\"}}", 1, -1, "" },
 		{ "{\"status\":{\"phase\":\"Failed\",\"containerStatuses\":["
 		  "{\"name\":\"sidecar\",\"state\":{\"terminated\":{\"exitCode\":0}}},"
 		  "{\"name\":\"learner\",\"state\":{\"terminated\":{\"exitCode\":2,"
-		  "\"reason\":\"Error\"}}}]}}", 0, 2 },
-		{ "{\"status\":{\"phase\":\"Failed\",\"reason\":\"OOMKilled\"}}", 0, -1 },
-		{ "{}", 0, -1 },
+		  "\"reason\":\"Error\"}}}]}}", 0, 2, "Error" },
+		{ "{\"status\":{\"phase\":\"Failed\",\"reason\":\"OOMKilled\"}}", 0, -1, "" },
+		/* killed by the kernel for its memory limit: its program's end */
+		{ "{\"status\":{\"phase\":\"Failed\",\"containerStatuses\":["
+		  "{\"name\":\"learner\",\"state\":{\"terminated\":{\"exitCode\":137,"
+		  "\"reason\":\"OOMKilled\"}}}]}}", 0, 137, "OOMKilled" },
+		{ "{}", 0, -1, "" },
 	};
+	char reason[32];
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
@@ -123,7 +129,9 @@ static void test_podcheck_disruptions(void **state)
 
 		assert_non_null(pod);
 		if (podcheck_disrupted(pod) != t[i].disrupted ||
-		    podcheck_exit_code(pod, "learner") != t[i].exit_code)
+		    podcheck_exit_code(pod, "learner") != t[i].exit_code ||
+		    podcheck_exit_reason(pod, "learner", reason, sizeof(reason)) !=
+		    t[i].exit_code || strcmp(reason, t[i].reason))
 			fail_msg("pod %zu: disrupted %d exit %d, expected %d %d", i,
 				 podcheck_disrupted(pod), podcheck_exit_code(pod, "learner"),
 				 t[i].disrupted, t[i].exit_code);

@@ -864,6 +864,8 @@ static void test_failed_pod_deleted_with_uid(void **state)
 	running(&f);
 	f.pods[1].state = POD_FAILED;
 	f.pods[1].ready = 0;
+	f.pods[1].exit_code = 137;
+	snprintf(f.pods[1].exit_reason, sizeof(f.pods[1].exit_reason), "OOMKilled");
 	reconcile(&f.in, f.mem, &f.out);
 	assert_int_equal(count(&f.out, ACT_DELETE_LEARNER), 1);
 	a = find(&f.out, ACT_DELETE_LEARNER);
@@ -872,6 +874,8 @@ static void test_failed_pod_deleted_with_uid(void **state)
 	assert_int_equal(count(&f.out, ACT_APPLY_LEARNER), 0);
 	assert_non_null(find_event(&f.out, "LearnerFailed"));
 	assert_true(find_event(&f.out, "LearnerFailed")->warning);
+	assert_non_null(strstr(find_event(&f.out, "LearnerFailed")->message,
+			       "(exit code 137, OOMKilled)"));
 	assert_int_equal(f.out.ready, 2);
 	rc_output_release(&f.out);
 	/* while it is being deleted: nothing more */
