@@ -17,6 +17,8 @@ trap 'rm -rf "$dir"' EXIT
 fail() {
 	echo "FAIL: $*"
 	[ -f "$dir/run/events.log" ] && cat "$dir/run/events.log"
+	# a step merged twice: the audit's own words (syncer/audit.c)
+	grep -h "audit:" "$dir"/run/syncer-*.log 2>/dev/null | head -n 5
 	exit 1
 }
 . "$(dirname "$0")/report.sh"   # field, sub: report.json
