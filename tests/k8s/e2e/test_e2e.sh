@@ -23,7 +23,12 @@
 #      round number and every fragment version it gives out are past the
 #      last ones the old syncer gave out (its log, read while it stopped)
 #      and past any seen in /status; K learners connected and a round
-#      merged again within RESTART_BOUND s of the deletion
+#      merged again within RESTART_BOUND s of the deletion; then learner
+#      1's process killed on the node (a crash: exit code 137, reason
+#      Error), and once it is back learner 2 killed by the kernel for its
+#      memory limit (OOMKilled; tests/k8s/e2e/faults.sh): each pod Failed,
+#      a LearnerFailed Event with that reason, replaced, Ready, and its
+#      join in the new syncer's log
 #   5. prints kubectl get ddjobs while it trains, describe ddjob, get nodes
 #      -o wide, get pods -o wide, the gap log
 #   6. job e2e-pytorch (tests/k8s/e2e/pytorch.sh): two PyTorch learners of
@@ -111,6 +116,7 @@ finish() {
 	[ -n "${LOGPID:-}" ] && kill "$LOGPID" 2>/dev/null
 	[ -n "${NEWLOGPID:-}" ] && kill "$NEWLOGPID" 2>/dev/null
 	[ -n "${SAMPLEPID:-}" ] && kill "$SAMPLEPID" 2>/dev/null
+	[ -n "${SCRAPEPID:-}" ] && kill "$SCRAPEPID" 2>/dev/null
 	[ -n "$started" ] && "$CL/down.sh" >/dev/null 2>&1
 	# the volume's files belong to the image's user: remove as we can
 	rm -rf "$WORK" 2>/dev/null
@@ -214,6 +220,15 @@ t_job=- t_rjob=- ratio=- rejoined=0 rejoin_sum=0 rejoin_max=0
 if [ "${E2E_ONLY:-}" != pytorch ]; then
 # --- 3. job e2e: learner pods deleted by the chaos controller --------------
 echo "--- load before job $JOB: $(uptime)"
+# the operator's /metrics every 2 s while the job runs: the dashboard is
+# drawn from them (tests/k8s/dashrender.py)
+OPIP=$(K -n "$OPNS" get pod "$OPPOD" -o jsonpath='{.status.podIP}')
+while :; do
+	echo "# at $(date +%s.%N)"
+	curl -sf --max-time 2 "http://$OPIP:8080/metrics"
+	sleep 2
+done >"$WORK/scrapes.txt" 2>/dev/null &
+SCRAPEPID=$!
 t_apply=$(now)
 K -n "$NS" apply -f "$JOB_FILE" || fail "kubectl apply -f examples/e2e.yaml"
 # per learner: the uid of its pod, when it was seen deleted, whether it
@@ -234,6 +249,7 @@ kills_seen=0 rejoined=0 rejoin_sum=0 rejoin_max=0 t_first="" t_printed=0 pods_pr
 # all_ready_at: the kills seen when all four learners were last seen Ready
 # together (none terminating, none waiting to rejoin)
 all_ready_at=-1
+
 end=$(($(date +%s) + DEADLINE))
 while :; do
 	phase=$(jp ddjob/$JOB '{.status.phase}')
@@ -308,6 +324,15 @@ while :; do
 done
 t_job=$(elapsed "$t_apply") t_end=$(now)
 [ -n "$EPID" ] && { kill "$EPID" 2>/dev/null; wait "$EPID" 2>/dev/null; }
+kill "$SCRAPEPID" 2>/dev/null
+SCRAPEPID=""
+# the dashboard, every panel drawn from the run (E2E_DASHBOARD=FILE keeps
+# the picture: docs/img/dashboard.svg is one)
+check "the jobs' dashboard drawn from $(grep -c '^# at ' "$WORK/scrapes.txt") scrapes of the operator's /metrics" \
+	'/usr/bin/python3 "$ROOT/tests/k8s/dashrender.py" "$ROOT/charts/ddiloco/dashboards/ddiloco-jobs.json" \
+		"$WORK/scrapes.txt" "$NS" "$JOB" "$WORK/dashboard.svg" >"$WORK/dashrender.out" 2>&1'
+cat "$WORK/dashrender.out"
+[ -n "${E2E_DASHBOARD:-}" ] && cp "$WORK/dashboard.svg" "$E2E_DASHBOARD"
 echo "--- load after job $JOB: $(uptime)"
 echo "--- the syncer's log of job $JOB: joins, leaves, down gaps, the end"
 grep -E "joined|left|round gap|budget reached|job done" "$LOGF" | tail -60
@@ -371,6 +396,7 @@ yaml.safe_dump(j, sys.stdout, sort_keys=False)
 PYEOF
 }
 quiet_job $RJOB $RBUDGET >"$WORK/$RJOB.yaml" || fail "the restart job's file"
+. "$ROOT/tests/k8s/e2e/faults.sh"
 echo "--- load before job $RJOB: $(uptime)"
 t_apply=$(now) t_printed=0
 K -n "$NS" apply -f "$WORK/$RJOB.yaml" || fail "kubectl apply $RJOB"
@@ -426,6 +452,8 @@ while :; do
 		quorum_s=$(elapsed "$syncer_deleted")
 		say "quorum back and a round merged $quorum_s s after the syncer's deletion"
 	fi
+	# then learner 1's crash and learner 2's OOM kill (faults.sh)
+	[ -n "$quorum_s" ] && [ "$phase" = Running ] && fault_step $RJOB "$WORK/syncer-new.log"
 	if [ -n "$quorum_s" ] && [ -z "$syncer_log_shown" ]; then
 		syncer_log_shown=1
 		echo "--- the restarted syncer's log, joins and leaves"
@@ -471,6 +499,16 @@ else:
 check "no round number or version reused after the restart ($reuse)" '[ "${reuse%%:*}" = yes ]'
 check "quorum back and a round merged within $RESTART_BOUND s of the syncer's deletion (${quorum_s:-never} s)" \
 	"awk -v q='${quorum_s:-999}' -v b='$RESTART_BOUND' 'BEGIN { exit !(q <= b) }'"
+# the crash and the OOM kill: each pod Failed, counted as its learner's
+# failure (LearnerFailed with the container's reason), recreated, back
+fails=$(K -n "$NS" get events --field-selector involvedObject.name=$RJOB,reason=LearnerFailed \
+	-o jsonpath='{range .items[*]}{.message}{"\n"}{end}' 2>/dev/null)
+echo "--- LearnerFailed Events of job $RJOB"
+echo "${fails:-none}"
+check "learner 1's process killed (a crash): exit code 137, Error, and back (${crash_back:-never} s after)" \
+	'[ -n "$crash_back" ] && echo "$fails" | grep -q "^learner 1 failed (exit code 137, Error)"'
+check "learner 2 killed for its memory: exit code 137, OOMKilled, and back (${oom_back:-never} s after)" \
+	'[ -n "$oom_back" ] && echo "$fails" | grep -q "^learner 2 failed (exit code 137, OOMKilled)"'
 
 # --- 5. the loss of job e2e against data parallel ----------------------------
 # the baseline tuned over the job's lr × 1/√2, 1, √2 (the best is kept),
@@ -479,11 +517,26 @@ say "job $JOB's final eval loss $loss; the data-parallel baseline on the host:"
 t0=$(now)
 lr0=$(awk '/^    lr:/ { print $2; exit }' "$JOB_FILE")
 base=
+# A baseline run is a function of its inputs: the trainer's and common
+# code, the Makefile's flags, the job file, the data and the lr. Its log
+# is kept under their hash and used again while they are the same (the
+# three runs are about 330 s of this test on 2 cores).
+BCACHE=${XDG_CACHE_HOME:-$HOME/.cache}/ddiloco-baseline
+mkdir -p "$BCACHE"
+bsrc=$(cat "$ROOT"/trainer/*.[ch] "$ROOT"/common/*.[ch] "$ROOT/Makefile" "$JOB_FILE" \
+	/usr/share/games/fortunes | sha256sum | cut -c1-16)
 for lr in $(awk -v l="$lr0" 'BEGIN { s = sqrt(2); printf "%g %g %g", l / s, l, l * s }'); do
-	"$BIN_DD" train "$JOB_FILE" --batch-mult 4 --threads 2 --lr "$lr" \
-		>"$WORK/baseline-$lr.log" 2>&1
+	kept=$BCACHE/$bsrc-$lr.log from=""
+	if [ -s "$kept" ] && grep -q '^final eval_loss=' "$kept"; then
+		cp "$kept" "$WORK/baseline-$lr.log"
+		from=" (kept from an earlier run of the same inputs, $bsrc)"
+	else
+		"$BIN_DD" train "$JOB_FILE" --batch-mult 4 --threads 2 --lr "$lr" \
+			>"$WORK/baseline-$lr.log" 2>&1 &&
+			cp "$WORK/baseline-$lr.log" "$kept.tmp" && mv "$kept.tmp" "$kept"
+	fi
 	b=$(sed -n 's/^final eval_loss=\([0-9.]*\).*/\1/p' "$WORK/baseline-$lr.log" | tail -1)
-	say "baseline lr $lr: eval loss ${b:-?}"
+	say "baseline lr $lr: eval loss ${b:-?}$from"
 	if [ -n "$b" ] && { [ -z "$base" ] || awk -v b="$b" -v m="$base" 'BEGIN { exit !(b < m) }'; }; then
 		base=$b
 	fi

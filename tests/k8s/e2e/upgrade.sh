@@ -68,7 +68,8 @@ check "job $UJOB: the syncer's StatefulSet written once (SyncerRolled $nsr), on 
 	'[ "$nsr" -eq 1 ]'
 check "job $UJOB: the syncer resumed its model (no ModelStartedOver)" \
 	'[ -z "$(jp ddjob/'$UJOB' "{.status.conditions[?(@.type==\"ModelStartedOver\")].status}" | grep True)" ]'
-uround=$(sj "$WORK/u-status.json" 's["round"]')
+# the job's own last round (the syncer's pod may be gone by now)
+uround=$(jp ddjob/$UJOB '{.status.progress.round}')
 check "job $UJOB: rounds merged after the upgrade (round ${uround:-?} > $round_up) and it Succeeded" \
 	'[ "${uround:-0}" -gt "$round_up" ] && [ "$(jp ddjob/'$UJOB' "{.status.phase}")" = Succeeded ]'
 K -n "$NS" delete ddjob $UJOB --wait=true --timeout=120s >/dev/null 2>&1
