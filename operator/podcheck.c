@@ -144,11 +144,6 @@ int podcheck_exit_reason(json_t *pod, const char *name, char *reason, size_t n)
 	return -1;
 }
 
-int podcheck_exit_code(json_t *pod, const char *name)
-{
-	return podcheck_exit_reason(pod, name, NULL, 0);
-}
-
 /* The termination message, trailing white space cut, or "" */
 static void term_message(json_t *t, char *msg, size_t n)
 {

@@ -51,7 +51,6 @@ int podcheck_disrupted(json_t *pod);
 /* The exit code of the container `name` once terminated, else -1; with
  * reason (n bytes, may be NULL) its terminated reason ("OOMKilled",
  * "Error", ...; "" none). */
-int podcheck_exit_code(json_t *pod, const char *name);
 int podcheck_exit_reason(json_t *pod, const char *name, char *reason, size_t n);
 
 /*

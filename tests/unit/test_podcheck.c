@@ -129,11 +129,11 @@ static void test_podcheck_disruptions(void **state)
 
 		assert_non_null(pod);
 		if (podcheck_disrupted(pod) != t[i].disrupted ||
-		    podcheck_exit_code(pod, "learner") != t[i].exit_code ||
+		    podcheck_exit_reason(pod, "learner", NULL, 0) != t[i].exit_code ||
 		    podcheck_exit_reason(pod, "learner", reason, sizeof(reason)) !=
 		    t[i].exit_code || strcmp(reason, t[i].reason))
 			fail_msg("pod %zu: disrupted %d exit %d, expected %d %d", i,
-				 podcheck_disrupted(pod), podcheck_exit_code(pod, "learner"),
+				 podcheck_disrupted(pod), podcheck_exit_reason(pod, "learner", NULL, 0),
 				 t[i].disrupted, t[i].exit_code);
 		json_decref(pod);
 	}

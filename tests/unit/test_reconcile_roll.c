@@ -184,6 +184,25 @@ static const char *hash_of(json_t *pod)
 		pod, "metadata"), "labels"), LABEL_POD_SPEC));
 }
 
+/* The child `make` builds carries the hash, the same twice, another
+ * with another runtime image (rt->image is "ddiloco:1" before and after). */
+static void follows_the_image(const struct child_ctx *c, struct runtime_image *rt,
+			      json_t *(*make)(const struct child_ctx *))
+{
+	json_t *b = make(c), *d = make(c);
+
+	assert_non_null(b);
+	assert_non_null(hash_of(b));
+	assert_string_equal(hash_of(b), hash_of(d));
+	json_decref(d);
+	rt->image = "ddiloco:2";
+	d = make(c);
+	assert_string_not_equal(hash_of(b), hash_of(d));
+	json_decref(d);
+	json_decref(b);
+	rt->image = "ddiloco:1";
+}
+
 /* The label: stable for the same job, changed by the operator's runtime
  * image or the learners' image, not by the training settings (no pod
  * carries them). */
@@ -219,17 +238,7 @@ static void the_hash_follows_the_pod_spec(void **state)
 	json_decref(b);
 	rt.image = "ddiloco:1";
 	/* the syncer's StatefulSet: its template's hash */
-	b = child_syncer(&c);
-	d = child_syncer(&c);
-	assert_non_null(hash_of(b));
-	assert_string_equal(hash_of(b), hash_of(d));
-	json_decref(d);
-	rt.image = "ddiloco:2";
-	d = child_syncer(&c);
-	assert_string_not_equal(hash_of(b), hash_of(d));
-	json_decref(d);
-	json_decref(b);
-	rt.image = "ddiloco:1";
+	follows_the_image(&c, &rt, child_syncer);
 
 	js.syncer.outer_lr = 0.5;   /* the ConfigMap's, not the pod's */
 	json_object_set_new(spec, "syncer", json_pack("{s:f}", "outerLr", 0.5));
@@ -237,17 +246,9 @@ static void the_hash_follows_the_pod_spec(void **state)
 	assert_string_equal(hash_of(b), h);
 	json_decref(b);
 
-	/* the evaluator's pod carries one too, and follows the image */
+	/* the evaluator's pod carries one too */
 	json_object_set_new(spec, "evaluator", json_pack("{s:[s]}", "command", "eval"));
-	b = child_evaluator(&c);
-	assert_non_null(b);
-	assert_non_null(hash_of(b));
-	rt.image = "ddiloco:2";
-	d = child_evaluator(&c);
-	assert_string_not_equal(hash_of(b), hash_of(d));
-	json_decref(d);
-	json_decref(b);
-	rt.image = "ddiloco:1";
+	follows_the_image(&c, &rt, child_evaluator);
 
 	json_object_set_new(json_object_get(spec, "learners"), "image",
 			    json_string("trainer:2"));

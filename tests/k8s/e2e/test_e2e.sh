@@ -327,7 +327,7 @@ t_job=$(elapsed "$t_apply") t_end=$(now)
 kill "$SCRAPEPID" 2>/dev/null
 SCRAPEPID=""
 # the dashboard, every panel drawn from the run (E2E_DASHBOARD=FILE keeps
-# the picture: docs/img/dashboard.svg is one)
+# the picture: docs/dashboard.svg is one)
 check "the jobs' dashboard drawn from $(grep -c '^# at ' "$WORK/scrapes.txt") scrapes of the operator's /metrics" \
 	'/usr/bin/python3 "$ROOT/tests/k8s/dashrender.py" "$ROOT/charts/ddiloco/dashboards/ddiloco-jobs.json" \
 		"$WORK/scrapes.txt" "$NS" "$JOB" "$WORK/dashboard.svg" >"$WORK/dashrender.out" 2>&1'
@@ -520,7 +520,8 @@ base=
 # A baseline run is a function of its inputs: the trainer's and common
 # code, the Makefile's flags, the job file, the data and the lr. Its log
 # is kept under their hash and used again while they are the same (the
-# three runs are about 330 s of this test on 2 cores).
+# three runs are minutes of this test: docs/figures.md, The end-to-end
+# test).
 BCACHE=${XDG_CACHE_HOME:-$HOME/.cache}/ddiloco-baseline
 mkdir -p "$BCACHE"
 bsrc=$(cat "$ROOT"/trainer/*.[ch] "$ROOT"/common/*.[ch] "$ROOT/Makefile" "$JOB_FILE" \
