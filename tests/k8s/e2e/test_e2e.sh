@@ -524,8 +524,9 @@ base=
 # test).
 BCACHE=${XDG_CACHE_HOME:-$HOME/.cache}/ddiloco-baseline
 mkdir -p "$BCACHE"
+# (the data, spec.data.path, is a folder: its files in name order)
 bsrc=$(cat "$ROOT"/trainer/*.[ch] "$ROOT"/common/*.[ch] "$ROOT/Makefile" "$JOB_FILE" \
-	/usr/share/games/fortunes | sha256sum | cut -c1-16)
+	$(find /usr/share/games/fortunes -type f | sort) | sha256sum | cut -c1-16)
 for lr in $(awk -v l="$lr0" 'BEGIN { s = sqrt(2); printf "%g %g %g", l / s, l, l * s }'); do
 	kept=$BCACHE/$bsrc-$lr.log from=""
 	if [ -s "$kept" ] && grep -q '^final eval_loss=' "$kept"; then
