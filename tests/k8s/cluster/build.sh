@@ -5,7 +5,8 @@
 #
 #   build.sh            build whatever is missing, then print versions
 #   build.sh NAME...    only those (kube-apiserver, etcd, kwok, helm, ...)
-#   E2E=1 build.sh      also the real node's kubelet and coredns
+#   E2E=1 build.sh      also the real node's kubelet, coredns and its
+#                       NetworkPolicy engine (kube-network-policies)
 #
 # Environment: DDILOCO_K8S_CACHE (default $HOME/.cache/ddiloco-k8s).
 set -eu
@@ -79,6 +80,9 @@ build_one() {
 		# Kueue's own controller (tests/k8s/test_kueue.sh)
 		build kueue kueue sigs.k8s.io/kueue/cmd/kueue \
 			"-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION" ;;
+	kube-network-policies)
+		# the NetworkPolicy engine of the real node (node.sh netpol)
+		build kube-network-policies netpol sigs.k8s.io/kube-network-policies/cmd "-s -w" ;;
 	helm)
 		build helm helm helm.sh/helm/v3/cmd/helm \
 			"-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean" ;;
@@ -90,7 +94,7 @@ build_one() {
 
 ALL="etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubectl helm kueue"
 # the real node's binaries (make cluster-up E2E=1, docs/k8s-testing.md)
-[ "${E2E:-0}" != 0 ] && ALL="$ALL kubelet coredns"
+[ "${E2E:-0}" != 0 ] && ALL="$ALL kubelet coredns kube-network-policies"
 [ $# -gt 0 ] && ALL=$*
 
 # Kueue's CRDs and webhook manifests, from the module the binary was
@@ -128,6 +132,7 @@ for b in $ALL; do
 	coredns) v=$("$BIN/coredns" -version 2>&1 | head -1) ;;
 	kwok) v=$("$BIN/kwok" --version 2>&1 | head -1) ;;
 	kueue) v=$KUEUE_VERSION ;;
+	kube-network-policies) v=$NETPOL_VERSION ;;
 	*) v=$("$BIN/$b" --version 2>&1 | head -1) ;;
 	esac
 	echo "version: $b: $v"

@@ -7,7 +7,8 @@
 #                   apiserver's client certificate for the kubelet
 #                   (before the apiserver starts: they go in tokens.csv)
 #   node.sh up      bridge, iptables rules, containerd, images, CoreDNS,
-#                   kubelet; returns once the node is Ready
+#                   kubelet, the NetworkPolicy engine; returns once the
+#                   node is Ready and the engine has its rules in place
 #   node.sh clean   after the processes stopped (or were killed): stop the
 #                   containers and shims left behind, unmount, remove the
 #                   bridge, veths and rules; down.sh then removes $RUN
@@ -21,10 +22,22 @@
 #   through one DNAT rule to 127.0.0.1:$API_PORT (route_localnet on the
 #   bridge): the apiserver's only endpoint is a loopback address, which
 #   Endpoints refuse, so kube-proxy would have nothing to program.
+#   NetworkPolicy is enforced by kube-network-policies (built by build.sh
+#   from netpol/go.mod), a pod of kube-system on the host's network that
+#   reads NFQUEUE $NETPOL_QUEUE and answers accept or drop for each packet
+#   by the API's NetworkPolicies. Its own nftables table cannot be made
+#   here (this kernel has no nft `queue` expression: it logs "syncing
+#   nftables rules" errors), so one iptables rule of ours sends it the
+#   first packet of every connection from pod to pod (FORWARD on the
+#   bridge, which Docker's br_netfilter makes bridged packets pass, conntrack
+#   state NEW, xt NFQUEUE without bypass: nothing passes while the engine
+#   is down). Its table would have sent only connections to or from pods
+#   a policy selects; the engine accepts the others itself.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/common.sh"
+. "$HERE/versions.sh"
 
 PKI=$RUN/pki
 SOCK=$NODE/containerd.sock
@@ -34,6 +47,10 @@ TAG=ddiloco-k8s-node
 PAUSE_IMAGE=ddiloco-pause:1
 # busybox (nslookup, wget with TLS, sh) for tests that look from inside
 TOOLS_IMAGE=ddiloco-tools:1
+# the NetworkPolicy engine: its static binary FROM scratch
+NETPOL_IMAGE=ddiloco-netpol:$NETPOL_VERSION
+NETPOL_TABLE=kube-network-policies
+NETPOL_QUEUE=100
 KCTL() { "$BIN/kubectl" --kubeconfig="$RUN/kubeconfig" "$@"; }
 CTR() { ctr --address "$SOCK" --namespace k8s.io "$@"; }
 ms() { date +%s%3N; }
@@ -98,6 +115,86 @@ tools_image() {
 	done
 	printf 'FROM scratch\nCOPY root /\nENV PATH=/bin\nCMD ["sh"]\n' >"$ctx/Dockerfile"
 	docker build -q -t "$TOOLS_IMAGE" "$ctx" >/dev/null || die "docker build of $TOOLS_IMAGE failed"
+}
+
+netpol_image() {
+	docker image inspect "$NETPOL_IMAGE" >/dev/null 2>&1 && return 0
+	local ctx=$NODE/netpol-image
+	mkdir -p "$ctx"
+	cp "$BIN/kube-network-policies" "$ctx/netpol"
+	printf 'FROM scratch\nCOPY netpol /netpol\nENTRYPOINT ["/netpol"]\n' >"$ctx/Dockerfile"
+	docker build -q -t "$NETPOL_IMAGE" "$ctx" >/dev/null || die "docker build of $NETPOL_IMAGE failed"
+}
+
+# the engine has its queue open (the kernel's list of bound queues)
+netpol_queue() {
+	awk -v q="$NETPOL_QUEUE" '$1 == q { found = 1 } END { exit !found }' \
+		/proc/net/netfilter/nfnetlink_queue
+}
+
+# The engine as upstream runs it (its install.yaml: a privileged pod on
+# the host's network whose service account lists pods, namespaces and
+# policies), as one pod bound to this node. The `kubernetes` Service's
+# DNAT is for packets from the bridge: on the host's network the pod
+# reaches the apiserver on loopback. Its /metrics (packets by verdict)
+# on the node's address, which its readiness probe reads.
+netpol_up() {
+	KCTL apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: kube-network-policies, namespace: kube-system}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: kube-network-policies}
+rules:
+- apiGroups: [""]
+  resources: [pods, namespaces]
+  verbs: [list, watch]
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: [list, watch]
+- apiGroups: ["", events.k8s.io]
+  resources: [events]
+  verbs: [create, patch, update]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: kube-network-policies}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: kube-network-policies}
+subjects:
+- {kind: ServiceAccount, name: kube-network-policies, namespace: kube-system}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: kube-network-policies
+  namespace: kube-system
+  labels: {app: kube-network-policies}
+spec:
+  nodeName: $NODE_NAME
+  hostNetwork: true
+  serviceAccountName: kube-network-policies
+  tolerations: [{operator: Exists}]
+  containers:
+  - name: netpol
+    image: $NETPOL_IMAGE
+    imagePullPolicy: Never
+    args: [--hostname-override=$NODE_NAME, --nfqueue-id=$NETPOL_QUEUE,
+           --metrics-bind-address=$POD_GW:$NETPOL_METRICS_PORT, --v=2]
+    env:
+    - {name: KUBERNETES_SERVICE_HOST, value: 127.0.0.1}
+    - {name: KUBERNETES_SERVICE_PORT, value: "$API_PORT"}
+    securityContext: {privileged: true}
+    readinessProbe:
+      httpGet: {path: /metrics, port: $NETPOL_METRICS_PORT}
+      periodSeconds: 2
+EOF
+	wait_for "the NetworkPolicy engine's queue (kubectl -n kube-system logs kube-network-policies)" \
+		90 netpol_queue
+	iptables -I FORWARD 1 -i "$BRIDGE" -o "$BRIDGE" -m conntrack --ctstate NEW \
+		-m comment --comment "$TAG" -j NFQUEUE --queue-num "$NETPOL_QUEUE"
+	echo "node: NetworkPolicy engine kube-network-policies $NETPOL_VERSION running"
 }
 
 write_containerd_config() {
@@ -262,10 +359,10 @@ node_ready() {
 cmd_up() {
 	local t0 t
 	t0=$(ms)
-	need containernetworking-plugins iptables busybox-static
+	need containernetworking-plugins iptables busybox-static nftables
 	command -v containerd >/dev/null || die "no containerd (the one beside Docker Engine, /usr/bin/containerd)"
 	command -v runc >/dev/null || die "no runc (installed with Docker Engine's containerd)"
-	for b in kubelet coredns; do
+	for b in kubelet coredns kube-network-policies; do
 		[ -x "$BIN/$b" ] || die "missing $BIN/$b: E2E=1 tests/k8s/cluster/build.sh (make cluster-up E2E=1 does)"
 	done
 	docker image inspect ddiloco:latest >/dev/null 2>&1 \
@@ -289,9 +386,10 @@ cmd_up() {
 	# from Docker into the runtime, unpacked by the native snapshotter
 	pause_image
 	tools_image
+	netpol_image
 	# ddiloco:latest and ddiloco:VERSION (the tag the chart's appVersion
 	# names), one image
-	local v images="$PAUSE_IMAGE $TOOLS_IMAGE ddiloco:latest"
+	local v images="$PAUSE_IMAGE $TOOLS_IMAGE $NETPOL_IMAGE ddiloco:latest"
 	v=$(docker image inspect --format '{{index .Config.Labels "org.opencontainers.image.version"}}' ddiloco:latest)
 	if [ -n "$v" ] && docker image inspect "ddiloco:$v" >/dev/null 2>&1; then
 		images="$images ddiloco:$v"
@@ -316,6 +414,7 @@ cmd_up() {
 		--v=1
 	wait_for "node $NODE_NAME Ready" 120 node_ready
 	wait_for "CoreDNS ready" 60 curl -sf "http://127.0.0.1:$COREDNS_READY_PORT/ready"
+	netpol_up
 	echo "node: $NODE_NAME Ready in $(($(ms) - t0)) ms" \
 		"($(KCTL get node "$NODE_NAME" -o 'jsonpath={.status.nodeInfo.containerRuntimeVersion}'))"
 }
@@ -377,6 +476,9 @@ cmd_clean() {
 		done
 		ip link del "$BRIDGE" 2>/dev/null || true
 	fi
+	# the engine's table, if a kernel let it make one and it was killed
+	# before it removed it
+	nft delete table inet "$NETPOL_TABLE" 2>/dev/null
 	for t in nat filter; do
 		iptables -t "$t" -S 2>/dev/null | grep -- "--comment $TAG" | sed 's/^-A /-D /' \
 			| while read -r rule; do

@@ -14,7 +14,10 @@
 #      kill; uptime >= 0.99; while a
 #      learner was gone the rounds never stopped for longer than the
 #      uptime's own allowance B plus a grace window plus one cadence (the
-#      syncer's gap log, docs/syncer.md); final eval loss at most 1.05 ×
+#      syncer's gap log, docs/syncer.md); its NetworkPolicy in force
+#      (tests/k8s/e2e/netpol.sh): a pod of the namespace refused by the
+#      syncer's ports, one a policy of the test admits let in on gRPC
+#      only; final eval loss at most 1.05 ×
 #      that of `ddiloco train` on the host (data-parallel, same tokens, same
 #      evaluation tokens), the best of the job's lr × 1/√2, 1 and √2
 #   4. job e2e-restart: the same file, chaos off, 10 M tokens; once a
@@ -159,6 +162,8 @@ echo "--- kubectl get nodes -o wide"
 K get nodes -o wide
 check "node $NODE_NAME Ready, runtime containerd" \
 	'K get node $NODE_NAME -o jsonpath="{.status.conditions[?(@.type==\"Ready\")].status} {.status.nodeInfo.containerRuntimeVersion}" | grep -q "^True containerd://"'
+check "the node's NetworkPolicy engine Ready (kube-network-policies)" \
+	K -n kube-system wait --for=condition=Ready pod/kube-network-policies --timeout=60s
 
 # --- 1. helm install ------------------------------------------------------
 t0=$(now)
@@ -229,6 +234,7 @@ while :; do
 	sleep 2
 done >"$WORK/scrapes.txt" 2>/dev/null &
 SCRAPEPID=$!
+. "$ROOT/tests/k8s/e2e/netpol.sh"
 t_apply=$(now)
 K -n "$NS" apply -f "$JOB_FILE" || fail "kubectl apply -f examples/e2e.yaml"
 # per learner: the uid of its pod, when it was seen deleted, whether it
@@ -314,6 +320,8 @@ while :; do
 			uid[$i]=gone
 		fi
 	done
+	# the NetworkPolicy probes, once rounds are merged
+	[ -z "$np_done" ] && [ -n "$t_first" ] && netpol_step $JOB
 	print_ddjobs
 	if [ -z "$pods_printed" ] && [ "$phase" = Running ] && [ -n "$t_first" ]; then
 		pods_printed=1
@@ -367,6 +375,9 @@ check "every kill rejoined ($rejoined of $kills_seen; $late within ${LATE_KILL_S
 check "all 4 learners Ready together after the last kill (seen after kill $all_ready_at of $kills_seen)" \
 	'[ "$late" -eq 1 ] || [ "$all_ready_at" -eq "$kills_seen" ]'
 uptime=$(jp ddjob/$JOB '{.status.progress.uptime}')
+check "NetworkPolicy in force: probe-out refused on the syncer's gRPC and HTTP ports, probe-in admitted on gRPC only (gRPC in ${np_in_grpc:-?} out ${np_out_grpc:-?}, HTTP in ${np_in_http:-?} out ${np_out_http:-?}; the engine's packets: ${np_verdicts:-?})" \
+	'[ "$np_in_grpc" = open ] && [ "$np_out_grpc" = refused ] && [ "$np_in_http" = refused ] &&
+	 [ "$np_out_http" = refused ] && echo "$np_verdicts" | grep -q "drop=[1-9]"'
 check "uptime >= 0.99 ($uptime)" "awk -v u='${uptime:-0}' 'BEGIN { exit !(u >= 0.99) }'"
 # the gap log of the syncer's last /status (docs/syncer.md): every gap
 # uptime counted as down, and the longest gap while a learner was away
