@@ -172,6 +172,7 @@ status:
   allocatable: {cpu: "8", memory: 32Gi, pods: "10"}
   capacity: {cpu: "8", memory: 32Gi, pods: "10"}
 EOF
+# jobs l and s wait out the same 30 s side by side
 KN apply -f - >/dev/null <<EOF || fail "apply job l"
 apiVersion: ddiloco.io/v1alpha1
 kind: DecoupledTrainingJob
@@ -187,19 +188,6 @@ spec:
   syncer: {storage: ""}
   data: {path: /data/tiny.txt}
 EOF
-until_ok 60 "l-learner-0 bound to $LOST" '[ "$(jp pod/l-learner-0 "{.spec.nodeName}")" = "$LOST" ]'
-u=$(uid_of l-learner-0)
-t0=$(date +%s)
-KN delete pod l-learner-0 --wait=false >/dev/null || fail "delete l-learner-0"
-until_ok 30 "l-learner-0 Terminating" '[ -n "$(jp pod/l-learner-0 "{.metadata.deletionTimestamp}")" ]'
-until_ok 90 "l-learner-0 replaced" '[ -n "$(uid_of l-learner-0)" ] && [ "$(uid_of l-learner-0)" != "$u" ]'
-took=$(($(date +%s) - t0))
-KN get events --field-selector involvedObject.name=l,reason=LearnerForceDeleted -o name | grep -q . ||
-	fail "no LearnerForceDeleted Event"
-[ "$took" -ge 38 ] || fail "l-learner-0 replaced after $took s, before its grace (10 s) and 30 s more"
-[ "$(jp ddjob/l '{.status.learners.failures}')" = "[0,0]" ] || fail "the lost pod counted as a failure"
-echo "ok: job l: a pod stuck Terminating on $LOST force-deleted and replaced after $took s, not counted"
-
 # --- job s: the syncer's pod Terminating on that node -------------------------
 KN apply -f - >/dev/null <<EOF || fail "apply job s"
 apiVersion: ddiloco.io/v1alpha1
@@ -213,18 +201,30 @@ spec:
     tolerations: [{operator: Exists}]
   data: {path: /data/tiny.txt}
 EOF
+until_ok 60 "l-learner-0 bound to $LOST" '[ "$(jp pod/l-learner-0 "{.spec.nodeName}")" = "$LOST" ]'
 until_ok 60 "s-syncer-0 bound to $LOST" '[ "$(jp pod/s-syncer-0 "{.spec.nodeName}")" = "$LOST" ]'
-u=$(uid_of s-syncer-0)
-t0=$(date +%s)
+ul=$(uid_of l-learner-0)
+us=$(uid_of s-syncer-0)
+tl=$(date +%s)
+KN delete pod l-learner-0 --wait=false >/dev/null || fail "delete l-learner-0"
+ts=$(date +%s)
 # a grace period of 1 s: the force delete comes 31 s after the delete
 KN delete pod s-syncer-0 --grace-period=1 --wait=false >/dev/null || fail "delete s-syncer-0"
+until_ok 30 "l-learner-0 Terminating" '[ -n "$(jp pod/l-learner-0 "{.metadata.deletionTimestamp}")" ]'
 until_ok 30 "s-syncer-0 Terminating" '[ -n "$(jp pod/s-syncer-0 "{.metadata.deletionTimestamp}")" ]'
-until_ok 90 "s-syncer-0 made again" '[ -n "$(uid_of s-syncer-0)" ] && [ "$(uid_of s-syncer-0)" != "$u" ]'
-took=$(($(date +%s) - t0))
+until_ok 90 "s-syncer-0 made again" '[ -n "$(uid_of s-syncer-0)" ] && [ "$(uid_of s-syncer-0)" != "$us" ]'
+took_s=$(($(date +%s) - ts))
+until_ok 90 "l-learner-0 replaced" '[ -n "$(uid_of l-learner-0)" ] && [ "$(uid_of l-learner-0)" != "$ul" ]'
+took=$(($(date +%s) - tl))
+KN get events --field-selector involvedObject.name=l,reason=LearnerForceDeleted -o name | grep -q . ||
+	fail "no LearnerForceDeleted Event"
+[ "$took" -ge 38 ] || fail "l-learner-0 replaced after $took s, before its grace (10 s) and 30 s more"
+[ "$(jp ddjob/l '{.status.learners.failures}')" = "[0,0]" ] || fail "the lost pod counted as a failure"
+echo "ok: job l: a pod stuck Terminating on $LOST force-deleted and replaced after $took s, not counted"
 KN get events --field-selector involvedObject.name=s,reason=SyncerForceDeleted -o name | grep -q . ||
 	fail "no SyncerForceDeleted Event"
-[ "$took" -ge 30 ] || fail "s-syncer-0 replaced after $took s, before its grace (1 s) and 30 s more"
-echo "ok: job s: the syncer's pod stuck Terminating on $LOST force-deleted, the StatefulSet made it again after $took s"
+[ "$took_s" -ge 30 ] || fail "s-syncer-0 replaced after $took_s s, before its grace (1 s) and 30 s more"
+echo "ok: job s: the syncer's pod stuck Terminating on $LOST force-deleted, the StatefulSet made it again after $took_s s"
 
 # --- job b: activeDeadlineSeconds ------------------------------------------------
 t0=$(date +%s)
