@@ -11,9 +11,11 @@
 #              docs/operator.md, Security): connects there, and is
 #              still refused on the HTTP port
 # The job training through the same engine is the learners' side.
-# netpol_step JOB is called once a look; it does one thing at a time and
-# sets np_done when the probes have run (their results in np_*).
-np_state=0 np_done="" np_in_grpc="" np_out_grpc="" np_in_http="" np_out_http=""
+# netpol_step JOB is called once a look and never blocks it: the dials
+# (3 s each for a refusal) run in the background, since the look also
+# times the chaos kills' rejoins. It sets np_done once they have run
+# (their results in np_*).
+np_state=0 np_done="" np_pid="" np_in_grpc="" np_out_grpc="" np_in_http="" np_out_http=""
 
 probe_pod() {   # probe_pod NAME [LABEL]: a busybox pod that waits
 	K -n "$NS" apply -f - >/dev/null <<EOF
@@ -84,14 +86,28 @@ EOF
 		[ "$ready" = TrueTrue ] || return 0
 		ip=$(K -n "$NS" get pod "$job-syncer-0" -o jsonpath='{.status.podIP}' 2>/dev/null)
 		[ -n "$ip" ] || return 0
-		np_in_grpc=$(dial probe-in "$ip" 7070)
-		np_out_grpc=$(dial probe-out "$ip" 7070)
-		np_in_http=$(dial probe-in "$ip" 7071)
-		np_out_http=$(dial probe-out "$ip" 7071)
+		rm -f "$WORK/netpol.res"
+		{
+			echo "$(dial probe-in "$ip" 7070) $(dial probe-out "$ip" 7070)" \
+			     "$(dial probe-in "$ip" 7071) $(dial probe-out "$ip" 7071)" \
+				>"$WORK/netpol.res.tmp"
+			mv "$WORK/netpol.res.tmp" "$WORK/netpol.res"
+		} &
+		np_pid=$! np_state=2 ;;
+	2)
+		[ -s "$WORK/netpol.res" ] || return 0
+		read -r np_in_grpc np_out_grpc np_in_http np_out_http <"$WORK/netpol.res"
 		np_verdicts=$(netpol_verdicts)
 		say "the syncer's ports dialled from two pods of the namespace: probe-in gRPC $np_in_grpc, HTTP $np_in_http; probe-out gRPC $np_out_grpc, HTTP $np_out_http (the engine's packets: ${np_verdicts:-no metrics})"
 		K -n "$NS" delete pod probe-in probe-out --wait=false >/dev/null 2>&1
 		K -n "$NS" delete networkpolicy e2e-probe --wait=false >/dev/null 2>&1
-		np_state=2 np_done=1 ;;
+		np_state=3 np_done=1 ;;
 	esac
+}
+
+# after the job's loop: the dials' results, if they were still running
+netpol_finish() {
+	[ "$np_state" = 2 ] || return 0
+	wait "$np_pid" 2>/dev/null
+	netpol_step "$1"
 }

@@ -334,6 +334,7 @@ t_job=$(elapsed "$t_apply") t_end=$(now)
 [ -n "$EPID" ] && { kill "$EPID" 2>/dev/null; wait "$EPID" 2>/dev/null; }
 kill "$SCRAPEPID" 2>/dev/null
 SCRAPEPID=""
+netpol_finish $JOB
 # the dashboard, every panel drawn from the run (E2E_DASHBOARD=FILE keeps
 # the picture: docs/dashboard.svg is one)
 check "the jobs' dashboard drawn from $(grep -c '^# at ' "$WORK/scrapes.txt") scrapes of the operator's /metrics" \
