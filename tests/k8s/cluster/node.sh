@@ -24,15 +24,9 @@
 #   Endpoints refuse, so kube-proxy would have nothing to program.
 #   NetworkPolicy is enforced by kube-network-policies (built by build.sh
 #   from netpol/go.mod), a pod of kube-system on the host's network that
-#   reads NFQUEUE $NETPOL_QUEUE and answers accept or drop for each packet
-#   by the API's NetworkPolicies. Its own nftables table cannot be made
-#   here (this kernel has no nft `queue` expression: it logs "syncing
-#   nftables rules" errors), so one iptables rule of ours sends it the
-#   first packet of every connection from pod to pod (FORWARD on the
-#   bridge, which Docker's br_netfilter makes bridged packets pass, conntrack
-#   state NEW, xt NFQUEUE without bypass: nothing passes while the engine
-#   is down). Its table would have sent only connections to or from pods
-#   a policy selects; the engine accepts the others itself.
+#   judges the packets of NFQUEUE $NETPOL_QUEUE; this kernel has no nft
+#   `queue`, so one iptables rule of ours feeds it the first packet of
+#   each connection from pod to pod (docs/k8s-testing.md, The real node).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -49,7 +43,6 @@ PAUSE_IMAGE=ddiloco-pause:1
 TOOLS_IMAGE=ddiloco-tools:1
 # the NetworkPolicy engine: its static binary FROM scratch
 NETPOL_IMAGE=ddiloco-netpol:$NETPOL_VERSION
-NETPOL_TABLE=kube-network-policies
 NETPOL_QUEUE=100
 KCTL() { "$BIN/kubectl" --kubeconfig="$RUN/kubeconfig" "$@"; }
 CTR() { ctr --address "$SOCK" --namespace k8s.io "$@"; }
@@ -154,9 +147,6 @@ rules:
 - apiGroups: [networking.k8s.io]
   resources: [networkpolicies]
   verbs: [list, watch]
-- apiGroups: ["", events.k8s.io]
-  resources: [events]
-  verbs: [create, patch, update]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
@@ -359,7 +349,7 @@ node_ready() {
 cmd_up() {
 	local t0 t
 	t0=$(ms)
-	need containernetworking-plugins iptables busybox-static nftables
+	need containernetworking-plugins iptables busybox-static
 	command -v containerd >/dev/null || die "no containerd (the one beside Docker Engine, /usr/bin/containerd)"
 	command -v runc >/dev/null || die "no runc (installed with Docker Engine's containerd)"
 	for b in kubelet coredns kube-network-policies; do
@@ -476,9 +466,6 @@ cmd_clean() {
 		done
 		ip link del "$BRIDGE" 2>/dev/null || true
 	fi
-	# the engine's table, if a kernel let it make one and it was killed
-	# before it removed it
-	nft delete table inet "$NETPOL_TABLE" 2>/dev/null
 	for t in nat filter; do
 		iptables -t "$t" -S 2>/dev/null | grep -- "--comment $TAG" | sed 's/^-A /-D /' \
 			| while read -r rule; do

@@ -64,8 +64,6 @@ netpol_step() {
 	local job=$1 ip ready
 	case $np_state in
 	0)
-		ip=$(K -n "$NS" get pod "$job-syncer-0" -o jsonpath='{.status.podIP}' 2>/dev/null)
-		[ -n "$ip" ] || return 0
 		K -n "$NS" apply -f - >/dev/null <<EOF
 apiVersion: networking.k8s.io/v1
 kind: NetworkPolicy
