@@ -881,8 +881,8 @@ static void learners_excluded(const struct rc_input *in, struct rc_output *o,
 		return;
 	if (p->excluded > 0) {
 		snprintf(msg, sizeof(msg), "syncer: %d learner%s excluded (%s): "
-			 "%s claims of steps or tokens were cut "
-			 "spec.syncer.maxClaimCuts times; the others train on",
+			 "%s claims of steps or tokens were cut in "
+			 "spec.syncer.maxClaimCuts strikes; the others train on",
 			 p->excluded, p->excluded > 1 ? "s" : "",
 			 p->excluded_ids, p->excluded > 1 ? "their" : "its");
 		if (!c->set || !c->status || strcmp(c->message, msg))

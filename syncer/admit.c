@@ -81,10 +81,12 @@ enum core_refusal core_hello_check(const struct syncer *s,
 		       CORE_JOIN_INVALID;
 	if (bounds_excluded(&s->bounds, (int)h->learner_id))
 		return err_set(e, "learner %u is excluded: %" PRIu64 " of its "
-			       "claims were cut (spec.syncer.maxClaimCuts %d; "
-			       "docs/syncer.md, Bounds)", h->learner_id,
+			       "claims were cut, %" PRIu64 " times %g s apart "
+			       "(spec.syncer.maxClaimCuts %d; docs/syncer.md, "
+			       "Bounds)", h->learner_id,
 			       s->bounds.l[h->learner_id].cuts,
-			       s->js->syncer.max_claim_cuts),
+			       s->bounds.l[h->learner_id].strikes,
+			       BOUNDS_STRIKE_S, s->js->syncer.max_claim_cuts),
 		       CORE_JOIN_EXCLUDED;
 	return core_model_check(s, h, e);
 }

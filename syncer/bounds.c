@@ -180,15 +180,19 @@ static int refuse(uint64_t *mine, uint64_t *all)
 	return -1;
 }
 
-/* A claim of learner m past the clock: a cut, counted; maxClaimCuts of
- * them exclude it. */
-static void cut(struct bounds *b, int m)
+/* A claim of learner m past the clock at now: a cut, counted; a strike
+ * when BOUNDS_STRIKE_S after the last; maxClaimCuts strikes exclude it. */
+static void cut(struct bounds *b, int m, double now)
 {
 	struct bounds_learner *l = &b->l[m];
 
 	l->cuts++;
 	b->cuts++;
-	if (b->cfg.max_cuts > 0 && l->cuts >= (uint64_t)b->cfg.max_cuts &&
+	if (!l->strikes || now - l->strike_t >= BOUNDS_STRIKE_S) {
+		l->strikes++;
+		l->strike_t = now;
+	}
+	if (b->cfg.max_cuts > 0 && l->strikes >= (uint64_t)b->cfg.max_cuts &&
 	    !l->excluded) {
 		l->excluded = 1;
 		b->excluded++;
@@ -203,8 +207,9 @@ int bounds_excluded(const struct bounds *b, int m)
 /* Learner m is excluded: every report of it is refused, e says why. */
 static int excluded(const struct bounds *b, int m, struct err *e)
 {
-	return err_set(e, "excluded: %" PRIu64 " of its claims were cut "
-		       "(spec.syncer.maxClaimCuts %d)", b->l[m].cuts,
+	return err_set(e, "excluded: %" PRIu64 " of its claims were cut, "
+		       "%" PRIu64 " times %g s apart (spec.syncer.maxClaimCuts "
+		       "%d)", b->l[m].cuts, b->l[m].strikes, BOUNDS_STRIKE_S,
 		       b->cfg.max_cuts);
 }
 
@@ -273,7 +278,7 @@ int bounds_heartbeat(struct bounds *b, int m, const struct wire_heartbeat *hb,
 	l->have_tok_step = 1;
 	return 0;
 cut:
-	cut(b, m);
+	cut(b, m, now);
 refused:
 	if (l->fastest != saved) {
 		l->fastest = saved;
@@ -334,7 +339,7 @@ int bounds_answer(struct bounds *b, int m, const struct wire_answer *a,
 		rc = BOUNDS_CUT;
 	}
 	if (rc)
-		cut(b, m);
+		cut(b, m, now);
 	accept_step(b, m, c.step, now);
 	if (out)
 		*out = c;
@@ -384,8 +389,8 @@ void bounds_metrics(const struct bounds *b, struct buf *out)
 		     "Answers credited less than they claimed, and heartbeats "
 		     "refused by the clock.", b->cuts);
 	prom_gauge(out, "ddiloco_syncer_learners_excluded",
-		   "Learners excluded: spec.syncer.maxClaimCuts of their claims "
-		   "cut.", b->excluded);
+		   "Learners excluded: their claims cut in spec.syncer."
+		   "maxClaimCuts strikes.", b->excluded);
 	learner_family(b, out, "ddiloco_syncer_learner_claims_cut_total",
 		       PROM_COUNTER, "Each learner's claims cut (learners with "
 		       "none left out).", 0);

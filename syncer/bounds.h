@@ -47,9 +47,16 @@
  *
  * A cut is an answer credited less than it claimed, or a heartbeat
  * refused by a time rule (the step, or tokens beyond allowed(dt));
- * each is counted per learner, and spec.syncer.maxClaimCuts of them
- * (0: never) exclude the learner: every later report of it is refused,
- * and the syncer ends its stream and refuses its Hello (syncer_int.h).
+ * each is counted per learner. A strike is a cut at least
+ * BOUNDS_STRIKE_S after the learner's last strike, and
+ * spec.syncer.maxClaimCuts strikes (0: never) exclude the learner: every
+ * later report of it is refused, and the syncer ends its stream and
+ * refuses its Hello (syncer_int.h). Strikes, not cuts: a learner answers
+ * every round, so one moment of a floor set too high (another learner's
+ * first step time, the slow step a cold start measures, moves its pace
+ * until that learner's next heartbeat) cuts an honest learner's answers
+ * as fast as rounds run; a liar keeps lying, a heartbeat a second.
+
  *
  * B·T (batchSize × seqLen) is what a learner trains in one step, exactly:
  * a token claim above it is a lie, never noise. The time bounds are
@@ -76,6 +83,7 @@
 #define BOUNDS_SLACK 4.0     /* times the steps the floor allows */
 #define BOUNDS_SLACK_S 1.0   /* seconds added to every span */
 #define BOUNDS_WINDOW_S 10.0 /* a reference's least age once it moves */
+#define BOUNDS_STRIKE_S 0.5  /* a strike's least distance from the last */
 /* how many times faster than the job's pace (the K-th other learner's
  * fastest step) a learner may be: with BOUNDS_SLACK, an allowance of
  * 32 times that pace */
@@ -106,7 +114,9 @@ struct bounds_learner {
 	int have_tok_step;
 	uint64_t refused_answers, refused_heartbeats;
 	uint64_t cuts;           /* claims cut (answers) or refused by time */
-	int excluded;            /* maxClaimCuts reached */
+	uint64_t strikes;        /* cuts BOUNDS_STRIKE_S apart */
+	double strike_t;         /* the last strike's time */
+	int excluded;            /* maxClaimCuts strikes reached */
 };
 
 struct bounds {
@@ -139,7 +149,7 @@ void bounds_restored(struct bounds *b, double t);
 double bounds_pace(const struct bounds *b, int m);
 double bounds_floor(const struct bounds *b, int m);
 double bounds_allowed(const struct bounds *b, int m, double dt);
-/* Whether learner m is excluded (maxClaimCuts reached). */
+/* Whether learner m is excluded (maxClaimCuts strikes reached). */
 int bounds_excluded(const struct bounds *b, int m);
 /* Learner m joined at `now` and was told to resume at step `resume`. */
 void bounds_join(struct bounds *b, int m, uint64_t resume, double now);

@@ -749,9 +749,10 @@ void core_claims_cut(struct syncer *s, int id)
 		return;
 	l->excluded = 1;
 	syncer_round_set_stale(&s->rs, id, 1);
-	log_warn("learner %d excluded: %" PRIu64 " of its claims were cut "
-		 "(spec.syncer.maxClaimCuts %d); its reports are refused from "
-		 "now on", id, s->bounds.l[id].cuts,
+	log_warn("learner %d excluded: %" PRIu64 " of its claims were cut, "
+		 "%" PRIu64 " times %g s apart (spec.syncer.maxClaimCuts %d); "
+		 "its reports are refused from now on", id,
+		 s->bounds.l[id].cuts, s->bounds.l[id].strikes, BOUNDS_STRIKE_S,
 		 s->js->syncer.max_claim_cuts);
 }
 

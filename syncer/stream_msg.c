@@ -619,8 +619,8 @@ static void beat_message(struct conn *c, const struct wire_learner_msg *m,
 		if (core_excluded(s, c->beat_learner))
 			conn_close(s->learners[c->beat_learner].conn,
 				   GRPC_STATUS_RESOURCE_EXHAUSTED, "learner %d "
-				   "is excluded: its claims were cut spec.syncer."
-				   "maxClaimCuts times", c->beat_learner);
+				   "is excluded: its claims were cut in spec."
+				   "syncer.maxClaimCuts strikes", c->beat_learner);
 		break;
 	}
 }
@@ -711,8 +711,8 @@ void stream_on_message(struct conn *c, const uint8_t *data, size_t len,
 		if (c->learner >= 0 && !c->closing &&
 		    core_excluded(s, c->learner))
 			conn_close(c, GRPC_STATUS_RESOURCE_EXHAUSTED, "learner %d "
-				   "is excluded: its claims were cut spec.syncer."
-				   "maxClaimCuts times", c->learner);
+				   "is excluded: its claims were cut in spec."
+				   "syncer.maxClaimCuts strikes", c->learner);
 	}
 	if (m.kind == WIRE_ANSWER)
 		wire_parts_done(&c->parts);

@@ -239,6 +239,11 @@ wait_for 30 '[ "$(st ".learners[1].step")" -gt "$s1" ]' "learner 1 stepping agai
 [ "$(st '.learners[1].connected')" = true ] || fail "learner 1 is not connected"
 [ "$(st .learners_connected)" -eq 2 ] || fail "$(st .learners_connected) learners connected, not 2"
 echo "learner 1 rejoined (incarnation $i0 -> $i1) at step $rs; rounds $r2 -> $(st .round)"
+# two honest learners, one joining late and one restarted: neither is
+# excluded by the bounds on its claims (docs/syncer.md, Cuts and exclusion)
+[ "$(st '.claims.excluded | length')" -eq 0 ] ||
+	fail "learners excluded for their claims: $(status | jq -c .claims)"
+echo "claims cut by the syncer's clock: $(st .claims.cut), no learner excluded"
 
 # 5. the syncer wrote checkpoints to its volume as the non-root user;
 # killed and started again (the StatefulSet's pod on its claim), it resumes

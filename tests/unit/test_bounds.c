@@ -3,7 +3,8 @@
  * its floor, the edges of the step time range, the resume step a join
  * gives, the base time an answer moves, an answer credited what the clock
  * allows, the job's pace that a claimant does not move and the cuts that
- * exclude it, the token rules for the same and
+ * exclude it (a burst of them one strike), a cold start's step time
+ * that does not hold a learner back, the token rules for the same and
  * for a new learner process, a refusal by time alone accepted later
  * with every token since the last accepted report, and a report that
  * waited in a queue measured from a reference old enough to absorb it.
@@ -189,28 +190,107 @@ static void the_pace_is_the_jobs_not_the_claimants(void **state)
 	assert_int_equal(c.steps, 400);
 	assert_int_equal(c.tokens, 400 * T);
 	assert_int_equal(c.step, 10);
-	/* heartbeats past the clock: refused, cuts; the third excludes */
-	assert_int_equal(hb(0, 1000000, 0, 1e-3, 0, 1, 11.0, &e), -1);
-	assert_string_equal(e.msg, "step 1000000 is 1000000 past step 0 of 1 s "
-			    "before: more than the 400 steps the job's pace "
+	/* heartbeats past the clock: refused, cuts; one in the same half
+	 * second is no strike, the third strike excludes */
+	assert_int_equal(hb(0, 1000000, 0, 1e-3, 0, 1, 11.2, &e), -1);
+	assert_int_equal(b.l[0].strikes, 1);
+	assert_int_equal(hb(0, 1000000, 0, 1e-3, 0, 1, 11.5, &e), -1);
+	assert_string_equal(e.msg, "step 1000000 is 1000000 past step 0 of 1.5 s "
+			    "before: more than the 500 steps the job's pace "
 			    "allows");
+	assert_int_equal(b.l[0].strikes, 2);
 	assert_int_equal(bounds_excluded(&b, 0), 0);
-	assert_int_equal(hb(0, 401, 0, 1e-3, 0, 1, 11.0, &e), -1);
+	assert_int_equal(hb(0, 601, 0, 1e-3, 0, 1, 12.0, &e), -1);
 	assert_int_equal(bounds_excluded(&b, 0), 1);
-	assert_int_equal(b.l[0].cuts, 3);
+	assert_int_equal(b.l[0].cuts, 4);
+	assert_int_equal(b.l[0].strikes, 3);
 	assert_int_equal(b.excluded, 1);
 	/* an honest report of it now: refused all the same */
-	assert_int_equal(hb(0, 1, T, 0.02, 0, 1, 12.0, &e), -1);
-	assert_string_equal(e.msg, "excluded: 3 of its claims were cut "
-			    "(spec.syncer.maxClaimCuts 3)");
+	assert_int_equal(hb(0, 1, T, 0.02, 0, 1, 12.5, &e), -1);
+	assert_string_equal(e.msg, "excluded: 4 of its claims were cut, 3 times "
+			    "0.5 s apart (spec.syncer.maxClaimCuts 3)");
 	a.steps = 1;
 	a.tokens = T;
-	assert_int_equal(bounds_answer(&b, 0, &a, 1, 12.0, &c, &e), -1);
-	assert_int_equal(b.l[0].refused_heartbeats, 3);
+	assert_int_equal(bounds_answer(&b, 0, &a, 1, 12.5, &c, &e), -1);
+	assert_int_equal(b.l[0].refused_heartbeats, 4);
 	assert_int_equal(b.l[0].refused_answers, 1);
 	/* the others are untouched */
-	assert_int_equal(hb(1, 25, 25 * T, 0.08, 0, 1, 12.0, &e), 0);
+	assert_int_equal(hb(1, 25, 25 * T, 0.08, 0, 1, 12.5, &e), 0);
 	assert_int_equal(b.l[1].cuts, 0);
+}
+
+/*
+ * A burst of cuts is one strike: learner 1's first report says 0.5 s a
+ * step (a cold start), which holds learner 0, at 1 ms a step, to
+ * 0.5 / 8 until learner 1 reports again. Learner 0 answers every round,
+ * and 100 answers in 0.4 s are cut: one strike of maxClaimCuts 3. Learner 1's next report lowers the pace; learner 0's
+ * next answers are credited in full.
+ */
+static void a_burst_of_cuts_is_one_strike(void **state)
+{
+	struct bounds_config cfg = { .min_step_time = 1e-4, .max_step_time = 10,
+				     .tokens_per_step = T, .quorum = 1,
+				     .max_cuts = 3 };
+	struct wire_answer a = { .fragment = 0, .steps = 300,
+				 .tokens = 300 * (uint64_t)T };
+	struct bounds_credit c;
+	struct err e;
+
+	(void)state;
+	bounds_release(&b);
+	assert_int_equal(bounds_init(&b, &cfg, 2, 1, 10.0), 0);
+	bounds_join(&b, 0, 0, 10.0);
+	assert_int_equal(hb(0, 0, 0, 1e-3, 0, 1, 10.0, &e), 0);
+	assert_int_equal(hb(0, 1000, 1000 * T, 1e-3, 0, 1, 11.0, &e), 0);
+	assert_int_equal(hb(0, 2000, 2000 * T, 1e-3, 1000 * T, 1, 12.0, &e), 0);
+	bounds_join(&b, 1, 0, 12.0);
+	assert_int_equal(hb(1, 0, 0, 0.5, 0, 1, 12.0, &e), 0);
+	assert_float_equal(bounds_floor(&b, 0), 0.5 / 8, 1e-15);
+	/* 100 answers in 0.4 s, each of the 300 steps since its base
+	 * 0.3 s before: credited 4 · 1.3 / 0.0625 = 83, its step the
+	 * highest accepted (the step rule: 64 · (dt + 1) from t = 10) */
+	for (int i = 0; i < 100; i++) {
+		double t = 12.0 + i * 0.004;
+
+		a.step = 2000 + 4 * (uint64_t)i;
+		bounds_answered(&b, 0, 0, t - 0.3);
+		assert_int_equal(bounds_answer(&b, 0, &a, 1, t, &c, &e),
+				 BOUNDS_CUT);
+		assert_int_equal(c.steps, 83);
+		assert_int_equal(c.step, 2000);
+	}
+	assert_int_equal(b.l[0].cuts, 100);
+	assert_int_equal(b.l[0].strikes, 1);
+	assert_int_equal(bounds_excluded(&b, 0), 0);
+	/* learner 1 warmed up: 2 ms a step; learner 0's floor 1 ms again */
+	assert_int_equal(hb(1, 400, 400 * T, 2e-3, 0, 1, 13.0, &e), 0);
+	assert_float_equal(bounds_floor(&b, 0), 1e-3, 0);
+	a.step = 3000;
+	bounds_answered(&b, 0, 0, 12.7);
+	assert_int_equal(bounds_answer(&b, 0, &a, 1, 13.0, &c, &e), 0);
+	assert_int_equal(c.steps, 300);
+	assert_int_equal(c.step, 3000);
+	assert_int_equal(b.l[0].strikes, 1);
+}
+
+/*
+ * A learner whose first report carried a cold start's step time (50 ms;
+ * it trains at 1 ms) is not held to it: its next report, 1000 steps in
+ * a second, says 1 ms a step, which is its floor before the report is
+ * measured (4 · 2 / 0.001 = 8000 allowed, not 4 · 2 / 0.05 = 160).
+ */
+static void a_slow_first_step_time_corrects_itself(void **state)
+{
+	struct err e;
+
+	(void)state;
+	bounds_join(&b, 0, 0, 10.0);
+	assert_int_equal(hb(0, 1, T, 0.05, 0, 1, 10.0, &e), 0);
+	assert_float_equal(bounds_floor(&b, 0), 0.05, 0);
+	assert_int_equal(hb(0, 1000, 1000 * T, 1e-3, T, 1, 11.0, &e), 0);
+	assert_float_equal(bounds_floor(&b, 0), 1e-3, 0);
+	assert_int_equal(b.l[0].tokens, 1000 * T);
+	assert_int_equal(b.l[0].cuts, 0);
 }
 
 static void tokens_follow_steps_and_time(void **state)
@@ -301,6 +381,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(allowance_and_step_time_range, setup, teardown),
 		cmocka_unit_test_setup_teardown(steps_follow_the_clock, setup, teardown),
 		cmocka_unit_test_setup_teardown(the_pace_is_the_jobs_not_the_claimants, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_burst_of_cuts_is_one_strike, setup, teardown),
+		cmocka_unit_test_setup_teardown(a_slow_first_step_time_corrects_itself, setup, teardown),
 		cmocka_unit_test_setup_teardown(tokens_follow_steps_and_time, setup, teardown),
 		cmocka_unit_test_setup_teardown(a_report_that_waited_is_no_lie, setup, teardown),
 	};

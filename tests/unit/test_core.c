@@ -451,7 +451,7 @@ static const struct answer *answer_of(const struct syncer *s, int id)
  * others' 1 s a step, over BOUNDS_PACE_SPREAD. Its answer is credited
  * the steps 5 s allow, so the screen measures its 10⁴ times larger
  * update per credited step and refuses it; its heartbeats' tokens never
- * reach the budget; its third cut (maxClaimCuts 3) excludes it: named in
+ * reach the budget; its third strike (maxClaimCuts 3) excludes it: named in
  * /status and /metrics, its Hello refused, the rounds not waiting for it.
  */
 static void a_tiny_step_time_does_not_buy_steps(void **state)
@@ -509,13 +509,16 @@ static void a_tiny_step_time_does_not_buy_steps(void **state)
 	assert_int_equal(f->s->scr.history_refused, 1);
 	assert_int_equal(f->s->scr.size_refused, 0);
 	assert_int_equal(f->s->bounds.l[2].cuts, 1);
-	/* its heartbeats claim the budget's tokens and more: refused, cuts */
+	/* its heartbeats claim the budget's tokens and more: refused, cuts,
+	 * each a strike half a second after the last */
 	hb = (struct wire_heartbeat){ .step = step + 1000000,
 				      .tokens = 1000000 * BT, .step_time = 1e-4,
 				      .incarnation = 3 };
+	f->now += 0.5;
 	assert_int_equal(core_heartbeat(f->s, 2, &hb, f->now), -1);
-	hb.step = 225;
-	hb.tokens = 225 * BT;        /* its step's worth, past 224 steps' */
+	f->now += 0.5;
+	hb.step = 257;               /* 4 · (7 + 1) / 0.125 = 256 allowed */
+	hb.tokens = 257 * BT;        /* its step's worth, within 257 steps' */
 	assert_int_equal(core_heartbeat(f->s, 2, &hb, f->now), -1);
 	assert_int_equal(f->s->acc.tokens_trained, 0);
 	assert_int_equal(core_check_budget(f->s, f->now), 0);
@@ -524,8 +527,9 @@ static void a_tiny_step_time_does_not_buy_steps(void **state)
 				      .step_time = 1.0, .incarnation = 1 };
 	assert_int_equal(core_heartbeat(f->s, 0, &hb, f->now), 0);
 	assert_int_equal(f->s->acc.tokens_trained, step * BT);
-	/* three cuts: excluded */
+	/* three cuts, three strikes: excluded */
 	assert_int_equal(f->s->bounds.l[2].cuts, 3);
+	assert_int_equal(f->s->bounds.l[2].strikes, 3);
 	assert_int_equal(core_excluded(f->s, 2), 1);
 	assert_int_equal(f->s->learners[2].excluded, 1);
 	assert_int_equal(f->s->rs.stale[2], 1);      /* not waited for */
@@ -540,7 +544,7 @@ static void a_tiny_step_time_does_not_buy_steps(void **state)
 	assert_int_equal(mg.merged, 2);
 	assert_int_equal(mg.done, 0);
 	/* its reports are refused from now on */
-	assert_int_equal(answer_at(f, 2, a.round + 1, a.frag, 0, 0.01f, 225, 1,
+	assert_int_equal(answer_at(f, 2, a.round + 1, a.frag, 0, 0.01f, 257, 1,
 				   BT), CORE_INVALID);
 	assert_int_equal(core_heartbeat(f->s, 2, &hb, f->now), -1);
 	/* named in /status and /metrics */

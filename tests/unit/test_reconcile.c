@@ -410,8 +410,8 @@ static void test_learners_excluded_condition(void **state)
 	assert_int_equal(c->status, 1);
 	assert_string_equal(c->reason, "ClaimsCut");
 	assert_string_equal(c->message, "syncer: 1 learner excluded (2): its "
-			    "claims of steps or tokens were cut "
-			    "spec.syncer.maxClaimCuts times; the others train on");
+			    "claims of steps or tokens were cut in "
+			    "spec.syncer.maxClaimCuts strikes; the others train on");
 	assert_string_equal(cond_type_name(COND_LEARNERS_EXCLUDED),
 			    "LearnersExcluded");
 	assert_int_equal(find_event(&f.out, "LearnersExcluded")->warning, 1);
@@ -430,8 +430,8 @@ static void test_learners_excluded_condition(void **state)
 	reconcile(&f.in, f.mem, &f.out);
 	c = &f.out.conds[COND_LEARNERS_EXCLUDED];
 	assert_string_equal(c->message, "syncer: 2 learners excluded (0, 2): "
-			    "their claims of steps or tokens were cut "
-			    "spec.syncer.maxClaimCuts times; the others train on");
+			    "their claims of steps or tokens were cut in "
+			    "spec.syncer.maxClaimCuts strikes; the others train on");
 	assert_non_null(find_event(&f.out, "LearnersExcluded"));
 	memcpy(f.in.conds, f.out.conds, sizeof(f.in.conds));
 	rc_output_release(&f.out);
