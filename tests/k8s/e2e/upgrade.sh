@@ -49,7 +49,9 @@ t_rolled=$(elapsed "$t_up")
 kill "$UWATCH" 2>/dev/null
 limgs=$(K -n "$NS" get pods -l ddiloco.io/job=$UJOB,ddiloco.io/role=learner \
 	-o jsonpath='{.items[*].spec.containers[0].image}')
-until_ok 300 "job $UJOB Succeeded" '[ "$(jp ddjob/'$UJOB' "{.status.phase}")" = Succeeded ]'
+# 12 M tokens take 400 s and more on a slower CPU of the kind (about
+# 30,000 tokens a second): a deadline, not a wait
+until_ok 900 "job $UJOB Succeeded" '[ "$(jp ddjob/'$UJOB' "{.status.phase}")" = Succeeded ]'
 st=$(status_json $UJOB || true)
 [ -n "$st" ] && echo "$st" >"$WORK/u-status.json"
 echo "--- the Events of job $UJOB"
