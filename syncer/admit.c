@@ -80,13 +80,8 @@ enum core_refusal core_hello_check(const struct syncer *s,
 			       "learners", h->learner_id, s->js->name, s->M),
 		       CORE_JOIN_INVALID;
 	if (bounds_excluded(&s->bounds, (int)h->learner_id))
-		return err_set(e, "learner %u is excluded: %" PRIu64 " of its "
-			       "claims were cut, %" PRIu64 " times %g s apart "
-			       "(spec.syncer.maxClaimCuts %d; docs/syncer.md, "
-			       "Bounds)", h->learner_id,
-			       s->bounds.l[h->learner_id].cuts,
-			       s->bounds.l[h->learner_id].strikes,
-			       BOUNDS_STRIKE_S, s->js->syncer.max_claim_cuts),
+		return bounds_why_excluded(&s->bounds, (int)h->learner_id, e),
+		       err_wrap(e, "learner %u", h->learner_id),
 		       CORE_JOIN_EXCLUDED;
 	return core_model_check(s, h, e);
 }

@@ -205,7 +205,7 @@ int bounds_excluded(const struct bounds *b, int m)
 }
 
 /* Learner m is excluded: every report of it is refused, e says why. */
-static int excluded(const struct bounds *b, int m, struct err *e)
+int bounds_why_excluded(const struct bounds *b, int m, struct err *e)
 {
 	return err_set(e, "excluded: %" PRIu64 " of its claims were cut, "
 		       "%" PRIu64 " times %g s apart (spec.syncer.maxClaimCuts "
@@ -227,7 +227,7 @@ int bounds_heartbeat(struct bounds *b, int m, const struct wire_heartbeat *hb,
 	l = &b->l[m];
 	b->heartbeats++;
 	if (l->excluded)
-		return excluded(b, m, e),
+		return bounds_why_excluded(b, m, e),
 		       refuse(&l->refused_heartbeats, &b->heartbeats_refused);
 	if (!isfinite(st))
 		return err_set(e, "step time %g is not finite", st),
@@ -317,7 +317,7 @@ int bounds_answer(struct bounds *b, int m, const struct wire_answer *a,
 		return err_set(e, "no such learner");
 	l = &b->l[m];
 	if (l->excluded)
-		return excluded(b, m, e),
+		return bounds_why_excluded(b, m, e),
 		       refuse(&l->refused_answers, &b->answers_refused);
 	if (T && (double)a->tokens > (double)T * (double)a->steps)
 		return err_set(e, "%" PRIu64 " tokens in %" PRIu64 " steps: more "

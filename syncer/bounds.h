@@ -56,7 +56,6 @@
  * first step time, the slow step a cold start measures, moves its pace
  * until that learner's next heartbeat) cuts an honest learner's answers
  * as fast as rounds run; a liar keeps lying, a heartbeat a second.
-
  *
  * B·T (batchSize × seqLen) is what a learner trains in one step, exactly:
  * a token claim above it is a lie, never noise. The time bounds are
@@ -149,6 +148,10 @@ void bounds_restored(struct bounds *b, double t);
 double bounds_pace(const struct bounds *b, int m);
 double bounds_floor(const struct bounds *b, int m);
 double bounds_allowed(const struct bounds *b, int m, double dt);
+/* Why learner m is excluded, into e ("excluded: N of its claims were
+ * cut, …"); returns -1. */
+int bounds_why_excluded(const struct bounds *b, int m, struct err *e);
+
 /* Whether learner m is excluded (maxClaimCuts strikes reached). */
 int bounds_excluded(const struct bounds *b, int m);
 /* Learner m joined at `now` and was told to resume at step `resume`. */

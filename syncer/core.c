@@ -744,16 +744,15 @@ void core_check_stale(struct syncer *s, double now)
 void core_claims_cut(struct syncer *s, int id)
 {
 	struct learner *l = &s->learners[id];
+	struct err e;
 
 	if (!bounds_excluded(&s->bounds, id) || l->excluded)
 		return;
 	l->excluded = 1;
 	syncer_round_set_stale(&s->rs, id, 1);
-	log_warn("learner %d excluded: %" PRIu64 " of its claims were cut, "
-		 "%" PRIu64 " times %g s apart (spec.syncer.maxClaimCuts %d); "
-		 "its reports are refused from now on", id,
-		 s->bounds.l[id].cuts, s->bounds.l[id].strikes, BOUNDS_STRIKE_S,
-		 s->js->syncer.max_claim_cuts);
+	bounds_why_excluded(&s->bounds, id, &e);
+	log_warn("learner %d %s; its reports are refused from now on", id,
+		 e.msg);
 }
 
 int core_excluded(const struct syncer *s, int id)
