@@ -168,6 +168,10 @@ kind: Node
 metadata:
   name: $LOST
   labels: {kubernetes.io/hostname: $LOST}
+# only this test's pods (they tolerate every taint) land here, not those
+# of a test run beside it (tests/k8s/run.sh's lanes)
+spec:
+  taints: [{key: ddiloco.io/test-node, value: $NS, effect: NoSchedule}]
 status:
   allocatable: {cpu: "8", memory: 32Gi, pods: "10"}
   capacity: {cpu: "8", memory: 32Gi, pods: "10"}

@@ -102,6 +102,17 @@ finish() {
 			"$KUBECTL" -n "$NS" get pods -o wide 2>/dev/null
 			"$KUBECTL" -n "$NS" get events --sort-by=.lastTimestamp 2>/dev/null | tail -25
 			"$KUBECTL" -n "$OPNS" logs deploy/$REL --tail=30 2>/dev/null
+			# every job still there: its status, its syncer's
+			# last lines and /status
+			"$KUBECTL" -n "$NS" get ddjobs -o wide 2>/dev/null
+			for j in $("$KUBECTL" -n "$NS" get ddjobs -o name 2>/dev/null); do
+				j=${j#*/}
+				echo "--- job $j: conditions, then its syncer's last lines and /status"
+				"$KUBECTL" -n "$NS" get ddjob "$j" -o jsonpath='{range .status.conditions[*]}{.type}={.status} {.reason}: {.message}{"\n"}{end}' 2>/dev/null
+				"$KUBECTL" -n "$NS" logs "$j-syncer-0" -c syncer --tail=20 2>/dev/null
+				status_json "$j" | head -c 1500
+				echo
+			done
 			# the syncer's restart as it went: its pods every 5 s
 			# from the deletion on, and both syncers' last lines
 			[ -s "$WORK/restart-pods.log" ] &&
