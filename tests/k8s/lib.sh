@@ -77,3 +77,22 @@ start_operator() {   # [PORT [MORE OPERATOR FLAGS...]]
 		--http "127.0.0.1:$port" "$@" >"$WORK/op.log" 2>&1 &
 	OP_PID=$!
 }
+
+# A node no kubelet (and no kwok) answers for, named $1 (test_failure,
+# test_pending). Tainted: only the test's own pods, which tolerate every
+# taint, land there, not those of a test run beside it (tests/k8s/run.sh's
+# lanes).
+node_without_kubelet() {
+	"$KUBECTL" apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Node
+metadata:
+  name: $1
+  labels: {kubernetes.io/hostname: $1}
+spec:
+  taints: [{key: ddiloco.io/test-node, value: $NS, effect: NoSchedule}]
+status:
+  allocatable: {cpu: "8", memory: 32Gi, pods: "10"}
+  capacity: {cpu: "8", memory: 32Gi, pods: "10"}
+EOF
+}

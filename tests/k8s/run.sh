@@ -34,62 +34,51 @@ set -a
 set +a
 export BUILD=${BUILD:-build}
 
-# Two lanes side by side (LANES=1: one after another). The tests are
-# mostly waits on the API server, so two at a time take about half the
-# time. test_crd runs alone first: it puts an older CRD in place for a
-# while, and a job another test made then would lose its newer fields.
-# The tests that change what every namespace sees (cluster-wide RBAC,
-# the ddiloco-system namespace, a kwok node's labels and resources, Kueue's
-# kinds) run one after another in lane 1; the tests that keep to a
-# namespace of their own are a queue both lanes take from, lane 1 once
-# its own are done.
-CLUSTER_WIDE=" test_operator test_rbac test_security test_watchns test_template test_kueue test_suspend "
+# Two lanes (docs/k8s-testing.md, Tests): test_crd alone first, then the
+# cluster-wide tests one after another in lane 1, and the namespaced ones
+# a queue, the longest first, that both lanes take from.
 ALONE=" test_crd "
+CLUSTER_WIDE=" test_operator test_rbac test_security test_watchns test_template test_kueue test_suspend "
+LONGEST=" test_failure test_progress test_chaos test_pending test_shards "
 LANES=${LANES:-2}
 res=$RUN/results
 rm -rf "$res"
 mkdir -p "$res"
-: >"$res/print.lock"
 
-# one TEST's run: its log shown whole when it ends (one at a time, under
-# a lock), and "RC SECONDS" in $res/NAME
+# one test's run: its log shown whole when it ends (one at a time, under
+# a lock), its exit code in $res/NAME
 run_one() {
-	local t=$1 name t0 rc
+	local t=$1 name t0 rc verdict=PASS
 	name=$(basename "$t" .sh)
 	t0=$(date +%s)
 	# into a file, then shown: a process a test left behind cannot hold a pipe open
 	timeout 600 bash "$t" 9>&- >"$RUN/logs/$name.out" 2>&1
 	rc=$?
-	echo "$rc $(($(date +%s) - t0))" >"$res/$name"
+	echo "$rc" >"$res/$name"
+	[ "$rc" = 0 ] || verdict=FAIL
 	{
 		flock 8
 		cat "$RUN/logs/$name.out"
-		if [ "$rc" = 0 ]; then
-			echo "PASS $name ($(($(date +%s) - t0)) s)"
-		else
-			echo "FAIL $name ($(($(date +%s) - t0)) s)"
-		fi
+		echo "$verdict $name ($(($(date +%s) - t0)) s)"
 	} 8>>"$res/print.lock"
 }
-# the tests ONLY picks, in KIND: 0 those that run alone, 1 the
-# cluster-wide ones, 2 the rest (the longest first, so the lanes end
-# together)
-LONGEST="test_failure test_progress test_chaos test_pending test_shards"
+# the tests ONLY picks of one CLASS (alone, wide: CLUSTER_WIDE, or rest),
+# LONGEST first
 picked() {
-	local t name kind
+	local t name class
 	{
-		for t in $LONGEST; do [ -e "$HERE/$t.sh" ] && echo "$HERE/$t.sh"; done
+		for t in $LONGEST; do echo "$HERE/$t.sh"; done
 		for t in "$HERE"/test_*.sh; do
-			case " $LONGEST " in *" $(basename "$t" .sh) "*) continue ;; esac
-			echo "$t"
+			case "$LONGEST" in *" $(basename "$t" .sh) "*) ;; *) echo "$t" ;; esac
 		done
 	} | while read -r t; do
 		name=$(basename "$t" .sh)
+		[ -e "$t" ] || continue
 		case $name in *"${ONLY:-}"*) ;; *) continue ;; esac
-		case "$ALONE" in *" $name "*) kind=0 ;; *)
-			case "$CLUSTER_WIDE" in *" $name "*) kind=1 ;; *) kind=2 ;; esac ;;
-		esac
-		[ "$kind" = "$1" ] && echo "$t"
+		class=rest
+		case "$CLUSTER_WIDE" in *" $name "*) class=wide ;; esac
+		case "$ALONE" in *" $name "*) class=alone ;; esac
+		[ "$class" = "$1" ] && echo "$t"
 	done
 }
 # a lane: takes the next test of $res/queue until none is left
@@ -103,13 +92,13 @@ drain() {
 }
 t_tests=$(date +%s)
 if [ "$LANES" -lt 2 ]; then
-	{ picked 0; picked 1; picked 2; } >"$res/queue"
+	{ picked alone; picked wide; picked rest; } >"$res/queue"
 	drain
 else
-	picked 2 >"$res/queue"
-	for t in $(picked 0); do run_one "$t"; done
+	picked rest >"$res/queue"
+	for t in $(picked alone); do run_one "$t"; done
 	# lane 1: the cluster-wide tests one after another, then the queue
-	{ for t in $(picked 1); do run_one "$t"; done; drain; } &
+	{ for t in $(picked wide); do run_one "$t"; done; drain; } &
 	lane1=$!
 	drain
 	wait "$lane1"
@@ -117,7 +106,7 @@ fi
 pass=0 fail=0 failed=""
 for f in "$res"/test_*; do
 	[ -e "$f" ] || continue
-	read -r rc _ <"$f"
+	read -r rc <"$f"
 	if [ "$rc" = 0 ]; then
 		pass=$((pass + 1))
 	else

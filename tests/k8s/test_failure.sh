@@ -162,20 +162,7 @@ reason=$(jp ddjob/r '{.status.conditions[?(@.type=="Failed")].reason}')
 echo "ok: job r: exit 143 ignored, exit 42 failed it: $(jp ddjob/r '{.status.conditions[?(@.type=="Failed")].message}')"
 
 # --- job l: a learner pod Terminating on a node that does not answer -------
-"$KUBECTL" apply -f - >/dev/null <<EOF || fail "create node $LOST"
-apiVersion: v1
-kind: Node
-metadata:
-  name: $LOST
-  labels: {kubernetes.io/hostname: $LOST}
-# only this test's pods (they tolerate every taint) land here, not those
-# of a test run beside it (tests/k8s/run.sh's lanes)
-spec:
-  taints: [{key: ddiloco.io/test-node, value: $NS, effect: NoSchedule}]
-status:
-  allocatable: {cpu: "8", memory: 32Gi, pods: "10"}
-  capacity: {cpu: "8", memory: 32Gi, pods: "10"}
-EOF
+node_without_kubelet "$LOST" || fail "create node $LOST"
 # jobs l and s wait out the same 30 s side by side
 KN apply -f - >/dev/null <<EOF || fail "apply job l"
 apiVersion: ddiloco.io/v1alpha1

@@ -94,20 +94,7 @@ until_ok 30 "PodsReady True on fine" "test \"\$(cond fine status)\" = True"
 echo "fine: PodsReady True AllPodsReady"
 
 # --- job pull: a start that lasts, then a failed pull ---------------------
-"$KUBECTL" apply -f - >/dev/null <<EOF || fail "create node $QUIET"
-apiVersion: v1
-kind: Node
-metadata:
-  name: $QUIET
-  labels: {kubernetes.io/hostname: $QUIET}
-# only this test's pods (they tolerate every taint) land here, not those
-# of a test run beside it (tests/k8s/run.sh's lanes)
-spec:
-  taints: [{key: ddiloco.io/test-node, value: $NS, effect: NoSchedule}]
-status:
-  allocatable: {cpu: "8", memory: 32Gi, pods: "10"}
-  capacity: {cpu: "8", memory: 32Gi, pods: "10"}
-EOF
+node_without_kubelet "$QUIET" || fail "create node $QUIET"
 KN apply -f - >/dev/null <<EOF || fail "apply job pull"
 apiVersion: ddiloco.io/v1alpha1
 kind: DecoupledTrainingJob
