@@ -15,7 +15,9 @@
 # Then the syncer is killed (kill -9): the next one resumes at the round
 # last acknowledged (checkpoint.last_ok_round) or later, hands out no
 # round number or version of the first, and the job ends with no learner
-# step merged twice.
+# step merged twice. Learners train on while rounds are held, so the
+# budget starts out of reach and is set in the job file before the kill,
+# some seconds of training past the tokens trained by then.
 set -eu
 . "$(dirname "$0")/live.sh"
 live_init dfault
@@ -28,7 +30,7 @@ echo "room 1048576" > "$ctl"
 live_exe "export LD_PRELOAD=$shim FAULTFS_DIR=$ck FAULTFS_CTL=$ctl"
 syncer="minQuorum: 2, fragments: 2, overlap: 2, evalEvery: 1000"
 syncer="$syncer, evalTokens: 2048, checkpointEvery: 5"
-live_job dfault-$$ 3 "$syncer" 30000000
+live_job dfault-$$ 3 "$syncer" 100000000000
 live_run 400
 
 up() { [ "$(cat "$dir/starts" 2>/dev/null)" = "$1" ] && status > "$dir/s.json"; }
@@ -108,6 +110,11 @@ wait_for 60 'up 1 && [ "$(s .checkpoint.failing)" = false ] && [ "$(s .checkpoin
 [ "$(metric mark_failing)" = 0 ] || fail "after: metric mark_failing $(metric mark_failing)"
 [ "$(metric mark_holds_total)" -ge 1 ] || fail "after: metric mark_holds_total $(metric mark_holds_total)"
 ack=$(s .checkpoint.last_ok_round)
+# about 15 s more of training at this run's mean rate, however fast the
+# machine: the next syncer reads the job file again
+end=$(s '.tokens + (.tokens / .elapsed * 15 | floor)')
+sed "s/tokens: 100000000000}/tokens: $end}/" "$dir/job.yaml" > "$dir/job.yaml.new"
+mv "$dir/job.yaml.new" "$dir/job.yaml"
 v1=$(s '.versions | join(" ")')
 kill -9 "$(cat "$dir/syncer.pid")"
 rm -f "$dir/http"
@@ -125,4 +132,5 @@ for v in $v1; do
 done
 echo "start 2: resumed at round $(s .checkpoint.last_ok_round) (acknowledged $ack)"
 live_done
+[ "$(s .budget.tokens)" = "$end" ] || fail "start 2: budget $(s .budget.tokens), not the $end set before the kill"
 echo "done: $steps learner steps merged, $twice twice"
