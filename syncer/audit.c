@@ -90,16 +90,17 @@ int audit_predates(const struct audit *a, int m, int p, uint64_t step,
 }
 
 void audit_merged(struct audit *a, int m, int p, uint64_t incarnation,
-		  uint64_t step, uint64_t steps, uint64_t base_version)
+		  uint64_t step, uint64_t steps, uint64_t credited,
+		  uint64_t base_version)
 {
 	size_t k = (size_t)m * a->P + (size_t)p;
 	uint64_t lo = step > steps ? step - steps : 0;
 
 	if (m < 0 || m >= a->M || p < 0 || p >= a->P)
 		return;
-	a->steps[m] += steps;
-	if (steps > a->max_steps[m])
-		a->max_steps[m] = steps;
+	a->steps[m] += credited;
+	if (credited > a->max_steps[m])
+		a->max_steps[m] = credited;
 	if (incarnation && a->incarnation[m] &&
 	    incarnation != a->incarnation[m])
 		return;   /* an earlier process's: outside the new marks */

@@ -4,8 +4,10 @@
  *
  * An answer of learner m for fragment p carries the learner's step at the
  * answer and the steps since its base: it covers the learner's steps
- * (step − steps, step]. Per learner and fragment the audit keeps the
- * highest step merged so far (the mark); the part of a merged answer at or
+ * (step − steps, step], in the learner's own numbers (the bounds may
+ * credit it fewer steps and a lower step, bounds.h: the credit weighs
+ * the answer, the claim says which steps it holds). Per learner and
+ * fragment the audit keeps the highest step merged so far (the mark); the part of a merged answer at or
  * below the mark was merged before, and adds to double_merged_steps. The
  * learner's rule (an answer moves its base, docs/design.md §3) keeps that
  * at 0, as long as a learner's answers for a fragment are merged in the
@@ -17,7 +19,7 @@
  * merged_steps only: a new process cannot send their steps again.
  *
  * steps is merged_steps per learner; max_steps, the most steps one merged
- * answer of it held. A learner cut off from the syncer trains alone. When
+ * answer of it held (both as credited). A learner cut off from the syncer trains alone. When
  * it is back, the answers it gives before the Welcome's Θ reaches it hold
  * that lone stretch, from a base many versions old: they are emptied as
  * stale (docs/syncer.md, Bounds). The Welcome overwrites θ and starts its
@@ -86,9 +88,13 @@ uint64_t audit_merged_steps(const struct audit *a);
  * starts its marks again. */
 void audit_incarnation(struct audit *a, int m, uint64_t incarnation);
 /* An answer of learner m for fragment p, sent by process `incarnation`
- * (0: unknown), was merged. */
+ * (0: unknown), was merged: its steps (step − steps, step] as the learner
+ * numbered them, `credited` of them counted (the bounds may credit fewer,
+ * and a lower step, than it claims: the learner's own numbers are what
+ * tell whether a step came twice). */
 void audit_merged(struct audit *a, int m, int p, uint64_t incarnation,
-		  uint64_t step, uint64_t steps, uint64_t base_version);
+		  uint64_t step, uint64_t steps, uint64_t credited,
+		  uint64_t base_version);
 /* Learner m left with the fragments at versions[] (P of them). */
 void audit_left(struct audit *a, int m, const uint64_t *versions);
 /* Learner m said Hello at its step `step`. */

@@ -161,7 +161,8 @@ static void account_round(struct syncer *s, int slot, int p, int kept)
 		if (merged) {
 			screen_merged(&s->scr, p, a->norm_step);
 			audit_merged(&s->audit, a->learner, p, a->incarnation,
-				     a->step, a->steps, a->base_version);
+				     a->claim_step, a->claim_steps, a->steps,
+				     a->base_version);
 			if (a->predates)
 				stale_merged(s, a, p);
 		}
@@ -475,7 +476,8 @@ enum core_verdict core_answer(struct syncer *s, int id,
 		.learner = id, .step = a->step, .steps = a->steps,
 		.tokens = a->tokens, .base_version = a->base_version,
 		.incarnation = l->incarnation,
-		.predates = audit_predates(&s->audit, id, p, a->step, a->steps,
+		.claim_step = wa->step, .claim_steps = wa->steps,
+		.predates = audit_predates(&s->audit, id, p, wa->step, wa->steps,
 					   s->versions[p],
 					   s->js->syncer.stale_versions),
 		.weight = before_resume || stale || !values

@@ -76,6 +76,9 @@ struct answer {
 	enum answer_fate fate;
 	uint64_t steps, tokens;
 	uint64_t step, base_version;   /* the learner's step; its base */
+	uint64_t claim_step, claim_steps;   /* step and steps as the learner
+					     * said them, before the bounds'
+					     * cut: the audit's interval */
 	uint64_t incarnation;          /* the learner process that sent it */
 	int predates;        /* progress older than staleVersions in it, as
 			      * the versions sent show (audit_predates) */

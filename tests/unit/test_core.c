@@ -446,6 +446,68 @@ static const struct answer *answer_of(const struct syncer *s, int id)
 }
 
 /*
+ * A learner faster than the job's pace allows has its step claim cut
+ * (bounds.h): it is credited a lower step than it trained to. The audit
+ * judges the steps it claims, (step − steps, step], not the credited
+ * ones: two answers of one fragment in a row, the second's credited
+ * steps starting below where the first ended, merge no step twice (a cold first
+ * step time made honest learners' claims cut in real runs, and the
+ * audit counted their steps as merged twice).
+ */
+static void a_cut_step_claim_merges_no_step_twice(void **state)
+{
+	struct fx *f = *state;
+	struct wire_heartbeat hb = { .step_time = 1.0 };
+	struct round_action a;
+	struct core_merged mg;
+	const struct answer *x;
+	uint64_t step = 0, sizes[2], claim = 0;
+	int frag = -1, answered = 0;
+
+	(void)sizes;
+	fx_start(f);
+	join_all(f);                                 /* at t = 100 */
+	for (int id = 0; id < M; id++) {
+		hb.step_time = id == 2 ? 0.01 : 1.0;
+		assert_int_equal(core_heartbeat(f->s, id, &hb, f->now), 0);
+	}
+	/* learner 2's floor is the others' 1 s over 8: 32 steps a second
+	 * allowed (and 32 for the second of slack), where it trains 100 */
+	assert_float_equal(bounds_floor(&f->s->bounds, 2), 0.125, 1e-12);
+	while (answered < 2) {
+		a = pull_next(f, &step);
+		for (int id = 0; id < 2; id++)
+			assert_int_equal(answer_at(f, id, a.round, a.frag,
+						   f->s->versions[a.frag], 0.01f,
+						   step, 1, 10), CORE_QUEUED);
+		if (frag < 0)
+			frag = a.frag;
+		if (a.frag == frag) {
+			/* its steps since the last answer, at 100 a second */
+			uint64_t now_step = (uint64_t)((f->now - 100.0) * 100) + 30;
+
+			assert_int_equal(answer_at(f, 2, a.round, a.frag,
+						   f->s->versions[a.frag], 0.01f,
+						   now_step, now_step - claim,
+						   10 * (now_step - claim)),
+					 CORE_QUEUED);
+			x = answer_of(f->s, 2);
+			/* the second is cut: credited steps from below
+			 * where the first ended */
+			if (answered == 1)
+				assert_true(x->step - x->steps < claim);
+			claim = now_step;
+			answered++;
+		}
+		f->now += 1.5;
+		merge(f, poll(f), &mg);
+	}
+	assert_true(f->s->bounds.l[2].cuts >= 1);
+	assert_int_equal(f->s->audit.double_merged_steps, 0);
+	assert_int_equal(f->s->audit.mark[2 * f->s->audit.P + frag], claim);
+}
+
+/*
  * A learner that claims the least step time there is (1e-4 s) and 10⁶
  * steps is held to the syncer's clock at the job's pace (bounds.h): the
  * others' 1 s a step, over BOUNDS_PACE_SPREAD. Its answer is credited
@@ -1192,6 +1254,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(a_returning_learner_resumes_at_its_own_step,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(heartbeats_beyond_the_bounds_are_refused,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(a_cut_step_claim_merges_no_step_twice,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(a_tiny_step_time_does_not_buy_steps,
 						setup, teardown),
