@@ -7,8 +7,9 @@
  * (step − steps, step], in the learner's own numbers (the bounds may
  * credit it fewer steps and a lower step, bounds.h: the credit weighs
  * the answer, the claim says which steps it holds). Per learner and
- * fragment the audit keeps the highest step merged so far (the mark); the part of a merged answer at or
- * below the mark was merged before, and adds to double_merged_steps. The
+ * fragment the audit keeps the highest step merged so far (the mark);
+ * the part of a merged answer at or below the mark was merged before,
+ * and adds to double_merged_steps. The
  * learner's rule (an answer moves its base, docs/design.md §3) keeps that
  * at 0, as long as a learner's answers for a fragment are merged in the
  * order it gave them: the syncer pulls it for a fragment's rounds and
@@ -19,8 +20,8 @@
  * merged_steps only: a new process cannot send their steps again.
  *
  * steps is merged_steps per learner; max_steps, the most steps one merged
- * answer of it held (both as credited). A learner cut off from the syncer trains alone. When
- * it is back, the answers it gives before the Welcome's Θ reaches it hold
+ * answer of it held (both as credited). A learner cut off from the
+ * syncer trains alone. When it is back, the answers it gives before the Welcome's Θ reaches it hold
  * that lone stretch, from a base many versions old: they are emptied as
  * stale (docs/syncer.md, Bounds). The Welcome overwrites θ and starts its
  * count again (docs/design.md §3, Learner, α = 0). With both rules kept

@@ -146,8 +146,8 @@ static void stale_merged(struct syncer *s, const struct answer *a, int p)
 		 ", %" PRIu64 "] from base %" PRIu64 " merged, but its steps "
 		 "from before its Hello were trained from a version more than "
 		 "staleVersions behind", a->learner, s->gid[p],
-		 a->step > a->steps ? a->step - a->steps : 0, a->step,
-		 a->base_version);
+		 a->claim_step > a->claim_steps ? a->claim_step - a->claim_steps : 0,
+		 a->claim_step, a->base_version);
 }
 
 /* What became of slot's answers once merged (kept > 0: Θ moved): the

@@ -450,9 +450,9 @@ static const struct answer *answer_of(const struct syncer *s, int id)
  * (bounds.h): it is credited a lower step than it trained to. The audit
  * judges the steps it claims, (step − steps, step], not the credited
  * ones: two answers of one fragment in a row, the second's credited
- * steps starting below where the first ended, merge no step twice (a cold first
- * step time made honest learners' claims cut in real runs, and the
- * audit counted their steps as merged twice).
+ * steps starting below where the first ended, merge no step twice (a
+ * cold first step time made honest learners' claims cut in real runs,
+ * and the audit counted their steps as merged twice).
  */
 static void a_cut_step_claim_merges_no_step_twice(void **state)
 {
@@ -461,10 +461,9 @@ static void a_cut_step_claim_merges_no_step_twice(void **state)
 	struct round_action a;
 	struct core_merged mg;
 	const struct answer *x;
-	uint64_t step = 0, sizes[2], claim = 0;
+	uint64_t step = 0, claim = 0;
 	int frag = -1, answered = 0;
 
-	(void)sizes;
 	fx_start(f);
 	join_all(f);                                 /* at t = 100 */
 	for (int id = 0; id < M; id++) {
@@ -483,8 +482,8 @@ static void a_cut_step_claim_merges_no_step_twice(void **state)
 		if (frag < 0)
 			frag = a.frag;
 		if (a.frag == frag) {
-			/* its steps since the last answer, at 100 a second */
-			uint64_t now_step = (uint64_t)((f->now - 100.0) * 100) + 30;
+			/* 30 steps by t = 100, then 100 a second */
+			uint64_t now_step = 30 + (uint64_t)((f->now - 100) * 100);
 
 			assert_int_equal(answer_at(f, 2, a.round, a.frag,
 						   f->s->versions[a.frag], 0.01f,
