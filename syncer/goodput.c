@@ -49,8 +49,11 @@ void goodput_join(struct goodput *g, int id, uint64_t incarnation,
 {
 	struct gp_learner *l = &g->l[id];
 
-	if (l->have && l->incarnation == incarnation)
-		return;   /* the same process again (its sidecar reconnected) */
+	/* the same process again (its sidecar reconnected). Incarnation 0
+	 * is a sidecar whose learner has not attached yet: a new pod or
+	 * process pair, whose learner starts at resume, never the same */
+	if (l->have && incarnation && l->incarnation == incarnation)
+		return;
 	for (int p = 0; p < g->P; p++) {
 		struct gp_frag *f = &g->f[id * g->P + p];
 

@@ -90,10 +90,45 @@ static void shares_add_up(void **state)
 	goodput_release(&s);
 }
 
+/*
+ * A learner and its sidecar killed together and started again (chaos, a
+ * pod deleted): each new sidecar joins with incarnation 0, before its
+ * learner attaches. Its steps not answered are lost to the restart, and
+ * the resume step's jump is no training. Counted as the same process
+ * before, the lost steps were booked overwritten at the next answer and
+ * the jump as trained steps.
+ */
+static void a_new_sidecar_is_a_restart(void **state)
+{
+	static const double share[2] = { 0.5, 0.5 };
+	struct goodput s;
+	const struct gp_learner *l;
+
+	(void)state;
+	assert_int_equal(goodput_init(&s, 1, 2, share, 0.0, 0.0), 0);
+	l = &s.l[0];
+	goodput_join(&s, 0, 0, 0, 0.0);
+	for (int k = 1; k <= 10; k++)
+		goodput_progress(&s, 0, (uint64_t)k, 0, 0.1 * k);
+	goodput_answer(&s, 0, 0, 8, 8, GP_MERGED);    /* (0, 8] of p0 */
+	goodput_answer(&s, 0, 1, 6, 6, GP_MERGED);    /* (0, 6] of p1 */
+	/* killed at step 10, back 3 s later resuming at the job's step 40 */
+	goodput_join(&s, 0, 0, 40, 4.0);
+	near(l->restarts, (2 + 4) * 0.5);       /* steps 9-10, 7-10 */
+	for (int k = 41; k <= 44; k++)
+		goodput_progress(&s, 0, (uint64_t)k, 0, 4.0 + 0.1 * (k - 40));
+	near(l->trained, 14);                   /* not 44 */
+	goodput_answer(&s, 0, 0, 44, 4, GP_MERGED);   /* (40, 44] */
+	near(l->overwritten, 0);
+	near(l->merged, (8 + 6 + 4) * 0.5);
+	goodput_release(&s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(shares_add_up),
+		cmocka_unit_test(a_new_sidecar_is_a_restart),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
