@@ -25,6 +25,14 @@ def baseline_of(cells, M):
     return None
 
 
+def best_of(b):
+    """The sweep's run with the lowest loss on the validation split: the
+    baseline at its most favourable, the lr chosen on the reported
+    split itself."""
+    sweep = [r for r in (b or {}).get("sweep") or [] if r.get("final_eval_loss")]
+    return min(sweep, key=lambda r: r["final_eval_loss"]) if sweep else None
+
+
 def dp_ratio(c, bits):
     """Bytes over data parallel's ring all-reduce of the gradient in
     `bits`-bit values (report.json's model is f32)."""
@@ -110,15 +118,25 @@ def write(out, doc, plots, job):
         losses = [c["final_eval_loss"] for c in cs]
         ratios = [l / b["final_eval_loss"] for l in losses] if b else []
         sl = [c["slow_learner"] for c in cs if slow and c.get("slow_learner")]
-        rows.append("| %d | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        best = best_of(b)
+        bratios = [l / best["final_eval_loss"] for l in losses] if best else []
+        rows.append("| %d | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             M, "one 2× slower" if slow else "–", len(cs), fmt_range(losses),
             "%.4f (lr %g)" % (b["final_eval_loss"], b["lr"]) if b else "–",
-            fmt_range(ratios),
+            fmt_range(ratios), fmt_range(bratios),
             fmt_range([1 / dp_ratio(c, 16) for c in cs], "%.0f"),
             fmt_range([c["goodput"] for c in cs], "%.3f"),
             fmt_range([c["uptime"] for c in cs], "%.3f"),
             fmt_range([s["merged"] for s in sl], "%.3f") if sl else "–",
             fmt_range([s["late"] for s in sl], "%.3f") if sl else "–"))
+    srows = []
+    for M in sorted({M for M, _ in grid}):
+        b = baseline_of(cells, M)
+        for r in (b or {}).get("sweep") or []:
+            srows.append("| %d | %g | %.4f | %s | %s |" % (
+                M, r["lr"], r["final_eval_loss"],
+                "%.4f" % r["tune_loss"] if r.get("tune_loss") else "–",
+                "chosen" if r.get("chosen") else ""))
     hrows = []
     for c in sorted((c for c in cells.values() if c["cell"].startswith("h")),
                     key=lambda c: (c["syncer"]["syncEvery"], c["cell"])):
@@ -172,7 +190,8 @@ def write(out, doc, plots, job):
         f.write(PAGE.format(
             job=os.path.relpath(job, os.path.dirname(os.path.dirname(doc))),
             n=grid_all, hours=total / 3600,
-            rows="\n".join(rows) or "| – |", hrows="\n".join(hrows) or "| – |",
+            rows="\n".join(rows) or "| – |",
+            srows="\n".join(srows) or "| – |", hrows="\n".join(hrows) or "| – |",
             plots="\n".join("![%s](quality/%s)" % (p[:-4], p)
                             for p in sorted(os.listdir(plots)))))
 
@@ -195,11 +214,21 @@ tokens: each of M workers sends and receives 2(M−1)/M of N values a
 step, in bf16 (2 bytes) or f32 (4); the columns give 1/x (so 100 means
 a hundredth). Slow: learner M−1 steps at half speed
 (spec.learners.slowdown); its merged and late shares are of the steps
-it trained. Mean (min–max) over seeds.
+it trained. Mean (min–max) over seeds. `loss / best` is the loss over
+the sweep's lowest validation loss instead: the learning rate chosen on
+the reported split itself, the baseline at its most favourable; the
+sweep's runs are below, with both splits' losses.
 
-| M | slow | seeds | loss | baseline | loss / baseline | 1/(bytes / bf16 DP) | goodput | uptime | slow merged | slow late |
-|---|---|---|---|---|---|---|---|---|---|---|
+| M | slow | seeds | loss | baseline | loss / baseline | loss / best | 1/(bytes / bf16 DP) | goodput | uptime | slow merged | slow late |
+|---|---|---|---|---|---|---|---|---|---|---|---|
 {rows}
+
+The baseline's sweeps (final loss on the validation split, and on the
+tuning split that chose the learning rate):
+
+| M | lr | validation | tuning | |
+|---|---|---|---|---|
+{srows}
 
 Bytes against loss by H (M = 8, the slow learner, seed 1): f32 answers
 and whole f32 updates, or int8 answers and int8 deltas

@@ -1,7 +1,8 @@
 #!/bin/sh
-# The quality study's short version (not yet run to its end: the job took
-# 14 min at load 20, its baseline is five data-parallel runs of the same
-# tokens, hours there; not part of `make test`): examples/study.yaml — M = 8, learner 7 twice as
+# The quality study's short version (not part of `make test`: the job
+# takes 8 to 14 min on 2 cores, its baseline five data-parallel runs of
+# the same tokens, about 40 min, cached; run once to its end,
+# docs/figures.md, Quality): examples/study.yaml — M = 8, learner 7 twice as
 # slow, chaos on the learners, one seed, less than one pass over the
 # kernel's documentation split by files — against its data-parallel
 # baseline tuned over the job's lr × 1/2, 1/√2, 1, √2, 2. Prints

@@ -47,6 +47,17 @@ page=$dir/q/docs/quality.md
 base=$(jq -r '.baseline.final_eval_loss' "$runs/m2-fast-s1.json")
 grep -q "^| 2 | one 2× slower | 1 | .* | $(printf %.4f "$base") (lr " "$page" ||
 	fail "the page has no row of the slow cells against the baseline: $(grep '^| 2' "$page")"
+# the sweep's five runs listed with both splits' losses, the chosen one
+# marked, and the ratio against the sweep's best on the validation split
+[ "$(grep -c '^| 2 | [0-9.e-]* | [0-9.]* | [0-9.]* |' "$page")" -eq 5 ] ||
+	fail "the page does not list the sweep's 5 runs: $(grep '^| 2 |' "$page")"
+lr=$(jq -r '.baseline.lr' "$runs/m2-fast-s1.json")
+grep -q "^| 2 | $lr | .* | chosen |" "$page" || fail "the chosen lr $lr is not marked"
+best=$(jq -r '[.baseline.sweep[].final_eval_loss] | min' "$runs/m2-fast-s1.json")
+loss=$(jq -r '.final_eval_loss' "$runs/m2-fast-s1.json")
+want=$(awk -v a="$loss" -v b="$best" 'BEGIN { printf "%.4f", a / b }')
+grep -q "^| 2 | – | 1 | .* | $want | " "$page" ||
+	fail "no ratio $want against the best run: $(grep '^| 2 | – ' "$page")"
 for p in loss-m2 ratio-m loss-bytes; do
 	grep -q '<polyline\|<circle' "$dir/q/docs/quality/$p.svg" || fail "plot $p is empty"
 done
