@@ -129,8 +129,9 @@ def write(out, doc, plots, job):
             fmt_range([c["uptime"] for c in cs], "%.3f"),
             fmt_range([s["merged"] for s in sl], "%.3f") if sl else "–",
             fmt_range([s["late"] for s in sl], "%.3f") if sl else "–"))
+    ms = sorted({M for M, _ in grid})
     srows = []
-    for M in sorted({M for M, _ in grid}):
+    for M in ms:
         b = baseline_of(cells, M)
         for r in (b or {}).get("sweep") or []:
             srows.append("| %d | %g | %.4f | %s | %s |" % (
@@ -147,7 +148,6 @@ def write(out, doc, plots, job):
             "%.4f" % (c["final_eval_loss"] / b["final_eval_loss"]) if b else "–",
             1 / dp_ratio(c, 16), 1 / dp_ratio(c, 32)))
     # plots
-    ms = sorted({M for M, _ in grid})
     for M in ms:
         series = []
         for c in sorted(cells.values(), key=lambda c: c["cell"]):

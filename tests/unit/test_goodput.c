@@ -17,19 +17,25 @@
 
 #define near(a, b) assert_float_equal((double)(a), (double)(b), 1e-9)
 
-static void shares_add_up(void **state)
+/* One learner of incarnation inc, joined at 0, ten steps of 0.1 s. */
+static const struct gp_learner *ten_steps(struct goodput *s, uint64_t inc)
 {
 	static const double share[2] = { 0.5, 0.5 };
+
+	assert_int_equal(goodput_init(s, 1, 2, share, 0.0, 0.0), 0);
+	goodput_join(s, 0, inc, 0, 0.0);
+	for (int k = 1; k <= 10; k++)
+		goodput_progress(s, 0, (uint64_t)k, 0, 0.1 * k);
+	return &s->l[0];
+}
+
+static void shares_add_up(void **state)
+{
 	struct goodput s;
 	struct gp_shares g;
-	const struct gp_learner *l;
+	const struct gp_learner *l = ten_steps(&s, 1);
 
 	(void)state;
-	assert_int_equal(goodput_init(&s, 1, 2, share, 0.0, 0.0), 0);
-	l = &s.l[0];
-	goodput_join(&s, 0, 1, 0, 0.0);
-	for (int k = 1; k <= 10; k++)
-		goodput_progress(&s, 0, (uint64_t)k, 0, 0.1 * k);
 	near(l->trained, 10);
 	near(l->active, 1.0);                   /* 0.1 s a step */
 
@@ -100,16 +106,10 @@ static void shares_add_up(void **state)
  */
 static void a_new_sidecar_is_a_restart(void **state)
 {
-	static const double share[2] = { 0.5, 0.5 };
 	struct goodput s;
-	const struct gp_learner *l;
+	const struct gp_learner *l = ten_steps(&s, 0);
 
 	(void)state;
-	assert_int_equal(goodput_init(&s, 1, 2, share, 0.0, 0.0), 0);
-	l = &s.l[0];
-	goodput_join(&s, 0, 0, 0, 0.0);
-	for (int k = 1; k <= 10; k++)
-		goodput_progress(&s, 0, (uint64_t)k, 0, 0.1 * k);
 	goodput_answer(&s, 0, 0, 8, 8, GP_MERGED);    /* (0, 8] of p0 */
 	goodput_answer(&s, 0, 1, 6, 6, GP_MERGED);    /* (0, 6] of p1 */
 	/* killed at step 10, back 3 s later resuming at the job's step 40 */
