@@ -195,8 +195,8 @@ int data_file_in_val(const char *rel, double val_fraction)
 }
 
 /* Keeps every file, or those of one side of a split by files: a file's
- * hash h (data_file_hash) is training at or above valFraction (vf),
- * tuning below vf·tuneFraction, validation in between. */
+ * hash h (data_file_hash) is training at or above valFraction (vf); the
+ * held-out files are dealt between tuning and validation (deal). */
 enum side { SIDE_ALL, SIDE_TRAIN, SIDE_VAL, SIDE_TUNE };
 struct pick {
 	enum side split;
@@ -206,21 +206,74 @@ struct pick {
 
 static const char *side_name[] = { "any", "training", "validation", "tuning" };
 
-static int picked(const struct pick *k, const char *path)
-{
-	double h, tune = k->val_fraction * k->tune_fraction;
+/* A held-out file, for deal. */
+struct held {
+	const char *rel;                /* its path below the folder */
+	size_t top;                     /* length of its first folder's name, 0 at the root */
+	double h;
+	double size;                    /* bytes */
+	size_t i;                       /* in the listing */
+};
 
-	if (k->split == SIDE_ALL)
-		return 1;
-	h = data_file_hash(path + k->root_len + 1);
-	switch (k->split) {
-	case SIDE_TRAIN:
-		return h >= k->val_fraction;
-	case SIDE_VAL:
-		return h >= tune && h < k->val_fraction;
-	default:
-		return h < tune;
+static int top_cmp(const struct held *x, const struct held *y)
+{
+	int c = strncmp(x->rel, y->rel, x->top < y->top ? x->top : y->top);
+
+	return c ? c : (x->top > y->top) - (x->top < y->top);
+}
+
+static int by_top_then_hash(const void *a, const void *b)
+{
+	const struct held *x = a, *y = b;
+	int c = top_cmp(x, y);
+
+	return c ? c : (x->h > y->h) - (x->h < y->h);
+}
+
+/* The side of each file of a listing. The held-out files are dealt folder
+ * by folder (the first name below the root), in hash order: each goes
+ * to the side further below its share of the folder's held-out bytes
+ * so far (tuning tuneFraction tf, validation the rest; a tie to tuning
+ * when h < vf·tf), so that both sides read the same mix of folders. */
+static int deal(enum side *of, char *const *names, size_t n,
+		const struct pick *k, struct err *e)
+{
+	struct held *hv = calloc(n ? n : 1, sizeof(*hv));
+	double tf = k->tune_fraction, tune = 0, val = 0;
+	size_t m = 0;
+
+	if (!hv)
+		return err_set(e, "data: out of memory splitting %zu files", n);
+	for (size_t i = 0; i < n; i++) {
+		const char *rel = names[i] + k->root_len + 1, *slash = strchr(rel, '/');
+		double h = data_file_hash(rel);
+		struct stat st;
+
+		of[i] = SIDE_TRAIN;
+		if (h >= k->val_fraction)
+			continue;
+		hv[m] = (struct held){ rel, slash ? (size_t)(slash - rel) : 0, h,
+				       stat(names[i], &st) ? 0 : (double)st.st_size, i };
+		m++;
 	}
+	qsort(hv, m, sizeof(*hv), by_top_then_hash);
+	for (size_t j = 0; j < m; j++) {
+		double dt, dv;
+
+		if (j && top_cmp(&hv[j], &hv[j - 1]))
+			tune = val = 0;
+		dt = tf * (tune + val + hv[j].size) - tune;
+		dv = (1 - tf) * (tune + val + hv[j].size) - val;
+		if (tf > 0 && (dt > dv || (dt == dv && hv[j].h < k->val_fraction * tf))) {
+			of[hv[j].i] = SIDE_TUNE;
+			tune += hv[j].size;
+		} else {
+			of[hv[j].i] = SIDE_VAL;
+			val += hv[j].size;
+		}
+	}
+	free(hv);
+	return 0;
 }
 
 static int load_dir(struct dataset *d, const char *dir, enum data_format fmt,
@@ -228,6 +281,7 @@ static int load_dir(struct dataset *d, const char *dir, enum data_format fmt,
 		    struct err *e)
 {
 	struct listing l = { 0 };
+	enum side *of = NULL;
 	size_t used = 0;
 	int rc = list_tree(&l, dir, 0, e);
 
@@ -235,8 +289,13 @@ static int load_dir(struct dataset *d, const char *dir, enum data_format fmt,
 		rc = err_set(e, "data: no data files in folder '%s'", dir);
 	if (!rc)
 		qsort(l.names, l.n, sizeof(*l.names), by_name);
+	if (!rc && k->split != SIDE_ALL) {
+		of = malloc(l.n * sizeof(*of));
+		rc = of ? deal(of, l.names, l.n, k, e)
+			: err_set(e, "data: out of memory splitting '%s'", dir);
+	}
 	for (size_t i = 0; i < l.n && !rc; i++)
-		if (picked(k, l.names[i])) {
+		if (!of || of[i] == k->split) {
 			rc = load_one(d, l.names[i], fmt, vocab, budget, e);
 			used++;
 		}
@@ -245,6 +304,7 @@ static int load_dir(struct dataset *d, const char *dir, enum data_format fmt,
 			     "%s split (spec.data.split files, valFraction %g, "
 			     "tuneFraction %g)", l.n, dir, side_name[k->split],
 			     k->val_fraction, k->tune_fraction);
+	free(of);
 	for (size_t i = 0; i < l.n; i++)
 		free(l.names[i]);
 	free(l.names);

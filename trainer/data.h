@@ -28,8 +28,9 @@
  * Tuning (spec.data.tuneFraction tf, default 0): of what is held out, a
  * share tf that no evaluation reports, for a baseline's learning rate
  * to be chosen on (runner/baseline.c; docs/run.md, The baseline): the
- * first tf of the tail or of valPath, or with split files the files
- * whose hash is below valFraction·tf. Validation is the rest.
+ * first tf of the tail or of valPath, or with split files held-out
+ * files dealt folder by folder so that tuning holds tf of each first-level
+ * folder's held-out bytes, within one file. Validation is the rest.
  * Learner m of M trains on its own shard when
  * spec.data.shardPattern is set ("{learner}" replaced by m), else on every
  * M-th batch window of the common data starting at window m.

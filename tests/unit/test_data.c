@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,16 +178,13 @@ static void split_by_files(void **state)
 /*
  * spec.data.tuneFraction: the tuning split is held out too, apart from
  * validation: the first share of the tail, or of valPath; with a split
- * by files, files of their own (hash below valFraction·tuneFraction).
- * Nothing is on two sides; validation is what is left.
+ * by files, files of their own, dealt folder by folder (tuning_deals_
+ * folders). Nothing is on two sides; validation is what is left.
  */
 static void tuning_split(void **state)
 {
 	struct job_data jd = { .val_fraction = 0.25, .tune_fraction = 0.4 };
-	int seen[60] = { 0 };
-	size_t want[3] = { 0 };   /* train, validation, tuning */
 	struct data d, view;
-	char name[64];
 
 	(void)state;
 	write_shard("tn.bin", 100, 1000);   /* tokens 0..99 */
@@ -207,34 +205,62 @@ static void tuning_split(void **state)
 	assert_int_equal(d.nval, 60);
 	assert_int_equal(d.val[0], 40);
 	data_close(&d);
-	jd.val_path[0] = '\0';
-	jd.split = SPLIT_FILES;
-	jd.val_fraction = 0.5;
-	jd.tune_fraction = 0.5;
-	for (int i = 0; i < 60; i++) {
-		char buf[8];
-		double h;
+}
 
-		memset(buf, 'a', sizeof(buf));
-		buf[0] = (char)(' ' + i);
-		snprintf(name, sizeof(name), "tt/f%02d", i);
-		path_of(jd.path, sizeof(jd.path), "tt");
-		assert_int_equal(mkdir_p(jd.path, NULL), 0);
-		write_file(name, buf, sizeof(buf));
-		h = data_file_hash(name + 3);
-		want[h >= 0.5 ? 0 : h >= 0.25 ? 1 : 2] += sizeof(buf);
+/*
+ * With a split by files, the held-out files are dealt between tuning and
+ * validation folder by folder: in each folder the tuning side holds its
+ * share (tuneFraction) of the held-out bytes within one file, so the two
+ * sides read the same mix even when one folder's files are much larger.
+ * Training is still every file hashing at or above valFraction.
+ */
+static void tuning_deals_folders(void **state)
+{
+	struct job_data jd = { .split = SPLIT_FILES, .val_fraction = 0.5,
+			       .tune_fraction = 0.5 };
+	size_t size[80], want_train = 0, held[2] = { 0 }, tuned[2] = { 0 };
+	int side[80] = { 0 };       /* bit 0 train, 1 validation, 2 tuning */
+	struct data d;
+	char name[64];
+
+	(void)state;
+	path_of(jd.path, sizeof(jd.path), "td/a");
+	assert_int_equal(mkdir_p(jd.path, NULL), 0);
+	path_of(jd.path, sizeof(jd.path), "td/b");
+	assert_int_equal(mkdir_p(jd.path, NULL), 0);
+	for (int i = 0; i < 80; i++) {
+		char buf[200];
+
+		size[i] = i < 40 ? 8 : 40 + 4 * (size_t)(i - 40);   /* b: 40..196 */
+		memset(buf, ' ' + i, sizeof(buf));
+		snprintf(name, sizeof(name), "td/%c/f%02d", i < 40 ? 'a' : 'b', i);
+		write_file(name, buf, size[i]);
+		if (data_file_hash(name + 3) >= 0.5)
+			want_train += size[i];
 	}
-	assert_true(want[0] && want[1] && want[2]);
-	path_of(jd.path, sizeof(jd.path), "tt");
+	path_of(jd.path, sizeof(jd.path), "td");
 	assert_int_equal(data_open(&d, &jd, 256, 0, 1, NULL), 0);
-	assert_int_equal(d.ntrain, want[0]);
-	assert_int_equal(d.nval, want[1]);
-	assert_int_equal(d.ntune, want[2]);
-	count_markers(seen, d.train, d.ntrain);
-	count_markers(seen, d.val, d.nval);
-	count_markers(seen, d.tune, d.ntune);
-	for (int i = 0; i < 60; i++)
-		assert_int_equal(seen[i], 1);   /* one side each */
+	assert_int_equal(d.ntrain, want_train);
+	for (int s = 0; s < 3; s++) {
+		const uint16_t *t = s == 0 ? d.train : s == 1 ? d.val : d.tune;
+		size_t n = s == 0 ? d.ntrain : s == 1 ? d.nval : d.ntune;
+
+		for (size_t k = 0; k < n; k++)
+			side[t[k] - ' '] |= 1 << s;
+	}
+	for (int i = 0; i < 80; i++) {
+		assert_true(side[i] == 1 || side[i] == 2 || side[i] == 4);
+		if (side[i] != 1) {
+			held[i >= 40] += size[i];
+			tuned[i >= 40] += side[i] == 4 ? size[i] : 0;
+		}
+	}
+	for (int f = 0; f < 2; f++) {
+		double off = (double)tuned[f] - 0.5 * (double)held[f];
+
+		assert_true(held[f] > 0);
+		assert_true(fabs(off) <= (f ? 196 : 8));   /* within one file */
+	}
 	data_close(&d);
 }
 
@@ -424,6 +450,7 @@ int main(void)
 		cmocka_unit_test(own_shards),
 		cmocka_unit_test(split_by_files),
 		cmocka_unit_test(tuning_split),
+		cmocka_unit_test(tuning_deals_folders),
 		cmocka_unit_test(validation_rows_are_spread),
 	};
 
