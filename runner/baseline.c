@@ -317,6 +317,54 @@ static int trial_better(const struct run_trial *t, const struct run_trial *best)
 	return t->loss < best->loss;
 }
 
+/* One more trial of the sweep, at lr; c->best follows. */
+static int sweep_trial(const struct job_spec *js, const struct run_opts *o,
+		       const char *dir, struct run_compare *c, double lr,
+		       uint64_t tok, uint64_t per_step,
+		       const volatile sig_atomic_t *stop, struct err *e)
+{
+	struct run_trial *t = &c->sweep[c->nsweep++];
+
+	memset(t, 0, sizeof(*t));
+	t->lr = lr;
+	t->warmup = js->optimizer.warmup_steps;
+	t->loss = t->tune = NAN;
+	if (run_trial(js, o, dir, t, tok, per_step, stop, e))
+		return -1;
+	if (trial_better(t, &c->sweep[c->best]))
+		c->best = c->nsweep - 1;
+	return 0;
+}
+
+/*
+ * Past the sweep's edge, when its best rate is there: the next rate
+ * beyond it, by the ratio of that edge to its neighbour, or 0 when the
+ * best is inside.
+ */
+static double past_edge(const struct run_compare *c)
+{
+	double best = c->sweep[c->best].lr, lo = INFINITY, hi = 0;
+	double below = 0, above = INFINITY;   /* best's neighbours */
+
+	for (size_t i = 0; i < c->nsweep; i++) {
+		double lr = c->sweep[i].lr;
+
+		lo = fmin(lo, lr);
+		hi = fmax(hi, lr);
+		if (lr < best)
+			below = fmax(below, lr);
+		if (lr > best)
+			above = fmin(above, lr);
+	}
+	if (c->nsweep < 2 || lo == hi)
+		return 0;
+	if (best == hi)
+		return best * best / below;
+	if (best == lo)
+		return best * best / above;
+	return 0;
+}
+
 int run_baseline(const struct job_spec *js, const struct run_opts *o,
 		 const char *dir, struct run_record *r,
 		 const volatile sig_atomic_t *stop, struct err *e)
@@ -325,31 +373,30 @@ int run_baseline(const struct job_spec *js, const struct run_opts *o,
 	uint64_t per_step = (uint64_t)js->optimizer.batch_size *
 			    (uint64_t)jobspec_seq_len(js) * (uint64_t)js->learners.replicas;
 	uint64_t tok = js->budget.tokens ? js->budget.tokens : r->final.tokens;
-	double lrs[RUN_SWEEP_MAX], t0 = clock_mono();
+	double lrs[RUN_SWEEP_MAX], t0 = clock_mono(), next;
 	size_t n;
 
 	c->ran = 1;
 	c->tokens = tok;
 	if (run_baseline_lrs(js, o->baseline_lrs, lrs, &n, e))
 		return -1;
-	for (size_t i = 0; i < n; i++) {
-		struct run_trial *t = &c->sweep[c->nsweep++];
-
-		memset(t, 0, sizeof(*t));
-		t->lr = lrs[i];
-		t->warmup = js->optimizer.warmup_steps;
-		t->loss = t->tune = NAN;
-		if (run_trial(js, o, dir, t, tok, per_step, stop, e))
+	for (size_t i = 0; i < n; i++)
+		if (sweep_trial(js, o, dir, c, lrs[i], tok, per_step, stop, e))
 			return -1;
-		if (trial_better(t, &c->sweep[c->best]))
-			c->best = c->nsweep - 1;
+	/* --baseline-widen: a best rate at the edge is not yet a tuned one */
+	for (int w = 0; w < o->baseline_widen && c->nsweep < RUN_SWEEP_MAX &&
+			(next = past_edge(c)) > 0 && next <= 1; w++) {
+		printf("baseline: lr %g, the best so far, is at the edge of the sweep: "
+		       "trying %g\n", c->sweep[c->best].lr, next);
+		if (sweep_trial(js, o, dir, c, next, tok, per_step, stop, e))
+			return -1;
 	}
 	c->seconds = clock_mono() - t0;
 	snprintf(c->log, sizeof(c->log), "%s", c->sweep[c->best].log);
 	c->loss = read_train_log(c->log, c, per_step);
 	c->ok = isfinite(c->loss);
-	if (n > 1 && (c->best == 0 || c->best == n - 1))
+	if (past_edge(c) > 0)
 		printf("baseline: the best learning rate (%g) is at the edge of the sweep; "
-		       "--baseline-lr widens it\n", c->sweep[c->best].lr);
+		       "--baseline-lr or --baseline-widen widens it\n", c->sweep[c->best].lr);
 	return c->ok ? 0 : err_set(e, "baseline: no final eval_loss in %s", c->log);
 }

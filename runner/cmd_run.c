@@ -99,6 +99,9 @@ int cmd_run(int argc, char **argv)
 		CLI_STRING("baseline-lr", 0, &o.baseline_lrs, "LR[,LR...]",
 			   "the baseline's learning rates to try (implies --baseline;\n"
 			   "one value: no sweep). Default: the job's lr times 0.5, 1, 2"),
+		CLI_INT("baseline-widen", 0, &o.baseline_widen, "N", 0, RUN_SWEEP_MAX,
+			"when the sweep's best rate is at its edge, try up to N rates\n"
+			"past it, each by the edge's step (default 0)"),
 		CLI_FLAG("baseline-fresh", 0, &o.baseline_fresh,
 			 "train the baseline's runs even when the cache has them"),
 		CLI_FLAG("twin", 0, &o.twin,

@@ -5,7 +5,8 @@
 # settings reads every trial from the cache and chooses the same; a bad
 # list is refused before anything runs. With spec.data.tuneFraction the
 # sweep chooses by the loss on the tuning split, and the loss it reports
-# is on the validation split.
+# is on the validation split. With --baseline-widen a best rate at the
+# sweep's edge is followed by the next rate past it.
 set -eu
 BIN=${BUILD:-build}/ddiloco
 dir=$(mktemp -d /tmp/ddiloco-baseline-XXXXXX)
@@ -78,6 +79,17 @@ jq -e '.baseline as $b | ($b.sweep | min_by(.tune_loss)) as $m |
 	fail "the chosen rate is not the lowest tuning loss: $(jq -c .baseline.sweep "$tr")"
 jq -e '.baseline.sweep | all(.tune_loss != .final_eval_loss)' "$tr" > /dev/null ||
 	fail "the tuning and validation losses are the same: one split"
+
+# 5. --baseline-widen 1: the best of two rates is at an edge, so a third
+# runs past it, by the same step (0.0005 comes from the cache)
+"$BIN" run "$dir/job.yaml" --run-dir "$dir/runs/e" --baseline-lr 0.0005,0.001 \
+	--baseline-widen 1 --timeout 300 > "$dir/out5" 2>&1 || { cat "$dir/out5"; fail "the widened run failed"; }
+wr="$dir/runs/e/report.json"
+jq -e '.baseline.sweep | length == 3 and
+	.[2].lr == (if .[1].final_eval_loss < .[0].final_eval_loss then 0.002 else 0.00025 end)' \
+	"$wr" > /dev/null || fail "the sweep did not go on past its edge: $(jq -c .baseline.sweep "$wr")"
+grep -q 'is at the edge of the sweep: trying ' "$dir/out5" || fail "no line on the widening"
+echo "widened sweep: $(jq -c '[.baseline.sweep[] | {lr, final_eval_loss}]' "$wr")"
 echo "tuned sweep: $(jq -c '[.baseline.sweep[] | {lr, tune_loss, final_eval_loss}]' "$tr")"
 echo "baseline sweep: $(jq -c '[.baseline.sweep[] | {lr, final_eval_loss}]' "$rep")"
 echo "test_baseline: pass"
