@@ -845,7 +845,8 @@ int core_heartbeat(struct syncer *s, int learner,
 	l->incarnation = hb->incarnation;
 	audit_incarnation(&s->audit, learner, hb->incarnation);
 	syncer_round_progress(&s->rs, learner, hb->step, hb->step_time);
-	goodput_progress(&s->gp, learner, hb->step, hb->step_time, now);
+	goodput_progress(&s->gp, learner, hb->incarnation, hb->step,
+			 hb->step_time, now);
 	if (l->joined)
 		note_joined(s, now);
 	return 0;

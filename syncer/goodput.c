@@ -68,11 +68,19 @@ void goodput_join(struct goodput *g, int id, uint64_t incarnation,
 	l->t_rep = now;
 }
 
-void goodput_progress(struct goodput *g, int id, uint64_t step,
-		      double step_time, double now)
+void goodput_progress(struct goodput *g, int id, uint64_t incarnation,
+		      uint64_t step, double step_time, double now)
 {
 	struct gp_learner *l = &g->l[id];
-	double ds = (double)step - l->step, dt = now - l->t_rep;
+	double ds, dt;
+
+	if (l->have && !g->stopped && incarnation && incarnation != l->incarnation) {
+		if (l->incarnation)
+			goodput_join(g, id, incarnation, step, now);
+		l->incarnation = incarnation;   /* known now: a reconnect is no restart */
+	}
+	ds = (double)step - l->step;
+	dt = now - l->t_rep;
 
 	if (step_time > 0)
 		l->step_time = step_time;

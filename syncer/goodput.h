@@ -90,9 +90,11 @@ void goodput_stop(struct goodput *g);
 void goodput_join(struct goodput *g, int id, uint64_t incarnation,
 		  uint64_t resume, double now);
 /* Learner id reported step (Heartbeat or Answer) at now; step_time > 0:
- * the step time it reported with it. */
-void goodput_progress(struct goodput *g, int id, uint64_t step,
-		      double step_time, double now);
+ * the step time it reported with it; incarnation its process's, 0 when
+ * the report has none (an answer). The first one after a join with 0 is
+ * its learner attaching; another is a new process, a join at step. */
+void goodput_progress(struct goodput *g, int id, uint64_t incarnation,
+		      uint64_t step, double step_time, double now);
 /* Learner id's answer for fragment p, at step, with steps, had this fate. */
 void goodput_answer(struct goodput *g, int id, int p, uint64_t step,
 		    uint64_t steps, enum gp_fate fate);

@@ -348,7 +348,7 @@ static void step_progress(struct syncer *s, int id, uint64_t step, double now)
 	if (step > l->step_max)
 		l->step_max = step;
 	syncer_round_progress(&s->rs, id, l->step, 0);
-	goodput_progress(&s->gp, id, l->step, 0, now);
+	goodput_progress(&s->gp, id, 0, l->step, 0, now);
 }
 
 /* An answer taken as empty: stale (staleVersions), or trained before

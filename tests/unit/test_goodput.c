@@ -17,15 +17,17 @@
 
 #define near(a, b) assert_float_equal((double)(a), (double)(b), 1e-9)
 
-/* One learner of incarnation inc, joined at 0, ten steps of 0.1 s. */
-static const struct gp_learner *ten_steps(struct goodput *s, uint64_t inc)
+/* One learner joined at 0 with incarnation inc, ten steps of 0.1 s
+ * reported by heartbeats of incarnation beat. */
+static const struct gp_learner *ten_steps(struct goodput *s, uint64_t inc,
+					  uint64_t beat)
 {
 	static const double share[2] = { 0.5, 0.5 };
 
 	assert_int_equal(goodput_init(s, 1, 2, share, 0.0, 0.0), 0);
 	goodput_join(s, 0, inc, 0, 0.0);
 	for (int k = 1; k <= 10; k++)
-		goodput_progress(s, 0, (uint64_t)k, 0, 0.1 * k);
+		goodput_progress(s, 0, beat, (uint64_t)k, 0, 0.1 * k);
 	return &s->l[0];
 }
 
@@ -33,7 +35,7 @@ static void shares_add_up(void **state)
 {
 	struct goodput s;
 	struct gp_shares g;
-	const struct gp_learner *l = ten_steps(&s, 1);
+	const struct gp_learner *l = ten_steps(&s, 1, 1);
 
 	(void)state;
 	near(l->trained, 10);
@@ -89,7 +91,7 @@ static void shares_add_up(void **state)
 	}
 	/* the job is done: nothing more is counted */
 	goodput_stop(&s);
-	goodput_progress(&s, 0, 20, 0, 3.0);
+	goodput_progress(&s, 0, 1, 20, 0, 3.0);
 	goodput_answer(&s, 0, 0, 20, 10, GP_MERGED);
 	near(l->trained, 10);
 	near(goodput_merged_seconds(&s, 0), 0.85);
@@ -107,7 +109,7 @@ static void shares_add_up(void **state)
 static void a_new_sidecar_is_a_restart(void **state)
 {
 	struct goodput s;
-	const struct gp_learner *l = ten_steps(&s, 0);
+	const struct gp_learner *l = ten_steps(&s, 0, 0);
 
 	(void)state;
 	goodput_answer(&s, 0, 0, 8, 8, GP_MERGED);    /* (0, 8] of p0 */
@@ -116,7 +118,7 @@ static void a_new_sidecar_is_a_restart(void **state)
 	goodput_join(&s, 0, 0, 40, 4.0);
 	near(l->restarts, (2 + 4) * 0.5);       /* steps 9-10, 7-10 */
 	for (int k = 41; k <= 44; k++)
-		goodput_progress(&s, 0, (uint64_t)k, 0, 4.0 + 0.1 * (k - 40));
+		goodput_progress(&s, 0, 0, (uint64_t)k, 0, 4.0 + 0.1 * (k - 40));
 	near(l->trained, 14);                   /* not 44 */
 	goodput_answer(&s, 0, 0, 44, 4, GP_MERGED);   /* (40, 44] */
 	near(l->overwritten, 0);
@@ -124,10 +126,41 @@ static void a_new_sidecar_is_a_restart(void **state)
 	goodput_release(&s);
 }
 
+/*
+ * A sidecar joins with incarnation 0 and its learner attaches after:
+ * the heartbeats' incarnation is the learner's. When the sidecar
+ * reconnects (a cut link) its Hello carries that incarnation: the same
+ * process, nothing lost. A new learner process behind the same sidecar,
+ * seen first in a heartbeat, is a restart: what the old one had not
+ * answered is lost, once, also when its Hello follows.
+ */
+static void a_reconnect_is_no_restart(void **state)
+{
+	struct goodput s;
+	const struct gp_learner *l = ten_steps(&s, 0, 7);
+
+	(void)state;
+	goodput_answer(&s, 0, 0, 8, 8, GP_MERGED);    /* (0, 8] of p0 */
+	goodput_answer(&s, 0, 1, 6, 6, GP_MERGED);    /* (0, 6] of p1 */
+	goodput_join(&s, 0, 7, 10, 2.0);              /* the link came back */
+	near(l->restarts, 0);
+	near(l->trained, 10);
+	/* learner 7 killed at step 10; learner 9 resumes at 10 behind the
+	 * same sidecar */
+	goodput_progress(&s, 0, 9, 10, 0, 3.0);
+	near(l->restarts, (2 + 4) * 0.5);       /* steps 9-10, 7-10 */
+	goodput_join(&s, 0, 9, 10, 3.1);        /* its sidecar's Hello */
+	near(l->restarts, (2 + 4) * 0.5);
+	goodput_progress(&s, 0, 9, 11, 0, 3.2);
+	near(l->trained, 11);
+	goodput_release(&s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(shares_add_up),
+		cmocka_unit_test(a_reconnect_is_no_restart),
 		cmocka_unit_test(a_new_sidecar_is_a_restart),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
