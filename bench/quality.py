@@ -15,7 +15,9 @@ Cells:
                             learner also trains the data-parallel
                             baseline at M, tuned over the job's lr times
                             1/2, 1/sqrt2, 1, sqrt2, 2 on the tuning split
-                            (spec.data.tuneFraction; docs/run.md)
+                            (spec.data.tuneFraction; docs/run.md), and
+                            up to two rates more past the sweep's edge
+                            when its best is there
   h<H>-<enc>                M = 8 with the slow learner, seed 1, the
                             fragments merged every H learner steps, with
                             enc f32 (f32 answers, whole f32 updates) or
@@ -102,16 +104,16 @@ def fates(log, learner):
     """The syncer's last words on a learner: its steps' shares."""
     pat = re.compile(r"learner %d: .* steps trained: merged ([0-9.]+), "
                      r"late ([0-9.]+), refused ([0-9.]+), overwritten ([0-9.]+)"
-                     % learner)
+                     r"(?:, lost to restarts ([0-9.]+))?" % learner)
     last = None
     with open(log) as f:
         for line in f:
             hit = pat.search(line)
             if hit:
-                last = [float(x) for x in hit.groups()]
+                last = [float(x) for x in hit.groups() if x is not None]
     if not last:
         return None
-    return dict(zip(("merged", "late", "refused", "overwritten"), last))
+    return dict(zip(("merged", "late", "refused", "overwritten", "restarts"), last))
 
 
 def run_cell(base, text_hash, cell, rundir):
@@ -125,7 +127,8 @@ def run_cell(base, text_hash, cell, rundir):
         lr = job["spec"]["optimizer"]["lr"]
         s = math.sqrt(2)
         cmd += ["--baseline-lr", ",".join("%g" % (lr * k) for k in
-                                           (0.5, 1 / s, 1, s, 2))]
+                                           (0.5, 1 / s, 1, s, 2)),
+                "--baseline-widen", "2"]
     t0 = time.time()
     print("quality: %s: %s" % (cell, " ".join(cmd)), flush=True)
     with open(os.path.join(rundir, "out.log"), "w") as out:

@@ -2,6 +2,7 @@
 (bench/quality.py). Every figure it writes is read from those files; the
 page names the command that made them."""
 import glob
+import hashlib
 import json
 import math
 import os
@@ -10,12 +11,17 @@ import statistics
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
 
 
-def load(out):
-    cells = {}
+def load(out, job_hash):
+    """The cells run on the job's text as it is now, and how many files
+    are of an earlier text (their losses are not comparable: not shown)."""
+    cells, stale = {}, 0
     for path in sorted(glob.glob(os.path.join(out, "*.json"))):
         c = json.load(open(path))
-        cells[c["cell"]] = c
-    return cells
+        if c.get("job_sha256") == job_hash:
+            cells[c["cell"]] = c
+        else:
+            stale += 1
+    return cells, stale
 
 
 def baseline_of(cells, M):
@@ -106,8 +112,10 @@ def svg(title, xlabel, ylabel, series, logx=False):
 
 
 def write(out, doc, plots, job):
-    cells = load(out)
+    cells, stale = load(out, hashlib.sha256(open(job, "rb").read()).hexdigest())
     os.makedirs(plots, exist_ok=True)
+    for old in glob.glob(os.path.join(plots, "*.svg")):
+        os.remove(old)   # a plot of cells no longer shown
     grid = sorted({(c["learners"], c["slow"]) for c in cells.values()
                    if c["cell"].startswith("m")})
     rows = []
@@ -120,7 +128,8 @@ def write(out, doc, plots, job):
         sl = [c["slow_learner"] for c in cs if slow and c.get("slow_learner")]
         best = best_of(b)
         bratios = [l / best["final_eval_loss"] for l in losses] if best else []
-        rows.append("| %d | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        lost = [s["restarts"] for s in sl if "restarts" in s]
+        rows.append("| %d | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             M, "one 2× slower" if slow else "–", len(cs), fmt_range(losses),
             "%.4f (lr %g)" % (b["final_eval_loss"], b["lr"]) if b else "–",
             fmt_range(ratios), fmt_range(bratios),
@@ -128,7 +137,8 @@ def write(out, doc, plots, job):
             fmt_range([c["goodput"] for c in cs], "%.3f"),
             fmt_range([c["uptime"] for c in cs], "%.3f"),
             fmt_range([s["merged"] for s in sl], "%.3f") if sl else "–",
-            fmt_range([s["late"] for s in sl], "%.3f") if sl else "–"))
+            fmt_range([s["late"] for s in sl], "%.3f") if sl else "–",
+            fmt_range(lost, "%.3f") if lost else "–"))
     ms = sorted({M for M, _ in grid})
     srows = []
     for M in ms:
@@ -190,6 +200,9 @@ def write(out, doc, plots, job):
         f.write(PAGE.format(
             job=os.path.relpath(job, os.path.dirname(os.path.dirname(doc))),
             n=grid_all, hours=total / 3600,
+            stale=" %d cell file%s of an earlier text of the job %s not shown."
+            % (stale, "s" if stale > 1 else "", "are" if stale > 1 else "is")
+            if stale else "",
             rows="\n".join(rows) or "| – |",
             srows="\n".join(srows) or "| – |", hrows="\n".join(hrows) or "| – |",
             plots="\n".join("![%s](quality/%s)" % (p[:-4], p)
@@ -202,25 +215,30 @@ Written by `sh bench/quality.sh` (bench/quality.py, bench/quality_report.py)
 from the cells it has run, each kept in bench/quality/runs/<cell>.json;
 do not edit by hand. The job: {job}. {n} cells, {hours:.1f} hours of runs
 in all (each cell's own time, its baseline's sweep included, is in its
-file, with the machine's cores and the date).
+file, with the machine's cores and the date).{stale}
 
 Loss is the final eval loss on the validation split; the data-parallel
 baseline is `ddiloco train` at M times the batch on the same tokens, its
-learning rate chosen over the job's lr × 1/2, 1/√2, 1, √2, 2 on the
-tuning split, which no reported loss uses (docs/run.md, The
-data-parallel baseline). Bytes are what the syncer received and sent,
+learning rate chosen over the job's lr × 1/2, 1/√2, 1, √2, 2 (and up
+to two rates more past the edge when the best is there) on the tuning
+split, which no reported loss uses (docs/run.md, The data-parallel
+baseline). The held-out files are dealt between the tuning and the
+validation split folder by folder, so both read the same mix
+(docs/trainer.md, Split). Bytes are what the syncer received and sent,
 against data parallel's ring all-reduce of the gradient for the same
 tokens: each of M workers sends and receives 2(M−1)/M of N values a
 step, in bf16 (2 bytes) or f32 (4); the columns give 1/x (so 100 means
 a hundredth). Slow: learner M−1 steps at half speed
 (spec.learners.slowdown); its merged and late shares are of the steps
-it trained. Mean (min–max) over seeds. `loss / best` is the loss over
+it trained, and so is what it lost to kills: the steps a killed
+learner had trained since its last answer, which chaos throws away
+whatever the outer loop does. Mean (min–max) over seeds. `loss / best` is the loss over
 the sweep's lowest validation loss instead: the learning rate chosen on
 the reported split itself, the baseline at its most favourable; the
 sweep's runs are below, with both splits' losses.
 
-| M | slow | seeds | loss | baseline | loss / baseline | loss / best | 1/(bytes / bf16 DP) | goodput | uptime | slow merged | slow late |
-|---|---|---|---|---|---|---|---|---|---|---|---|
+| M | slow | seeds | loss | baseline | loss / baseline | loss / best | 1/(bytes / bf16 DP) | goodput | uptime | slow merged | slow late | slow lost to kills |
+|---|---|---|---|---|---|---|---|---|---|---|---|---|
 {rows}
 
 The baseline's sweeps (final loss on the validation split, and on the

@@ -755,10 +755,11 @@ static void finish_job(struct stream_server *sv, double now)
 
 		log_info("learner %d: %" PRIu64 " steps merged, at most %" PRIu64
 			 " in one answer; of its %.0f steps trained: merged %.3f, "
-			 "late %.3f, refused %.3f, overwritten %.3f", i,
+			 "late %.3f, refused %.3f, overwritten %.3f, lost to "
+			 "restarts %.3f", i,
 			 s->audit.steps[i], s->audit.max_steps[i], l->trained,
 			 l->merged * q, l->late * q, l->refused * q,
-			 l->overwritten * q);
+			 l->overwritten * q, l->restarts * q);
 	}
 }
 

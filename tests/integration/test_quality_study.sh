@@ -5,9 +5,11 @@
 #   - each cell ran once and left its file, with the job's hash, its
 #     loss and, for the slow cells, the slow learner's shares;
 #   - the first cell trained the baseline on the tuning split, five
-#     learning rates, and the page's rows compare with it;
+#     learning rates or more (past the sweep's edge), and the page's rows
+#     compare with it;
 #   - a second call runs nothing (every cell "done before");
-#   - a changed job file runs its cells again.
+#   - a changed job file runs its cells again, and the page shows only
+#     the cells of the job as it is now.
 set -eu
 dir=$(mktemp -d /tmp/ddiloco-study-XXXXXX)
 trap 'rm -rf "$dir"' EXIT
@@ -37,7 +39,7 @@ for c in m2-fast-s1 m2-slow-s1 h16-f32 h16-int8; do
 		(.job_sha256 | length) == 64' "$runs/$c.json" > /dev/null ||
 		fail "cell $c: $(jq -c '{final_eval_loss, job_sha256}' "$runs/$c.json")"
 done
-jq -e '.baseline.sweep | length == 5 and all(.tune_loss != null)' "$runs/m2-fast-s1.json" \
+jq -e '.baseline.sweep | length >= 5 and all(.tune_loss != null)' "$runs/m2-fast-s1.json" \
 	> /dev/null || fail "the baseline was not tuned on its split: $(jq -c .baseline "$runs/m2-fast-s1.json")"
 jq -e '.slow_learner.merged >= 0 and .slow_learner.merged <= 1' "$runs/m2-slow-s1.json" \
 	> /dev/null || fail "no slow learner's shares"
@@ -47,10 +49,11 @@ page=$dir/q/docs/quality.md
 base=$(jq -r '.baseline.final_eval_loss' "$runs/m2-fast-s1.json")
 grep -q "^| 2 | one 2× slower | 1 | .* | $(printf %.4f "$base") (lr " "$page" ||
 	fail "the page has no row of the slow cells against the baseline: $(grep '^| 2' "$page")"
-# the sweep's five runs listed with both splits' losses, the chosen one
+# the sweep's runs listed with both splits' losses, the chosen one
 # marked, and the ratio against the sweep's best on the validation split
-[ "$(grep -c '^| 2 | [0-9.e-]* | [0-9.]* | [0-9.]* |' "$page")" -eq 5 ] ||
-	fail "the page does not list the sweep's 5 runs: $(grep '^| 2 |' "$page")"
+n=$(jq '.baseline.sweep | length' "$runs/m2-fast-s1.json")
+[ "$(grep -c '^| 2 | [0-9.e-]* | [0-9.]* | [0-9.]* |' "$page")" -eq "$n" ] ||
+	fail "the page does not list the sweep's $n runs: $(grep '^| 2 |' "$page")"
 lr=$(jq -r '.baseline.lr' "$runs/m2-fast-s1.json")
 grep -q "^| 2 | $lr | .* | chosen |" "$page" || fail "the chosen lr $lr is not marked"
 best=$(jq -r '[.baseline.sweep[].final_eval_loss] | min' "$runs/m2-fast-s1.json")
@@ -66,5 +69,10 @@ sh bench/quality.sh run > "$dir/out2" 2>&1 || { cat "$dir/out2"; fail "the secon
 sed -i 's/tokens: 150000/tokens: 120000/' "$JOB"
 sh bench/quality.sh run m2-slow-s1 > "$dir/out3" 2>&1 || { cat "$dir/out3"; fail "the third call failed"; }
 grep -q 'm2-slow-s1: loss' "$dir/out3" || fail "a changed job did not run its cell again"
+grep -q '3 cell files of an earlier text of the job are not shown' "$page" ||
+	fail "the page does not say it left out 3 cells: $(head -8 "$page")"
+! grep -q '^| 2 | – |' "$page" || fail "the page shows m2-fast-s1, of the earlier job"
+[ "$(grep -c '^| 2 | one 2× slower | 1 | ' "$page")" -eq 1 ] || fail "no row of the rerun cell"
+[ ! -e "$dir/q/docs/quality/loss-bytes.svg" ] || fail "a plot of cells not shown is left"
 echo "study: $(grep -c '' "$page") lines, cells $(ls "$runs" | tr '\n' ' ')"
 echo ok
