@@ -5,10 +5,13 @@
 # docs/figures.md, Quality): examples/study.yaml — M = 8, learner 7 twice as
 # slow, chaos on the learners, one seed, less than one pass over the
 # kernel's documentation split by files — against its data-parallel
-# baseline tuned over the job's lr × 1/2, 1/√2, 1, √2, 2. Prints
+# baseline tuned over the job's lr × 1/2, 1/√2, 1, √2, 2 (and up to two
+# rates past the edge when the best is there). Prints
 #   loss_ratio_m8_slow=   this run's final eval loss over the baseline's
 #   slow_learner_merged=  of the slow learner's trained steps, the share
 #   slow_learner_late=    merged, and the share that came after its round
+#   slow_learner_lost_to_kills=  and the share a kill threw away (the
+#                         steps since its last answer: chaos, not the loop)
 #   bytes_ratio_bf16_dp=  bytes exchanged over a bf16 ring all-reduce's
 #   bytes_ratio_f32_dp=   and over an f32 one's (each step: 2·N·(M−1)
 #                         values of 2 or 4 bytes, report.json's model)
@@ -40,16 +43,18 @@ check() {       # name value op limit
 lr=$(awk '/^    lr:/ { print $2; exit }' "$JOB")
 lrs=$(awk -v l="$lr" 'BEGIN { s = sqrt(2); printf "%g,%g,%g,%g,%g",
 	l / 2, l / s, l, l * s, l * 2 }')
-"$BIN" run "$JOB" --baseline-lr "$lrs" --run-dir "$dir" | tail -n 14
+"$BIN" run "$JOB" --baseline-lr "$lrs" --baseline-widen 2 --run-dir "$dir" | tail -n 14
 rep="$dir/report.json"
 # the syncer's last words on each learner (syncer/stream.c, job done)
 fates=$(grep "learner $SLOW: .* steps trained: merged" "$dir/syncer.log" | tail -n 1)
 merged=$(echo "$fates" | sed -n 's/.*trained: merged \([0-9.]*\),.*/\1/p')
 late=$(echo "$fates" | sed -n 's/.*, late \([0-9.]*\),.*/\1/p')
+lost=$(echo "$fates" | sed -n 's/.*, lost to restarts \([0-9.]*\).*/\1/p')
 f32=$(jq -r .bytes.ratio "$rep")
 echo "loss_ratio_m8_slow=$(jq -r .baseline.loss_ratio "$rep")"
 echo "slow_learner_merged=$merged"
 echo "slow_learner_late=$late"
+echo "slow_learner_lost_to_kills=$lost"
 echo "bytes_ratio_bf16_dp=$(awk -v r="$f32" 'BEGIN { printf "%.6f", 2 * r }')"
 echo "bytes_ratio_f32_dp=$f32"
 echo "final_eval_loss=$(jq -r .final_eval_loss "$rep") baseline=$(jq -r .baseline.final_eval_loss "$rep") baseline_lr=$(jq -r .baseline.lr "$rep")" \
