@@ -80,6 +80,10 @@
  * few round trips, and an address that no longer answers costs this much
  * before the next try */
 #define CONNECT_TIMEOUT_MS 2000
+/* a Beat neither taken nor refused this long after its start is stuck on
+ * its way (a connection that never came up for it): it is cancelled and
+ * tried again, its heartbeats on Train meanwhile */
+#define BEAT_TAKE_S 10.0
 /* bytes the transport takes per write; more is not faster on loopback
  * (docs/sidecar.md, levers) and waits in front of every ping */
 #define WRITE_BUFFER (1 << 20)
@@ -109,6 +113,7 @@ struct call {
 	int peer;                /* 0 unchecked, 1 the job's syncer, -1 not */
 	int beat;                /* a Beat call, not the Train stream */
 	int taken;               /* Beat: the syncer sent its metadata */
+	double begun;            /* Beat: when it was started */
 	grpc_metadata_array md_initial, md_trailing;
 	grpc_status_code status;
 	grpc_slice details;
@@ -412,6 +417,7 @@ static void start_beat(struct client *cl)
 		return;
 	}
 	c->beat = 1;
+	c->begun = clock_mono();
 	cl->beat = c;
 	if (call_begin(c)) {
 		end_beat(cl);
@@ -694,6 +700,12 @@ static void pump_beat(struct client *cl, double now)
 	if (!b) {
 		if (now >= cl->beat_next)
 			start_beat(cl);
+		return;
+	}
+	if (!b->taken && !b->ended && now - b->begun > BEAT_TAKE_S) {
+		log_info("the Beat was not taken in %.0f s: tried again",
+			 BEAT_TAKE_S);
+		end_beat(cl);
 		return;
 	}
 	if (b->ended || b->send_busy)

@@ -16,6 +16,13 @@ failed=""
 report() {
 	echo "FAIL: $*"
 	for f in "$dir"/*.log; do echo "--- $f"; tail -n 8 "$f"; done
+	[ -n "${SC2:-}" ] || return 0
+	echo "syncer: $(curl -sf -m 2 "http://127.0.0.1:$HTTP/status" |
+		jq -c '{round, learners_connected, beat_streams, beat_heartbeats}' 2>/dev/null)"
+	for p in $SC0 $SC1 $SC2; do
+		echo "sidecar on $p: $(curl -sf -m 2 "http://127.0.0.1:$p/metrics" |
+			grep -E '^ddiloco_sidecar_(beat|connected|connects)' | tr '\n' ' ')"
+	done
 }
 fail() {
 	failed=1
