@@ -224,7 +224,7 @@ to two rates more past the edge when the best is there) on the tuning
 split, which no reported loss uses (docs/run.md, The data-parallel
 baseline). The held-out files are dealt between the tuning and the
 validation split folder by folder, so both read the same mix
-(docs/trainer.md, Split). Bytes are what the syncer received and sent,
+(docs/trainer.md, Tuning). Bytes are what the syncer received and sent,
 against data parallel's ring all-reduce of the gradient for the same
 tokens: each of M workers sends and receives 2(M−1)/M of N values a
 step, in bf16 (2 bytes) or f32 (4); the columns give 1/x (so 100 means
