@@ -343,24 +343,20 @@ static int sweep_trial(const struct job_spec *js, const struct run_opts *o,
  */
 static double past_edge(const struct run_compare *c)
 {
-	double best = c->sweep[c->best].lr, lo = INFINITY, hi = 0;
+	double best = c->sweep[c->best].lr;
 	double below = 0, above = INFINITY;   /* best's neighbours */
 
 	for (size_t i = 0; i < c->nsweep; i++) {
 		double lr = c->sweep[i].lr;
 
-		lo = fmin(lo, lr);
-		hi = fmax(hi, lr);
 		if (lr < best)
 			below = fmax(below, lr);
 		if (lr > best)
 			above = fmin(above, lr);
 	}
-	if (c->nsweep < 2 || lo == hi)
-		return 0;
-	if (best == hi)
+	if (below > 0 && above == INFINITY)
 		return best * best / below;
-	if (best == lo)
+	if (below == 0 && above < INFINITY)
 		return best * best / above;
 	return 0;
 }

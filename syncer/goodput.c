@@ -75,9 +75,10 @@ void goodput_progress(struct goodput *g, int id, uint64_t incarnation,
 	double ds, dt;
 
 	if (l->have && !g->stopped && incarnation && incarnation != l->incarnation) {
-		if (l->incarnation)
+		if (l->incarnation)   /* a new process behind the same sidecar */
 			goodput_join(g, id, incarnation, step, now);
-		l->incarnation = incarnation;   /* known now: a reconnect is no restart */
+		else                  /* its learner attached: a reconnect is no restart */
+			l->incarnation = incarnation;
 	}
 	ds = (double)step - l->step;
 	dt = now - l->t_rep;

@@ -31,6 +31,19 @@ static const struct gp_learner *ten_steps(struct goodput *s, uint64_t inc,
 	return &s->l[0];
 }
 
+/* ten_steps, then p0 answered up to step 8 and p1 up to step 6: steps
+ * 9-10 of p0 and 7-10 of p1 are in no answer, UNANSWERED steps' worth */
+#define UNANSWERED ((2 + 4) * 0.5)
+static const struct gp_learner *eight_and_six(struct goodput *s, uint64_t inc,
+					      uint64_t beat)
+{
+	const struct gp_learner *l = ten_steps(s, inc, beat);
+
+	goodput_answer(s, 0, 0, 8, 8, GP_MERGED);
+	goodput_answer(s, 0, 1, 6, 6, GP_MERGED);
+	return l;
+}
+
 static void shares_add_up(void **state)
 {
 	struct goodput s;
@@ -109,14 +122,12 @@ static void shares_add_up(void **state)
 static void a_new_sidecar_is_a_restart(void **state)
 {
 	struct goodput s;
-	const struct gp_learner *l = ten_steps(&s, 0, 0);
+	const struct gp_learner *l = eight_and_six(&s, 0, 0);
 
 	(void)state;
-	goodput_answer(&s, 0, 0, 8, 8, GP_MERGED);    /* (0, 8] of p0 */
-	goodput_answer(&s, 0, 1, 6, 6, GP_MERGED);    /* (0, 6] of p1 */
 	/* killed at step 10, back 3 s later resuming at the job's step 40 */
 	goodput_join(&s, 0, 0, 40, 4.0);
-	near(l->restarts, (2 + 4) * 0.5);       /* steps 9-10, 7-10 */
+	near(l->restarts, UNANSWERED);
 	for (int k = 41; k <= 44; k++)
 		goodput_progress(&s, 0, 0, (uint64_t)k, 0, 4.0 + 0.1 * (k - 40));
 	near(l->trained, 14);                   /* not 44 */
@@ -137,20 +148,18 @@ static void a_new_sidecar_is_a_restart(void **state)
 static void a_reconnect_is_no_restart(void **state)
 {
 	struct goodput s;
-	const struct gp_learner *l = ten_steps(&s, 0, 7);
+	const struct gp_learner *l = eight_and_six(&s, 0, 7);
 
 	(void)state;
-	goodput_answer(&s, 0, 0, 8, 8, GP_MERGED);    /* (0, 8] of p0 */
-	goodput_answer(&s, 0, 1, 6, 6, GP_MERGED);    /* (0, 6] of p1 */
 	goodput_join(&s, 0, 7, 10, 2.0);              /* the link came back */
 	near(l->restarts, 0);
 	near(l->trained, 10);
 	/* learner 7 killed at step 10; learner 9 resumes at 10 behind the
 	 * same sidecar */
 	goodput_progress(&s, 0, 9, 10, 0, 3.0);
-	near(l->restarts, (2 + 4) * 0.5);       /* steps 9-10, 7-10 */
+	near(l->restarts, UNANSWERED);
 	goodput_join(&s, 0, 9, 10, 3.1);        /* its sidecar's Hello */
-	near(l->restarts, (2 + 4) * 0.5);
+	near(l->restarts, UNANSWERED);
 	goodput_progress(&s, 0, 9, 11, 0, 3.2);
 	near(l->trained, 11);
 	goodput_release(&s);
