@@ -22,13 +22,18 @@ Cells:
                             fragments merged every H learner steps, with
                             enc f32 (f32 answers, whole f32 updates) or
                             int8 (int8 answers, int8 deltas)
+  o<M>-<eta>-<mu>           the outer step by horizon: M learners of equal
+                            speed, seed 1, chaos off, outer learning rate
+                            eta and momentum mu (Nesterov); M sets how
+                            many outer steps each fragment takes
 
 Then writes docs/quality.md and its plots (docs/quality/*.svg) from every
 cell file there is. Usage:
   sh bench/quality.sh [run|report] [CELL ...]
 run (the default) runs the cells given, else every cell of the grid,
 then writes the report; report only writes it. Environment: JOB, MS
-("4 8 16"), SEEDS ("1 2"), HS ("16 64 256"), BUILD (build), QUALITY_DIR
+("4 8 16"), SEEDS ("1 2"), HS ("16 64 256"), OUTER ("1/0 0.7/0.5 1/0.5
+0.7/0.8": eta/mu), BUILD (build), QUALITY_DIR
 (where the cells, runs and page go instead of the repository).
 """
 import hashlib
@@ -66,6 +71,10 @@ def grid():
     for h in words("HS", "16 64 256"):
         for enc in ("f32", "int8"):
             cells.append("h%d-%s" % (h, enc))
+    for m in words("MS", "4 8 16"):
+        for em in os.environ.get("OUTER", "1/0 0.7/0.5 1/0.5 0.7/0.8").split():
+            eta, mu = em.split("/")
+            cells.append("o%d-%s-%s" % (m, eta, mu))
     return cells
 
 
@@ -76,8 +85,15 @@ def cell_job(base, cell):
     sy = spec.setdefault("syncer", {})
     m = re.fullmatch(r"m(\d+)-(fast|slow)-s(\d+)", cell)
     h = re.fullmatch(r"h(\d+)-(f32|int8)", cell)
+    o = re.fullmatch(r"o(\d+)-([0-9.]+)-([0-9.]+)", cell)
     if m:
         M, slow, seed = int(m.group(1)), m.group(2) == "slow", int(m.group(3))
+    elif o:
+        M, slow, seed = int(o.group(1)), False, 1
+        sy["outerLr"] = float(o.group(2))
+        sy["outerMomentum"] = float(o.group(3))
+        sy["nesterov"] = True
+        spec.setdefault("chaos", {})["enabled"] = False
     elif h:
         M, slow, seed = 8, True, 1
         sy["syncEvery"] = int(h.group(1))
@@ -86,9 +102,10 @@ def cell_job(base, cell):
         sy["updateEncoding"] = enc
         sy["updateDelta"] = enc != "f32"
     else:
-        raise SystemExit("quality: no such cell '%s' (m<M>-<fast|slow>-s<SEED> "
-                         "or h<H>-<f32|int8>)" % cell)
-    job["metadata"]["name"] = "study-" + cell
+        raise SystemExit("quality: no such cell '%s' (m<M>-<fast|slow>-s<SEED>, "
+                         "h<H>-<f32|int8> or o<M>-<eta>-<mu>)" % cell)
+    # (a job's name has no dots: o16-0.7-0.5 runs as study-o16-0p7-0p5)
+    job["metadata"]["name"] = "study-" + cell.replace(".", "p")
     spec["learners"]["replicas"] = M
     spec["learners"].pop("slowdown", None)
     if slow:
@@ -144,7 +161,8 @@ def run_cell(base, text_hash, cell, rundir):
         "syncer": job["spec"]["syncer"], "seconds": time.time() - t0,
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "cpus": os.cpu_count(), "final_eval_loss": rep["final_eval_loss"],
-        "tokens": rep["tokens"], "uptime": rep["uptime"],
+        "tokens": rep["tokens"], "rounds": rep.get("rounds"),
+        "uptime": rep["uptime"],
         "goodput": rep["goodput"], "kills": rep["kills"],
         "bytes": rep["bytes"], "pace": rep["pace"],
         "goodput_breakdown": rep["goodput_breakdown"],

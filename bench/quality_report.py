@@ -157,6 +157,17 @@ def write(out, doc, plots, job):
             c["final_eval_loss"],
             "%.4f" % (c["final_eval_loss"] / b["final_eval_loss"]) if b else "–",
             1 / dp_ratio(c, 16), 1 / dp_ratio(c, 32)))
+    orows = []
+    for c in sorted((c for c in cells.values() if c["cell"].startswith("o")),
+                    key=lambda c: (c["learners"], c["syncer"]["outerLr"] /
+                                   (1 - c["syncer"]["outerMomentum"]))):
+        b = baseline_of(cells, c["learners"])
+        sy = c["syncer"]
+        orows.append("| %d | %s | %g | %g | %.2f | %.4f | %s |" % (
+            c["learners"], "%.1f" % (c["rounds"] / sy["fragments"])
+            if c.get("rounds") else "–", sy["outerLr"], sy["outerMomentum"],
+            sy["outerLr"] / (1 - sy["outerMomentum"]), c["final_eval_loss"],
+            "%.4f" % (c["final_eval_loss"] / b["final_eval_loss"]) if b else "–"))
     # plots
     for M in ms:
         series = []
@@ -205,6 +216,7 @@ def write(out, doc, plots, job):
             if stale else "",
             rows="\n".join(rows) or "| – |",
             srows="\n".join(srows) or "| – |", hrows="\n".join(hrows) or "| – |",
+            orows="\n".join(orows) or "| – |",
             plots="\n".join("![%s](quality/%s)" % (p[:-4], p)
                             for p in sorted(os.listdir(plots)))))
 
@@ -255,6 +267,16 @@ and whole f32 updates, or int8 answers and int8 deltas
 | H | encoding | loss | loss / baseline | 1/(bytes / bf16 DP) | 1/(bytes / f32 DP) |
 |---|---|---|---|---|---|
 {hrows}
+
+The outer step by horizon (docs/syncer.md, The outer step at long H):
+M learners of equal speed, seed 1, chaos off, H as the job; the fewer
+learners, the more outer steps each fragment takes on the same tokens
+(outer steps = rounds / fragments). η/(1−μ) is the outer step's
+effective size.
+
+| M | outer steps per fragment | η | μ | η/(1−μ) | loss | loss / baseline |
+|---|---|---|---|---|---|---|
+{orows}
 
 {plots}
 """

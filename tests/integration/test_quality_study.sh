@@ -1,21 +1,24 @@
 #!/bin/sh
 # The quality study's driver (bench/quality.sh; docs/quality.md) on a
 # tiny job: M = 2 with and without a slow learner, one seed, H = 16 in
-# f32 and int8, in a folder of its own (QUALITY_DIR). Passes when
+# f32 and int8, one outer step (η 1, μ 0.5), in a folder of its own
+# (QUALITY_DIR). Passes when
 #   - each cell ran once and left its file, with the job's hash, its
 #     loss and, for the slow cells, the slow learner's shares;
 #   - the first cell trained the baseline on the tuning split, five
 #     learning rates or more (past the sweep's edge), and the page's rows
 #     compare with it;
+#   - the outer cell ran with its η and μ and no chaos, and the page
+#     gives its outer steps per fragment;
 #   - a second call runs nothing (every cell "done before");
 #   - a changed job file runs its cells again, and the page shows only
 #     the cells of the job as it is now.
 set -eu
 dir=$(mktemp -d /tmp/ddiloco-study-XXXXXX)
-trap 'rm -rf "$dir"' EXIT
+[ -n "${KEEP:-}" ] || trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 export QUALITY_DIR="$dir/q" DDILOCO_CACHE_DIR="$dir/cache"
-export MS=2 SEEDS=1 HS=16
+export MS=2 SEEDS=1 HS=16 OUTER=1/0.5
 cat > "$dir/job.yaml" <<YAML
 apiVersion: ddiloco.io/v1alpha1
 kind: DecoupledTrainingJob
@@ -28,12 +31,14 @@ spec:
   optimizer: {lr: 0.005, warmupSteps: 5, batchSize: 8}
   syncer: {minQuorum: 1, fragments: 2, evalEvery: 10, evalTokens: 2048}
   budget: {tokens: 150000}
-  chaos: {enabled: false}
+  # on, as the study's, but after the job's end: no kill, and the outer
+  # cell shows it turns it off
+  chaos: {enabled: true, startAfterSeconds: 3600}
 YAML
 export JOB="$dir/job.yaml"
 sh bench/quality.sh run > "$dir/out1" 2>&1 || { cat "$dir/out1"; fail "the study failed"; }
 runs=$dir/q/bench/quality/runs
-for c in m2-fast-s1 m2-slow-s1 h16-f32 h16-int8; do
+for c in m2-fast-s1 m2-slow-s1 h16-f32 h16-int8 o2-1-0.5; do
 	[ -f "$runs/$c.json" ] || fail "no file for cell $c"
 	jq -e '.final_eval_loss > 0 and .final_eval_loss < 6 and
 		(.job_sha256 | length) == 64' "$runs/$c.json" > /dev/null ||
@@ -45,6 +50,11 @@ jq -e '.slow_learner.merged >= 0 and .slow_learner.merged <= 1' "$runs/m2-slow-s
 	> /dev/null || fail "no slow learner's shares"
 jq -e '.syncer.updateDelta == true and .syncer.encoding == "int8"' "$runs/h16-int8.json" \
 	> /dev/null || fail "h16-int8 did not run int8 deltas"
+jq -e '.syncer.outerLr == 1 and .syncer.outerMomentum == 0.5 and .rounds > 0' "$runs/o2-1-0.5.json" > /dev/null ||
+	fail "o2-1-0.5 did not run η 1, μ 0.5 and count its rounds: $(jq -c '{syncer, rounds}' "$runs/o2-1-0.5.json")"
+grep -q 'chaos on' "$dir/q/runs/study/m2-fast-s1/out.log" || fail "m2-fast-s1 ran without chaos"
+! grep -q 'chaos on' "$dir/q/runs/study/o2-1-0.5/out.log" ||
+	fail "o2-1-0.5 ran with chaos: $(grep 'chaos on' "$dir/q/runs/study/o2-1-0.5/out.log")"
 page=$dir/q/docs/quality.md
 base=$(jq -r '.baseline.final_eval_loss' "$runs/m2-fast-s1.json")
 grep -q "^| 2 | one 2× slower | 1 | .* | $(printf %.4f "$base") (lr " "$page" ||
@@ -52,7 +62,7 @@ grep -q "^| 2 | one 2× slower | 1 | .* | $(printf %.4f "$base") (lr " "$page" |
 # the sweep's runs listed with both splits' losses, the chosen one
 # marked, and the ratio against the sweep's best on the validation split
 n=$(jq '.baseline.sweep | length' "$runs/m2-fast-s1.json")
-[ "$(grep -c '^| 2 | [0-9.e-]* | [0-9.]* | [0-9.]* |' "$page")" -eq "$n" ] ||
+[ "$(grep -cE '^\| 2 \| [0-9.e-]+ \| [0-9.]+ \| [0-9.]+ \| (chosen)? \|$' "$page")" -eq "$n" ] ||
 	fail "the page does not list the sweep's $n runs: $(grep '^| 2 |' "$page")"
 lr=$(jq -r '.baseline.lr' "$runs/m2-fast-s1.json")
 grep -q "^| 2 | $lr | .* | chosen |" "$page" || fail "the chosen lr $lr is not marked"
@@ -61,16 +71,20 @@ loss=$(jq -r '.final_eval_loss' "$runs/m2-fast-s1.json")
 want=$(awk -v a="$loss" -v b="$best" 'BEGIN { printf "%.4f", a / b }')
 grep -q "^| 2 | – | 1 | .* | $want | " "$page" ||
 	fail "no ratio $want against the best run: $(grep '^| 2 | – ' "$page")"
+# the outer row: outer steps per fragment = rounds / fragments
+per=$(jq -r '.rounds / 2 | . * 10 | round / 10' "$runs/o2-1-0.5.json")
+grep -q "^| 2 | $(printf %.1f "$per") | 1 | 0.5 | 2.00 | " "$page" ||
+	fail "no outer row of $per steps per fragment: $(grep -A3 '^| M | outer' "$page")"
 for p in loss-m2 ratio-m loss-bytes; do
 	grep -q '<polyline\|<circle' "$dir/q/docs/quality/$p.svg" || fail "plot $p is empty"
 done
 sh bench/quality.sh run > "$dir/out2" 2>&1 || { cat "$dir/out2"; fail "the second call failed"; }
-[ "$(grep -c 'done before' "$dir/out2")" -eq 4 ] || fail "the second call ran cells: $(cat "$dir/out2")"
+[ "$(grep -c 'done before' "$dir/out2")" -eq 5 ] || fail "the second call ran cells: $(cat "$dir/out2")"
 sed -i 's/tokens: 150000/tokens: 120000/' "$JOB"
 sh bench/quality.sh run m2-slow-s1 > "$dir/out3" 2>&1 || { cat "$dir/out3"; fail "the third call failed"; }
 grep -q 'm2-slow-s1: loss' "$dir/out3" || fail "a changed job did not run its cell again"
-grep -q '3 cell files of an earlier text of the job are not shown' "$page" ||
-	fail "the page does not say it left out 3 cells: $(head -8 "$page")"
+grep -q '4 cell files of an earlier text of the job are not shown' "$page" ||
+	fail "the page does not say it left out 4 cells: $(head -8 "$page")"
 ! grep -q '^| 2 | – |' "$page" || fail "the page shows m2-fast-s1, of the earlier job"
 [ "$(grep -c '^| 2 | one 2× slower | 1 | ' "$page")" -eq 1 ] || fail "no row of the rerun cell"
 [ ! -e "$dir/q/docs/quality/loss-bytes.svg" ] || fail "a plot of cells not shown is left"
