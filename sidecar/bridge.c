@@ -668,9 +668,21 @@ int sidecar_collect(struct sidecar *s)
 
 void sidecar_learner_stats(struct sidecar *s, struct exchange_stats *st)
 {
-	memset(st, 0, sizeof(*st));
-	exchange_read_stats(s->x, st);
+	struct exchange_stats got;
+	int fresh = exchange_read_stats(s->x, &got) == 0;
+
 	pthread_mutex_lock(&s->mu);
+	if (!fresh) {
+		/* the learner was writing them (preempted, or killed in the
+		 * middle): the last read stands. Zeros here put incarnation
+		 * 0 in a Hello, as if no learner were attached: the syncer
+		 * then takes no Beat for it (docs/sidecar.md). */
+		*st = s->stats;
+		pthread_mutex_unlock(&s->mu);
+		return;
+	}
+	s->stats = got;
+	*st = got;
 	if (st->incarnation && st->incarnation != s->incarnation) {
 		struct link *first = NULL;   /* the first welcomed */
 

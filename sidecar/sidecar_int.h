@@ -78,6 +78,8 @@ struct sidecar {
 	struct sidecar_metrics m;   /* counters: atomics or under mu */
 	uint64_t incarnation;    /* learner's, last seen */
 	uint64_t learner_step;   /* its step, last seen */
+	struct exchange_stats stats;   /* the last consistent read of the
+					* learner's stats (sidecar_learner_stats) */
 	uint64_t eval_sent;      /* client thread: the evaluator's report
 				  * count last sent */
 	volatile int stop;       /* the bridge thread ends when set */

@@ -27,9 +27,9 @@ static void closing(struct beat_outcome *out, int code, const char *msg)
 static int follows_train(uint32_t id, uint64_t incarnation,
 			 const struct beat_env *env, struct beat_outcome *out)
 {
-	uint64_t live = env->train(env->ctx, id);
+	uint64_t live;
 
-	if (!live) {
+	if (!env->train(env->ctx, id, &live)) {
 		out->v = BEAT_CLOSE;
 		out->code = GRPC_STATUS_FAILED_PRECONDITION;
 		snprintf(out->msg, sizeof(out->msg), "learner %u has no live "

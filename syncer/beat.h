@@ -23,8 +23,9 @@ struct beat_call {
 struct beat_env {
 	const char *job;              /* its name */
 	int M;                        /* learners 0 .. M−1 */
-	/* the incarnation of learner id's live Train stream, 0: none */
-	uint64_t (*train)(void *ctx, uint32_t id);
+	/* 1 when learner id has a live Train stream, with the incarnation
+	 * its Hello gave (0: the learner was not attached yet), 0: none */
+	int (*train)(void *ctx, uint32_t id, uint64_t *incarnation);
 	/* whether the peer's certificate names learner h->learner_id; when
 	 * not, the callee has refused the call itself */
 	int (*identity)(void *ctx, const struct wire_hello *h);

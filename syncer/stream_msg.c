@@ -553,15 +553,16 @@ static void evaluator_message(struct conn *c, const struct wire_learner_msg *m,
 
 /* ---- Beat calls --------------------------------------------------------- */
 
-/* The incarnation of learner id's live Train stream, 0 when none
+/* Whether learner id has a live Train stream, and its incarnation
  * (beat.h). */
-static uint64_t train_of(void *ctx, uint32_t id)
+static int train_of(void *ctx, uint32_t id, uint64_t *incarnation)
 {
 	struct syncer *s = ((struct conn *)ctx)->sv->s;
 	struct conn *t = s->adopting || id >= (uint32_t)s->M
 			 ? NULL : s->learners[id].conn;
 
-	return t && !t->closing ? t->incarnation : 0;
+	*incarnation = t && !t->closing ? t->incarnation : 0;
+	return t && !t->closing;
 }
 
 static int identity_of(void *ctx, const struct wire_hello *h)

@@ -6,8 +6,10 @@
  *
  * Input: byte 0: the job has M = 1 + (b & 7) learners; then records,
  * each a flag byte f:
- *   f & 1 == 0  learner (f >> 1) % M's Train stream is now of
- *               incarnation (the next byte), 0: none live;
+ *   f & 1 == 0  learner (f >> 1) % M's Train stream is now: the next
+ *               byte's top bit, live or none; its low 7 bits, the
+ *               incarnation its Hello gave (0 too: a learner not
+ *               attached yet);
  *   f & 1 == 1  a message on the present call: a length (2 bytes,
  *               little-endian), a LearnerMessage; its certificate names
  *               the learner of its Hello unless f & 2.
@@ -29,15 +31,18 @@ const char fuzz_name[] = "beat";
 
 struct run {
 	int M;
-	uint64_t train[8];
+	uint64_t train[8];   /* a live Train stream's incarnation */
+	int live[8];         /* whether there is one */
 	int cert_ok;
 };
 
-static uint64_t train(void *ctx, uint32_t id)
+static int train(void *ctx, uint32_t id, uint64_t *incarnation)
 {
 	const struct run *r = ctx;
+	int live = id < (uint32_t)r->M && r->live[id];
 
-	return id < (uint32_t)r->M ? r->train[id] : 0;
+	*incarnation = live ? r->train[id] : 0;
+	return live;
 }
 
 static int identity(void *ctx, const struct wire_hello *h)
@@ -57,12 +62,13 @@ static enum beat_verdict expected(const struct run *r, const struct beat_call *b
 			return BEAT_CLOSE;
 		if (!r->cert_ok)
 			return BEAT_REFUSED;
-		return r->train[h->learner_id] && r->train[h->learner_id] == h->incarnation
+		return r->live[h->learner_id] && r->train[h->learner_id] == h->incarnation
 		       ? BEAT_TAKEN : BEAT_CLOSE;
 	}
 	if (b->learner < 0 || m->kind != WIRE_HEARTBEAT)
 		return BEAT_CLOSE;
-	return r->train[b->learner] == b->incarnation ? BEAT_HEARTBEAT : BEAT_CLOSE;
+	return r->live[b->learner] && r->train[b->learner] == b->incarnation
+	       ? BEAT_HEARTBEAT : BEAT_CLOSE;
 }
 
 static void judge(struct run *r, struct beat_call *b,
@@ -78,7 +84,7 @@ static void judge(struct run *r, struct beat_call *b,
 	switch (out.v) {
 	case BEAT_TAKEN:
 		if (b->learner != (int)m->hello.learner_id ||
-		    b->incarnation != m->hello.incarnation || !b->incarnation)
+		    b->incarnation != m->hello.incarnation)
 			abort();
 		break;
 	case BEAT_HEARTBEAT:
@@ -120,7 +126,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct err e;
 
 		if (!(f & 1)) {
-			r.train[(f >> 1) % r.M] = data[at + 1];
+			/* the top bit: live; the rest: its incarnation */
+			r.live[(f >> 1) % r.M] = data[at + 1] >> 7;
+			r.train[(f >> 1) % r.M] = data[at + 1] & 0x7f;
 			at += 2;
 			continue;
 		}

@@ -433,10 +433,11 @@ static void seed_seeds(struct fuzz_model *fm)
 
 /* ---- beat: Beat calls, tests/fuzz/fuzz_beat.c ---- */
 
+/* learner id's Train stream live, of incarnation (< 128) */
 static void rec_train(struct rec *r, int id, uint8_t incarnation)
 {
 	r->b[r->n++] = (uint8_t)(id << 1);
-	r->b[r->n++] = incarnation;
+	r->b[r->n++] = 0x80 | incarnation;
 }
 
 static void rec_beat(struct rec *r, int cert_bad, uint32_t id, int evaluator,
@@ -469,6 +470,10 @@ static void beat_seeds(void)
 	rec_beat(&r, 0, 2, 0, 7, 0);
 	rec_beat(&r, 0, 2, 0, 9, 1);
 	rec_beat(&r, 0, 2, 0, 9, 0);
+	/* learner 1's sidecar said Hello before its learner attached */
+	rec_train(&r, 1, 0);
+	rec_beat(&r, 0, 1, 0, 0, 1);
+	rec_beat(&r, 0, 1, 0, 0, 0);
 	put("beat", "taken-restarted", r.b, r.n);
 	/* 2 learners: every refusal once */
 	r.n = 0;

@@ -222,6 +222,23 @@ static inline long syncerproc_http_get(int port, const char *path, json_t **json
 	return code;
 }
 
+/* The value of an unlabelled metric on PORT's /metrics; fails when
+ * absent. */
+static inline double syncerproc_metric(int port, const char *name)
+{
+	char *body, *at, key[128];
+	double v;
+
+	assert_int_equal(syncerproc_http_text(port, "/metrics", &body), 200);
+	snprintf(key, sizeof(key), "\n%s ", name);
+	at = strstr(body, key);
+	if (!at)
+		fail_msg("%s is not on /metrics", name);
+	v = atof(at + strlen(key));
+	free(body);
+	return v;
+}
+
 /* ---- a test learner's Train stream ------------------------------------- */
 
 struct tl {
@@ -449,10 +466,11 @@ static inline void tl_close(struct tl *t)
 
 /* ---- the learner's messages -------------------------------------------- */
 
-/* Hello as learner id of job, for the fragments of ft (incarnation
- * 1000 + id); returns tl_send's result. */
-static inline int tl_hello(struct tl *t, const struct frag_table *ft,
-			   const char *job, uint32_t id, uint64_t fingerprint)
+/* Hello as learner id of job, for the fragments of ft, of process
+ * `incarnation` (0: none attached yet); returns tl_send's result. */
+static inline int tl_hello_as(struct tl *t, const struct frag_table *ft,
+			      const char *job, uint32_t id,
+			      uint64_t fingerprint, uint64_t incarnation)
 {
 	Ddiloco__V1__LearnerMessage m = DDILOCO__V1__LEARNER_MESSAGE__INIT;
 	Ddiloco__V1__Hello h = DDILOCO__V1__HELLO__INIT;
@@ -466,11 +484,18 @@ static inline int tl_hello(struct tl *t, const struct frag_table *ft,
 	h.fragments = (uint32_t)ft->nfrags;
 	h.n_fragment_sizes = (size_t)ft->nfrags;
 	h.fragment_sizes = sizes;
-	h.incarnation = 1000 + id;
+	h.incarnation = incarnation;
 	h.job = (char *)job;
 	m.kind_case = DDILOCO__V1__LEARNER_MESSAGE__KIND_HELLO;
 	m.hello = &h;
 	return tl_send(t, &m);
+}
+
+/* tl_hello_as of incarnation 1000 + id. */
+static inline int tl_hello(struct tl *t, const struct frag_table *ft,
+			   const char *job, uint32_t id, uint64_t fingerprint)
+{
+	return tl_hello_as(t, ft, job, id, fingerprint, 1000 + id);
 }
 
 /* A Beat's Hello: learner id of job, process `incarnation`. */

@@ -3,7 +3,8 @@
  * protobuf-c (an encoder independent of common/wire.c) applied to a real
  * exchange, bad payloads (truncated, oversize, wrong fragment, wrong
  * model) refused and counted, queued answers read back by protobuf-c,
- * bounded answer queue, the resume step handed to the right learner,
+ * bounded answer queue, the resume step handed to the right learner, the
+ * learner's last stats kept while it is writing them,
  * error feedback over many sent answers and when its residual is dropped,
  * updates in parts put together or refused. And over loopback gRPC,
  * against a fake syncer: the heartbeats on a Beat call once it is taken,
@@ -20,6 +21,7 @@
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
 #include <grpc/support/time.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -32,6 +34,7 @@
 #include "cmds.h"
 #include "common/cli.h"
 #include "common/exchange.h"
+#include "common/exchange_layout.h"
 #include "common/util.h"
 #include "ddiloco/v1/syncer.pb-c.h"
 #include "sidecar/sidecar_int.h"
@@ -456,6 +459,50 @@ static void resume_step_reaches_the_learner(void **state)
 	assert_int_equal(exchange_resume(lx2, &rs), 0);
 	exchange_close(lx3);
 	exchange_close(lx2);
+}
+
+/* The stats' seqlock word, as the learner's writer leaves it. */
+static void stats_seq(struct fx *f, uint64_t seq)
+{
+	char path[128];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", f->dir, EXCHANGE_FILE);
+	fd = open(path, O_RDWR);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, &seq, sizeof(seq), offsetof(struct xhdr, st_seq)),
+			 sizeof(seq));
+	close(fd);
+}
+
+/*
+ * A learner preempted (or killed) between the two stores of its stats'
+ * seqlock leaves them unreadable for a while: the sidecar's reads give
+ * the last consistent stats, not zeros, whose incarnation 0 in a Hello
+ * would say no learner is attached (and the syncer would take no Beat).
+ */
+static void stats_being_written_keep_the_last(void **state)
+{
+	struct fx *f = *state;
+	struct exchange_stats st, mid;
+	uint64_t inc;
+
+	learner_at(f->lx, 300);
+	sidecar_learner_stats(f->s, &st);
+	inc = st.incarnation;
+	assert_true(inc != 0);
+	assert_int_equal(st.step, 300);
+	stats_seq(f, 7);   /* odd: a write begun, not ended */
+	sidecar_learner_stats(f->s, &mid);
+	assert_int_equal(mid.incarnation, inc);
+	assert_int_equal(mid.step, 300);
+	assert_int_equal(f->s->m.learner_restarts, 0);
+	assert_int_equal(f->s->links[0].rehello, 0);
+	stats_seq(f, 8);   /* the writer is back */
+	learner_at(f->lx, 310);
+	sidecar_learner_stats(f->s, &st);
+	assert_int_equal(st.incarnation, inc);
+	assert_int_equal(st.step, 310);
 }
 
 /* int4 updates: a truncated one is refused, a good one reaches the
@@ -1399,6 +1446,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(resume_step_reaches_the_learner,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(int4_updates_reach_the_learner,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(stats_being_written_keep_the_last,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(updates_as_deltas, setup,
 						teardown),

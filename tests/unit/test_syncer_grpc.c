@@ -1136,28 +1136,6 @@ static void an_evaluator_gets_theta_and_reports(void **state)
 
 /* ---- Beat: heartbeats on a connection of their own ---------------------- */
 
-/* The value of an unlabelled metric on /metrics; fails when absent. */
-static double metric(struct proc *p, const char *name)
-{
-	char *body, *at, key[128];
-	double v;
-
-	assert_int_equal(syncerproc_http_text(p->http_port, "/metrics", &body), 200);
-	snprintf(key, sizeof(key), "\n%s ", name);
-	at = strstr(body, key);
-	if (!at)
-		fail_msg("%s is not on /metrics", name);
-	v = atof(at + strlen(key));
-	free(body);
-	return v;
-}
-
-/*
- * A Beat refused without a live Train stream (FAILED_PRECONDITION), with
- * another incarnation (ABORTED), without a hello first; a good one taken,
- * its heartbeats handled as Train's and counted; closed at its next
- * heartbeat once the Train stream is gone.
- */
 /*
  * An external job's first Hello does not fix its table: learner 1 with a
  * table of its own waits, as does learner 0 with the job's; when learner
@@ -1246,10 +1224,17 @@ static void a_declared_table_is_the_jobs(void **state)
 	tl_close(&a.tl);
 }
 
+/*
+ * A Beat refused without a live Train stream (FAILED_PRECONDITION), with
+ * another incarnation (ABORTED), without a hello first; a good one taken,
+ * its heartbeats handled as Train's and counted; closed at its next
+ * heartbeat once the Train stream is gone. One of incarnation 0 taken
+ * when the Train stream's Hello was (its learner not attached yet).
+ */
 static void beat_refusals_and_counts(void **state)
 {
 	struct proc *p = *state;
-	struct learner a;
+	struct learner a, c;
 	struct tl b;
 	char msg[256];
 	json_t *st;
@@ -1296,8 +1281,8 @@ static void beat_refusals_and_counts(void **state)
 	assert_int_equal(jint(st, "heartbeats.received"), 1);
 	assert_int_equal(jint(st, "learners.0.tokens"), 7 * 32);
 	json_decref(st);
-	assert_true(metric(p, "ddiloco_syncer_beat_streams_total") == 1);
-	assert_true(metric(p, "ddiloco_syncer_beat_heartbeats_total") == 1);
+	assert_true(syncerproc_metric(p->http_port, "ddiloco_syncer_beat_streams_total") == 1);
+	assert_true(syncerproc_metric(p->http_port, "ddiloco_syncer_beat_heartbeats_total") == 1);
 
 	/* heartbeats on Train still count, not as the Beat's */
 	heartbeat(&a, 8, 8 * 32);
@@ -1322,6 +1307,19 @@ static void beat_refusals_and_counts(void **state)
 	assert_int_equal(jint(st = status(p), "learners.0.step"), 9);
 	assert_int_equal(jint(st, "beat_heartbeats"), 2);
 	json_decref(st);
+
+	learner_open(&c, p);   /* incarnation 0: no learner attached */
+	assert_int_equal(tl_hello_as(&c.tl, &p->ft, "grpctest", 1,
+				     p->ft.fingerprint, 0), 0);
+	welcomed(&c, p, NULL, NULL);
+	tl_open_beat(&b, p->grpc_port, NULL, NULL);
+	assert_int_equal(tl_beat_hello(&b, "grpctest", 1, 0), 0);
+	assert_true(tl_beat_taken(&b, WAIT));
+	tl_heartbeat(&b, 5, 5 * 32);
+	json_decref(status_when(p, "learners.1.step", 5));
+	assert_true(syncerproc_metric(p->http_port, "ddiloco_syncer_beat_streams_total") == 2);
+	tl_close(&b);
+	tl_close(&c.tl);
 	kill(p->pid, SIGTERM);
 	assert_int_equal(proc_wait(p, WAIT), 0);
 }
