@@ -36,7 +36,6 @@ then writes the report; report only writes it. Environment: JOB, MS
 0.7/0.8": eta/mu), BUILD (build), QUALITY_DIR
 (where the cells, runs and page go instead of the repository).
 """
-import hashlib
 import json
 import math
 import os
@@ -46,6 +45,8 @@ import sys
 import time
 
 import yaml
+
+import quality_report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # QUALITY_DIR: another place for the cell files, the page and its plots
@@ -180,7 +181,7 @@ def run_cell(base, text_hash, cell, rundir):
 
 def run(cells):
     text = open(JOB, "rb").read()
-    text_hash = hashlib.sha256(text).hexdigest()
+    text_hash = quality_report.job_hash(text)
     base = yaml.safe_load(text)
     os.makedirs(OUT, exist_ok=True)
     for cell in cells or grid():
@@ -203,5 +204,4 @@ if __name__ == "__main__":
         run(sys.argv[2:])
     elif what != "report":
         raise SystemExit("usage: sh bench/quality.sh [run|report] [CELL ...]")
-    import quality_report
     quality_report.write(OUT, DOC, PLOTS, JOB)

@@ -11,13 +11,18 @@ import statistics
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
 
 
-def load(out, job_hash):
+def job_hash(text):
+    """What names a job's text in its cells' files (bench/quality.py)."""
+    return hashlib.sha256(text).hexdigest()
+
+
+def load(out, text_hash):
     """The cells run on the job's text as it is now, and how many files
     are of an earlier text (their losses are not comparable: not shown)."""
     cells, stale = {}, 0
     for path in sorted(glob.glob(os.path.join(out, "*.json"))):
         c = json.load(open(path))
-        if c.get("job_sha256") == job_hash:
+        if c.get("job_sha256") == text_hash:
             cells[c["cell"]] = c
         else:
             stale += 1
@@ -112,7 +117,7 @@ def svg(title, xlabel, ylabel, series, logx=False):
 
 
 def write(out, doc, plots, job):
-    cells, stale = load(out, hashlib.sha256(open(job, "rb").read()).hexdigest())
+    cells, stale = load(out, job_hash(open(job, "rb").read()))
     os.makedirs(plots, exist_ok=True)
     for old in glob.glob(os.path.join(plots, "*.svg")):
         os.remove(old)   # a plot of cells no longer shown
