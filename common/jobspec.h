@@ -19,7 +19,7 @@
  *               channels, tied, seed}
  *   spec.evaluator.{command [..], args [..]}
  *   spec.data.{path, valPath, format (auto|text|tokens), valFraction, tuneFraction,
- *              shardPattern, split (tail|files)}
+ *              shardPattern, split (tail|files), order (stream|spread)}
  *   spec.optimizer.{lr, beta1, beta2, eps, weightDecay, warmupSteps,
  *                   cosineSteps, minLrRatio, gradClip, batchSize, seqLen}
  *   spec.syncer.{minQuorum, grace, fragments, syncEvery, overlap, shards, alpha,
@@ -47,6 +47,7 @@ enum merge_rule { MERGE_RDA = 0, MERGE_MEAN = 1 };
 enum data_format { DATA_AUTO = 0, DATA_TEXT = 1, DATA_TOKENS = 2 };
 /* how validation is held out (trainer/data.h, Split) */
 enum data_split { SPLIT_TAIL = 0, SPLIT_FILES = 1 };
+enum data_order { ORDER_STREAM = 0, ORDER_SPREAD = 1 };
 enum chaos_schedule { CHAOS_POISSON = 0, CHAOS_INTERVAL = 1 };
 
 #define CHAOS_TARGET_LEARNERS 1
@@ -148,6 +149,8 @@ struct job_data {
 				       * trainer/data.h) */
 	char shard_pattern[JOB_PATH_MAX];  /* optional, "{learner}" replaced */
 	enum data_split split;        /* tail (default) or files */
+	enum data_order order;        /* the training rows' order: stream
+				       * (default) or spread (trainer/data.h) */
 };
 
 struct job_optimizer {

@@ -253,7 +253,7 @@ enum ftype {
 	F_INT, F_U64, F_DOUBLE, F_BOOL, F_STR, F_QTY,
 	F_MERGE, F_FORMAT, F_SCHED, F_MKIND, F_ENC, F_TARGETS, F_ARGV, F_GROUPS,
 	F_SYNTH, F_TENSORS,
-	F_SLOW, F_SPLIT,
+	F_SLOW, F_SPLIT, F_ORDER,
 	F_SECTION, F_IGNORE,
 };
 
@@ -320,7 +320,8 @@ SECTION(s_data,
 	FLD("valFraction", F_DOUBLE, data.val_fraction),
 	FLD("tuneFraction", F_DOUBLE, data.tune_fraction),
 	STR("shardPattern", data.shard_pattern),
-	FLD("split", F_SPLIT, data.split));
+	FLD("split", F_SPLIT, data.split),
+	FLD("order", F_ORDER, data.order));
 
 SECTION(s_optimizer,
 	FLD("lr", F_DOUBLE, optimizer.lr),
@@ -756,6 +757,16 @@ static int set_field(const struct field *f, const json_t *v, const char *path,
 			*(enum data_split *)p = SPLIT_FILES;
 		else
 			return EXPECTED("tail or files");
+		return 0;
+	}
+	case F_ORDER: {
+		const char *s = json_string_value(v);
+		if (s && !strcmp(s, "stream"))
+			*(enum data_order *)p = ORDER_STREAM;
+		else if (s && !strcmp(s, "spread"))
+			*(enum data_order *)p = ORDER_SPREAD;
+		else
+			return EXPECTED("stream or spread");
 		return 0;
 	}
 	case F_MKIND: {

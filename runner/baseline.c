@@ -155,13 +155,13 @@ static uint64_t trial_key(const struct job_spec *js, const char *const *args)
 	if (stat(js->data.path, &st))
 		memset(&st, 0, sizeof(st));
 	n = snprintf(s, sizeof(s),
-		     "%s|m %d %d %d %d %d %d %llu|d %s %s %d %g %g %d %s %lld %lld|"
+		     "%s|m %d %d %d %d %d %d %llu|d %s %s %d %g %g %d %d %s %lld %lld|"
 		     "o %g %g %g %g %g %d %d %g %g %d %d|eval %d|",
 		     DDILOCO_VERSION, m->vocab_size, m->context, m->layers, m->heads,
 		     m->channels, m->tied, (unsigned long long)m->seed,
 		     js->data.path, js->data.val_path, (int)js->data.format,
 		     js->data.val_fraction, js->data.tune_fraction,
-		     (int)js->data.split, js->data.shard_pattern,
+		     (int)js->data.split, (int)js->data.order, js->data.shard_pattern,
 		     (long long)st.st_size, (long long)st.st_mtime,
 		     op->lr, op->beta1, op->beta2, op->eps, op->weight_decay,
 		     op->warmup_steps, op->cosine_steps, op->min_lr_ratio,

@@ -452,6 +452,7 @@ int data_open(struct data *d, const struct job_data *jd, int vocab,
 	char path[JOB_PATH_MAX + 64];
 
 	memset(d, 0, sizeof(*d));
+	d->spread = jd->order == ORDER_SPREAD;
 	if (jd->split == SPLIT_FILES) {
 		d->offset = learner;
 		d->stride = learners;
@@ -523,13 +524,49 @@ size_t data_windows(const struct data *d, int B, int T)
 	return d->ntrain > bt ? (d->ntrain - 1) / bt : 0;
 }
 
+static uint64_t gcd(uint64_t a, uint64_t b)
+{
+	while (b) {
+		uint64_t t = a % b;
+
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+uint64_t data_spread_row(uint64_t x, uint64_t R)
+{
+	uint64_t a = (uint64_t)((double)R * 0.6180339887498949 + 0.5);
+
+	if (R < 2)
+		return 0;
+	while (a < 1 || gcd(a, R) != 1)
+		a++;
+	return (uint64_t)((unsigned __int128)(a % R) * (x % R) % R);
+}
+
 void data_batch(const struct data *d, uint64_t step, int B, int T,
 		int *inputs, int *targets)
 {
 	size_t bt = (size_t)B * T, W = data_windows(d, B, T);
-	size_t w = (size_t)((step * (uint64_t)d->stride + (uint64_t)d->offset) % W);
+	uint64_t at = step * (uint64_t)d->stride + (uint64_t)d->offset;
+	size_t w = (size_t)(at % W);
 	const uint16_t *p = d->train + w * bt;
 
+	if (d->spread) {
+		uint64_t R = (d->ntrain - 1) / (size_t)T;
+
+		for (int r = 0; r < B; r++) {
+			p = d->train + data_spread_row(at * (uint64_t)B + (uint64_t)r, R) *
+				       (size_t)T;
+			for (int i = 0; i < T; i++) {
+				inputs[(size_t)r * T + i] = p[i];
+				targets[(size_t)r * T + i] = p[i + 1];
+			}
+		}
+		return;
+	}
 	for (size_t i = 0; i < bt; i++) {
 		inputs[i] = p[i];
 		targets[i] = p[i + 1];

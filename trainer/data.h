@@ -77,6 +77,7 @@ struct data {
 	const uint16_t *train, *val, *tune;
 	size_t ntrain, nval, ntune;
 	int offset, stride;          /* window w of step s: s·stride + offset */
+	int spread;                  /* spec.data.order spread (data_batch) */
 	char train_name[JOB_PATH_MAX + 64];  /* for messages; holds any path */
 };
 
@@ -100,9 +101,20 @@ void data_close(struct data *d);
 
 /* Number of B × T training windows; 0 when the data holds less than one. */
 size_t data_windows(const struct data *d, int B, int T);
-/* inputs/targets (B·T) of the batch for this learner's step `step`. */
+/*
+ * inputs/targets (B·T) of the batch for this learner's step `step`.
+ * Stream order: window s·stride + offset (mod the windows), B rows of one
+ * stretch of text. Spread order (spec.data.order spread): row r is the
+ * stream's row g = (s·stride + offset)·B + r, taken at place
+ * data_spread_row(g mod R, R) of the R rows of T + 1 tokens: each batch's
+ * rows lie far apart, every row once before any twice, and M learners'
+ * step s read the same rows as one process at M × B (the baseline).
+ */
 void data_batch(const struct data *d, uint64_t step, int B, int T,
 		int *inputs, int *targets);
+/* Row x of R in spread order: a·x mod R, a the integer nearest R/φ made
+ * prime to R (a bijection of [0, R); consecutive rows ~0.618 R apart). */
+uint64_t data_spread_row(uint64_t x, uint64_t R);
 /* The i-th of n validation rows an evaluation reads, of rows in all:
  * spread evenly over the split (i · rows / n; every row when n = rows). */
 size_t data_val_pick(size_t i, size_t n, size_t rows);

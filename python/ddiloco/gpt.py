@@ -207,6 +207,10 @@ class Data:
     """Learner `learner` of `learners`: its training windows."""
 
     def __init__(self, jd, vocab, learner, learners):
+        if jd.get("order", "stream") != "stream":
+            raise ValueError("data: spec.data.order %s: this learner reads "
+                             "the stream in order only (the C learner reads "
+                             "spread too: docs/trainer.md)" % jd["order"])
         self.offset, self.stride = learner, learners
         path = jd["path"]
         if jd.get("shardPattern"):

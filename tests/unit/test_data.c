@@ -413,6 +413,59 @@ static void split_and_learner_windows(void **state)
 	data_close(&d);
 }
 
+/*
+ * spec.data.order spread: every row once in R rows (a bijection), each
+ * batch's rows far apart, rows whole (T + 1 tokens at row·T), and the
+ * rows 3 learners read at a step those one process reads at 3 × B.
+ */
+static void spread_rows(void **state)
+{
+	struct job_data jd = { .val_fraction = 0.1, .order = ORDER_SPREAD };
+	struct data l[3], one;
+	int in[24], tg[24], lin[8], ltg[8];
+
+	(void)state;
+	for (uint64_t R = 1; R <= 300; R++) {
+		unsigned char seen[300] = { 0 };
+
+		for (uint64_t x = 0; x < R; x++) {
+			uint64_t j = data_spread_row(x, R);
+
+			assert_true(j < R && !seen[j]);
+			seen[j] = 1;
+		}
+	}
+	for (uint64_t x = 0; x < 1000; x++) {   /* neighbours ~0.38 R apart */
+		uint64_t R = 1000003, a = data_spread_row(x, R),
+			 b = data_spread_row(x + 1, R), gap = a > b ? a - b : b - a;
+
+		assert_true(gap > R / 3 && R - gap > R / 3);
+	}
+	write_shard("s.bin", 1000, 1000);   /* tokens 0..999: 900 train */
+	path_of(jd.path, sizeof(jd.path), "s.bin");
+	assert_int_equal(data_open(&one, &jd, 1000, 0, 1, NULL), 0);
+	for (int m = 0; m < 3; m++)
+		assert_int_equal(data_open(&l[m], &jd, 1000, m, 3, NULL), 0);
+	for (uint64_t s = 0; s < 40; s++) {
+		data_batch(&one, s, 6, 4, in, tg);   /* 3 × B 2, T 4 */
+		for (int m = 0; m < 3; m++) {
+			data_batch(&l[m], s, 2, 4, lin, ltg);
+			assert_memory_equal(lin, in + m * 8, sizeof(lin));
+			assert_memory_equal(ltg, tg + m * 8, sizeof(ltg));
+		}
+		for (int r = 0; r < 6; r++) {
+			uint64_t g = s * 6 + (uint64_t)r;
+
+			/* row r: tokens row·4 .. row·4 + 4 of (900 − 1)/4 rows */
+			assert_int_equal(in[r * 4], 4 * data_spread_row(g % 224, 224));
+			assert_int_equal(tg[r * 4 + 3], in[r * 4] + 4);
+		}
+	}
+	for (int m = 0; m < 3; m++)
+		data_close(&l[m]);
+	data_close(&one);
+}
+
 static void own_shards(void **state)
 {
 	struct job_data jd = { .val_fraction = 0.1 };
@@ -447,6 +500,7 @@ int main(void)
 		cmocka_unit_test(shard_round_trip),
 		cmocka_unit_test(bad_shards_are_refused),
 		cmocka_unit_test(split_and_learner_windows),
+		cmocka_unit_test(spread_rows),
 		cmocka_unit_test(own_shards),
 		cmocka_unit_test(split_by_files),
 		cmocka_unit_test(tuning_split),

@@ -451,7 +451,8 @@ static void slow_learners(void **state)
 }
 
 /* spec.data.split (docs/trainer.md, Split): tail by default; files takes
- * a folder's valFraction of files, with no valPath or shardPattern. */
+ * a folder's valFraction of files, with no valPath or shardPattern.
+ * spec.data.order: stream by default, or spread. */
 static void data_split_by_files(void **state)
 {
 	struct job_spec js;
@@ -460,9 +461,13 @@ static void data_split_by_files(void **state)
 	(void)state;
 	assert_int_equal(parse(HEAD "spec:\n" DATA, &js, &e), 0);
 	assert_int_equal(js.data.split, SPLIT_TAIL);
-	assert_int_equal(parse(HEAD "spec:\n  data: {path: /docs, split: files}\n",
-			       &js, &e), 0);
+	assert_int_equal(js.data.order, ORDER_STREAM);
+	assert_int_equal(parse(HEAD "spec:\n  data: {path: /docs, split: files, "
+			       "order: spread}\n", &js, &e), 0);
 	assert_int_equal(js.data.split, SPLIT_FILES);
+	assert_int_equal(js.data.order, ORDER_SPREAD);
+	refused(HEAD "spec:\n  data: {path: /docs, order: shuffled}\n",
+		"job: spec.data.order: expected stream or spread, got 'shuffled'");
 	refused(HEAD "spec:\n  data: {path: /docs, split: halves}\n",
 		"job: spec.data.split: expected tail or files, got 'halves'");
 	refused(HEAD "spec:\n  data: {path: /docs, split: files, valPath: /v}\n",
