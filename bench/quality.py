@@ -6,7 +6,10 @@ finished cell measured as one JSON file in bench/quality/runs/ (tracked
 by git): a second call, in this session or a later one, on this machine
 or another, runs only the cells that have no file yet. A cell's file
 names the job's text it ran (its hash): when the job file changes, its
-cells run again.
+cells run again. The baseline's trials are cached in
+bench/quality/baseline/ (tracked too; DDILOCO_CACHE_DIR, docs/run.md):
+a cell stopped in its sweep trains only the rates it had not finished
+when it runs again, here or on another machine.
 
 Cells:
   m<M>-<fast|slow>-s<SEED>  M learners, learner M-1 at half speed or not,
@@ -55,6 +58,7 @@ HOME = os.environ.get("QUALITY_DIR")
 OUT = os.path.join(HOME or ROOT, "bench", "quality", "runs")
 DOC = os.path.join(HOME or ROOT, "docs", "quality.md")
 PLOTS = os.path.join(HOME or ROOT, "docs", "quality")
+CACHE = os.path.join(HOME or ROOT, "bench", "quality", "baseline")
 JOB = os.environ.get("JOB") or os.path.join(ROOT, "examples", "study.yaml")
 BIN = os.path.join(ROOT, os.environ.get("BUILD", "build"), "ddiloco")
 
@@ -150,7 +154,8 @@ def run_cell(base, text_hash, cell, rundir):
     t0 = time.time()
     print("quality: %s: %s" % (cell, " ".join(cmd)), flush=True)
     with open(os.path.join(rundir, "out.log"), "w") as out:
-        rc = subprocess.call(cmd, stdout=out, stderr=subprocess.STDOUT)
+        rc = subprocess.call(cmd, stdout=out, stderr=subprocess.STDOUT,
+                             env=dict(os.environ, DDILOCO_CACHE_DIR=CACHE))
     if rc:
         raise SystemExit("quality: %s: ddiloco run exited %d; see %s/out.log"
                          % (cell, rc, rundir))

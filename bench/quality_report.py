@@ -252,7 +252,10 @@ learner had trained since its last answer, which chaos throws away
 whatever the outer loop does. Mean (min–max) over seeds. `loss / best` is the loss over
 the sweep's lowest validation loss instead: the learning rate chosen on
 the reported split itself, the baseline at its most favourable; the
-sweep's runs are below, with both splits' losses.
+sweep's runs are below, with both splits' losses. Each of the sweep's
+runs is kept in bench/quality/baseline/ as it ends (`ddiloco run`'s
+cache, docs/run.md): a cell stopped in its sweep trains only the rates
+it had not finished when it runs again, on any machine.
 
 | M | slow | seeds | loss | baseline | loss / baseline | loss / best | 1/(bytes / bf16 DP) | goodput | uptime | slow merged | slow late | slow lost to kills |
 |---|---|---|---|---|---|---|---|---|---|---|---|---|

@@ -11,12 +11,15 @@
  *
  * Every trial's log is kept in the run folder (baseline-lr<LR>.log) and in
  * a cache (cache_dir below: <dir>/<key>.log), the key a hash of everything the trial's loss depends on: the binary's
- * version, the model, data (path, size, mtime), optimizer and eval
+ * version, the model, data (path, size, mtime; of a folder, its files'
+ * count, bytes and newest mtime: the same wherever one package installed
+ * it, as a folder's own mtime is not), optimizer and eval
  * settings, the tokens, the batch multiple and the learning rate. A later
  * run of the same settings reads the cached log instead of training again;
  * --baseline-fresh trains anyway.
  */
 #include <errno.h>
+#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,6 +146,24 @@ static uint64_t fnv1a(const char *s)
 	return h;
 }
 
+/* What the key reads of the data: a file's size and mtime; a folder's
+ * regular files (nftw's walk), their count, bytes and newest mtime. */
+static struct tree { long long files, bytes, newest; } tree;
+
+static int tree_add(const char *path, const struct stat *st, int type,
+		    struct FTW *at)
+{
+	(void)path;
+	(void)at;
+	if (type == FTW_F && S_ISREG(st->st_mode)) {
+		tree.files++;
+		tree.bytes += st->st_size;
+		if (st->st_mtime > tree.newest)
+			tree.newest = st->st_mtime;
+	}
+	return 0;
+}
+
 /* The cache key of one trial: everything its loss depends on. */
 static uint64_t trial_key(const struct job_spec *js, const char *const *args)
 {
@@ -154,15 +175,20 @@ static uint64_t trial_key(const struct job_spec *js, const char *const *args)
 
 	if (stat(js->data.path, &st))
 		memset(&st, 0, sizeof(st));
+	memset(&tree, 0, sizeof(tree));
+	if (S_ISDIR(st.st_mode))
+		nftw(js->data.path, tree_add, 16, FTW_PHYS);
+	else
+		tree = (struct tree){ 0, st.st_size, st.st_mtime };
 	n = snprintf(s, sizeof(s),
-		     "%s|m %d %d %d %d %d %d %llu|d %s %s %d %g %g %d %d %s %lld %lld|"
+		     "%s|m %d %d %d %d %d %d %llu|d %s %s %d %g %g %d %d %s %lld %lld %lld|"
 		     "o %g %g %g %g %g %d %d %g %g %d %d|eval %d|",
 		     DDILOCO_VERSION, m->vocab_size, m->context, m->layers, m->heads,
 		     m->channels, m->tied, (unsigned long long)m->seed,
 		     js->data.path, js->data.val_path, (int)js->data.format,
 		     js->data.val_fraction, js->data.tune_fraction,
 		     (int)js->data.split, (int)js->data.order, js->data.shard_pattern,
-		     (long long)st.st_size, (long long)st.st_mtime,
+		     tree.files, tree.bytes, tree.newest,
 		     op->lr, op->beta1, op->beta2, op->eps, op->weight_decay,
 		     op->warmup_steps, op->cosine_steps, op->min_lr_ratio,
 		     op->grad_clip, op->batch_size, op->seq_len, js->syncer.eval_tokens);

@@ -11,13 +11,19 @@
 #   - the outer cell ran with its η and μ and no chaos, and the page
 #     gives its outer steps per fragment;
 #   - a second call runs nothing (every cell "done before");
+#   - the baseline's trials are in the study's cache (its folder): the
+#     baseline's cell run again, with its data folder's mtime changed (as
+#     on another machine), reads every trial from there;
 #   - a changed job file runs its cells again, and the page shows only
 #     the cells of the job as it is now.
 set -eu
 dir=$(mktemp -d /tmp/ddiloco-study-XXXXXX)
 [ -n "${KEEP:-}" ] || trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-export QUALITY_DIR="$dir/q" DDILOCO_CACHE_DIR="$dir/cache"
+export QUALITY_DIR="$dir/q"
+unset DDILOCO_CACHE_DIR
+# the fortunes in a folder of the test's own (its mtime is changed below)
+cp -R /usr/share/games/fortunes "$dir/data"
 export MS=2 SEEDS=1 HS=16 OUTER=1/0.5
 cat > "$dir/job.yaml" <<YAML
 apiVersion: ddiloco.io/v1alpha1
@@ -27,7 +33,7 @@ metadata:
 spec:
   learners: {replicas: 2, threads: 1}
   model: {context: 32, layers: 1, heads: 2, channels: 32}
-  data: {path: /usr/share/games/fortunes, valFraction: 0.1, tuneFraction: 0.5}
+  data: {path: $dir/data, valFraction: 0.1, tuneFraction: 0.5}
   optimizer: {lr: 0.005, warmupSteps: 5, batchSize: 8}
   syncer: {minQuorum: 1, fragments: 2, evalEvery: 10, evalTokens: 2048}
   budget: {tokens: 150000}
@@ -80,6 +86,13 @@ for p in loss-m2 ratio-m loss-bytes; do
 done
 sh bench/quality.sh run > "$dir/out2" 2>&1 || { cat "$dir/out2"; fail "the second call failed"; }
 [ "$(grep -c 'done before' "$dir/out2")" -eq 5 ] || fail "the second call ran cells: $(cat "$dir/out2")"
+[ "$(ls "$dir/q/bench/quality/baseline" | wc -l)" -ge "$n" ] ||
+	fail "the study's cache holds $(ls "$dir/q/bench/quality/baseline" | wc -l) trials of $n"
+rm "$runs/m2-fast-s1.json"
+touch -d '2001-01-01' "$dir/data"
+sh bench/quality.sh run m2-fast-s1 > "$dir/out4" 2>&1 || { cat "$dir/out4"; fail "the rerun failed"; }
+c=$(grep -c '^baseline: lr .*(cached: ' "$dir/q/runs/study/m2-fast-s1/out.log" || true)
+[ "$c" -eq "$n" ] || fail "$c of the $n trials came from the cache: $(grep '^baseline: lr' "$dir/q/runs/study/m2-fast-s1/out.log")"
 sed -i 's/tokens: 150000/tokens: 120000/' "$JOB"
 sh bench/quality.sh run m2-slow-s1 > "$dir/out3" 2>&1 || { cat "$dir/out3"; fail "the third call failed"; }
 grep -q 'm2-slow-s1: loss' "$dir/out3" || fail "a changed job did not run its cell again"
