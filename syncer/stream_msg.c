@@ -561,8 +561,10 @@ static int train_of(void *ctx, uint32_t id, uint64_t *incarnation)
 	struct conn *t = s->adopting || id >= (uint32_t)s->M
 			 ? NULL : s->learners[id].conn;
 
-	*incarnation = t && !t->closing ? t->incarnation : 0;
-	return t && !t->closing;
+	if (!t || t->closing)
+		return 0;
+	*incarnation = t->incarnation;
+	return 1;
 }
 
 static int identity_of(void *ctx, const struct wire_hello *h)

@@ -535,42 +535,51 @@ static uint64_t gcd(uint64_t a, uint64_t b)
 	return a;
 }
 
-uint64_t data_spread_row(uint64_t x, uint64_t R)
+/* The spread order's multiplier for R rows: the integer nearest R/φ
+ * made prime to R (data_spread_row). */
+static uint64_t spread_mult(uint64_t R)
 {
 	uint64_t a = (uint64_t)((double)R * 0.6180339887498949 + 0.5);
 
-	if (R < 2)
-		return 0;
 	while (a < 1 || gcd(a, R) != 1)
 		a++;
-	return (uint64_t)((unsigned __int128)(a % R) * (x % R) % R);
+	return a % R;
+}
+
+static uint64_t spread_at(uint64_t a, uint64_t x, uint64_t R)
+{
+	return (uint64_t)((unsigned __int128)a * (x % R) % R);
+}
+
+uint64_t data_spread_row(uint64_t x, uint64_t R)
+{
+	return R < 2 ? 0 : spread_at(spread_mult(R), x, R);
+}
+
+/* n inputs from p, each one's target the token after it */
+static void take(const uint16_t *p, size_t n, int *inputs, int *targets)
+{
+	for (size_t i = 0; i < n; i++) {
+		inputs[i] = p[i];
+		targets[i] = p[i + 1];
+	}
 }
 
 void data_batch(const struct data *d, uint64_t step, int B, int T,
 		int *inputs, int *targets)
 {
-	size_t bt = (size_t)B * T, W = data_windows(d, B, T);
+	size_t bt = (size_t)B * T;
 	uint64_t at = step * (uint64_t)d->stride + (uint64_t)d->offset;
-	size_t w = (size_t)(at % W);
-	const uint16_t *p = d->train + w * bt;
+	uint64_t R = (d->ntrain - 1) / (size_t)T, a;
 
-	if (d->spread) {
-		uint64_t R = (d->ntrain - 1) / (size_t)T;
-
-		for (int r = 0; r < B; r++) {
-			p = d->train + data_spread_row(at * (uint64_t)B + (uint64_t)r, R) *
-				       (size_t)T;
-			for (int i = 0; i < T; i++) {
-				inputs[(size_t)r * T + i] = p[i];
-				targets[(size_t)r * T + i] = p[i + 1];
-			}
-		}
+	if (!d->spread) {
+		take(d->train + at % data_windows(d, B, T) * bt, bt, inputs, targets);
 		return;
 	}
-	for (size_t i = 0; i < bt; i++) {
-		inputs[i] = p[i];
-		targets[i] = p[i + 1];
-	}
+	a = R < 2 ? 0 : spread_mult(R);   /* once a batch, not a row */
+	for (int r = 0; r < B; r++)
+		take(d->train + spread_at(a, at * (uint64_t)B + (uint64_t)r, R) * (size_t)T,
+		     (size_t)T, inputs + (size_t)r * T, targets + (size_t)r * T);
 }
 
 void data_tune_view(const struct data *d, struct data *view)

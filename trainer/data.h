@@ -113,7 +113,8 @@ size_t data_windows(const struct data *d, int B, int T);
 void data_batch(const struct data *d, uint64_t step, int B, int T,
 		int *inputs, int *targets);
 /* Row x of R in spread order: a·x mod R, a the integer nearest R/φ made
- * prime to R (a bijection of [0, R); consecutive rows ~0.618 R apart). */
+ * prime to R (a bijection of [0, R); consecutive rows about 0.38 R apart,
+ * one way round or the other). */
 uint64_t data_spread_row(uint64_t x, uint64_t R);
 /* The i-th of n validation rows an evaluation reads, of rows in all:
  * spread evenly over the split (i · rows / n; every row when n = rows). */
