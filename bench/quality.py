@@ -16,11 +16,12 @@ Cells:
                             chaos as the job says, model and chaos seed
                             SEED; the cell of seed 1 without a slow
                             learner also trains the data-parallel
-                            baseline at M, tuned over the job's lr times
-                            1/2, 1/sqrt2, 1, sqrt2, 2 on the tuning split
-                            (spec.data.tuneFraction; docs/run.md), and
-                            up to two rates more past the sweep's edge
-                            when its best is there
+                            baseline at M, tuned on the tuning split
+                            (spec.data.tuneFraction; docs/run.md) over
+                            the job's lr times 1/sqrt2, 1, sqrt2 and, while
+                            the best is at an edge, up to three rates
+                            more past it, each sqrt2 further: a bracket
+                            search of the sqrt2 grid
   h<H>-<enc>                M = 8 with the slow learner, seed 1, the
                             fragments merged every H learner steps, with
                             enc f32 (f32 answers, whole f32 updates) or
@@ -149,8 +150,8 @@ def run_cell(base, text_hash, cell, rundir):
         lr = job["spec"]["optimizer"]["lr"]
         s = math.sqrt(2)
         cmd += ["--baseline-lr", ",".join("%g" % (lr * k) for k in
-                                           (0.5, 1 / s, 1, s, 2)),
-                "--baseline-widen", "2"]
+                                           (1 / s, 1, s)),
+                "--baseline-widen", "3"]
     t0 = time.time()
     print("quality: %s: %s" % (cell, " ".join(cmd)), flush=True)
     with open(os.path.join(rundir, "out.log"), "w") as out:

@@ -236,9 +236,10 @@ file, with the machine's cores and the date).{stale}
 
 Loss is the final eval loss on the validation split; the data-parallel
 baseline is `ddiloco train` at M times the batch on the same tokens, its
-learning rate chosen over the job's lr × 1/2, 1/√2, 1, √2, 2 (and up
-to two rates more past the edge when the best is there) on the tuning
-split, which no reported loss uses (docs/run.md, The data-parallel
+learning rate chosen on the √2 grid around the job's lr: lr × 1/√2,
+1, √2, then, while the best is at an edge, up to three rates more past
+it, so the best is one with a worse rate on each side. It is tuned on
+the tuning split, which no reported loss uses (docs/run.md, The data-parallel
 baseline). The held-out files are dealt between the tuning and the
 validation split folder by folder, so both read the same mix
 (docs/trainer.md, Tuning). Bytes are what the syncer received and sent,

@@ -282,6 +282,7 @@ static int run_trial(const struct job_spec *js, const struct run_opts *o,
 	snprintf(mult, sizeof(mult), "%d", js->learners.replicas);
 	snprintf(tokens, sizeof(tokens), "%llu", (unsigned long long)tok);
 	snprintf(lr, sizeof(lr), "%g", t->lr);
+	t->lr = strtod(lr, NULL);   /* the rate trained is the one printed */
 	/* it runs alone after the job: all the cores (the loss does not depend on it) */
 	snprintf(threads, sizeof(threads), "%ld", ncpu > 0 ? (ncpu < 8 ? ncpu : 8) : 1);
 	/* about 15 points on its loss curve */

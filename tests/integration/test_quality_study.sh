@@ -5,9 +5,9 @@
 # (QUALITY_DIR). Passes when
 #   - each cell ran once and left its file, with the job's hash, its
 #     loss and, for the slow cells, the slow learner's shares;
-#   - the first cell trained the baseline on the tuning split, five
-#     learning rates or more (past the sweep's edge), and the page's rows
-#     compare with it;
+#   - the first cell trained the baseline on the tuning split, three
+#     learning rates or more, its best one between two worse ones, and
+#     the page's rows compare with it;
 #   - the outer cell ran with its η and μ and no chaos, and the page
 #     gives its outer steps per fragment;
 #   - a second call runs nothing (every cell "done before");
@@ -50,8 +50,13 @@ for c in m2-fast-s1 m2-slow-s1 h16-f32 h16-int8 o2-1-0.5; do
 		(.job_sha256 | length) == 64' "$runs/$c.json" > /dev/null ||
 		fail "cell $c: $(jq -c '{final_eval_loss, job_sha256}' "$runs/$c.json")"
 done
-jq -e '.baseline.sweep | length >= 5 and all(.tune_loss != null)' "$runs/m2-fast-s1.json" \
+jq -e '.baseline.sweep | length >= 3 and all(.tune_loss != null)' "$runs/m2-fast-s1.json" \
 	> /dev/null || fail "the baseline was not tuned on its split: $(jq -c .baseline "$runs/m2-fast-s1.json")"
+# a bracket search: the best rate on the tuning split has a rate on
+# each side, unless the sweep widened as far as it may (3 + 3 rates)
+jq -e '.baseline.sweep | (min_by(.tune_loss).lr) as $b | length == 6 or
+	(any(.lr < $b) and any(.lr > $b))' "$runs/m2-fast-s1.json" > /dev/null ||
+	fail "the sweep's best rate is at its edge: $(jq -c '[.baseline.sweep[] | {lr, tune_loss}]' "$runs/m2-fast-s1.json")"
 jq -e '.slow_learner.merged >= 0 and .slow_learner.merged <= 1' "$runs/m2-slow-s1.json" \
 	> /dev/null || fail "no slow learner's shares"
 jq -e '.syncer.updateDelta == true and .syncer.encoding == "int8"' "$runs/h16-int8.json" \
