@@ -22,10 +22,10 @@ Cells:
                             the best is at an edge, up to three rates
                             more past it, each sqrt2 further: a bracket
                             search of the sqrt2 grid
-  h<H>-<enc>                M = 8 with the slow learner, seed 1, the
-                            fragments merged every H learner steps, with
-                            enc f32 (f32 answers, whole f32 updates) or
-                            int8 (int8 answers, int8 deltas)
+  h<H>-<enc>[-m<M>]         M (8 unless given) with the slow learner,
+                            seed 1, the fragments merged every H learner
+                            steps, with enc f32 (f32 answers, whole f32
+                            updates) or int8 (int8 answers, int8 deltas)
   o<M>-<eta>-<mu>           the outer step by horizon: M learners of equal
                             speed, seed 1, chaos off, outer learning rate
                             eta and momentum mu (Nesterov); M sets how
@@ -37,7 +37,7 @@ cell file there is. Usage:
 run (the default) runs the cells given, else every cell of the grid,
 then writes the report; report only writes it. Environment: JOB, MS
 ("4 8 16"), SEEDS ("1 2"), HS ("16 64 256"), OUTER ("1/0 0.7/0.5 1/0.5
-0.7/0.8": eta/mu), BUILD (build), QUALITY_DIR
+0.7/0.8": eta/mu), HMS (the h cells' M: "8"), BUILD (build), QUALITY_DIR
 (where the cells, runs and page go instead of the repository).
 """
 import json
@@ -74,9 +74,10 @@ def grid():
         for slow in ("fast", "slow"):
             for seed in words("SEEDS", "1 2"):
                 cells.append("m%d-%s-s%d" % (m, slow, seed))
-    for h in words("HS", "16 64 256"):
-        for enc in ("f32", "int8"):
-            cells.append("h%d-%s" % (h, enc))
+    for m in words("HMS", "8"):
+        for h in words("HS", "16 64 256"):
+            for enc in ("f32", "int8"):
+                cells.append("h%d-%s%s" % (h, enc, "" if m == 8 else "-m%d" % m))
     for m in words("MS", "4 8 16"):
         for em in os.environ.get("OUTER", "1/0 0.7/0.5 1/0.5 0.7/0.8").split():
             eta, mu = em.split("/")
@@ -90,7 +91,7 @@ def cell_job(base, cell):
     spec = job["spec"]
     sy = spec.setdefault("syncer", {})
     m = re.fullmatch(r"m(\d+)-(fast|slow)-s(\d+)", cell)
-    h = re.fullmatch(r"h(\d+)-(f32|int8)", cell)
+    h = re.fullmatch(r"h(\d+)-(f32|int8)(?:-m(\d+))?", cell)
     o = re.fullmatch(r"o(\d+)-([0-9.]+)-([0-9.]+)", cell)
     if m:
         M, slow, seed = int(m.group(1)), m.group(2) == "slow", int(m.group(3))
@@ -101,7 +102,7 @@ def cell_job(base, cell):
         sy["nesterov"] = True
         spec.setdefault("chaos", {})["enabled"] = False
     elif h:
-        M, slow, seed = 8, True, 1
+        M, slow, seed = int(h.group(3) or 8), True, 1
         sy["syncEvery"] = int(h.group(1))
         enc = h.group(2)
         sy["encoding"] = enc
@@ -109,7 +110,7 @@ def cell_job(base, cell):
         sy["updateDelta"] = enc != "f32"
     else:
         raise SystemExit("quality: no such cell '%s' (m<M>-<fast|slow>-s<SEED>, "
-                         "h<H>-<f32|int8> or o<M>-<eta>-<mu>)" % cell)
+                         "h<H>-<f32|int8>[-m<M>] or o<M>-<eta>-<mu>)" % cell)
     # (a job's name has no dots: o16-0.7-0.5 runs as study-o16-0p7-0p5)
     job["metadata"]["name"] = "study-" + cell.replace(".", "p")
     spec["learners"]["replicas"] = M

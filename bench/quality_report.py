@@ -155,10 +155,12 @@ def write(out, doc, plots, job):
                 "chosen" if r.get("chosen") else ""))
     hrows = []
     for c in sorted((c for c in cells.values() if c["cell"].startswith("h")),
-                    key=lambda c: (c["syncer"]["syncEvery"], c["cell"])):
+                    key=lambda c: (c["learners"], c["syncer"]["syncEvery"], c["cell"])):
         b = baseline_of(cells, c["learners"])
-        hrows.append("| %d | %s | %.4f | %s | %.0f | %.0f |" % (
-            c["syncer"]["syncEvery"], c["cell"].split("-")[1],
+        sy = c["syncer"]
+        hrows.append("| %d | %d | %s | %s | %.4f | %s | %.0f | %.0f |" % (
+            c["learners"], sy["syncEvery"], sy["encoding"],
+            "%.1f" % (c["rounds"] / sy["fragments"]) if c.get("rounds") else "–",
             c["final_eval_loss"],
             "%.4f" % (c["final_eval_loss"] / b["final_eval_loss"]) if b else "–",
             1 / dp_ratio(c, 16), 1 / dp_ratio(c, 32)))
@@ -202,11 +204,12 @@ def write(out, doc, plots, job):
     if s:
         open(os.path.join(plots, "ratio-m.svg"), "w").write(s)
     series = []
-    for enc in ("f32", "int8"):
-        series.append((enc, sorted((c["bytes"]["exchanged"], c["final_eval_loss"])
-                                   for c in cells.values()
-                                   if c["cell"].startswith("h") and c["cell"].endswith(enc))))
-    s = svg("Loss against bytes, H = 16, 64, 256 (M = 8, one slow)",
+    hcells = [c for c in cells.values() if c["cell"].startswith("h")]
+    for M, enc in sorted({(c["learners"], c["syncer"]["encoding"]) for c in hcells}):
+        series.append(("M = %d, %s" % (M, enc), sorted(
+            (c["bytes"]["exchanged"], c["final_eval_loss"]) for c in hcells
+            if c["learners"] == M and c["syncer"]["encoding"] == enc)))
+    s = svg("Loss against bytes, H = 16, 64, 256 (one slow)",
             "bytes exchanged", "eval loss", series, logx=True)
     if s:
         open(os.path.join(plots, "loss-bytes.svg"), "w").write(s)
@@ -269,12 +272,13 @@ tuning split that chose the learning rate):
 |---|---|---|---|---|
 {srows}
 
-Bytes against loss by H (M = 8, the slow learner, seed 1): f32 answers
-and whole f32 updates, or int8 answers and int8 deltas
-(docs/protocol.md, Updates as deltas).
+Bytes against loss by H (M = 8 unless a cell says `-m<M>`, the slow
+learner, seed 1): f32 answers and whole f32 updates, or int8 answers
+and int8 deltas (docs/protocol.md, Updates as deltas). The shorter H,
+the more outer steps each fragment takes, at more bytes.
 
-| H | encoding | loss | loss / baseline | 1/(bytes / bf16 DP) | 1/(bytes / f32 DP) |
-|---|---|---|---|---|---|
+| M | H | encoding | outer steps per fragment | loss | loss / baseline | 1/(bytes / bf16 DP) | 1/(bytes / f32 DP) |
+|---|---|---|---|---|---|---|---|
 {hrows}
 
 The outer step by horizon (docs/syncer.md, The outer step at long H):

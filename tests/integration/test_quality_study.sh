@@ -1,7 +1,8 @@
 #!/bin/sh
 # The quality study's driver (bench/quality.sh; docs/quality.md) on a
 # tiny job: M = 2 with and without a slow learner, one seed, H = 16 in
-# f32 and int8, one outer step (η 1, μ 0.5), in a folder of its own
+# f32 and int8 at M = 8 and M = 2, one outer step (η 1, μ 0.5), in a
+# folder of its own
 # (QUALITY_DIR). Passes when
 #   - each cell ran once and left its file, with the job's hash, its
 #     loss and, for the slow cells, the slow learner's shares;
@@ -24,7 +25,7 @@ export QUALITY_DIR="$dir/q"
 unset DDILOCO_CACHE_DIR
 # the fortunes in a folder of the test's own (its mtime is changed below)
 cp -R /usr/share/games/fortunes "$dir/data"
-export MS=2 SEEDS=1 HS=16 OUTER=1/0.5
+export MS=2 SEEDS=1 HS=16 HMS="8 2" OUTER=1/0.5
 cat > "$dir/job.yaml" <<YAML
 apiVersion: ddiloco.io/v1alpha1
 kind: DecoupledTrainingJob
@@ -44,7 +45,7 @@ YAML
 export JOB="$dir/job.yaml"
 sh bench/quality.sh run > "$dir/out1" 2>&1 || { cat "$dir/out1"; fail "the study failed"; }
 runs=$dir/q/bench/quality/runs
-for c in m2-fast-s1 m2-slow-s1 h16-f32 h16-int8 o2-1-0.5; do
+for c in m2-fast-s1 m2-slow-s1 h16-f32 h16-int8 h16-f32-m2 h16-int8-m2 o2-1-0.5; do
 	[ -f "$runs/$c.json" ] || fail "no file for cell $c"
 	jq -e '.final_eval_loss > 0 and .final_eval_loss < 6 and
 		(.job_sha256 | length) == 64' "$runs/$c.json" > /dev/null ||
@@ -61,6 +62,10 @@ jq -e '.slow_learner.merged >= 0 and .slow_learner.merged <= 1' "$runs/m2-slow-s
 	> /dev/null || fail "no slow learner's shares"
 jq -e '.syncer.updateDelta == true and .syncer.encoding == "int8"' "$runs/h16-int8.json" \
 	> /dev/null || fail "h16-int8 did not run int8 deltas"
+jq -e '.learners == 2 and .slow and .syncer.syncEvery == 16 and .rounds > 0' "$runs/h16-int8-m2.json" \
+	> /dev/null || fail "h16-int8-m2 did not run M = 2, one slow, H = 16: $(jq -c '{learners, slow, syncer, rounds}' "$runs/h16-int8-m2.json")"
+grep -q '^| 2 | 16 | int8 | [0-9.]* | ' "$dir/q/docs/quality.md" ||
+	fail "the page has no H row at M = 2: $(grep '^| 2 | 16 ' "$dir/q/docs/quality.md")"
 jq -e '.syncer.outerLr == 1 and .syncer.outerMomentum == 0.5 and .rounds > 0' "$runs/o2-1-0.5.json" > /dev/null ||
 	fail "o2-1-0.5 did not run η 1, μ 0.5 and count its rounds: $(jq -c '{syncer, rounds}' "$runs/o2-1-0.5.json")"
 grep -q 'chaos on' "$dir/q/runs/study/m2-fast-s1/out.log" || fail "m2-fast-s1 ran without chaos"
@@ -90,7 +95,7 @@ for p in loss-m2 ratio-m loss-bytes; do
 	grep -q '<polyline\|<circle' "$dir/q/docs/quality/$p.svg" || fail "plot $p is empty"
 done
 sh bench/quality.sh run > "$dir/out2" 2>&1 || { cat "$dir/out2"; fail "the second call failed"; }
-[ "$(grep -c 'done before' "$dir/out2")" -eq 5 ] || fail "the second call ran cells: $(cat "$dir/out2")"
+[ "$(grep -c 'done before' "$dir/out2")" -eq 7 ] || fail "the second call ran cells: $(cat "$dir/out2")"
 [ "$(ls "$dir/q/bench/quality/baseline" | wc -l)" -ge "$n" ] ||
 	fail "the study's cache holds $(ls "$dir/q/bench/quality/baseline" | wc -l) trials of $n"
 rm "$runs/m2-fast-s1.json"
@@ -101,8 +106,8 @@ c=$(grep -c '^baseline: lr .*(cached: ' "$dir/q/runs/study/m2-fast-s1/out.log" |
 sed -i 's/tokens: 150000/tokens: 120000/' "$JOB"
 sh bench/quality.sh run m2-slow-s1 > "$dir/out3" 2>&1 || { cat "$dir/out3"; fail "the third call failed"; }
 grep -q 'm2-slow-s1: loss' "$dir/out3" || fail "a changed job did not run its cell again"
-grep -q '4 cell files of an earlier text of the job are not shown' "$page" ||
-	fail "the page does not say it left out 4 cells: $(head -8 "$page")"
+grep -q '6 cell files of an earlier text of the job are not shown' "$page" ||
+	fail "the page does not say it left out 6 cells: $(head -8 "$page")"
 ! grep -q '^| 2 | – |' "$page" || fail "the page shows m2-fast-s1, of the earlier job"
 [ "$(grep -c '^| 2 | one 2× slower | 1 | ' "$page")" -eq 1 ] || fail "no row of the rerun cell"
 [ ! -e "$dir/q/docs/quality/loss-bytes.svg" ] || fail "a plot of cells not shown is left"
