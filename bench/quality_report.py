@@ -213,6 +213,24 @@ def write(out, doc, plots, job):
             "bytes exchanged", "eval loss", series, logx=True)
     if s:
         open(os.path.join(plots, "loss-bytes.svg"), "w").write(s)
+    # the limit the outer loop meets: the loss over the baseline's against
+    # the outer steps a fragment took, for the cells alike but for H
+    # (one slow learner, chaos as the job, int8), a line per M
+    series = []
+    for M in ms:
+        b = baseline_of(cells, M)
+        pts = sorted((c["rounds"] / c["syncer"]["fragments"],
+                      c["final_eval_loss"] / b["final_eval_loss"])
+                     for c in cells.values()
+                     if b and c["learners"] == M and c["slow"] and c.get("rounds")
+                     and c["cell"][0] in "mh"
+                     and c["syncer"].get("encoding", "f32") == "int8")
+        if pts:
+            series.append(("M = %d" % M, pts))
+    s = svg("Loss over the tuned data-parallel baseline's, against outer steps",
+            "outer steps per fragment", "loss ratio", series, logx=True)
+    if s:
+        open(os.path.join(plots, "ratio-steps.svg"), "w").write(s)
     total = sum(c["seconds"] for c in cells.values())
     grid_all = len(cells)
     with open(doc, "w") as f:
@@ -275,7 +293,9 @@ tuning split that chose the learning rate):
 Bytes against loss by H (M = 8 unless a cell says `-m<M>`, the slow
 learner, seed 1): f32 answers and whole f32 updates, or int8 answers
 and int8 deltas (docs/protocol.md, Updates as deltas). The shorter H,
-the more outer steps each fragment takes, at more bytes.
+the more outer steps each fragment takes, at more bytes; ratio-steps.svg
+draws the loss over the baseline's against those steps (the int8 cells
+and the m cells with the slow learner, a line per M).
 
 | M | H | encoding | outer steps per fragment | loss | loss / baseline | 1/(bytes / bf16 DP) | 1/(bytes / f32 DP) |
 |---|---|---|---|---|---|---|---|

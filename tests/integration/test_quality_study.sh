@@ -91,7 +91,7 @@ grep -q "^| 2 | – | 1 | .* | $want | " "$page" ||
 per=$(jq -r '.rounds / 2 | . * 10 | round / 10' "$runs/o2-1-0.5.json")
 grep -q "^| 2 | $(printf %.1f "$per") | 1 | 0.5 | 2.00 | " "$page" ||
 	fail "no outer row of $per steps per fragment: $(grep -A3 '^| M | outer' "$page")"
-for p in loss-m2 ratio-m loss-bytes; do
+for p in loss-m2 ratio-m loss-bytes ratio-steps; do
 	grep -q '<polyline\|<circle' "$dir/q/docs/quality/$p.svg" || fail "plot $p is empty"
 done
 sh bench/quality.sh run > "$dir/out2" 2>&1 || { cat "$dir/out2"; fail "the second call failed"; }
