@@ -39,6 +39,13 @@ then writes the report; report only writes it. Environment: JOB, MS
 ("4 8 16"), SEEDS ("1 2"), HS ("16 64 256"), OUTER ("1/0 0.7/0.5 1/0.5
 0.7/0.8": eta/mu), HMS (the h cells' M: "8"), BUILD (build), QUALITY_DIR
 (where the cells, runs and page go instead of the repository).
+
+A cell with chaos depends on the CPU it gets (kills come by the clock):
+run it alone. A baseline's trials do not, and may share the machine at
+a low priority; where the kernel groups scheduling by session
+(/proc/sys/kernel/sched_autogroup_enabled is 1), nice ranks processes
+only within their session, and `echo 19 > /proc/<pid>/autogroup` lowers
+a whole session against the others.
 """
 import json
 import math
