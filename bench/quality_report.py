@@ -44,6 +44,11 @@ def best_of(b):
     return min(sweep, key=lambda r: r["final_eval_loss"]) if sweep else None
 
 
+def outer_steps(c):
+    """Outer steps per fragment: rounds / fragments, or None."""
+    return c["rounds"] / c["syncer"]["fragments"] if c.get("rounds") else None
+
+
 def dp_ratio(c, bits):
     """Bytes over data parallel's ring all-reduce of the gradient in
     `bits`-bit values (report.json's model is f32)."""
@@ -160,7 +165,7 @@ def write(out, doc, plots, job):
         sy = c["syncer"]
         hrows.append("| %d | %d | %s | %s | %.4f | %s | %.0f | %.0f |" % (
             c["learners"], sy["syncEvery"], sy["encoding"],
-            "%.1f" % (c["rounds"] / sy["fragments"]) if c.get("rounds") else "–",
+            "%.1f" % outer_steps(c) if c.get("rounds") else "–",
             c["final_eval_loss"],
             "%.4f" % (c["final_eval_loss"] / b["final_eval_loss"]) if b else "–",
             1 / dp_ratio(c, 16), 1 / dp_ratio(c, 32)))
@@ -171,7 +176,7 @@ def write(out, doc, plots, job):
         b = baseline_of(cells, c["learners"])
         sy = c["syncer"]
         orows.append("| %d | %s | %g | %g | %.2f | %.4f | %s |" % (
-            c["learners"], "%.1f" % (c["rounds"] / sy["fragments"])
+            c["learners"], "%.1f" % outer_steps(c)
             if c.get("rounds") else "–", sy["outerLr"], sy["outerMomentum"],
             sy["outerLr"] / (1 - sy["outerMomentum"]), c["final_eval_loss"],
             "%.4f" % (c["final_eval_loss"] / b["final_eval_loss"]) if b else "–"))
@@ -219,7 +224,7 @@ def write(out, doc, plots, job):
     series = []
     for M in ms:
         b = baseline_of(cells, M)
-        pts = sorted((c["rounds"] / c["syncer"]["fragments"],
+        pts = sorted((outer_steps(c),
                       c["final_eval_loss"] / b["final_eval_loss"])
                      for c in cells.values()
                      if b and c["learners"] == M and c["slow"] and c.get("rounds")
