@@ -6,10 +6,12 @@ finished cell measured as one JSON file in bench/quality/runs/ (tracked
 by git): a second call, in this session or a later one, on this machine
 or another, runs only the cells that have no file yet. A cell's file
 names the job's text it ran (its hash): when the job file changes, its
-cells run again. The baseline's trials are cached in
-bench/quality/baseline/ (tracked too; DDILOCO_CACHE_DIR, docs/run.md):
-a cell stopped in its sweep trains only the rates it had not finished
-when it runs again, here or on another machine.
+cells run again. A cell that trains the baseline runs the job first and
+keeps its file, then the baseline's sweep alone (`ddiloco run
+--baseline-only`), whose trials are cached in bench/quality/baseline/
+(tracked too; DDILOCO_CACHE_DIR, docs/run.md): a cell stopped in its
+sweep trains only the rates it had not finished when it runs again,
+here or on another machine, and not its job.
 
 Cells:
   m<M>-<fast|slow>-s<SEED>  M learners, learner M-1 at half speed or not,
@@ -147,30 +149,28 @@ def fates(log, learner):
     return dict(zip(("merged", "late", "refused", "overwritten", "restarts"), last))
 
 
-def run_cell(base, text_hash, cell, rundir):
-    job, with_baseline = cell_job(base, cell)
-    os.makedirs(rundir, exist_ok=True)
+def ddiloco_run(cell, job, rundir, run, extra):
+    """`ddiloco run` of a cell's job into rundir/run; its report."""
     path = os.path.join(rundir, "job.yaml")
     with open(path, "w") as f:
         yaml.safe_dump(job, f, sort_keys=False)
-    cmd = [BIN, "run", path, "--run-dir", os.path.join(rundir, "run")]
-    if with_baseline:
-        lr = job["spec"]["optimizer"]["lr"]
-        s = math.sqrt(2)
-        cmd += ["--baseline-lr", ",".join("%g" % (lr * k) for k in
-                                           (1 / s, 1, s)),
-                "--baseline-widen", "3"]
-    t0 = time.time()
+    cmd = [BIN, "run", path, "--run-dir", os.path.join(rundir, run)] + extra
     print("quality: %s: %s" % (cell, " ".join(cmd)), flush=True)
-    with open(os.path.join(rundir, "out.log"), "w") as out:
+    with open(os.path.join(rundir, run + ".log"), "w") as out:
         rc = subprocess.call(cmd, stdout=out, stderr=subprocess.STDOUT,
                              env=dict(os.environ, DDILOCO_CACHE_DIR=CACHE))
     if rc:
-        raise SystemExit("quality: %s: ddiloco run exited %d; see %s/out.log"
-                         % (cell, rc, rundir))
-    rep = json.load(open(os.path.join(rundir, "run", "report.json")))
+        raise SystemExit("quality: %s: ddiloco run exited %d; see %s/%s.log"
+                         % (cell, rc, rundir, run))
+    return json.load(open(os.path.join(rundir, run, "report.json")))
+
+
+def run_job(job, text_hash, cell, rundir):
+    """The cell's job, without its baseline: the cell's record."""
+    t0 = time.time()
+    rep = ddiloco_run(cell, job, rundir, "run", [])
     M = job["spec"]["learners"]["replicas"]
-    res = {
+    return {
         "cell": cell, "job_sha256": text_hash, "learners": M,
         "slow": "slowdown" in job["spec"]["learners"],
         "syncer": job["spec"]["syncer"], "seconds": time.time() - t0,
@@ -185,31 +185,59 @@ def run_cell(base, text_hash, cell, rundir):
         "eval_history": [(e["tokens"], e["loss"]) for e in rep["eval_history"]],
         "slow_learner": fates(os.path.join(rundir, "run", "syncer.log"), M - 1),
     }
-    if with_baseline and rep.get("baseline"):
-        b = rep["baseline"]
-        res["baseline"] = {"lr": b.get("lr"), "final_eval_loss":
-                           b["final_eval_loss"], "sweep": b.get("sweep"),
-                           "seconds": b["seconds"]}
-    return res
+
+
+def run_baseline(job, cell, rundir):
+    """The data-parallel baseline's sweep at the cell's M, alone
+    (--baseline-only): its choice, and the seconds it took."""
+    lr = job["spec"]["optimizer"]["lr"]
+    s = math.sqrt(2)
+    t0 = time.time()
+    rep = ddiloco_run(cell, job, rundir, "baseline", [
+        "--baseline-only", "--baseline-lr",
+        ",".join("%g" % (lr * k) for k in (1 / s, 1, s)),
+        "--baseline-widen", "3"])
+    b = rep["baseline"]
+    return {"lr": b.get("lr"), "final_eval_loss": b["final_eval_loss"],
+            "sweep": b.get("sweep"), "seconds": b["seconds"]}, time.time() - t0
+
+
+def save(out, res):
+    with open(out + ".tmp", "w") as f:
+        json.dump(res, f, indent=1)
+    os.replace(out + ".tmp", out)
 
 
 def run(cells):
+    """Each cell's job, then (for the cells that train one) its
+    baseline: the cell's file is written after each, so a sweep stopped
+    halfway leaves the job's result kept, and the next call trains only
+    the baseline's missing rates."""
     text = open(JOB, "rb").read()
     text_hash = quality_report.job_hash(text)
     base = yaml.safe_load(text)
     os.makedirs(OUT, exist_ok=True)
     for cell in cells or grid():
         out = os.path.join(OUT, cell + ".json")
-        if os.path.exists(out) and json.load(open(out)).get("job_sha256") == text_hash:
+        job, with_baseline = cell_job(base, cell)
+        rundir = os.path.join(HOME or ROOT, "runs", "study", cell)
+        os.makedirs(rundir, exist_ok=True)
+        res = json.load(open(out)) if os.path.exists(out) else {}
+        if res.get("job_sha256") != text_hash:
+            res = run_job(job, text_hash, cell, rundir)
+            save(out, res)
+            print("quality: %s: loss %.4f in %.0f s" % (
+                cell, res["final_eval_loss"], res["seconds"]), flush=True)
+        elif not with_baseline or res.get("baseline"):
             print("quality: %s: done before (%s)" % (cell, out), flush=True)
             continue
-        res = run_cell(base, text_hash, cell,
-                       os.path.join(HOME or ROOT, "runs", "study", cell))
-        with open(out + ".tmp", "w") as f:
-            json.dump(res, f, indent=1)
-        os.replace(out + ".tmp", out)
-        print("quality: %s: loss %.4f in %.0f s" % (cell, res["final_eval_loss"],
-                                                   res["seconds"]), flush=True)
+        if with_baseline:
+            res["baseline"], took = run_baseline(job, cell, rundir)
+            res["seconds"] += took
+            save(out, res)
+            print("quality: %s: baseline %.4f at lr %g" % (
+                cell, res["baseline"]["final_eval_loss"],
+                res["baseline"]["lr"]), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 /*
  * `ddiloco run JOB.yaml`: the job on this machine (runner/run.c), then
  * optionally its no-chaos twin and its data-parallel baseline, then the
- * report. Exit 0 only when the job (and every comparison asked for) ran
+ * report. --baseline-only trains the baseline's sweep alone. Exit 0 only when the job (and every comparison asked for) ran
  * to its end; 130/143 after Ctrl-C/SIGTERM, with everything stopped.
  */
 #include <errno.h>
@@ -102,6 +102,9 @@ int cmd_run(int argc, char **argv)
 		CLI_INT("baseline-widen", 0, &o.baseline_widen, "N", 0, RUN_SWEEP_MAX,
 			"when the sweep's best rate is at its edge, try up to N rates\n"
 			"past it, each by the edge's step (default 0)"),
+		CLI_FLAG("baseline-only", 0, &o.baseline_only,
+			 "train the baseline's sweep alone, not the job (implies\n"
+			 "--baseline; the job must set spec.budget.tokens)"),
 		CLI_FLAG("baseline-fresh", 0, &o.baseline_fresh,
 			 "train the baseline's runs even when the cache has them"),
 		CLI_FLAG("twin", 0, &o.twin,
@@ -136,6 +139,15 @@ int cmd_run(int argc, char **argv)
 		fprintf(stderr, "ddiloco run: %s\n", e.msg);
 		return 2;
 	}
+	if (o.baseline_only && (o.twin || !js.budget.tokens)) {
+		/* without the job's run, only its budget says how far to train */
+		fprintf(stderr, "ddiloco run: --baseline-only: %s\n", o.twin ?
+			"--twin runs the job, which --baseline-only leaves out" :
+			"the job sets no spec.budget.tokens, and without the job's "
+			"run the baseline has no token count to train to");
+		return 2;
+	}
+	o.baseline |= o.baseline_only;
 	if (js.model.kind == MODEL_EXTERNAL && (o.baseline || o.baseline_lrs)) {
 		/* the baseline is `ddiloco train`, the reference GPT's */
 		fprintf(stderr, "ddiloco run: --baseline: '%s' has spec.model.kind "
@@ -186,12 +198,20 @@ int cmd_run(int argc, char **argv)
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	signal(SIGPIPE, SIG_IGN);
-	printf("ddiloco run %s: %d learners, quorum %d, chaos %s; run folder %s\n",
-	       js.name, js.learners.replicas, js.syncer.min_quorum,
-	       js.chaos.enabled && !o.no_chaos ? "on" : "off", dir);
+	if (o.baseline_only)
+		printf("ddiloco run %s: the data-parallel baseline alone (%d times the "
+		       "batch), not the job; run folder %s\n", js.name,
+		       js.learners.replicas, dir);
+	else
+		printf("ddiloco run %s: %d learners, quorum %d, chaos %s; run folder %s\n",
+		       js.name, js.learners.replicas, js.syncer.min_quorum,
+		       js.chaos.enabled && !o.no_chaos ? "on" : "off", dir);
 	fflush(stdout);
 
-	rc = run_job(&js, &o, dir, &r, &stop_signal, &e);
+	if (!o.baseline_only)
+		rc = run_job(&js, &o, dir, &r, &stop_signal, &e);
+	else if (!(rc = run_record_init(&r, &js, o.job_file, dir, &e)))
+		snprintf(r.outcome, sizeof(r.outcome), "not run (--baseline-only)");
 	ok = rc == 0;
 	if (!ok)
 		fprintf(stderr, "ddiloco run: %s\n", e.msg);

@@ -177,6 +177,7 @@ struct run_opts {
 	const char *baseline_lrs;       /* "LR,LR,..." or NULL: the default sweep */
 	int baseline_fresh;             /* train even when the cache has the trial */
 	int baseline_widen;             /* trials past the sweep's edge at most */
+	int baseline_only;              /* the baseline's sweep alone, not the job */
 	int twin;
 	double timeout;                 /* give up after this many seconds; 0 = never */
 	int quiet;                      /* no live view */

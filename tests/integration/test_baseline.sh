@@ -6,7 +6,9 @@
 # list is refused before anything runs. With spec.data.tuneFraction the
 # sweep chooses by the loss on the tuning split, and the loss it reports
 # is on the validation split. With --baseline-widen a best rate at the
-# sweep's edge is followed by the next rate past it.
+# sweep's edge is followed by the next rate past it. --baseline-only
+# trains the sweep without the job (here, all from the cache), and is
+# refused for a job with no token budget.
 set -eu
 BIN=${BUILD:-build}/ddiloco
 dir=$(mktemp -d /tmp/ddiloco-baseline-XXXXXX)
@@ -89,6 +91,19 @@ jq -e '.baseline.sweep | length == 3 and
 	.[2].lr == (if .[1].final_eval_loss < .[0].final_eval_loss then 0.002 else 0.00025 end)' \
 	"$wr" > /dev/null || fail "the sweep did not go on past its edge: $(jq -c .baseline.sweep "$wr")"
 grep -q 'is at the edge of the sweep: trying ' "$dir/out5" || fail "no line on the widening"
+# 6. the baseline alone: no learner, no syncer, the same choice as 1.
+"$BIN" run "$dir/job.yaml" --run-dir "$dir/runs/f" --baseline-only --baseline-lr 0.0005,0.01 \
+	--timeout 300 > "$dir/out6" 2>&1 || { cat "$dir/out6"; fail "--baseline-only failed"; }
+[ ! -e "$dir/runs/f/syncer.log" ] || fail "--baseline-only ran the job"
+grep -q 'the data-parallel baseline alone' "$dir/out6" || fail "no line saying the job is left out"
+[ "$(grep -c '(cached: ' "$dir/out6")" -eq 2 ] || fail "--baseline-only did not use the cache"
+[ "$(jq -c '.baseline | {lr, final_eval_loss}' "$dir/runs/f/report.json")" = \
+  "$(jq -c '.baseline | {lr, final_eval_loss}' "$rep")" ] || fail "--baseline-only chose otherwise"
+sed 's/budget: {tokens: 300000}/budget: {outerSteps: 20}/' "$dir/job.yaml" > "$dir/steps.yaml"
+rc=0
+"$BIN" run "$dir/steps.yaml" --run-dir "$dir/runs/g" --baseline-only > "$dir/out7" 2>&1 || rc=$?
+[ "$rc" -eq 2 ] || fail "--baseline-only without a token budget exited $rc"
+grep -q 'baseline-only: the job sets no spec.budget.tokens' "$dir/out7" || fail "no clear error: $(cat "$dir/out7")"
 echo "widened sweep: $(jq -c '[.baseline.sweep[] | {lr, final_eval_loss}]' "$wr")"
 echo "tuned sweep: $(jq -c '[.baseline.sweep[] | {lr, tune_loss, final_eval_loss}]' "$tr")"
 echo "baseline sweep: $(jq -c '[.baseline.sweep[] | {lr, final_eval_loss}]' "$rep")"

@@ -13,8 +13,10 @@
 #     gives its outer steps per fragment;
 #   - a second call runs nothing (every cell "done before");
 #   - the baseline's trials are in the study's cache (its folder): the
-#     baseline's cell run again, with its data folder's mtime changed (as
-#     on another machine), reads every trial from there;
+#     baseline's cell, its file left as a sweep stopped halfway leaves
+#     it (the job's result, no baseline), run again with its data
+#     folder's mtime changed (as on another machine), does not train its
+#     job again and reads every trial from there;
 #   - a changed job file runs its cells again, and the page shows only
 #     the cells of the job as it is now.
 set -eu
@@ -68,9 +70,9 @@ grep -q '^| 2 | 16 | int8 | [0-9.]* | ' "$dir/q/docs/quality.md" ||
 	fail "the page has no H row at M = 2: $(grep '^| 2 | 16 ' "$dir/q/docs/quality.md")"
 jq -e '.syncer.outerLr == 1 and .syncer.outerMomentum == 0.5 and .rounds > 0' "$runs/o2-1-0.5.json" > /dev/null ||
 	fail "o2-1-0.5 did not run η 1, μ 0.5 and count its rounds: $(jq -c '{syncer, rounds}' "$runs/o2-1-0.5.json")"
-grep -q 'chaos on' "$dir/q/runs/study/m2-fast-s1/out.log" || fail "m2-fast-s1 ran without chaos"
-! grep -q 'chaos on' "$dir/q/runs/study/o2-1-0.5/out.log" ||
-	fail "o2-1-0.5 ran with chaos: $(grep 'chaos on' "$dir/q/runs/study/o2-1-0.5/out.log")"
+grep -q 'chaos on' "$dir/q/runs/study/m2-fast-s1/run.log" || fail "m2-fast-s1 ran without chaos"
+! grep -q 'chaos on' "$dir/q/runs/study/o2-1-0.5/run.log" ||
+	fail "o2-1-0.5 ran with chaos: $(grep 'chaos on' "$dir/q/runs/study/o2-1-0.5/run.log")"
 page=$dir/q/docs/quality.md
 base=$(jq -r '.baseline.final_eval_loss' "$runs/m2-fast-s1.json")
 grep -q "^| 2 | one 2× slower | 1 | .* | $(printf %.4f "$base") (lr " "$page" ||
@@ -98,11 +100,14 @@ sh bench/quality.sh run > "$dir/out2" 2>&1 || { cat "$dir/out2"; fail "the secon
 [ "$(grep -c 'done before' "$dir/out2")" -eq 7 ] || fail "the second call ran cells: $(cat "$dir/out2")"
 [ "$(ls "$dir/q/bench/quality/baseline" | wc -l)" -ge "$n" ] ||
 	fail "the study's cache holds $(ls "$dir/q/bench/quality/baseline" | wc -l) trials of $n"
-rm "$runs/m2-fast-s1.json"
+jq 'del(.baseline)' "$runs/m2-fast-s1.json" > "$dir/cell" && mv "$dir/cell" "$runs/m2-fast-s1.json"
 touch -d '2001-01-01' "$dir/data"
 sh bench/quality.sh run m2-fast-s1 > "$dir/out4" 2>&1 || { cat "$dir/out4"; fail "the rerun failed"; }
-c=$(grep -c '^baseline: lr .*(cached: ' "$dir/q/runs/study/m2-fast-s1/out.log" || true)
-[ "$c" -eq "$n" ] || fail "$c of the $n trials came from the cache: $(grep '^baseline: lr' "$dir/q/runs/study/m2-fast-s1/out.log")"
+! grep -q 'm2-fast-s1: loss' "$dir/out4" || fail "the job ran again for its baseline: $(cat "$dir/out4")"
+[ "$(jq -r .final_eval_loss "$runs/m2-fast-s1.json")" = "$loss" ] || fail "the job's loss changed"
+[ "$(jq -r .baseline.lr "$runs/m2-fast-s1.json")" = "$lr" ] || fail "the baseline chose another lr"
+c=$(grep -c '^baseline: lr .*(cached: ' "$dir/q/runs/study/m2-fast-s1/baseline.log" || true)
+[ "$c" -eq "$n" ] || fail "$c of the $n trials came from the cache: $(grep '^baseline: lr' "$dir/q/runs/study/m2-fast-s1/baseline.log")"
 sed -i 's/tokens: 150000/tokens: 120000/' "$JOB"
 sh bench/quality.sh run m2-slow-s1 > "$dir/out3" 2>&1 || { cat "$dir/out3"; fail "the third call failed"; }
 grep -q 'm2-slow-s1: loss' "$dir/out3" || fail "a changed job did not run its cell again"
