@@ -157,8 +157,7 @@ static int train_through(const struct job_spec *js, struct evaluator *ev,
 	size_t np, maxn = 0;
 	float *Theta, *base, *resid, *x, *dec, *theta;
 	uint8_t *buf;
-	int H = js->syncer.sync_every ? js->syncer.sync_every
-				      : js->syncer.fragments, rc = -1;
+	int H = jobspec_sync_every(js), rc = -1;
 
 	if (!t)
 		return -1;
@@ -268,7 +267,7 @@ int main(void)
 	    model_frag_table(trainer_config(t), js.syncer.fragments, &ft, &e))
 		goto fail;
 	np = model_num_params(trainer_config(t));
-	H = js.syncer.sync_every ? js.syncer.sync_every : js.syncer.fragments;
+	H = jobspec_sync_every(&js);
 	off = calloc((size_t)ft.nfrags, sizeof(*off));
 	for (int p = 0; p < ft.nfrags; p++) {
 		if (ft.frags[p].numel > maxn)

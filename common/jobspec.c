@@ -52,7 +52,7 @@ void jobspec_defaults(struct job_spec *js)
 	js->syncer.min_quorum = 1;
 	js->syncer.grace = 0.5;
 	js->syncer.fragments = 4;
-	js->syncer.sync_every = 0;          /* 0 = fragments */
+	js->syncer.sync_every = 0;          /* 0 = 4 × fragments (jobspec_sync_every) */
 	js->syncer.overlap = 2;
 	js->syncer.shards = 1;
 	js->syncer.alpha = 0.0;
@@ -60,8 +60,8 @@ void jobspec_defaults(struct job_spec *js)
 	js->syncer.outer_momentum = 0.5;   /* docs/syncer.md, the outer step at long H */
 	js->syncer.nesterov = 1;
 	js->syncer.merge = MERGE_RDA;
-	js->syncer.encoding = ENC_F32;
-	js->syncer.update_encoding = ENC_F32;
+	js->syncer.encoding = ENC_INT8;     /* docs/syncer.md, Defaults */
+	js->syncer.update_encoding = ENC_BF16;
 	js->syncer.error_feedback = 1;
 	js->syncer.checkpoint_every = 50;
 	js->syncer.eval_every = 20;
@@ -437,7 +437,9 @@ double jobspec_slowdown(const struct job_spec *js, int learner)
 	return 1.0;
 }
 
+/* H; unset, 4 × P (a round every 4 learner steps): the quality study's
+ * best (docs/syncer.md, Defaults) */
 int jobspec_sync_every(const struct job_spec *js)
 {
-	return js->syncer.sync_every ? js->syncer.sync_every : js->syncer.fragments;
+	return js->syncer.sync_every ? js->syncer.sync_every : 4 * js->syncer.fragments;
 }

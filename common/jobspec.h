@@ -175,8 +175,8 @@ struct job_syncer {
 	double outer_lr, outer_momentum;  /* η 0.7, μ 0.5 */
 	int nesterov;                 /* default 1 */
 	enum merge_rule merge;        /* default rda */
-	enum payload_enc encoding;    /* answers, default f32 */
-	enum payload_enc update_encoding;  /* updates, default f32 */
+	enum payload_enc encoding;    /* answers, default int8 */
+	enum payload_enc update_encoding;  /* updates, default bf16 */
 	int update_delta;             /* updates as deltas from the learners' last
 				       * version, default 0 (docs/protocol.md) */
 	int error_feedback;           /* answers' residual kept, default 1 */
@@ -270,7 +270,7 @@ int job_argv_words(const struct job_argv *a, const char **out);
 
 /* The values behind the "0 = derived" defaults. */
 int jobspec_seq_len(const struct job_spec *js);     /* T: seqLen or context */
-int jobspec_sync_every(const struct job_spec *js);  /* H: syncEvery or P */
+int jobspec_sync_every(const struct job_spec *js);  /* H: syncEvery or 4 × P */
 /* Learner i's spec.learners.slowdown factor, 1 when it has none. */
 double jobspec_slowdown(const struct job_spec *js, int learner);
 

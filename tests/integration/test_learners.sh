@@ -58,8 +58,9 @@ spec:
   model: {context: 32, layers: 1, heads: 2, channels: 32}
   data: {path: /usr/share/games/fortunes, valFraction: 0.05}
   optimizer: {lr: 0.003, warmupSteps: 5, batchSize: 4, cosineSteps: 2000}
+  # f32 answers: they go to gRPC from the exchange's region (below)
   syncer: {fragments: 4, minQuorum: 2, evalEvery: 20, evalTokens: 2048,
-           checkpointEvery: 10}
+           checkpointEvery: 10, encoding: f32}
   budget: {outerSteps: 100000000}
 YAML
 

@@ -135,9 +135,9 @@ printf '#include "common/c.h"\n' > "$p/runner/r.h"
 lint_fails "$p" include-cycle "module cycle common -> runner -> common"
 
 plant crd-copy
-sed 's/default: f32}/default: bf16}/' "$ROOT/crds/decoupledtrainingjobs.yaml" \
+sed 's/default: int8}/default: bf16}/' "$ROOT/crds/decoupledtrainingjobs.yaml" \
 	> "$p/deploy/01-crd.yaml"
-line=$(grep -n 'default: f32}' "$ROOT/crds/decoupledtrainingjobs.yaml" | head -n 1 | cut -d: -f1)
+line=$(grep -n 'default: int8}' "$ROOT/crds/decoupledtrainingjobs.yaml" | head -n 1 | cut -d: -f1)
 lint_fails "$p" crd-copy "deploy/01-crd.yaml:$line: crd-copy: differs from crds/decoupledtrainingjobs.yaml"
 rm "$p/charts/ddiloco/crds/decoupledtrainingjobs.yaml"
 lint_fails "$p" crd-copy "charts/ddiloco/crds/decoupledtrainingjobs.yaml:1: crd-copy: missing"
@@ -148,7 +148,7 @@ echo "ok: crd-copy: --write-crds writes the copies again"
 plant crd-hash
 # a schema changed without make crds: its hash is stale, in every copy
 for f in crds/decoupledtrainingjobs.yaml deploy/01-crd.yaml charts/ddiloco/crds/decoupledtrainingjobs.yaml; do
-	sed -i 's/default: f32}/default: bf16}/' "$p/$f"
+	sed -i 's/default: int8}/default: bf16}/' "$p/$f"
 done
 line=$(grep -n 'ddiloco.io/schema-hash' "$ROOT/crds/decoupledtrainingjobs.yaml" | cut -d: -f1)
 lint_fails "$p" crd-copy "crds/decoupledtrainingjobs.yaml:$line: crd-copy: its ddiloco.io/schema-hash is stale: run make crds"

@@ -51,6 +51,11 @@ static inline struct fx *corefix_new(const char *name)
 	f->js.learners.replicas = M;
 	f->js.syncer.min_quorum = 2;
 	f->js.syncer.fragments = 2;
+	/* H = P and whole f32 payloads: a round per learner step, the values
+	 * sent as given (the tests count both) */
+	f->js.syncer.sync_every = 2;
+	f->js.syncer.encoding = ENC_F32;
+	f->js.syncer.update_encoding = ENC_F32;
 	f->js.syncer.overlap = 2;
 	f->js.syncer.merge = MERGE_MEAN;
 	f->js.syncer.outer_lr = 1.0;

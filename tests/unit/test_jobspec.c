@@ -156,7 +156,11 @@ static void minimal_gets_defaults(void **state)
 	assert_int_equal(js.syncer.insecure, 0);
 	assert_int_equal(js.syncer.max_parameters, 4000000000ULL);
 	assert_int_equal(jobspec_seq_len(&js), 64);
-	assert_int_equal(jobspec_sync_every(&js), 4);
+	/* the quality study's choices (docs/syncer.md, Defaults) */
+	assert_int_equal(jobspec_sync_every(&js), 16);
+	assert_int_equal(js.syncer.encoding, ENC_INT8);
+	assert_int_equal(js.syncer.update_encoding, ENC_BF16);
+	assert_int_equal(js.syncer.update_delta, 0);
 	assert_int_equal(js.model.kind, MODEL_GPT);
 	assert_int_equal(parse(HEAD "spec:\n" DATA "  model: {kind: external}\n",
 			       &js, &e), 0);

@@ -69,7 +69,9 @@ static const char *job_fmt =
 	"  optimizer:\n    batchSize: 2\n"
 	/* plaintext: these clients test the protocol; identities are
 	 * test_tls.c's */
+	/* H = P and whole f32 payloads: the tests check values and rounds */
 	"  syncer:\n    insecure: true\n    minQuorum: 2\n    fragments: 4\n    overlap: 2\n"
+	"    syncEvery: 4\n    encoding: f32\n    updateEncoding: f32\n"
 	"    grace: 0.5\n    checkpointEvery: 1\n    evalEvery: %d\n"
 	"    evalTokens: 256\n    merge: rda\n    helloTimeout: %g\n"
 	"  budget:\n    outerSteps: %d\n";
