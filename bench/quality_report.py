@@ -300,7 +300,10 @@ learner, seed 1): f32 answers and whole f32 updates, or int8 answers
 and int8 deltas (docs/protocol.md, Updates as deltas). The shorter H,
 the more outer steps each fragment takes, at more bytes; ratio-steps.svg
 draws the loss over the baseline's against those steps (the int8 cells
-and the m cells with the slow learner, a line per M).
+and the m cells with the slow learner, a line per M). The study's job
+runs H = 64, the regime of the bytes goal (a hundredth of data
+parallel's); a job that sets no syncEvery runs H = 4P, 16 here, the
+best of these rows (docs/syncer.md, Defaults).
 
 | M | H | encoding | outer steps per fragment | loss | loss / baseline | 1/(bytes / bf16 DP) | 1/(bytes / f32 DP) |
 |---|---|---|---|---|---|---|---|
