@@ -8,6 +8,7 @@
 #include "common/fragment.h"
 #include "common/shard.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -441,5 +442,9 @@ double jobspec_slowdown(const struct job_spec *js, int learner)
  * best (docs/syncer.md, Defaults) */
 int jobspec_sync_every(const struct job_spec *js)
 {
-	return js->syncer.sync_every ? js->syncer.sync_every : 4 * js->syncer.fragments;
+	int p = js->syncer.fragments;
+
+	if (js->syncer.sync_every)
+		return js->syncer.sync_every;
+	return p > INT_MAX / 4 ? INT_MAX : 4 * p;   /* an external model's P is unbounded */
 }

@@ -1,4 +1,5 @@
 /* Job spec: good files read field by field, bad input refused by name. */
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -165,6 +166,11 @@ static void minimal_gets_defaults(void **state)
 	assert_int_equal(parse(HEAD "spec:\n" DATA "  model: {kind: external}\n",
 			       &js, &e), 0);
 	assert_int_equal(js.model.kind, MODEL_EXTERNAL);
+	/* an external model's P has no bound: 4P saturates, not overflows */
+	js.syncer.fragments = 5;
+	assert_int_equal(jobspec_sync_every(&js), 20);
+	js.syncer.fragments = INT_MAX;
+	assert_int_equal(jobspec_sync_every(&js), INT_MAX);
 	assert_int_equal(parse(HEAD "spec:\n" DATA "  model: {kind: gpt}\n",
 			       &js, &e), 0);
 	assert_int_equal(js.model.kind, MODEL_GPT);
