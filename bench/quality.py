@@ -151,6 +151,7 @@ def fates(log, learner):
 
 def ddiloco_run(cell, job, rundir, run, extra):
     """`ddiloco run` of a cell's job into rundir/run; its report."""
+    os.makedirs(rundir, exist_ok=True)
     path = os.path.join(rundir, "job.yaml")
     with open(path, "w") as f:
         yaml.safe_dump(job, f, sort_keys=False)
@@ -189,17 +190,16 @@ def run_job(job, text_hash, cell, rundir):
 
 def run_baseline(job, cell, rundir):
     """The data-parallel baseline's sweep at the cell's M, alone
-    (--baseline-only): its choice, and the seconds it took."""
+    (--baseline-only): its choice and the seconds it took."""
     lr = job["spec"]["optimizer"]["lr"]
     s = math.sqrt(2)
-    t0 = time.time()
     rep = ddiloco_run(cell, job, rundir, "baseline", [
         "--baseline-only", "--baseline-lr",
         ",".join("%g" % (lr * k) for k in (1 / s, 1, s)),
         "--baseline-widen", "3"])
     b = rep["baseline"]
     return {"lr": b.get("lr"), "final_eval_loss": b["final_eval_loss"],
-            "sweep": b.get("sweep"), "seconds": b["seconds"]}, time.time() - t0
+            "sweep": b.get("sweep"), "seconds": b["seconds"]}
 
 
 def save(out, res):
@@ -221,7 +221,6 @@ def run(cells):
         out = os.path.join(OUT, cell + ".json")
         job, with_baseline = cell_job(base, cell)
         rundir = os.path.join(HOME or ROOT, "runs", "study", cell)
-        os.makedirs(rundir, exist_ok=True)
         res = json.load(open(out)) if os.path.exists(out) else {}
         if res.get("job_sha256") != text_hash:
             res = run_job(job, text_hash, cell, rundir)
@@ -232,8 +231,8 @@ def run(cells):
             print("quality: %s: done before (%s)" % (cell, out), flush=True)
             continue
         if with_baseline:
-            res["baseline"], took = run_baseline(job, cell, rundir)
-            res["seconds"] += took
+            res["baseline"] = run_baseline(job, cell, rundir)
+            res["seconds"] += res["baseline"]["seconds"]
             save(out, res)
             print("quality: %s: baseline %.4f at lr %g" % (
                 cell, res["baseline"]["final_eval_loss"],

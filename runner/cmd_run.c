@@ -1,8 +1,9 @@
 /*
  * `ddiloco run JOB.yaml`: the job on this machine (runner/run.c), then
  * optionally its no-chaos twin and its data-parallel baseline, then the
- * report. --baseline-only trains the baseline's sweep alone. Exit 0 only when the job (and every comparison asked for) ran
- * to its end; 130/143 after Ctrl-C/SIGTERM, with everything stopped.
+ * report; --baseline-only trains the baseline's sweep alone. Exit 0 only
+ * when the job (and every comparison asked for) ran to its end; 130/143
+ * after Ctrl-C/SIGTERM, with everything stopped.
  */
 #include <errno.h>
 #include <math.h>

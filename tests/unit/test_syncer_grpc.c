@@ -68,8 +68,8 @@ static const char *job_fmt =
 	"  data:\n    path: %s/data.txt\n"
 	"  optimizer:\n    batchSize: 2\n"
 	/* plaintext: these clients test the protocol; identities are
-	 * test_tls.c's */
-	/* H = P and whole f32 payloads: the tests check values and rounds */
+	 * test_tls.c's. H = P and whole f32 payloads: the tests check
+	 * values and rounds */
 	"  syncer:\n    insecure: true\n    minQuorum: 2\n    fragments: 4\n    overlap: 2\n"
 	"    syncEvery: 4\n    encoding: f32\n    updateEncoding: f32\n"
 	"    grace: 0.5\n    checkpointEvery: 1\n    evalEvery: %d\n"
