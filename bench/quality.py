@@ -23,7 +23,10 @@ Cells:
                             the job's lr times 1/sqrt2, 1, sqrt2 and, while
                             the best is at an edge, up to three rates
                             more past it, each sqrt2 further: a bracket
-                            search of the sqrt2 grid
+                            search of the sqrt2 grid; and one learner
+                            alone on 1/M of the tokens at the job's
+                            rate, where merging gaining nothing would
+                            leave the M learners
   h<H>-<enc>[-m<M>]         M (8 unless given) with the slow learner,
                             seed 1, the fragments merged every H learner
                             steps, with enc f32 (f32 answers, whole f32
@@ -32,6 +35,10 @@ Cells:
                             speed, seed 1, chaos off, outer learning rate
                             eta and momentum mu (Nesterov); M sets how
                             many outer steps each fragment takes
+  l<M>-<lr>                 the learners' inner learning rate: M learners
+                            of equal speed, seed 1, chaos as the job says,
+                            spec.optimizer.lr set to lr (the m<M>-fast-s1
+                            cell at another inner rate)
 
 Then writes docs/quality.md and its plots (docs/quality/*.svg) from every
 cell file there is. Usage:
@@ -102,6 +109,7 @@ def cell_job(base, cell):
     m = re.fullmatch(r"m(\d+)-(fast|slow)-s(\d+)", cell)
     h = re.fullmatch(r"h(\d+)-(f32|int8)(?:-m(\d+))?", cell)
     o = re.fullmatch(r"o(\d+)-([0-9.]+)-([0-9.]+)", cell)
+    lr = re.fullmatch(r"l(\d+)-([0-9.]+)", cell)
     if m:
         M, slow, seed = int(m.group(1)), m.group(2) == "slow", int(m.group(3))
     elif o:
@@ -110,6 +118,9 @@ def cell_job(base, cell):
         sy["outerMomentum"] = float(o.group(3))
         sy["nesterov"] = True
         spec.setdefault("chaos", {})["enabled"] = False
+    elif lr:
+        M, slow, seed = int(lr.group(1)), False, 1
+        spec["optimizer"]["lr"] = float(lr.group(2))
     elif h:
         M, slow, seed = int(h.group(3) or 8), True, 1
         sy["syncEvery"] = int(h.group(1))
@@ -119,7 +130,7 @@ def cell_job(base, cell):
         sy["updateDelta"] = enc != "f32"
     else:
         raise SystemExit("quality: no such cell '%s' (m<M>-<fast|slow>-s<SEED>, "
-                         "h<H>-<f32|int8>[-m<M>] or o<M>-<eta>-<mu>)" % cell)
+                         "h<H>-<f32|int8>[-m<M>], o<M>-<eta>-<mu> or l<M>-<lr>)" % cell)
     # (a job's name has no dots: o16-0.7-0.5 runs as study-o16-0p7-0p5)
     job["metadata"]["name"] = "study-" + cell.replace(".", "p")
     spec["learners"]["replicas"] = M
@@ -175,6 +186,7 @@ def run_job(job, text_hash, cell, rundir):
         "cell": cell, "job_sha256": text_hash, "learners": M,
         "slow": "slowdown" in job["spec"]["learners"],
         "syncer": job["spec"]["syncer"], "seconds": time.time() - t0,
+        "inner_lr": job["spec"]["optimizer"]["lr"],
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "cpus": os.cpu_count(), "final_eval_loss": rep["final_eval_loss"],
         "tokens": rep["tokens"], "rounds": rep.get("rounds"),
@@ -202,6 +214,32 @@ def run_baseline(job, cell, rundir):
             "sweep": b.get("sweep"), "seconds": b["seconds"]}
 
 
+def run_alone(job, cell, rundir):
+    """One learner alone on 1/M of the tokens at the job's rate (`ddiloco
+    train`, the baseline's trainer at the job's batch): where the M
+    learners would be if merging gained nothing."""
+    t0 = time.time()
+    os.makedirs(rundir, exist_ok=True)
+    path = os.path.join(rundir, "job.yaml")
+    with open(path, "w") as f:
+        yaml.safe_dump(job, f, sort_keys=False)
+    spec = job["spec"]
+    tokens = spec["budget"]["tokens"] // spec["learners"]["replicas"]
+    cmd = [BIN, "train", path, "--tokens", str(tokens),
+           "--lr", repr(spec["optimizer"]["lr"])]
+    print("quality: %s: %s" % (cell, " ".join(cmd)), flush=True)
+    log = os.path.join(rundir, "alone.log")
+    with open(log, "w") as out:
+        rc = subprocess.call(cmd, stdout=out, stderr=subprocess.STDOUT)
+    last = open(log).read().strip().splitlines()[-1:] or [""]
+    hit = re.match(r"final eval_loss=([0-9.eE+-]+) tokens=(\d+)", last[0])
+    if rc or not hit:
+        raise SystemExit("quality: %s: ddiloco train exited %d; see %s"
+                         % (cell, rc, log))
+    return {"final_eval_loss": float(hit.group(1)), "tokens": int(hit.group(2)),
+            "lr": spec["optimizer"]["lr"], "seconds": time.time() - t0}
+
+
 def save(out, res):
     with open(out + ".tmp", "w") as f:
         json.dump(res, f, indent=1)
@@ -227,16 +265,23 @@ def run(cells):
             save(out, res)
             print("quality: %s: loss %.4f in %.0f s" % (
                 cell, res["final_eval_loss"], res["seconds"]), flush=True)
-        elif not with_baseline or res.get("baseline"):
+        elif not with_baseline or (res.get("baseline") and res.get("alone")):
             print("quality: %s: done before (%s)" % (cell, out), flush=True)
             continue
-        if with_baseline:
+        if with_baseline and not res.get("baseline"):
             res["baseline"] = run_baseline(job, cell, rundir)
             res["seconds"] += res["baseline"]["seconds"]
             save(out, res)
             print("quality: %s: baseline %.4f at lr %g" % (
                 cell, res["baseline"]["final_eval_loss"],
                 res["baseline"]["lr"]), flush=True)
+        if with_baseline and not res.get("alone"):
+            res["alone"] = run_alone(job, cell, rundir)
+            res["seconds"] += res["alone"]["seconds"]
+            save(out, res)
+            print("quality: %s: one learner alone %.4f on %d tokens" % (
+                cell, res["alone"]["final_eval_loss"], res["alone"]["tokens"]),
+                flush=True)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,8 @@ import math
 import os
 import statistics
 
+import yaml
+
 COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
 
 
@@ -34,6 +36,21 @@ def baseline_of(cells, M):
         if c["learners"] == M and c.get("baseline"):
             return c["baseline"]
     return None
+
+
+def alone_of(cells, M):
+    """One learner alone on 1/M of the tokens (bench/quality.py)."""
+    for c in cells.values():
+        if c["learners"] == M and c.get("alone"):
+            return c["alone"]
+    return None
+
+
+def kept(loss, alone, b):
+    """The share of data parallel's gain over one learner alone that the
+    M learners kept: 1 at the baseline's loss, 0 at the lone learner's."""
+    return (alone["final_eval_loss"] - loss) / (
+        alone["final_eval_loss"] - b["final_eval_loss"])
 
 
 def best_of(b):
@@ -122,7 +139,14 @@ def svg(title, xlabel, ylabel, series, logx=False):
 
 
 def write(out, doc, plots, job):
-    cells, stale = load(out, job_hash(open(job, "rb").read()))
+    text = open(job, "rb").read()
+    cells, stale = load(out, job_hash(text))
+    # a cell file written before cells kept their inner rate ran the
+    # job's, or an l cell's own (its name's)
+    job_lr = yaml.safe_load(text)["spec"]["optimizer"]["lr"]
+    for c in cells.values():
+        c.setdefault("inner_lr", float(c["cell"].split("-")[1])
+                     if c["cell"].startswith("l") else job_lr)
     os.makedirs(plots, exist_ok=True)
     for old in glob.glob(os.path.join(plots, "*.svg")):
         os.remove(old)   # a plot of cells no longer shown
@@ -139,10 +163,13 @@ def write(out, doc, plots, job):
         best = best_of(b)
         bratios = [l / best["final_eval_loss"] for l in losses] if best else []
         lost = [s["restarts"] for s in sl if "restarts" in s]
-        rows.append("| %d | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        a = alone_of(cells, M)
+        rows.append("| %d | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             M, "one 2× slower" if slow else "–", len(cs), fmt_range(losses),
             "%.4f (lr %g)" % (b["final_eval_loss"], b["lr"]) if b else "–",
             fmt_range(ratios), fmt_range(bratios),
+            "%.4f" % a["final_eval_loss"] if a else "–",
+            fmt_range([kept(l, a, b) for l in losses], "%.2f") if a and b else "–",
             fmt_range([1 / dp_ratio(c, 16) for c in cs], "%.0f"),
             fmt_range([c["goodput"] for c in cs], "%.3f"),
             fmt_range([c["uptime"] for c in cs], "%.3f"),
@@ -180,6 +207,20 @@ def write(out, doc, plots, job):
             if c.get("rounds") else "–", sy["outerLr"], sy["outerMomentum"],
             sy["outerLr"] / (1 - sy["outerMomentum"]), c["final_eval_loss"],
             "%.4f" % (c["final_eval_loss"] / b["final_eval_loss"]) if b else "–"))
+    # the learners' inner rate: the l cells, beside the m<M>-fast-s1
+    # cell they vary (the job's own rate)
+    lcells = [c for c in cells.values() if c["cell"].startswith("l")]
+    lms = {c["learners"] for c in lcells}
+    lrows = []
+    for c in sorted((c for c in cells.values() if c["cell"].startswith("l") or
+                     (c["learners"] in lms and c["cell"] == "m%d-fast-s1" % c["learners"])),
+                    key=lambda c: (c["learners"], c["inner_lr"])):
+        b = baseline_of(cells, c["learners"])
+        lrows.append("| %d | %g | %s | %.4f | %s | %.3f |" % (
+            c["learners"], c["inner_lr"], "%.1f" % outer_steps(c)
+            if c.get("rounds") else "–", c["final_eval_loss"],
+            "%.4f" % (c["final_eval_loss"] / b["final_eval_loss"]) if b else "–",
+            c["goodput"]))
     # plots
     for M in ms:
         series = []
@@ -247,7 +288,7 @@ def write(out, doc, plots, job):
             if stale else "",
             rows="\n".join(rows) or "| – |",
             srows="\n".join(srows) or "| – |", hrows="\n".join(hrows) or "| – |",
-            orows="\n".join(orows) or "| – |",
+            orows="\n".join(orows) or "| – |", lrows="\n".join(lrows) or "| – |",
             plots="\n".join("![%s](quality/%s)" % (p[:-4], p)
                             for p in sorted(os.listdir(plots)))))
 
@@ -276,7 +317,12 @@ a hundredth). Slow: learner M−1 steps at half speed
 (spec.learners.slowdown); its merged and late shares are of the steps
 it trained, and so is what it lost to kills: the steps a killed
 learner had trained since its last answer, which chaos throws away
-whatever the outer loop does. Mean (min–max) over seeds. `loss / best` is the loss over
+whatever the outer loop does. `alone` is one learner trained by itself
+on 1/M of the tokens at the job's batch and rate (`ddiloco train`):
+where the M learners would end if merging their work gained nothing;
+`gain kept` is the share of data parallel's gain over it that the job
+kept, (alone − loss) / (alone − baseline), 1 at the baseline's loss.
+Mean (min–max) over seeds. `loss / best` is the loss over
 the sweep's lowest validation loss instead: the learning rate chosen on
 the reported split itself, the baseline at its most favourable; the
 sweep's runs are below, with both splits' losses. Each of the sweep's
@@ -284,8 +330,8 @@ runs is kept in bench/quality/baseline/ as it ends (`ddiloco run`'s
 cache, docs/run.md): a cell stopped in its sweep trains only the rates
 it had not finished when it runs again, on any machine.
 
-| M | slow | seeds | loss | baseline | loss / baseline | loss / best | 1/(bytes / bf16 DP) | goodput | uptime | slow merged | slow late | slow lost to kills |
-|---|---|---|---|---|---|---|---|---|---|---|---|---|
+| M | slow | seeds | loss | baseline | loss / baseline | loss / best | alone | gain kept | 1/(bytes / bf16 DP) | goodput | uptime | slow merged | slow late | slow lost to kills |
+|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|
 {rows}
 
 The baseline's sweeps (final loss on the validation split, and on the
@@ -318,6 +364,15 @@ effective size.
 | M | outer steps per fragment | η | μ | η/(1−μ) | loss | loss / baseline |
 |---|---|---|---|---|---|---|
 {orows}
+
+The learners' inner learning rate (spec.optimizer.lr): M learners of
+equal speed, seed 1, chaos as the job says, the job's other fields
+unchanged; the row at the job's own rate is the m<M>-fast-s1 cell. The
+baseline is the same tuned data-parallel run as above.
+
+| M | inner lr | outer steps per fragment | loss | loss / baseline | goodput |
+|---|---|---|---|---|---|
+{lrows}
 
 {plots}
 """

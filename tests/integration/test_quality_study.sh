@@ -11,6 +11,11 @@
 #     the page's rows compare with it;
 #   - the outer cell ran with its η and μ and no chaos, and the page
 #     gives its outer steps per fragment;
+#   - the baseline's cell also trained one learner alone on 1/M of the
+#     tokens, and the page gives the share of data parallel's gain over
+#     it that the cell kept;
+#   - an inner-rate cell ran at its rate, and the page lists it beside
+#     the m2-fast-s1 cell at the job's;
 #   - a second call runs nothing (every cell "done before");
 #   - the baseline's trials are in the study's cache (its folder): the
 #     baseline's cell, its file left as a sweep stopped halfway leaves
@@ -93,6 +98,22 @@ grep -q "^| 2 | – | 1 | .* | $want | " "$page" ||
 per=$(jq -r '.rounds / 2 | . * 10 | round / 10' "$runs/o2-1-0.5.json")
 grep -q "^| 2 | $(printf %.1f "$per") | 1 | 0.5 | 2.00 | " "$page" ||
 	fail "no outer row of $per steps per fragment: $(grep -A3 '^| M | outer' "$page")"
+# one learner alone: half the tokens (a whole number of steps of
+# 8 × 32), its loss where the page's row has it, and the share kept
+jq -e '.alone.tokens > 74000 and .alone.tokens <= 75008 and
+	.alone.final_eval_loss > 0 and .alone.final_eval_loss < 6 and .alone.lr == 0.005' \
+	"$runs/m2-fast-s1.json" > /dev/null ||
+	fail "no lone learner on half the tokens: $(jq -c .alone "$runs/m2-fast-s1.json")"
+alone=$(jq -r '.alone.final_eval_loss' "$runs/m2-fast-s1.json")
+kept=$(awk -v a="$alone" -v l="$loss" -v b="$base" 'BEGIN { printf "%.2f", (a - l) / (a - b) }')
+grep -q "^| 2 | – | 1 | .* | $(printf %.4f "$alone") | $kept | " "$page" ||
+	fail "no lone learner $alone and share kept $kept in the row: $(grep '^| 2 | – ' "$page")"
+sh bench/quality.sh run l2-0.0035 > "$dir/out5" 2>&1 || { cat "$dir/out5"; fail "the inner-rate cell failed"; }
+jq -e '.inner_lr == 0.0035 and .learners == 2 and (.slow | not) and .rounds > 0' "$runs/l2-0.0035.json" > /dev/null ||
+	fail "l2-0.0035 did not run its rate: $(jq -c '{inner_lr, learners, slow, rounds}' "$runs/l2-0.0035.json")"
+grep -q 'lr: 0.0035' "$dir/q/runs/study/l2-0.0035/job.yaml" || fail "l2-0.0035's job has not its rate"
+[ "$(grep -cE '^\| 2 \| 0\.00(35|5) \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|$' "$page")" -eq 2 ] ||
+	fail "the page does not list the two inner rates: $(grep -A4 '^| M | inner' "$page")"
 for p in loss-m2 ratio-m loss-bytes ratio-steps; do
 	grep -q '<polyline\|<circle' "$dir/q/docs/quality/$p.svg" || fail "plot $p is empty"
 done
@@ -111,8 +132,8 @@ c=$(grep -c '^baseline: lr .*(cached: ' "$dir/q/runs/study/m2-fast-s1/baseline.l
 sed -i 's/tokens: 150000/tokens: 120000/' "$JOB"
 sh bench/quality.sh run m2-slow-s1 > "$dir/out3" 2>&1 || { cat "$dir/out3"; fail "the third call failed"; }
 grep -q 'm2-slow-s1: loss' "$dir/out3" || fail "a changed job did not run its cell again"
-grep -q '6 cell files of an earlier text of the job are not shown' "$page" ||
-	fail "the page does not say it left out 6 cells: $(head -8 "$page")"
+grep -q '7 cell files of an earlier text of the job are not shown' "$page" ||
+	fail "the page does not say it left out 7 cells: $(head -8 "$page")"
 ! grep -q '^| 2 | – |' "$page" || fail "the page shows m2-fast-s1, of the earlier job"
 [ "$(grep -c '^| 2 | one 2× slower | 1 | ' "$page")" -eq 1 ] || fail "no row of the rerun cell"
 [ ! -e "$dir/q/docs/quality/loss-bytes.svg" ] || fail "a plot of cells not shown is left"
