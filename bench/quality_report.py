@@ -191,7 +191,8 @@ def write(out, doc, plots, job):
         b = baseline_of(cells, c["learners"])
         sy = c["syncer"]
         hrows.append("| %d | %d | %s | %s | %.4f | %s | %.0f | %.0f |" % (
-            c["learners"], sy["syncEvery"], sy["encoding"],
+            c["learners"], sy["syncEvery"], sy["encoding"] +
+            (" (%s's run)" % c["same_as"] if c.get("same_as") else ""),
             "%.1f" % outer_steps(c) if c.get("rounds") else "–",
             c["final_eval_loss"],
             "%.4f" % (c["final_eval_loss"] / b["final_eval_loss"]) if b else "–",
@@ -269,7 +270,7 @@ def write(out, doc, plots, job):
                       c["final_eval_loss"] / b["final_eval_loss"])
                      for c in cells.values()
                      if b and c["learners"] == M and c["slow"] and c.get("rounds")
-                     and c["cell"][0] in "mh"
+                     and c["cell"][0] in "mh" and not c.get("same_as")
                      and c["syncer"].get("encoding", "f32") == "int8")
         if pts:
             series.append(("M = %d" % M, pts))

@@ -9,6 +9,8 @@
 #   - the first cell trained the baseline on the tuning split, three
 #     learning rates or more, its best one between two worse ones, and
 #     the page's rows compare with it;
+#   - a cell whose job is an earlier cell's (h16-int8-m2, m2-slow-s1's)
+#     is that cell's run, not run again;
 #   - the outer cell ran with its η and μ and no chaos, and the page
 #     gives its outer steps per fragment;
 #   - the baseline's cell also trained one learner alone on 1/M of the
@@ -43,7 +45,10 @@ spec:
   model: {context: 32, layers: 1, heads: 2, channels: 32}
   data: {path: $dir/data, valFraction: 0.1, tuneFraction: 0.5}
   optimizer: {lr: 0.005, warmupSteps: 5, batchSize: 8}
-  syncer: {minQuorum: 1, fragments: 2, evalEvery: 10, evalTokens: 2048}
+  # H = 16 in int8 both ways, as h16-int8-m2: that cell is m2-slow-s1's
+  # run and is not run again
+  syncer: {minQuorum: 1, fragments: 2, evalEvery: 10, evalTokens: 2048,
+           syncEvery: 16, encoding: int8, updateEncoding: int8, updateDelta: true}
   budget: {tokens: 150000}
   # on, as the study's, but after the job's end: no kill, and the outer
   # cell shows it turns it off
@@ -71,7 +76,12 @@ jq -e '.syncer.updateDelta == true and .syncer.encoding == "int8"' "$runs/h16-in
 	> /dev/null || fail "h16-int8 did not run int8 deltas"
 jq -e '.learners == 2 and .slow and .syncer.syncEvery == 16 and .rounds > 0' "$runs/h16-int8-m2.json" \
 	> /dev/null || fail "h16-int8-m2 did not run M = 2, one slow, H = 16: $(jq -c '{learners, slow, syncer, rounds}' "$runs/h16-int8-m2.json")"
-grep -q '^| 2 | 16 | int8 | [0-9.]* | ' "$dir/q/docs/quality.md" ||
+jq -e --slurpfile m "$runs/m2-slow-s1.json" '.same_as == "m2-slow-s1" and .seconds == 0 and
+	.final_eval_loss == $m[0].final_eval_loss' "$runs/h16-int8-m2.json" > /dev/null ||
+	fail "h16-int8-m2 is not m2-slow-s1's run: $(jq -c '{same_as, seconds, final_eval_loss}' "$runs/h16-int8-m2.json")"
+grep -q 'h16-int8-m2: the job of m2-slow-s1, which ran' "$dir/out1" || fail "h16-int8-m2 ran again"
+[ ! -e "$dir/q/runs/study/h16-int8-m2" ] || fail "h16-int8-m2 has a run of its own"
+grep -q "^| 2 | 16 | int8 (m2-slow-s1's run) | [0-9.]* | " "$dir/q/docs/quality.md" ||
 	fail "the page has no H row at M = 2: $(grep '^| 2 | 16 ' "$dir/q/docs/quality.md")"
 jq -e '.syncer.outerLr == 1 and .syncer.outerMomentum == 0.5 and .rounds > 0' "$runs/o2-1-0.5.json" > /dev/null ||
 	fail "o2-1-0.5 did not run η 1, μ 0.5 and count its rounds: $(jq -c '{syncer, rounds}' "$runs/o2-1-0.5.json")"
