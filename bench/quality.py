@@ -163,12 +163,18 @@ def fates(log, learner):
     return dict(zip(("merged", "late", "refused", "overwritten", "restarts"), last))
 
 
-def ddiloco_run(cell, job, rundir, run, extra):
-    """`ddiloco run` of a cell's job into rundir/run; its report."""
+def write_job(job, rundir):
+    """The cell's job file in its run folder, made here: its path."""
     os.makedirs(rundir, exist_ok=True)
     path = os.path.join(rundir, "job.yaml")
     with open(path, "w") as f:
         yaml.safe_dump(job, f, sort_keys=False)
+    return path
+
+
+def ddiloco_run(cell, job, rundir, run, extra):
+    """`ddiloco run` of a cell's job into rundir/run; its report."""
+    path = write_job(job, rundir)
     cmd = [BIN, "run", path, "--run-dir", os.path.join(rundir, run)] + extra
     print("quality: %s: %s" % (cell, " ".join(cmd)), flush=True)
     with open(os.path.join(rundir, run + ".log"), "w") as out:
@@ -222,10 +228,7 @@ def run_alone(job, cell, rundir):
     train`, the baseline's trainer at the job's batch): where the M
     learners would be if merging gained nothing."""
     t0 = time.time()
-    os.makedirs(rundir, exist_ok=True)
-    path = os.path.join(rundir, "job.yaml")
-    with open(path, "w") as f:
-        yaml.safe_dump(job, f, sort_keys=False)
+    path = write_job(job, rundir)
     spec = job["spec"]
     tokens = spec["budget"]["tokens"] // spec["learners"]["replicas"]
     cmd = [BIN, "train", path, "--tokens", str(tokens),
