@@ -63,6 +63,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -189,6 +190,9 @@ def ddiloco_run(cell, job, rundir, run, extra):
 def run_job(job, text_hash, cell, rundir):
     """The cell's job, without its baseline: the cell's record."""
     t0 = time.time()
+    # from the start: a run folder left by a stopped run holds its
+    # checkpoints, from which `ddiloco run` would resume
+    shutil.rmtree(os.path.join(rundir, "run"), ignore_errors=True)
     rep = ddiloco_run(cell, job, rundir, "run", [])
     M = job["spec"]["learners"]["replicas"]
     return {

@@ -24,8 +24,9 @@
 #     it (the job's result, no baseline), run again with its data
 #     folder's mtime changed (as on another machine), does not train its
 #     job again and reads every trial from there;
-#   - a changed job file runs its cells again, and the page shows only
-#     the cells of the job as it is now.
+#   - a changed job file runs its cells again, each from its start (not
+#     from the checkpoints its earlier run left), and the page shows
+#     only the cells of the job as it is now.
 set -eu
 dir=$(mktemp -d /tmp/ddiloco-study-XXXXXX)
 [ -n "${KEEP:-}" ] || trap 'rm -rf "$dir"' EXIT
@@ -142,6 +143,9 @@ c=$(grep -c '^baseline: lr .*(cached: ' "$dir/q/runs/study/m2-fast-s1/baseline.l
 sed -i 's/tokens: 150000/tokens: 120000/' "$JOB"
 sh bench/quality.sh run m2-slow-s1 > "$dir/out3" 2>&1 || { cat "$dir/out3"; fail "the third call failed"; }
 grep -q 'm2-slow-s1: loss' "$dir/out3" || fail "a changed job did not run its cell again"
+# from the start, not from the checkpoints its earlier run left
+! grep -q 'resumed from' "$dir/q/runs/study/m2-slow-s1/run/syncer.log" ||
+	fail "the rerun resumed: $(grep 'resumed from' "$dir/q/runs/study/m2-slow-s1/run/syncer.log")"
 grep -q '7 cell files of an earlier text of the job are not shown' "$page" ||
 	fail "the page does not say it left out 7 cells: $(head -8 "$page")"
 ! grep -q '^| 2 | – |' "$page" || fail "the page shows m2-fast-s1, of the earlier job"

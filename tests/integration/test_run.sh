@@ -1,7 +1,8 @@
 #!/bin/sh
 # `ddiloco run` with the real parts: a small job with a learner killed every
 # few seconds runs to done, kills and restarts show in the report, nothing
-# is left behind; Ctrl-C stops everything with exit 130; a bad job file is
+# is left behind; run again into a folder with checkpoints it says it
+# resumes and does; Ctrl-C stops everything with exit 130; a bad job file is
 # refused with its field path. (The quickstart acceptance, longer, is
 # tests/acceptance/quickstart.sh.)
 set -eu
@@ -80,6 +81,19 @@ jq -e '(.eval_history | length) >= 1 and .eval_history[-1].round == .rounds and
 	.final_eval_loss == .eval_history[-1].loss' "$rep" > /dev/null ||
 	fail "the final loss is not the last round's: $(jq -c '{rounds, final_eval_loss, eval_history}' "$rep")"
 stamp "the last evaluation waited for"
+# 1c. the same run folder again: it says it resumes from the checkpoints
+# there, and the syncer takes the finished job from them (done at once,
+# the tokens it had); a first run says nothing of the kind
+! grep -q "holds an earlier run's checkpoints" "$dir/out1" || fail "a first run said it resumes"
+tok=$(jq -r .tokens "$dir/run1b/report.json")
+"$BIN" run "$dir/slow-eval.yaml" --run-dir "$dir/run1b" --timeout 300 > "$dir/out1c" 2>&1 ||
+	{ cat "$dir/out1c"; fail "the resumed run failed"; }
+grep -q "$dir/run1b/checkpoints holds an earlier run's checkpoints: the syncer resumes" "$dir/out1c" ||
+	fail "the rerun did not say it resumes: $(head -3 "$dir/out1c")"
+grep -q "resumed from '$dir/run1b/checkpoints/" "$dir/run1b/syncer.log" || fail "the syncer did not resume"
+jq -e --argjson t "$tok" '.tokens >= $t and .outcome == "done"' "$dir/run1b/report.json" > /dev/null ||
+	fail "the resumed run is not the finished one ($tok tokens): $(jq -c '{tokens, outcome}' "$dir/run1b/report.json")"
+stamp "a run folder's checkpoints resumed from"
 # 2. Ctrl-C while training: everything stops, exit 130
 sed -i 's/tokens: 2000000}/tokens: 100000000}/' "$dir/job.yaml"
 "$BIN" run "$dir/job.yaml" --run-dir "$dir/run2" --no-chaos > "$dir/out2" 2>&1 &
