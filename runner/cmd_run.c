@@ -5,7 +5,6 @@
  * when the job (and every comparison asked for) ran to its end; 130/143
  * after Ctrl-C/SIGTERM, with everything stopped.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -30,24 +29,6 @@ static volatile sig_atomic_t stop_signal;
 static void on_signal(int sig)
 {
 	stop_signal = sig;
-}
-
-/* Whether DIR/checkpoints holds anything: an earlier run's checkpoints,
- * from which the syncer resumes (docs/run.md, The run folder). */
-static int has_checkpoints(const char *dir)
-{
-	char path[4200];
-	struct dirent *de;
-	DIR *d;
-	int found = 0;
-
-	snprintf(path, sizeof(path), "%s/checkpoints", dir);
-	if (!(d = opendir(path)))
-		return 0;
-	while (!found && (de = readdir(d)))
-		found = de->d_name[0] != '.';
-	closedir(d);
-	return found;
 }
 
 static int default_dir(const struct job_spec *js, char *out, size_t n)
@@ -226,10 +207,6 @@ int cmd_run(int argc, char **argv)
 		printf("ddiloco run %s: %d learners, quorum %d, chaos %s; run folder %s\n",
 		       js.name, js.learners.replicas, js.syncer.min_quorum,
 		       js.chaos.enabled && !o.no_chaos ? "on" : "off", dir);
-	if (!o.baseline_only && has_checkpoints(dir))
-		printf("ddiloco run %s: %s/checkpoints holds an earlier run's "
-		       "checkpoints: the syncer resumes from the newest (remove "
-		       "that folder to start over)\n", js.name, dir);
 	fflush(stdout);
 
 	if (!o.baseline_only)

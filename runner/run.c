@@ -129,6 +129,7 @@ struct runner {
 	FILE *events;
 	int done;                       /* /status said done */
 	int said_eval_wait;             /* done_waited's event was logged */
+	int said_start;                 /* the first /status was read */
 	double done_at;
 	double last_poll, last_sample;
 	uint64_t rate_tokens;           /* tokens at rate_t, for tokens/s */
@@ -820,6 +821,17 @@ static void poll_status(struct runner *R)
 		syncer_status_move(&R->r->final, &st);
 	}
 	R->r->have_final = 1;
+	/* the syncer's own word on where it started: a run folder holding
+	 * an earlier run's checkpoints goes on from them (docs/run.md) */
+	if (!R->said_start) {
+		const char *from = R->r->final.ckpt.resumed_from;
+
+		R->said_start = 1;
+		if (!strcmp(from, "checkpoint") || !strcmp(from, "last_good"))
+			event(R, "syncer: resumed from its checkpoint of round %llu "
+			      "in the run folder (remove its checkpoints/ to start over)",
+			      (unsigned long long)R->r->final.ckpt.last_ok_round);
+	}
 	if (R->r->final.done && !R->done) {
 		R->done = 1;
 		R->done_at = t;

@@ -84,11 +84,11 @@ stamp "the last evaluation waited for"
 # 1c. the same run folder again: it says it resumes from the checkpoints
 # there, and the syncer takes the finished job from them (done at once,
 # the tokens it had); a first run says nothing of the kind
-! grep -q "holds an earlier run's checkpoints" "$dir/out1" || fail "a first run said it resumes"
+! grep -q "resumed from its checkpoint" "$dir/out1" || fail "a first run said it resumes"
 tok=$(jq -r .tokens "$dir/run1b/report.json")
 "$BIN" run "$dir/slow-eval.yaml" --run-dir "$dir/run1b" --timeout 300 > "$dir/out1c" 2>&1 ||
 	{ cat "$dir/out1c"; fail "the resumed run failed"; }
-grep -q "$dir/run1b/checkpoints holds an earlier run's checkpoints: the syncer resumes" "$dir/out1c" ||
+grep -q "syncer: resumed from its checkpoint of round [1-9]" "$dir/out1c" ||
 	fail "the rerun did not say it resumes: $(head -3 "$dir/out1c")"
 grep -q "resumed from '$dir/run1b/checkpoints/" "$dir/run1b/syncer.log" || fail "the syncer did not resume"
 jq -e --argjson t "$tok" '.tokens >= $t and .outcome == "done"' "$dir/run1b/report.json" > /dev/null ||
