@@ -533,13 +533,17 @@ int run_summary(const struct run_record *r, struct buf *out)
 	fmt_opt(loss, sizeof(loss), "%.4f", f->eval_loss);
 	fmt_opt(upt, sizeof(upt), "%.4f", f->uptime);
 	fmt_opt(gp, sizeof(gp), "%.4f", f->goodput);
-	buf_printf(out, "%s: %s in %.0f s: %llu rounds, %llu tokens, eval loss %s, "
-		   "uptime %s, goodput %s, %zu kills, %d restarts\n",
-		   r->job, r->outcome, r->seconds, (unsigned long long)f->round,
-		   (unsigned long long)f->tokens, loss, upt, gp, r->nkills,
-		   restarts);
-	summary_pace(out, f);
-	summary_time(out, f);
+	if (r->job_skipped) {
+		buf_printf(out, "%s: %s\n", r->job, r->outcome);
+	} else {
+		buf_printf(out, "%s: %s in %.0f s: %llu rounds, %llu tokens, eval loss %s, "
+			   "uptime %s, goodput %s, %zu kills, %d restarts\n",
+			   r->job, r->outcome, r->seconds, (unsigned long long)f->round,
+			   (unsigned long long)f->tokens, loss, upt, gp, r->nkills,
+			   restarts);
+		summary_pace(out, f);
+		summary_time(out, f);
+	}
 	if (r->twin.ran) {
 		double q = loss_ratio(r, &r->twin);
 		fmt_opt(loss, sizeof(loss), "%.4f", r->twin.loss);

@@ -103,6 +103,7 @@ struct run_record {
 	int have_final;
 	double done_at;                 /* run time /status first said done; NAN */
 	int success;
+	int job_skipped;                /* --baseline-only: no job, no final */
 	char outcome[256];              /* "done", "interrupted", the error */
 
 	struct run_compare baseline, twin;

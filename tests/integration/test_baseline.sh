@@ -96,6 +96,8 @@ grep -q 'is at the edge of the sweep: trying ' "$dir/out5" || fail "no line on t
 	--timeout 300 > "$dir/out6" 2>&1 || { cat "$dir/out6"; fail "--baseline-only failed"; }
 [ ! -e "$dir/runs/f/syncer.log" ] || fail "--baseline-only ran the job"
 grep -q 'the data-parallel baseline alone' "$dir/out6" || fail "no line saying the job is left out"
+grep -q ': not run (--baseline-only)$' "$dir/out6" || fail "no summary line saying the job was not run"
+! grep -q 'rounds, .* tokens, eval loss' "$dir/out6" || fail "a summary of the job that did not run"
 [ "$(grep -c '(cached: ' "$dir/out6")" -eq 2 ] || fail "--baseline-only did not use the cache"
 [ "$(jq -c '.baseline | {lr, final_eval_loss}' "$dir/runs/f/report.json")" = \
   "$(jq -c '.baseline | {lr, final_eval_loss}' "$rep")" ] || fail "--baseline-only chose otherwise"
