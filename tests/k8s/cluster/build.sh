@@ -51,13 +51,20 @@ build() {
 	log=$CACHE/logs/build-$name.log
 	echo "build: $name from $pkg (log: $log)"
 	t0=$(now)
-	if ! (cd "$HERE/$dir" && go build $GOFLAGS_BUILD -ldflags "$ldflags" \
-		-o "$BIN/$name.tmp.$$" "$pkg") >"$log" 2>&1; then
+	try=1
+	# a module download that timed out is tried again, twice at most
+	while ! (cd "$HERE/$dir" && go build $GOFLAGS_BUILD -ldflags "$ldflags" \
+		-o "$BIN/$name.tmp.$$" "$pkg") >"$log" 2>&1; do
 		rm -f "$BIN/$name.tmp.$$"
+		if [ "$try" -lt 3 ] && grep -Eq 'timeout|connection reset|unexpected EOF|dial tcp' "$log"; then
+			echo "build: $name: a download failed ($(grep -Em1 'timeout|connection reset|unexpected EOF|dial tcp' "$log")); trying again"
+			try=$((try + 1))
+			continue
+		fi
 		tail -30 "$log" >&2
 		echo "build: $name FAILED after $(($(now) - t0)) s (see $log)" >&2
 		exit 1
-	fi
+	done
 	mv "$BIN/$name.tmp.$$" "$BIN/$name"
 	t=$(($(now) - t0))
 	echo "build: $name took $t s"
