@@ -1,5 +1,5 @@
 #!/bin/sh
-# No size wall (issue 30; docs/protocol.md, Messages in parts, and
+# No size wall (docs/protocol.md, Messages in parts, and
 # common/fragment.h): a GPT whose tied embedding alone (65600 × 256
 # values, 67 MB in f32) is more than the 64 MiB message every sidecar
 # used to refuse at start. In a real run of `ddiloco run` with messages

@@ -123,7 +123,7 @@ static void assert_covers(const struct frag_table *ft,
 }
 
 /*
- * Four 4096 × 4096 tensors into 8 fragments (issue 30): each tensor is
+ * Four 4096 × 4096 tensors into 8 fragments: each tensor is
  * cut at row 2048, a half per fragment, in order; into 4 fragments they
  * need no cut and keep the table (and fingerprint) of before the cut.
  */

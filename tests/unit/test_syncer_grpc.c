@@ -1421,7 +1421,7 @@ static void answers_in_parts(void **state)
 }
 
 /*
- * issue #20: on a thin link a heartbeat on the Train stream comes after
+ * On a thin link a heartbeat on the Train stream comes after
  * the answer queued before it; on a Beat (a connection of its own) it
  * comes while the answer is still on its way. Both streams go through
  * a proxy at 2 MB/s toward the syncer; the answer is 6 MB (3 s there).
