@@ -256,7 +256,8 @@ def write(out, doc, plots, job):
         series.append(("M = %d, %s" % (M, enc), sorted(
             (c["bytes"]["exchanged"], c["final_eval_loss"]) for c in hcells
             if c["learners"] == M and c["syncer"]["encoding"] == enc)))
-    s = svg("Loss against bytes, H = 16, 64, 256 (one slow)",
+    hs = sorted({c["syncer"]["syncEvery"] for c in hcells})
+    s = svg("Loss against bytes, H = %s (one slow)" % ", ".join(map(str, hs)),
             "bytes exchanged", "eval loss", series, logx=True)
     if s:
         open(os.path.join(plots, "loss-bytes.svg"), "w").write(s)
