@@ -3,6 +3,11 @@
 # `ddiloco run`: spec.syncer.updateDelta with int8 deltas, three learners,
 # and learner 1's sidecar cut off (SIGSTOP) until the syncer drops it,
 # then let go: it joins again holding fragments of versions long gone.
+# H = P (a round every learner step): the Updates for the stopped
+# sidecar outrun what its connection's windows and socket buffers take
+# in (several MB) before the syncer drops it, so the next Update of a
+# fragment finds the one before still queued and goes whole. At the
+# default H = 4P they did so in about half the runs.
 # Passes when
 #   - merged fragments go as deltas (updates.delta grows) at int8's size,
 #     about a quarter of a whole f32 fragment, before and after the cut;
@@ -16,7 +21,7 @@ set -eu
 live_init delta
 
 live_exe
-syncer="minQuorum: 2, fragments: 2, updateDelta: true, updateEncoding: int8"
+syncer="minQuorum: 2, fragments: 2, syncEvery: 2, updateDelta: true, updateEncoding: int8"
 syncer="$syncer, evalEvery: 200, evalTokens: 2048"
 live_job delta-$$ 3 "$syncer" 6000000
 live_run 300
