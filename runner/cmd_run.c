@@ -211,10 +211,8 @@ int cmd_run(int argc, char **argv)
 
 	if (!o.baseline_only)
 		rc = run_job(&js, &o, dir, &r, &stop_signal, &e);
-	else if (!(rc = run_record_init(&r, &js, o.job_file, dir, &e))) {
+	else if (!(rc = run_record_init(&r, &js, o.job_file, dir, &e)))
 		snprintf(r.outcome, sizeof(r.outcome), "not run (--baseline-only)");
-		r.job_skipped = 1;
-	}
 	ok = rc == 0;
 	if (!ok)
 		fprintf(stderr, "ddiloco run: %s\n", e.msg);

@@ -533,7 +533,7 @@ int run_summary(const struct run_record *r, struct buf *out)
 	fmt_opt(loss, sizeof(loss), "%.4f", f->eval_loss);
 	fmt_opt(upt, sizeof(upt), "%.4f", f->uptime);
 	fmt_opt(gp, sizeof(gp), "%.4f", f->goodput);
-	if (r->job_skipped) {
+	if (!r->have_final) {           /* no /status read: nothing to count */
 		buf_printf(out, "%s: %s\n", r->job, r->outcome);
 	} else {
 		buf_printf(out, "%s: %s in %.0f s: %llu rounds, %llu tokens, eval loss %s, "

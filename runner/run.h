@@ -100,10 +100,9 @@ struct run_record {
 	double shard_down_seconds;
 
 	struct syncer_status final;     /* the last /status read */
-	int have_final;
+	int have_final;                 /* a /status was read (not with --baseline-only) */
 	double done_at;                 /* run time /status first said done; NAN */
 	int success;
-	int job_skipped;                /* --baseline-only: no job, no final */
 	char outcome[256];              /* "done", "interrupted", the error */
 
 	struct run_compare baseline, twin;

@@ -52,12 +52,13 @@ build() {
 	echo "build: $name from $pkg (log: $log)"
 	t0=$(now)
 	try=1
-	# a module download that timed out is tried again, twice at most
+	# a module download that failed is tried again, twice at most
+	net='timeout|connection reset|unexpected EOF|dial tcp'
 	while ! (cd "$HERE/$dir" && go build $GOFLAGS_BUILD -ldflags "$ldflags" \
 		-o "$BIN/$name.tmp.$$" "$pkg") >"$log" 2>&1; do
 		rm -f "$BIN/$name.tmp.$$"
-		if [ "$try" -lt 3 ] && grep -Eq 'timeout|connection reset|unexpected EOF|dial tcp' "$log"; then
-			echo "build: $name: a download failed ($(grep -Em1 'timeout|connection reset|unexpected EOF|dial tcp' "$log")); trying again"
+		if [ "$try" -lt 3 ] && grep -Eq "$net" "$log"; then
+			echo "build: $name: a download failed ($(grep -Em1 "$net" "$log")); trying again"
 			try=$((try + 1))
 			continue
 		fi
